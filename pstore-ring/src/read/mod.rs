@@ -1,0 +1,155 @@
+//! The salvaging reader: arbitrary bytes in, everything intact out, plus a
+//! precise account of what was not.
+//!
+//! Reading never fails past the header: [`Region::parse`] returns an error
+//! only when the header itself cannot be trusted. After that, every problem
+//! (a damaged descriptor, schema table or page, a torn record) is a
+//! [`Diagnostic`] that names the stream, the page slot and the region
+//! offset, and costs only the bytes it covers. [`Region::decode`] rebuilds
+//! each stream's pages in sequence-number order, decodes closed pages whose
+//! CRC holds, salvages the open page record by record, and reports every
+//! lost event as a [`Loss`].
+
+mod region;
+mod schema;
+mod stream;
+
+pub use region::{parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo};
+pub use schema::{EventType, Field, Schema, SchemaError};
+pub use stream::{Event, Loss, LossKind, PageReport, PageStatus, StreamTrace};
+
+use crate::record::RecordError;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// A non-fatal problem and exactly where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub stream: Option<u16>,
+    pub page: Option<u32>,
+    /// Byte offset from the start of the region.
+    pub offset: u64,
+    pub problem: Problem,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(s) = self.stream {
+            write!(f, "stream {s} ")?;
+        }
+        if let Some(p) = self.page {
+            write!(f, "page {p} ")?;
+        }
+        write!(f, "at region offset {:#x}: {}", self.offset, self.problem)
+    }
+}
+
+/// What was wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("truncated: the input ends inside this structure")]
+    Truncated,
+    #[error("region is {size} bytes by its header, the input holds {have}")]
+    RegionTruncated { size: u64, have: u64 },
+    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Crc { stored: u32, computed: u32 },
+    #[error("region header CRC mismatch: stored {stored:#010x}, computed {computed:#010x}; fields used anyway")]
+    HeaderCrc { stored: u32, computed: u32 },
+    #[error("invalid field `{field}`: {value}")]
+    InvalidField { field: &'static str, value: u64 },
+    #[error("page `magic` is {0:#010x}")]
+    BadMagic(u32),
+    #[error("page belongs to stream {0}")]
+    WrongStream(u16),
+    #[error("page `flags` {0:#06x} is not a page state")]
+    BadFlags(u16),
+    #[error("page `commit` {0} exceeds the page")]
+    CommitOutOfRange(u32),
+    #[error("page `seq` {0} is also used by an earlier slot")]
+    DuplicateSeq(u64),
+    #[error("{0}")]
+    Record(RecordError),
+    #[error("record at data offset {offset}: type {type_id} is not in the schema")]
+    UnknownType { offset: usize, type_id: u8 },
+    #[error("record at data offset {offset}: payload does not match event type {type_id}")]
+    PayloadMismatch { offset: usize, type_id: u8 },
+    #[error("page `count` is {header}, {decoded} records decoded")]
+    CountMismatch { header: u32, decoded: u32 },
+    #[error("page `first_index` is {found}, the previous page ends at {expected}")]
+    IndexMismatch { expected: u64, found: u64 },
+    #[error("schema table unusable, built-in event types used: {0}")]
+    Schema(SchemaError),
+}
+
+/// One region: its metadata, parsed and checked, over the bytes it came
+/// from. The bytes may be shorter than the region (a truncated dump); what
+/// is missing is reported, not guessed.
+#[derive(Clone, Debug)]
+pub struct Region<'a> {
+    bytes: &'a [u8],
+    pub header: HeaderInfo,
+    /// The state block, or why it could not be read.
+    pub state: Result<StateInfo, Problem>,
+    pub streams: Vec<StreamInfo>,
+    pub schema: Schema,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Everything recovered from a region.
+#[derive(Clone, Debug)]
+pub struct Trace<'a> {
+    pub streams: Vec<StreamTrace<'a>>,
+    /// The region's diagnostics followed by every page's.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Trace<'_> {
+    /// Events lost for any reason, over all streams.
+    pub fn lost_events(&self) -> u64 {
+        self.streams.iter().flat_map(|s| &s.losses).map(|l| l.events).sum()
+    }
+
+    pub fn event_count(&self) -> usize {
+        self.streams.iter().map(|s| s.events.len()).sum()
+    }
+}
+
+impl<'a> Region<'a> {
+    /// Parses the region that starts at `bytes[0]`.
+    pub fn parse(bytes: &'a [u8], trust: HeaderTrust) -> Result<Region<'a>, HeaderError> {
+        let header = parse_header(bytes, trust)?;
+        let mut diagnostics = Vec::new();
+        if !header.crc_ok {
+            let stored = crate::endian::u32_at(bytes, 252, header.endian).unwrap_or(0);
+            let computed = crate::layout::crc32(&[&bytes[..252]]);
+            let problem = Problem::HeaderCrc { stored, computed };
+            diagnostics.push(Diagnostic { stream: None, page: None, offset: 0, problem });
+        }
+        let have = bytes.len() as u64;
+        if have < header.region_size {
+            let problem = Problem::RegionTruncated { size: header.region_size, have };
+            diagnostics.push(Diagnostic { stream: None, page: None, offset: have, problem });
+        }
+        let bytes = &bytes[..bytes.len().min(usize::try_from(header.region_size).unwrap_or(usize::MAX))];
+        let state = region::parse_state(bytes, header.endian);
+        let streams = region::parse_streams(bytes, &header, &mut diagnostics);
+        let schema = region::parse_schema(bytes, &header, &mut diagnostics);
+        Ok(Region { bytes, header, state, streams, schema, diagnostics })
+    }
+
+    /// The region's bytes (at most `region_size` of them).
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Decodes and salvages every stream.
+    pub fn decode(&self) -> Trace<'a> {
+        let mut diagnostics = self.diagnostics.clone();
+        let streams = self
+            .streams
+            .iter()
+            .map(|s| stream::decode(self, s, &mut diagnostics))
+            .collect();
+        Trace { streams, diagnostics }
+    }
+}

@@ -1,0 +1,303 @@
+//! Parsing a region's metadata: header, state block, stream descriptors and
+//! schema table. Only a header that cannot be trusted is fatal; every other
+//! problem becomes a [`Diagnostic`] and costs only what it covers.
+
+use super::schema::Schema;
+use super::{Diagnostic, Problem};
+use crate::endian::Endian;
+use crate::layout::*;
+use alloc::string::String;
+use alloc::vec::Vec;
+use zerocopy::FromBytes;
+
+/// Why bytes are not a usable region. `offset` is from the start of the
+/// region.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("region header truncated: {need} bytes needed, {have} present")]
+    Truncated { need: usize, have: usize },
+    #[error("no region magic at offset 0")]
+    BadMagic,
+    #[error("invalid region header field `endian_tag`: {0:02x?} is neither byte order of 0x0a0b0c0d")]
+    BadEndianTag([u8; 4]),
+    #[error("unsupported region format version {0} (this reader knows 1)")]
+    UnsupportedVersion(u16),
+    #[error("region header CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Crc { stored: u32, computed: u32 },
+    #[error("invalid region header field `{field}` at offset {offset}: {value} {why}")]
+    InvalidField { field: &'static str, offset: usize, value: u64, why: &'static str },
+}
+
+/// How much a reader insists on the header CRC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderTrust {
+    /// A CRC mismatch is fatal: what a scan of a dump wants.
+    Checksummed,
+    /// A CRC mismatch is reported and the fields are still used, each one
+    /// checked: what a reader given an exact address wants.
+    Lenient,
+}
+
+/// The header fields, in the reader's native types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderInfo {
+    pub endian: Endian,
+    pub version: u16,
+    pub word_size: u8,
+    pub stream_count: u16,
+    pub cpu_count: u16,
+    pub page_size: u32,
+    pub region_size: u64,
+    pub desc_offset: u32,
+    pub schema_offset: u32,
+    pub schema_size: u32,
+    pub clock_id: u32,
+    pub boot_id: [u8; 16],
+    pub generation: u64,
+    pub created_ns: u64,
+    pub wall_offset_ns: i64,
+    pub flags: u32,
+    pub kernel_release: String,
+    pub hostname: String,
+    pub producer: String,
+    /// Whether the stored header CRC matched.
+    pub crc_ok: bool,
+}
+
+/// The generation's state block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateInfo {
+    pub state: u32,
+    pub reason: u32,
+    pub crash_ns: u64,
+    pub crash_cpu: u32,
+    pub updates: u32,
+    pub message: String,
+}
+
+impl StateInfo {
+    pub fn state_name(&self) -> &'static str {
+        match self.state {
+            STATE_RUNNING => "running",
+            STATE_CRASHED => "crashed",
+            STATE_CLEAN => "clean-shutdown",
+            _ => "unknown",
+        }
+    }
+}
+
+/// A crash reason's name, as the state block and `crash` events use it.
+pub fn reason_name(reason: u32) -> &'static str {
+    match reason {
+        REASON_NONE => "none",
+        REASON_PANIC => "panic",
+        REASON_OOPS => "oops",
+        REASON_DIE => "die",
+        REASON_WATCHDOG => "watchdog",
+        REASON_EMERGENCY_RESTART => "emergency-restart",
+        _ => "unknown",
+    }
+}
+
+/// A stream descriptor that passed its checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamInfo {
+    pub index: u16,
+    pub kind: u16,
+    pub cpu: u16,
+    pub page_count: u32,
+    pub pages_offset: u64,
+    pub name: String,
+    pub pid: u32,
+}
+
+impl StreamInfo {
+    /// A short label: `cpu3` for kernel streams, the name for user ones.
+    pub fn label(&self) -> String {
+        if self.kind == STREAM_KERNEL_CPU {
+            alloc::format!("cpu{}", self.cpu)
+        } else if self.name.is_empty() {
+            alloc::format!("stream{}", self.index)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
+pub(crate) fn text_of(raw: &[u8]) -> String {
+    let end = memchr::memchr(0, raw).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
+
+/// Reads and checks the header at the start of `bytes`.
+pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, HeaderError> {
+    let have = bytes.len();
+    let (h, _) = RegionHeader::read_from_prefix(bytes)
+        .map_err(|_| HeaderError::Truncated { need: HEADER_SIZE, have })?;
+    if h.magic != MAGIC_STORED {
+        return Err(HeaderError::BadMagic);
+    }
+    let e = endian_from_tag(h.endian_tag.0).ok_or(HeaderError::BadEndianTag(h.endian_tag.0))?;
+    let version = h.version.get(e);
+    if version != FORMAT_VERSION {
+        return Err(HeaderError::UnsupportedVersion(version));
+    }
+    let stored = h.header_crc.get(e);
+    let computed = crc32(&[&bytes[..HEADER_SIZE - 4]]);
+    if stored != computed && trust == HeaderTrust::Checksummed {
+        return Err(HeaderError::Crc { stored, computed });
+    }
+    let invalid = |field, offset, value: u64, why| HeaderError::InvalidField { field, offset, value, why };
+    let header_size = h.header_size.get(e);
+    if header_size as usize != HEADER_SIZE {
+        return Err(invalid("header_size", 14, header_size.into(), "is not 256"));
+    }
+    if h.word_size != 4 && h.word_size != 8 {
+        return Err(invalid("word_size", 16, h.word_size.into(), "is neither 4 nor 8"));
+    }
+    let streams = h.stream_count.get(e);
+    if streams == 0 || streams > MAX_STREAMS {
+        return Err(invalid("stream_count", 18, streams.into(), "is not between 1 and 4096"));
+    }
+    let cpus = h.cpu_count.get(e);
+    if cpus > streams {
+        return Err(invalid("cpu_count", 20, cpus.into(), "exceeds stream_count"));
+    }
+    let phs = h.page_header_size.get(e);
+    if phs as usize != PAGE_HEADER_SIZE {
+        return Err(invalid("page_header_size", 22, phs.into(), "is not 48"));
+    }
+    let page_size = h.page_size.get(e);
+    if !page_size.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(invalid("page_size", 24, page_size.into(), "is not a power of two between 256 and 1 MiB"));
+    }
+    let desc_size = h.desc_size.get(e);
+    if desc_size as usize != DESC_SIZE {
+        return Err(invalid("desc_size", 28, desc_size.into(), "is not 64"));
+    }
+    let region_size = h.region_size.get(e);
+    let desc_offset = h.desc_offset.get(e);
+    let desc_end = u64::from(desc_offset) + u64::from(streams) * DESC_SIZE as u64;
+    if (desc_offset as usize) < STATE_OFFSET + STATE_SIZE || desc_end > region_size {
+        return Err(invalid("desc_offset", 40, desc_offset.into(), "puts the descriptors outside the region"));
+    }
+    let schema_offset = h.schema_offset.get(e);
+    let schema_size = h.schema_size.get(e);
+    if u64::from(schema_offset) + u64::from(schema_size) > region_size {
+        return Err(invalid("schema_offset", 44, schema_offset.into(), "puts the schema table outside the region"));
+    }
+    Ok(HeaderInfo {
+        endian: e,
+        version,
+        word_size: h.word_size,
+        stream_count: streams,
+        cpu_count: cpus,
+        page_size,
+        region_size,
+        desc_offset,
+        schema_offset,
+        schema_size,
+        clock_id: h.clock_id.get(e),
+        boot_id: h.boot_id,
+        generation: h.generation.get(e),
+        created_ns: h.created_ns.get(e),
+        wall_offset_ns: h.wall_offset_ns.get(e) as i64,
+        flags: h.flags.get(e),
+        kernel_release: text_of(&h.kernel_release),
+        hostname: text_of(&h.hostname),
+        producer: text_of(&h.producer),
+        crc_ok: stored == computed,
+    })
+}
+
+pub(crate) fn parse_state(bytes: &[u8], e: Endian) -> Result<StateInfo, Problem> {
+    let raw = bytes
+        .get(STATE_OFFSET..)
+        .and_then(|r| r.get(..STATE_SIZE))
+        .ok_or(Problem::Truncated)?;
+    let Ok(s) = StateBlock::read_from_bytes(raw) else {
+        return Err(Problem::Truncated);
+    };
+    let computed = crc32(&[&raw[..STATE_SIZE - 4]]);
+    if computed != s.crc.get(e) {
+        return Err(Problem::Crc { stored: s.crc.get(e), computed });
+    }
+    Ok(StateInfo {
+        state: s.state.get(e),
+        reason: s.reason.get(e),
+        crash_ns: s.crash_ns.get(e),
+        crash_cpu: s.crash_cpu.get(e),
+        updates: s.updates.get(e),
+        message: text_of(&s.message),
+    })
+}
+
+/// Reads every stream descriptor; a bad one becomes a diagnostic.
+pub(crate) fn parse_streams(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnostic>) -> Vec<StreamInfo> {
+    let e = h.endian;
+    let mut out = Vec::new();
+    for i in 0..h.stream_count {
+        let offset = h.desc_offset as u64 + u64::from(i) * DESC_SIZE as u64;
+        let mut report = |problem| diags.push(Diagnostic { stream: Some(i), page: None, offset, problem });
+        let raw = usize::try_from(offset)
+            .ok()
+            .and_then(|o| bytes.get(o..))
+            .and_then(|r| r.get(..DESC_SIZE));
+        let Some(raw) = raw else {
+            report(Problem::Truncated);
+            continue;
+        };
+        let Ok(d) = StreamDesc::read_from_bytes(raw) else {
+            report(Problem::Truncated);
+            continue;
+        };
+        let computed = crc32(&[&raw[..DESC_SIZE - 4]]);
+        if computed != d.crc.get(e) {
+            report(Problem::Crc { stored: d.crc.get(e), computed });
+            continue;
+        }
+        let kind = d.kind.get(e);
+        if kind != STREAM_KERNEL_CPU && kind != STREAM_USER {
+            report(Problem::InvalidField { field: "kind", value: kind.into() });
+            continue;
+        }
+        let page_count = d.page_count.get(e);
+        let pages_offset = d.pages_offset.get(e);
+        let end = u64::from(page_count)
+            .checked_mul(u64::from(h.page_size))
+            .and_then(|len| len.checked_add(pages_offset));
+        if page_count == 0 || end.is_none_or(|end| end > h.region_size) {
+            report(Problem::InvalidField { field: "page_count", value: page_count.into() });
+            continue;
+        }
+        out.push(StreamInfo {
+            index: i,
+            kind,
+            cpu: d.cpu.get(e),
+            page_count,
+            pages_offset,
+            name: text_of(&d.name),
+            pid: d.pid.get(e),
+        });
+    }
+    out
+}
+
+/// The region's schema, or the built-ins plus a diagnostic when its table
+/// is damaged.
+pub(crate) fn parse_schema(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnostic>) -> Schema {
+    let start = h.schema_offset as usize;
+    let table = bytes.get(start..).map(|t| &t[..t.len().min(h.schema_size as usize)]);
+    match table.map(|t| Schema::parse(t, h.endian)) {
+        Some(Ok(s)) => s,
+        Some(Err(err)) => {
+            let problem = Problem::Schema(err);
+            diags.push(Diagnostic { stream: None, page: None, offset: start as u64, problem });
+            Schema::builtin()
+        }
+        None => {
+            diags.push(Diagnostic { stream: None, page: None, offset: start as u64, problem: Problem::Truncated });
+            Schema::builtin()
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The schema table as a reader holds it: owned, indexed by type id, with
+//! the built-ins filled in wherever the region's table is silent or damaged.
+
+use crate::endian::Endian;
+use crate::layout::*;
+use crate::schema::{decode_field, FieldKind, Value, BUILTIN_EVENTS};
+use alloc::string::String;
+use alloc::vec::Vec;
+use zerocopy::FromBytes;
+
+/// An event type as a reader knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventType {
+    pub id: u8,
+    pub name: String,
+    pub fields: Vec<Field>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    pub kind: FieldKind,
+}
+
+/// Why a schema table could not be used; the offset is from the start of
+/// the table.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("schema table is {have} bytes, its header says {need}")]
+    Truncated { need: usize, have: usize },
+    #[error("schema table `magic` is {0:#010x}")]
+    BadMagic(u32),
+    #[error("schema table CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Crc { stored: u32, computed: u32 },
+    #[error("schema table `count` {0} exceeds 256")]
+    TooMany(u32),
+    #[error("schema table entry at offset {offset}: {what}")]
+    BadEntry { offset: usize, what: &'static str },
+}
+
+/// Every event type a region's records can be decoded with.
+#[derive(Clone, Debug)]
+pub struct Schema {
+    types: Vec<Option<EventType>>,
+}
+
+fn name_of(raw: &[u8]) -> String {
+    let end = memchr::memchr(0, raw).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
+
+impl Schema {
+    /// Just the built-in event types.
+    pub fn builtin() -> Schema {
+        let mut types: Vec<Option<EventType>> = (0..256).map(|_| None).collect();
+        for def in BUILTIN_EVENTS {
+            types[def.id as usize] = Some(EventType {
+                id: def.id,
+                name: def.name.into(),
+                fields: def
+                    .fields
+                    .iter()
+                    .map(|f| Field { name: f.name.into(), kind: f.kind })
+                    .collect(),
+            });
+        }
+        Schema { types }
+    }
+
+    /// The built-ins overlaid with every entry of a region's schema table.
+    pub fn parse(table: &[u8], e: Endian) -> Result<Schema, SchemaError> {
+        let have = table.len();
+        let (hdr, _) = SchemaHeader::read_from_prefix(table)
+            .map_err(|_| SchemaError::Truncated { need: SCHEMA_HEADER_SIZE, have })?;
+        if hdr.magic.get(e) != SCHEMA_MAGIC {
+            return Err(SchemaError::BadMagic(hdr.magic.get(e)));
+        }
+        let need = hdr.size.get(e) as usize;
+        let Some(table) = table.get(..need).filter(|_| need >= SCHEMA_HEADER_SIZE) else {
+            return Err(SchemaError::Truncated { need, have });
+        };
+        let computed = crc32(&[&table[..12], &table[SCHEMA_HEADER_SIZE..]]);
+        if computed != hdr.crc.get(e) {
+            return Err(SchemaError::Crc { stored: hdr.crc.get(e), computed });
+        }
+        let count = hdr.count.get(e);
+        if count > MAX_EVENT_TYPES {
+            return Err(SchemaError::TooMany(count));
+        }
+        let mut schema = Schema::builtin();
+        let mut at = SCHEMA_HEADER_SIZE;
+        for _ in 0..count {
+            let bad = |what| SchemaError::BadEntry { offset: at, what };
+            let desc = table
+                .get(at..)
+                .and_then(|r| EventDesc::read_from_prefix(r).ok())
+                .map(|(d, _)| d)
+                .ok_or(bad("event descriptor runs past the table"))?;
+            let id = desc.type_id.get(e);
+            let Ok(id8) = u8::try_from(id) else {
+                return Err(bad("`type_id` exceeds 255"));
+            };
+            if id8 < FIRST_EVENT_TYPE {
+                return Err(bad("`type_id` is reserved for the format"));
+            }
+            let nfields = desc.field_count.get(e);
+            if nfields > MAX_FIELDS {
+                return Err(bad("`field_count` exceeds 32"));
+            }
+            let mut fields = Vec::with_capacity(nfields as usize);
+            let mut fat = at + EVENT_DESC_SIZE;
+            for _ in 0..nfields {
+                let fbad = |what| SchemaError::BadEntry { offset: fat, what };
+                let fd = table
+                    .get(fat..)
+                    .and_then(|r| FieldDesc::read_from_prefix(r).ok())
+                    .map(|(d, _)| d)
+                    .ok_or(fbad("field descriptor runs past the table"))?;
+                let kind = FieldKind::from_descriptor(fd.kind, fd.size.get(e))
+                    .ok_or(fbad("field `kind` or `size` is invalid"))?;
+                fields.push(Field { name: name_of(&fd.name), kind });
+                fat += FIELD_DESC_SIZE;
+            }
+            schema.types[id8 as usize] = Some(EventType { id: id8, name: name_of(&desc.name), fields });
+            at = fat;
+        }
+        Ok(schema)
+    }
+
+    pub fn get(&self, id: u8) -> Option<&EventType> {
+        self.types.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// Every known type, by id.
+    pub fn types(&self) -> impl Iterator<Item = &EventType> {
+        self.types.iter().flatten()
+    }
+}
+
+impl EventType {
+    /// Decodes `payload` field by field; `Err(i)` names the first field
+    /// that does not fit.
+    pub fn decode<'p>(&self, payload: &'p [u8], e: Endian) -> Result<Vec<Value<'p>>, usize> {
+        let mut at = 0;
+        let mut out = Vec::with_capacity(self.fields.len());
+        for (i, f) in self.fields.iter().enumerate() {
+            let (v, next) = decode_field(f.kind, payload, at, e).ok_or(i)?;
+            out.push(v);
+            at = next;
+        }
+        Ok(out)
+    }
+
+    /// Whether `payload` (with its record padding) is exactly one encoded
+    /// event of this type: every field fits and at most three padding
+    /// bytes remain.
+    pub fn matches(&self, payload: &[u8], e: Endian) -> bool {
+        let mut at = 0;
+        for f in &self.fields {
+            match decode_field(f.kind, payload, at, e) {
+                Some((_, next)) => at = next,
+                None => return false,
+            }
+        }
+        payload.len() - at < RECORD_ALIGN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{write_table, EventDef, FieldDef, EVENT_PRINTK};
+
+    #[test]
+    fn reads_back_what_the_writer_wrote_in_both_orders() {
+        let custom = [EventDef {
+            id: 40,
+            name: "drm_vblank",
+            fields: &[FieldDef { name: "crtc", kind: FieldKind::U32 }, FieldDef { name: "seq", kind: FieldKind::U64 }],
+        }];
+        for e in [Endian::Little, Endian::Big] {
+            let mut buf = [0u8; 4096];
+            let n = write_table(&custom, e, &mut buf).unwrap();
+            let s = Schema::parse(&buf[..n], e).unwrap();
+            assert_eq!(s.get(40).unwrap().name, "drm_vblank");
+            assert_eq!(s.get(40).unwrap().fields[1].kind, FieldKind::U64);
+            assert_eq!(s.get(EVENT_PRINTK).unwrap().fields.len(), 5);
+            assert_eq!(s.types().count(), BUILTIN_EVENTS.len() + 1);
+        }
+    }
+
+    #[test]
+    fn damaged_tables_are_refused_with_the_reason() {
+        let e = Endian::Little;
+        let mut buf = [0u8; 4096];
+        let n = write_table(&[], e, &mut buf).unwrap();
+        assert!(matches!(Schema::parse(&buf[..n - 1], e), Err(SchemaError::Truncated { .. })));
+        let mut flipped = buf;
+        flipped[100] ^= 4;
+        assert!(matches!(Schema::parse(&flipped[..n], e), Err(SchemaError::Crc { .. })));
+        assert!(matches!(Schema::parse(&buf[..n], Endian::Big), Err(SchemaError::BadMagic(_))));
+    }
+}

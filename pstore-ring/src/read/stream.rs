@@ -1,0 +1,351 @@
+//! Rebuilding one stream: classify every page slot, order the readable
+//! pages by sequence number, decode or salvage them, and account for every
+//! event that is not there.
+
+use super::{Diagnostic, Problem, Region, StreamInfo};
+use crate::layout::*;
+use crate::record::Records;
+use alloc::vec::Vec;
+use zerocopy::FromBytes;
+
+/// One recovered event. `payload` borrows from the region's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event<'a> {
+    pub stream: u16,
+    /// The event's position among all events ever committed to its stream.
+    pub index: u64,
+    pub ts: u64,
+    pub type_id: u8,
+    /// The payload with up to three bytes of record padding.
+    pub payload: &'a [u8],
+    /// Whether it came from a page that was still open (no CRC to check).
+    pub salvaged: bool,
+}
+
+/// What became of a page slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageStatus {
+    /// Never written in this generation.
+    Unused,
+    /// Closed, CRC verified, every record decoded.
+    Intact,
+    /// Closed and CRC verified, but its records do not add up.
+    Damaged,
+    /// Still open at the end: salvaged record by record.
+    Salvaged,
+    /// Caught being recycled: its old contents are gone, its new ones not
+    /// yet there.
+    Resetting,
+    /// The input ends before the page's committed bytes do.
+    Truncated,
+    /// Fails its checks; nothing in it is used.
+    Corrupt,
+}
+
+/// A page slot's fate, for `info` output and tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageReport {
+    pub slot: u32,
+    /// From the start of the region.
+    pub offset: u64,
+    pub status: PageStatus,
+    /// As stored; only meaningful for readable pages.
+    pub seq: u64,
+    pub records: u32,
+    pub first_ts: Option<u64>,
+    pub last_ts: Option<u64>,
+}
+
+/// Why events are missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossKind {
+    /// Their pages were reused by the ring.
+    Overwritten,
+    /// Their pages are present but corrupt, truncated or caught mid-reset.
+    Unreadable,
+    /// The writer could not record them (nesting, size) and counted them.
+    Dropped,
+    /// Committed to an open page after the point where salvage stopped, or
+    /// past a malformed record in a closed one.
+    Torn,
+}
+
+/// A run of missing events in one stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loss {
+    pub stream: u16,
+    pub kind: LossKind,
+    pub events: u64,
+    /// Whole pages the loss spans, where known.
+    pub pages: u64,
+    /// The last recovered time before the loss, if any.
+    pub after_ts: Option<u64>,
+    /// The first recovered time after it, if any.
+    pub before_ts: Option<u64>,
+    /// The index of the first event after the loss: where it belongs in the
+    /// stream.
+    pub at_index: u64,
+}
+
+/// A stream rebuilt.
+#[derive(Clone, Debug)]
+pub struct StreamTrace<'a> {
+    pub info: StreamInfo,
+    pub pages: Vec<PageReport>,
+    /// In stream order (by index).
+    pub events: Vec<Event<'a>>,
+    /// In stream order (by `at_index`).
+    pub losses: Vec<Loss>,
+}
+
+impl StreamTrace<'_> {
+    pub fn lost_events(&self) -> u64 {
+        self.losses.iter().map(|l| l.events).sum()
+    }
+
+    pub fn pages_with(&self, status: PageStatus) -> usize {
+        self.pages.iter().filter(|p| p.status == status).count()
+    }
+}
+
+/// A page that passed the header checks.
+struct Readable<'a> {
+    slot: u32,
+    seq: u64,
+    first_ts: u64,
+    first_index: u64,
+    count: u32,
+    dropped: u32,
+    open: bool,
+    data: &'a [u8],
+}
+
+pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec<Diagnostic>) -> StreamTrace<'a> {
+    let h = &region.header;
+    let page_size = h.page_size as u64;
+    let mut pages = Vec::with_capacity(info.page_count as usize);
+    let mut readable = Vec::new();
+    for slot in 0..info.page_count {
+        let offset = info.pages_offset + u64::from(slot) * page_size;
+        let mut report = PageReport {
+            slot,
+            offset,
+            status: PageStatus::Unused,
+            seq: 0,
+            records: 0,
+            first_ts: None,
+            last_ts: None,
+        };
+        match classify(region, info, offset) {
+            Ok(Some(r)) => {
+                report.seq = r.seq;
+                report.first_ts = Some(r.first_ts);
+                readable.push(r);
+            }
+            Ok(None) => {}
+            Err((status, seq, problem)) => {
+                report.status = status;
+                report.seq = seq;
+                if let Some(problem) = problem {
+                    diags.push(Diagnostic { stream: Some(info.index), page: Some(slot), offset, problem });
+                }
+            }
+        }
+        pages.push(report);
+    }
+    readable.sort_by_key(|r| (r.seq, r.slot));
+    readable.dedup_by(|later, earlier| {
+        let dup = later.seq == earlier.seq;
+        if dup {
+            let offset = info.pages_offset + u64::from(later.slot) * page_size;
+            let problem = Problem::DuplicateSeq(later.seq);
+            diags.push(Diagnostic { stream: Some(info.index), page: Some(later.slot), offset, problem });
+            pages[later.slot as usize].status = PageStatus::Corrupt;
+        }
+        dup
+    });
+
+    let unreadable = pages
+        .iter()
+        .any(|p| matches!(p.status, PageStatus::Corrupt | PageStatus::Truncated));
+    let mut trace = StreamTrace { info: info.clone(), pages, events: Vec::new(), losses: Vec::new() };
+    let max_seq = readable.last().map_or(0, |r| r.seq);
+    let oldest_present = max_seq.saturating_sub(u64::from(info.page_count)) + 1;
+    // Where the previous readable page ended: (seq, next index, last time).
+    let mut prev: Option<(u64, u64, u64)> = None;
+    for r in &readable {
+        let offset = info.pages_offset + u64::from(r.slot) * page_size;
+        let mut note = |problem| diags.push(Diagnostic { stream: Some(info.index), page: Some(r.slot), offset, problem });
+        let first_event = trace.events.len();
+        let (status, stopped) = decode_page(region, info.index, r, &mut trace.events);
+        if let Some(p) = stopped {
+            note(p);
+        }
+        let decoded = (trace.events.len() - first_event) as u32;
+        let first_ts = trace.events.get(first_event).map_or(r.first_ts, |e| e.ts);
+        let last_ts = trace.events.last().filter(|_| decoded > 0).map_or(r.first_ts, |e| e.ts);
+
+        let gap_kind;
+        let (gap_events, gap_pages, after_ts) = match prev {
+            None => {
+                gap_kind = if !unreadable || r.seq <= oldest_present {
+                    LossKind::Overwritten
+                } else {
+                    LossKind::Unreadable
+                };
+                (r.first_index, r.seq - 1, None)
+            }
+            Some((pseq, pend, pts)) => {
+                gap_kind = LossKind::Unreadable;
+                if r.first_index < pend {
+                    note(Problem::IndexMismatch { expected: pend, found: r.first_index });
+                }
+                (r.first_index.saturating_sub(pend), r.seq - pseq - 1, Some(pts))
+            }
+        };
+        if gap_events > 0 {
+            trace.losses.push(Loss {
+                stream: info.index,
+                kind: gap_kind,
+                events: gap_events,
+                pages: gap_pages,
+                after_ts,
+                before_ts: Some(first_ts),
+                at_index: r.first_index,
+            });
+        }
+        if r.dropped > 0 {
+            trace.losses.push(Loss {
+                stream: info.index,
+                kind: LossKind::Dropped,
+                events: r.dropped.into(),
+                pages: 0,
+                after_ts: Some(r.first_ts),
+                before_ts: Some(last_ts),
+                at_index: r.first_index + u64::from(decoded),
+            });
+        }
+        let mut status = status;
+        if !r.open && r.count != decoded {
+            note(Problem::CountMismatch { header: r.count, decoded });
+            status = PageStatus::Damaged;
+        }
+        // A closed page's `count` is covered by its CRC, so the next page
+        // starts after it even when fewer records decoded; an open page's
+        // `count` may run one ahead of `commit` and is only advisory.
+        let end = r.first_index + u64::from(if r.open { decoded } else { r.count.max(decoded) });
+        if r.count > decoded {
+            trace.losses.push(Loss {
+                stream: info.index,
+                kind: LossKind::Torn,
+                events: u64::from(r.count - decoded),
+                pages: 0,
+                after_ts: Some(last_ts),
+                before_ts: None,
+                at_index: r.first_index + u64::from(decoded),
+            });
+        }
+        let report = &mut trace.pages[r.slot as usize];
+        report.status = status;
+        report.records = decoded;
+        report.first_ts = Some(first_ts);
+        report.last_ts = Some(last_ts);
+        prev = Some((r.seq, end, last_ts));
+    }
+    trace
+}
+
+type Unreadable = (PageStatus, u64, Option<Problem>);
+
+/// Checks a page header: `Ok(None)` for an unused slot, `Ok(Some)` for a
+/// page worth decoding, `Err` with the status and reason otherwise.
+fn classify<'a>(region: &Region<'a>, info: &StreamInfo, offset: u64) -> Result<Option<Readable<'a>>, Unreadable> {
+    let h = &region.header;
+    let e = h.endian;
+    let page = usize::try_from(offset)
+        .ok()
+        .and_then(|o| region.bytes().get(o..))
+        .map(|p| &p[..p.len().min(h.page_size as usize)]);
+    let Some((ph, rest)) = page.and_then(|p| PageHeader::read_from_prefix(p).ok()) else {
+        return Err((PageStatus::Truncated, 0, Some(Problem::Truncated)));
+    };
+    if ph.magic.0 == [0; 4] && ph.seq.0 == [0; 8] && ph.flags.0 == [0; 2] {
+        return Ok(None);
+    }
+    let seq = ph.seq.get(e);
+    let corrupt = |p| Err((PageStatus::Corrupt, seq, Some(p)));
+    if ph.magic.get(e) != PAGE_MAGIC {
+        return corrupt(Problem::BadMagic(ph.magic.get(e)));
+    }
+    if ph.stream.get(e) != info.index {
+        return corrupt(Problem::WrongStream(ph.stream.get(e)));
+    }
+    let open = match ph.flags.get(e) {
+        PAGE_OPEN => true,
+        PAGE_CLOSED => false,
+        PAGE_RESETTING => return Err((PageStatus::Resetting, seq, None)),
+        other => return corrupt(Problem::BadFlags(other)),
+    };
+    let commit = ph.commit.get(e);
+    if commit as usize > h.page_size as usize - PAGE_HEADER_SIZE {
+        return corrupt(Problem::CommitOutOfRange(commit));
+    }
+    let Some(data) = rest.get(..commit as usize) else {
+        return Err((PageStatus::Truncated, seq, Some(Problem::Truncated)));
+    };
+    if !open {
+        let stored = ph.crc.get(e);
+        let computed = crc32(&[&zerocopy::IntoBytes::as_bytes(&ph)[..PAGE_HEADER_SIZE - 4], data]);
+        if stored != computed {
+            return corrupt(Problem::Crc { stored, computed });
+        }
+    }
+    if seq == 0 {
+        return corrupt(Problem::InvalidField { field: "seq", value: 0 });
+    }
+    Ok(Some(Readable {
+        slot: ((offset - info.pages_offset) / u64::from(h.page_size)) as u32,
+        seq,
+        first_ts: ph.first_ts.get(e),
+        first_index: ph.first_index.get(e),
+        count: ph.count.get(e),
+        dropped: ph.dropped.get(e),
+        open,
+        data,
+    }))
+}
+
+/// Appends a page's events; returns its status and what stopped the walk.
+/// A closed page keeps every well-formed record, known type or not. An open
+/// page has no CRC, so each record must also be of a known type whose
+/// fields fill its payload exactly.
+fn decode_page<'a>(
+    region: &Region<'a>,
+    stream: u16,
+    r: &Readable<'a>,
+    out: &mut Vec<Event<'a>>,
+) -> (PageStatus, Option<Problem>) {
+    let e = region.header.endian;
+    let mut index = r.first_index;
+    for rec in Records::new(r.data, r.first_ts, e) {
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(err) => {
+                let status = if r.open { PageStatus::Salvaged } else { PageStatus::Damaged };
+                return (status, Some(Problem::Record(err)));
+            }
+        };
+        if r.open {
+            let Some(ty) = region.schema.get(rec.type_id) else {
+                return (PageStatus::Salvaged, Some(Problem::UnknownType { offset: rec.offset, type_id: rec.type_id }));
+            };
+            if !ty.matches(rec.payload, e) {
+                return (PageStatus::Salvaged, Some(Problem::PayloadMismatch { offset: rec.offset, type_id: rec.type_id }));
+            }
+        }
+        out.push(Event { stream, index, ts: rec.ts, type_id: rec.type_id, payload: rec.payload, salvaged: r.open });
+        index += 1;
+    }
+    let status = if r.open { PageStatus::Salvaged } else { PageStatus::Intact };
+    (status, None)
+}

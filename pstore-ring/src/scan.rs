@@ -1,0 +1,21 @@
+//! Finding regions in a larger image (a dump, a memory file) by their
+//! stored magic, keeping only hits whose header CRC holds.
+
+use crate::layout::{crc32, endian_from_tag, HEADER_SIZE, MAGIC_STORED};
+
+/// Offsets in `haystack` where a region with a valid header starts.
+pub fn find_regions(haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    memchr::memmem::find_iter(haystack, &MAGIC_STORED).filter(move |&at| header_checks_out(&haystack[at..]))
+}
+
+/// Whether `bytes` starts with a region header whose CRC matches.
+pub fn header_checks_out(bytes: &[u8]) -> bool {
+    let Some(h) = bytes.get(..HEADER_SIZE) else {
+        return false;
+    };
+    let Some(e) = endian_from_tag([h[8], h[9], h[10], h[11]]) else {
+        return false;
+    };
+    let stored = crate::endian::u32_at(h, HEADER_SIZE - 4, e);
+    stored == Some(crc32(&[&h[..HEADER_SIZE - 4]]))
+}

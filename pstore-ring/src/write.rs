@@ -1,0 +1,537 @@
+//! Formatting a region inside any `&mut [u8]` and recording into it.
+//!
+//! [`format`] lays out a region (header, state block, stream descriptors,
+//! schema table, pages) and hands back one [`StreamWriter`] per stream plus a
+//! [`RegionControl`] for the generation state. User space records into a
+//! memory-mapped file this way, and tests build images with it. The kernel
+//! module implements the same rules in C (see `FORMAT.md`, "Writer rules").
+//!
+//! Writes to a page happen in the order the format's crash analysis assumes:
+//! record bytes, then `commit`, then `count`; a page is closed by writing its
+//! CRC before its `flags`.
+
+use crate::endian::{Endian, U16, U32, U64};
+use crate::layout::*;
+use crate::schema::{self, EventDef, SchemaDefError};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+/// One stream to lay out.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamSpec<'a> {
+    /// [`STREAM_KERNEL_CPU`] or [`STREAM_USER`].
+    pub kind: u16,
+    /// The CPU a kernel stream records; `u16::MAX` for user streams.
+    pub cpu: u16,
+    pub name: &'a str,
+    pub pid: u32,
+}
+
+impl StreamSpec<'static> {
+    /// A kernel stream for CPU `cpu`.
+    pub fn cpu(cpu: u16) -> Self {
+        StreamSpec { kind: STREAM_KERNEL_CPU, cpu, name: "", pid: 0 }
+    }
+}
+
+/// Everything [`format`] needs to know.
+#[derive(Clone, Copy, Debug)]
+pub struct RegionConfig<'a> {
+    pub endian: Endian,
+    pub word_size: u8,
+    pub page_size: u32,
+    /// Pages per stream; `None` divides the whole buffer evenly.
+    pub pages_per_stream: Option<u32>,
+    pub streams: &'a [StreamSpec<'a>],
+    /// Event types beyond the built-ins, ids 32..=255.
+    pub custom_events: &'a [EventDef<'a>],
+    pub boot_id: [u8; 16],
+    pub generation: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds when the region was formatted; the
+    /// first page of every stream starts here.
+    pub created_ns: u64,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC` at `created_ns`.
+    pub wall_offset_ns: i64,
+    pub kernel_release: &'a str,
+    pub hostname: &'a str,
+    pub producer: &'a str,
+}
+
+impl Default for RegionConfig<'_> {
+    fn default() -> Self {
+        RegionConfig {
+            endian: Endian::NATIVE,
+            word_size: core::mem::size_of::<usize>() as u8,
+            page_size: 4096,
+            pages_per_stream: None,
+            streams: &[],
+            custom_events: &[],
+            boot_id: [0; 16],
+            generation: 1,
+            created_ns: 0,
+            wall_offset_ns: 0,
+            kernel_release: "",
+            hostname: "",
+            producer: "pstore-ring",
+        }
+    }
+}
+
+/// Why [`format`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("page size {0} is not a power of two between 256 and 1 MiB")]
+    PageSize(u32),
+    #[error("a region needs 1 to {MAX_STREAMS} streams, {0} given")]
+    StreamCount(usize),
+    #[error("a text field is too long for the header: {0}")]
+    TextTooLong(&'static str),
+    #[error("word size {0} is neither 4 nor 8")]
+    WordSize(u8),
+    #[error("buffer of {have} bytes is too small: {need} needed for two pages per stream")]
+    TooSmall { need: u64, have: usize },
+    #[error("region size {0} does not fit the format's 64-bit offsets")]
+    TooLarge(usize),
+    #[error(transparent)]
+    Schema(#[from] SchemaDefError),
+}
+
+/// Where everything goes, computed before a byte is written.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    schema_offset: usize,
+    schema_size: usize,
+    pages_offset: usize,
+    pages_per_stream: u32,
+}
+
+fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
+    if !cfg.page_size.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&cfg.page_size) {
+        return Err(FormatError::PageSize(cfg.page_size));
+    }
+    if cfg.streams.is_empty() || cfg.streams.len() > MAX_STREAMS as usize {
+        return Err(FormatError::StreamCount(cfg.streams.len()));
+    }
+    if cfg.word_size != 4 && cfg.word_size != 8 {
+        return Err(FormatError::WordSize(cfg.word_size));
+    }
+    for (text, max, what) in [
+        (cfg.kernel_release, 63, "kernel_release"),
+        (cfg.hostname, 63, "hostname"),
+        (cfg.producer, 15, "producer"),
+    ] {
+        if text.len() > max {
+            return Err(FormatError::TextTooLong(what));
+        }
+    }
+    if cfg.streams.iter().any(|s| s.name.len() > 31) {
+        return Err(FormatError::TextTooLong("stream name"));
+    }
+    let page = cfg.page_size as usize;
+    let schema_offset = DESC_OFFSET + cfg.streams.len() * DESC_SIZE;
+    let schema_size = schema::table_size(cfg.custom_events);
+    let align = page.min(4096);
+    let pages_offset = (schema_offset + schema_size).div_ceil(align) * align;
+    let stream_bytes = len.saturating_sub(pages_offset) / cfg.streams.len();
+    let fit = u32::try_from(stream_bytes / page).unwrap_or(u32::MAX);
+    let pages_per_stream = cfg.pages_per_stream.unwrap_or(fit);
+    if pages_per_stream < 2 || pages_per_stream > fit {
+        let need = pages_offset as u64
+            + cfg.streams.len() as u64 * u64::from(pages_per_stream.max(2)) * page as u64;
+        return Err(FormatError::TooSmall { need, have: len });
+    }
+    Ok(Plan { schema_offset, schema_size, pages_offset, pages_per_stream })
+}
+
+fn put_text(dst: &mut [u8], text: &str) {
+    dst.fill(0);
+    let n = text.len().min(dst.len());
+    dst[..n].copy_from_slice(&text.as_bytes()[..n]);
+}
+
+/// Lays out a region over `buf` and returns the handles that record into it.
+///
+/// The region is `buf`'s length rounded down to whole pages. Every page
+/// header is zeroed, so nothing of an earlier generation in the same memory
+/// can be mistaken for this one; page data is left as it was, since no
+/// reader looks past a page's `commit`.
+pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted<'a>, FormatError> {
+    let p = plan(cfg, buf.len())?;
+    let e = cfg.endian;
+    let page = cfg.page_size as usize;
+    let streams = cfg.streams.len();
+    let stream_len = p.pages_per_stream as usize * page;
+    let region_len = p.pages_offset + streams * stream_len;
+    let region_size = u64::try_from(region_len).map_err(|_| FormatError::TooLarge(region_len))?;
+    let buf = &mut buf[..region_len];
+
+    buf[..p.pages_offset].fill(0);
+    schema::write_table(
+        cfg.custom_events,
+        e,
+        &mut buf[p.schema_offset..p.schema_offset + p.schema_size],
+    )?;
+
+    let mut hdr = RegionHeader::new_zeroed();
+    hdr.magic = MAGIC_STORED;
+    hdr.endian_tag = U32::new(e, ENDIAN_TAG);
+    hdr.version = U16::new(e, FORMAT_VERSION);
+    hdr.header_size = U16::new(e, HEADER_SIZE as u16);
+    hdr.word_size = cfg.word_size;
+    hdr.stream_count = U16::new(e, streams as u16);
+    let cpus = cfg.streams.iter().filter(|s| s.kind == STREAM_KERNEL_CPU).count();
+    hdr.cpu_count = U16::new(e, cpus as u16);
+    hdr.page_header_size = U16::new(e, PAGE_HEADER_SIZE as u16);
+    hdr.page_size = U32::new(e, cfg.page_size);
+    hdr.desc_size = U32::new(e, DESC_SIZE as u32);
+    hdr.region_size = U64::new(e, region_size);
+    hdr.desc_offset = U32::new(e, DESC_OFFSET as u32);
+    hdr.schema_offset = U32::new(e, p.schema_offset as u32);
+    hdr.schema_size = U32::new(e, p.schema_size as u32);
+    hdr.clock_id = U32::new(e, CLOCK_MONOTONIC);
+    hdr.boot_id = cfg.boot_id;
+    hdr.generation = U64::new(e, cfg.generation);
+    hdr.created_ns = U64::new(e, cfg.created_ns);
+    hdr.wall_offset_ns = U64::new(e, cfg.wall_offset_ns as u64);
+    put_text(&mut hdr.kernel_release, cfg.kernel_release);
+    put_text(&mut hdr.hostname, cfg.hostname);
+    put_text(&mut hdr.producer, cfg.producer);
+    let crc = crc32(&[&hdr.as_bytes()[..HEADER_SIZE - 4]]);
+    hdr.header_crc = U32::new(e, crc);
+    buf[..HEADER_SIZE].copy_from_slice(hdr.as_bytes());
+
+    for (i, s) in cfg.streams.iter().enumerate() {
+        let mut d = StreamDesc::new_zeroed();
+        d.kind = U16::new(e, s.kind);
+        d.cpu = U16::new(e, s.cpu);
+        d.page_count = U32::new(e, p.pages_per_stream);
+        d.pages_offset = U64::new(e, (p.pages_offset + i * stream_len) as u64);
+        put_text(&mut d.name, s.name);
+        d.pid = U32::new(e, s.pid);
+        let crc = crc32(&[&d.as_bytes()[..DESC_SIZE - 4]]);
+        d.crc = U32::new(e, crc);
+        let at = DESC_OFFSET + i * DESC_SIZE;
+        buf[at..at + DESC_SIZE].copy_from_slice(d.as_bytes());
+    }
+
+    let (meta, pages) = buf.split_at_mut(p.pages_offset);
+    let mut control = RegionControl { meta, e };
+    control.set_state(STATE_RUNNING, REASON_NONE, 0, 0, "");
+    for slot in pages.chunks_exact_mut(page) {
+        slot[..PAGE_HEADER_SIZE].fill(0);
+    }
+    Ok(Formatted {
+        control,
+        streams: StreamWriters {
+            rest: pages,
+            next: 0,
+            count: streams as u16,
+            e,
+            page_size: page,
+            pages: p.pages_per_stream,
+            start_ts: cfg.created_ns,
+        },
+    })
+}
+
+/// What [`format`] returns: the state handle and one writer per stream.
+pub struct Formatted<'a> {
+    pub control: RegionControl<'a>,
+    pub streams: StreamWriters<'a>,
+}
+
+/// Updates the generation's state block (running, crashed, clean).
+pub struct RegionControl<'a> {
+    meta: &'a mut [u8],
+    e: Endian,
+}
+
+impl RegionControl<'_> {
+    /// Rewrites the state block with a fresh CRC. `message` is cut to 35
+    /// bytes; the full text belongs in a `crash` event.
+    pub fn set_state(&mut self, state: u32, reason: u32, crash_ns: u64, crash_cpu: u32, message: &str) {
+        let e = self.e;
+        let block = &mut self.meta[STATE_OFFSET..STATE_OFFSET + STATE_SIZE];
+        let updates = StateBlock::read_from_bytes(block)
+            .map(|s| s.updates.get(e).wrapping_add(1))
+            .unwrap_or(1);
+        let mut s = StateBlock::new_zeroed();
+        s.state = U32::new(e, state);
+        s.reason = U32::new(e, reason);
+        s.crash_ns = U64::new(e, crash_ns);
+        s.crash_cpu = U32::new(e, crash_cpu);
+        s.updates = U32::new(e, updates);
+        put_text(&mut s.message[..35], message);
+        s.crc = U32::new(e, crc32(&[&s.as_bytes()[..STATE_SIZE - 4]]));
+        block.copy_from_slice(s.as_bytes());
+    }
+}
+
+/// Hands out one [`StreamWriter`] per stream, in stream order.
+pub struct StreamWriters<'a> {
+    rest: &'a mut [u8],
+    next: u16,
+    count: u16,
+    e: Endian,
+    page_size: usize,
+    pages: u32,
+    start_ts: u64,
+}
+
+impl<'a> Iterator for StreamWriters<'a> {
+    type Item = StreamWriter<'a>;
+
+    fn next(&mut self) -> Option<StreamWriter<'a>> {
+        if self.next == self.count {
+            return None;
+        }
+        let len = self.pages as usize * self.page_size;
+        let (mine, rest) = core::mem::take(&mut self.rest).split_at_mut(len);
+        self.rest = rest;
+        let mut w = StreamWriter {
+            pages: mine,
+            e: self.e,
+            page_size: self.page_size,
+            page_count: self.pages,
+            stream: self.next,
+            cur: 0,
+            seq: 0,
+            next_index: 0,
+            time: self.start_ts,
+            commit: 0,
+            count: 0,
+            open: false,
+        };
+        w.open_page(0, self.start_ts);
+        self.next += 1;
+        Some(w)
+    }
+}
+
+/// Why an event was not recorded. The writer has counted it in the current
+/// page's `dropped`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Dropped {
+    #[error("event payload of {0} bytes does not fit one record")]
+    TooLarge(usize),
+    #[error("type id {0} is reserved for the format")]
+    ReservedType(u8),
+    #[error("values do not match the fields of event type {0}")]
+    Unencodable(u8),
+}
+
+/// Records into one stream's ring of pages.
+pub struct StreamWriter<'a> {
+    pages: &'a mut [u8],
+    e: Endian,
+    page_size: usize,
+    page_count: u32,
+    stream: u16,
+    cur: u32,
+    seq: u64,
+    next_index: u64,
+    /// The timestamp the next record's delta is taken from.
+    time: u64,
+    commit: usize,
+    count: u32,
+    open: bool,
+}
+
+impl StreamWriter<'_> {
+    pub fn stream(&self) -> u16 {
+        self.stream
+    }
+
+    /// Records committed so far; the per-stream index of the next one.
+    pub fn next_index(&self) -> u64 {
+        self.next_index
+    }
+
+    /// Page slots in this stream's ring.
+    pub fn page_count(&self) -> u32 {
+        self.page_count
+    }
+
+    /// The slot the next record goes to.
+    pub fn current_slot(&self) -> u32 {
+        self.cur
+    }
+
+    /// The sequence number of the current page.
+    pub fn page_seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn page(&mut self, slot: u32) -> &mut [u8] {
+        let at = slot as usize * self.page_size;
+        &mut self.pages[at..at + self.page_size]
+    }
+
+    fn header_mut(&mut self) -> &mut PageHeader {
+        let slot = self.cur;
+        let page = self.page(slot);
+        // The page slice is at least PAGE_HEADER_SIZE long by construction.
+        PageHeader::mut_from_prefix(page).map(|(h, _)| h).expect("page holds a header")
+    }
+
+    fn open_page(&mut self, slot: u32, ts: u64) {
+        let e = self.e;
+        self.seq += 1;
+        self.cur = slot;
+        self.time = ts;
+        self.commit = 0;
+        self.count = 0;
+        self.open = true;
+        let (seq, index, stream) = (self.seq, self.next_index, self.stream);
+        let h = self.header_mut();
+        // Invalidate first, so a crash while the rest is rewritten leaves a
+        // page that reads as "being reset", never as a mix of two pages.
+        h.flags = U16::new(e, PAGE_RESETTING);
+        h.magic = U32::new(e, PAGE_MAGIC);
+        h.stream = U16::new(e, stream);
+        h.first_ts = U64::new(e, ts);
+        h.first_index = U64::new(e, index);
+        h.commit = U32::new(e, 0);
+        h.count = U32::new(e, 0);
+        h.dropped = U32::new(e, 0);
+        h.crc = U32::new(e, 0);
+        h.seq = U64::new(e, seq);
+        h.flags = U16::new(e, PAGE_OPEN);
+    }
+
+    /// Closes the current page: CRC first, then the flag that makes the CRC
+    /// count. Writing after a close opens the next page.
+    pub fn close(&mut self) {
+        if !self.open {
+            return;
+        }
+        let e = self.e;
+        let commit = self.commit;
+        let slot = self.cur;
+        let page = self.page(slot);
+        let (head, data) = page.split_at_mut(PAGE_HEADER_SIZE);
+        let Ok(h) = PageHeader::mut_from_bytes(head) else {
+            return;
+        };
+        h.flags = U16::new(e, PAGE_CLOSED);
+        let crc = crc32(&[&h.as_bytes()[..PAGE_HEADER_SIZE - 4], &data[..commit]]);
+        h.flags = U16::new(e, PAGE_OPEN);
+        h.crc = U32::new(e, crc);
+        h.flags = U16::new(e, PAGE_CLOSED);
+        self.open = false;
+    }
+
+    /// Counts one event that could not be recorded.
+    pub fn drop_event(&mut self) {
+        let e = self.e;
+        if !self.open {
+            let next = (self.cur + 1) % self.page_count;
+            let t = self.time;
+            self.open_page(next, t);
+        }
+        let h = self.header_mut();
+        h.dropped = U32::new(e, h.dropped.get(e).saturating_add(1));
+    }
+
+    /// Records one event whose payload is already encoded.
+    pub fn write(&mut self, ts: u64, type_id: u8, payload: &[u8]) -> Result<(), Dropped> {
+        self.write_with(ts, type_id, payload.len(), |dst| dst.copy_from_slice(payload))
+    }
+
+    /// Records one event of `len` payload bytes, filled in place by `fill`.
+    /// Timestamps are clamped so they never go backwards within a stream.
+    pub fn write_with(
+        &mut self,
+        ts: u64,
+        type_id: u8,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Dropped> {
+        if type_id < FIRST_EVENT_TYPE {
+            self.drop_event();
+            return Err(Dropped::ReservedType(type_id));
+        }
+        let Some(words) = record_words(len) else {
+            self.drop_event();
+            return Err(Dropped::TooLarge(len));
+        };
+        let body = words as usize * RECORD_ALIGN;
+        if body > self.page_size - PAGE_HEADER_SIZE {
+            self.drop_event();
+            return Err(Dropped::TooLarge(len));
+        }
+        let ts = ts.max(self.time);
+        let mut need = body + time_prefix_len(ts - self.time);
+        if !self.open || self.commit + need > self.page_size - PAGE_HEADER_SIZE {
+            self.close();
+            let next = (self.cur + 1) % self.page_count;
+            self.open_page(next, ts);
+            need = body;
+        }
+        let e = self.e;
+        let delta = ts - self.time;
+        let start = PAGE_HEADER_SIZE + self.commit;
+        let slot = self.cur;
+        let page = self.page(slot);
+        let rec = &mut page[start..start + need];
+        let (prefix, record) = rec.split_at_mut(need - body);
+        let low = write_time_prefix(prefix, delta, ts, e);
+        record[..4].copy_from_slice(&U32::new(e, record_header(type_id, words, low)).0);
+        let (payload, pad) = record[4..].split_at_mut(len);
+        fill(payload);
+        pad.fill(0);
+        self.commit += need;
+        self.count += 1;
+        self.time = ts;
+        self.next_index += 1;
+        let (commit, count) = (self.commit as u32, self.count);
+        let h = self.header_mut();
+        h.commit = U32::new(e, commit);
+        h.count = U32::new(e, count);
+        Ok(())
+    }
+}
+
+/// Bytes of time-extend or absolute-time record a delta needs before the
+/// record itself.
+fn time_prefix_len(delta: u64) -> usize {
+    if delta <= DELTA_MAX {
+        0
+    } else if delta <= u64::from(u32::MAX) {
+        4
+    } else {
+        12
+    }
+}
+
+/// Writes the prefix [`time_prefix_len`] asked for and returns the delta
+/// left for the record's own header.
+fn write_time_prefix(prefix: &mut [u8], delta: u64, ts: u64, e: Endian) -> u16 {
+    match prefix.len() {
+        0 => delta as u16,
+        4 => {
+            let hi = (delta >> DELTA_BITS) as u16;
+            prefix.copy_from_slice(&U32::new(e, record_header(TYPE_TIME_EXTEND, 1, hi)).0);
+            delta as u16
+        }
+        _ => {
+            prefix[..4].copy_from_slice(&U32::new(e, record_header(TYPE_TIME_ABS, 3, 0)).0);
+            prefix[4..12].copy_from_slice(&U64::new(e, ts).0);
+            0
+        }
+    }
+}
+
+impl StreamWriter<'_> {
+    /// Encodes `values` as an event of type `def` and records it.
+    pub fn write_event(&mut self, ts: u64, def: &EventDef<'_>, values: &[schema::Value<'_>]) -> Result<(), Dropped> {
+        let Ok(len) = schema::payload_len(def, values) else {
+            self.drop_event();
+            return Err(Dropped::Unencodable(def.id));
+        };
+        let e = self.e;
+        self.write_with(ts, def.id, len, |dst| {
+            // `len` came from the same values, so this cannot fail.
+            let _ = schema::encode_payload(def, values, e, dst);
+        })
+    }
+}
