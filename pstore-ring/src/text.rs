@@ -132,3 +132,67 @@ pub fn write_loss(out: &mut impl Write, l: &Loss, info: Option<&StreamInfo>) -> 
     write_time(out, l.before_ts.or(l.after_ts).unwrap_or(0))?;
     write!(out, ": ** {} events lost ({}) **", l.events, loss_kind_name(l.kind))
 }
+
+/// Writes a region's summary: header, state, then per stream its counts,
+/// its losses and, when `pages` is set, every page slot.
+pub fn write_summary(
+    out: &mut impl Write,
+    region: &crate::read::Region<'_>,
+    trace: &crate::read::Trace<'_>,
+    pages: bool,
+) -> fmt::Result {
+    use crate::read::{reason_name, PageStatus};
+    let h = &region.header;
+    let order = match h.endian {
+        Endian::Little => "little",
+        Endian::Big => "big",
+    };
+    writeln!(out, "format v{}, {order}-endian, {}-bit, {} bytes, page size {}", h.version, h.word_size * 8, h.region_size, h.page_size)?;
+    write!(out, "kernel ")?;
+    write_quoted(out, h.kernel_release.as_bytes())?;
+    write!(out, " host ")?;
+    write_quoted(out, h.hostname.as_bytes())?;
+    write!(out, " producer ")?;
+    write_quoted(out, h.producer.as_bytes())?;
+    writeln!(out, " generation {} created {} ns wall offset {} ns", h.generation, h.created_ns, h.wall_offset_ns)?;
+    match &region.state {
+        Ok(s) => {
+            write!(out, "state {}", s.state_name())?;
+            if s.reason != 0 {
+                write!(out, " ({}) at {} ns on cpu {}: ", reason_name(s.reason), s.crash_ns, s.crash_cpu)?;
+                write_quoted(out, s.message.as_bytes())?;
+            }
+            writeln!(out)?;
+        }
+        Err(p) => writeln!(out, "state unreadable: {p}")?,
+    }
+    for st in &trace.streams {
+        let n = |s| st.pages_with(s);
+        write!(out, "{}: {} events, {} lost; pages: {} intact, {} salvaged", st.info.label(), st.events.len(), st.lost_events(), n(PageStatus::Intact), n(PageStatus::Salvaged))?;
+        let bad = n(PageStatus::Corrupt) + n(PageStatus::Damaged) + n(PageStatus::Truncated) + n(PageStatus::Resetting);
+        writeln!(out, ", {bad} unreadable, {} unused", n(PageStatus::Unused))?;
+        for l in &st.losses {
+            write!(out, "  lost {} ({}) before index {}", l.events, loss_kind_name(l.kind), l.at_index)?;
+            if let Some(t) = l.after_ts {
+                write!(out, " after {t} ns")?;
+            }
+            if let Some(t) = l.before_ts {
+                write!(out, " before {t} ns")?;
+            }
+            writeln!(out)?;
+        }
+        if pages {
+            for p in &st.pages {
+                write!(out, "  page {} at {:#x}: {:?}", p.slot, p.offset, p.status)?;
+                if p.seq != 0 {
+                    write!(out, " seq {}", p.seq)?;
+                }
+                if p.records != 0 {
+                    write!(out, " {} records", p.records)?;
+                }
+                writeln!(out)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,1 +1,79 @@
-fn main() {}
+//! `cargo xtask`: crashring's harness.
+//!
+//! One binary, one `Shell` rooted at the workspace, one function per
+//! subcommand. Commands are built with `cmd!`, so every value is its own
+//! argv entry and nothing goes through `sh -c`.
+//!
+//! The QEMU scenarios (real kernels, real panics, kexec, vmcores) join
+//! `test` and `demo` as the kernel module and the dump readers land; until
+//! then `test` runs every hermetic check and `demo` runs the format end to
+//! end in user space.
+
+mod demo;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use xshell::{cmd, Shell};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "crashring's build, test and demo harness")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run every test: formatting, lints, the no_std build, the whole
+    /// workspace's tests (property, corruption, golden and fuzz-regression
+    /// tests included).
+    Test,
+    /// Record a busy four-CPU workload into a region, crash it, and recover
+    /// it with the `crashring` binary.
+    Demo,
+    /// Regenerate pstore-ring's golden images and their decoded text.
+    BlessGolden,
+    /// Run the benchmarks (writer and reader against memcpy baselines).
+    Bench,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let sh = Shell::new()?;
+    sh.change_dir(project_root());
+    match cli.cmd {
+        Cmd::Test => test(&sh),
+        Cmd::Demo => demo::run(&sh),
+        Cmd::BlessGolden => {
+            let _env = sh.push_env("UPDATE_GOLDEN", "1");
+            cmd!(sh, "cargo test -p pstore-ring --test golden").run()?;
+            Ok(())
+        }
+        Cmd::Bench => {
+            cmd!(sh, "cargo bench -p pstore-ring --bench ring").run()?;
+            Ok(())
+        }
+    }
+}
+
+fn project_root() -> PathBuf {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    PathBuf::from(dir).parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from(dir))
+}
+
+fn step(what: &str) {
+    eprintln!("\n== xtask: {what}");
+}
+
+fn test(sh: &Shell) -> Result<()> {
+    step("cargo fmt --check");
+    cmd!(sh, "cargo fmt --all --check").run()?;
+    step("cargo clippy (all targets, warnings are errors)");
+    cmd!(sh, "cargo clippy --workspace --all-targets --quiet -- -D warnings").run()?;
+    step("pstore-ring builds with no_std and no allocator");
+    cmd!(sh, "cargo build --quiet -p pstore-ring --no-default-features").run()?;
+    step("cargo test --workspace");
+    cmd!(sh, "cargo test --workspace").run()?;
+    Ok(())
+}
