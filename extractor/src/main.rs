@@ -19,7 +19,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "crashring", version, about = "Recover crash-persistent traces from memory images")]
+#[command(
+    name = "crashring",
+    version,
+    about = "Recover crash-persistent traces from memory images"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -47,7 +51,10 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            if err.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) {
+            if err
+                .downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            {
                 return ExitCode::SUCCESS;
             }
             eprintln!("crashring: {err:#}");
@@ -58,7 +65,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<u8> {
     let (input, extract) = match &cli.cmd {
-        Cmd::Extract { input, format: Format::Text } => (input, true),
+        Cmd::Extract {
+            input,
+            format: Format::Text,
+        } => (input, true),
         Cmd::Info { input } => (input, false),
     };
     let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
@@ -66,7 +76,11 @@ fn run(cli: Cli) -> Result<u8> {
         .filter_map(|at| Region::parse(&bytes[at..], HeaderTrust::Checksummed).ok())
         .collect();
     if regions.is_empty() {
-        anyhow::bail!("no crashring region found in {} ({} bytes scanned)", input.display(), bytes.len());
+        anyhow::bail!(
+            "no crashring region found in {} ({} bytes scanned)",
+            input.display(),
+            bytes.len()
+        );
     }
     let mut out = BufWriter::new(io::stdout().lock());
     let mut damaged = false;
@@ -88,7 +102,12 @@ fn run(cli: Cli) -> Result<u8> {
 
 fn write_events(out: &mut impl Write, region: &Region, trace: &Trace) -> Result<()> {
     for item in merge(&trace.streams) {
-        let line = Line { item: &item, schema: &region.schema, streams: &region.streams, endian: region.header.endian };
+        let line = Line {
+            item: &item,
+            schema: &region.schema,
+            streams: &region.streams,
+            endian: region.header.endian,
+        };
         writeln!(out, "{line}")?;
     }
     Ok(())

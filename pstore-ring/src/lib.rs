@@ -60,3 +60,7 @@ pub mod read;
 pub mod text;
 
 pub use endian::Endian;
+
+/// The format specification, `FORMAT.md`; its Rust examples run as doctests.
+#[doc = include_str!("../FORMAT.md")]
+pub mod spec {}

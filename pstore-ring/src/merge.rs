@@ -48,7 +48,11 @@ pub struct Merge<'t, 'a> {
 
 /// Merges `streams` into one timeline.
 pub fn merge<'t, 'a>(streams: &'t [StreamTrace<'a>]) -> Merge<'t, 'a> {
-    let mut m = Merge { streams, cursors: alloc::vec![(0, 0); streams.len()], heap: BinaryHeap::new() };
+    let mut m = Merge {
+        streams,
+        cursors: alloc::vec![(0, 0); streams.len()],
+        heap: BinaryHeap::new(),
+    };
     for i in 0..streams.len() {
         m.push_event(i);
         m.push_loss(i);

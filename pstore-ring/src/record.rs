@@ -30,11 +30,26 @@ pub enum RecordError {
     #[error("record at data offset {offset}: type {type_id} is reserved")]
     ReservedType { offset: usize, type_id: u8 },
     #[error("record at data offset {offset}: {len} bytes run past the committed {commit}")]
-    Overrun { offset: usize, len: usize, commit: usize },
+    Overrun {
+        offset: usize,
+        len: usize,
+        commit: usize,
+    },
     #[error("record at data offset {offset}: {kind} record has length {len}, expected {expected}")]
-    BadTimeRecord { offset: usize, kind: &'static str, len: usize, expected: usize },
-    #[error("record at data offset {offset}: absolute time {ts} is before the running time {running}")]
-    TimeBackwards { offset: usize, ts: u64, running: u64 },
+    BadTimeRecord {
+        offset: usize,
+        kind: &'static str,
+        len: usize,
+        expected: usize,
+    },
+    #[error(
+        "record at data offset {offset}: absolute time {ts} is before the running time {running}"
+    )]
+    TimeBackwards {
+        offset: usize,
+        ts: u64,
+        running: u64,
+    },
     #[error("record at data offset {offset}: time overflows 64 bits")]
     TimeOverflow { offset: usize },
 }
@@ -51,7 +66,12 @@ pub struct Records<'a> {
 
 impl<'a> Records<'a> {
     pub fn new(data: &'a [u8], first_ts: u64, e: Endian) -> Self {
-        Records { data, at: 0, time: first_ts, e }
+        Records {
+            data,
+            at: 0,
+            time: first_ts,
+            e,
+        }
     }
 
     /// Offset of the next unread byte: after a clean walk, `data.len()`.
@@ -77,7 +97,11 @@ impl<'a> Iterator for Records<'a> {
                 return None;
             }
             let Some(word) = u32_at(self.data, offset, self.e) else {
-                return self.fail(RecordError::Overrun { offset, len: RECORD_HEADER_SIZE, commit });
+                return self.fail(RecordError::Overrun {
+                    offset,
+                    len: RECORD_HEADER_SIZE,
+                    commit,
+                });
             };
             let (type_id, words, delta) = split_record_header(word);
             let len = words as usize * RECORD_ALIGN;
@@ -85,7 +109,11 @@ impl<'a> Iterator for Records<'a> {
                 return self.fail(RecordError::ZeroLength { offset });
             }
             let Some(record) = self.data.get(offset..).and_then(|r| r.get(..len)) else {
-                return self.fail(RecordError::Overrun { offset, len, commit });
+                return self.fail(RecordError::Overrun {
+                    offset,
+                    len,
+                    commit,
+                });
             };
             match type_id {
                 TYPE_INVALID => return self.fail(RecordError::InvalidType { offset }),
@@ -93,7 +121,12 @@ impl<'a> Iterator for Records<'a> {
                 TYPE_TIME_EXTEND => {
                     if len != 4 {
                         let kind = "time-extend";
-                        return self.fail(RecordError::BadTimeRecord { offset, kind, len, expected: 4 });
+                        return self.fail(RecordError::BadTimeRecord {
+                            offset,
+                            kind,
+                            len,
+                            expected: 4,
+                        });
                     }
                     let add = u64::from(delta) << DELTA_BITS;
                     let Some(t) = self.time.checked_add(add) else {
@@ -105,11 +138,20 @@ impl<'a> Iterator for Records<'a> {
                     let ts = u64_at(record, 4, self.e).filter(|_| len == 12);
                     let Some(ts) = ts else {
                         let kind = "absolute-time";
-                        return self.fail(RecordError::BadTimeRecord { offset, kind, len, expected: 12 });
+                        return self.fail(RecordError::BadTimeRecord {
+                            offset,
+                            kind,
+                            len,
+                            expected: 12,
+                        });
                     };
                     if ts < self.time {
                         let running = self.time;
-                        return self.fail(RecordError::TimeBackwards { offset, ts, running });
+                        return self.fail(RecordError::TimeBackwards {
+                            offset,
+                            ts,
+                            running,
+                        });
                     }
                     self.time = ts;
                 }
@@ -123,7 +165,12 @@ impl<'a> Iterator for Records<'a> {
                     self.time = ts;
                     self.at = offset + len;
                     let payload = &record[RECORD_HEADER_SIZE..];
-                    return Some(Ok(RawRecord { offset, ts, type_id, payload }));
+                    return Some(Ok(RawRecord {
+                        offset,
+                        ts,
+                        type_id,
+                        payload,
+                    }));
                 }
             }
             self.at = offset + len;
@@ -158,9 +205,15 @@ mod tests {
         d.extend(word(e, 21, 1, 0));
         let recs: Vec<_> = Records::new(&d, 100, e).map(Result::unwrap).collect();
         assert_eq!(recs.len(), 3);
-        assert_eq!((recs[0].ts, recs[0].type_id, recs[0].payload), (105, 20, &7u64.to_le_bytes()[..]));
+        assert_eq!(
+            (recs[0].ts, recs[0].type_id, recs[0].payload),
+            (105, 20, &7u64.to_le_bytes()[..])
+        );
         assert_eq!(recs[1].ts, 105 + (2 << 16) + 1);
-        assert_eq!((recs[2].ts, recs[2].offset, recs[2].payload.len()), (1_000_000, 44, 0));
+        assert_eq!(
+            (recs[2].ts, recs[2].offset, recs[2].payload.len()),
+            (1_000_000, 44, 0)
+        );
     }
 
     #[test]
@@ -171,20 +224,40 @@ mod tests {
         d.extend(word(e, 20, 9, 0));
         let mut it = Records::new(&d, 0, e);
         assert!(it.next().unwrap().is_ok());
-        assert_eq!(it.next(), Some(Err(RecordError::Overrun { offset: 4, len: 36, commit: 8 })));
+        assert_eq!(
+            it.next(),
+            Some(Err(RecordError::Overrun {
+                offset: 4,
+                len: 36,
+                commit: 8
+            }))
+        );
         assert_eq!(it.next(), None);
 
         for (bad, err) in [
             (word(e, 20, 0, 0), RecordError::ZeroLength { offset: 0 }),
             (word(e, 0, 1, 0), RecordError::InvalidType { offset: 0 }),
-            (word(e, 9, 1, 0), RecordError::ReservedType { offset: 0, type_id: 9 }),
+            (
+                word(e, 9, 1, 0),
+                RecordError::ReservedType {
+                    offset: 0,
+                    type_id: 9,
+                },
+            ),
         ] {
             assert_eq!(Records::new(&bad, 0, e).next(), Some(Err(err)));
         }
         let mut back = word(e, TYPE_TIME_ABS, 3, 0).to_vec();
         back.extend(5u64.to_be_bytes());
-        let err = RecordError::TimeBackwards { offset: 0, ts: 5, running: 10 };
+        let err = RecordError::TimeBackwards {
+            offset: 0,
+            ts: 5,
+            running: 10,
+        };
         assert_eq!(Records::new(&back, 10, e).next(), Some(Err(err)));
-        assert!(matches!(Records::new(&[1, 2], 0, e).next(), Some(Err(RecordError::Overrun { .. }))));
+        assert!(matches!(
+            Records::new(&[1, 2], 0, e).next(),
+            Some(Err(RecordError::Overrun { .. }))
+        ));
     }
 }

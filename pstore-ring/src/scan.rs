@@ -5,7 +5,8 @@ use crate::layout::{crc32, endian_from_tag, HEADER_SIZE, MAGIC_STORED};
 
 /// Offsets in `haystack` where a region with a valid header starts.
 pub fn find_regions(haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    memchr::memmem::find_iter(haystack, &MAGIC_STORED).filter(move |&at| header_checks_out(&haystack[at..]))
+    memchr::memmem::find_iter(haystack, &MAGIC_STORED)
+        .filter(move |&at| header_checks_out(&haystack[at..]))
 }
 
 /// Whether `bytes` starts with a region header whose CRC matches.

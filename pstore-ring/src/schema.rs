@@ -243,10 +243,17 @@ fn copy_name(dst: &mut [u8], name: &str) {
 
 /// Writes the schema table for the built-ins plus `custom` at the start of
 /// `out` and returns its size.
-pub fn write_table(custom: &[EventDef<'_>], e: Endian, out: &mut [u8]) -> Result<usize, SchemaDefError> {
+pub fn write_table(
+    custom: &[EventDef<'_>],
+    e: Endian,
+    out: &mut [u8],
+) -> Result<usize, SchemaDefError> {
     let need = table_size(custom);
     let Some(out) = out.get_mut(..need) else {
-        return Err(SchemaDefError::NoRoom { need, have: out.len() });
+        return Err(SchemaDefError::NoRoom {
+            need,
+            have: out.len(),
+        });
     };
     let mut seen = [false; 256];
     for def in all_defs(custom) {
@@ -451,17 +458,29 @@ mod tests {
     #[test]
     fn rejects_bad_definitions() {
         let mut buf = [0u8; 4096];
-        let reserved = [EventDef { id: 3, name: "x", fields: &[] }];
+        let reserved = [EventDef {
+            id: 3,
+            name: "x",
+            fields: &[],
+        }];
         assert_eq!(
             write_table(&reserved, Endian::Little, &mut buf),
             Err(SchemaDefError::ReservedId(3))
         );
-        let dup = [EventDef { id: EVENT_LOST, name: "x", fields: &[] }];
+        let dup = [EventDef {
+            id: EVENT_LOST,
+            name: "x",
+            fields: &[],
+        }];
         assert_eq!(
             write_table(&dup, Endian::Little, &mut buf),
             Err(SchemaDefError::DuplicateId(EVENT_LOST))
         );
-        let long = [EventDef { id: 40, name: "a-name-that-is-longer-than-31-bytes", fields: &[] }];
+        let long = [EventDef {
+            id: 40,
+            name: "a-name-that-is-longer-than-31-bytes",
+            fields: &[],
+        }];
         assert_eq!(
             write_table(&long, Endian::Little, &mut buf),
             Err(SchemaDefError::BadEventName(40))
@@ -493,7 +512,11 @@ mod tests {
     #[test]
     fn encodes_what_it_decodes() {
         let def = builtin(EVENT_MARKER).unwrap();
-        let vals = [Value::Unsigned(42), Value::Chars(b"sh"), Value::Str(b"hello")];
+        let vals = [
+            Value::Unsigned(42),
+            Value::Chars(b"sh"),
+            Value::Str(b"hello"),
+        ];
         for e in [Endian::Little, Endian::Big] {
             let mut out = [0u8; 64];
             let n = encode_payload(def, &vals, e, &mut out).unwrap();
@@ -502,13 +525,22 @@ mod tests {
             assert_eq!(v, Value::Unsigned(42));
             let (v, at) = decode_field(FieldKind::Chars(16), &out, at, e).unwrap();
             assert_eq!(v, Value::Chars(b"sh"));
-            assert_eq!(decode_field(FieldKind::Str, &out, at, e).unwrap(), (Value::Str(b"hello"), n));
+            assert_eq!(
+                decode_field(FieldKind::Str, &out, at, e).unwrap(),
+                (Value::Str(b"hello"), n)
+            );
         }
-        assert_eq!(payload_len(def, &vals[..2]), Err(EncodeError::FieldCount("event")));
+        assert_eq!(
+            payload_len(def, &vals[..2]),
+            Err(EncodeError::FieldCount("event"))
+        );
         let wrong = [Value::Signed(1), Value::Chars(b""), Value::Str(b"")];
         assert_eq!(payload_len(def, &wrong), Err(EncodeError::Mismatch(0)));
         let mut small = [0u8; 4];
-        assert_eq!(encode_payload(def, &vals, Endian::Little, &mut small), Err(EncodeError::NoRoom));
+        assert_eq!(
+            encode_payload(def, &vals, Endian::Little, &mut small),
+            Err(EncodeError::NoRoom)
+        );
     }
 
     #[test]

@@ -11,10 +11,10 @@
 //! one event is always one line.
 
 use crate::endian::Endian;
-use crate::read::{EventType, Loss, LossKind, Schema, StreamInfo};
 use crate::layout::STREAM_KERNEL_CPU;
 use crate::merge::Item;
 use crate::read::Event;
+use crate::read::{EventType, Loss, LossKind, Schema, StreamInfo};
 use crate::schema::Value;
 use core::fmt::{self, Write};
 
@@ -62,7 +62,12 @@ pub fn write_value(out: &mut impl Write, v: &Value<'_>) -> fmt::Result {
 
 /// Writes an event's fields as `name=value` pairs; a payload that does not
 /// fit its type, or a type the schema lacks, is shown as raw hex.
-pub fn write_fields(out: &mut impl Write, ty: Option<&EventType>, payload: &[u8], e: Endian) -> fmt::Result {
+pub fn write_fields(
+    out: &mut impl Write,
+    ty: Option<&EventType>,
+    payload: &[u8],
+    e: Endian,
+) -> fmt::Result {
     let decoded = ty.map(|t| (t, t.decode(payload, e)));
     match decoded {
         Some((t, Ok(values))) => {
@@ -114,7 +119,13 @@ impl fmt::Display for Line<'_, '_, '_, '_> {
     }
 }
 
-pub fn write_event(out: &mut impl Write, ev: &Event<'_>, info: Option<&StreamInfo>, schema: &Schema, e: Endian) -> fmt::Result {
+pub fn write_event(
+    out: &mut impl Write,
+    ev: &Event<'_>,
+    info: Option<&StreamInfo>,
+    schema: &Schema,
+    e: Endian,
+) -> fmt::Result {
     write_stream(out, info, ev.stream)?;
     out.write_char(' ')?;
     write_time(out, ev.ts)?;
@@ -130,7 +141,12 @@ pub fn write_loss(out: &mut impl Write, l: &Loss, info: Option<&StreamInfo>) -> 
     write_stream(out, info, l.stream)?;
     out.write_char(' ')?;
     write_time(out, l.before_ts.or(l.after_ts).unwrap_or(0))?;
-    write!(out, ": ** {} events lost ({}) **", l.events, loss_kind_name(l.kind))
+    write!(
+        out,
+        ": ** {} events lost ({}) **",
+        l.events,
+        loss_kind_name(l.kind)
+    )
 }
 
 /// Writes a region's summary: header, state, then per stream its counts,
@@ -147,19 +163,36 @@ pub fn write_summary(
         Endian::Little => "little",
         Endian::Big => "big",
     };
-    writeln!(out, "format v{}, {order}-endian, {}-bit, {} bytes, page size {}", h.version, h.word_size * 8, h.region_size, h.page_size)?;
+    writeln!(
+        out,
+        "format v{}, {order}-endian, {}-bit, {} bytes, page size {}",
+        h.version,
+        h.word_size * 8,
+        h.region_size,
+        h.page_size
+    )?;
     write!(out, "kernel ")?;
     write_quoted(out, h.kernel_release.as_bytes())?;
     write!(out, " host ")?;
     write_quoted(out, h.hostname.as_bytes())?;
     write!(out, " producer ")?;
     write_quoted(out, h.producer.as_bytes())?;
-    writeln!(out, " generation {} created {} ns wall offset {} ns", h.generation, h.created_ns, h.wall_offset_ns)?;
+    writeln!(
+        out,
+        " generation {} created {} ns wall offset {} ns",
+        h.generation, h.created_ns, h.wall_offset_ns
+    )?;
     match &region.state {
         Ok(s) => {
             write!(out, "state {}", s.state_name())?;
             if s.reason != 0 {
-                write!(out, " ({}) at {} ns on cpu {}: ", reason_name(s.reason), s.crash_ns, s.crash_cpu)?;
+                write!(
+                    out,
+                    " ({}) at {} ns on cpu {}: ",
+                    reason_name(s.reason),
+                    s.crash_ns,
+                    s.crash_cpu
+                )?;
                 write_quoted(out, s.message.as_bytes())?;
             }
             writeln!(out)?;
@@ -168,11 +201,28 @@ pub fn write_summary(
     }
     for st in &trace.streams {
         let n = |s| st.pages_with(s);
-        write!(out, "{}: {} events, {} lost; pages: {} intact, {} salvaged", st.info.label(), st.events.len(), st.lost_events(), n(PageStatus::Intact), n(PageStatus::Salvaged))?;
-        let bad = n(PageStatus::Corrupt) + n(PageStatus::Damaged) + n(PageStatus::Truncated) + n(PageStatus::Resetting);
+        write!(
+            out,
+            "{}: {} events, {} lost; pages: {} intact, {} salvaged",
+            st.info.label(),
+            st.events.len(),
+            st.lost_events(),
+            n(PageStatus::Intact),
+            n(PageStatus::Salvaged)
+        )?;
+        let bad = n(PageStatus::Corrupt)
+            + n(PageStatus::Damaged)
+            + n(PageStatus::Truncated)
+            + n(PageStatus::Resetting);
         writeln!(out, ", {bad} unreadable, {} unused", n(PageStatus::Unused))?;
         for l in &st.losses {
-            write!(out, "  lost {} ({}) before index {}", l.events, loss_kind_name(l.kind), l.at_index)?;
+            write!(
+                out,
+                "  lost {} ({}) before index {}",
+                l.events,
+                loss_kind_name(l.kind),
+                l.at_index
+            )?;
             if let Some(t) = l.after_ts {
                 write!(out, " after {t} ns")?;
             }

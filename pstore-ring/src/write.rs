@@ -29,7 +29,12 @@ pub struct StreamSpec<'a> {
 impl StreamSpec<'static> {
     /// A kernel stream for CPU `cpu`.
     pub fn cpu(cpu: u16) -> Self {
-        StreamSpec { kind: STREAM_KERNEL_CPU, cpu, name: "", pid: 0 }
+        StreamSpec {
+            kind: STREAM_KERNEL_CPU,
+            cpu,
+            name: "",
+            pid: 0,
+        }
     }
 }
 
@@ -105,7 +110,8 @@ struct Plan {
 }
 
 fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
-    if !cfg.page_size.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&cfg.page_size) {
+    if !cfg.page_size.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&cfg.page_size)
+    {
         return Err(FormatError::PageSize(cfg.page_size));
     }
     if cfg.streams.is_empty() || cfg.streams.len() > MAX_STREAMS as usize {
@@ -139,7 +145,12 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
             + cfg.streams.len() as u64 * u64::from(pages_per_stream.max(2)) * page as u64;
         return Err(FormatError::TooSmall { need, have: len });
     }
-    Ok(Plan { schema_offset, schema_size, pages_offset, pages_per_stream })
+    Ok(Plan {
+        schema_offset,
+        schema_size,
+        pages_offset,
+        pages_per_stream,
+    })
 }
 
 fn put_text(dst: &mut [u8], text: &str) {
@@ -178,7 +189,11 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     hdr.header_size = U16::new(e, HEADER_SIZE as u16);
     hdr.word_size = cfg.word_size;
     hdr.stream_count = U16::new(e, streams as u16);
-    let cpus = cfg.streams.iter().filter(|s| s.kind == STREAM_KERNEL_CPU).count();
+    let cpus = cfg
+        .streams
+        .iter()
+        .filter(|s| s.kind == STREAM_KERNEL_CPU)
+        .count();
     hdr.cpu_count = U16::new(e, cpus as u16);
     hdr.page_header_size = U16::new(e, PAGE_HEADER_SIZE as u16);
     hdr.page_size = U32::new(e, cfg.page_size);
@@ -248,7 +263,14 @@ pub struct RegionControl<'a> {
 impl RegionControl<'_> {
     /// Rewrites the state block with a fresh CRC. `message` is cut to 35
     /// bytes; the full text belongs in a `crash` event.
-    pub fn set_state(&mut self, state: u32, reason: u32, crash_ns: u64, crash_cpu: u32, message: &str) {
+    pub fn set_state(
+        &mut self,
+        state: u32,
+        reason: u32,
+        crash_ns: u64,
+        crash_cpu: u32,
+        message: &str,
+    ) {
         let e = self.e;
         let block = &mut self.meta[STATE_OFFSET..STATE_OFFSET + STATE_SIZE];
         let updates = StateBlock::read_from_bytes(block)
@@ -370,7 +392,9 @@ impl StreamWriter<'_> {
         let slot = self.cur;
         let page = self.page(slot);
         // The page slice is at least PAGE_HEADER_SIZE long by construction.
-        PageHeader::mut_from_prefix(page).map(|(h, _)| h).expect("page holds a header")
+        PageHeader::mut_from_prefix(page)
+            .map(|(h, _)| h)
+            .expect("page holds a header")
     }
 
     fn open_page(&mut self, slot: u32, ts: u64) {
@@ -434,7 +458,9 @@ impl StreamWriter<'_> {
 
     /// Records one event whose payload is already encoded.
     pub fn write(&mut self, ts: u64, type_id: u8, payload: &[u8]) -> Result<(), Dropped> {
-        self.write_with(ts, type_id, payload.len(), |dst| dst.copy_from_slice(payload))
+        self.write_with(ts, type_id, payload.len(), |dst| {
+            dst.copy_from_slice(payload)
+        })
     }
 
     /// Records one event of `len` payload bytes, filled in place by `fill`.
@@ -523,7 +549,12 @@ fn write_time_prefix(prefix: &mut [u8], delta: u64, ts: u64, e: Endian) -> u16 {
 
 impl StreamWriter<'_> {
     /// Encodes `values` as an event of type `def` and records it.
-    pub fn write_event(&mut self, ts: u64, def: &EventDef<'_>, values: &[schema::Value<'_>]) -> Result<(), Dropped> {
+    pub fn write_event(
+        &mut self,
+        ts: u64,
+        def: &EventDef<'_>,
+        values: &[schema::Value<'_>],
+    ) -> Result<(), Dropped> {
         let Ok(len) = schema::payload_len(def, values) else {
             self.drop_event();
             return Err(Dropped::Unencodable(def.id));

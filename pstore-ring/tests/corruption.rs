@@ -15,10 +15,22 @@ fn closed_image(endian: Endian, page_size: u32, streams: usize, pages: u32, seed
     let ops = (0..(streams * pages as usize * page_size as usize / 24))
         .map(|n| {
             let n = n as u64 ^ seed;
-            Op::Write { stream: (n % streams as u64) as usize, shape: (n % 4) as u8, size: (n % 60) as usize, dt: n % 90_000 }
+            Op::Write {
+                stream: (n % streams as u64) as usize,
+                shape: (n % 4) as u8,
+                size: (n % 60) as usize,
+                dt: n % 90_000,
+            }
         })
         .collect();
-    build(&Setup { endian, page_size, streams, pages, ops, close_at_end: true })
+    build(&Setup {
+        endian,
+        page_size,
+        streams,
+        pages,
+        ops,
+        close_at_end: true,
+    })
 }
 
 fn written_total(m: &Model) -> u64 {
@@ -167,7 +179,12 @@ proptest! {
 }
 
 fn dropped(t: &Trace<'_>) -> u64 {
-    t.streams.iter().flat_map(|s| &s.losses).filter(|l| l.kind == LossKind::Dropped).map(|l| l.events).sum()
+    t.streams
+        .iter()
+        .flat_map(|s| &s.losses)
+        .filter(|l| l.kind == LossKind::Dropped)
+        .map(|l| l.events)
+        .sum()
 }
 
 #[test]
@@ -175,12 +192,25 @@ fn the_newest_page_damaged_is_reported_too() {
     let model = closed_image(Endian::Little, 256, 1, 4, 7);
     let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
     let before = region.decode();
-    let newest = before.streams[0].pages.iter().max_by_key(|p| p.seq).unwrap().clone();
+    let newest = before.streams[0]
+        .pages
+        .iter()
+        .max_by_key(|p| p.seq)
+        .unwrap()
+        .clone();
     let mut image = model.image.clone();
     image[newest.offset as usize + 60] ^= 0x10;
-    let after = Region::parse(&image, HeaderTrust::Checksummed).unwrap().decode();
-    assert_eq!(after.streams[0].pages[newest.slot as usize].status, PageStatus::Corrupt);
-    assert_eq!(before.event_count() - after.event_count(), newest.records as usize);
+    let after = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    assert_eq!(
+        after.streams[0].pages[newest.slot as usize].status,
+        PageStatus::Corrupt
+    );
+    assert_eq!(
+        before.event_count() - after.event_count(),
+        newest.records as usize
+    );
 }
 
 #[test]
@@ -190,9 +220,14 @@ fn a_damaged_header_is_refused_when_scanning_and_used_when_told() {
     image[200] ^= 1; // inside `hostname`
     assert!(Region::parse(&image, HeaderTrust::Checksummed).is_err());
     let r = Region::parse(&image, HeaderTrust::Lenient).unwrap();
-    assert!(matches!(r.diagnostics[0].problem, Problem::HeaderCrc { .. }));
+    assert!(matches!(
+        r.diagnostics[0].problem,
+        Problem::HeaderCrc { .. }
+    ));
     let t = r.decode();
-    let clean = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap().decode();
+    let clean = Region::parse(&model.image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
     assert_eq!(t.event_count(), clean.event_count());
 }
 
@@ -216,7 +251,12 @@ fn a_damaged_descriptor_costs_its_stream_only() {
     let mut image = model.image.clone();
     image[320 + 64 + 10] ^= 1; // stream 1's descriptor
     let r = Region::parse(&image, HeaderTrust::Checksummed).unwrap();
-    assert_eq!(r.streams.iter().map(|s| s.index).collect::<Vec<_>>(), vec![0, 2]);
+    assert_eq!(
+        r.streams.iter().map(|s| s.index).collect::<Vec<_>>(),
+        vec![0, 2]
+    );
     assert_eq!(r.diagnostics[0].stream, Some(1));
-    assert!(r.diagnostics[0].to_string().starts_with("stream 1 at region offset 0x180: CRC mismatch"));
+    assert!(r.diagnostics[0]
+        .to_string()
+        .starts_with("stream 1 at region offset 0x180: CRC mismatch"));
 }

@@ -23,7 +23,16 @@ use std::path::PathBuf;
 const FRAME: EventDef<'static> = EventDef {
     id: 40,
     name: "frame",
-    fields: &[FieldDef { name: "seq", kind: FieldKind::U32 }, FieldDef { name: "crtc", kind: FieldKind::U8 }],
+    fields: &[
+        FieldDef {
+            name: "seq",
+            kind: FieldKind::U32,
+        },
+        FieldDef {
+            name: "crtc",
+            kind: FieldKind::U8,
+        },
+    ],
 };
 
 /// Builds the golden scenario's image.
@@ -31,7 +40,12 @@ pub fn golden_image(endian: Endian) -> Vec<u8> {
     let streams = [
         StreamSpec::cpu(0),
         StreamSpec::cpu(1),
-        StreamSpec { kind: STREAM_USER, cpu: u16::MAX, name: "weston", pid: 812 },
+        StreamSpec {
+            kind: STREAM_USER,
+            cpu: u16::MAX,
+            name: "weston",
+            pid: 812,
+        },
     ];
     let cfg = RegionConfig {
         endian,
@@ -59,8 +73,17 @@ pub fn golden_image(endian: Endian) -> Vec<u8> {
         let text = format!("line {i}: hello from cpu0");
         // Event 9 comes 100 us late (a time-extend record), event 11 20 s
         // late (an absolute-time record).
-        let ts = t0 + i * 1_000 + if i >= 9 { 100_000 } else { 0 } + if i >= 11 { 20_000_000_000 } else { 0 };
-        let v = [Value::Unsigned(6), Value::Unsigned(0), Value::Unsigned(1), Value::Unsigned(i), Value::Str(text.as_bytes())];
+        let ts = t0
+            + i * 1_000
+            + if i >= 9 { 100_000 } else { 0 }
+            + if i >= 11 { 20_000_000_000 } else { 0 };
+        let v = [
+            Value::Unsigned(6),
+            Value::Unsigned(0),
+            Value::Unsigned(1),
+            Value::Unsigned(i),
+            Value::Str(text.as_bytes()),
+        ];
         s[0].write_event(ts, b(schema::EVENT_PRINTK), &v).unwrap();
     }
     s[0].drop_event();
@@ -75,21 +98,50 @@ pub fn golden_image(endian: Endian) -> Vec<u8> {
         Value::Chars(b"swapper/1"),
         Value::Chars(b"kworker/1:0"),
     ];
-    s[1].write_event(tw, b(schema::EVENT_SCHED_SWITCH), &sw).unwrap();
-    s[1].write_event(tw + 10, b(schema::EVENT_IRQ_ENTRY), &[Value::Unsigned(11), Value::Str(b"virtio0")]).unwrap();
-    s[1].write_event(tw + 900, b(schema::EVENT_IRQ_EXIT), &[Value::Unsigned(11), Value::Unsigned(1)]).unwrap();
-    s[1].write_event(tw + 950, b(schema::EVENT_LOST), &[Value::Unsigned(3)]).unwrap();
+    s[1].write_event(tw, b(schema::EVENT_SCHED_SWITCH), &sw)
+        .unwrap();
+    s[1].write_event(
+        tw + 10,
+        b(schema::EVENT_IRQ_ENTRY),
+        &[Value::Unsigned(11), Value::Str(b"virtio0")],
+    )
+    .unwrap();
+    s[1].write_event(
+        tw + 900,
+        b(schema::EVENT_IRQ_EXIT),
+        &[Value::Unsigned(11), Value::Unsigned(1)],
+    )
+    .unwrap();
+    s[1].write_event(tw + 950, b(schema::EVENT_LOST), &[Value::Unsigned(3)])
+        .unwrap();
     let msg = "Kernel panic - not syncing: sysrq triggered crash";
-    let crash = [Value::Unsigned(REASON_PANIC.into()), Value::Unsigned(1), Value::Str(msg.as_bytes())];
-    s[1].write_event(tw + 1_000, b(schema::EVENT_CRASH), &crash).unwrap();
+    let crash = [
+        Value::Unsigned(REASON_PANIC.into()),
+        Value::Unsigned(1),
+        Value::Str(msg.as_bytes()),
+    ];
+    s[1].write_event(tw + 1_000, b(schema::EVENT_CRASH), &crash)
+        .unwrap();
     s[1].close();
     // weston: a user marker and a custom event; left open.
-    s[2].write_event(tw - 500, b(schema::EVENT_MARKER), &[Value::Unsigned(812), Value::Chars(b"weston"), Value::Str(b"frame \"42\"\n")]).unwrap();
-    s[2].write_event(tw - 400, &FRAME, &[Value::Unsigned(42), Value::Unsigned(1)]).unwrap();
-    f.control.set_state(STATE_CRASHED, REASON_PANIC, tw + 1_000, 1, msg);
-    drop(s);
-    drop(f);
-    let size = Region::parse(&image, HeaderTrust::Checksummed).unwrap().header.region_size as usize;
+    s[2].write_event(
+        tw - 500,
+        b(schema::EVENT_MARKER),
+        &[
+            Value::Unsigned(812),
+            Value::Chars(b"weston"),
+            Value::Str(b"frame \"42\"\n"),
+        ],
+    )
+    .unwrap();
+    s[2].write_event(tw - 400, &FRAME, &[Value::Unsigned(42), Value::Unsigned(1)])
+        .unwrap();
+    f.control
+        .set_state(STATE_CRASHED, REASON_PANIC, tw + 1_000, 1, msg);
+    let size = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .header
+        .region_size as usize;
     image.truncate(size);
     image
 }
@@ -105,7 +157,12 @@ pub fn decoded_text(image: &[u8]) -> String {
     }
     writeln!(out, "events:").unwrap();
     for item in merge(&trace.streams) {
-        let line = Line { item: &item, schema: &region.schema, streams: &region.streams, endian: region.header.endian };
+        let line = Line {
+            item: &item,
+            schema: &region.schema,
+            streams: &region.streams,
+            endian: region.header.endian,
+        };
         writeln!(out, "{line}").unwrap();
     }
     out
@@ -118,19 +175,37 @@ fn golden_dir() -> PathBuf {
 fn check(name: &str, endian: Endian) {
     let image = golden_image(endian);
     let text = decoded_text(&image);
-    let (bin, txt) = (golden_dir().join(format!("{name}.bin")), golden_dir().join(format!("{name}.txt")));
+    let (bin, txt) = (
+        golden_dir().join(format!("{name}.bin")),
+        golden_dir().join(format!("{name}.txt")),
+    );
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&bin, &image).unwrap();
         std::fs::write(&txt, &text).unwrap();
         return;
     }
-    let want = std::fs::read(&bin).unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask bless-golden`", bin.display()));
+    let want = std::fs::read(&bin)
+        .unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask bless-golden`", bin.display()));
     if want != image {
-        let at = want.iter().zip(&image).position(|(a, b)| a != b).unwrap_or(want.len().min(image.len()));
-        panic!("{name}: writer output differs from {} at byte {at:#x} (lengths {} vs {})", bin.display(), image.len(), want.len());
+        let at = want
+            .iter()
+            .zip(&image)
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.len().min(image.len()));
+        panic!(
+            "{name}: writer output differs from {} at byte {at:#x} (lengths {} vs {})",
+            bin.display(),
+            image.len(),
+            want.len()
+        );
     }
     let want_text = std::fs::read_to_string(&txt).unwrap();
-    assert_eq!(text, want_text, "{name}: decoded text differs from {}", txt.display());
+    assert_eq!(
+        text,
+        want_text,
+        "{name}: decoded text differs from {}",
+        txt.display()
+    );
     // The committed image decodes to the committed text by itself, too.
     assert_eq!(decoded_text(&want), want_text);
 }

@@ -15,7 +15,11 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
     let region = Region::parse(&model.image, HeaderTrust::Checksummed).expect("parses");
     prop_assert_eq!(region.header.endian, setup.endian);
     let trace = region.decode();
-    prop_assert!(trace.diagnostics.is_empty(), "diagnostics on a clean image: {:?}", trace.diagnostics);
+    prop_assert!(
+        trace.diagnostics.is_empty(),
+        "diagnostics on a clean image: {:?}",
+        trace.diagnostics
+    );
     prop_assert_eq!(trace.streams.len(), setup.streams);
     for (i, st) in trace.streams.iter().enumerate() {
         let written = &model.streams[i];
@@ -27,10 +31,20 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
             prop_assert_eq!(g.index, (skip + k) as u64, "stream {} event {}", i, k);
             prop_assert_eq!(g.ts, w.ts, "stream {} event {}", i, k);
             prop_assert_eq!(g.type_id, w.type_id);
-            prop_assert!(same_payload(g.payload, &w.payload), "stream {} event {} payload", i, k);
+            prop_assert!(
+                same_payload(g.payload, &w.payload),
+                "stream {} event {} payload",
+                i,
+                k
+            );
         }
         // Every missing event is accounted for, as overwritten.
-        let overwritten: u64 = st.losses.iter().filter(|l| l.kind == LossKind::Overwritten).map(|l| l.events).sum();
+        let overwritten: u64 = st
+            .losses
+            .iter()
+            .filter(|l| l.kind == LossKind::Overwritten)
+            .map(|l| l.events)
+            .sum();
         prop_assert_eq!(overwritten, skip as u64, "stream {} overwritten", i);
         let other: u64 = st
             .losses
@@ -42,7 +56,11 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
         // Overwriting happens only when the ring is full: the events of the
         // last `pages - 1` pages always survive.
         if skip > 0 {
-            let readable = st.pages.iter().filter(|p| matches!(p.status, PageStatus::Intact | PageStatus::Salvaged)).count();
+            let readable = st
+                .pages
+                .iter()
+                .filter(|p| matches!(p.status, PageStatus::Intact | PageStatus::Salvaged))
+                .count();
             prop_assert!(readable as u32 >= setup.pages - 1);
         }
         // Drops are counted in the page that was current; those pages that
@@ -53,8 +71,16 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
             .filter(|p| matches!(p.status, PageStatus::Intact | PageStatus::Salvaged))
             .map(|p| p.seq)
             .collect();
-        let want_drops = model.drops[i].iter().filter(|s| surviving.contains(s)).count() as u64;
-        let got_drops: u64 = st.losses.iter().filter(|l| l.kind == LossKind::Dropped).map(|l| l.events).sum();
+        let want_drops = model.drops[i]
+            .iter()
+            .filter(|s| surviving.contains(s))
+            .count() as u64;
+        let got_drops: u64 = st
+            .losses
+            .iter()
+            .filter(|l| l.kind == LossKind::Dropped)
+            .map(|l| l.events)
+            .sum();
         prop_assert_eq!(got_drops, want_drops, "stream {} drops", i);
         if !setup.close_at_end {
             prop_assert!(st.pages_with(PageStatus::Salvaged) <= 1);
@@ -84,11 +110,23 @@ proptest! {
 #[test]
 fn many_wraparounds_on_tiny_rings() {
     let ops: Vec<Op> = (0..5000)
-        .map(|n| Op::Write { stream: n % 3, shape: (n % 4) as u8, size: n % 90, dt: (n as u64 * 7919) % 100_000 })
+        .map(|n| Op::Write {
+            stream: n % 3,
+            shape: (n % 4) as u8,
+            size: n % 90,
+            dt: (n as u64 * 7919) % 100_000,
+        })
         .collect();
     for close_at_end in [false, true] {
         for endian in [pstore_ring::Endian::Little, pstore_ring::Endian::Big] {
-            let setup = Setup { endian, page_size: 256, streams: 3, pages: 3, ops: ops.clone(), close_at_end };
+            let setup = Setup {
+                endian,
+                page_size: 256,
+                streams: 3,
+                pages: 3,
+                ops: ops.clone(),
+                close_at_end,
+            };
             check(&setup).unwrap();
         }
     }

@@ -15,7 +15,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 }
@@ -60,7 +63,15 @@ fn record() -> Result<Vec<u8>> {
             }
             2 => {
                 let text = format!("compositor frame {n} presented");
-                w.write_event(now, marker, &[Value::Unsigned(812), Value::Chars(b"weston"), Value::Str(text.as_bytes())])
+                w.write_event(
+                    now,
+                    marker,
+                    &[
+                        Value::Unsigned(812),
+                        Value::Chars(b"weston"),
+                        Value::Str(text.as_bytes()),
+                    ],
+                )
             }
             _ => {
                 let (prev, next) = (1000 + rng.next() % 50, 1000 + rng.next() % 50);
@@ -79,11 +90,19 @@ fn record() -> Result<Vec<u8>> {
     }
     let msg = "Kernel panic - not syncing: sysrq triggered crash";
     now += 1_000;
-    let _ = cpus[2].write_event(now, crash, &[Value::Unsigned(REASON_PANIC.into()), Value::Unsigned(2), Value::Str(msg.as_bytes())]);
-    formatted.control.set_state(STATE_CRASHED, REASON_PANIC, now, 2, msg);
+    let _ = cpus[2].write_event(
+        now,
+        crash,
+        &[
+            Value::Unsigned(REASON_PANIC.into()),
+            Value::Unsigned(2),
+            Value::Str(msg.as_bytes()),
+        ],
+    );
+    formatted
+        .control
+        .set_state(STATE_CRASHED, REASON_PANIC, now, 2, msg);
     cpus.iter_mut().for_each(|w| w.close());
-    drop(cpus);
-    drop(formatted);
     Ok(image)
 }
 
@@ -91,7 +110,9 @@ pub fn run(sh: &Shell) -> Result<()> {
     let dir = sh.current_dir().join("target/crashring-demo");
     sh.create_dir(&dir)?;
     let path = dir.join("region.bin");
-    eprintln!("== demo: recording 60000 events on {CPUS} CPUs into a 1 MiB region, then a panic on CPU 2");
+    eprintln!(
+        "== demo: recording 60000 events on {CPUS} CPUs into a 1 MiB region, then a panic on CPU 2"
+    );
     sh.write_file(&path, record()?)?;
     cmd!(sh, "cargo build --quiet -p extractor").run()?;
     let crashring = sh.current_dir().join("target/debug/crashring");
@@ -99,7 +120,9 @@ pub fn run(sh: &Shell) -> Result<()> {
     // Exit status 1 means "recovered with losses": expected, the ring wrapped.
     let info = cmd!(sh, "{crashring} info {path}").ignore_status().read()?;
     println!("{info}");
-    let text = cmd!(sh, "{crashring} extract {path}").ignore_status().read()?;
+    let text = cmd!(sh, "{crashring} extract {path}")
+        .ignore_status()
+        .read()?;
     let lines: Vec<&str> = text.lines().collect();
     println!("last 20 events before the panic:");
     for l in &lines[lines.len().saturating_sub(20)..] {
@@ -107,6 +130,11 @@ pub fn run(sh: &Shell) -> Result<()> {
     }
     let out = dir.join("trace.txt");
     sh.write_file(&out, &text)?;
-    println!("\nregion image: {}\nfull trace:   {} ({} lines)", path.display(), out.display(), lines.len());
+    println!(
+        "\nregion image: {}\nfull trace:   {} ({} lines)",
+        path.display(),
+        out.display(),
+        lines.len()
+    );
     Ok(())
 }

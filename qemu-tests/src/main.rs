@@ -10,6 +10,8 @@
 //! end in user space.
 
 mod demo;
+#[cfg(test)]
+mod tidy;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -17,7 +19,10 @@ use std::path::PathBuf;
 use xshell::{cmd, Shell};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "crashring's build, test and demo harness")]
+#[command(
+    name = "cargo xtask",
+    about = "crashring's build, test and demo harness"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -59,7 +64,10 @@ fn main() -> Result<()> {
 
 fn project_root() -> PathBuf {
     let dir = env!("CARGO_MANIFEST_DIR");
-    PathBuf::from(dir).parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from(dir))
+    PathBuf::from(dir)
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(dir))
 }
 
 fn step(what: &str) {
@@ -70,9 +78,17 @@ fn test(sh: &Shell) -> Result<()> {
     step("cargo fmt --check");
     cmd!(sh, "cargo fmt --all --check").run()?;
     step("cargo clippy (all targets, warnings are errors)");
-    cmd!(sh, "cargo clippy --workspace --all-targets --quiet -- -D warnings").run()?;
+    cmd!(
+        sh,
+        "cargo clippy --workspace --all-targets --quiet -- -D warnings"
+    )
+    .run()?;
     step("pstore-ring builds with no_std and no allocator");
-    cmd!(sh, "cargo build --quiet -p pstore-ring --no-default-features").run()?;
+    cmd!(
+        sh,
+        "cargo build --quiet -p pstore-ring --no-default-features"
+    )
+    .run()?;
     step("cargo test --workspace");
     cmd!(sh, "cargo test --workspace").run()?;
     Ok(())

@@ -14,7 +14,9 @@ mod region;
 mod schema;
 mod stream;
 
-pub use region::{parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo};
+pub use region::{
+    parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
+};
 pub use schema::{EventType, Field, Schema, SchemaError};
 pub use stream::{Event, Loss, LossKind, PageReport, PageStatus, StreamTrace};
 
@@ -106,7 +108,11 @@ pub struct Trace<'a> {
 impl Trace<'_> {
     /// Events lost for any reason, over all streams.
     pub fn lost_events(&self) -> u64 {
-        self.streams.iter().flat_map(|s| &s.losses).map(|l| l.events).sum()
+        self.streams
+            .iter()
+            .flat_map(|s| &s.losses)
+            .map(|l| l.events)
+            .sum()
     }
 
     pub fn event_count(&self) -> usize {
@@ -123,18 +129,40 @@ impl<'a> Region<'a> {
             let stored = crate::endian::u32_at(bytes, 252, header.endian).unwrap_or(0);
             let computed = crate::layout::crc32(&[&bytes[..252]]);
             let problem = Problem::HeaderCrc { stored, computed };
-            diagnostics.push(Diagnostic { stream: None, page: None, offset: 0, problem });
+            diagnostics.push(Diagnostic {
+                stream: None,
+                page: None,
+                offset: 0,
+                problem,
+            });
         }
         let have = bytes.len() as u64;
         if have < header.region_size {
-            let problem = Problem::RegionTruncated { size: header.region_size, have };
-            diagnostics.push(Diagnostic { stream: None, page: None, offset: have, problem });
+            let problem = Problem::RegionTruncated {
+                size: header.region_size,
+                have,
+            };
+            diagnostics.push(Diagnostic {
+                stream: None,
+                page: None,
+                offset: have,
+                problem,
+            });
         }
-        let bytes = &bytes[..bytes.len().min(usize::try_from(header.region_size).unwrap_or(usize::MAX))];
+        let bytes = &bytes[..bytes
+            .len()
+            .min(usize::try_from(header.region_size).unwrap_or(usize::MAX))];
         let state = region::parse_state(bytes, header.endian);
         let streams = region::parse_streams(bytes, &header, &mut diagnostics);
         let schema = region::parse_schema(bytes, &header, &mut diagnostics);
-        Ok(Region { bytes, header, state, streams, schema, diagnostics })
+        Ok(Region {
+            bytes,
+            header,
+            state,
+            streams,
+            schema,
+            diagnostics,
+        })
     }
 
     /// The region's bytes (at most `region_size` of them).
@@ -150,6 +178,9 @@ impl<'a> Region<'a> {
             .iter()
             .map(|s| stream::decode(self, s, &mut diagnostics))
             .collect();
-        Trace { streams, diagnostics }
+        Trace {
+            streams,
+            diagnostics,
+        }
     }
 }

@@ -18,14 +18,21 @@ pub enum HeaderError {
     Truncated { need: usize, have: usize },
     #[error("no region magic at offset 0")]
     BadMagic,
-    #[error("invalid region header field `endian_tag`: {0:02x?} is neither byte order of 0x0a0b0c0d")]
+    #[error(
+        "invalid region header field `endian_tag`: {0:02x?} is neither byte order of 0x0a0b0c0d"
+    )]
     BadEndianTag([u8; 4]),
     #[error("unsupported region format version {0} (this reader knows 1)")]
     UnsupportedVersion(u16),
     #[error("region header CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     Crc { stored: u32, computed: u32 },
     #[error("invalid region header field `{field}` at offset {offset}: {value} {why}")]
-    InvalidField { field: &'static str, offset: usize, value: u64, why: &'static str },
+    InvalidField {
+        field: &'static str,
+        offset: usize,
+        value: u64,
+        why: &'static str,
+    },
 }
 
 /// How much a reader insists on the header CRC.
@@ -132,8 +139,10 @@ pub(crate) fn text_of(raw: &[u8]) -> String {
 /// Reads and checks the header at the start of `bytes`.
 pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, HeaderError> {
     let have = bytes.len();
-    let (h, _) = RegionHeader::read_from_prefix(bytes)
-        .map_err(|_| HeaderError::Truncated { need: HEADER_SIZE, have })?;
+    let (h, _) = RegionHeader::read_from_prefix(bytes).map_err(|_| HeaderError::Truncated {
+        need: HEADER_SIZE,
+        have,
+    })?;
     if h.magic != MAGIC_STORED {
         return Err(HeaderError::BadMagic);
     }
@@ -147,21 +156,41 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
     if stored != computed && trust == HeaderTrust::Checksummed {
         return Err(HeaderError::Crc { stored, computed });
     }
-    let invalid = |field, offset, value: u64, why| HeaderError::InvalidField { field, offset, value, why };
+    let invalid = |field, offset, value: u64, why| HeaderError::InvalidField {
+        field,
+        offset,
+        value,
+        why,
+    };
     let header_size = h.header_size.get(e);
     if header_size as usize != HEADER_SIZE {
         return Err(invalid("header_size", 14, header_size.into(), "is not 256"));
     }
     if h.word_size != 4 && h.word_size != 8 {
-        return Err(invalid("word_size", 16, h.word_size.into(), "is neither 4 nor 8"));
+        return Err(invalid(
+            "word_size",
+            16,
+            h.word_size.into(),
+            "is neither 4 nor 8",
+        ));
     }
     let streams = h.stream_count.get(e);
     if streams == 0 || streams > MAX_STREAMS {
-        return Err(invalid("stream_count", 18, streams.into(), "is not between 1 and 4096"));
+        return Err(invalid(
+            "stream_count",
+            18,
+            streams.into(),
+            "is not between 1 and 4096",
+        ));
     }
     let cpus = h.cpu_count.get(e);
     if cpus > streams {
-        return Err(invalid("cpu_count", 20, cpus.into(), "exceeds stream_count"));
+        return Err(invalid(
+            "cpu_count",
+            20,
+            cpus.into(),
+            "exceeds stream_count",
+        ));
     }
     let phs = h.page_header_size.get(e);
     if phs as usize != PAGE_HEADER_SIZE {
@@ -169,7 +198,12 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
     }
     let page_size = h.page_size.get(e);
     if !page_size.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&page_size) {
-        return Err(invalid("page_size", 24, page_size.into(), "is not a power of two between 256 and 1 MiB"));
+        return Err(invalid(
+            "page_size",
+            24,
+            page_size.into(),
+            "is not a power of two between 256 and 1 MiB",
+        ));
     }
     let desc_size = h.desc_size.get(e);
     if desc_size as usize != DESC_SIZE {
@@ -179,12 +213,22 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
     let desc_offset = h.desc_offset.get(e);
     let desc_end = u64::from(desc_offset) + u64::from(streams) * DESC_SIZE as u64;
     if (desc_offset as usize) < STATE_OFFSET + STATE_SIZE || desc_end > region_size {
-        return Err(invalid("desc_offset", 40, desc_offset.into(), "puts the descriptors outside the region"));
+        return Err(invalid(
+            "desc_offset",
+            40,
+            desc_offset.into(),
+            "puts the descriptors outside the region",
+        ));
     }
     let schema_offset = h.schema_offset.get(e);
     let schema_size = h.schema_size.get(e);
     if u64::from(schema_offset) + u64::from(schema_size) > region_size {
-        return Err(invalid("schema_offset", 44, schema_offset.into(), "puts the schema table outside the region"));
+        return Err(invalid(
+            "schema_offset",
+            44,
+            schema_offset.into(),
+            "puts the schema table outside the region",
+        ));
     }
     Ok(HeaderInfo {
         endian: e,
@@ -220,7 +264,10 @@ pub(crate) fn parse_state(bytes: &[u8], e: Endian) -> Result<StateInfo, Problem>
     };
     let computed = crc32(&[&raw[..STATE_SIZE - 4]]);
     if computed != s.crc.get(e) {
-        return Err(Problem::Crc { stored: s.crc.get(e), computed });
+        return Err(Problem::Crc {
+            stored: s.crc.get(e),
+            computed,
+        });
     }
     Ok(StateInfo {
         state: s.state.get(e),
@@ -233,12 +280,23 @@ pub(crate) fn parse_state(bytes: &[u8], e: Endian) -> Result<StateInfo, Problem>
 }
 
 /// Reads every stream descriptor; a bad one becomes a diagnostic.
-pub(crate) fn parse_streams(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnostic>) -> Vec<StreamInfo> {
+pub(crate) fn parse_streams(
+    bytes: &[u8],
+    h: &HeaderInfo,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<StreamInfo> {
     let e = h.endian;
     let mut out = Vec::new();
     for i in 0..h.stream_count {
         let offset = h.desc_offset as u64 + u64::from(i) * DESC_SIZE as u64;
-        let mut report = |problem| diags.push(Diagnostic { stream: Some(i), page: None, offset, problem });
+        let mut report = |problem| {
+            diags.push(Diagnostic {
+                stream: Some(i),
+                page: None,
+                offset,
+                problem,
+            })
+        };
         let raw = usize::try_from(offset)
             .ok()
             .and_then(|o| bytes.get(o..))
@@ -253,12 +311,18 @@ pub(crate) fn parse_streams(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagno
         };
         let computed = crc32(&[&raw[..DESC_SIZE - 4]]);
         if computed != d.crc.get(e) {
-            report(Problem::Crc { stored: d.crc.get(e), computed });
+            report(Problem::Crc {
+                stored: d.crc.get(e),
+                computed,
+            });
             continue;
         }
         let kind = d.kind.get(e);
         if kind != STREAM_KERNEL_CPU && kind != STREAM_USER {
-            report(Problem::InvalidField { field: "kind", value: kind.into() });
+            report(Problem::InvalidField {
+                field: "kind",
+                value: kind.into(),
+            });
             continue;
         }
         let page_count = d.page_count.get(e);
@@ -267,7 +331,10 @@ pub(crate) fn parse_streams(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagno
             .checked_mul(u64::from(h.page_size))
             .and_then(|len| len.checked_add(pages_offset));
         if page_count == 0 || end.is_none_or(|end| end > h.region_size) {
-            report(Problem::InvalidField { field: "page_count", value: page_count.into() });
+            report(Problem::InvalidField {
+                field: "page_count",
+                value: page_count.into(),
+            });
             continue;
         }
         out.push(StreamInfo {
@@ -287,16 +354,28 @@ pub(crate) fn parse_streams(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagno
 /// is damaged.
 pub(crate) fn parse_schema(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnostic>) -> Schema {
     let start = h.schema_offset as usize;
-    let table = bytes.get(start..).map(|t| &t[..t.len().min(h.schema_size as usize)]);
+    let table = bytes
+        .get(start..)
+        .map(|t| &t[..t.len().min(h.schema_size as usize)]);
     match table.map(|t| Schema::parse(t, h.endian)) {
         Some(Ok(s)) => s,
         Some(Err(err)) => {
             let problem = Problem::Schema(err);
-            diags.push(Diagnostic { stream: None, page: None, offset: start as u64, problem });
+            diags.push(Diagnostic {
+                stream: None,
+                page: None,
+                offset: start as u64,
+                problem,
+            });
             Schema::builtin()
         }
         None => {
-            diags.push(Diagnostic { stream: None, page: None, offset: start as u64, problem: Problem::Truncated });
+            diags.push(Diagnostic {
+                stream: None,
+                page: None,
+                offset: start as u64,
+                problem: Problem::Truncated,
+            });
             Schema::builtin()
         }
     }

@@ -60,7 +60,10 @@ impl Schema {
                 fields: def
                     .fields
                     .iter()
-                    .map(|f| Field { name: f.name.into(), kind: f.kind })
+                    .map(|f| Field {
+                        name: f.name.into(),
+                        kind: f.kind,
+                    })
                     .collect(),
             });
         }
@@ -70,8 +73,11 @@ impl Schema {
     /// The built-ins overlaid with every entry of a region's schema table.
     pub fn parse(table: &[u8], e: Endian) -> Result<Schema, SchemaError> {
         let have = table.len();
-        let (hdr, _) = SchemaHeader::read_from_prefix(table)
-            .map_err(|_| SchemaError::Truncated { need: SCHEMA_HEADER_SIZE, have })?;
+        let (hdr, _) =
+            SchemaHeader::read_from_prefix(table).map_err(|_| SchemaError::Truncated {
+                need: SCHEMA_HEADER_SIZE,
+                have,
+            })?;
         if hdr.magic.get(e) != SCHEMA_MAGIC {
             return Err(SchemaError::BadMagic(hdr.magic.get(e)));
         }
@@ -81,7 +87,10 @@ impl Schema {
         };
         let computed = crc32(&[&table[..12], &table[SCHEMA_HEADER_SIZE..]]);
         if computed != hdr.crc.get(e) {
-            return Err(SchemaError::Crc { stored: hdr.crc.get(e), computed });
+            return Err(SchemaError::Crc {
+                stored: hdr.crc.get(e),
+                computed,
+            });
         }
         let count = hdr.count.get(e);
         if count > MAX_EVENT_TYPES {
@@ -118,10 +127,17 @@ impl Schema {
                     .ok_or(fbad("field descriptor runs past the table"))?;
                 let kind = FieldKind::from_descriptor(fd.kind, fd.size.get(e))
                     .ok_or(fbad("field `kind` or `size` is invalid"))?;
-                fields.push(Field { name: name_of(&fd.name), kind });
+                fields.push(Field {
+                    name: name_of(&fd.name),
+                    kind,
+                });
                 fat += FIELD_DESC_SIZE;
             }
-            schema.types[id8 as usize] = Some(EventType { id: id8, name: name_of(&desc.name), fields });
+            schema.types[id8 as usize] = Some(EventType {
+                id: id8,
+                name: name_of(&desc.name),
+                fields,
+            });
             at = fat;
         }
         Ok(schema)
@@ -176,7 +192,16 @@ mod tests {
         let custom = [EventDef {
             id: 40,
             name: "drm_vblank",
-            fields: &[FieldDef { name: "crtc", kind: FieldKind::U32 }, FieldDef { name: "seq", kind: FieldKind::U64 }],
+            fields: &[
+                FieldDef {
+                    name: "crtc",
+                    kind: FieldKind::U32,
+                },
+                FieldDef {
+                    name: "seq",
+                    kind: FieldKind::U64,
+                },
+            ],
         }];
         for e in [Endian::Little, Endian::Big] {
             let mut buf = [0u8; 4096];
@@ -194,10 +219,19 @@ mod tests {
         let e = Endian::Little;
         let mut buf = [0u8; 4096];
         let n = write_table(&[], e, &mut buf).unwrap();
-        assert!(matches!(Schema::parse(&buf[..n - 1], e), Err(SchemaError::Truncated { .. })));
+        assert!(matches!(
+            Schema::parse(&buf[..n - 1], e),
+            Err(SchemaError::Truncated { .. })
+        ));
         let mut flipped = buf;
         flipped[100] ^= 4;
-        assert!(matches!(Schema::parse(&flipped[..n], e), Err(SchemaError::Crc { .. })));
-        assert!(matches!(Schema::parse(&buf[..n], Endian::Big), Err(SchemaError::BadMagic(_))));
+        assert!(matches!(
+            Schema::parse(&flipped[..n], e),
+            Err(SchemaError::Crc { .. })
+        ));
+        assert!(matches!(
+            Schema::parse(&buf[..n], Endian::Big),
+            Err(SchemaError::BadMagic(_))
+        ));
     }
 }

@@ -120,7 +120,11 @@ struct Readable<'a> {
     data: &'a [u8],
 }
 
-pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec<Diagnostic>) -> StreamTrace<'a> {
+pub(super) fn decode<'a>(
+    region: &Region<'a>,
+    info: &StreamInfo,
+    diags: &mut Vec<Diagnostic>,
+) -> StreamTrace<'a> {
     let h = &region.header;
     let page_size = h.page_size as u64;
     let mut pages = Vec::with_capacity(info.page_count as usize);
@@ -147,7 +151,12 @@ pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec
                 report.status = status;
                 report.seq = seq;
                 if let Some(problem) = problem {
-                    diags.push(Diagnostic { stream: Some(info.index), page: Some(slot), offset, problem });
+                    diags.push(Diagnostic {
+                        stream: Some(info.index),
+                        page: Some(slot),
+                        offset,
+                        problem,
+                    });
                 }
             }
         }
@@ -159,7 +168,12 @@ pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec
         if dup {
             let offset = info.pages_offset + u64::from(later.slot) * page_size;
             let problem = Problem::DuplicateSeq(later.seq);
-            diags.push(Diagnostic { stream: Some(info.index), page: Some(later.slot), offset, problem });
+            diags.push(Diagnostic {
+                stream: Some(info.index),
+                page: Some(later.slot),
+                offset,
+                problem,
+            });
             pages[later.slot as usize].status = PageStatus::Corrupt;
         }
         dup
@@ -168,14 +182,26 @@ pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec
     let unreadable = pages
         .iter()
         .any(|p| matches!(p.status, PageStatus::Corrupt | PageStatus::Truncated));
-    let mut trace = StreamTrace { info: info.clone(), pages, events: Vec::new(), losses: Vec::new() };
+    let mut trace = StreamTrace {
+        info: info.clone(),
+        pages,
+        events: Vec::new(),
+        losses: Vec::new(),
+    };
     let max_seq = readable.last().map_or(0, |r| r.seq);
     let oldest_present = max_seq.saturating_sub(u64::from(info.page_count)) + 1;
     // Where the previous readable page ended: (seq, next index, last time).
     let mut prev: Option<(u64, u64, u64)> = None;
     for r in &readable {
         let offset = info.pages_offset + u64::from(r.slot) * page_size;
-        let mut note = |problem| diags.push(Diagnostic { stream: Some(info.index), page: Some(r.slot), offset, problem });
+        let mut note = |problem| {
+            diags.push(Diagnostic {
+                stream: Some(info.index),
+                page: Some(r.slot),
+                offset,
+                problem,
+            })
+        };
         let first_event = trace.events.len();
         let (status, stopped) = decode_page(region, info.index, r, &mut trace.events);
         if let Some(p) = stopped {
@@ -183,7 +209,11 @@ pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec
         }
         let decoded = (trace.events.len() - first_event) as u32;
         let first_ts = trace.events.get(first_event).map_or(r.first_ts, |e| e.ts);
-        let last_ts = trace.events.last().filter(|_| decoded > 0).map_or(r.first_ts, |e| e.ts);
+        let last_ts = trace
+            .events
+            .last()
+            .filter(|_| decoded > 0)
+            .map_or(r.first_ts, |e| e.ts);
 
         let gap_kind;
         let (gap_events, gap_pages, after_ts) = match prev {
@@ -198,9 +228,16 @@ pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec
             Some((pseq, pend, pts)) => {
                 gap_kind = LossKind::Unreadable;
                 if r.first_index < pend {
-                    note(Problem::IndexMismatch { expected: pend, found: r.first_index });
+                    note(Problem::IndexMismatch {
+                        expected: pend,
+                        found: r.first_index,
+                    });
                 }
-                (r.first_index.saturating_sub(pend), r.seq - pseq - 1, Some(pts))
+                (
+                    r.first_index.saturating_sub(pend),
+                    r.seq - pseq - 1,
+                    Some(pts),
+                )
             }
         };
         if gap_events > 0 {
@@ -222,18 +259,26 @@ pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec
                 pages: 0,
                 after_ts: Some(r.first_ts),
                 before_ts: Some(last_ts),
-                at_index: r.first_index + u64::from(decoded),
+                at_index: r.first_index.saturating_add(u64::from(decoded)),
             });
         }
         let mut status = status;
         if !r.open && r.count != decoded {
-            note(Problem::CountMismatch { header: r.count, decoded });
+            note(Problem::CountMismatch {
+                header: r.count,
+                decoded,
+            });
             status = PageStatus::Damaged;
         }
         // A closed page's `count` is covered by its CRC, so the next page
         // starts after it even when fewer records decoded; an open page's
         // `count` may run one ahead of `commit` and is only advisory.
-        let end = r.first_index + u64::from(if r.open { decoded } else { r.count.max(decoded) });
+        let end = r.first_index
+            + u64::from(if r.open {
+                decoded
+            } else {
+                r.count.max(decoded)
+            });
         if r.count > decoded {
             trace.losses.push(Loss {
                 stream: info.index,
@@ -242,7 +287,7 @@ pub(super) fn decode<'a>(region: &Region<'a>, info: &StreamInfo, diags: &mut Vec
                 pages: 0,
                 after_ts: Some(last_ts),
                 before_ts: None,
-                at_index: r.first_index + u64::from(decoded),
+                at_index: r.first_index.saturating_add(u64::from(decoded)),
             });
         }
         let report = &mut trace.pages[r.slot as usize];
@@ -259,7 +304,11 @@ type Unreadable = (PageStatus, u64, Option<Problem>);
 
 /// Checks a page header: `Ok(None)` for an unused slot, `Ok(Some)` for a
 /// page worth decoding, `Err` with the status and reason otherwise.
-fn classify<'a>(region: &Region<'a>, info: &StreamInfo, offset: u64) -> Result<Option<Readable<'a>>, Unreadable> {
+fn classify<'a>(
+    region: &Region<'a>,
+    info: &StreamInfo,
+    offset: u64,
+) -> Result<Option<Readable<'a>>, Unreadable> {
     let h = &region.header;
     let e = h.endian;
     let page = usize::try_from(offset)
@@ -295,13 +344,19 @@ fn classify<'a>(region: &Region<'a>, info: &StreamInfo, offset: u64) -> Result<O
     };
     if !open {
         let stored = ph.crc.get(e);
-        let computed = crc32(&[&zerocopy::IntoBytes::as_bytes(&ph)[..PAGE_HEADER_SIZE - 4], data]);
+        let computed = crc32(&[
+            &zerocopy::IntoBytes::as_bytes(&ph)[..PAGE_HEADER_SIZE - 4],
+            data,
+        ]);
         if stored != computed {
             return corrupt(Problem::Crc { stored, computed });
         }
     }
     if seq == 0 {
-        return corrupt(Problem::InvalidField { field: "seq", value: 0 });
+        return corrupt(Problem::InvalidField {
+            field: "seq",
+            value: 0,
+        });
     }
     Ok(Some(Readable {
         slot: ((offset - info.pages_offset) / u64::from(h.page_size)) as u32,
@@ -326,26 +381,55 @@ fn decode_page<'a>(
     out: &mut Vec<Event<'a>>,
 ) -> (PageStatus, Option<Problem>) {
     let e = region.header.endian;
+    // Not `(first_index..).zip(..)`: a hostile `first_index` near u64::MAX
+    // would overflow the range.
     let mut index = r.first_index;
     for rec in Records::new(r.data, r.first_ts, e) {
         let rec = match rec {
             Ok(rec) => rec,
             Err(err) => {
-                let status = if r.open { PageStatus::Salvaged } else { PageStatus::Damaged };
+                let status = if r.open {
+                    PageStatus::Salvaged
+                } else {
+                    PageStatus::Damaged
+                };
                 return (status, Some(Problem::Record(err)));
             }
         };
         if r.open {
             let Some(ty) = region.schema.get(rec.type_id) else {
-                return (PageStatus::Salvaged, Some(Problem::UnknownType { offset: rec.offset, type_id: rec.type_id }));
+                return (
+                    PageStatus::Salvaged,
+                    Some(Problem::UnknownType {
+                        offset: rec.offset,
+                        type_id: rec.type_id,
+                    }),
+                );
             };
             if !ty.matches(rec.payload, e) {
-                return (PageStatus::Salvaged, Some(Problem::PayloadMismatch { offset: rec.offset, type_id: rec.type_id }));
+                return (
+                    PageStatus::Salvaged,
+                    Some(Problem::PayloadMismatch {
+                        offset: rec.offset,
+                        type_id: rec.type_id,
+                    }),
+                );
             }
         }
-        out.push(Event { stream, index, ts: rec.ts, type_id: rec.type_id, payload: rec.payload, salvaged: r.open });
-        index += 1;
+        out.push(Event {
+            stream,
+            index,
+            ts: rec.ts,
+            type_id: rec.type_id,
+            payload: rec.payload,
+            salvaged: r.open,
+        });
+        index = index.saturating_add(1);
     }
-    let status = if r.open { PageStatus::Salvaged } else { PageStatus::Intact };
+    let status = if r.open {
+        PageStatus::Salvaged
+    } else {
+        PageStatus::Intact
+    };
     (status, None)
 }

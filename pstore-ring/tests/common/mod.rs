@@ -12,7 +12,16 @@ use pstore_ring::Endian;
 pub const CUSTOM: &[EventDef<'static>] = &[EventDef {
     id: 40,
     name: "blob",
-    fields: &[FieldDef { name: "tag", kind: FieldKind::U16 }, FieldDef { name: "data", kind: FieldKind::Bytes }],
+    fields: &[
+        FieldDef {
+            name: "tag",
+            kind: FieldKind::U16,
+        },
+        FieldDef {
+            name: "data",
+            kind: FieldKind::Bytes,
+        },
+    ],
 }];
 
 /// One event as the model remembers it: timestamp after the writer's clamp.
@@ -27,9 +36,18 @@ pub struct Written {
 pub enum Op {
     /// Write an event of shape `shape` with `size` bytes of variable data,
     /// `dt` ns after the previous one on any stream.
-    Write { stream: usize, shape: u8, size: usize, dt: u64 },
-    Drop { stream: usize },
-    Close { stream: usize },
+    Write {
+        stream: usize,
+        shape: u8,
+        size: usize,
+        dt: u64,
+    },
+    Drop {
+        stream: usize,
+    },
+    Close {
+        stream: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -91,7 +109,9 @@ pub fn setup_strategy(max_ops: usize) -> impl Strategy<Value = Setup> {
 
 /// The bytes of a deterministic text of `n` bytes.
 pub fn text(n: usize, salt: u64) -> Vec<u8> {
-    (0..n).map(|i| b'a' + ((i as u64 + salt) % 26) as u8).collect()
+    (0..n)
+        .map(|i| b'a' + ((i as u64 + salt) % 26) as u8)
+        .collect()
 }
 
 pub fn build(s: &Setup) -> Model {
@@ -110,7 +130,6 @@ pub fn build(s: &Setup) -> Model {
     let mut image = vec![0u8; 64 * 1024 + s.streams * s.pages as usize * s.page_size as usize];
     let mut streams = vec![Vec::new(); s.streams];
     let mut drops = vec![Vec::new(); s.streams];
-    let len;
     {
         let f = write::format(&mut image, &cfg).expect("format");
         let mut ws: Vec<_> = f.streams.collect();
@@ -118,30 +137,50 @@ pub fn build(s: &Setup) -> Model {
         let mut now = cfg.created_ns;
         for (n, op) in s.ops.iter().enumerate() {
             match *op {
-                Op::Write { stream, shape, size, dt } => {
+                Op::Write {
+                    stream,
+                    shape,
+                    size,
+                    dt,
+                } => {
                     now += dt;
                     let mut payload = vec![0u8; 1024];
                     let body = text(size, n as u64);
                     let (def, values): (&EventDef, Vec<Value>) = match shape {
-                        0 => (schema::builtin(schema::EVENT_LOST).unwrap(), vec![Value::Unsigned(n as u64)]),
+                        0 => (
+                            schema::builtin(schema::EVENT_LOST).unwrap(),
+                            vec![Value::Unsigned(n as u64)],
+                        ),
                         1 => (
                             schema::builtin(schema::EVENT_IRQ_EXIT).unwrap(),
                             vec![Value::Unsigned(n as u64 % 64), Value::Unsigned(1)],
                         ),
                         2 => (
                             schema::builtin(schema::EVENT_MARKER).unwrap(),
-                            vec![Value::Unsigned(n as u64), Value::Chars(b"model"), Value::Str(&body)],
+                            vec![
+                                Value::Unsigned(n as u64),
+                                Value::Chars(b"model"),
+                                Value::Str(&body),
+                            ],
                         ),
-                        _ => (&CUSTOM[0], vec![Value::Unsigned(n as u64 & 0xffff), Value::Bytes(&body)]),
+                        _ => (
+                            &CUSTOM[0],
+                            vec![Value::Unsigned(n as u64 & 0xffff), Value::Bytes(&body)],
+                        ),
                     };
-                    let plen = schema::encode_payload(def, &values, s.endian, &mut payload).unwrap();
+                    let plen =
+                        schema::encode_payload(def, &values, s.endian, &mut payload).unwrap();
                     payload.truncate(plen);
                     let w = &mut ws[stream];
                     match w.write_event(now, def, &values) {
                         Ok(()) => {
                             let ts = now.max(last[stream]);
                             last[stream] = ts;
-                            streams[stream].push(Written { ts, type_id: def.id, payload });
+                            streams[stream].push(Written {
+                                ts,
+                                type_id: def.id,
+                                payload,
+                            });
                         }
                         Err(_) => drops[stream].push(w.page_seq()),
                     }
@@ -156,16 +195,21 @@ pub fn build(s: &Setup) -> Model {
         if s.close_at_end {
             ws.iter_mut().for_each(|w| w.close());
         }
-        len = 64 * 1024 - 64 * 1024 % s.page_size as usize + 0; // recomputed below
-        let _ = len;
     }
     let region = Region::parse(&image, HeaderTrust::Checksummed).expect("fresh image parses");
     let size = region.header.region_size as usize;
     image.truncate(size);
-    Model { streams, drops, image }
+    Model {
+        streams,
+        drops,
+        image,
+    }
 }
 
 /// Strips record padding: the model's payload is a prefix of the event's.
 pub fn same_payload(got: &[u8], want: &[u8]) -> bool {
-    got.len() >= want.len() && got.len() - want.len() < 4 && got.starts_with(want) && got[want.len()..].iter().all(|&b| b == 0)
+    got.len() >= want.len()
+        && got.len() - want.len() < 4
+        && got.starts_with(want)
+        && got[want.len()..].iter().all(|&b| b == 0)
 }
