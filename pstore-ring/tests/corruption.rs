@@ -260,3 +260,45 @@ fn a_damaged_descriptor_costs_its_stream_only() {
         .to_string()
         .starts_with("stream 1 at region offset 0x180: CRC mismatch"));
 }
+
+/// Rewrites a little-endian field and the CRC that covers it.
+fn patch(image: &mut [u8], at: usize, bytes: &[u8], crc_range: std::ops::Range<usize>) {
+    image[at..at + bytes.len()].copy_from_slice(bytes);
+    let crc = pstore_ring::layout::crc32(&[&image[crc_range.clone()]]);
+    image[crc_range.end..crc_range.end + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn checksummed_lies_about_sizes_cost_neither_time_nor_memory() {
+    let model = closed_image(Endian::Little, 256, 2, 3, 9);
+    let clean = Region::parse(&model.image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let mut image = model.image.clone();
+    // A header claiming an enormous region, and stream 0 claiming 2^32 - 1
+    // pages, both with valid CRCs: what a hostile writer can produce.
+    patch(&mut image, 32, &(1u64 << 60).to_le_bytes(), 0..252);
+    patch(&mut image, 320 + 4, &u32::MAX.to_le_bytes(), 320..380);
+    let region = Region::parse(&image, HeaderTrust::Checksummed).unwrap();
+    let start = std::time::Instant::now();
+    let trace = region.decode();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "decode took {:?}",
+        start.elapsed()
+    );
+    let s0 = &trace.streams[0];
+    assert!(s0.pages.len() < 64, "{} page reports", s0.pages.len());
+    assert!(trace
+        .diagnostics
+        .iter()
+        .any(|d| matches!(d.problem, Problem::PagesMissing { .. })));
+    assert!(trace
+        .diagnostics
+        .iter()
+        .any(|d| matches!(d.problem, Problem::RegionTruncated { .. })));
+    // Stream 0's real pages still decode; its claimed later slots overlap
+    // stream 1's pages and are refused as belonging to another stream.
+    assert_eq!(s0.events, clean.streams[0].events);
+    assert_eq!(trace.streams[1].events, clean.streams[1].events);
+}

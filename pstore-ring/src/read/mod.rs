@@ -51,6 +51,8 @@ impl fmt::Display for Diagnostic {
 pub enum Problem {
     #[error("truncated: the input ends inside this structure")]
     Truncated,
+    #[error("pages {from}.. ({count} of them) lie past the end of the input")]
+    PagesMissing { from: u32, count: u32 },
     #[error("region is {size} bytes by its header, the input holds {have}")]
     RegionTruncated { size: u64, have: u64 },
     #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
@@ -106,13 +108,12 @@ pub struct Trace<'a> {
 }
 
 impl Trace<'_> {
-    /// Events lost for any reason, over all streams.
+    /// Events lost for any reason, over all streams. Saturates: a hostile
+    /// region can claim more than 2^64 lost events.
     pub fn lost_events(&self) -> u64 {
         self.streams
             .iter()
-            .flat_map(|s| &s.losses)
-            .map(|l| l.events)
-            .sum()
+            .fold(0, |n, s| n.saturating_add(s.lost_events()))
     }
 
     pub fn event_count(&self) -> usize {

@@ -99,8 +99,11 @@ pub struct StreamTrace<'a> {
 }
 
 impl StreamTrace<'_> {
+    /// Saturates: a hostile region can claim more than 2^64 lost events.
     pub fn lost_events(&self) -> u64 {
-        self.losses.iter().map(|l| l.events).sum()
+        self.losses
+            .iter()
+            .fold(0, |n, l| n.saturating_add(l.events))
     }
 
     pub fn pages_with(&self, status: PageStatus) -> usize {
@@ -127,9 +130,29 @@ pub(super) fn decode<'a>(
 ) -> StreamTrace<'a> {
     let h = &region.header;
     let page_size = h.page_size as u64;
-    let mut pages = Vec::with_capacity(info.page_count as usize);
+    // Slots that start past the end of the input are reported together, so
+    // work and memory follow the bytes present, not what a header claims.
+    let have = region.bytes().len() as u64;
+    let present = have.saturating_sub(info.pages_offset).div_ceil(page_size);
+    let present = u32::try_from(present)
+        .unwrap_or(u32::MAX)
+        .min(info.page_count);
+    if present < info.page_count {
+        let offset = info.pages_offset + u64::from(present) * page_size;
+        let problem = Problem::PagesMissing {
+            from: present,
+            count: info.page_count - present,
+        };
+        diags.push(Diagnostic {
+            stream: Some(info.index),
+            page: Some(present),
+            offset,
+            problem,
+        });
+    }
+    let mut pages = Vec::with_capacity(present as usize);
     let mut readable = Vec::new();
-    for slot in 0..info.page_count {
+    for slot in 0..present {
         let offset = info.pages_offset + u64::from(slot) * page_size;
         let mut report = PageReport {
             slot,
@@ -179,9 +202,10 @@ pub(super) fn decode<'a>(
         dup
     });
 
-    let unreadable = pages
-        .iter()
-        .any(|p| matches!(p.status, PageStatus::Corrupt | PageStatus::Truncated));
+    let unreadable = present < info.page_count
+        || pages
+            .iter()
+            .any(|p| matches!(p.status, PageStatus::Corrupt | PageStatus::Truncated));
     let mut trace = StreamTrace {
         info: info.clone(),
         pages,

@@ -1,0 +1,140 @@
+//! Drives the real `crashring` binary on images made by the format crate's
+//! writer: what it prints and the exit status it documents.
+
+use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
+use pstore_ring::schema::{self, Value};
+use pstore_ring::write::{self, RegionConfig, StreamSpec};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn crashring(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crashring"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A region of two CPUs behind `offset` bytes of other memory; `wrap`
+/// writes enough to overwrite pages.
+fn image(offset: usize, wrap: bool) -> Vec<u8> {
+    let specs = [StreamSpec::cpu(0), StreamSpec::cpu(1)];
+    let cfg = RegionConfig {
+        page_size: 512,
+        pages_per_stream: Some(4),
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut mem = vec![0x5Au8; offset + 16 * 1024];
+    let printk = schema::builtin(schema::EVENT_PRINTK).unwrap();
+    let crash = schema::builtin(schema::EVENT_CRASH).unwrap();
+    let mut f = write::format(&mut mem[offset..], &cfg).unwrap();
+    let mut ws: Vec<_> = f.streams.by_ref().collect();
+    let n = if wrap { 400 } else { 10 };
+    for i in 0..n {
+        let text = format!("message {i}");
+        let v = [
+            Value::Unsigned(6),
+            Value::Unsigned(0),
+            Value::Unsigned(1),
+            Value::Unsigned(i),
+            Value::Str(text.as_bytes()),
+        ];
+        ws[(i % 2) as usize]
+            .write_event(1_000 + i * 10, printk, &v)
+            .unwrap();
+    }
+    let msg = b"Kernel panic - not syncing: test";
+    ws[1]
+        .write_event(
+            1_000 + n * 10,
+            crash,
+            &[Value::Unsigned(1), Value::Unsigned(1), Value::Str(msg)],
+        )
+        .unwrap();
+    f.control.set_state(
+        STATE_CRASHED,
+        REASON_PANIC,
+        1_000 + n * 10,
+        1,
+        "Kernel panic - not syncing: test",
+    );
+    ws.iter_mut().for_each(|w| w.close());
+    mem
+}
+
+fn write_tmp(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn extract_finds_a_region_anywhere_in_an_image_and_prints_events_in_order() {
+    let path = write_tmp("intact.bin", &image(12_345, false));
+    let out = crashring(&["extract", path.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 11);
+    assert_eq!(
+        lines[0],
+        "[000]        0.000001000: printk: level=6 flags=0 caller=1 seq=0 text=\"message 0\""
+    );
+    assert!(
+        lines[10].contains("crash: reason=1 cpu=1 message=\"Kernel panic - not syncing: test\"")
+    );
+}
+
+#[test]
+fn info_reports_losses_with_exit_status_1() {
+    let path = write_tmp("wrapped.bin", &image(0, true));
+    let out = crashring(&["info", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("state crashed (panic)"), "{text}");
+    assert!(text.contains("(overwritten)"), "{text}");
+}
+
+#[test]
+fn damage_is_reported_on_stderr_with_its_location() {
+    let mut img = image(0, false);
+    // Flip a bit in the first page of stream 0 (after the metadata).
+    let region =
+        pstore_ring::read::Region::parse(&img, pstore_ring::read::HeaderTrust::Checksummed)
+            .unwrap();
+    let first_page = region.streams[0].pages_offset as usize;
+    img[first_page + 60] ^= 1;
+    let path = write_tmp("flipped.bin", &img);
+    let out = crashring(&["extract", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "stream 0 page 0 at region offset {first_page:#x}: CRC mismatch"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_region_and_no_file_exit_2_with_a_message() {
+    let path = write_tmp("random.bin", &[0x42; 10_000]);
+    let out = crashring(&["info", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("crashring: no crashring region found in"),
+        "{err}"
+    );
+    let out = crashring(&["info", "/nonexistent/file"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("reading /nonexistent/file"));
+}
