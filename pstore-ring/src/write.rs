@@ -566,3 +566,151 @@ impl StreamWriter<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{builtin, Value, EVENT_LOST, EVENT_MARKER};
+
+    fn one_stream(buf: &mut [u8]) -> StreamWriter<'_> {
+        let specs = [StreamSpec::cpu(0)];
+        let cfg = RegionConfig {
+            page_size: 1024,
+            pages_per_stream: Some(2),
+            streams: &specs,
+            ..Default::default()
+        };
+        format(buf, &cfg).unwrap().streams.next().unwrap()
+    }
+
+    /// Bytes committed to the current page by `f`.
+    fn committed(f: impl FnOnce(&mut StreamWriter<'_>)) -> usize {
+        let mut buf = [0u8; 8192];
+        let mut w = one_stream(&mut buf);
+        let before = w.commit;
+        f(&mut w);
+        w.commit - before
+    }
+
+    #[test]
+    fn an_event_with_one_u64_takes_twelve_bytes() {
+        let lost = builtin(EVENT_LOST).unwrap();
+        // ftrace's ring buffer needs 24 bytes for the same event (a 4-byte
+        // event header, the 8-byte trace_entry, the 8-byte payload, aligned).
+        let n = committed(|w| w.write_event(500, lost, &[Value::Unsigned(7)]).unwrap());
+        assert_eq!(n, 12);
+        // A gap over 65.5 us costs a 4-byte time-extend; over 4.3 s a
+        // 12-byte absolute time.
+        let n = committed(|w| w.write_event(100_000, lost, &[Value::Unsigned(7)]).unwrap());
+        assert_eq!(n, 16);
+        let n = committed(|w| {
+            w.write_event(10_000_000_000, lost, &[Value::Unsigned(7)])
+                .unwrap()
+        });
+        assert_eq!(n, 24);
+    }
+
+    #[test]
+    fn strings_are_padded_to_whole_words() {
+        let marker = builtin(EVENT_MARKER).unwrap();
+        // 4 header + 4 pid + 16 comm + 2 length + 5 text = 31, padded to 32.
+        let v = [
+            Value::Unsigned(1),
+            Value::Chars(b"sh"),
+            Value::Str(b"hello"),
+        ];
+        assert_eq!(committed(|w| w.write_event(1, marker, &v).unwrap()), 32);
+    }
+
+    #[test]
+    fn what_cannot_be_recorded_is_counted() {
+        let mut buf = [0u8; 8192];
+        let mut w = one_stream(&mut buf);
+        assert_eq!(w.write(0, 5, &[]), Err(Dropped::ReservedType(5)));
+        assert_eq!(w.write(0, 40, &[0; 1017]), Err(Dropped::TooLarge(1017)));
+        let lost = builtin(EVENT_LOST).unwrap();
+        assert_eq!(
+            w.write_event(0, lost, &[Value::Signed(1)]),
+            Err(Dropped::Unencodable(EVENT_LOST))
+        );
+        let e = w.e;
+        assert_eq!(w.header_mut().dropped.get(e), 3);
+        assert_eq!(w.next_index(), 0);
+    }
+
+    #[test]
+    fn timestamps_never_go_backwards() {
+        let mut buf = [0u8; 8192];
+        let mut w = one_stream(&mut buf);
+        w.write(1_000, 40, &[]).unwrap();
+        w.write(500, 40, &[]).unwrap();
+        assert_eq!(w.time, 1_000);
+    }
+
+    #[test]
+    fn refuses_impossible_configurations() {
+        let specs = [StreamSpec::cpu(0)];
+        let mut buf = [0u8; 4096];
+        let cfg = |page_size| RegionConfig {
+            page_size,
+            streams: &specs,
+            ..Default::default()
+        };
+        assert_eq!(
+            format(&mut buf, &cfg(300)).err(),
+            Some(FormatError::PageSize(300))
+        );
+        assert_eq!(
+            format(&mut buf, &cfg(128)).err(),
+            Some(FormatError::PageSize(128))
+        );
+        assert!(matches!(
+            format(&mut buf, &cfg(2048)),
+            Err(FormatError::TooSmall { .. })
+        ));
+        let none = RegionConfig {
+            streams: &[],
+            ..cfg(256)
+        };
+        assert_eq!(
+            format(&mut buf, &none).err(),
+            Some(FormatError::StreamCount(0))
+        );
+        let long = RegionConfig {
+            hostname: &"h".repeat(64),
+            ..cfg(256)
+        };
+        assert_eq!(
+            format(&mut buf, &long).err(),
+            Some(FormatError::TextTooLong("hostname"))
+        );
+        let word = RegionConfig {
+            word_size: 2,
+            ..cfg(256)
+        };
+        assert_eq!(
+            format(&mut buf, &word).err(),
+            Some(FormatError::WordSize(2))
+        );
+    }
+
+    #[test]
+    fn formatting_clears_page_headers_of_an_earlier_generation() {
+        let mut buf = [0u8; 8192];
+        {
+            let mut w = one_stream(&mut buf);
+            for i in 0..100 {
+                w.write(i, 40, &[1, 2, 3, 4]).unwrap();
+            }
+            w.close();
+        }
+        let w = one_stream(&mut buf);
+        assert_eq!(w.page_seq(), 1);
+        drop(w);
+        let region =
+            crate::read::Region::parse(&buf, crate::read::HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode();
+        assert_eq!(trace.event_count(), 0);
+        assert_eq!(trace.lost_events(), 0);
+    }
+}
