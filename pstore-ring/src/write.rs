@@ -704,9 +704,7 @@ mod tests {
             }
             w.close();
         }
-        let w = one_stream(&mut buf);
-        assert_eq!(w.page_seq(), 1);
-        drop(w);
+        assert_eq!(one_stream(&mut buf).page_seq(), 1);
         let region =
             crate::read::Region::parse(&buf, crate::read::HeaderTrust::Checksummed).unwrap();
         let trace = region.decode();
