@@ -102,12 +102,7 @@ fn run(cli: Cli) -> Result<u8> {
 
 fn write_events(out: &mut impl Write, region: &Region, trace: &Trace) -> Result<()> {
     for item in merge(&trace.streams) {
-        let line = Line {
-            item: &item,
-            schema: &region.schema,
-            streams: &region.streams,
-            endian: region.header.endian,
-        };
+        let line = Line::of(&item, region);
         writeln!(out, "{line}")?;
     }
     Ok(())

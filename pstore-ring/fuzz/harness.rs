@@ -84,12 +84,7 @@ pub fn run(data: &[u8]) {
                     let _ = t.decode(e.payload, region.header.endian);
                 }
             }
-            let line = Line {
-                item: &item,
-                schema: &region.schema,
-                streams: &region.streams,
-                endian: region.header.endian,
-            };
+            let line = Line::of(&item, &region);
             let _ = write!(out, "{line}");
         }
     }

@@ -109,6 +109,18 @@ pub struct Line<'r, 'i, 't, 'a> {
     pub endian: Endian,
 }
 
+impl<'r, 'i, 't, 'a> Line<'r, 'i, 't, 'a> {
+    /// The line for `item`, described by `region`'s schema and streams.
+    pub fn of(item: &'i Item<'t, 'a>, region: &'r crate::read::Region<'_>) -> Self {
+        Line {
+            item,
+            schema: &region.schema,
+            streams: &region.streams,
+            endian: region.header.endian,
+        }
+    }
+}
+
 impl fmt::Display for Line<'_, '_, '_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let info = |s: u16| self.streams.iter().find(|i| i.index == s);

@@ -171,7 +171,7 @@ proptest! {
             let mut out = String::new();
             for item in pstore_ring::merge::merge(&t.streams) {
                 use std::fmt::Write;
-                let line = pstore_ring::text::Line { item: &item, schema: &r.schema, streams: &r.streams, endian: r.header.endian };
+                let line = pstore_ring::text::Line::of(&item, &r);
                 writeln!(out, "{line}").unwrap();
             }
         }

@@ -157,12 +157,7 @@ pub fn decoded_text(image: &[u8]) -> String {
     }
     writeln!(out, "events:").unwrap();
     for item in merge(&trace.streams) {
-        let line = Line {
-            item: &item,
-            schema: &region.schema,
-            streams: &region.streams,
-            endian: region.header.endian,
-        };
+        let line = Line::of(&item, &region);
         writeln!(out, "{line}").unwrap();
     }
     out
