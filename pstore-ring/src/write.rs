@@ -436,9 +436,11 @@ impl StreamWriter<'_> {
         let Ok(h) = PageHeader::mut_from_bytes(head) else {
             return;
         };
-        h.flags = U16::new(e, PAGE_CLOSED);
-        let crc = crc32(&[&h.as_bytes()[..PAGE_HEADER_SIZE - 4], &data[..commit]]);
-        h.flags = U16::new(e, PAGE_OPEN);
+        // The CRC covers the header as it will read once closed; computed on
+        // a copy, so the page never shows "closed" before its CRC is there.
+        let mut closed = *h;
+        closed.flags = U16::new(e, PAGE_CLOSED);
+        let crc = crc32(&[&closed.as_bytes()[..PAGE_HEADER_SIZE - 4], &data[..commit]]);
         h.crc = U32::new(e, crc);
         h.flags = U16::new(e, PAGE_CLOSED);
         self.open = false;

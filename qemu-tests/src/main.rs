@@ -9,7 +9,13 @@
 //! then `test` runs every hermetic check and `demo` runs the format end to
 //! end in user space.
 
+mod c_ring;
+mod cheader;
 mod demo;
+#[cfg(test)]
+#[path = "../../pstore-ring/golden/scenario.rs"]
+mod golden_scenario;
+mod setup;
 #[cfg(test)]
 mod tidy;
 
@@ -30,6 +36,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Install what the rest needs (root): bookworm-backports, QEMU 10,
+    /// the 6.12 and 6.1 kernels with headers, busybox, kexec-tools,
+    /// makedumpfile, babeltrace2, trace-cmd.
+    Setup,
     /// Run every test: formatting, lints, the no_std build, the whole
     /// workspace's tests (property, corruption, golden and fuzz-regression
     /// tests included).
@@ -39,6 +49,8 @@ enum Cmd {
     Demo,
     /// Regenerate pstore-ring's golden images and their decoded text.
     BlessGolden,
+    /// Regenerate kernel/crashring_format.h from pstore-ring.
+    GenHeader,
     /// Run the benchmarks (writer and reader against memcpy baselines).
     Bench,
 }
@@ -48,11 +60,16 @@ fn main() -> Result<()> {
     let sh = Shell::new()?;
     sh.change_dir(project_root());
     match cli.cmd {
+        Cmd::Setup => setup::run(&sh).map(drop),
         Cmd::Test => test(&sh),
         Cmd::Demo => demo::run(&sh),
         Cmd::BlessGolden => {
             let _env = sh.push_env("UPDATE_GOLDEN", "1");
             cmd!(sh, "cargo test -p pstore-ring --test golden").run()?;
+            Ok(())
+        }
+        Cmd::GenHeader => {
+            sh.write_file("kernel/crashring_format.h", cheader::generate())?;
             Ok(())
         }
         Cmd::Bench => {

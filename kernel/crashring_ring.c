@@ -1,0 +1,529 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * crashring ring writer: the C twin of pstore-ring's `write` module. Both
+ * follow pstore-ring/FORMAT.md, sections 10 ("Writer rules") and 12 ("What
+ * a crash can leave behind"); user-space tests hold this file to the Rust
+ * writer's golden images byte for byte.
+ */
+#include "crashring_ring.h"
+
+#define CR_ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+#define CR_FIELDS(NAME, name) \
+	static const struct crashring_field_def cr_fields_##NAME[] = CRASHRING_FIELDS_##NAME;
+CRASHRING_BUILTIN_EVENTS(CR_FIELDS)
+
+#define CR_EVENT(NAME, name) \
+	{ CRASHRING_EVENT_##NAME, name, CR_ARRAY_SIZE(cr_fields_##NAME), cr_fields_##NAME },
+static const struct crashring_event_def cr_builtin[] = {
+	CRASHRING_BUILTIN_EVENTS(CR_EVENT)
+};
+
+/*
+ * Not const: the magic is complemented at run time from this copy, so the
+ * stored form never appears in the module's text for a dump scan to find.
+ */
+static char cr_magic_plain[] = CRASHRING_MAGIC_PLAIN;
+
+struct cr_plan {
+	u32 schema_offset;
+	u32 schema_size;
+	u64 pages_offset;
+	u32 pages_per_stream;
+	u64 region_size;
+};
+
+/* CRC-32/IEEE over two parts, as every checksum in the format is taken. */
+static u32 cr_crc2(const void *a, size_t alen, const void *b, size_t blen)
+{
+	u32 crc = cr_crc32(~0U, a, alen);
+
+	return cr_crc32(crc, b, blen) ^ ~0U;
+}
+
+static u32 cr_words(u32 len)
+{
+	return (CRASHRING_RECORD_HEADER_SIZE + len + CRASHRING_RECORD_ALIGN - 1) /
+	       CRASHRING_RECORD_ALIGN;
+}
+
+static u32 cr_record_header(u8 type, u32 words, u16 delta)
+{
+	return (u32)type | (words << 8) | ((u32)delta << 16);
+}
+
+/* Copies text into a NUL-padded field; -EINVAL unless a NUL still fits. */
+static int cr_put_text(char *dst, size_t cap, const char *src)
+{
+	size_t n = src ? strlen(src) : 0;
+
+	memset(dst, 0, cap);
+	if (n >= cap)
+		return -EINVAL;
+	memcpy(dst, src, n);
+	return 0;
+}
+
+static const struct crashring_event_def *cr_def(const struct crashring_config *cfg, u32 i)
+{
+	if (i < CR_ARRAY_SIZE(cr_builtin))
+		return &cr_builtin[i];
+	return &cfg->custom[i - CR_ARRAY_SIZE(cr_builtin)];
+}
+
+static u32 cr_ndefs(const struct crashring_config *cfg)
+{
+	return CR_ARRAY_SIZE(cr_builtin) + cfg->ncustom;
+}
+
+/**
+ * crashring_schema_size - bytes of the schema table for @cfg
+ * @cfg: the region's configuration (its custom events)
+ */
+u32 crashring_schema_size(const struct crashring_config *cfg)
+{
+	u32 size = CRASHRING_SCHEMA_HEADER_SIZE;
+	u32 i;
+
+	for (i = 0; i < cr_ndefs(cfg); i++)
+		size += CRASHRING_EVENT_DESC_SIZE +
+			cr_def(cfg, i)->nfields * CRASHRING_FIELD_DESC_SIZE;
+	return size;
+}
+
+static int cr_check_schema(const struct crashring_config *cfg)
+{
+	u8 seen[32] = { 0 };
+	u32 i, f;
+
+	for (i = 0; i < cr_ndefs(cfg); i++) {
+		const struct crashring_event_def *d = cr_def(cfg, i);
+
+		if (d->id < CRASHRING_FIRST_EVENT_TYPE || (seen[d->id / 8] & (1 << (d->id % 8))))
+			return -EINVAL;
+		seen[d->id / 8] |= 1 << (d->id % 8);
+		if (!d->name || !*d->name || strlen(d->name) > 31 || d->nfields > 32)
+			return -EINVAL;
+		for (f = 0; f < d->nfields; f++) {
+			const struct crashring_field_def *fd = &d->fields[f];
+
+			if (!fd->name || !*fd->name || strlen(fd->name) > 19)
+				return -EINVAL;
+			if (fd->kind == CRASHRING_FIELD_CHARS &&
+			    (!fd->size || fd->size >= CRASHRING_MAX_RECORD_SIZE))
+				return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan *p)
+{
+	u32 page = cfg->page_size;
+	u64 align, stream_bytes, fit;
+	u32 i;
+
+	if (page < CRASHRING_MIN_PAGE_SIZE || page > CRASHRING_MAX_PAGE_SIZE || (page & (page - 1)))
+		return -EINVAL;
+	if (!cfg->nstreams || cfg->nstreams > CRASHRING_MAX_STREAMS)
+		return -EINVAL;
+	if (cfg->word_size != 4 && cfg->word_size != 8)
+		return -EINVAL;
+	for (i = 0; i < cfg->nstreams; i++)
+		if (cfg->streams[i].name && strlen(cfg->streams[i].name) > 31)
+			return -EINVAL;
+	if (cr_check_schema(cfg))
+		return -EINVAL;
+	p->schema_offset = CRASHRING_DESC_OFFSET + cfg->nstreams * CRASHRING_DESC_SIZE;
+	p->schema_size = crashring_schema_size(cfg);
+	align = page < 4096 ? page : 4096;
+	p->pages_offset = (p->schema_offset + p->schema_size + align - 1) / align * align;
+	stream_bytes = size > p->pages_offset ? (size - p->pages_offset) / cfg->nstreams : 0;
+	fit = stream_bytes / page;
+	if (fit > 0xffffffffULL)
+		fit = 0xffffffffULL;
+	p->pages_per_stream = cfg->pages_per_stream ? cfg->pages_per_stream : (u32)fit;
+	if (p->pages_per_stream < 2 || p->pages_per_stream > fit)
+		return -ENOSPC;
+	p->region_size = p->pages_offset + (u64)cfg->nstreams * p->pages_per_stream * page;
+	return 0;
+}
+
+static void cr_write_schema(u8 *out, const struct crashring_config *cfg, u32 size)
+{
+	struct crashring_schema_header *sh = (void *)out;
+	u32 at = CRASHRING_SCHEMA_HEADER_SIZE;
+	u32 i, f;
+
+	for (i = 0; i < cr_ndefs(cfg); i++) {
+		const struct crashring_event_def *d = cr_def(cfg, i);
+		struct crashring_event_desc *ed = (void *)(out + at);
+
+		ed->type_id = d->id;
+		ed->field_count = d->nfields;
+		ed->flags = 0;
+		cr_put_text(ed->name, sizeof(ed->name), d->name);
+		at += CRASHRING_EVENT_DESC_SIZE;
+		for (f = 0; f < d->nfields; f++) {
+			struct crashring_field_desc *fd = (void *)(out + at);
+
+			cr_put_text(fd->name, sizeof(fd->name), d->fields[f].name);
+			fd->kind = d->fields[f].kind;
+			fd->reserved = 0;
+			fd->size = d->fields[f].size;
+			at += CRASHRING_FIELD_DESC_SIZE;
+		}
+	}
+	sh->magic = CRASHRING_SCHEMA_MAGIC;
+	sh->count = cr_ndefs(cfg);
+	sh->size = size;
+	sh->crc = cr_crc2(sh, 12, out + CRASHRING_SCHEMA_HEADER_SIZE,
+			  size - CRASHRING_SCHEMA_HEADER_SIZE);
+}
+
+static int cr_write_header(u8 *mem, const struct crashring_config *cfg, const struct cr_plan *p)
+{
+	struct crashring_region_header *h = (void *)mem;
+	u32 i, cpus = 0;
+	int err;
+
+	for (i = 0; i < 8; i++)
+		h->magic[i] = (u8)~READ_ONCE(cr_magic_plain[i]);
+	for (i = 0; i < cfg->nstreams; i++)
+		cpus += cfg->streams[i].kind == CRASHRING_STREAM_KERNEL_CPU;
+	h->endian_tag = CRASHRING_ENDIAN_TAG;
+	h->version = CRASHRING_FORMAT_VERSION;
+	h->header_size = CRASHRING_HEADER_SIZE;
+	h->word_size = cfg->word_size;
+	h->stream_count = cfg->nstreams;
+	h->cpu_count = cpus;
+	h->page_header_size = CRASHRING_PAGE_HEADER_SIZE;
+	h->page_size = cfg->page_size;
+	h->desc_size = CRASHRING_DESC_SIZE;
+	h->region_size = p->region_size;
+	h->desc_offset = CRASHRING_DESC_OFFSET;
+	h->schema_offset = p->schema_offset;
+	h->schema_size = p->schema_size;
+	h->clock_id = CRASHRING_CLOCK_MONOTONIC;
+	memcpy(h->boot_id, cfg->boot_id, sizeof(h->boot_id));
+	h->generation = cfg->generation;
+	h->created_ns = cfg->created_ns;
+	h->wall_offset_ns = cfg->wall_offset_ns;
+	err = cr_put_text(h->kernel_release, sizeof(h->kernel_release), cfg->kernel_release);
+	err = err ?: cr_put_text(h->hostname, sizeof(h->hostname), cfg->hostname);
+	err = err ?: cr_put_text(h->producer, sizeof(h->producer), cfg->producer);
+	if (err)
+		return err;
+	h->header_crc = cr_crc2(h, CRASHRING_HEADER_SIZE - 4, NULL, 0);
+	return 0;
+}
+
+static void cr_write_desc(u8 *mem, u32 i, const struct crashring_stream_spec *spec,
+			  const struct cr_plan *p, u32 page_size)
+{
+	struct crashring_stream_desc *d =
+		(void *)(mem + CRASHRING_DESC_OFFSET + i * CRASHRING_DESC_SIZE);
+
+	d->kind = spec->kind;
+	d->cpu = spec->cpu;
+	d->page_count = p->pages_per_stream;
+	d->pages_offset = p->pages_offset + (u64)i * p->pages_per_stream * page_size;
+	cr_put_text(d->name, sizeof(d->name), spec->name);
+	d->pid = spec->pid;
+	d->crc = cr_crc2(d, CRASHRING_DESC_SIZE - 4, NULL, 0);
+}
+
+static struct crashring_page_header *cr_page(const struct crashring_stream *s, u32 slot)
+{
+	return (void *)(s->pages + (u64)slot * s->page_size);
+}
+
+static u8 *cr_data(const struct crashring_stream *s, u32 slot)
+{
+	return s->pages + (u64)slot * s->page_size + CRASHRING_PAGE_HEADER_SIZE;
+}
+
+/* Takes @slot as the stream's next page (FORMAT.md, "Opening a page"). */
+static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
+{
+	struct crashring_page_header *h = cr_page(s, slot);
+
+	s->seq++;
+	s->cur = slot;
+	s->time = ts;
+	s->commit = 0;
+	s->count = 0;
+	s->open = true;
+	/* Invalidate first: a crash from here on leaves a "resetting" page. */
+	WRITE_ONCE(h->flags, CRASHRING_PAGE_RESETTING);
+	cr_wmb();
+	h->magic = CRASHRING_PAGE_MAGIC;
+	h->stream = s->index;
+	h->first_ts = ts;
+	h->first_index = s->next_index;
+	h->commit = 0;
+	h->count = 0;
+	h->dropped = 0;
+	h->crc = 0;
+	/* Every field is in place before the page gets its identity. */
+	cr_wmb();
+	WRITE_ONCE(h->seq, s->seq);
+	cr_wmb();
+	WRITE_ONCE(h->flags, CRASHRING_PAGE_OPEN);
+}
+
+/*
+ * Publishes commit and count in one 8-byte store, so a reader (or the panic
+ * path closing this page) never sees one without the other.
+ */
+static void cr_publish(struct crashring_page_header *h, u32 commit, u32 count)
+{
+	union {
+		struct {
+			u32 commit;
+			u32 count;
+		} f;
+		u64 both;
+	} u = { .f = { commit, count } };
+
+	WRITE_ONCE(*(u64 *)&h->commit, u.both);
+}
+
+/**
+ * crashring_close - close the stream's current page with its CRC
+ * @s: the stream
+ *
+ * Uses only what the page header has published, so the panic path may call
+ * it for a CPU stopped in the middle of a record: that record, not yet
+ * committed, stays outside the CRC and invisible.
+ */
+void crashring_close(struct crashring_stream *s)
+{
+	struct crashring_page_header *h, copy;
+	u32 crc;
+
+	if (!s->open)
+		return;
+	h = cr_page(s, s->cur);
+	memcpy(&copy, h, sizeof(copy));
+	copy.flags = CRASHRING_PAGE_CLOSED;
+	if (copy.commit > s->page_size - CRASHRING_PAGE_HEADER_SIZE)
+		return;
+	crc = cr_crc2(&copy, offsetof(struct crashring_page_header, crc),
+		      cr_data(s, s->cur), copy.commit);
+	WRITE_ONCE(h->crc, crc);
+	/* The CRC is in place before the flag that makes it count. */
+	cr_wmb();
+	WRITE_ONCE(h->flags, CRASHRING_PAGE_CLOSED);
+	s->open = false;
+}
+
+static void cr_add_dropped(struct crashring_stream *s, u64 n)
+{
+	struct crashring_page_header *h;
+	u64 sum;
+
+	if (!n)
+		return;
+	if (!s->open)
+		cr_open_page(s, (s->cur + 1) % s->page_count, s->time);
+	h = cr_page(s, s->cur);
+	sum = (u64)h->dropped + n;
+	WRITE_ONCE(h->dropped, sum > 0xffffffffULL ? 0xffffffffU : (u32)sum);
+}
+
+/**
+ * crashring_drop - count one event that could not be recorded
+ * @s: the stream
+ *
+ * Safe from any context: a nested caller only bumps a per-stream counter
+ * that the owner folds into the page on its next write.
+ */
+void crashring_drop(struct crashring_stream *s)
+{
+	if (!cr_try_enter(&s->busy)) {
+		cr_local_inc(&s->pending_drops);
+		return;
+	}
+	cr_add_dropped(s, 1);
+	cr_leave(&s->busy);
+}
+
+static u32 cr_prefix_len(u64 delta)
+{
+	if (delta <= CRASHRING_DELTA_MAX)
+		return 0;
+	return delta <= 0xffffffffULL ? 4 : 12;
+}
+
+/**
+ * crashring_reserve - start a record of @len payload bytes
+ * @s: the stream, which must belong to the calling CPU (preemption off)
+ * @ts: CLOCK_MONOTONIC nanoseconds; clamped so time never goes backwards
+ * @type: event type id, 16..255
+ * @len: payload bytes
+ *
+ * Return: where to write the payload, to be followed by crashring_commit(),
+ * or NULL when the event was dropped (and counted).
+ */
+void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
+{
+	u32 cap = s->page_size - CRASHRING_PAGE_HEADER_SIZE;
+	u32 body, prefix, word;
+	u64 delta;
+	u8 *rec;
+
+	if (!cr_try_enter(&s->busy)) {
+		cr_local_inc(&s->pending_drops);
+		return NULL;
+	}
+	body = len <= CRASHRING_MAX_RECORD_SIZE ? cr_words(len) * CRASHRING_RECORD_ALIGN : ~0U;
+	if (type < CRASHRING_FIRST_EVENT_TYPE || body > CRASHRING_MAX_RECORD_SIZE || body > cap) {
+		cr_add_dropped(s, 1);
+		cr_leave(&s->busy);
+		return NULL;
+	}
+	if (ts < s->time)
+		ts = s->time;
+	prefix = cr_prefix_len(ts - s->time);
+	if (!s->open || s->commit + prefix + body > cap) {
+		crashring_close(s);
+		cr_open_page(s, (s->cur + 1) % s->page_count, ts);
+		prefix = 0;
+	}
+	cr_add_dropped(s, cr_local_take(&s->pending_drops));
+	delta = ts - s->time;
+	rec = cr_data(s, s->cur) + s->commit;
+	if (prefix == 4) {
+		word = cr_record_header(CRASHRING_TYPE_TIME_EXTEND, 1, (u16)(delta >> 16));
+		memcpy(rec, &word, 4);
+	} else if (prefix == 12) {
+		word = cr_record_header(CRASHRING_TYPE_TIME_ABS, 3, 0);
+		memcpy(rec, &word, 4);
+		memcpy(rec + 4, &ts, 8);
+		delta = 0;
+	}
+	word = cr_record_header(type, body / CRASHRING_RECORD_ALIGN, (u16)delta);
+	memcpy(rec + prefix, &word, 4);
+	memset(rec + prefix + CRASHRING_RECORD_HEADER_SIZE + len, 0,
+	       body - CRASHRING_RECORD_HEADER_SIZE - len);
+	s->reserved_len = prefix + body;
+	s->time = ts;
+	return rec + prefix + CRASHRING_RECORD_HEADER_SIZE;
+}
+
+/**
+ * crashring_commit - make the reserved record visible
+ * @s: the stream passed to the successful crashring_reserve()
+ */
+void crashring_commit(struct crashring_stream *s)
+{
+	s->commit += s->reserved_len;
+	s->count++;
+	s->next_index++;
+	/* The record's bytes are in place before commit covers them. */
+	cr_wmb();
+	cr_publish(cr_page(s, s->cur), s->commit, s->count);
+	cr_leave(&s->busy);
+}
+
+/**
+ * crashring_write - record one event whose payload is already encoded
+ * @s: the stream
+ * @ts: CLOCK_MONOTONIC nanoseconds
+ * @type: event type id
+ * @payload: encoded fields (pstore-ring/FORMAT.md section 6)
+ * @len: bytes of @payload
+ *
+ * Return: 0, or -ENOSPC when the event was dropped and counted.
+ */
+int crashring_write(struct crashring_stream *s, u64 ts, u8 type, const void *payload, u32 len)
+{
+	void *dst = crashring_reserve(s, ts, type, len);
+
+	if (!dst)
+		return -ENOSPC;
+	memcpy(dst, payload, len);
+	crashring_commit(s);
+	return 0;
+}
+
+/**
+ * crashring_set_state - rewrite the generation's state block
+ * @mem: the region
+ * @state: CRASHRING_STATE_*
+ * @reason: CRASHRING_REASON_*
+ * @crash_ns: time of the crash, or 0
+ * @crash_cpu: CPU that crashed
+ * @message: the crash message; its first 35 bytes are kept here
+ */
+void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns, u32 crash_cpu,
+			 const char *message)
+{
+	struct crashring_state_block *b = (void *)((u8 *)mem + CRASHRING_STATE_OFFSET);
+	struct crashring_state_block n;
+	size_t len = message ? strlen(message) : 0;
+
+	memset(&n, 0, sizeof(n));
+	n.state = state;
+	n.reason = reason;
+	n.crash_ns = crash_ns;
+	n.crash_cpu = crash_cpu;
+	n.updates = b->updates + 1;
+	memcpy(n.message, message, len < 35 ? len : 35);
+	n.crc = cr_crc2(&n, CRASHRING_STATE_SIZE - 4, NULL, 0);
+	memcpy(b, &n, sizeof(n));
+}
+
+/**
+ * crashring_region_size - the size a formatted region occupies
+ * @mem: the region
+ */
+u64 crashring_region_size(const void *mem)
+{
+	return ((const struct crashring_region_header *)mem)->region_size;
+}
+
+/**
+ * crashring_format - lay out a region and open page 0 of every stream
+ * @mem: the memory, 8-byte aligned
+ * @size: its bytes; the region uses whole pages of it
+ * @cfg: what to lay out
+ * @streams: @cfg->nstreams writer states to initialise
+ *
+ * Return: 0, -EINVAL for an impossible @cfg, -ENOSPC when @size is too small.
+ */
+int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
+		     struct crashring_stream *streams)
+{
+	struct cr_plan p;
+	u8 *base = mem;
+	u32 i, slot;
+	int err;
+
+	err = cr_plan(cfg, size, &p);
+	if (err)
+		return err;
+	memset(base, 0, p.pages_offset);
+	cr_write_schema(base + p.schema_offset, cfg, p.schema_size);
+	err = cr_write_header(base, cfg, &p);
+	if (err)
+		return err;
+	for (i = 0; i < cfg->nstreams; i++)
+		cr_write_desc(base, i, &cfg->streams[i], &p, cfg->page_size);
+	crashring_set_state(mem, CRASHRING_STATE_RUNNING, CRASHRING_REASON_NONE, 0, 0, "");
+	for (i = 0; i < cfg->nstreams; i++) {
+		struct crashring_stream *s = &streams[i];
+
+		memset(s, 0, sizeof(*s));
+		s->pages = base + p.pages_offset + (u64)i * p.pages_per_stream * cfg->page_size;
+		s->page_size = cfg->page_size;
+		s->page_count = p.pages_per_stream;
+		s->index = i;
+		s->time = cfg->created_ns;
+		for (slot = 0; slot < s->page_count; slot++)
+			memset(cr_page(s, slot), 0, CRASHRING_PAGE_HEADER_SIZE);
+		cr_open_page(s, 0, cfg->created_ns);
+	}
+	return 0;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * crashring ring writer: formats a region and records into its per-stream
+ * rings of pages, following pstore-ring/FORMAT.md ("Writer rules").
+ *
+ * The code depends on nothing kernel-only (see crashring_env.h), so the same
+ * source is compiled in user space by `cargo test` and checked against the
+ * Rust reader and golden images.
+ *
+ * Concurrency: each stream has one writer at a time, its CPU. A context that
+ * interrupts a write in progress on the same CPU (softirq, irq, NMI) finds
+ * the stream busy, drops its event and counts it; the owner folds the count
+ * into the current page's `dropped` on its next write. Nothing here sleeps,
+ * allocates or takes a lock.
+ *
+ *   reserve: try_enter(busy) -> room check (close + open next page)
+ *            -> time prefix + record header written
+ *   caller:  fills the payload
+ *   commit:  wmb -> { commit, count } in one 8-byte store -> leave(busy)
+ */
+#ifndef CRASHRING_RING_H
+#define CRASHRING_RING_H
+
+#include "crashring_env.h"
+#include "crashring_format.h"
+
+struct crashring_field_def {
+	const char *name;
+	u8 kind;
+	u16 size;
+};
+
+struct crashring_event_def {
+	u8 id;
+	const char *name;
+	u16 nfields;
+	const struct crashring_field_def *fields;
+};
+
+struct crashring_stream_spec {
+	u16 kind;
+	u16 cpu;
+	const char *name;
+	u32 pid;
+};
+
+struct crashring_config {
+	u32 page_size;
+	u32 pages_per_stream;	/* 0: divide the region evenly */
+	u8 word_size;
+	u16 nstreams;
+	const struct crashring_stream_spec *streams;
+	u16 ncustom;
+	const struct crashring_event_def *custom;
+	u8 boot_id[16];
+	u64 generation;
+	u64 created_ns;
+	s64 wall_offset_ns;
+	const char *kernel_release;
+	const char *hostname;
+	const char *producer;
+};
+
+/* Per-stream writer state. Lives in ordinary memory, not in the region. */
+struct crashring_stream {
+	u8 *pages;
+	u32 page_size;
+	u32 page_count;
+	u16 index;
+	bool open;
+	u32 cur;
+	u64 seq;
+	u64 next_index;
+	u64 time;
+	u32 commit;
+	u32 count;
+	u32 reserved_len;	/* bytes the pending reservation adds */
+	cr_local_t busy;
+	cr_local_t pending_drops;
+};
+
+int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
+		     struct crashring_stream *streams);
+u64 crashring_region_size(const void *mem);
+void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns,
+			 u32 crash_cpu, const char *message);
+void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len);
+void crashring_commit(struct crashring_stream *s);
+int crashring_write(struct crashring_stream *s, u64 ts, u8 type,
+		    const void *payload, u32 len);
+void crashring_drop(struct crashring_stream *s);
+void crashring_close(struct crashring_stream *s);
+u32 crashring_schema_size(const struct crashring_config *cfg);
+
+#endif /* CRASHRING_RING_H */

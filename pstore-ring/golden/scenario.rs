@@ -1,0 +1,158 @@
+//! The golden scenario as a script over a [`Recorder`], so that every
+//! writer (the Rust reference writer, the C module's ring code) replays the
+//! same calls in the same order and must produce the same bytes. Included
+//! with `#[path]` by pstore-ring's golden test and by the C ring test.
+
+use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED, STREAM_USER};
+use pstore_ring::schema::{self, EventDef, FieldDef, FieldKind, Value};
+use pstore_ring::write::{RegionConfig, StreamSpec};
+use pstore_ring::Endian;
+
+pub const FRAME: EventDef<'static> = EventDef {
+    id: 40,
+    name: "frame",
+    fields: &[
+        FieldDef {
+            name: "seq",
+            kind: FieldKind::U32,
+        },
+        FieldDef {
+            name: "crtc",
+            kind: FieldKind::U8,
+        },
+    ],
+};
+
+pub const STREAMS: [StreamSpec<'static>; 3] = [
+    StreamSpec {
+        kind: 1,
+        cpu: 0,
+        name: "",
+        pid: 0,
+    },
+    StreamSpec {
+        kind: 1,
+        cpu: 1,
+        name: "",
+        pid: 0,
+    },
+    StreamSpec {
+        kind: STREAM_USER,
+        cpu: u16::MAX,
+        name: "weston",
+        pid: 812,
+    },
+];
+
+pub const CUSTOM: [EventDef<'static>; 1] = [FRAME];
+
+/// The memory the scenario's region is formatted in.
+pub const BUFFER_SIZE: usize = 4096;
+
+pub fn config(endian: Endian) -> RegionConfig<'static> {
+    RegionConfig {
+        endian,
+        word_size: 8,
+        page_size: 256,
+        pages_per_stream: Some(3),
+        streams: &STREAMS,
+        custom_events: &CUSTOM,
+        boot_id: *b"0123456789abcdef",
+        generation: 7,
+        created_ns: 1_000_000_000,
+        wall_offset_ns: 1_790_000_000_000_000_000,
+        kernel_release: "6.12.48+deb12-amd64",
+        hostname: "golden",
+        producer: "pstore-ring",
+    }
+}
+
+/// What a writer must offer to replay the scenario.
+pub trait Recorder {
+    /// Records `payload` (already encoded) as type `type_id` on `stream`.
+    fn write(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]);
+    fn drop_event(&mut self, stream: usize);
+    fn close(&mut self, stream: usize);
+    fn set_state(&mut self, state: u32, reason: u32, crash_ns: u64, crash_cpu: u32, message: &str);
+    fn endian(&self) -> Endian;
+}
+
+fn event(r: &mut impl Recorder, stream: usize, ts: u64, def: &EventDef<'_>, values: &[Value<'_>]) {
+    let mut buf = [0u8; 1024];
+    let n = schema::encode_payload(def, values, r.endian(), &mut buf).expect("scenario values fit");
+    r.write(stream, ts, def.id, &buf[..n]);
+}
+
+pub fn replay(r: &mut impl Recorder) {
+    let b = |id| schema::builtin(id).expect("built-in");
+    let t0 = config(r.endian()).created_ns;
+    // cpu0: printk lines until the ring wraps once (the oldest page is
+    // overwritten). Event 9 comes 100 us late (a time-extend record),
+    // event 11 20 s late (an absolute-time record).
+    for i in 0..14u64 {
+        let text = format!("line {i}: hello from cpu0");
+        let ts = t0
+            + i * 1_000
+            + if i >= 9 { 100_000 } else { 0 }
+            + if i >= 11 { 20_000_000_000 } else { 0 };
+        let v = [
+            Value::Unsigned(6),
+            Value::Unsigned(0),
+            Value::Unsigned(1),
+            Value::Unsigned(i),
+            Value::Str(text.as_bytes()),
+        ];
+        event(r, 0, ts, b(schema::EVENT_PRINTK), &v);
+    }
+    r.drop_event(0);
+    // cpu1: scheduler and interrupt events, then the panic marker; closed.
+    let tw = t0 + 20_000_200_000;
+    let sw = [
+        Value::Signed(0),
+        Value::Signed(120),
+        Value::Unsigned(0),
+        Value::Signed(42),
+        Value::Signed(100),
+        Value::Chars(b"swapper/1"),
+        Value::Chars(b"kworker/1:0"),
+    ];
+    event(r, 1, tw, b(schema::EVENT_SCHED_SWITCH), &sw);
+    event(
+        r,
+        1,
+        tw + 10,
+        b(schema::EVENT_IRQ_ENTRY),
+        &[Value::Unsigned(11), Value::Str(b"virtio0")],
+    );
+    event(
+        r,
+        1,
+        tw + 900,
+        b(schema::EVENT_IRQ_EXIT),
+        &[Value::Unsigned(11), Value::Unsigned(1)],
+    );
+    event(r, 1, tw + 950, b(schema::EVENT_LOST), &[Value::Unsigned(3)]);
+    let msg = "Kernel panic - not syncing: sysrq triggered crash";
+    let crash = [
+        Value::Unsigned(REASON_PANIC.into()),
+        Value::Unsigned(1),
+        Value::Str(msg.as_bytes()),
+    ];
+    event(r, 1, tw + 1_000, b(schema::EVENT_CRASH), &crash);
+    r.close(1);
+    // weston: a user marker and a custom event; left open.
+    let marker = [
+        Value::Unsigned(812),
+        Value::Chars(b"weston"),
+        Value::Str(b"frame \"42\"\n"),
+    ];
+    event(r, 2, tw - 500, b(schema::EVENT_MARKER), &marker);
+    event(
+        r,
+        2,
+        tw - 400,
+        &FRAME,
+        &[Value::Unsigned(42), Value::Unsigned(1)],
+    );
+    r.set_state(STATE_CRASHED, REASON_PANIC, tw + 1_000, 1, msg);
+}

@@ -1,0 +1,279 @@
+//! Generates `kernel/crashring_format.h` from pstore-ring, the format's
+//! single source of truth: every constant, every structure with a
+//! `_Static_assert` on each field's offset (computed here by `offset_of!`
+//! on the Rust structs) and on each size, and the built-in event schema.
+//! The C module includes it, so its layout cannot drift; a test fails when
+//! the committed header differs from what this writes.
+
+use pstore_ring::layout::*;
+use pstore_ring::schema::{FieldKind, BUILTIN_EVENTS};
+use std::fmt::Write;
+
+struct Field {
+    name: &'static str,
+    ctype: &'static str,
+    array: Option<usize>,
+    offset: usize,
+}
+
+macro_rules! fields {
+    ($ty:ty; $($name:ident : $ctype:literal $([$n:literal])?),* $(,)?) => {
+        vec![$(Field {
+            name: stringify!($name),
+            ctype: $ctype,
+            array: None $(.or(Some($n)))?,
+            offset: core::mem::offset_of!($ty, $name),
+        }),*]
+    };
+}
+
+fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
+    vec![
+        (
+            "crashring_region_header",
+            HEADER_SIZE,
+            fields!(RegionHeader;
+                magic: "__u8" [8], endian_tag: "__u32", version: "__u16", header_size: "__u16",
+                word_size: "__u8", reserved0: "__u8", stream_count: "__u16", cpu_count: "__u16",
+                page_header_size: "__u16", page_size: "__u32", desc_size: "__u32", region_size: "__u64",
+                desc_offset: "__u32", schema_offset: "__u32", schema_size: "__u32", clock_id: "__u32",
+                boot_id: "__u8" [16], generation: "__u64", created_ns: "__u64", wall_offset_ns: "__s64",
+                flags: "__u32", reserved1: "__u32", kernel_release: "char" [64], hostname: "char" [64],
+                producer: "char" [16], reserved2: "__u32", header_crc: "__u32"),
+        ),
+        (
+            "crashring_state_block",
+            STATE_SIZE,
+            fields!(StateBlock;
+                state: "__u32", reason: "__u32", crash_ns: "__u64", crash_cpu: "__u32", updates: "__u32",
+                message: "char" [36], crc: "__u32"),
+        ),
+        (
+            "crashring_stream_desc",
+            DESC_SIZE,
+            fields!(StreamDesc;
+                kind: "__u16", cpu: "__u16", page_count: "__u32", pages_offset: "__u64", name: "char" [32],
+                pid: "__u32", flags: "__u32", reserved: "__u32", crc: "__u32"),
+        ),
+        (
+            "crashring_page_header",
+            PAGE_HEADER_SIZE,
+            fields!(PageHeader;
+                magic: "__u32", stream: "__u16", flags: "__u16", seq: "__u64", first_ts: "__u64",
+                first_index: "__u64", commit: "__u32", count: "__u32", dropped: "__u32", crc: "__u32"),
+        ),
+        (
+            "crashring_schema_header",
+            SCHEMA_HEADER_SIZE,
+            fields!(SchemaHeader; magic: "__u32", count: "__u32", size: "__u32", crc: "__u32"),
+        ),
+        (
+            "crashring_event_desc",
+            EVENT_DESC_SIZE,
+            fields!(EventDesc; type_id: "__u16", field_count: "__u16", flags: "__u32", name: "char" [32]),
+        ),
+        (
+            "crashring_field_desc",
+            FIELD_DESC_SIZE,
+            fields!(FieldDesc; name: "char" [20], kind: "__u8", reserved: "__u8", size: "__u16"),
+        ),
+    ]
+}
+
+fn constants() -> Vec<(&'static str, u64)> {
+    vec![
+        ("FORMAT_VERSION", FORMAT_VERSION.into()),
+        ("ENDIAN_TAG", ENDIAN_TAG.into()),
+        ("HEADER_SIZE", HEADER_SIZE as u64),
+        ("STATE_OFFSET", STATE_OFFSET as u64),
+        ("STATE_SIZE", STATE_SIZE as u64),
+        ("DESC_OFFSET", DESC_OFFSET as u64),
+        ("DESC_SIZE", DESC_SIZE as u64),
+        ("PAGE_HEADER_SIZE", PAGE_HEADER_SIZE as u64),
+        ("SCHEMA_HEADER_SIZE", SCHEMA_HEADER_SIZE as u64),
+        ("EVENT_DESC_SIZE", EVENT_DESC_SIZE as u64),
+        ("FIELD_DESC_SIZE", FIELD_DESC_SIZE as u64),
+        ("MIN_PAGE_SIZE", MIN_PAGE_SIZE.into()),
+        ("MAX_PAGE_SIZE", MAX_PAGE_SIZE.into()),
+        ("RECORD_ALIGN", RECORD_ALIGN as u64),
+        ("RECORD_HEADER_SIZE", RECORD_HEADER_SIZE as u64),
+        ("MAX_RECORD_SIZE", MAX_RECORD_SIZE as u64),
+        ("MAX_STREAMS", MAX_STREAMS.into()),
+        ("CLOCK_MONOTONIC", CLOCK_MONOTONIC.into()),
+        ("STATE_RUNNING", STATE_RUNNING.into()),
+        ("STATE_CRASHED", STATE_CRASHED.into()),
+        ("STATE_CLEAN", STATE_CLEAN.into()),
+        ("REASON_NONE", REASON_NONE.into()),
+        ("REASON_PANIC", REASON_PANIC.into()),
+        ("REASON_OOPS", REASON_OOPS.into()),
+        ("REASON_DIE", REASON_DIE.into()),
+        ("REASON_WATCHDOG", REASON_WATCHDOG.into()),
+        ("REASON_EMERGENCY_RESTART", REASON_EMERGENCY_RESTART.into()),
+        ("STREAM_KERNEL_CPU", STREAM_KERNEL_CPU.into()),
+        ("STREAM_USER", STREAM_USER.into()),
+        ("PAGE_MAGIC", PAGE_MAGIC.into()),
+        ("PAGE_RESETTING", PAGE_RESETTING.into()),
+        ("PAGE_OPEN", PAGE_OPEN.into()),
+        ("PAGE_CLOSED", PAGE_CLOSED.into()),
+        ("TYPE_PADDING", TYPE_PADDING.into()),
+        ("TYPE_TIME_EXTEND", TYPE_TIME_EXTEND.into()),
+        ("TYPE_TIME_ABS", TYPE_TIME_ABS.into()),
+        ("FIRST_EVENT_TYPE", FIRST_EVENT_TYPE.into()),
+        ("FIRST_CUSTOM_TYPE", FIRST_CUSTOM_TYPE.into()),
+        ("DELTA_BITS", DELTA_BITS.into()),
+        ("DELTA_MAX", DELTA_MAX),
+        ("SCHEMA_MAGIC", SCHEMA_MAGIC.into()),
+        ("FIELD_U8", FIELD_U8.into()),
+        ("FIELD_U16", FIELD_U16.into()),
+        ("FIELD_U32", FIELD_U32.into()),
+        ("FIELD_U64", FIELD_U64.into()),
+        ("FIELD_I8", FIELD_I8.into()),
+        ("FIELD_I16", FIELD_I16.into()),
+        ("FIELD_I32", FIELD_I32.into()),
+        ("FIELD_I64", FIELD_I64.into()),
+        ("FIELD_CHARS", FIELD_CHARS.into()),
+        ("FIELD_STR", FIELD_STR.into()),
+        ("FIELD_BYTES", FIELD_BYTES.into()),
+        ("FIELD_PTR", FIELD_PTR.into()),
+    ]
+}
+
+fn kind_macro(k: FieldKind) -> &'static str {
+    match k {
+        FieldKind::U8 => "CRASHRING_FIELD_U8",
+        FieldKind::U16 => "CRASHRING_FIELD_U16",
+        FieldKind::U32 => "CRASHRING_FIELD_U32",
+        FieldKind::U64 => "CRASHRING_FIELD_U64",
+        FieldKind::I8 => "CRASHRING_FIELD_I8",
+        FieldKind::I16 => "CRASHRING_FIELD_I16",
+        FieldKind::I32 => "CRASHRING_FIELD_I32",
+        FieldKind::I64 => "CRASHRING_FIELD_I64",
+        FieldKind::Ptr => "CRASHRING_FIELD_PTR",
+        FieldKind::Chars(_) => "CRASHRING_FIELD_CHARS",
+        FieldKind::Str => "CRASHRING_FIELD_STR",
+        FieldKind::Bytes => "CRASHRING_FIELD_BYTES",
+    }
+}
+
+/// The whole header, as committed in `kernel/crashring_format.h`.
+pub fn generate() -> String {
+    let mut o = String::new();
+    let w = &mut o;
+    let _ = writeln!(w, "/* SPDX-License-Identifier: GPL-2.0 OR MIT */");
+    let _ = writeln!(w, "/*");
+    let _ = writeln!(
+        w,
+        " * crashring on-media format, version {FORMAT_VERSION}: constants, structures"
+    );
+    let _ = writeln!(w, " * and built-in event schema.");
+    let _ = writeln!(w, " *");
+    let _ = writeln!(
+        w,
+        " * GENERATED by `cargo xtask gen-header` from pstore-ring (the single source"
+    );
+    let _ = writeln!(
+        w,
+        " * of truth, see pstore-ring/FORMAT.md). Do not edit: a test fails when this"
+    );
+    let _ = writeln!(w, " * file differs from what the generator writes.");
+    let _ = writeln!(w, " *");
+    let _ = writeln!(
+        w,
+        " * The includer provides __u8.. __u64, __s64 and offsetof(). Integers are"
+    );
+    let _ = writeln!(
+        w,
+        " * stored in the writer's native byte order; the structures have no padding."
+    );
+    let _ = writeln!(w, " */");
+    let _ = writeln!(
+        w,
+        "#ifndef CRASHRING_FORMAT_H\n#define CRASHRING_FORMAT_H\n"
+    );
+    let plain: String = MAGIC_PLAIN.iter().map(|&b| b as char).collect();
+    let _ = writeln!(
+        w,
+        "/* Stored complemented, byte by byte, at offset 0 of a region. */"
+    );
+    let _ = writeln!(w, "#define CRASHRING_MAGIC_PLAIN \"{plain}\"");
+    for (name, v) in constants() {
+        let _ = writeln!(w, "#define CRASHRING_{name} {v:#x}");
+    }
+    for (name, size, fields) in structs() {
+        let _ = writeln!(w, "\nstruct {name} {{");
+        for f in &fields {
+            match f.array {
+                Some(n) => {
+                    let _ = writeln!(w, "\t{} {}[{n}];", f.ctype, f.name);
+                }
+                None => {
+                    let _ = writeln!(w, "\t{} {};", f.ctype, f.name);
+                }
+            }
+        }
+        let _ = writeln!(w, "}};\n");
+        let _ = writeln!(
+            w,
+            "_Static_assert(sizeof(struct {name}) == {size}, \"{name}\");"
+        );
+        for f in &fields {
+            let _ = writeln!(
+                w,
+                "_Static_assert(offsetof(struct {name}, {field}) == {off},\n\t       \"{name}.{field}\");",
+                field = f.name,
+                off = f.offset
+            );
+        }
+    }
+    let _ = writeln!(
+        w,
+        "\n/* Built-in event types: CRASHRING_EVENT_<NAME> ids and field lists. */"
+    );
+    for ev in BUILTIN_EVENTS {
+        let upper = ev.name.to_uppercase();
+        let _ = writeln!(w, "#define CRASHRING_EVENT_{upper} {}", ev.id);
+    }
+    let _ = writeln!(
+        w,
+        "\n/* {{ name, kind, size }} per field, in payload order. */"
+    );
+    for ev in BUILTIN_EVENTS {
+        let upper = ev.name.to_uppercase();
+        let _ = write!(w, "#define CRASHRING_FIELDS_{upper} {{");
+        for (i, f) in ev.fields.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(
+                w,
+                "{sep} \\\n\t{{ \"{}\", {}, {} }}",
+                f.name,
+                kind_macro(f.kind),
+                f.kind.size()
+            );
+        }
+        let _ = writeln!(w, " \\\n}}");
+    }
+    let _ = writeln!(
+        w,
+        "\n/* X-macro over the built-ins: X(NAME, \"name\") in id order. */"
+    );
+    let _ = write!(w, "#define CRASHRING_BUILTIN_EVENTS(X)");
+    for ev in BUILTIN_EVENTS {
+        let _ = write!(w, " \\\n\tX({}, \"{}\")", ev.name.to_uppercase(), ev.name);
+    }
+    let _ = writeln!(w, "\n\n#endif /* CRASHRING_FORMAT_H */");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn committed_header_matches_the_format_crate() {
+        let path = crate::project_root().join("kernel/crashring_format.h");
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == super::generate(),
+            "{} is not what pstore-ring generates: run `cargo xtask gen-header`",
+            path.display()
+        );
+    }
+}

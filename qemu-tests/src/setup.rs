@@ -1,0 +1,194 @@
+//! `cargo xtask setup`: installs what the harness needs, idempotently,
+//! saying what it does at each step.
+//!
+//! Kernel versions are picked from what the archive offers at run time
+//! (the newest 6.12 in bookworm-backports, the newest 6.1 in bookworm), so
+//! no patch level is hard-coded to vanish from the mirrors.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use xshell::{cmd, Shell};
+
+const BACKPORTS_SOURCE: &str = "/etc/apt/sources.list.d/crashring-backports.sources";
+const BACKPORTS: &str = "Types: deb\n\
+URIs: http://deb.debian.org/debian\n\
+Suites: bookworm-backports\n\
+Components: main\n\
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n";
+
+/// Host tools every scenario needs, from bookworm.
+const TOOLS: &[&str] = &[
+    "busybox-static",
+    "cpio",
+    "xz-utils",
+    "zstd",
+    "kexec-tools",
+    "makedumpfile",
+    "babeltrace2",
+    "trace-cmd",
+    "make",
+    "gcc",
+];
+
+/// The kernels the project supports, found in the archive.
+#[derive(Clone, Debug)]
+pub struct Kernels {
+    /// e.g. `6.12.48+deb12-amd64` (backports).
+    pub v612: String,
+    /// e.g. `6.1.0-39-amd64` (stock bookworm).
+    pub v61: String,
+}
+
+fn say(what: &str) {
+    eprintln!("setup: {what}");
+}
+
+fn is_installed(sh: &Shell, package: &str) -> bool {
+    let format = "${Status}";
+    cmd!(sh, "dpkg-query -W -f={format} {package}")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .is_ok_and(|s| s.contains("install ok installed"))
+}
+
+/// Newest release string `R` for which a package `linux-image-R-unsigned`
+/// (R matching `prefix*-amd64`) exists, optionally only in `suite`.
+fn newest_kernel(sh: &Shell, prefix: &str) -> Result<String> {
+    let pattern = format!("^linux-image-{}.*-amd64-unsigned$", regex_escape(prefix));
+    let out = cmd!(sh, "apt-cache search --names-only {pattern}")
+        .quiet()
+        .read()?;
+    let mut releases: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|p| {
+            p.strip_prefix("linux-image-")?
+                .strip_suffix("-unsigned")
+                .map(String::from)
+        })
+        .filter(|r| is_plain_flavour(r))
+        .collect();
+    releases.sort_by_key(|r| version_key(r));
+    releases
+        .pop()
+        .with_context(|| format!("no linux-image-{prefix}*-amd64-unsigned in the apt archive"))
+}
+
+/// The generic `-amd64` flavour: not `-rt-amd64` or `-cloud-amd64`.
+fn is_plain_flavour(release: &str) -> bool {
+    release
+        .strip_suffix("-amd64")
+        .is_some_and(|r| !r.ends_with("-rt") && !r.ends_with("-cloud"))
+}
+
+fn regex_escape(s: &str) -> String {
+    s.replace('.', "\\.")
+}
+
+/// Orders release strings by their numeric parts.
+fn version_key(release: &str) -> Vec<u64> {
+    release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Finds the kernels without installing anything (after `apt-get update`).
+pub fn kernels(sh: &Shell) -> Result<Kernels> {
+    Ok(Kernels {
+        v612: newest_kernel(sh, "6.12.")?,
+        v61: newest_kernel(sh, "6.1.0-")?,
+    })
+}
+
+pub fn run(sh: &Shell) -> Result<Kernels> {
+    let uid = cmd!(sh, "id -u").quiet().read()?;
+    if uid.trim() != "0" {
+        bail!("setup installs Debian packages and needs root (run it as root, or with sudo)");
+    }
+    let _env = sh.push_env("DEBIAN_FRONTEND", "noninteractive");
+    if !Path::new(BACKPORTS_SOURCE).exists() {
+        say(&format!(
+            "adding bookworm-backports as an apt source ({BACKPORTS_SOURCE})"
+        ));
+        sh.write_file(BACKPORTS_SOURCE, BACKPORTS)?;
+    }
+    say("apt-get update");
+    cmd!(sh, "apt-get update -q")
+        .quiet()
+        .ignore_stdout()
+        .run()?;
+    let k = kernels(sh)?;
+    say(&format!(
+        "kernels: {} (bookworm-backports) and {} (bookworm)",
+        k.v612, k.v61
+    ));
+
+    let backports: Vec<String> = [
+        "qemu-system-x86".to_string(),
+        format!("linux-image-{}-unsigned", k.v612),
+        format!("linux-headers-{}", k.v612),
+    ]
+    .into_iter()
+    .filter(|p| !is_installed(sh, p))
+    .collect();
+    if !backports.is_empty() {
+        say(&format!(
+            "installing from bookworm-backports: {}",
+            backports.join(" ")
+        ));
+        cmd!(
+            sh,
+            "apt-get install -y -q --no-install-recommends -t bookworm-backports {backports...}"
+        )
+        .run()?;
+    }
+    let mut stock: Vec<String> = vec![
+        format!("linux-image-{}-unsigned", k.v61),
+        format!("linux-headers-{}", k.v61),
+    ];
+    stock.extend(TOOLS.iter().map(|s| s.to_string()));
+    stock.retain(|p| !is_installed(sh, p));
+    if !stock.is_empty() {
+        say(&format!("installing from bookworm: {}", stock.join(" ")));
+        cmd!(
+            sh,
+            "apt-get install -y -q --no-install-recommends {stock...}"
+        )
+        .run()?;
+    }
+    say("everything is installed");
+    Ok(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_plain_flavour, version_key};
+
+    #[test]
+    fn only_the_generic_flavour_is_picked() {
+        assert!(is_plain_flavour("6.12.48+deb12-amd64"));
+        assert!(is_plain_flavour("6.1.0-39-amd64"));
+        assert!(!is_plain_flavour("6.12.117+deb12-rt-amd64"));
+        assert!(!is_plain_flavour("6.1.0-39-cloud-amd64"));
+    }
+
+    #[test]
+    fn newer_patch_levels_sort_later() {
+        let mut v = [
+            "6.12.9+deb12-amd64",
+            "6.12.48+deb12-amd64",
+            "6.12.10+bpo-amd64",
+        ];
+        v.sort_by_key(|r| version_key(r));
+        assert_eq!(
+            v,
+            [
+                "6.12.9+deb12-amd64",
+                "6.12.10+bpo-amd64",
+                "6.12.48+deb12-amd64"
+            ]
+        );
+    }
+}
