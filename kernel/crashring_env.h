@@ -31,6 +31,7 @@ static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 #define cr_leave(l)		local_set((l), 0)
 #define cr_local_inc(l)		local_inc(l)
 #define cr_local_take(l)	local_xchg((l), 0)
+#define cr_local_read(l)	local_read(l)
 
 #else /* user space */
 
@@ -69,6 +70,7 @@ static inline bool cr_try_enter(cr_local_t *l)
 #define cr_leave(l)		__atomic_store_n((l), 0, __ATOMIC_RELEASE)
 #define cr_local_inc(l)		__atomic_add_fetch((l), 1, __ATOMIC_RELAXED)
 #define cr_local_take(l)	__atomic_exchange_n((l), 0, __ATOMIC_RELAXED)
+#define cr_local_read(l)	__atomic_load_n((l), __ATOMIC_RELAXED)
 
 #endif /* __KERNEL__ */
 

@@ -328,6 +328,7 @@ static void cr_add_dropped(struct crashring_stream *s, u64 n)
 	if (!s->open)
 		cr_open_page(s, (s->cur + 1) % s->page_count, s->time);
 	h = cr_page(s, s->cur);
+	s->drops_total += n;
 	sum = (u64)h->dropped + n;
 	WRITE_ONCE(h->dropped, sum > 0xffffffffULL ? 0xffffffffU : (u32)sum);
 }
@@ -419,6 +420,7 @@ void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
 void crashring_commit(struct crashring_stream *s)
 {
 	s->commit += s->reserved_len;
+	s->bytes_total += s->reserved_len;
 	s->count++;
 	s->next_index++;
 	/* The record's bytes are in place before commit covers them. */
@@ -525,5 +527,32 @@ int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 			memset(cr_page(s, slot), 0, CRASHRING_PAGE_HEADER_SIZE);
 		cr_open_page(s, 0, cfg->created_ns);
 	}
+	return 0;
+}
+
+/**
+ * crashring_check_header - whether @mem starts with a region header
+ * @mem: the memory
+ * @max_size: bytes available; the header may not claim more
+ *
+ * Return: 0 for a valid header, -ENOENT when there is no magic, -EBADMSG
+ * when the magic is there but the header fails its checks (a damaged or
+ * foreign region).
+ */
+int crashring_check_header(const void *mem, u64 max_size)
+{
+	const struct crashring_region_header *h = mem;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		u8 want = ~(u8)READ_ONCE(cr_magic_plain[i]);
+
+		if (h->magic[i] != want)
+			return -ENOENT;
+	}
+	if (h->endian_tag != CRASHRING_ENDIAN_TAG || h->version != CRASHRING_FORMAT_VERSION ||
+	    h->header_crc != cr_crc2(h, CRASHRING_HEADER_SIZE - 4, NULL, 0) ||
+	    h->region_size > max_size)
+		return -EBADMSG;
 	return 0;
 }

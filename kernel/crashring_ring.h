@@ -75,6 +75,8 @@ struct crashring_stream {
 	u32 commit;
 	u32 count;
 	u32 reserved_len;	/* bytes the pending reservation adds */
+	u64 bytes_total;	/* committed, for statistics */
+	u64 drops_total;	/* counted in pages, for statistics */
 	cr_local_t busy;
 	cr_local_t pending_drops;
 };
@@ -82,6 +84,7 @@ struct crashring_stream {
 int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 		     struct crashring_stream *streams);
 u64 crashring_region_size(const void *mem);
+int crashring_check_header(const void *mem, u64 max_size);
 void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns,
 			 u32 crash_cpu, const char *message);
 void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len);

@@ -51,7 +51,7 @@ struct Config {
 
 /// `struct crashring_stream` is opaque here: its size comes from C.
 #[repr(C, align(8))]
-struct StreamState([u8; 80]);
+struct StreamState([u8; 96]);
 
 extern "C" {
     fn crashring_format(
@@ -191,7 +191,7 @@ impl CRegion {
         let cfg = c_config(rc);
         let mut mem = vec![0u64; bytes.div_ceil(8)];
         let mut streams: Vec<StreamState> = (0..rc.streams.len())
-            .map(|_| StreamState([0; 80]))
+            .map(|_| StreamState([0; 96]))
             .collect();
         let err = unsafe {
             crashring_format(

@@ -15,6 +15,9 @@ mod demo;
 #[cfg(test)]
 #[path = "../../pstore-ring/golden/scenario.rs"]
 mod golden_scenario;
+mod guest;
+mod qemu;
+mod scenarios;
 mod setup;
 #[cfg(test)]
 mod tidy;
@@ -49,6 +52,20 @@ enum Cmd {
     Demo,
     /// Regenerate pstore-ring's golden images and their decoded text.
     BlessGolden,
+    /// Build crashring.ko for both kernels and the guest's crashring.
+    Build,
+    /// List the QEMU scenarios.
+    List,
+    /// Run one QEMU scenario.
+    Scenario {
+        name: String,
+        /// 6.12 (backports) or 6.1 (stock bookworm).
+        #[arg(long, default_value = "6.12")]
+        kernel: String,
+        /// Keep the serial log, disk images and outputs in this directory.
+        #[arg(long)]
+        keep: Option<PathBuf>,
+    },
     /// Regenerate kernel/crashring_format.h from pstore-ring.
     GenHeader,
     /// Run the benchmarks (writer and reader against memcpy baselines).
@@ -67,6 +84,30 @@ fn main() -> Result<()> {
             let _env = sh.push_env("UPDATE_GOLDEN", "1");
             cmd!(sh, "cargo test -p pstore-ring --test golden").run()?;
             Ok(())
+        }
+        Cmd::Build => {
+            for series in ["6.12", "6.1"] {
+                let k = guest::kernel(series)?;
+                let ko = guest::build_module(&sh, &k)?;
+                eprintln!("built {}", ko.display());
+            }
+            let bin = guest::build_guest_crashring(&sh)?;
+            eprintln!("built {}", bin.display());
+            Ok(())
+        }
+        Cmd::List => {
+            for s in scenarios::SCENARIOS {
+                println!("{:<24} {}", s.name, s.about);
+            }
+            Ok(())
+        }
+        Cmd::Scenario { name, kernel, keep } => {
+            let series = match kernel.as_str() {
+                "6.12" => "6.12",
+                "6.1" => "6.1",
+                other => anyhow::bail!("--kernel {other}: use 6.12 or 6.1"),
+            };
+            run_scenario(&sh, &name, series, keep).map(drop)
         }
         Cmd::GenHeader => {
             sh.write_file("kernel/crashring_format.h", cheader::generate())?;
@@ -89,6 +130,39 @@ fn project_root() -> PathBuf {
 
 fn step(what: &str) {
     eprintln!("\n== xtask: {what}");
+}
+
+/// Runs one scenario and prints its outcome; the files stay in `keep` or,
+/// without it, in target/crashring/runs.
+fn run_scenario(
+    sh: &Shell,
+    name: &str,
+    series: &'static str,
+    keep: Option<PathBuf>,
+) -> Result<String> {
+    let scenario = scenarios::find(name)?;
+    let k = guest::kernel(series)?;
+    anyhow::ensure!(
+        !scenario.needs_reserve_mem || k.has_reserve_mem(),
+        "{name} needs reserve_mem=, which {} lacks",
+        k.release
+    );
+    let dir = keep.unwrap_or_else(|| {
+        guest::work_dir(sh)
+            .join("runs")
+            .join(format!("{name}-{series}"))
+    });
+    sh.create_dir(&dir)?;
+    let dir = std::fs::canonicalize(&dir)?;
+    eprintln!(
+        "== scenario {name} on {} (files in {})",
+        k.release,
+        dir.display()
+    );
+    let summary = (scenario.run)(sh, &k, &scenarios::Artifacts { dir })
+        .map_err(|e| e.context(format!("scenario {name} on {}", k.release)))?;
+    println!("PASS {name} [{}]: {summary}", k.release);
+    Ok(summary)
 }
 
 fn test(sh: &Shell) -> Result<()> {

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * crashring.ko internals shared by its files.
+ *
+ * The reserved range is split into two slots of equal size. Each slot holds
+ * one generation (a region of pstore-ring format v1). A boot records into a
+ * free slot and keeps the other one, if it holds a previous generation,
+ * read-only until user space acknowledges it has archived it: a crashed
+ * generation is never overwritten before it was read, at the cost of half
+ * the reserved memory per generation.
+ */
+#ifndef CRASHRING_INTERNAL_H
+#define CRASHRING_INTERNAL_H
+
+#include <linux/types.h>
+#include <linux/mutex.h>
+#include "crashring_ring.h"
+
+#define CRASHRING_SLOTS 2
+
+/* Which event sources are on (crashring_sources.c). */
+#define CR_SRC_PRINTK	BIT(0)
+#define CR_SRC_MARKER	BIT(1)
+#define CR_SRC_SCHED	BIT(2)
+#define CR_SRC_IRQ	BIT(3)
+#define CR_SRC_CRASH	BIT(4)
+
+struct crashring_slot {
+	phys_addr_t phys;
+	u64 size;
+	u8 *mem;
+	bool occupied;		/* holds a generation with a valid header */
+	u64 generation;
+};
+
+struct crashring_state {
+	phys_addr_t phys;
+	u64 size;
+	const char *source;	/* "region" or "reserve_mem" */
+	void *map;
+	struct crashring_slot slot[CRASHRING_SLOTS];
+	int cur;		/* slot being recorded into, or -1 */
+	int prev;		/* slot exposed as "previous", or -1 */
+	struct crashring_stream *streams;
+	u32 nstreams;
+	u8 boot_id[16];
+	bool enabled;		/* recording on (sysfs "enabled") */
+	unsigned long sources;	/* CR_SRC_* */
+	char status[256];	/* what user space should know, one line */
+	struct mutex lock;	/* serialises control changes, never the write path */
+};
+
+extern struct crashring_state crashring;
+
+/* crashring_main.c */
+struct crashring_stream *crashring_this_stream(void);
+void crashring_put_stream(void);
+int crashring_start_recording(int slot);
+void crashring_release_previous(void);
+void crashring_note(const char *fmt, ...) __printf(1, 2);
+
+/* crashring_sources.c */
+int crashring_sources_init(void);
+void crashring_sources_exit(void);
+int crashring_set_sources(unsigned long want);
+int crashring_set_filter(const char *spec);
+void crashring_show_filter(char *buf, size_t len);
+void crashring_record_crash(u32 reason, const char *message);
+
+/* crashring_sysfs.c */
+int crashring_sysfs_init(void);
+void crashring_sysfs_exit(void);
+
+#endif /* CRASHRING_INTERNAL_H */

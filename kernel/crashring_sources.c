@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What crashring.ko records: printk lines (through the `console`
+ * tracepoint, which sees every line, dynamic debug included, on the CPU
+ * that printed it), user markers written to /dev/crashring, sched_switch
+ * and irq_handler_entry/exit (off by default), crash markers, and
+ * crashring_log() for other modules.
+ *
+ * The console tracepoint carries the text after printk stripped its level
+ * prefix. A kprobe on vprintk_store() notes, per CPU, the level printk is
+ * about to store (its `level` argument, else the KERN_<n> prefix of `fmt`),
+ * and the tracepoint probe, which runs next on the same CPU with interrupts
+ * off, picks it up. Without the kprobe, lines are recorded with level 255.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <linux/kernel.h>
+#include <linux/kprobes.h>
+#include <linux/tracepoint.h>
+#include <linux/miscdevice.h>
+#include <linux/fs.h>
+#include <linux/uaccess.h>
+#include <linux/slab.h>
+#include <linux/sched.h>
+#include <linux/interrupt.h>
+#include <linux/printk.h>
+#include <linux/percpu.h>
+#include <linux/rcupdate.h>
+#include <linux/string.h>
+#include <linux/timekeeping.h>
+#include "crashring.h"
+#include "crashring_internal.h"
+
+#define CR_LEVEL_UNKNOWN	255
+/* What vprintk_store() calls a KERN_CONT line (CR_LEVEL_CONT is printk-internal). */
+#define CR_LEVEL_CONT		(-2)
+#define CR_FILTER_LEN		256
+
+static int printk_level = 7;
+module_param(printk_level, int, 0400);
+MODULE_PARM_DESC(printk_level, "Record printk lines up to this level (0 emerg .. 7 debug)");
+
+static char *printk_prefix;
+module_param(printk_prefix, charp, 0400);
+MODULE_PARM_DESC(printk_prefix, "Record only printk lines starting with one of these comma-separated prefixes");
+
+static char *sources;
+module_param(sources, charp, 0400);
+MODULE_PARM_DESC(sources, "Comma-separated event sources: printk,marker,crash,sched,irq (default printk,marker,crash)");
+
+/*
+ * The printk filter. Readers (the tracepoint probe, preemption off) follow
+ * cr_filter; writers fill the other buffer and flip the pointer, then wait
+ * for an RCU grace period before the old one may be reused.
+ */
+struct cr_filter {
+	int max_level;
+	char prefixes[CR_FILTER_LEN];	/* comma-separated, NUL-terminated */
+};
+
+static struct cr_filter cr_filters[2];
+static struct cr_filter *cr_filter = &cr_filters[0];
+
+static DEFINE_PER_CPU(int, cr_next_level) = CR_LEVEL_UNKNOWN;
+static DEFINE_PER_CPU(int, cr_last_level) = CR_LEVEL_UNKNOWN;
+static atomic64_t cr_printk_seq = ATOMIC64_INIT(0);
+static bool cr_kprobe_on;
+
+struct cr_tracepoint {
+	const char *name;
+	void *probe;
+	unsigned long source;
+	struct tracepoint *tp;
+	bool registered;
+};
+
+/*
+ * Records one event: @fixed bytes, then, if @str is not NULL, a str field
+ * (u16 length, then the bytes) cut to what fits one record and one page.
+ * When it is cut and @cut_flag_at is not negative, bit 0 of that byte of
+ * the fixed part is set (printk's "truncated" flag).
+ */
+static void cr_emit(u8 type, const void *fixed, u32 flen, const char *str, u32 slen,
+		    int cut_flag_at)
+{
+	struct crashring_stream *s = crashring_this_stream();
+	u32 room, len;
+	u16 n;
+	u8 *dst;
+
+	if (!s)
+		return;
+	room = min_t(u32, CRASHRING_MAX_RECORD_SIZE, s->page_size - CRASHRING_PAGE_HEADER_SIZE) -
+	       CRASHRING_RECORD_HEADER_SIZE - flen - (str ? 2 : 0);
+	n = min_t(u32, slen, room);
+	len = flen + (str ? 2 + n : 0);
+	dst = crashring_reserve(s, ktime_get_mono_fast_ns(), type, len);
+	if (dst) {
+		memcpy(dst, fixed, flen);
+		if (n < slen && cut_flag_at >= 0)
+			dst[cut_flag_at] |= 1;
+		if (str) {
+			memcpy(dst + flen, &n, 2);
+			memcpy(dst + flen + 2, str, n);
+		}
+		crashring_commit(s);
+	}
+	crashring_put_stream();
+}
+
+static u32 cr_caller_id(void)
+{
+	return in_task() ? task_pid_nr(current) : 0x80000000U | raw_smp_processor_id();
+}
+
+static bool cr_prefix_match(const char *prefixes, const char *text, size_t len)
+{
+	const char *p = prefixes;
+
+	if (!*p)
+		return true;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (n && n <= len && !memcmp(text, p, n))
+			return true;
+		p += n + (p[n] == ',');
+	}
+	return false;
+}
+
+static int cr_vprintk_store_pre(struct kprobe *kp, struct pt_regs *regs)
+{
+	int level = (int)regs_get_kernel_argument(regs, 1);
+	const char *fmt = (const char *)regs_get_kernel_argument(regs, 3);
+
+	if (level == LOGLEVEL_DEFAULT && fmt) {
+		int kern = printk_get_level(fmt);
+
+		if (kern >= '0' && kern <= '7')
+			level = kern - '0';
+		else if (kern == 'c')
+			level = CR_LEVEL_CONT;
+	}
+	this_cpu_write(cr_next_level, level);
+	return 0;
+}
+
+static struct kprobe cr_vprintk_kp = {
+	.symbol_name = "vprintk_store",
+	.pre_handler = cr_vprintk_store_pre,
+};
+
+static void cr_printk_probe(void *data, const char *text, size_t len)
+{
+	struct cr_filter *f;
+	struct {
+		u8 level;
+		u8 flags;
+		u32 caller;
+		u64 seq;
+	} __packed rec;
+	int level;
+
+	if (!(READ_ONCE(crashring.sources) & CR_SRC_PRINTK))
+		return;
+	level = this_cpu_xchg(cr_next_level, CR_LEVEL_UNKNOWN);
+	rec.flags = 0;
+	if (level == CR_LEVEL_CONT) {
+		level = this_cpu_read(cr_last_level);
+		rec.flags |= 2;
+	} else if (level < 0 || level > 7) {
+		level = cr_kprobe_on ? MESSAGE_LOGLEVEL_DEFAULT : CR_LEVEL_UNKNOWN;
+	}
+	this_cpu_write(cr_last_level, level);
+	f = READ_ONCE(cr_filter);
+	if (level != CR_LEVEL_UNKNOWN && level > f->max_level)
+		return;
+	if (!cr_prefix_match(f->prefixes, text, len))
+		return;
+	rec.level = level;
+	rec.caller = cr_caller_id();
+	rec.seq = atomic64_inc_return(&cr_printk_seq);
+	cr_emit(CRASHRING_EVENT_PRINTK, &rec, sizeof(rec), text, len, offsetof(typeof(rec), flags));
+}
+
+static void cr_sched_switch_probe(void *data, bool preempt, struct task_struct *prev,
+				  struct task_struct *next, unsigned int prev_state)
+{
+	struct {
+		s32 prev_pid;
+		s32 prev_prio;
+		u32 prev_state;
+		s32 next_pid;
+		s32 next_prio;
+		char prev_comm[16];
+		char next_comm[16];
+	} __packed rec;
+
+	rec.prev_pid = prev->pid;
+	rec.prev_prio = prev->prio;
+	rec.prev_state = prev_state;
+	rec.next_pid = next->pid;
+	rec.next_prio = next->prio;
+	memcpy(rec.prev_comm, prev->comm, sizeof(rec.prev_comm));
+	memcpy(rec.next_comm, next->comm, sizeof(rec.next_comm));
+	cr_emit(CRASHRING_EVENT_SCHED_SWITCH, &rec, sizeof(rec), NULL, 0, -1);
+}
+
+static void cr_irq_entry_probe(void *data, int irq, struct irqaction *action)
+{
+	u32 nr = irq;
+	const char *name = action && action->name ? action->name : "";
+
+	cr_emit(CRASHRING_EVENT_IRQ_HANDLER_ENTRY, &nr, sizeof(nr), name, strlen(name), -1);
+}
+
+static void cr_irq_exit_probe(void *data, int irq, struct irqaction *action, int ret)
+{
+	u32 rec[2] = { irq, ret };
+
+	cr_emit(CRASHRING_EVENT_IRQ_HANDLER_EXIT, rec, sizeof(rec), NULL, 0, -1);
+}
+
+static struct cr_tracepoint cr_tracepoints[] = {
+	{ "console", cr_printk_probe, CR_SRC_PRINTK },
+	{ "sched_switch", cr_sched_switch_probe, CR_SRC_SCHED },
+	{ "irq_handler_entry", cr_irq_entry_probe, CR_SRC_IRQ },
+	{ "irq_handler_exit", cr_irq_exit_probe, CR_SRC_IRQ },
+};
+
+static void cr_find_tracepoint(struct tracepoint *tp, void *unused)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(cr_tracepoints); i++)
+		if (!strcmp(tp->name, cr_tracepoints[i].name))
+			cr_tracepoints[i].tp = tp;
+}
+
+/**
+ * crashring_record_crash - record a crash marker on this CPU
+ * @reason: CRASHRING_REASON_*
+ * @message: the panic or oops message
+ */
+void crashring_record_crash(u32 reason, const char *message)
+{
+	u32 rec[2] = { reason, raw_smp_processor_id() };
+
+	if (READ_ONCE(crashring.sources) & CR_SRC_CRASH)
+		cr_emit(CRASHRING_EVENT_CRASH, rec, sizeof(rec), message, strlen(message), -1);
+}
+
+/**
+ * crashring_log - record a marker from kernel code
+ * @tag: who logs (up to 15 characters are kept, like a comm)
+ * @text: the message
+ *
+ * Usable from any context, NMI included; never sleeps or allocates.
+ */
+void crashring_log(const char *tag, const char *text)
+{
+	struct {
+		u32 pid;
+		char comm[16];
+	} __packed rec = { .pid = in_task() ? task_pid_nr(current) : 0 };
+
+	strscpy_pad(rec.comm, tag, sizeof(rec.comm));
+	cr_emit(CRASHRING_EVENT_MARKER, &rec, sizeof(rec), text, strlen(text), -1);
+}
+EXPORT_SYMBOL_GPL(crashring_log);
+
+static ssize_t cr_marker_write(struct file *file, const char __user *ubuf, size_t count,
+			       loff_t *ppos)
+{
+	struct {
+		u32 pid;
+		char comm[16];
+	} __packed rec = { .pid = task_tgid_nr(current) };
+	size_t n = min_t(size_t, count, CRASHRING_MAX_RECORD_SIZE);
+	char *text;
+
+	if (!(READ_ONCE(crashring.sources) & CR_SRC_MARKER))
+		return -ENODEV;
+	text = memdup_user(ubuf, n);
+	if (IS_ERR(text))
+		return PTR_ERR(text);
+	while (n && text[n - 1] == '\n')
+		n--;
+	get_task_comm(rec.comm, current);
+	cr_emit(CRASHRING_EVENT_MARKER, &rec, sizeof(rec), text, n, -1);
+	kfree(text);
+	return count;
+}
+
+static const struct file_operations cr_marker_fops = {
+	.owner = THIS_MODULE,
+	.write = cr_marker_write,
+	.llseek = noop_llseek,
+};
+
+/* Anyone may add a marker, like ftrace's trace_marker; nobody reads here. */
+static struct miscdevice cr_marker_dev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "crashring",
+	.fops = &cr_marker_fops,
+	.mode = 0222,
+};
+
+/**
+ * crashring_set_sources - turn event sources on and off
+ * @want: CR_SRC_* bits
+ *
+ * Return: 0, or the error of the first probe that could not be attached.
+ * Called with crashring.lock held.
+ */
+int crashring_set_sources(unsigned long want)
+{
+	int i, err = 0;
+
+	for (i = 0; i < ARRAY_SIZE(cr_tracepoints); i++) {
+		struct cr_tracepoint *t = &cr_tracepoints[i];
+		bool on = want & t->source;
+
+		if (on == t->registered)
+			continue;
+		if (!t->tp) {
+			if (on)
+				pr_warn("tracepoint %s not found; source not available\n", t->name);
+			continue;
+		}
+		if (on)
+			err = tracepoint_probe_register(t->tp, t->probe, NULL);
+		else
+			err = tracepoint_probe_unregister(t->tp, t->probe, NULL);
+		if (err) {
+			pr_err("cannot %s tracepoint %s: %d\n", on ? "attach to" : "detach from",
+			       t->name, err);
+			break;
+		}
+		t->registered = on;
+	}
+	WRITE_ONCE(crashring.sources, want);
+	return err;
+}
+
+static unsigned long cr_parse_sources(const char *spec)
+{
+	static const char * const names[] = { "printk", "marker", "sched", "irq", "crash" };
+	unsigned long bits = 0;
+	const char *p = spec;
+	int i;
+
+	while (*p) {
+		size_t n = strcspn(p, ", \n");
+
+		for (i = 0; i < ARRAY_SIZE(names); i++)
+			if (n == strlen(names[i]) && !strncmp(p, names[i], n))
+				bits |= BIT(i);
+		p += n;
+		p += strspn(p, ", \n");
+	}
+	return bits;
+}
+
+/**
+ * crashring_set_filter - replace the printk filter
+ * @spec: "level=N" and/or "prefix=A,B" separated by spaces; "prefix=" clears
+ *
+ * Return: 0 or -EINVAL. Called with crashring.lock held.
+ */
+int crashring_set_filter(const char *spec)
+{
+	struct cr_filter *old = cr_filter;
+	struct cr_filter *next = old == &cr_filters[0] ? &cr_filters[1] : &cr_filters[0];
+	const char *p = spec;
+
+	*next = *old;
+	while (*p) {
+		size_t n = strcspn(p, " \n");
+
+		if (n > 6 && !strncmp(p, "level=", 6)) {
+			char num[4] = { 0 };
+
+			memcpy(num, p + 6, min_t(size_t, n - 6, sizeof(num) - 1));
+			if (kstrtoint(num, 10, &next->max_level) || next->max_level < 0 ||
+			    next->max_level > 7)
+				return -EINVAL;
+		} else if (n >= 7 && !strncmp(p, "prefix=", 7)) {
+			if (n - 7 >= CR_FILTER_LEN)
+				return -EINVAL;
+			memset(next->prefixes, 0, sizeof(next->prefixes));
+			memcpy(next->prefixes, p + 7, n - 7);
+		} else if (n) {
+			return -EINVAL;
+		}
+		p += n;
+		p += strspn(p, " \n");
+	}
+	WRITE_ONCE(cr_filter, next);
+	/* Probes run with preemption off: after this none still reads @old. */
+	synchronize_rcu();
+	return 0;
+}
+
+void crashring_show_filter(char *buf, size_t len)
+{
+	struct cr_filter *f = READ_ONCE(cr_filter);
+
+	scnprintf(buf, len, "level=%d prefix=%s%s\n", f->max_level, f->prefixes,
+		  cr_kprobe_on ? "" : " (levels unknown: vprintk_store kprobe unavailable)");
+}
+
+int crashring_sources_init(void)
+{
+	unsigned long want = crashring.sources;
+	int err;
+
+	cr_filters[0].max_level = clamp(printk_level, 0, 7);
+	if (printk_prefix)
+		strscpy(cr_filters[0].prefixes, printk_prefix, sizeof(cr_filters[0].prefixes));
+	if (sources)
+		want = cr_parse_sources(sources);
+	for_each_kernel_tracepoint(cr_find_tracepoint, NULL);
+	cr_kprobe_on = !register_kprobe(&cr_vprintk_kp);
+	if (!cr_kprobe_on)
+		pr_warn("cannot probe vprintk_store: printk levels will be recorded as unknown\n");
+	err = misc_register(&cr_marker_dev);
+	if (err)
+		goto err_kprobe;
+	err = crashring_set_sources(want);
+	if (err)
+		goto err_sources;
+	return 0;
+
+err_sources:
+	crashring_set_sources(0);
+	misc_deregister(&cr_marker_dev);
+err_kprobe:
+	if (cr_kprobe_on)
+		unregister_kprobe(&cr_vprintk_kp);
+	return err;
+}
+
+void crashring_sources_exit(void)
+{
+	crashring_set_sources(0);
+	tracepoint_synchronize_unregister();
+	misc_deregister(&cr_marker_dev);
+	if (cr_kprobe_on)
+		unregister_kprobe(&cr_vprintk_kp);
+}

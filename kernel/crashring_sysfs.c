@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /sys/kernel/crashring: control and status.
+ *
+ *   enabled           rw  1 while recording
+ *   sources           rw  printk marker crash sched irq
+ *   filter            rw  level=N prefix=A,B (printk lines)
+ *   region            ro  where the memory is and how it is used
+ *   stats             ro  per CPU: records, bytes, pages overwritten, drops
+ *   status            ro  the last thing user space should know
+ *   previous          ro  (0400, binary) the previous generation's region
+ *   previous_summary  ro  the previous generation in one screen of text
+ *   previous_ack      wo  (0200) "1": archived, release it
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/kobject.h>
+#include <linux/sysfs.h>
+#include <linux/string.h>
+#include <linux/kernel.h>
+#include <linux/crc32.h>
+#include "crashring_internal.h"
+
+static struct kobject *cr_kobj;
+
+static ssize_t enabled_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", READ_ONCE(crashring.enabled));
+}
+
+static ssize_t enabled_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
+			     size_t count)
+{
+	bool on;
+
+	if (kstrtobool(buf, &on))
+		return -EINVAL;
+	mutex_lock(&crashring.lock);
+	if (on && crashring.cur < 0) {
+		mutex_unlock(&crashring.lock);
+		return -EBUSY;
+	}
+	WRITE_ONCE(crashring.enabled, on);
+	mutex_unlock(&crashring.lock);
+	return count;
+}
+
+static ssize_t sources_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	static const char * const names[] = { "printk", "marker", "sched", "irq", "crash" };
+	unsigned long on = READ_ONCE(crashring.sources);
+	int i, n = 0;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (on & BIT(i))
+			n += sysfs_emit_at(buf, n, "%s%s", n ? " " : "", names[i]);
+	return n + sysfs_emit_at(buf, n, "\n");
+}
+
+static ssize_t sources_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
+			     size_t count)
+{
+	static const char * const names[] = { "printk", "marker", "sched", "irq", "crash" };
+	unsigned long want = 0;
+	const char *p = buf;
+	int i, err;
+
+	while (*p) {
+		size_t n = strcspn(p, ", \n");
+		bool known = !n;
+
+		for (i = 0; i < ARRAY_SIZE(names); i++) {
+			if (n == strlen(names[i]) && !strncmp(p, names[i], n)) {
+				want |= BIT(i);
+				known = true;
+			}
+		}
+		if (!known)
+			return -EINVAL;
+		p += n;
+		p += strspn(p, ", \n");
+	}
+	mutex_lock(&crashring.lock);
+	err = crashring_set_sources(want);
+	mutex_unlock(&crashring.lock);
+	return err ?: count;
+}
+
+static ssize_t filter_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	crashring_show_filter(buf, PAGE_SIZE);
+	return strlen(buf);
+}
+
+static ssize_t filter_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
+			    size_t count)
+{
+	int err;
+
+	mutex_lock(&crashring.lock);
+	err = crashring_set_filter(buf);
+	mutex_unlock(&crashring.lock);
+	return err ?: count;
+}
+
+static ssize_t region_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	int cur = READ_ONCE(crashring.cur);
+	int n;
+
+	n = sysfs_emit(buf, "source=%s phys=%pa size=%llu slots=%d slot_size=%llu cpus=%u boot_id=%16phN",
+		       crashring.source, &crashring.phys, crashring.size, CRASHRING_SLOTS,
+		       crashring.slot[0].size, crashring.nstreams, crashring.boot_id);
+	if (cur >= 0)
+		n += sysfs_emit_at(buf, n, " recording_slot=%d recording_phys=%pa generation=%llu",
+				   cur, &crashring.slot[cur].phys, crashring.slot[cur].generation);
+	return n + sysfs_emit_at(buf, n, "\n");
+}
+
+static ssize_t stats_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	unsigned int i;
+	int n = 0;
+
+	for (i = 0; i < crashring.nstreams && crashring.cur >= 0; i++) {
+		struct crashring_stream *s = &crashring.streams[i];
+		u64 seq = READ_ONCE(s->seq);
+
+		n += sysfs_emit_at(buf, n,
+				   "cpu%u records=%llu bytes=%llu pages_overwritten=%llu drops=%llu\n",
+				   i, READ_ONCE(s->next_index), READ_ONCE(s->bytes_total),
+				   seq > s->page_count ? seq - s->page_count : 0,
+				   READ_ONCE(s->drops_total) + (u64)cr_local_read(&s->pending_drops));
+	}
+	return n;
+}
+
+static ssize_t status_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", crashring.status[0] ? crashring.status : "ok");
+}
+
+static const char *cr_state_name(u32 state)
+{
+	switch (state) {
+	case CRASHRING_STATE_RUNNING:
+		return "running (no clean shutdown recorded)";
+	case CRASHRING_STATE_CRASHED:
+		return "crashed";
+	case CRASHRING_STATE_CLEAN:
+		return "clean-shutdown";
+	default:
+		return "unknown";
+	}
+}
+
+static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	const struct crashring_region_header *h;
+	const struct crashring_state_block *st;
+	int prev, n;
+
+	mutex_lock(&crashring.lock);
+	prev = crashring.prev;
+	if (prev < 0) {
+		mutex_unlock(&crashring.lock);
+		return sysfs_emit(buf, "none\n");
+	}
+	h = (void *)crashring.slot[prev].mem;
+	st = (void *)(crashring.slot[prev].mem + CRASHRING_STATE_OFFSET);
+	n = sysfs_emit(buf, "generation %llu slot %d phys %pa size %llu\n", h->generation, prev,
+		       &crashring.slot[prev].phys, h->region_size);
+	n += sysfs_emit_at(buf, n, "kernel %.64s host %.64s cpus %u page_size %u\n",
+			   h->kernel_release, h->hostname, h->cpu_count, h->page_size);
+	if (st->crc != ~crc32_le(~0U, (void *)st, CRASHRING_STATE_SIZE - 4))
+		n += sysfs_emit_at(buf, n, "state unreadable (CRC mismatch)\n");
+	else
+		n += sysfs_emit_at(buf, n, "state %s reason %u at %llu ns on cpu %u: %.36s\n",
+				   cr_state_name(st->state), st->reason, st->crash_ns,
+				   st->crash_cpu, st->message);
+	mutex_unlock(&crashring.lock);
+	return n;
+}
+
+static ssize_t previous_ack_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
+				  size_t count)
+{
+	bool ack;
+
+	if (kstrtobool(buf, &ack) || !ack)
+		return -EINVAL;
+	mutex_lock(&crashring.lock);
+	if (crashring.prev < 0) {
+		mutex_unlock(&crashring.lock);
+		return -ENOENT;
+	}
+	crashring_release_previous();
+	mutex_unlock(&crashring.lock);
+	return count;
+}
+
+static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attribute *attr,
+			     char *buf, loff_t off, size_t count)
+{
+	ssize_t n;
+	int prev;
+
+	mutex_lock(&crashring.lock);
+	prev = crashring.prev;
+	if (prev < 0) {
+		mutex_unlock(&crashring.lock);
+		return -ENOENT;
+	}
+	n = memory_read_from_buffer(buf, count, &off, crashring.slot[prev].mem,
+				    crashring_region_size(crashring.slot[prev].mem));
+	mutex_unlock(&crashring.lock);
+	return n;
+}
+
+static struct kobj_attribute cr_attr_enabled = __ATTR_RW(enabled);
+static struct kobj_attribute cr_attr_sources = __ATTR_RW(sources);
+static struct kobj_attribute cr_attr_filter = __ATTR_RW(filter);
+static struct kobj_attribute cr_attr_region = __ATTR_RO(region);
+static struct kobj_attribute cr_attr_stats = __ATTR_RO(stats);
+static struct kobj_attribute cr_attr_status = __ATTR_RO(status);
+static struct kobj_attribute cr_attr_previous_summary = __ATTR_RO(previous_summary);
+static struct kobj_attribute cr_attr_previous_ack = __ATTR_WO(previous_ack);
+
+static struct attribute *cr_attrs[] = {
+	&cr_attr_enabled.attr,
+	&cr_attr_sources.attr,
+	&cr_attr_filter.attr,
+	&cr_attr_region.attr,
+	&cr_attr_stats.attr,
+	&cr_attr_status.attr,
+	&cr_attr_previous_summary.attr,
+	&cr_attr_previous_ack.attr,
+	NULL,
+};
+
+static struct bin_attribute cr_attr_previous = {
+	.attr = { .name = "previous", .mode = 0400 },
+	.read = previous_read,
+};
+
+static struct bin_attribute *cr_bin_attrs[] = {
+	&cr_attr_previous,
+	NULL,
+};
+
+static const struct attribute_group cr_group = {
+	.attrs = cr_attrs,
+	.bin_attrs = cr_bin_attrs,
+};
+
+int crashring_sysfs_init(void)
+{
+	int err;
+
+	cr_kobj = kobject_create_and_add("crashring", kernel_kobj);
+	if (!cr_kobj)
+		return -ENOMEM;
+	/* The previous region's size is known only now. */
+	if (crashring.prev >= 0)
+		cr_attr_previous.size = crashring_region_size(crashring.slot[crashring.prev].mem);
+	err = sysfs_create_group(cr_kobj, &cr_group);
+	if (err)
+		kobject_put(cr_kobj);
+	return err;
+}
+
+void crashring_sysfs_exit(void)
+{
+	sysfs_remove_group(cr_kobj, &cr_group);
+	kobject_put(cr_kobj);
+}

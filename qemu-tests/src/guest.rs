@@ -1,0 +1,236 @@
+//! What a guest boots with: the installed kernels, crashring.ko built for
+//! each, a static `crashring` binary, and busybox initramfs images made
+//! here from the host's own packages (nothing is downloaded at run time).
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use xshell::{cmd, Shell};
+
+/// A kernel installed by `cargo xtask setup`.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// `6.12` or `6.1`.
+    pub series: &'static str,
+    pub release: String,
+    pub vmlinuz: PathBuf,
+    pub modules: PathBuf,
+    pub headers: PathBuf,
+}
+
+impl Kernel {
+    pub fn has_reserve_mem(&self) -> bool {
+        self.series == "6.12"
+    }
+}
+
+fn release_key(release: &str) -> Vec<u64> {
+    release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// The newest installed generic `-amd64` kernel of `series` with headers.
+pub fn kernel(series: &'static str) -> Result<Kernel> {
+    let prefix = match series {
+        "6.12" => "vmlinuz-6.12.",
+        "6.1" => "vmlinuz-6.1.",
+        other => bail!("unknown kernel series {other}: use 6.12 or 6.1"),
+    };
+    let mut found: Vec<String> = std::fs::read_dir("/boot")
+        .context("reading /boot")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter_map(|n| {
+            n.strip_prefix("vmlinuz-")
+                .map(String::from)
+                .filter(|_| n.starts_with(prefix))
+        })
+        .filter(|r| {
+            r.ends_with("-amd64") && !r.ends_with("-rt-amd64") && !r.ends_with("-cloud-amd64")
+        })
+        .filter(|r| Path::new(&format!("/usr/src/linux-headers-{r}")).exists())
+        .collect();
+    found.sort_by_key(|r| release_key(r));
+    let release = found.pop().with_context(|| {
+        format!("no {series} kernel with headers installed: run `cargo xtask setup`")
+    })?;
+    Ok(Kernel {
+        series,
+        vmlinuz: PathBuf::from(format!("/boot/vmlinuz-{release}")),
+        modules: PathBuf::from(format!("/lib/modules/{release}")),
+        headers: PathBuf::from(format!("/usr/src/linux-headers-{release}")),
+        release,
+    })
+}
+
+pub fn work_dir(sh: &Shell) -> PathBuf {
+    sh.current_dir().join("target/crashring")
+}
+
+/// Builds crashring.ko for `k` in a copy of kernel/ (Kbuild writes its
+/// objects beside the sources) and fails on any compiler warning.
+pub fn build_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
+    let dir = work_dir(sh).join(format!("kbuild-{}", k.release));
+    if dir.exists() {
+        sh.remove_path(&dir)?;
+    }
+    sh.create_dir(&dir)?;
+    for entry in std::fs::read_dir(sh.current_dir().join("kernel"))? {
+        let path = entry?.path();
+        if path.is_file() {
+            sh.copy_file(&path, &dir)?;
+        }
+    }
+    let headers = &k.headers;
+    let out = cmd!(sh, "make -C {dir} KDIR={headers}")
+        .ignore_status()
+        .output()?;
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        bail!("building crashring.ko for {} failed:\n{log}", k.release);
+    }
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning:")).collect();
+    if !warnings.is_empty() {
+        bail!(
+            "crashring.ko for {} builds with warnings:\n{}",
+            k.release,
+            warnings.join("\n")
+        );
+    }
+    Ok(dir.join("crashring.ko"))
+}
+
+/// A statically linked `crashring` for the guest, which has no libc.
+pub fn build_guest_crashring(sh: &Shell) -> Result<PathBuf> {
+    let target_dir = work_dir(sh).join("guest-target");
+    let _flags = sh.push_env("RUSTFLAGS", "-C target-feature=+crt-static");
+    let triple = "x86_64-unknown-linux-gnu";
+    cmd!(
+        sh,
+        "cargo build --quiet --release -p extractor --target {triple} --target-dir {target_dir}"
+    )
+    .run()?;
+    Ok(target_dir.join(triple).join("release/crashring"))
+}
+
+/// A module and everything it depends on, in load order, as paths relative
+/// to the modules directory. modules.dep already lists the whole closure;
+/// like modprobe, load it from the end.
+fn with_dependencies(k: &Kernel, name: &str) -> Result<Vec<String>> {
+    let dep_file = k.modules.join("modules.dep");
+    let dep = std::fs::read_to_string(&dep_file).context("reading modules.dep")?;
+    let stem = |p: &str| {
+        p.rsplit('/')
+            .next()
+            .and_then(|f| f.split('.').next())
+            .map(str::to_string)
+    };
+    let line = dep
+        .lines()
+        .find(|l| l.split(':').next().and_then(stem).as_deref() == Some(name))
+        .with_context(|| format!("module {name} not in {}", dep_file.display()))?;
+    let (path, deps) = line.split_once(':').unwrap_or((line, ""));
+    let mut order: Vec<String> = deps.split_whitespace().rev().map(String::from).collect();
+    order.push(path.to_string());
+    Ok(order)
+}
+
+/// Copies kernel modules into `lib/` of the staging tree, decompressed
+/// (busybox insmod cannot read .xz or .zst), and returns their names in
+/// load order. Built-in modules are skipped.
+fn stage_kernel_modules(
+    sh: &Shell,
+    k: &Kernel,
+    names: &[&str],
+    stage: &Path,
+) -> Result<Vec<String>> {
+    let builtin = std::fs::read_to_string(k.modules.join("modules.builtin")).unwrap_or_default();
+    let mut order: Vec<String> = Vec::new();
+    for name in names {
+        let is_builtin = builtin
+            .lines()
+            .any(|l| l.rsplit('/').next().and_then(|f| f.split('.').next()) == Some(name));
+        if is_builtin {
+            continue;
+        }
+        for rel in with_dependencies(k, name)? {
+            let file = rel.rsplit('/').next().unwrap_or(&rel);
+            let plain = file
+                .trim_end_matches(".xz")
+                .trim_end_matches(".zst")
+                .to_string();
+            if order.contains(&plain) {
+                continue;
+            }
+            let src = k.modules.join(&rel);
+            let bytes = if rel.ends_with(".xz") {
+                cmd!(sh, "xz -dc {src}").quiet().output()?.stdout
+            } else if rel.ends_with(".zst") {
+                cmd!(sh, "zstd -dc {src}").quiet().output()?.stdout
+            } else {
+                std::fs::read(&src)?
+            };
+            std::fs::write(stage.join("lib").join(&plain), bytes)?;
+            order.push(plain);
+        }
+    }
+    Ok(order)
+}
+
+/// What goes into an initramfs besides busybox.
+pub struct Initramfs<'a> {
+    pub kernel: &'a Kernel,
+    pub module: &'a Path,
+    pub crashring: &'a Path,
+    /// Kernel modules to load before crashring.ko (with dependencies).
+    pub kernel_modules: &'a [&'a str],
+    /// The /init script's body, run after the modules are loaded.
+    pub script: &'a str,
+}
+
+/// Writes an uncompressed newc initramfs and returns its path.
+pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf> {
+    let stage = work_dir(sh).join(format!("stage-{name}"));
+    if stage.exists() {
+        sh.remove_path(&stage)?;
+    }
+    for d in ["bin", "lib", "dev", "proc", "sys", "tmp", "mnt"] {
+        sh.create_dir(stage.join(d))?;
+    }
+    sh.copy_file("/bin/busybox", stage.join("bin/busybox"))?;
+    sh.copy_file(spec.module, stage.join("lib/crashring.ko"))?;
+    sh.copy_file(spec.crashring, stage.join("bin/crashring"))?;
+    let order = stage_kernel_modules(sh, spec.kernel, spec.kernel_modules, &stage)?;
+    let mut init = String::from(
+        "#!/bin/busybox sh\n\
+         /bin/busybox --install -s /bin\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sys /sys\n\
+         mount -t devtmpfs dev /dev\n",
+    );
+    for m in &order {
+        init.push_str(&format!("insmod /lib/{m}\n"));
+    }
+    init.push_str(spec.script);
+    let init_path = stage.join("init");
+    sh.write_file(&init_path, init)?;
+    cmd!(sh, "chmod 0755 {init_path}").run()?;
+    let out = work_dir(sh).join(format!("{name}.cpio"));
+    let list = {
+        let _dir = sh.push_dir(&stage);
+        cmd!(sh, "find .").quiet().read()?
+    };
+    let _dir = sh.push_dir(&stage);
+    let archive = cmd!(sh, "cpio --quiet -o -H newc -R 0:0")
+        .stdin(list)
+        .quiet()
+        .output()?
+        .stdout;
+    std::fs::write(&out, archive)?;
+    Ok(out)
+}

@@ -1,0 +1,256 @@
+//! The QEMU scenarios: each boots real kernels, crashes them one way, and
+//! compares what was recovered with what the guest's workload wrote.
+
+use crate::guest::{self, Initramfs, Kernel};
+use crate::qemu::{self, Vm};
+use anyhow::{bail, ensure, Context, Result};
+use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
+use pstore_ring::merge::{merge, Item};
+use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::scan::find_regions;
+use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use xshell::Shell;
+
+/// Where a scenario keeps its files.
+pub struct Artifacts {
+    pub dir: PathBuf,
+}
+
+pub struct Scenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub needs_reserve_mem: bool,
+    pub run: fn(&Shell, &Kernel, &Artifacts) -> Result<String>,
+}
+
+pub const SCENARIOS: &[Scenario] = &[Scenario {
+    name: "warm-reboot",
+    about: "memmap= region; workload; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
+    needs_reserve_mem: false,
+    run: warm_reboot,
+}];
+
+pub fn find(name: &str) -> Result<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name).with_context(|| {
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        format!("no scenario {name}; there are: {}", names.join(", "))
+    })
+}
+
+/// Markers and printk lines the workload writes before it crashes the guest.
+const WORKLOAD_EVENTS: u32 = 400;
+
+fn workload_script(module_args: &str) -> String {
+    format!(
+        r#"insmod /lib/crashring.ko {module_args} || echo "crashring-test: insmod failed"
+if grep -q '^none' /sys/kernel/crashring/previous_summary; then
+  echo "crashring-test: phase record"
+  i=1
+  while [ $i -le {n} ]; do
+    echo "workload marker $i" > /dev/crashring
+    echo "<6>crashring-workload: printk $i" > /dev/kmsg
+    i=$((i+1))
+  done
+  cat /sys/kernel/crashring/stats
+  echo c > /proc/sysrq-trigger
+else
+  echo "crashring-test: phase recover"
+  cat /sys/kernel/crashring/previous_summary
+  crashring info /sys/kernel/crashring/previous
+  dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
+  echo 1 > /sys/kernel/crashring/previous_ack
+  echo "crashring-test: status $(cat /sys/kernel/crashring/status)"
+  echo "crashring-test: done"
+fi
+poweroff -f
+"#,
+        n = WORKLOAD_EVENTS
+    )
+}
+
+fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
+    let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    f.set_len(bytes)?;
+    Ok(())
+}
+
+/// Checks one recovered region against the workload: state crashed by a
+/// panic; markers and printk lines 1..=N all present, once, in order, with
+/// the right level; nothing else of the workload's invented; no loss; the
+/// crash marker last.
+pub fn check_warm_reboot(image: &[u8]) -> Result<String> {
+    let at = find_regions(image)
+        .next()
+        .context("no crashring region in what the guest saved")?;
+    let region = Region::parse(&image[at..], HeaderTrust::Checksummed)?;
+    let trace = region.decode();
+    ensure!(
+        trace.diagnostics.is_empty(),
+        "diagnostics: {:?}",
+        trace.diagnostics
+    );
+    let state = region
+        .state
+        .as_ref()
+        .map_err(|p| anyhow::anyhow!("state block unreadable: {p}"))?;
+    ensure!(
+        state.state == STATE_CRASHED && state.reason == REASON_PANIC,
+        "state is {state:?}, expected crashed by panic"
+    );
+    ensure!(
+        trace.lost_events() == 0,
+        "{} events lost: {:?}",
+        trace.lost_events(),
+        trace.streams.iter().map(|s| &s.losses).collect::<Vec<_>>()
+    );
+    let e = region.header.endian;
+    let (mut next_marker, mut next_printk) = (1u32, 1u32);
+    let mut last = None;
+    for item in merge(&trace.streams) {
+        let Item::Event(ev) = item else { continue };
+        last = Some(ev);
+        let Some(ty) = region.schema.get(ev.type_id) else {
+            continue;
+        };
+        let values = ty.decode(ev.payload, e).map_err(|f| {
+            anyhow::anyhow!(
+                "event {} of stream {}: field {f} does not decode",
+                ev.index,
+                ev.stream
+            )
+        })?;
+        let text = |i: usize| match values.get(i) {
+            Some(Value::Str(s)) => String::from_utf8_lossy(s).into_owned(),
+            _ => String::new(),
+        };
+        match ev.type_id {
+            EVENT_MARKER => {
+                let t = text(2);
+                let Some(n) = t.strip_prefix("workload marker ") else {
+                    continue;
+                };
+                let n: u32 = n
+                    .parse()
+                    .with_context(|| format!("marker {t:?} is not the workload's"))?;
+                ensure!(n == next_marker, "marker {n} at {} ns, expected marker {next_marker} (missing, reordered or invented)", ev.ts);
+                next_marker += 1;
+            }
+            EVENT_PRINTK => {
+                let t = text(4);
+                let Some(n) = t.strip_prefix("crashring-workload: printk ") else {
+                    continue;
+                };
+                let n: u32 = n
+                    .parse()
+                    .with_context(|| format!("printk {t:?} is not the workload's"))?;
+                ensure!(
+                    n == next_printk,
+                    "printk line {n} at {} ns, expected line {next_printk}",
+                    ev.ts
+                );
+                ensure!(
+                    values.first() == Some(&Value::Unsigned(6)),
+                    "printk line {n} has level {:?}, the workload wrote 6",
+                    values.first()
+                );
+                next_printk += 1;
+            }
+            _ => {}
+        }
+    }
+    ensure!(
+        next_marker == WORKLOAD_EVENTS + 1,
+        "markers 1..={} recovered, the workload wrote {WORKLOAD_EVENTS}",
+        next_marker - 1
+    );
+    ensure!(
+        next_printk == WORKLOAD_EVENTS + 1,
+        "printk lines 1..={} recovered, the workload wrote {WORKLOAD_EVENTS}",
+        next_printk - 1
+    );
+    let last = last.context("no events at all")?;
+    ensure!(
+        last.type_id == EVENT_CRASH,
+        "the last event is type {}, not the crash marker",
+        last.type_id
+    );
+    let crash = region
+        .schema
+        .get(EVENT_CRASH)
+        .context("no crash schema")?
+        .decode(last.payload, e)
+        .map_err(|_| anyhow::anyhow!("crash marker does not decode"))?;
+    ensure!(
+        crash.first() == Some(&Value::Unsigned(REASON_PANIC.into())),
+        "crash marker reason {:?}",
+        crash.first()
+    );
+    match crash.get(2) {
+        Some(Value::Str(m)) if String::from_utf8_lossy(m).contains("sysrq triggered crash") => {}
+        other => bail!("crash marker message {other:?} is not the sysrq panic"),
+    }
+    Ok(format!(
+        "{} events over {} CPUs, {WORKLOAD_EVENTS} markers and {WORKLOAD_EVENTS} printk lines in order, none lost, crash marker last",
+        trace.event_count(),
+        trace.streams.len()
+    ))
+}
+
+fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let module = guest::build_module(sh, k)?;
+    let crashring = guest::build_guest_crashring(sh)?;
+    let script = workload_script("region=16M@0x40000000");
+    let initrd = guest::initramfs(
+        sh,
+        &format!("warm-reboot-{}", k.series),
+        &Initramfs {
+            kernel: k,
+            module: &module,
+            crashring: &crashring,
+            kernel_modules: &["virtio_pci", "virtio_blk"],
+            script: &script,
+        },
+    )?;
+    let out = art.dir.join("previous.img");
+    raw_disk(&out, 32 << 20)?;
+    let serial = art.dir.join("serial.log");
+    let vm = Vm {
+        kernel: &k.vmlinuz,
+        initrd: &initrd,
+        append: "console=ttyS0 panic=1 memmap=16M$0x40000000 loglevel=4".into(),
+        memory: "2G",
+        cpus: 4,
+        disks: vec![out.clone()],
+        extra: vec![],
+        serial: serial.clone(),
+        timeout: Duration::from_secs(240),
+    };
+    let took = vm.run()?;
+    let log = std::fs::read_to_string(&serial).unwrap_or_default();
+    ensure!(
+        log.contains("crashring-test: phase record"),
+        "the first boot never recorded:\n{}",
+        qemu::tail(&serial, 40)
+    );
+    ensure!(
+        log.contains("crashring-test: phase recover"),
+        "the guest did not come back after the panic:\n{}",
+        qemu::tail(&serial, 40)
+    );
+    ensure!(
+        log.contains("crashring-test: done"),
+        "recovery did not finish:\n{}",
+        qemu::tail(&serial, 40)
+    );
+    let image = std::fs::read(&out)?;
+    let summary = check_warm_reboot(&image).with_context(|| {
+        format!(
+            "checking {} (serial log {})",
+            out.display(),
+            serial.display()
+        )
+    })?;
+    Ok(format!("{summary}; {:.1} s", took.as_secs_f64()))
+}
