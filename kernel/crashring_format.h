@@ -299,7 +299,7 @@ _Static_assert(offsetof(struct crashring_field_desc, reserved) == 21,
 _Static_assert(offsetof(struct crashring_field_desc, size) == 22,
 	       "crashring_field_desc.size");
 
-/* Built-in event types: CRASHRING_EVENT_<NAME> ids and field lists. */
+/* Built-in event type ids (their fields: crashring_schema.h). */
 #define CRASHRING_EVENT_PRINTK 16
 #define CRASHRING_EVENT_MARKER 17
 #define CRASHRING_EVENT_SCHED_SWITCH 18
@@ -307,54 +307,5 @@ _Static_assert(offsetof(struct crashring_field_desc, size) == 22,
 #define CRASHRING_EVENT_IRQ_HANDLER_EXIT 20
 #define CRASHRING_EVENT_CRASH 21
 #define CRASHRING_EVENT_LOST 22
-
-/* { name, kind, size } per field, in payload order. */
-#define CRASHRING_FIELDS_PRINTK { \
-	{ "level", CRASHRING_FIELD_U8, 1 }, \
-	{ "flags", CRASHRING_FIELD_U8, 1 }, \
-	{ "caller", CRASHRING_FIELD_U32, 4 }, \
-	{ "seq", CRASHRING_FIELD_U64, 8 }, \
-	{ "text", CRASHRING_FIELD_STR, 0 } \
-}
-#define CRASHRING_FIELDS_MARKER { \
-	{ "pid", CRASHRING_FIELD_U32, 4 }, \
-	{ "comm", CRASHRING_FIELD_CHARS, 16 }, \
-	{ "text", CRASHRING_FIELD_STR, 0 } \
-}
-#define CRASHRING_FIELDS_SCHED_SWITCH { \
-	{ "prev_pid", CRASHRING_FIELD_I32, 4 }, \
-	{ "prev_prio", CRASHRING_FIELD_I32, 4 }, \
-	{ "prev_state", CRASHRING_FIELD_U32, 4 }, \
-	{ "next_pid", CRASHRING_FIELD_I32, 4 }, \
-	{ "next_prio", CRASHRING_FIELD_I32, 4 }, \
-	{ "prev_comm", CRASHRING_FIELD_CHARS, 16 }, \
-	{ "next_comm", CRASHRING_FIELD_CHARS, 16 } \
-}
-#define CRASHRING_FIELDS_IRQ_HANDLER_ENTRY { \
-	{ "irq", CRASHRING_FIELD_U32, 4 }, \
-	{ "name", CRASHRING_FIELD_STR, 0 } \
-}
-#define CRASHRING_FIELDS_IRQ_HANDLER_EXIT { \
-	{ "irq", CRASHRING_FIELD_U32, 4 }, \
-	{ "ret", CRASHRING_FIELD_U32, 4 } \
-}
-#define CRASHRING_FIELDS_CRASH { \
-	{ "reason", CRASHRING_FIELD_U32, 4 }, \
-	{ "cpu", CRASHRING_FIELD_U32, 4 }, \
-	{ "message", CRASHRING_FIELD_STR, 0 } \
-}
-#define CRASHRING_FIELDS_LOST { \
-	{ "count", CRASHRING_FIELD_U64, 8 } \
-}
-
-/* X-macro over the built-ins: X(NAME, "name") in id order. */
-#define CRASHRING_BUILTIN_EVENTS(X) \
-	X(PRINTK, "printk") \
-	X(MARKER, "marker") \
-	X(SCHED_SWITCH, "sched_switch") \
-	X(IRQ_HANDLER_ENTRY, "irq_handler_entry") \
-	X(IRQ_HANDLER_EXIT, "irq_handler_exit") \
-	X(CRASH, "crash") \
-	X(LOST, "lost")
 
 #endif /* CRASHRING_FORMAT_H */

@@ -63,6 +63,8 @@ void crashring_note(const char *fmt, ...) __printf(1, 2);
 int crashring_sources_init(void);
 void crashring_sources_exit(void);
 int crashring_set_sources(unsigned long want);
+int crashring_parse_sources(const char *spec, unsigned long *bits);
+int crashring_show_sources(char *buf);
 int crashring_set_filter(const char *spec);
 void crashring_show_filter(char *buf, size_t len);
 void crashring_record_crash(u32 reason, const char *message);

@@ -159,6 +159,7 @@ static bool cr_backed_by_memory(u8 *mem, u64 size)
 		u64 old = READ_ONCE(*ends[i]);
 
 		WRITE_ONCE(*ends[i], ~old);
+		/* The store must reach memory before the load asks it back. */
 		mb();
 		ok &= READ_ONCE(*ends[i]) == ~old;
 		WRITE_ONCE(*ends[i], old);

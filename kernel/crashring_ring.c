@@ -7,17 +7,11 @@
  */
 #include "crashring_ring.h"
 
-#define CR_ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#endif
 
-#define CR_FIELDS(NAME, name) \
-	static const struct crashring_field_def cr_fields_##NAME[] = CRASHRING_FIELDS_##NAME;
-CRASHRING_BUILTIN_EVENTS(CR_FIELDS)
-
-#define CR_EVENT(NAME, name) \
-	{ CRASHRING_EVENT_##NAME, name, CR_ARRAY_SIZE(cr_fields_##NAME), cr_fields_##NAME },
-static const struct crashring_event_def cr_builtin[] = {
-	CRASHRING_BUILTIN_EVENTS(CR_EVENT)
-};
+#include "crashring_schema.h"
 
 /*
  * Not const: the magic is complemented at run time from this copy, so the
@@ -66,14 +60,14 @@ static int cr_put_text(char *dst, size_t cap, const char *src)
 
 static const struct crashring_event_def *cr_def(const struct crashring_config *cfg, u32 i)
 {
-	if (i < CR_ARRAY_SIZE(cr_builtin))
+	if (i < ARRAY_SIZE(cr_builtin))
 		return &cr_builtin[i];
-	return &cfg->custom[i - CR_ARRAY_SIZE(cr_builtin)];
+	return &cfg->custom[i - ARRAY_SIZE(cr_builtin)];
 }
 
 static u32 cr_ndefs(const struct crashring_config *cfg)
 {
-	return CR_ARRAY_SIZE(cr_builtin) + cfg->ncustom;
+	return ARRAY_SIZE(cr_builtin) + cfg->ncustom;
 }
 
 /**

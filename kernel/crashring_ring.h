@@ -77,8 +77,8 @@ struct crashring_stream {
 	u32 reserved_len;	/* bytes the pending reservation adds */
 	u64 bytes_total;	/* committed, for statistics */
 	u64 drops_total;	/* counted in pages, for statistics */
-	cr_local_t busy;
-	cr_local_t pending_drops;
+	local_t busy;
+	local_t pending_drops;
 };
 
 int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,

@@ -29,6 +29,7 @@
 #include <linux/rcupdate.h>
 #include <linux/string.h>
 #include <linux/timekeeping.h>
+#include <linux/sysfs.h>
 #include "crashring.h"
 #include "crashring_internal.h"
 
@@ -345,23 +346,54 @@ int crashring_set_sources(unsigned long want)
 	return err;
 }
 
-static unsigned long cr_parse_sources(const char *spec)
+static const char * const cr_source_names[] = { "printk", "marker", "sched", "irq", "crash" };
+
+/**
+ * crashring_parse_sources - turn "printk,marker ..." into CR_SRC_* bits
+ * @spec: names separated by commas, spaces or newlines
+ * @bits: the result
+ *
+ * Return: 0, or -EINVAL for an unknown name.
+ */
+int crashring_parse_sources(const char *spec, unsigned long *bits)
 {
-	static const char * const names[] = { "printk", "marker", "sched", "irq", "crash" };
-	unsigned long bits = 0;
 	const char *p = spec;
 	int i;
 
+	*bits = 0;
 	while (*p) {
-		size_t n = strcspn(p, ", \n");
+		size_t n = strcspn(p, ",\n ");
+		bool known = !n;
 
-		for (i = 0; i < ARRAY_SIZE(names); i++)
-			if (n == strlen(names[i]) && !strncmp(p, names[i], n))
-				bits |= BIT(i);
+		for (i = 0; i < ARRAY_SIZE(cr_source_names); i++) {
+			if (n == strlen(cr_source_names[i]) && !strncmp(p, cr_source_names[i], n)) {
+				*bits |= BIT(i);
+				known = true;
+			}
+		}
+		if (!known)
+			return -EINVAL;
 		p += n;
-		p += strspn(p, ", \n");
+		p += strspn(p, ",\n ");
 	}
-	return bits;
+	return 0;
+}
+
+/**
+ * crashring_show_sources - the names of the sources that are on
+ * @buf: a sysfs buffer
+ *
+ * Return: bytes written.
+ */
+int crashring_show_sources(char *buf)
+{
+	unsigned long on = READ_ONCE(crashring.sources);
+	int i, n = 0;
+
+	for (i = 0; i < ARRAY_SIZE(cr_source_names); i++)
+		if (on & BIT(i))
+			n += sysfs_emit_at(buf, n, "%s%s", n ? " " : "", cr_source_names[i]);
+	return n + sysfs_emit_at(buf, n, "\n");
 }
 
 /**
@@ -378,7 +410,7 @@ int crashring_set_filter(const char *spec)
 
 	*next = *old;
 	while (*p) {
-		size_t n = strcspn(p, " \n");
+		size_t n = strcspn(p, "\n ");
 
 		if (n > 6 && !strncmp(p, "level=", 6)) {
 			char num[4] = { 0 };
@@ -396,7 +428,7 @@ int crashring_set_filter(const char *spec)
 			return -EINVAL;
 		}
 		p += n;
-		p += strspn(p, " \n");
+		p += strspn(p, "\n ");
 	}
 	WRITE_ONCE(cr_filter, next);
 	/* Probes run with preemption off: after this none still reads @old. */
@@ -420,8 +452,10 @@ int crashring_sources_init(void)
 	cr_filters[0].max_level = clamp(printk_level, 0, 7);
 	if (printk_prefix)
 		strscpy(cr_filters[0].prefixes, printk_prefix, sizeof(cr_filters[0].prefixes));
-	if (sources)
-		want = cr_parse_sources(sources);
+	if (sources && crashring_parse_sources(sources, &want)) {
+		pr_err("sources=%s: known sources are printk, marker, crash, sched, irq\n", sources);
+		return -EINVAL;
+	}
 	for_each_kernel_tracepoint(cr_find_tracepoint, NULL);
 	cr_kprobe_on = !register_kprobe(&cr_vprintk_kp);
 	if (!cr_kprobe_on)

@@ -47,39 +47,17 @@ static ssize_t enabled_store(struct kobject *k, struct kobj_attribute *a, const 
 
 static ssize_t sources_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
-	static const char * const names[] = { "printk", "marker", "sched", "irq", "crash" };
-	unsigned long on = READ_ONCE(crashring.sources);
-	int i, n = 0;
-
-	for (i = 0; i < ARRAY_SIZE(names); i++)
-		if (on & BIT(i))
-			n += sysfs_emit_at(buf, n, "%s%s", n ? " " : "", names[i]);
-	return n + sysfs_emit_at(buf, n, "\n");
+	return crashring_show_sources(buf);
 }
 
 static ssize_t sources_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
 			     size_t count)
 {
-	static const char * const names[] = { "printk", "marker", "sched", "irq", "crash" };
-	unsigned long want = 0;
-	const char *p = buf;
-	int i, err;
+	unsigned long want;
+	int err;
 
-	while (*p) {
-		size_t n = strcspn(p, ", \n");
-		bool known = !n;
-
-		for (i = 0; i < ARRAY_SIZE(names); i++) {
-			if (n == strlen(names[i]) && !strncmp(p, names[i], n)) {
-				want |= BIT(i);
-				known = true;
-			}
-		}
-		if (!known)
-			return -EINVAL;
-		p += n;
-		p += strspn(p, ", \n");
-	}
+	if (crashring_parse_sources(buf, &want))
+		return -EINVAL;
 	mutex_lock(&crashring.lock);
 	err = crashring_set_sources(want);
 	mutex_unlock(&crashring.lock);

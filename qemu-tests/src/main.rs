@@ -111,6 +111,7 @@ fn main() -> Result<()> {
         }
         Cmd::GenHeader => {
             sh.write_file("kernel/crashring_format.h", cheader::generate())?;
+            sh.write_file("kernel/crashring_schema.h", cheader::generate_schema())?;
             Ok(())
         }
         Cmd::Bench => {
@@ -165,7 +166,35 @@ fn run_scenario(
     Ok(summary)
 }
 
+/// Builds crashring.ko for both kernels (warnings fail) and runs
+/// checkpatch on every file of the module.
+fn kernel_checks(sh: &Shell) -> Result<()> {
+    for series in ["6.12", "6.1"] {
+        let k = guest::kernel(series)?;
+        step(&format!(
+            "crashring.ko builds warning-free against {}",
+            k.release
+        ));
+        guest::build_module(sh, &k)?;
+    }
+    step("checkpatch.pl --no-tree on kernel/");
+    let checkpatch = setup::CHECKPATCH;
+    let files: Vec<PathBuf> = std::fs::read_dir(sh.current_dir().join("kernel"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h"))
+        .collect();
+    cmd!(
+        sh,
+        "perl {checkpatch} --no-tree --terse --quiet -f {files...}"
+    )
+    .run()?;
+    Ok(())
+}
+
 fn test(sh: &Shell) -> Result<()> {
+    step("setup: install what the tests need");
+    setup::run(sh)?;
     step("cargo fmt --check");
     cmd!(sh, "cargo fmt --all --check").run()?;
     step("cargo clippy (all targets, warnings are errors)");
@@ -182,5 +211,22 @@ fn test(sh: &Shell) -> Result<()> {
     .run()?;
     step("cargo test --workspace");
     cmd!(sh, "cargo test --workspace").run()?;
+    kernel_checks(sh)?;
+    let mut passed = 0;
+    for scenario in scenarios::SCENARIOS {
+        for series in ["6.12", "6.1"] {
+            if scenario.needs_reserve_mem && series == "6.1" {
+                eprintln!(
+                    "{} does not run on 6.1: the kernel has no reserve_mem=",
+                    scenario.name
+                );
+                continue;
+            }
+            step(&format!("QEMU scenario {} on {series}", scenario.name));
+            run_scenario(sh, scenario.name, series, None)?;
+            passed += 1;
+        }
+    }
+    println!("{passed} passed, 0 failed");
     Ok(())
 }

@@ -158,8 +158,54 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
         )
         .run()?;
     }
+    install_checkpatch(sh, &k)?;
     say("everything is installed");
     Ok(k)
+}
+
+/// Where setup puts checkpatch.pl (with the spelling list it reads).
+pub const CHECKPATCH: &str = "/usr/local/share/crashring/checkpatch/checkpatch.pl";
+
+/// checkpatch.pl is not in the headers packages: take it, with the files
+/// it reads, from the matching linux-source package without installing it.
+fn install_checkpatch(sh: &Shell, k: &Kernels) -> Result<()> {
+    if Path::new(CHECKPATCH).exists() {
+        return Ok(());
+    }
+    let series = k.v612.split('.').take(2).collect::<Vec<_>>().join(".");
+    let package = format!("linux-source-{series}");
+    say(&format!(
+        "fetching checkpatch.pl from {package} (downloaded, not installed)"
+    ));
+    let tmp = sh.create_temp_dir()?;
+    let tmp = tmp.path();
+    {
+        let _dir = sh.push_dir(tmp);
+        cmd!(sh, "apt-get download -q {package}")
+            .quiet()
+            .ignore_stderr()
+            .run()?;
+    }
+    let deb = std::fs::read_dir(tmp)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "deb"))
+        .with_context(|| format!("apt-get download {package} left no .deb"))?;
+    let unpacked = tmp.join("unpacked");
+    cmd!(sh, "dpkg-deb -x {deb} {unpacked}").run()?;
+    let tarball = unpacked.join(format!("usr/src/{package}.tar.xz"));
+    let dest = Path::new(CHECKPATCH).parent().context("checkpatch path")?;
+    sh.create_dir(dest)?;
+    let members: Vec<String> = ["checkpatch.pl", "spelling.txt", "const_structs.checkpatch"]
+        .iter()
+        .map(|f| format!("{package}/scripts/{f}"))
+        .collect();
+    cmd!(
+        sh,
+        "tar -xJf {tarball} -C {dest} --strip-components=2 {members...}"
+    )
+    .run()?;
+    Ok(())
 }
 
 #[cfg(test)]

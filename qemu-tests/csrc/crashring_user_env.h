@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * User-space stand-ins for the kernel primitives the ring code uses
+ * (kernel/crashring_env.h), so `cargo test` can build and drive it.
+ */
+#ifndef CRASHRING_USER_ENV_H
+#define CRASHRING_USER_ENV_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <stdbool.h>
+#include <errno.h>
+
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+typedef int64_t __s64;
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+typedef int64_t s64;
+typedef struct {
+	long v;
+} local_t;
+
+/* Supplied by the test harness (crc32fast), so there is one CRC. */
+u32 crashring_user_crc32(u32 crc, const void *p, size_t len);
+#define cr_crc32(crc, p, len)	crashring_user_crc32((crc), (p), (len))
+
+#define READ_ONCE(x)		(*(const volatile __typeof__(x) *)&(x))
+#define WRITE_ONCE(x, v)	(*(volatile __typeof__(x) *)&(x) = (v))
+#define cr_wmb()		__atomic_thread_fence(__ATOMIC_RELEASE)
+
+static inline bool cr_try_enter(local_t *l)
+{
+	long zero = 0;
+
+	return __atomic_compare_exchange_n(&l->v, &zero, 1, false, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+#define cr_leave(l)		__atomic_store_n(&(l)->v, 0, __ATOMIC_RELEASE)
+#define cr_local_inc(l)		__atomic_add_fetch(&(l)->v, 1, __ATOMIC_RELAXED)
+#define cr_local_take(l)	__atomic_exchange_n(&(l)->v, 0, __ATOMIC_RELAXED)
+#define cr_local_read(l)	__atomic_load_n(&(l)->v, __ATOMIC_RELAXED)
+
+#endif /* CRASHRING_USER_ENV_H */
