@@ -47,8 +47,8 @@ enum Cmd {
     /// workspace's tests (property, corruption, golden and fuzz-regression
     /// tests included).
     Test,
-    /// Record a busy four-CPU workload into a region, crash it, and recover
-    /// it with the `crashring` binary.
+    /// The main job: install, boot a real kernel in QEMU with crashring.ko,
+    /// crash it, recover the trace on the next boot, and summarise it.
     Demo,
     /// Regenerate pstore-ring's golden images and their decoded text.
     BlessGolden,
