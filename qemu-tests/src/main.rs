@@ -116,6 +116,7 @@ fn main() -> Result<()> {
         }
         Cmd::Bench => {
             cmd!(sh, "cargo bench -p pstore-ring --bench ring").run()?;
+            cmd!(sh, "cargo bench -p qemu-tests --bench c_ring").run()?;
             Ok(())
         }
     }
