@@ -9,6 +9,9 @@
 //! Every figure is the median of several runs; only the ratios are meant
 //! to be compared between machines.
 
+#[path = "baseline.rs"]
+mod baseline;
+
 use pstore_ring::merge::merge;
 use pstore_ring::read::{HeaderTrust, Region};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
@@ -55,27 +58,6 @@ fn write_events(buf: &mut [u8], n: u64, payload: usize) -> Duration {
     start.elapsed()
 }
 
-/// The baseline: copy each record's bytes (header + payload, padded) into
-/// the same amount of ring memory, wrapping the same way.
-fn memcpy_events(buf: &mut [u8], n: u64, payload: usize) -> Duration {
-    let rec = (4 + payload).div_ceil(4) * 4;
-    let src = vec![0xA5u8; rec];
-    let ring = &mut buf[..(PAGES * PAGE) as usize];
-    let per_page = (PAGE as usize - 48) / rec;
-    let (mut page, mut in_page) = (0usize, 0usize);
-    let start = Instant::now();
-    for _ in 0..n {
-        if in_page == per_page {
-            (page, in_page) = ((page + 1) % PAGES as usize, 0);
-        }
-        let at = page * PAGE as usize + 48 + in_page * rec;
-        ring[at..at + rec].copy_from_slice(black_box(&src));
-        in_page += 1;
-    }
-    black_box(&ring);
-    start.elapsed()
-}
-
 /// A full 4-CPU region of 64-byte-payload events.
 fn busy_region() -> (Vec<u8>, u64) {
     let specs: Vec<StreamSpec> = (0..4).map(StreamSpec::cpu).collect();
@@ -107,7 +89,8 @@ fn main() {
     let n = 2_000_000u64;
     for payload in [8usize, 64] {
         let w = median(|| write_events(&mut buf, n, payload));
-        let m = median(|| memcpy_events(&mut buf, n, payload));
+        let ring = (PAGES * PAGE) as usize;
+        let m = median(|| baseline::memcpy_records(&mut buf[..ring], PAGE as usize, payload, n));
         let (w_ns, m_ns) = (
             w.as_nanos() as f64 / n as f64,
             m.as_nanos() as f64 / n as f64,

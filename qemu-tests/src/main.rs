@@ -4,11 +4,12 @@
 //! subcommand. Commands are built with `cmd!`, so every value is its own
 //! argv entry and nothing goes through `sh -c`.
 //!
-//! The QEMU scenarios (real kernels, real panics, kexec, vmcores) join
-//! `test` and `demo` as the kernel module and the dump readers land; until
-//! then `test` runs every hermetic check and `demo` runs the format end to
-//! end in user space.
+//! `setup` installs what everything needs; `test` runs the hermetic checks,
+//! builds the kernel module for both kernels, runs checkpatch and boots
+//! every QEMU scenario on both; `demo` is one scenario with a human summary.
 
+#[cfg(test)]
+mod c_ffi;
 mod c_ring;
 mod cheader;
 mod demo;

@@ -1,0 +1,225 @@
+//! The C API of the kernel module's ring code (kernel/crashring_ring.h),
+//! mirrored for the user-space build that build.rs links in: the tests in
+//! `c_ring.rs` and the `c_ring` benchmark (which includes this file) both
+//! drive the C writer through it. Each uses part of it.
+
+#![allow(dead_code)]
+
+use pstore_ring::write::RegionConfig;
+use std::ffi::{c_char, c_int, c_void, CString};
+
+#[repr(C)]
+pub struct FieldDef {
+    name: *const c_char,
+    kind: u8,
+    size: u16,
+}
+
+#[repr(C)]
+pub struct EventDef {
+    id: u8,
+    name: *const c_char,
+    nfields: u16,
+    fields: *const FieldDef,
+}
+
+#[repr(C)]
+pub struct StreamSpec {
+    kind: u16,
+    cpu: u16,
+    name: *const c_char,
+    pid: u32,
+}
+
+#[repr(C)]
+pub struct Config {
+    page_size: u32,
+    pages_per_stream: u32,
+    word_size: u8,
+    nstreams: u16,
+    streams: *const StreamSpec,
+    ncustom: u16,
+    custom: *const EventDef,
+    boot_id: [u8; 16],
+    generation: u64,
+    created_ns: u64,
+    wall_offset_ns: i64,
+    kernel_release: *const c_char,
+    hostname: *const c_char,
+    producer: *const c_char,
+}
+
+/// `struct crashring_stream` is opaque here: its size comes from C.
+#[repr(C, align(8))]
+pub struct StreamState(pub [u8; 96]);
+
+extern "C" {
+    pub fn crashring_format(
+        mem: *mut c_void,
+        size: u64,
+        cfg: *const Config,
+        streams: *mut StreamState,
+    ) -> c_int;
+    pub fn crashring_write(
+        s: *mut StreamState,
+        ts: u64,
+        ty: u8,
+        payload: *const c_void,
+        len: u32,
+    ) -> c_int;
+    pub fn crashring_drop(s: *mut StreamState);
+    pub fn crashring_close(s: *mut StreamState);
+    pub fn crashring_set_state(
+        mem: *mut c_void,
+        state: u32,
+        reason: u32,
+        ns: u64,
+        cpu: u32,
+        msg: *const c_char,
+    );
+    pub fn crashring_region_size(mem: *const c_void) -> u64;
+    pub fn cr_test_sizeof_stream() -> usize;
+    pub fn cr_test_sizeof_config() -> usize;
+}
+
+/// The kernel's `crc32_le(seed, p, n)` (no pre- or post-inversion), for the
+/// user-space build: crc32fast keeps its state inverted.
+#[no_mangle]
+extern "C" fn crashring_user_crc32(seed: u32, p: *const c_void, len: usize) -> u32 {
+    let data = if len == 0 {
+        &[][..]
+    } else {
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+    };
+    let mut h = crc32fast::Hasher::new_with_initial(!seed);
+    h.update(data);
+    !h.finalize()
+}
+
+/// Owns everything a C `struct crashring_config` points at.
+pub struct CConfig {
+    _strings: Vec<CString>,
+    _fields: Vec<Vec<FieldDef>>,
+    _events: Vec<EventDef>,
+    _streams: Vec<StreamSpec>,
+    cfg: Config,
+}
+
+pub fn c_config(rc: &RegionConfig<'_>) -> CConfig {
+    let mut strings = Vec::new();
+    let mut cstr = |s: &str| {
+        let c = CString::new(s).unwrap();
+        let p = c.as_ptr();
+        strings.push(c);
+        p
+    };
+    let streams: Vec<StreamSpec> = rc
+        .streams
+        .iter()
+        .map(|s| StreamSpec {
+            kind: s.kind,
+            cpu: s.cpu,
+            name: cstr(s.name),
+            pid: s.pid,
+        })
+        .collect();
+    let fields: Vec<Vec<FieldDef>> = rc
+        .custom_events
+        .iter()
+        .map(|e| {
+            e.fields
+                .iter()
+                .map(|f| FieldDef {
+                    name: cstr(f.name),
+                    kind: f.kind.code(),
+                    size: f.kind.size(),
+                })
+                .collect()
+        })
+        .collect();
+    let events: Vec<EventDef> = rc
+        .custom_events
+        .iter()
+        .zip(&fields)
+        .map(|(e, f)| EventDef {
+            id: e.id,
+            name: cstr(e.name),
+            nfields: f.len() as u16,
+            fields: f.as_ptr(),
+        })
+        .collect();
+    let cfg = Config {
+        page_size: rc.page_size,
+        pages_per_stream: rc.pages_per_stream.unwrap_or(0),
+        word_size: rc.word_size,
+        nstreams: streams.len() as u16,
+        streams: streams.as_ptr(),
+        ncustom: events.len() as u16,
+        custom: events.as_ptr(),
+        boot_id: rc.boot_id,
+        generation: rc.generation,
+        created_ns: rc.created_ns,
+        wall_offset_ns: rc.wall_offset_ns,
+        kernel_release: cstr(rc.kernel_release),
+        hostname: cstr(rc.hostname),
+        producer: cstr(rc.producer),
+    };
+    CConfig {
+        _strings: strings,
+        _fields: fields,
+        _events: events,
+        _streams: streams,
+        cfg,
+    }
+}
+
+/// A region formatted by the C code in 8-byte-aligned memory.
+pub struct CRegion {
+    pub mem: Vec<u64>,
+    streams: Vec<StreamState>,
+    _cfg: CConfig,
+}
+
+impl CRegion {
+    pub fn format(rc: &RegionConfig<'_>, bytes: usize) -> Result<CRegion, c_int> {
+        assert_eq!(std::mem::size_of::<StreamState>(), unsafe {
+            cr_test_sizeof_stream()
+        });
+        assert_eq!(std::mem::size_of::<Config>(), unsafe {
+            cr_test_sizeof_config()
+        });
+        let cfg = c_config(rc);
+        let mut mem = vec![0u64; bytes.div_ceil(8)];
+        let mut streams: Vec<StreamState> = (0..rc.streams.len())
+            .map(|_| StreamState([0; 96]))
+            .collect();
+        let err = unsafe {
+            crashring_format(
+                mem.as_mut_ptr().cast(),
+                bytes as u64,
+                &cfg.cfg,
+                streams.as_mut_ptr(),
+            )
+        };
+        if err != 0 {
+            return Err(err);
+        }
+        Ok(CRegion {
+            mem,
+            streams,
+            _cfg: cfg,
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        let size = unsafe { crashring_region_size(self.mem.as_ptr().cast()) } as usize;
+        let all = unsafe {
+            std::slice::from_raw_parts(self.mem.as_ptr().cast::<u8>(), self.mem.len() * 8)
+        };
+        &all[..size.min(all.len())]
+    }
+
+    pub fn stream(&mut self, i: usize) -> *mut StreamState {
+        &mut self.streams[i]
+    }
+}
