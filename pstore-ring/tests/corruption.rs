@@ -179,12 +179,7 @@ proptest! {
 }
 
 fn dropped(t: &Trace<'_>) -> u64 {
-    t.streams
-        .iter()
-        .flat_map(|s| &s.losses)
-        .filter(|l| l.kind == LossKind::Dropped)
-        .map(|l| l.events)
-        .sum()
+    t.streams.iter().map(|s| s.lost(LossKind::Dropped)).sum()
 }
 
 #[test]

@@ -39,12 +39,7 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
             );
         }
         // Every missing event is accounted for, as overwritten.
-        let overwritten: u64 = st
-            .losses
-            .iter()
-            .filter(|l| l.kind == LossKind::Overwritten)
-            .map(|l| l.events)
-            .sum();
+        let overwritten: u64 = st.lost(LossKind::Overwritten);
         prop_assert_eq!(overwritten, skip as u64, "stream {} overwritten", i);
         let other: u64 = st
             .losses
@@ -75,12 +70,7 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
             .iter()
             .filter(|s| surviving.contains(s))
             .count() as u64;
-        let got_drops: u64 = st
-            .losses
-            .iter()
-            .filter(|l| l.kind == LossKind::Dropped)
-            .map(|l| l.events)
-            .sum();
+        let got_drops: u64 = st.lost(LossKind::Dropped);
         prop_assert_eq!(got_drops, want_drops, "stream {} drops", i);
         if !setup.close_at_end {
             prop_assert!(st.pages_with(PageStatus::Salvaged) <= 1);

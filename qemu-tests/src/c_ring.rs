@@ -187,12 +187,7 @@ mod concurrency {
                 assert_eq!((got.ts, got.type_id), (*ts, *ty));
                 assert_eq!(&got.payload[..p.len()], &p[..]);
             }
-            let overwritten: u64 = st
-                .losses
-                .iter()
-                .filter(|l| l.kind == LossKind::Overwritten)
-                .map(|l| l.events)
-                .sum();
+            let overwritten: u64 = st.lost(LossKind::Overwritten);
             assert_eq!(overwritten, skip as u64);
             assert_eq!(
                 st.lost_events(),
@@ -312,12 +307,7 @@ mod concurrency {
             .count() as u64;
         assert_eq!(mains, main_written);
         assert_eq!(nested, ok);
-        let drops: u64 = st
-            .losses
-            .iter()
-            .filter(|l| l.kind == LossKind::Dropped)
-            .map(|l| l.events)
-            .sum();
+        let drops: u64 = st.lost(LossKind::Dropped);
         assert_eq!(
             drops, dropped,
             "every nested event that found the stream busy is counted"

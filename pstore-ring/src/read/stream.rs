@@ -106,6 +106,14 @@ impl StreamTrace<'_> {
             .fold(0, |n, l| n.saturating_add(l.events))
     }
 
+    /// Events lost for one reason. Saturates, like [`Self::lost_events`].
+    pub fn lost(&self, kind: LossKind) -> u64 {
+        self.losses
+            .iter()
+            .filter(|l| l.kind == kind)
+            .fold(0, |n, l| n.saturating_add(l.events))
+    }
+
     pub fn pages_with(&self, status: PageStatus) -> usize {
         self.pages.iter().filter(|p| p.status == status).count()
     }
