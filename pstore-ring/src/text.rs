@@ -226,7 +226,11 @@ pub fn write_summary(
             + n(PageStatus::Damaged)
             + n(PageStatus::Truncated)
             + n(PageStatus::Resetting);
-        writeln!(out, ", {bad} unreadable, {} unused", n(PageStatus::Unused))?;
+        write!(out, ", {bad} unreadable")?;
+        if n(PageStatus::Absent) > 0 {
+            write!(out, ", {} not in the dump", n(PageStatus::Absent))?;
+        }
+        writeln!(out, ", {} unused", n(PageStatus::Unused))?;
         for l in &st.losses {
             write!(
                 out,

@@ -297,3 +297,33 @@ fn checksummed_lies_about_sizes_cost_neither_time_nor_memory() {
     assert_eq!(s0.events, clean.streams[0].events);
     assert_eq!(trace.streams[1].events, clean.streams[1].events);
 }
+
+#[test]
+fn absent_pages_are_not_decoded_even_when_their_bytes_look_valid() {
+    let model = closed_image(Endian::Little, 256, 2, 5, 11);
+    let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+    let before = region.decode();
+    // A middle page of stream 1 is a hole in the dump, but its placeholder
+    // bytes are the real ones: they must still not be used.
+    let mut intact: Vec<_> = before.streams[1]
+        .pages
+        .iter()
+        .filter(|p| p.status == PageStatus::Intact)
+        .collect();
+    intact.sort_by_key(|p| p.seq);
+    let victim = intact[intact.len() / 2].clone();
+    let hole = victim.offset + 100..victim.offset + 101;
+    let after = region.clone().with_absent(vec![hole]).decode();
+    let st = &after.streams[1];
+    assert_eq!(st.pages[victim.slot as usize].status, PageStatus::Absent);
+    assert_eq!(
+        before.event_count() - after.event_count(),
+        victim.records as usize
+    );
+    assert!(after
+        .diagnostics
+        .iter()
+        .any(|d| d.page == Some(victim.slot) && d.problem == Problem::Absent));
+    assert_eq!(st.lost(LossKind::Unreadable), u64::from(victim.records));
+    assert_eq!(after.streams[0].events, before.streams[0].events);
+}

@@ -51,6 +51,8 @@ impl fmt::Display for Diagnostic {
 pub enum Problem {
     #[error("truncated: the input ends inside this structure")]
     Truncated,
+    #[error("not in the input: the dump excluded or lost these bytes")]
+    Absent,
     #[error("pages {from}.. ({count} of them) lie past the end of the input")]
     PagesMissing { from: u32, count: u32 },
     #[error("region is {size} bytes by its header, the input holds {have}")]
@@ -91,6 +93,9 @@ pub enum Problem {
 #[derive(Clone, Debug)]
 pub struct Region<'a> {
     bytes: &'a [u8],
+    /// Byte ranges of `bytes` that the input could not supply (a dump's
+    /// excluded or lost pages), sorted; they hold no data.
+    absent: Vec<core::ops::Range<u64>>,
     pub header: HeaderInfo,
     /// The state block, or why it could not be read.
     pub state: Result<StateInfo, Problem>,
@@ -158,12 +163,30 @@ impl<'a> Region<'a> {
         let schema = region::parse_schema(bytes, &header, &mut diagnostics);
         Ok(Region {
             bytes,
+            absent: Vec::new(),
             header,
             state,
             streams,
             schema,
             diagnostics,
         })
+    }
+
+    /// Marks byte ranges (from the region's start) that the input could not
+    /// supply, such as pages a dump filtered out. Pages touching them are
+    /// reported [`PageStatus::Absent`] and their events counted as
+    /// unreadable, instead of the placeholder bytes being decoded.
+    pub fn with_absent(mut self, mut absent: Vec<core::ops::Range<u64>>) -> Self {
+        absent.retain(|r| r.start < r.end);
+        absent.sort_by_key(|r| r.start);
+        self.absent = absent;
+        self
+    }
+
+    /// Whether any byte of `range` is absent from the input.
+    pub fn is_absent(&self, range: core::ops::Range<u64>) -> bool {
+        let after = self.absent.partition_point(|r| r.end <= range.start);
+        self.absent.get(after).is_some_and(|r| r.start < range.end)
     }
 
     /// The region's bytes (at most `region_size` of them).

@@ -38,6 +38,8 @@ pub enum PageStatus {
     Resetting,
     /// The input ends before the page's committed bytes do.
     Truncated,
+    /// The input does not hold the page: a dump excluded or lost it.
+    Absent,
     /// Fails its checks; nothing in it is used.
     Corrupt,
 }
@@ -211,9 +213,12 @@ pub(super) fn decode<'a>(
     });
 
     let unreadable = present < info.page_count
-        || pages
-            .iter()
-            .any(|p| matches!(p.status, PageStatus::Corrupt | PageStatus::Truncated));
+        || pages.iter().any(|p| {
+            matches!(
+                p.status,
+                PageStatus::Corrupt | PageStatus::Truncated | PageStatus::Absent
+            )
+        });
     let mut trace = StreamTrace {
         info: info.clone(),
         pages,
@@ -343,6 +348,9 @@ fn classify<'a>(
 ) -> Result<Option<Readable<'a>>, Unreadable> {
     let h = &region.header;
     let e = h.endian;
+    if region.is_absent(offset..offset + u64::from(h.page_size)) {
+        return Err((PageStatus::Absent, 0, Some(Problem::Absent)));
+    }
     let page = usize::try_from(offset)
         .ok()
         .and_then(|o| region.bytes().get(o..))
