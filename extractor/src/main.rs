@@ -1,28 +1,54 @@
-//! `crashring`: recover ordered per-CPU traces from memory images.
-//!
-//! This first version reads raw images (a copy of a region, a pmem backing
-//! file, a raw memory dump) and finds every region in them by its magic.
-//! Dump containers (ELF vmcores, makedumpfile, QEMU dumps) come next; see
-//! ARCHITECTURE.md.
+//! `crashring`: recover ordered per-CPU traces from dumps, persistent
+//! memory and region copies.
 //!
 //! Exit status: 0 everything intact; 1 recovered, with losses or damage;
 //! 2 nothing recovered, or the input could not be read.
 
-use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+mod info;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use extractor::container::{self, Dump};
+use extractor::discover::{self, Found};
+use extractor::select::{parse_time, Selection};
+use extractor::source::{FileSource, Source};
+use indicatif::{ProgressBar, ProgressStyle};
 use pstore_ring::merge::merge;
-use pstore_ring::read::{HeaderTrust, Region, Trace};
-use pstore_ring::scan::find_regions;
-use pstore_ring::text::{write_summary, Line};
-use std::io::{self, BufWriter, Write};
+use pstore_ring::read::{HeaderTrust, LossKind, Region, Trace};
+use pstore_ring::text::Line;
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+const INPUTS: &str = "\
+INPUTS (recognised by their contents, never by name):
+  ELF64 cores       /proc/vmcore, makedumpfile -E, QEMU dump-guest-memory (elf)
+  kdump-compressed  makedumpfile -c/-l/-p/-z, QEMU kdump-raw-* (zlib, lzo, snappy, zstd)
+  flattened         makedumpfile -F, QEMU kdump-zlib/lzo/snappy (no -R step needed)
+  raw images        a copy of /sys/kernel/crashring/previous, a pmem backing file,
+                    a QEMU memory-backend file, /dev/pmemN, /dev/daxN.M,
+                    /dev/mem (with --phys); byte N is physical address N
+Regions are found by scanning all memory the dump holds for the region magic,
+unless --phys gives the address. Pages a dump filtered out or lost are
+reported as such and never decoded.
+
+EXAMPLES:
+  crashring extract /var/crash/202611211200/dump.202611211200
+  crashring extract vmcore --format jsonl --cpu 2 --since 120.5 -o cpu2.jsonl
+  crashring info --json guest-memory.elf
+  crashring extract /dev/mem --phys 0x40000000:16M     (in a kdump kernel)
+  crashring verify /sys/kernel/crashring/previous && echo intact
+
+EXIT STATUS: 0 intact; 1 recovered with losses or damage; 2 nothing found or
+the input could not be read.";
 
 #[derive(Parser)]
 #[command(
     name = "crashring",
     version,
-    about = "Recover crash-persistent traces from memory images"
+    about = "Recover crash-persistent traces from dumps, persistent memory and region copies",
+    after_help = INPUTS
 )]
 struct Cli {
     #[command(subcommand)]
@@ -32,19 +58,93 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Print every event of every region found, merged in time order.
+    #[command(after_help = INPUTS)]
     Extract {
-        /// A raw image: a region copy, a pmem backing file, a memory dump.
-        input: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Write here instead of standard output.
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+        /// Only this CPU's kernel stream.
+        #[arg(long, value_name = "N")]
+        cpu: Option<u16>,
+        /// Only from this time on (seconds, or 1500ms / 20us / 7ns).
+        #[arg(long, value_name = "T", value_parser = parse_time)]
+        since: Option<u64>,
+        /// Only up to this time.
+        #[arg(long, value_name = "T", value_parser = parse_time)]
+        until: Option<u64>,
+        /// Only events of this type (repeatable): printk, marker, crash, ...
+        #[arg(long = "type", value_name = "NAME")]
+        types: Vec<String>,
     },
-    /// Summarise every region found: header, state, pages and losses.
-    Info { input: PathBuf },
+    /// Describe the input and every region: header, state, pages, losses.
+    #[command(after_help = INPUTS)]
+    Info {
+        #[command(flatten)]
+        input: InputArgs,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// List every page slot.
+        #[arg(long)]
+        pages: bool,
+    },
+    /// Check the input: exit 0 intact, 1 recovered with damage, 2 nothing.
+    #[command(after_help = INPUTS)]
+    Verify {
+        #[command(flatten)]
+        input: InputArgs,
+    },
+}
+
+#[derive(Args)]
+struct InputArgs {
+    /// A dump, an image or a device.
+    input: PathBuf,
+    /// Read the region at this physical address instead of scanning; SIZE
+    /// (bytes, or with K/M/G) overrides the size in its header.
+    #[arg(long, value_name = "ADDR[:SIZE]", value_parser = parse_phys)]
+    phys: Option<(u64, Option<u64>)>,
+    /// Use a region header whose CRC fails (with --phys).
+    #[arg(long, requires = "phys")]
+    trust_header: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Text,
+    Jsonl,
+}
+
+fn parse_number(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, scale) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let value = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => digits.parse(),
+    };
+    value
+        .ok()
+        .and_then(|v| v.checked_mul(scale))
+        .ok_or_else(|| format!("`{text}` is not a number (decimal, 0x hex, optional K/M/G)"))
+}
+
+fn parse_phys(text: &str) -> Result<(u64, Option<u64>), String> {
+    match text.split_once(':') {
+        Some((a, s)) => Ok((parse_number(a)?, Some(parse_number(s)?))),
+        None => Ok((parse_number(text)?, None)),
+    }
 }
 
 fn main() -> ExitCode {
@@ -63,57 +163,217 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<u8> {
-    let (input, extract) = match &cli.cmd {
-        Cmd::Extract {
-            input,
-            format: Format::Text,
-        } => (input, true),
-        Cmd::Info { input } => (input, false),
-    };
-    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
-    let regions: Vec<Region> = find_regions(&bytes)
-        .filter_map(|at| Region::parse(&bytes[at..], HeaderTrust::Checksummed).ok())
-        .collect();
-    if regions.is_empty() {
-        anyhow::bail!(
-            "no crashring region found in {} ({} bytes scanned)",
-            input.display(),
-            bytes.len()
+/// An opened input and the regions read out of it.
+struct Loaded {
+    dump: Dump,
+    found: Vec<Found>,
+}
+
+fn load(args: &InputArgs) -> Result<Loaded> {
+    let path = &args.input;
+    let source: Arc<dyn Source> =
+        Arc::new(FileSource::open(path).with_context(|| format!("opening {}", path.display()))?);
+    if source.len() == u64::MAX && args.phys.is_none() {
+        bail!(
+            "{} has no size to scan: give the region's address with --phys ADDR[:SIZE]",
+            path.display()
         );
     }
-    let mut out = BufWriter::new(io::stdout().lock());
-    let mut damaged = false;
-    for (n, region) in regions.iter().enumerate() {
-        let trace = region.decode();
-        damaged |= trace.lost_events() > 0 || !trace.diagnostics.is_empty();
-        for d in &trace.diagnostics {
-            eprintln!("crashring: region {n}: {d}");
-        }
-        if extract {
-            write_events(&mut out, region, &trace)?;
-        } else {
-            write_info(&mut out, n, region, &trace)?;
-        }
+    let dump = container::open(source).with_context(|| format!("reading {}", path.display()))?;
+    for w in &dump.warnings {
+        eprintln!("crashring: warning: {}: {w}", path.display());
     }
-    out.flush()?;
-    Ok(u8::from(damaged))
+    let found = match args.phys {
+        Some((addr, size)) => {
+            let trust = if args.trust_header {
+                HeaderTrust::Lenient
+            } else {
+                HeaderTrust::Checksummed
+            };
+            vec![discover::read_at(&*dump.memory, addr, size, trust)?]
+        }
+        None => scan_with_progress(&dump),
+    };
+    if found.is_empty() {
+        let mut msg = format!(
+            "no crashring region in {} ({}; {} bytes of memory searched)",
+            path.display(),
+            dump.container,
+            dump.memory.map().present_bytes()
+        );
+        if dump.container.starts_with("ELF64 core (/proc/vmcore") {
+            msg += "; a memmap= region is not System RAM and is not in /proc/vmcore: read it with --phys from /dev/mem";
+        }
+        bail!(msg);
+    }
+    Ok(Loaded { dump, found })
 }
 
-fn write_events(out: &mut impl Write, region: &Region, trace: &Trace) -> Result<()> {
+fn scan_with_progress(dump: &Dump) -> Vec<Found> {
+    let total = dump.memory.map().present_bytes();
+    let bar = (total > 1 << 30 && io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "scanning {bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let found = discover::scan(&*dump.memory, &mut |done| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    found
+}
+
+/// A region parsed over its bytes, with the dump's holes marked.
+fn parse<'a>(f: &'a Found, trust: HeaderTrust) -> Result<Region<'a>> {
+    let region = Region::parse(&f.bytes, trust)
+        .with_context(|| format!("region at physical address {:#x}", f.addr))?;
+    Ok(region.with_absent(f.absent.clone()))
+}
+
+/// Whether a trace is damaged, as opposed to merely old: overwritten and
+/// writer-dropped events are what a flight recorder does, everything else
+/// is damage.
+fn damaged(trace: &Trace) -> bool {
+    !trace.diagnostics.is_empty()
+        || trace
+            .streams
+            .iter()
+            .any(|s| s.lost(LossKind::Unreadable) > 0 || s.lost(LossKind::Torn) > 0)
+}
+
+fn run(cli: Cli) -> Result<u8> {
+    match cli.cmd {
+        Cmd::Extract {
+            input,
+            format,
+            output,
+            cpu,
+            since,
+            until,
+            types,
+        } => {
+            let selection = Selection {
+                cpu,
+                since_ns: since,
+                until_ns: until,
+                types,
+            };
+            let loaded = load(&input)?;
+            let sink: Box<dyn Write> = match &output {
+                Some(path) => Box::new(
+                    std::fs::File::create(path)
+                        .with_context(|| format!("creating {}", path.display()))?,
+                ),
+                None => Box::new(io::stdout().lock()),
+            };
+            let mut out = BufWriter::with_capacity(1 << 16, sink);
+            let mut bad = false;
+            for (n, f) in loaded.found.iter().enumerate() {
+                let region = parse(f, trust_of(&input))?;
+                let trace = region.decode();
+                report_damage(n, f, &trace);
+                bad |= damaged(&trace);
+                if loaded.found.len() > 1 && matches!(format, Format::Text) {
+                    writeln!(out, "# region {n} at physical address {:#x}", f.addr)?;
+                }
+                write_items(&mut out, &region, &trace, &selection, format, n)?;
+            }
+            out.flush()?;
+            Ok(u8::from(bad))
+        }
+        Cmd::Info { input, json, pages } => {
+            let loaded = load(&input)?;
+            let mut regions = Vec::new();
+            for f in &loaded.found {
+                regions.push(parse(f, trust_of(&input))?);
+            }
+            let traces: Vec<Trace> = regions.iter().map(Region::decode).collect();
+            let mut text = String::new();
+            let view = info::View {
+                input: &input.input,
+                dump: &loaded.dump,
+                found: &loaded.found,
+                regions: &regions,
+                traces: &traces,
+            };
+            if json {
+                view.write_json(&mut text)?;
+            } else {
+                view.write_text(&mut text, pages)?;
+            }
+            io::stdout().lock().write_all(text.as_bytes())?;
+            Ok(u8::from(traces.iter().any(damaged)))
+        }
+        Cmd::Verify { input } => {
+            let loaded = load(&input)?;
+            let mut bad = false;
+            for (n, f) in loaded.found.iter().enumerate() {
+                let region = parse(f, trust_of(&input))?;
+                let trace = region.decode();
+                report_damage(n, f, &trace);
+                let state = if damaged(&trace) { "damaged" } else { "intact" };
+                println!(
+                    "region {n} at {:#x}: {state}: {} events, {} lost",
+                    f.addr,
+                    trace.event_count(),
+                    trace.lost_events()
+                );
+                bad |= damaged(&trace);
+            }
+            Ok(u8::from(bad))
+        }
+    }
+}
+
+fn trust_of(input: &InputArgs) -> HeaderTrust {
+    if input.trust_header {
+        HeaderTrust::Lenient
+    } else {
+        HeaderTrust::Checksummed
+    }
+}
+
+fn report_damage(n: usize, f: &Found, trace: &Trace) {
+    for h in &f.holes {
+        eprintln!("crashring: region {n} at {:#x}: {h}", f.addr);
+    }
+    for d in &trace.diagnostics {
+        eprintln!("crashring: region {n} at {:#x}: {d}", f.addr);
+    }
+}
+
+fn write_items(
+    out: &mut impl Write,
+    region: &Region,
+    trace: &Trace,
+    selection: &Selection,
+    format: Format,
+    n: usize,
+) -> Result<()> {
+    let mut line = String::with_capacity(256);
     for item in merge(&trace.streams) {
-        let line = Line::of(&item, region);
-        writeln!(out, "{line}")?;
-    }
-    Ok(())
-}
-
-fn write_info(out: &mut impl Write, n: usize, region: &Region, trace: &Trace) -> Result<()> {
-    let mut text = String::new();
-    write_summary(&mut text, region, trace, false)?;
-    writeln!(out, "region {n}:")?;
-    for line in text.lines() {
-        writeln!(out, "  {line}")?;
+        if !selection.admits(&item, region) {
+            continue;
+        }
+        line.clear();
+        match format {
+            Format::Text => {
+                use std::fmt::Write as _;
+                write!(line, "{}", Line::of(&item, region))?
+            }
+            Format::Jsonl => extractor::jsonl::write_item(&mut line, &item, region, n)?,
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
     }
     Ok(())
 }

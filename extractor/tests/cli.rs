@@ -92,10 +92,10 @@ fn extract_finds_a_region_anywhere_in_an_image_and_prints_events_in_order() {
 }
 
 #[test]
-fn info_reports_losses_with_exit_status_1() {
+fn overwritten_events_are_reported_but_are_no_damage() {
     let path = write_tmp("wrapped.bin", &image(0, true));
     let out = crashring(&["info", path.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("state crashed (panic)"), "{text}");
     assert!(text.contains("(overwritten)"), "{text}");
@@ -129,12 +129,12 @@ fn no_region_and_no_file_exit_2_with_a_message() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
-        err.starts_with("crashring: no crashring region found in"),
+        err.starts_with("crashring: no crashring region in") && err.contains("raw memory image"),
         "{err}"
     );
     let out = crashring(&["info", "/nonexistent/file"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8(out.stderr)
         .unwrap()
-        .contains("reading /nonexistent/file"));
+        .contains("opening /nonexistent/file"));
 }

@@ -1,0 +1,220 @@
+//! ELF64 cores: `/proc/vmcore`, `makedumpfile -E`, QEMU's `elf` dumps.
+//!
+//! Memory is addressed by `p_paddr`. The parts of a segment past
+//! `p_filesz` (makedumpfile's filtered pages) and segments stored at file
+//! offset -1 (QEMU's filter) are holes, never zeros. Overlapping segments
+//! (the kernel image, mapped once by its text address and once in the
+//! direct map) are read from the first one. More than 65534 segments
+//! (`PN_XNUM`) are counted from section header 0, as QEMU writes them.
+
+use super::{Dump, MappedMemory, OpenError};
+use crate::phys::{Backing, MemoryMap, Run};
+use crate::source::Source;
+use object::elf::{self, FileHeader64};
+use object::read::elf::{FileHeader, ProgramHeader};
+use object::read::{ReadCache, ReadCacheOps};
+use object::Endianness;
+use std::sync::Arc;
+
+/// More program headers than any real dump has; a header claiming more
+/// would only make us allocate.
+const MAX_SEGMENTS: u32 = 1 << 20;
+/// Bytes of notes read at most.
+const MAX_NOTES: u64 = 16 << 20;
+/// `e_flags` bit makedumpfile sets when it ran out of space.
+const INCOMPLETE: u32 = 1;
+
+/// Lets `object` read headers through any [`Source`].
+struct Cursor {
+    source: Arc<dyn Source>,
+    pos: u64,
+}
+
+impl ReadCacheOps for Cursor {
+    fn len(&mut self) -> Result<u64, ()> {
+        Ok(self.source.len())
+    }
+
+    fn seek(&mut self, pos: u64) -> Result<u64, ()> {
+        self.pos = pos;
+        Ok(pos)
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, ()> {
+        let n = self.source.read_at(self.pos, buf).map_err(|_| ())?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), ()> {
+        self.source.read_exact_at(self.pos, buf).map_err(|_| ())?;
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+}
+
+fn invalid(field: &'static str, offset: u64, why: impl Into<String>) -> OpenError {
+    OpenError::invalid("ELF core", field, offset, why)
+}
+
+pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
+    let cache = ReadCache::new(Cursor {
+        source: source.clone(),
+        pos: 0,
+    });
+    let data = &cache;
+    let header = FileHeader64::<Endianness>::parse(data).map_err(|e| {
+        let mut ident = [0u8; 5];
+        let class = match source.read_exact_at(0, &mut ident) {
+            Ok(()) if ident[4] == 1 => "a 32-bit ELF file; crashring reads ELF64 cores".to_string(),
+            _ => e.to_string(),
+        };
+        invalid("e_ident", 0, class)
+    })?;
+    let endian = header
+        .endian()
+        .map_err(|e| invalid("e_ident", 5, e.to_string()))?;
+    if header.e_type(endian) != elf::ET_CORE {
+        return Err(OpenError::Unsupported(format!(
+            "the input is an ELF file of type {}, not a core dump",
+            header.e_type(endian).0
+        )));
+    }
+    let phnum = header
+        .phnum(endian, data)
+        .map_err(|e| invalid("e_phnum", 56, e.to_string()))?;
+    if phnum > MAX_SEGMENTS {
+        return Err(invalid(
+            "e_phnum",
+            56,
+            format!("{phnum} program headers, more than the {MAX_SEGMENTS} accepted"),
+        ));
+    }
+    let phoff = header.e_phoff(endian);
+    let segments = header
+        .program_headers(endian, data)
+        .map_err(|e| invalid("e_phoff", phoff, e.to_string()))?;
+
+    let mut runs = Vec::new();
+    let mut loads = 0u32;
+    let mut filtered = false;
+    let mut vmcoreinfo = None;
+    let mut prstatus = 0u32;
+    let mut qemu_notes = false;
+    let mut warnings = Vec::new();
+    for (i, ph) in segments.iter().enumerate() {
+        let at = phoff + i as u64 * 56;
+        match ph.p_type(endian) {
+            elf::PT_LOAD => {
+                loads += 1;
+                let paddr = ph.p_paddr(endian);
+                let (filesz, memsz) = (ph.p_filesz(endian), ph.p_memsz(endian));
+                let offset = ph.p_offset(endian);
+                if paddr == u64::MAX {
+                    continue; // No physical address (kcore's vmalloc).
+                }
+                let end = paddr.checked_add(memsz.max(filesz)).ok_or_else(|| {
+                    invalid("p_memsz", at + 40, format!("segment at {paddr:#x} wraps"))
+                })?;
+                let stored = if offset == u64::MAX { 0 } else { filesz };
+                if offset != u64::MAX && offset.checked_add(filesz).is_none() {
+                    return Err(invalid("p_offset", at + 8, "segment wraps the file"));
+                }
+                filtered |= stored < memsz;
+                runs.push(Run {
+                    start: paddr,
+                    end: paddr + stored,
+                    backing: Backing::Present,
+                    offset: Some(offset),
+                });
+                runs.push(Run {
+                    start: paddr + stored,
+                    end,
+                    backing: Backing::Excluded,
+                    offset: None,
+                });
+            }
+            elf::PT_NOTE => {
+                if ph.p_filesz(endian) > MAX_NOTES {
+                    warnings.push(format!(
+                        "note segment at file offset {:#x} is {} bytes; skipped",
+                        ph.p_offset(endian),
+                        ph.p_filesz(endian)
+                    ));
+                    continue;
+                }
+                let notes = match ph.notes(endian, data) {
+                    Ok(Some(n)) => n,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        warnings.push(format!("notes at program header {i}: {e}"));
+                        continue;
+                    }
+                };
+                for note in notes {
+                    let Ok(note) = note else {
+                        warnings.push(format!("notes at program header {i} end early"));
+                        break;
+                    };
+                    match note.name() {
+                        b"VMCOREINFO" => {
+                            vmcoreinfo = Some(String::from_utf8_lossy(note.desc()).into_owned())
+                        }
+                        b"CORE" if note.n_type(endian) == elf::NT_PRSTATUS => prstatus += 1,
+                        b"QEMU" => qemu_notes = true,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Check the segments' bytes are in the file, now, so a truncated dump
+    // is reported once here rather than at every read.
+    let len = source.len();
+    let mut cut = Vec::new();
+    for r in runs.iter_mut() {
+        if let Some(offset) = r.offset {
+            let have = len.saturating_sub(offset).min(r.end - r.start);
+            if have < r.end - r.start {
+                warnings.push(format!(
+                    "the file ends inside the segment for {:#x}..{:#x}: {} bytes missing",
+                    r.start,
+                    r.end,
+                    r.end - r.start - have
+                ));
+                cut.push(Run {
+                    start: r.start + have,
+                    end: r.end,
+                    backing: Backing::Lost,
+                    offset: None,
+                });
+                r.end = r.start + have;
+            }
+        }
+    }
+    runs.extend(cut);
+    let flags = header.e_flags(endian).0;
+    if flags & INCOMPLETE != 0 {
+        warnings.push("the dump is incomplete (makedumpfile ran out of space)".into());
+    }
+    if filtered {
+        warnings.push(
+            "some memory was filtered out (p_filesz < p_memsz); those pages are holes".into(),
+        );
+    }
+    let origin = if qemu_notes {
+        "QEMU dump-guest-memory"
+    } else if filtered || flags & INCOMPLETE != 0 {
+        "makedumpfile -E"
+    } else {
+        "/proc/vmcore or compatible"
+    };
+    Ok(Dump {
+        container: format!("ELF64 core ({origin}), {loads} PT_LOAD segments"),
+        memory: Box::new(MappedMemory::new(source, MemoryMap::new(runs))),
+        vmcoreinfo,
+        cpus: (prstatus > 0).then_some(prstatus),
+        warnings,
+    })
+}

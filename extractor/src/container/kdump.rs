@@ -1,0 +1,418 @@
+//! makedumpfile's kdump-compressed format (`KDUMP   `, header version 6),
+//! as makedumpfile `-c/-l/-p/-z` and QEMU `kdump-raw-*` write it.
+//!
+//! ```text
+//! block 0                 disk_dump_header
+//! block 1..               kdump_sub_header, VMCOREINFO, ELF notes
+//! (1 + sub_hdr_size)·bs   1st bitmap (RAM), then 2nd bitmap (dumped)
+//! … + bitmap_blocks·bs    page_desc[one per dumped page], 24 bytes each
+//! then                    page data
+//! ```
+//!
+//! A page whose 2nd-bitmap bit is clear was excluded by the filter (or is
+//! no RAM, if its 1st-bitmap bit is clear too). Its descriptor is found by
+//! counting the set bits before it; a prefix count every 4096 pages keeps
+//! that cheap. A descriptor with offset 0 is a page an incomplete dump
+//! lost. Only the 64-bit header layout is read, in either byte order.
+
+use super::{Dump, OpenError};
+use crate::compress;
+use crate::phys::{hole_at, Backing, MemoryMap, PhysError, PhysMemory, Run};
+use crate::source::Source;
+use std::sync::{Arc, Mutex};
+
+pub const MAGIC: &[u8; 8] = b"KDUMP   ";
+
+/// Header `status` bits.
+const INCOMPLETE: u32 = 0x08;
+/// Bytes per page descriptor.
+const DESC_SIZE: u64 = 24;
+/// Pages per prefix-count entry.
+const RANK_STEP: u64 = 4096;
+/// The largest bitmap accepted, per half: 2^31 pages, 8 TiB of 4 KiB pages.
+const MAX_BITMAP: u64 = 256 << 20;
+/// Decompressed pages kept.
+const CACHE_PAGES: usize = 64;
+
+fn invalid(field: &'static str, offset: u64, why: impl Into<String>) -> OpenError {
+    OpenError::invalid("kdump-compressed dump", field, offset, why)
+}
+
+#[derive(Clone, Copy)]
+struct Fields<'a> {
+    bytes: &'a [u8],
+    big: bool,
+}
+
+impl Fields<'_> {
+    fn u32(&self, at: usize) -> u32 {
+        let b: [u8; 4] = self.bytes[at..at + 4].try_into().unwrap_or_default();
+        if self.big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    }
+
+    fn u64(&self, at: usize) -> u64 {
+        let b: [u8; 8] = self.bytes[at..at + 8].try_into().unwrap_or_default();
+        if self.big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        }
+    }
+
+    fn text(&self, at: usize, len: usize) -> String {
+        let field = &self.bytes[at..at + len];
+        let end = field.iter().position(|&b| b == 0).unwrap_or(len);
+        String::from_utf8_lossy(&field[..end]).into_owned()
+    }
+}
+
+/// `disk_dump_header` (64-bit layout) field offsets.
+mod hdr {
+    pub const VERSION: usize = 8;
+    pub const RELEASE: usize = 12 + 65 * 2;
+    pub const MACHINE: usize = 12 + 65 * 4;
+    pub const STATUS: usize = 424;
+    pub const BLOCK_SIZE: usize = 428;
+    pub const SUB_HDR_SIZE: usize = 432;
+    pub const BITMAP_BLOCKS: usize = 436;
+    pub const MAX_MAPNR: usize = 440;
+    pub const NR_CPUS: usize = 460;
+    pub const SIZE: usize = 464;
+}
+
+/// `kdump_sub_header` (64-bit) field offsets.
+mod sub {
+    pub const SPLIT: usize = 12;
+    pub const OFFSET_VMCOREINFO: usize = 32;
+    pub const SIZE_VMCOREINFO: usize = 40;
+    pub const START_PFN_64: usize = 80;
+    pub const END_PFN_64: usize = 88;
+    pub const MAX_MAPNR_64: usize = 96;
+    pub const SIZE: usize = 104;
+}
+
+fn plausible_block_size(bs: u32) -> bool {
+    bs.is_power_of_two() && (512..=1 << 20).contains(&bs)
+}
+
+pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
+    let mut head = [0u8; hdr::SIZE];
+    source.read_exact_at(0, &mut head)?;
+    let le = Fields {
+        bytes: &head,
+        big: false,
+    };
+    let be = Fields {
+        bytes: &head,
+        big: true,
+    };
+    let h = if plausible_block_size(le.u32(hdr::BLOCK_SIZE)) {
+        le
+    } else if plausible_block_size(be.u32(hdr::BLOCK_SIZE)) {
+        be
+    } else if plausible_block_size(le.u32(hdr::BLOCK_SIZE - 16)) {
+        return Err(OpenError::Unsupported(
+            "the input is a kdump-compressed dump with the 32-bit header layout, which crashring does not read".into(),
+        ));
+    } else {
+        return Err(invalid(
+            "block_size",
+            hdr::BLOCK_SIZE as u64,
+            format!("{:#x} is not a page size", le.u32(hdr::BLOCK_SIZE)),
+        ));
+    };
+    let version = h.u32(hdr::VERSION);
+    if !(1..=64).contains(&version) {
+        return Err(invalid(
+            "header_version",
+            hdr::VERSION as u64,
+            format!("{version} is not a known version"),
+        ));
+    }
+    let bs = u64::from(h.u32(hdr::BLOCK_SIZE));
+    let sub_blocks = u64::from(h.u32(hdr::SUB_HDR_SIZE));
+    let bitmap_blocks = u64::from(h.u32(hdr::BITMAP_BLOCKS));
+    let status = h.u32(hdr::STATUS);
+
+    let mut sub_bytes = [0u8; sub::SIZE];
+    source.read_exact_at(bs, &mut sub_bytes)?;
+    let s = Fields {
+        bytes: &sub_bytes,
+        big: h.big,
+    };
+    let max_mapnr = if version >= 6 {
+        s.u64(sub::MAX_MAPNR_64)
+    } else {
+        u64::from(h.u32(hdr::MAX_MAPNR))
+    };
+    let bitmap_off = (1 + sub_blocks)
+        .checked_mul(bs)
+        .ok_or_else(|| invalid("sub_hdr_size", hdr::SUB_HDR_SIZE as u64, "overflows"))?;
+    let half = bitmap_blocks
+        .checked_mul(bs)
+        .map(|b| b / 2)
+        .ok_or_else(|| invalid("bitmap_blocks", hdr::BITMAP_BLOCKS as u64, "overflows"))?;
+    if half > MAX_BITMAP {
+        return Err(invalid(
+            "bitmap_blocks",
+            hdr::BITMAP_BLOCKS as u64,
+            format!("bitmaps of {half} bytes each, more than the {MAX_BITMAP} accepted"),
+        ));
+    }
+    if half.saturating_mul(8) < max_mapnr {
+        return Err(invalid(
+            "bitmap_blocks",
+            hdr::BITMAP_BLOCKS as u64,
+            format!("bitmaps cover {} pages, max_mapnr is {max_mapnr}", half * 8),
+        ));
+    }
+    let desc_off = bitmap_off + 2 * half;
+    if desc_off > source.len() {
+        return Err(invalid(
+            "bitmap_blocks",
+            hdr::BITMAP_BLOCKS as u64,
+            format!(
+                "the bitmaps end at {desc_off:#x}, past the end of the file ({:#x})",
+                source.len()
+            ),
+        ));
+    }
+    // Only the pages max_mapnr covers are read; bits past it are ignored.
+    let used = max_mapnr.div_ceil(8) as usize;
+    let mut ram = vec![0u8; used];
+    source.read_exact_at(bitmap_off, &mut ram)?;
+    let mut dumped = vec![0u8; used];
+    source.read_exact_at(bitmap_off + half, &mut dumped)?;
+
+    let mut warnings = Vec::new();
+    let mut range = 0..max_mapnr;
+    if version >= 6 && s.u32(sub::SPLIT) != 0 {
+        let (a, b) = (s.u64(sub::START_PFN_64), s.u64(sub::END_PFN_64));
+        warnings.push(format!(
+            "this file is one part of a split dump (pages {a:#x}..{b:#x}); the rest are in the other files"
+        ));
+        range = a.min(max_mapnr)..b.min(max_mapnr);
+    }
+    if status & INCOMPLETE != 0 {
+        warnings.push(
+            "the dump is incomplete (makedumpfile ran out of space): pages it did not write are lost"
+                .into(),
+        );
+    }
+    let vmcoreinfo = if version >= 3 {
+        read_vmcoreinfo(
+            &*source,
+            s.u64(sub::OFFSET_VMCOREINFO),
+            s.u64(sub::SIZE_VMCOREINFO),
+        )
+    } else {
+        None
+    };
+    let nr_cpus = h.u32(hdr::NR_CPUS);
+    let mut ranks = Vec::with_capacity((max_mapnr / RANK_STEP + 1) as usize);
+    let mut count = 0u64;
+    for chunk in dumped.chunks((RANK_STEP / 8) as usize) {
+        ranks.push(count);
+        count += chunk.iter().map(|b| u64::from(b.count_ones())).sum::<u64>();
+    }
+    let map = MemoryMap::new(runs(&ram, &dumped, range.clone(), bs));
+    let machine = h.text(hdr::MACHINE, 65);
+    let release = h.text(hdr::RELEASE, 65);
+    let mut container = format!("kdump-compressed dump v{version}, {bs}-byte pages");
+    if !release.is_empty() {
+        container += &format!(", kernel {release}");
+    }
+    if !machine.is_empty() {
+        container += &format!(" ({machine})");
+    }
+    Ok(Dump {
+        container,
+        memory: Box::new(KdumpMemory {
+            source,
+            big: h.big,
+            bs,
+            desc_off,
+            descs: count,
+            range,
+            dumped,
+            ranks,
+            map,
+            cache: Mutex::new(Vec::new()),
+        }),
+        vmcoreinfo,
+        cpus: (nr_cpus > 0).then_some(nr_cpus),
+        warnings,
+    })
+}
+
+fn read_vmcoreinfo(source: &dyn Source, offset: u64, size: u64) -> Option<String> {
+    if offset == 0 || size == 0 || size > 1 << 20 {
+        return None;
+    }
+    let mut buf = vec![0u8; size as usize];
+    source.read_exact_at(offset, &mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn bit(bitmap: &[u8], pfn: u64) -> bool {
+    bitmap
+        .get((pfn / 8) as usize)
+        .is_some_and(|b| b & (1 << (pfn % 8)) != 0)
+}
+
+/// Present runs where the 2nd bitmap is set, excluded runs where only the
+/// 1st is.
+fn runs(ram: &[u8], dumped: &[u8], range: std::ops::Range<u64>, bs: u64) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    let mut pfn = range.start;
+    while pfn < range.end {
+        // Whole bytes with no bit in either bitmap are skipped at once.
+        if pfn.is_multiple_of(8)
+            && ram.get((pfn / 8) as usize) == Some(&0)
+            && dumped.get((pfn / 8) as usize) == Some(&0)
+        {
+            pfn += 8;
+            continue;
+        }
+        let backing = if bit(dumped, pfn) {
+            Some(Backing::Present)
+        } else if bit(ram, pfn) {
+            Some(Backing::Excluded)
+        } else {
+            None
+        };
+        if let Some(backing) = backing {
+            let start = pfn * bs;
+            match out.last_mut() {
+                Some(r) if r.end == start && r.backing == backing => r.end += bs,
+                _ => out.push(Run {
+                    start,
+                    end: start + bs,
+                    backing,
+                    offset: None,
+                }),
+            }
+        }
+        pfn += 1;
+    }
+    out
+}
+
+pub struct KdumpMemory {
+    source: Arc<dyn Source>,
+    big: bool,
+    bs: u64,
+    desc_off: u64,
+    descs: u64,
+    range: std::ops::Range<u64>,
+    dumped: Vec<u8>,
+    /// Set bits of `dumped` before each `RANK_STEP` pages.
+    ranks: Vec<u64>,
+    map: MemoryMap,
+    /// Recently decompressed pages, oldest first.
+    cache: Mutex<Vec<(u64, Arc<[u8]>)>>,
+}
+
+impl KdumpMemory {
+    /// The descriptor index of a dumped page.
+    fn rank(&self, pfn: u64) -> u64 {
+        let step = pfn / RANK_STEP;
+        let base = self.ranks.get(step as usize).copied().unwrap_or(0);
+        let from = (step * RANK_STEP / 8) as usize;
+        let to = (pfn / 8) as usize;
+        let whole: u64 = self.dumped[from..to]
+            .iter()
+            .map(|b| u64::from(b.count_ones()))
+            .sum();
+        let partial = self.dumped[to] & ((1u8 << (pfn % 8)) - 1);
+        base + whole + u64::from(partial.count_ones())
+    }
+
+    fn page(&self, pfn: u64) -> Result<Arc<[u8]>, PhysError> {
+        let addr = pfn * self.bs;
+        if let Ok(cache) = self.cache.lock() {
+            if let Some((_, p)) = cache.iter().find(|(n, _)| *n == pfn) {
+                return Ok(p.clone());
+            }
+        }
+        if !self.range.contains(&pfn) || !bit(&self.dumped, pfn) {
+            return Err(hole_at(&self.map, addr));
+        }
+        let index = self.rank(pfn);
+        let corrupt = |what: String| PhysError::Corrupt { addr, what };
+        if index >= self.descs {
+            return Err(corrupt(format!("page descriptor {index} is past the last")));
+        }
+        let at = self.desc_off + index * DESC_SIZE;
+        let mut d = [0u8; DESC_SIZE as usize];
+        self.source
+            .read_exact_at(at, &mut d)
+            .map_err(|source| PhysError::Source { addr, source })?;
+        let f = Fields {
+            bytes: &d,
+            big: self.big,
+        };
+        let (offset, size, flags) = (f.u64(0), f.u32(8), f.u32(12));
+        if offset == 0 {
+            return Err(PhysError::Hole {
+                addr,
+                backing: Backing::Lost,
+            });
+        }
+        let what = |why: String| {
+            corrupt(format!(
+                "page descriptor {index} at file offset {at:#x} (data at {offset:#x}, {size} bytes, flags {flags:#x}): {why}"
+            ))
+        };
+        if u64::from(size) > self.bs || size == 0 {
+            return Err(what(format!("size is not within 1..={}", self.bs)));
+        }
+        let mut stored = vec![0u8; size as usize];
+        self.source
+            .read_exact_at(offset, &mut stored)
+            .map_err(|e| what(e.to_string()))?;
+        let page: Arc<[u8]> =
+            if flags & (compress::ZLIB | compress::LZO | compress::SNAPPY | compress::ZSTD) == 0 {
+                if u64::from(size) != self.bs {
+                    return Err(what("an uncompressed page must fill the block".into()));
+                }
+                stored.into()
+            } else {
+                let mut page = vec![0u8; self.bs as usize];
+                compress::decompress_page(flags, &stored, &mut page).map_err(what)?;
+                page.into()
+            };
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() >= CACHE_PAGES {
+                cache.remove(0);
+            }
+            cache.push((pfn, page.clone()));
+        }
+        Ok(page)
+    }
+}
+
+impl PhysMemory for KdumpMemory {
+    fn map(&self) -> &MemoryMap {
+        &self.map
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let at = addr
+                .checked_add(done as u64)
+                .ok_or(PhysError::Outside { addr: u64::MAX })?;
+            let page = self.page(at / self.bs)?;
+            let from = (at % self.bs) as usize;
+            let n = (buf.len() - done).min(page.len() - from);
+            buf[done..done + n].copy_from_slice(&page[from..from + n]);
+            done += n;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! Memory stored plainly in a file: raw images and ELF cores.
+
+use crate::phys::{hole_at, Backing, MemoryMap, PhysError, PhysMemory};
+use crate::source::{Source, Window};
+use std::sync::Arc;
+
+/// Physical memory whose present runs are file ranges.
+pub struct MappedMemory {
+    source: Arc<dyn Source>,
+    map: MemoryMap,
+}
+
+impl MappedMemory {
+    pub fn new(source: Arc<dyn Source>, map: MemoryMap) -> MappedMemory {
+        MappedMemory { source, map }
+    }
+
+    /// The file offset of `addr` and how many bytes follow it plainly.
+    fn locate(&self, addr: u64) -> Result<(u64, u64), PhysError> {
+        match self.map.lookup(addr) {
+            Some(r) if r.backing == Backing::Present => {
+                let offset = r.offset.ok_or_else(|| hole_at(&self.map, addr))?;
+                Ok((offset + (addr - r.start), r.end - addr))
+            }
+            _ => Err(hole_at(&self.map, addr)),
+        }
+    }
+}
+
+impl PhysMemory for MappedMemory {
+    fn map(&self) -> &MemoryMap {
+        &self.map
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let at = addr
+                .checked_add(done as u64)
+                .ok_or(PhysError::Outside { addr: u64::MAX })?;
+            let (offset, room) = self.locate(at)?;
+            let n = (buf.len() - done).min(usize::try_from(room).unwrap_or(usize::MAX));
+            self.source
+                .read_exact_at(offset, &mut buf[done..done + n])
+                .map_err(|source| PhysError::Source { addr: at, source })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn window(&self, addr: u64, len: usize) -> Option<Window> {
+        let (offset, room) = self.locate(addr).ok()?;
+        if (len as u64) > room {
+            return None;
+        }
+        self.source.window(offset, len)
+    }
+}

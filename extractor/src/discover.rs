@@ -1,0 +1,204 @@
+//! Finding regions in physical memory and reading them out.
+//!
+//! With an address (`--phys`), the region there is read. Otherwise every
+//! present byte is searched for the region magic (memchr-class speed), and
+//! hits whose header CRC fails are dropped. A region is read page by page:
+//! bytes the dump does not hold become absent ranges that the reader
+//! reports, never zeros it decodes.
+
+use crate::phys::{PhysError, PhysMemory};
+use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
+use pstore_ring::read::{parse_header, HeaderTrust};
+use pstore_ring::scan::header_checks_out;
+use std::ops::Range;
+
+/// Bytes searched per step of the scan.
+const CHUNK: usize = 8 << 20;
+/// Granule for reads that fail: a hole costs at most this much.
+const GRANULE: usize = 4096;
+/// The largest region read. Bigger claims are refused: the header is
+/// checksummed, but a checksum is not a reason to allocate terabytes.
+pub const MAX_REGION: u64 = 4 << 30;
+
+/// A region read out of a dump.
+#[derive(Debug)]
+pub struct Found {
+    /// Physical address of the region's first byte.
+    pub addr: u64,
+    /// The region's bytes; absent ranges hold zeros that must not be used.
+    pub bytes: Vec<u8>,
+    /// Region-relative ranges the dump does not hold.
+    pub absent: Vec<Range<u64>>,
+    /// What was missing and why, one line per hole.
+    pub holes: Vec<String>,
+    /// Addresses of byte-identical copies of this region's header found
+    /// elsewhere (a copy in the page cache, a saved file in RAM).
+    pub copies: Vec<u64>,
+}
+
+/// Why discovery found nothing to read.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("no valid region header at physical address {addr:#x}: {why}")]
+    NoHeader { addr: u64, why: String },
+    #[error("the region at physical address {addr:#x} claims {size} bytes, more than the {MAX_REGION} this tool reads")]
+    TooBig { addr: u64, size: u64 },
+}
+
+/// Reads the region whose header is at `addr`. `size` overrides the
+/// header's size (to read less of a huge region, or past a damaged one).
+pub fn read_at(
+    mem: &dyn PhysMemory,
+    addr: u64,
+    size: Option<u64>,
+    trust: HeaderTrust,
+) -> Result<Found, DiscoverError> {
+    let mut header = [0u8; HEADER_SIZE];
+    mem.read(addr, &mut header)
+        .map_err(|e| DiscoverError::NoHeader {
+            addr,
+            why: e.to_string(),
+        })?;
+    let info = parse_header(&header, trust).map_err(|e| DiscoverError::NoHeader {
+        addr,
+        why: e.to_string(),
+    })?;
+    let size = size.unwrap_or(info.region_size);
+    if size > MAX_REGION {
+        return Err(DiscoverError::TooBig { addr, size });
+    }
+    Ok(read_region(mem, addr, size as usize))
+}
+
+fn read_region(mem: &dyn PhysMemory, addr: u64, size: usize) -> Found {
+    let mut bytes = vec![0u8; size];
+    let mut absent: Vec<Range<u64>> = Vec::new();
+    let mut holes: Vec<String> = Vec::new();
+    let mut at = 0usize;
+    while at < size {
+        // Large reads first; a failure is retried granule by granule so a
+        // hole costs only its own pages.
+        let n = (size - at).min(1 << 20);
+        if mem.read(addr + at as u64, &mut bytes[at..at + n]).is_ok() {
+            at += n;
+            continue;
+        }
+        let end = at + n;
+        while at < end {
+            let g = (end - at).min(GRANULE - (addr as usize + at) % GRANULE);
+            if let Err(e) = mem.read(addr + at as u64, &mut bytes[at..at + g]) {
+                bytes[at..at + g].fill(0);
+                note_hole(&mut absent, &mut holes, at as u64..(at + g) as u64, &e);
+            }
+            at += g;
+        }
+    }
+    Found {
+        addr,
+        bytes,
+        absent,
+        holes,
+        copies: Vec::new(),
+    }
+}
+
+/// Records a hole, joining it to the previous one when it continues it
+/// for the same reason.
+fn note_hole(absent: &mut Vec<Range<u64>>, holes: &mut Vec<String>, r: Range<u64>, e: &PhysError) {
+    let why = match e {
+        PhysError::Outside { .. } => "not in the dump".to_string(),
+        PhysError::Hole { backing, .. } => backing.to_string(),
+        other => other.to_string(),
+    };
+    if let (Some(last), Some(text)) = (absent.last_mut(), holes.last_mut()) {
+        if last.end == r.start && text.ends_with(&format!(": {why}")) {
+            last.end = r.end;
+            *text = format!("region bytes {:#x}..{:#x}: {why}", last.start, last.end);
+            return;
+        }
+    }
+    holes.push(format!("region bytes {:#x}..{:#x}: {why}", r.start, r.end));
+    absent.push(r);
+}
+
+/// Searches all present memory for regions and reads each one. `progress`
+/// is called with the bytes searched so far.
+pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
+    let mut found: Vec<Found> = Vec::new();
+    let mut searched = 0u64;
+    let mut buf = Vec::new();
+    let runs: Vec<_> = mem.map().present().copied().collect();
+    for run in runs {
+        let mut addr = run.start;
+        while addr < run.end {
+            let len = usize::try_from(run.end - addr)
+                .unwrap_or(usize::MAX)
+                .min(CHUNK);
+            let window = mem.window(addr, len);
+            let chunk: &[u8] = match &window {
+                Some(w) => w,
+                None => {
+                    buf.resize(len, 0);
+                    fill_skipping_holes(mem, addr, &mut buf);
+                    &buf
+                }
+            };
+            for hit in memchr::memmem::find_iter(chunk, &MAGIC_STORED) {
+                let at = addr + hit as u64;
+                if found
+                    .iter()
+                    .any(|f| (f.addr..f.addr + f.bytes.len() as u64).contains(&at))
+                {
+                    continue;
+                }
+                consider(mem, at, &mut found);
+            }
+            // Overlap by the magic's length so a magic across two chunks
+            // is still seen.
+            let step = if len == CHUNK {
+                len - (MAGIC_STORED.len() - 1)
+            } else {
+                len
+            };
+            addr += step as u64;
+            searched += step as u64;
+            progress(searched);
+        }
+    }
+    found
+}
+
+/// Reads `buf.len()` bytes at `addr`, leaving zeros where the dump has
+/// none (zeros hold no magic, so nothing is found there).
+fn fill_skipping_holes(mem: &dyn PhysMemory, addr: u64, buf: &mut [u8]) {
+    if mem.read(addr, buf).is_ok() {
+        return;
+    }
+    let mut at = 0;
+    while at < buf.len() {
+        let g = (buf.len() - at).min(GRANULE - (addr as usize + at) % GRANULE);
+        if mem.read(addr + at as u64, &mut buf[at..at + g]).is_err() {
+            buf[at..at + g].fill(0);
+        }
+        at += g;
+    }
+}
+
+/// Reads the region at `at` if its header checks out, or notes it as a
+/// copy of one already found.
+fn consider(mem: &dyn PhysMemory, at: u64, found: &mut Vec<Found>) {
+    let mut header = [0u8; HEADER_SIZE];
+    if mem.read(at, &mut header).is_err() || !header_checks_out(&header) {
+        return;
+    }
+    if let Some(f) = found
+        .iter_mut()
+        .find(|f| f.bytes.get(..HEADER_SIZE) == Some(&header[..]))
+    {
+        f.copies.push(at);
+        return;
+    }
+    if let Ok(region) = read_at(mem, at, None, HeaderTrust::Checksummed) {
+        found.push(region);
+    }
+}

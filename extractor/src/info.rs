@@ -1,0 +1,236 @@
+//! `crashring info`: the input, then every region, as text or JSON.
+//!
+//! The JSON document is one object: `input`, `container`, `warnings`,
+//! `kernel` and `crash_time` (from VMCOREINFO, or null), `cpus`, and
+//! `regions`, each with `addr` (hex string), `size`, `kernel_release`,
+//! `hostname`, `boot_id`, `generation`, `state`, `crash` (null or
+//! `{reason, cpu, ns, message}`), `copies`, `holes`, `diagnostics` and
+//! `streams`: `{index, label, cpu (kernel streams), events, first_ts,
+//! last_ts, lost: {overwritten, unreadable, dropped, torn}, pages:
+//! {intact, salvaged, damaged, corrupt, truncated, resetting, absent,
+//! unused}}`.
+
+use extractor::container::Dump;
+use extractor::discover::Found;
+use extractor::jsonl::write_string;
+use pstore_ring::layout::STREAM_KERNEL_CPU;
+use pstore_ring::read::{reason_name, LossKind, PageStatus, Region, Trace};
+use pstore_ring::text::write_summary;
+use std::fmt::{self, Write};
+use std::path::Path;
+
+pub struct View<'a> {
+    pub input: &'a Path,
+    pub dump: &'a Dump,
+    pub found: &'a [Found],
+    pub regions: &'a [Region<'a>],
+    pub traces: &'a [Trace<'a>],
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+impl View<'_> {
+    pub fn write_text(&self, out: &mut impl Write, pages: bool) -> fmt::Result {
+        let d = self.dump;
+        writeln!(out, "input: {}: {}", self.input.display(), d.container)?;
+        let map = d.memory.map();
+        writeln!(
+            out,
+            "memory: {} bytes present in {} runs",
+            map.present_bytes(),
+            map.runs().len()
+        )?;
+        if let Some(release) = d.vmcoreinfo_value("OSRELEASE") {
+            write!(out, "crashed kernel (VMCOREINFO): {release}")?;
+            if let Some(t) = d.vmcoreinfo_value("CRASHTIME") {
+                write!(out, ", crash time {t}")?;
+            }
+            writeln!(out)?;
+        }
+        if let Some(n) = d.cpus {
+            writeln!(out, "CPUs in the dump: {n}")?;
+        }
+        for w in &d.warnings {
+            writeln!(out, "warning: {w}")?;
+        }
+        for (n, ((f, region), trace)) in self
+            .found
+            .iter()
+            .zip(self.regions)
+            .zip(self.traces)
+            .enumerate()
+        {
+            writeln!(out, "region {n} at physical address {:#x}:", f.addr)?;
+            let mut text = String::new();
+            write_summary(&mut text, region, trace, pages)?;
+            for line in text.lines() {
+                writeln!(out, "  {line}")?;
+            }
+            if let Some((first, last)) = span(trace) {
+                writeln!(out, "  time span: {first} .. {last} ns")?;
+            }
+            for h in &f.holes {
+                writeln!(out, "  hole: {h}")?;
+            }
+            for c in &f.copies {
+                writeln!(out, "  identical copy at physical address {c:#x}")?;
+            }
+            for diag in &trace.diagnostics {
+                writeln!(out, "  problem: {diag}")?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn write_json(&self, out: &mut impl Write) -> fmt::Result {
+        let d = self.dump;
+        out.write_str("{\"input\":")?;
+        write_string(out, self.input.display().to_string().as_bytes())?;
+        out.write_str(",\"container\":")?;
+        write_string(out, d.container.as_bytes())?;
+        out.write_str(",\"warnings\":")?;
+        strings(out, d.warnings.iter().map(String::as_str))?;
+        out.write_str(",\"kernel\":")?;
+        opt_string(out, d.vmcoreinfo_value("OSRELEASE"))?;
+        out.write_str(",\"crash_time\":")?;
+        opt_string(out, d.vmcoreinfo_value("CRASHTIME"))?;
+        match d.cpus {
+            Some(n) => write!(out, ",\"cpus\":{n}")?,
+            None => out.write_str(",\"cpus\":null")?,
+        }
+        out.write_str(",\"regions\":[")?;
+        for (n, ((f, region), trace)) in self
+            .found
+            .iter()
+            .zip(self.regions)
+            .zip(self.traces)
+            .enumerate()
+        {
+            if n > 0 {
+                out.write_char(',')?;
+            }
+            region_json(out, f, region, trace)?;
+        }
+        out.write_str("]}\n")
+    }
+}
+
+fn span(trace: &Trace) -> Option<(u64, u64)> {
+    let first = trace
+        .streams
+        .iter()
+        .filter_map(|s| s.events.first())
+        .map(|e| e.ts)
+        .min()?;
+    let last = trace
+        .streams
+        .iter()
+        .filter_map(|s| s.events.last())
+        .map(|e| e.ts)
+        .max()?;
+    Some((first, last))
+}
+
+fn strings<'s>(out: &mut impl Write, items: impl Iterator<Item = &'s str>) -> fmt::Result {
+    out.write_char('[')?;
+    for (i, s) in items.enumerate() {
+        if i > 0 {
+            out.write_char(',')?;
+        }
+        write_string(out, s.as_bytes())?;
+    }
+    out.write_char(']')
+}
+
+fn opt_string(out: &mut impl Write, s: Option<&str>) -> fmt::Result {
+    match s {
+        Some(s) => write_string(out, s.as_bytes()),
+        None => out.write_str("null"),
+    }
+}
+
+fn region_json(out: &mut impl Write, f: &Found, region: &Region, trace: &Trace) -> fmt::Result {
+    let h = &region.header;
+    write!(
+        out,
+        "{{\"addr\":\"{:#x}\",\"size\":{}",
+        f.addr, h.region_size
+    )?;
+    out.write_str(",\"kernel_release\":")?;
+    write_string(out, h.kernel_release.as_bytes())?;
+    out.write_str(",\"hostname\":")?;
+    write_string(out, h.hostname.as_bytes())?;
+    let boot: String = h.boot_id.iter().map(|b| format!("{b:02x}")).collect();
+    write!(
+        out,
+        ",\"boot_id\":\"{boot}\",\"generation\":{}",
+        h.generation
+    )?;
+    match &region.state {
+        Ok(s) => {
+            write!(out, ",\"state\":\"{}\",\"crash\":", s.state_name())?;
+            if s.reason == 0 {
+                out.write_str("null")?;
+            } else {
+                write!(
+                    out,
+                    "{{\"reason\":\"{}\",\"cpu\":{},\"ns\":{},\"message\":",
+                    reason_name(s.reason),
+                    s.crash_cpu,
+                    s.crash_ns
+                )?;
+                write_string(out, s.message.as_bytes())?;
+                out.write_char('}')?;
+            }
+        }
+        Err(_) => out.write_str(",\"state\":\"unreadable\",\"crash\":null")?,
+    }
+    out.write_str(",\"copies\":")?;
+    let copies: Vec<String> = f.copies.iter().map(|&c| hex(c)).collect();
+    strings(out, copies.iter().map(String::as_str))?;
+    out.write_str(",\"holes\":")?;
+    strings(out, f.holes.iter().map(String::as_str))?;
+    out.write_str(",\"diagnostics\":")?;
+    let diags: Vec<String> = trace.diagnostics.iter().map(ToString::to_string).collect();
+    strings(out, diags.iter().map(String::as_str))?;
+    out.write_str(",\"streams\":[")?;
+    for (i, s) in trace.streams.iter().enumerate() {
+        if i > 0 {
+            out.write_char(',')?;
+        }
+        write!(out, "{{\"index\":{},\"label\":", s.info.index)?;
+        write_string(out, s.info.label().as_bytes())?;
+        if s.info.kind == STREAM_KERNEL_CPU {
+            write!(out, ",\"cpu\":{}", s.info.cpu)?;
+        }
+        write!(out, ",\"events\":{}", s.events.len())?;
+        match (s.events.first(), s.events.last()) {
+            (Some(a), Some(b)) => write!(out, ",\"first_ts\":{},\"last_ts\":{}", a.ts, b.ts)?,
+            _ => out.write_str(",\"first_ts\":null,\"last_ts\":null")?,
+        }
+        write!(
+            out,
+            ",\"lost\":{{\"overwritten\":{},\"unreadable\":{},\"dropped\":{},\"torn\":{}}}",
+            s.lost(LossKind::Overwritten),
+            s.lost(LossKind::Unreadable),
+            s.lost(LossKind::Dropped),
+            s.lost(LossKind::Torn)
+        )?;
+        let n = |st| s.pages_with(st);
+        write!(
+            out,
+            ",\"pages\":{{\"intact\":{},\"salvaged\":{},\"damaged\":{},\"corrupt\":{},\"truncated\":{},\"resetting\":{},\"absent\":{},\"unused\":{}}}}}",
+            n(PageStatus::Intact),
+            n(PageStatus::Salvaged),
+            n(PageStatus::Damaged),
+            n(PageStatus::Corrupt),
+            n(PageStatus::Truncated),
+            n(PageStatus::Resetting),
+            n(PageStatus::Absent),
+            n(PageStatus::Unused)
+        )?;
+    }
+    out.write_str("]}")
+}

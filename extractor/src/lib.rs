@@ -1,0 +1,24 @@
+//! The extractor: from a dump a field engineer was handed to ordered
+//! per-CPU traces.
+//!
+//! The layers, bottom up:
+//!
+//! - [`source`]: bytes by file offset (a mapped file, a device, a
+//!   reassembled flattened file).
+//! - [`container`]: recognises the dump by its first bytes (ELF core,
+//!   kdump-compressed, flattened, raw) and gives a [`phys::PhysMemory`].
+//! - [`phys`]: one physical-memory view; holes are reported, never zeros.
+//! - [`discover`]: finds regions by address or by scanning for the magic,
+//!   and reads each out with its absent ranges.
+//! - [`select`] and [`jsonl`]: what `crashring extract` prints.
+//!
+//! Decoding, salvage and merging are `pstore-ring`'s.
+
+pub mod compress;
+pub mod container;
+pub mod discover;
+pub mod jsonl;
+pub mod lzo;
+pub mod phys;
+pub mod select;
+pub mod source;

@@ -1,0 +1,232 @@
+//! One physical-memory view over every container.
+//!
+//! A container says which physical ranges it holds ([`MemoryMap`]) and
+//! reads by physical address ([`PhysMemory::read`]). A read fails at the
+//! first byte the dump does not hold and says why, so a hole is reported as
+//! a hole: excluded by the dump's filter, lost by an incomplete dump, or not
+//! in the dump at all. Nothing is ever filled with zeros on the reader's
+//! behalf.
+
+use crate::source::{SourceError, Window};
+use std::fmt;
+
+/// What a dump holds for a range of physical memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// The bytes are in the dump.
+    Present,
+    /// RAM the dump's filter left out (makedumpfile `-d`, QEMU's filter).
+    Excluded,
+    /// RAM an incomplete dump meant to write and did not.
+    Lost,
+}
+
+impl fmt::Display for Backing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backing::Present => "present",
+            Backing::Excluded => "excluded by the dump's filter",
+            Backing::Lost => "lost (incomplete dump)",
+        })
+    }
+}
+
+/// A physical range `[start, end)` and what the dump holds for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub start: u64,
+    pub end: u64,
+    pub backing: Backing,
+    /// Where the container stores `start` plainly, for containers that do
+    /// (raw images, ELF cores); `None` for compressed pages and holes.
+    pub offset: Option<u64>,
+}
+
+impl Run {
+    /// Whether `next` continues this run: same backing, and file bytes
+    /// that follow on where there are any.
+    fn continued_by(&self, next: &Run) -> bool {
+        self.end == next.start
+            && self.backing == next.backing
+            && match (self.offset, next.offset) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.checked_add(self.end - self.start) == Some(b),
+                _ => false,
+            }
+    }
+}
+
+/// Sorted, non-overlapping runs. Anything not covered is outside the dump.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryMap {
+    runs: Vec<Run>,
+}
+
+impl MemoryMap {
+    /// Builds a map from runs in any order. Where runs overlap, the one
+    /// starting first wins, and of two starting together the one given
+    /// first (an ELF core maps the kernel image twice: by its text address
+    /// and in the direct map). Adjacent runs of the same backing are joined.
+    pub fn new(mut runs: Vec<Run>) -> MemoryMap {
+        runs.retain(|r| r.start < r.end);
+        // Stable: among equal starts, the one given first stays first.
+        runs.sort_by_key(|r| r.start);
+        let mut out: Vec<Run> = Vec::with_capacity(runs.len());
+        for mut r in runs {
+            if let Some(last) = out.last_mut() {
+                if r.start < last.end {
+                    if r.end <= last.end {
+                        continue;
+                    }
+                    r.offset = r.offset.map(|o| o + (last.end - r.start));
+                    r.start = last.end;
+                }
+                if last.continued_by(&r) {
+                    last.end = r.end;
+                    continue;
+                }
+            }
+            out.push(r);
+        }
+        MemoryMap { runs: out }
+    }
+
+    pub fn runs(&self) -> &[Run] {
+        &self.runs
+    }
+
+    /// The run holding `addr`, if the dump covers it at all.
+    pub fn lookup(&self, addr: u64) -> Option<&Run> {
+        let i = self.runs.partition_point(|r| r.end <= addr);
+        self.runs.get(i).filter(|r| r.start <= addr)
+    }
+
+    /// Bytes of memory present in the dump.
+    pub fn present_bytes(&self) -> u64 {
+        self.runs
+            .iter()
+            .filter(|r| r.backing == Backing::Present)
+            .map(|r| r.end - r.start)
+            .sum()
+    }
+
+    /// Present runs only.
+    pub fn present(&self) -> impl Iterator<Item = &Run> {
+        self.runs.iter().filter(|r| r.backing == Backing::Present)
+    }
+}
+
+/// Why a physical read stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PhysError {
+    #[error("physical address {addr:#x} is not in the dump")]
+    Outside { addr: u64 },
+    #[error("physical address {addr:#x}: page {backing}")]
+    Hole { addr: u64, backing: Backing },
+    #[error("physical address {addr:#x}: {what}")]
+    Corrupt { addr: u64, what: String },
+    #[error("physical address {addr:#x}: {source}")]
+    Source { addr: u64, source: SourceError },
+}
+
+impl PhysError {
+    /// The first physical address that could not be read.
+    pub fn addr(&self) -> u64 {
+        match *self {
+            PhysError::Outside { addr }
+            | PhysError::Hole { addr, .. }
+            | PhysError::Corrupt { addr, .. }
+            | PhysError::Source { addr, .. } => addr,
+        }
+    }
+}
+
+/// Physical memory as a dump holds it.
+pub trait PhysMemory: Send + Sync {
+    fn map(&self) -> &MemoryMap;
+
+    /// Fills `buf` from `addr` on. Fails at the first byte the dump does
+    /// not hold; bytes before it may have been written. An empty read
+    /// succeeds.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError>;
+
+    /// A zero-copy view of present memory at `addr`, where the container
+    /// stores it plainly in a mappable file. `None` means "use `read`".
+    fn window(&self, _addr: u64, _len: usize) -> Option<Window> {
+        None
+    }
+}
+
+/// The hole error for `addr` by the map, for a container whose read found
+/// no data there.
+pub fn hole_at(map: &MemoryMap, addr: u64) -> PhysError {
+    match map.lookup(addr) {
+        Some(r) if r.backing != Backing::Present => PhysError::Hole {
+            addr,
+            backing: r.backing,
+        },
+        _ => PhysError::Outside { addr },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(start: u64, end: u64, backing: Backing) -> Run {
+        Run {
+            start,
+            end,
+            backing,
+            offset: None,
+        }
+    }
+
+    #[test]
+    fn overlaps_keep_the_first_given_and_neighbours_join() {
+        let map = MemoryMap::new(vec![
+            run(0x1000, 0x3000, Backing::Present),
+            run(0x2000, 0x5000, Backing::Excluded),
+            run(0x0, 0x1000, Backing::Present),
+            run(0x8000, 0x9000, Backing::Present),
+            run(0x8000, 0x8800, Backing::Lost),
+        ]);
+        assert_eq!(
+            map.runs(),
+            &[
+                run(0x0, 0x3000, Backing::Present),
+                run(0x3000, 0x5000, Backing::Excluded),
+                run(0x8000, 0x9000, Backing::Present),
+            ]
+        );
+        assert_eq!(
+            map.lookup(0x4fff).map(|r| r.backing),
+            Some(Backing::Excluded)
+        );
+        assert!(map.lookup(0x5000).is_none());
+        assert!(map.lookup(u64::MAX).is_none());
+        assert_eq!(map.present_bytes(), 0x4000);
+    }
+
+    #[test]
+    fn file_backed_runs_join_only_where_the_file_continues() {
+        let at = |start, end, offset| Run {
+            offset: Some(offset),
+            ..run(start, end, Backing::Present)
+        };
+        let map = MemoryMap::new(vec![
+            at(0, 0x1000, 0x100),
+            at(0x1000, 0x2000, 0x1100),
+            at(0x2000, 0x3000, 0x9000),
+            at(0x2800, 0x4000, 0x7000),
+        ]);
+        assert_eq!(
+            map.runs(),
+            &[
+                at(0, 0x2000, 0x100),
+                at(0x2000, 0x3000, 0x9000),
+                at(0x3000, 0x4000, 0x7800),
+            ]
+        );
+    }
+}

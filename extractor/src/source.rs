@@ -1,0 +1,181 @@
+//! Byte sources: where a container's bytes come from.
+//!
+//! A [`Source`] reads by file offset. Regular files and character devices
+//! (`/dev/dax*`) can also lend a zero-copy window ([`Source::window`]), which
+//! the region scan uses to search gigabytes without copying them; windows
+//! are mapped one at a time, so memory use follows the window, not the file.
+//! Block devices (`/dev/pmem*`) and `/dev/mem` are read with `pread`.
+
+use memmap2::{Mmap, MmapOptions};
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom};
+use std::ops::Deref;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::Path;
+
+/// Why bytes could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("file offset {offset:#x}: the input ends after {got} of {wanted} bytes")]
+    Truncated {
+        offset: u64,
+        wanted: usize,
+        got: usize,
+    },
+    #[error("reading file offset {offset:#x}: {source}")]
+    Io { offset: u64, source: io::Error },
+}
+
+/// Bytes at file offsets. Implementations must be safe to share: readers
+/// read concurrently and never seek.
+pub trait Source: Send + Sync {
+    /// Bytes in the source; `u64::MAX` when unknown (`/dev/mem`).
+    fn len(&self) -> u64;
+
+    /// Reads up to `buf.len()` bytes at `offset`; fewer only at the end.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+
+    /// A zero-copy view of `len` bytes at `offset`, where the source can
+    /// lend one. `None` means "copy with `read_at` instead".
+    fn window(&self, _offset: u64, _len: usize) -> Option<Window> {
+        None
+    }
+
+    /// Whether the source has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+        let mut got = 0;
+        while got < buf.len() {
+            let at = offset.saturating_add(got as u64);
+            match self.read_at(at, &mut buf[got..]) {
+                Ok(0) => {
+                    return Err(SourceError::Truncated {
+                        offset,
+                        wanted: buf.len(),
+                        got,
+                    })
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(SourceError::Io { offset: at, source }),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A mapped window of a source.
+pub struct Window(Mmap);
+
+impl Deref for Window {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// A file or device opened for reading.
+pub struct FileSource {
+    file: File,
+    len: u64,
+    mappable: bool,
+    /// Device DAX: `read` is not supported, every read goes through a map.
+    map_only: bool,
+}
+
+impl FileSource {
+    /// Opens `path`. Regular files and DAX character devices are mapped
+    /// window by window; block devices are read; other character devices
+    /// (`/dev/mem`) are read and have no known length.
+    pub fn open(path: &Path) -> io::Result<FileSource> {
+        let mut file = File::open(path)?;
+        let ty = file.metadata()?.file_type();
+        let (len, mappable, map_only) = if ty.is_file() {
+            (file.metadata()?.len(), true, false)
+        } else if ty.is_block_device() {
+            (file.seek(SeekFrom::End(0))?, false, false)
+        } else if ty.is_char_device() {
+            match dax_size(path) {
+                Some(len) => (len, true, true),
+                None => (u64::MAX, false, false),
+            }
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a file or a device",
+            ));
+        };
+        Ok(FileSource {
+            file,
+            len,
+            mappable,
+            map_only,
+        })
+    }
+}
+
+/// A device-DAX node's size, from sysfs (such devices cannot be read, only
+/// mapped, and report no size of their own).
+fn dax_size(path: &Path) -> Option<u64> {
+    let name = path.canonicalize().ok()?;
+    let name = name.file_name()?.to_str()?;
+    if !name.starts_with("dax") {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/sys/bus/dax/devices/{name}/size")).ok()?;
+    text.trim().parse().ok()
+}
+
+impl Source for FileSource {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let room = self.len.saturating_sub(offset);
+        let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        if self.map_only {
+            return match self.window(offset, n) {
+                Some(w) => {
+                    buf[..n].copy_from_slice(&w);
+                    Ok(n)
+                }
+                None => Ok(0),
+            };
+        }
+        self.file.read_at(&mut buf[..n], offset)
+    }
+
+    fn window(&self, offset: u64, len: usize) -> Option<Window> {
+        if !self.mappable || len == 0 || offset.checked_add(len as u64)? > self.len {
+            return None;
+        }
+        // SAFETY: mapping is unsafe because another process may truncate or
+        // modify the file while it is mapped. Dumps are evidence nobody
+        // writes while we read them; if one does, we see changed bytes,
+        // which every parser here treats as untrusted anyway. A truncation
+        // under us would fault: the same risk every mmap reader accepts.
+        let map = unsafe { MmapOptions::new().offset(offset).len(len).map(&self.file) };
+        map.ok().map(Window)
+    }
+}
+
+/// An in-memory source, for tests and small inputs.
+impl Source for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(rest) = usize::try_from(offset).ok().and_then(|o| self.get(o..)) else {
+            return Ok(0);
+        };
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        Ok(n)
+    }
+}
