@@ -1,73 +1,9 @@
 //! Drives the real `crashring` binary on images made by the format crate's
 //! writer: what it prints and the exit status it documents.
 
-use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
-use pstore_ring::schema::{self, Value};
-use pstore_ring::write::{self, RegionConfig, StreamSpec};
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn crashring(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_crashring"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// A region of two CPUs behind `offset` bytes of other memory; `wrap`
-/// writes enough to overwrite pages.
-fn image(offset: usize, wrap: bool) -> Vec<u8> {
-    let specs = [StreamSpec::cpu(0), StreamSpec::cpu(1)];
-    let cfg = RegionConfig {
-        page_size: 512,
-        pages_per_stream: Some(4),
-        streams: &specs,
-        ..Default::default()
-    };
-    let mut mem = vec![0x5Au8; offset + 16 * 1024];
-    let printk = schema::builtin(schema::EVENT_PRINTK).unwrap();
-    let crash = schema::builtin(schema::EVENT_CRASH).unwrap();
-    let mut f = write::format(&mut mem[offset..], &cfg).unwrap();
-    let mut ws: Vec<_> = f.streams.by_ref().collect();
-    let n = if wrap { 400 } else { 10 };
-    for i in 0..n {
-        let text = format!("message {i}");
-        let v = [
-            Value::Unsigned(6),
-            Value::Unsigned(0),
-            Value::Unsigned(1),
-            Value::Unsigned(i),
-            Value::Str(text.as_bytes()),
-        ];
-        ws[(i % 2) as usize]
-            .write_event(1_000 + i * 10, printk, &v)
-            .unwrap();
-    }
-    let msg = b"Kernel panic - not syncing: test";
-    ws[1]
-        .write_event(
-            1_000 + n * 10,
-            crash,
-            &[Value::Unsigned(1), Value::Unsigned(1), Value::Str(msg)],
-        )
-        .unwrap();
-    f.control.set_state(
-        STATE_CRASHED,
-        REASON_PANIC,
-        1_000 + n * 10,
-        1,
-        "Kernel panic - not syncing: test",
-    );
-    ws.iter_mut().for_each(|w| w.close());
-    mem
-}
-
-fn write_tmp(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
+use common::{crashring, image, write_tmp};
 
 #[test]
 fn extract_finds_a_region_anywhere_in_an_image_and_prints_events_in_order() {

@@ -99,6 +99,13 @@ fn plausible_block_size(bs: u32) -> bool {
     bs.is_power_of_two() && (512..=1 << 20).contains(&bs)
 }
 
+/// Whether the header reads sensibly in this byte order: a page-sized
+/// block and a small version. One field alone is not enough (4096 read
+/// the wrong way round is 1 MiB, also a power of two).
+fn plausible(h: &Fields<'_>) -> bool {
+    plausible_block_size(h.u32(hdr::BLOCK_SIZE)) && (1..=64).contains(&h.u32(hdr::VERSION))
+}
+
 pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let mut head = [0u8; hdr::SIZE];
     source.read_exact_at(0, &mut head)?;
@@ -110,10 +117,18 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         bytes: &head,
         big: true,
     };
-    let h = if plausible_block_size(le.u32(hdr::BLOCK_SIZE)) {
+    let h = if plausible(&le) {
         le
-    } else if plausible_block_size(be.u32(hdr::BLOCK_SIZE)) {
+    } else if plausible(&be) {
         be
+    } else if plausible_block_size(le.u32(hdr::BLOCK_SIZE))
+        || plausible_block_size(be.u32(hdr::BLOCK_SIZE))
+    {
+        return Err(invalid(
+            "header_version",
+            hdr::VERSION as u64,
+            format!("{} is not a known version", le.u32(hdr::VERSION)),
+        ));
     } else if plausible_block_size(le.u32(hdr::BLOCK_SIZE - 16)) {
         return Err(OpenError::Unsupported(
             "the input is a kdump-compressed dump with the 32-bit header layout, which crashring does not read".into(),
@@ -126,13 +141,6 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         ));
     };
     let version = h.u32(hdr::VERSION);
-    if !(1..=64).contains(&version) {
-        return Err(invalid(
-            "header_version",
-            hdr::VERSION as u64,
-            format!("{version} is not a known version"),
-        ));
-    }
     let bs = u64::from(h.u32(hdr::BLOCK_SIZE));
     let sub_blocks = u64::from(h.u32(hdr::SUB_HDR_SIZE));
     let bitmap_blocks = u64::from(h.u32(hdr::BITMAP_BLOCKS));

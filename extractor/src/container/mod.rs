@@ -86,7 +86,10 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     if head.starts_with(FLAT_MAGIC) {
         let flat = Arc::new(flat::FlatSource::open(source)?);
         let warnings = flat.warnings().to_vec();
-        let mut dump = open_reassembled(flat)?;
+        let mut dump = open_reassembled(flat).map_err(|e| match warnings.is_empty() {
+            true => e,
+            false => OpenError::Unsupported(format!("{e} ({})", warnings.join("; "))),
+        })?;
         dump.container = format!("makedumpfile flattened format holding {}", dump.container);
         dump.warnings.splice(0..0, warnings);
         return Ok(dump);

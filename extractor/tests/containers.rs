@@ -1,0 +1,313 @@
+//! Every container the extractor reads, built to its documented layout
+//! around the same memory, must give the same trace as the raw memory;
+//! holes must be reported as holes; damage must name its offset.
+
+mod common;
+
+use common::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
+use common::{crashring, image_sized, write_tmp};
+use extractor::compress::decompress_page;
+use extractor::container;
+use extractor::phys::{Backing, PhysError};
+use std::sync::Arc;
+
+/// Physical address of the region in the test memory.
+const REGION: u64 = 0x30000;
+const MEM: usize = 0x100000;
+
+/// 1 MiB of memory: filler, a 64 KiB region at 0x30000 with 4 KiB ring
+/// pages (so dump pages and ring pages line up), zero pages after it.
+fn memory() -> Vec<u8> {
+    let mut mem = image_sized(REGION as usize, 4096, 0x10000, 3000);
+    mem.resize(MEM, 0);
+    mem
+}
+
+fn run_ok(name: &str, file: &[u8], args: &[&str]) -> String {
+    let path = write_tmp(name, file);
+    let mut all = vec!["extract", path.to_str().unwrap()];
+    all.extend(args);
+    let out = crashring(&all);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn raw_text() -> String {
+    run_ok("mem.raw", &memory(), &[])
+}
+
+#[test]
+fn every_codec_fills_a_page_exactly_and_refuses_bombs() {
+    let page: Vec<u8> = (0..4096u32)
+        .map(|i| b"crashring!"[(i % 10) as usize] ^ (i / 512) as u8)
+        .collect();
+    for codec in [ZLIB, LZO, SNAPPY, ZSTD] {
+        let packed = synth::compress(codec, &page);
+        let mut got = vec![0; 4096];
+        decompress_page(codec, &packed, &mut got).unwrap();
+        assert_eq!(got, page, "codec {codec:#x}");
+        // The same stream into a smaller page is a bomb; into a bigger one
+        // it comes up short. Both are refused.
+        assert!(decompress_page(codec, &packed, &mut [0; 1024]).is_err());
+        assert!(decompress_page(codec, &packed, &mut [0; 8192]).is_err());
+        for cut in [0, 1, packed.len() / 2, packed.len() - 1] {
+            assert!(decompress_page(codec, &packed[..cut], &mut [0; 4096]).is_err());
+        }
+    }
+}
+
+#[test]
+fn a_zstd_frame_asking_for_a_huge_window_is_refused() {
+    // Window descriptor 0xf8: a 2 GiB window, no content size.
+    let frame = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xf8, 0x01, 0x00, 0x00];
+    let err = decompress_page(ZSTD, &frame, &mut [0; 4096]).unwrap_err();
+    assert!(err.contains("zstd"), "{err}");
+}
+
+#[test]
+fn elf_cores_read_like_the_raw_memory() {
+    let mem = memory();
+    let want = raw_text();
+    let loads = [load(0, 0x20000), load(0x20000, 0xe0000)];
+    let plain = synth::elf(
+        &mem,
+        &loads,
+        Some("OSRELEASE=6.12.0-test\nCRASHTIME=1\n"),
+        4,
+        false,
+    );
+    assert_eq!(run_ok("core.elf", &plain, &[]), want);
+    // Segment count in section header 0, as QEMU writes it.
+    let xnum = synth::elf(&mem, &loads, None, 4, true);
+    assert_eq!(run_ok("xnum.elf", &xnum, &[]), want);
+    // A kernel-text alias: the same physical memory mapped twice.
+    let alias = [load(0x20000, 0x20000), load(0, 0x100000)];
+    let aliased = synth::elf(&mem, &alias, None, 1, false);
+    assert_eq!(run_ok("alias.elf", &aliased, &[]), want);
+
+    let path = write_tmp("info.elf", &plain);
+    let out = crashring(&["info", "--json", path.to_str().unwrap()]);
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(json.contains("\"kernel\":\"6.12.0-test\""), "{json}");
+    assert!(json.contains("\"cpus\":4"), "{json}");
+    assert!(json.contains("\"addr\":\"0x30000\""), "{json}");
+}
+
+#[test]
+fn pages_makedumpfile_e_leaves_out_are_holes_not_zeros() {
+    let mem = memory();
+    // The segment holding the region's last page stores only its first
+    // part: the rest is p_memsz past p_filesz.
+    let loads = [
+        load(0, 0x33000),
+        Load {
+            paddr: 0x33000,
+            memsz: 0x1000,
+            filesz: 0,
+        },
+        load(0x34000, 0xcc000),
+    ];
+    let core = synth::elf(&mem, &loads, None, 1, false);
+    let dump = container::open(Arc::new(core.clone())).unwrap();
+    let mut b = [0u8; 8];
+    match dump.memory.read(0x33100, &mut b) {
+        Err(PhysError::Hole { addr, backing }) => {
+            assert_eq!((addr, backing), (0x33100, Backing::Excluded))
+        }
+        other => panic!("{other:?}"),
+    }
+    let path = write_tmp("filtered.elf", &core);
+    let out = crashring(&["extract", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("region bytes 0x3000..0x4000: excluded by the dump's filter"),
+        "{err}"
+    );
+    assert!(err.contains("not in the input"), "{err}");
+    let got = String::from_utf8(out.stdout).unwrap();
+    let want = raw_text();
+    assert!(got.lines().count() > 10 && got.lines().count() < want.lines().count());
+    for line in got.lines().filter(|l| !l.contains("events lost")) {
+        assert!(want.contains(line), "invented: {line}");
+    }
+}
+
+#[test]
+fn kdump_files_read_like_the_raw_memory_in_every_codec_and_byte_order() {
+    let mem = memory();
+    let want = raw_text();
+    for codec in [ZLIB, LZO, SNAPPY, ZSTD] {
+        for big_endian in [false, true] {
+            let k = Kdump {
+                codec,
+                big_endian,
+                vmcoreinfo: Some("OSRELEASE=6.12.0-kd\n"),
+                // Excluded pages outside the region cost nothing.
+                excluded: &[1, 2, 0x80],
+                ..Default::default()
+            };
+            let file = synth::kdump(&mem, &k);
+            let name = format!("dump-{codec:x}-{big_endian}.kdump");
+            assert_eq!(run_ok(&name, &file, &[]), want, "{name}");
+            let flat = synth::flatten(&file);
+            assert_eq!(
+                run_ok(&format!("{name}.flat"), &flat, &[]),
+                want,
+                "{name} flattened"
+            );
+        }
+    }
+}
+
+#[test]
+fn flattened_elf_reads_too() {
+    let mem = memory();
+    let core = synth::elf(&mem, &[load(0, MEM as u64)], None, 2, false);
+    assert_eq!(
+        run_ok("core.elf.flat", &synth::flatten(&core), &[]),
+        raw_text()
+    );
+}
+
+#[test]
+fn kdump_excluded_and_lost_pages_are_told_apart() {
+    let mem = memory();
+    let k = Kdump {
+        excluded: &[0x31],
+        lost: &[0x32],
+        ..Default::default()
+    };
+    let file = synth::kdump(&mem, &k);
+    let dump = container::open(Arc::new(file.clone())).unwrap();
+    assert!(dump.warnings.iter().any(|w| w.contains("incomplete")));
+    let mut b = [0u8; 4];
+    let hole = |addr| match dump.memory.read(addr, &mut [0u8; 4]) {
+        Err(PhysError::Hole { backing, .. }) => Some(backing),
+        _ => None,
+    };
+    assert_eq!(hole(0x31000), Some(Backing::Excluded));
+    assert_eq!(hole(0x32010), Some(Backing::Lost));
+    assert!(dump.memory.read(0x30000, &mut b).is_ok());
+    assert!(matches!(
+        dump.memory.read(MEM as u64, &mut b),
+        Err(PhysError::Outside { .. })
+    ));
+    let path = write_tmp("holes.kdump", &file);
+    let out = crashring(&["info", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("hole: region bytes 0x1000..0x2000: excluded by the dump's filter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hole: region bytes 0x2000..0x3000: lost (incomplete dump)"),
+        "{text}"
+    );
+    assert!(text.contains("not in the dump"), "{text}");
+}
+
+#[test]
+fn damaged_kdump_headers_are_refused_naming_the_field_and_offset() {
+    let mem = memory();
+    let good = synth::kdump(&mem, &Kdump::default());
+    let cases: [(usize, &[u8], &str); 4] = [
+        (428, &[0, 0x30, 0, 0], "`block_size` at file offset 0x1ac"),
+        (
+            436,
+            &[0xff, 0xff, 0xff, 0x0f],
+            "`bitmap_blocks` at file offset 0x1b4",
+        ),
+        (4096 + 100, &[1, 0, 0, 0], "max_mapnr is 4294967552"),
+        (8, &[0, 1, 0, 0], "`header_version`"),
+    ];
+    for (at, bytes, want) in cases {
+        let mut bad = good.clone();
+        bad[at..at + bytes.len()].copy_from_slice(bytes);
+        let path = write_tmp("bad.kdump", &bad);
+        let out = crashring(&["info", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}
+
+#[test]
+fn truncated_dumps_keep_everything_before_the_cut() {
+    let mem = memory();
+    let want = raw_text();
+    let files = [
+        ("cut.kdump", synth::kdump(&mem, &Kdump::default())),
+        (
+            "cut.elf",
+            synth::elf(&mem, &[load(0, MEM as u64)], None, 1, false),
+        ),
+    ];
+    for (name, file) in files {
+        let step = file.len() / 40;
+        for cut in (0..file.len())
+            .step_by(step)
+            .chain([1, 100, file.len() - 1])
+        {
+            let path = write_tmp(name, &file[..cut]);
+            let out = crashring(&["extract", path.to_str().unwrap()]);
+            let code = out.status.code();
+            assert!(matches!(code, Some(0..=2)), "{name} cut at {cut}: {code:?}");
+            let text = String::from_utf8(out.stdout).unwrap();
+            for line in text.lines().filter(|l| !l.contains("events lost")) {
+                assert!(want.contains(line), "{name} cut at {cut} invented: {line}");
+            }
+            if code == Some(2) {
+                assert!(!out.stderr.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn flattened_record_loops_and_lies_end_in_errors_or_warnings() {
+    let mem = memory();
+    let file = synth::kdump(&mem, &Kdump::default());
+    let mut flat = synth::flatten(&file);
+    // A record whose size runs far past the end of the file.
+    flat[4096 + 8..4096 + 16].copy_from_slice(&(1i64 << 40).to_be_bytes());
+    let path = write_tmp("lying.flat", &flat);
+    let out = crashring(&["info", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("record at 0x1000"), "{err}");
+}
+
+#[test]
+fn foreign_files_get_a_clear_message() {
+    let cases: [(&[u8], &str); 3] = [
+        (b"PAGEDU64\0\0\0\0", "Windows crash dump"),
+        (b"\x1f\x8b\x08\0\0\0", "gzip"),
+        (b"\x7fELF\x01\x01\x01\0\0\0\0\0\0\0\0\0\x04\0", "32-bit ELF"),
+    ];
+    for (bytes, want) in cases {
+        let mut file = bytes.to_vec();
+        file.resize(8192, 0);
+        let path = write_tmp("foreign.bin", &file);
+        let out = crashring(&["info", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}
+
+#[test]
+fn phys_reads_one_region_without_scanning() {
+    let text = run_ok("phys.raw", &memory(), &["--phys", "0x30000"]);
+    assert_eq!(text, raw_text());
+    let path = write_tmp("phys2.raw", &memory());
+    let out = crashring(&["extract", path.to_str().unwrap(), "--phys", "0x31000"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("no valid region header at physical address 0x31000"),
+        "{err}"
+    );
+}
