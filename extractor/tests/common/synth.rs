@@ -51,11 +51,11 @@ fn note(out: &mut Vec<u8>, name: &[u8], ty: u32, desc: &[u8]) {
     out.extend(ty.to_le_bytes());
     out.extend(name);
     out.push(0);
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
     out.extend(desc);
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }
