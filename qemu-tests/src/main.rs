@@ -13,6 +13,7 @@ mod c_ffi;
 mod c_ring;
 mod cheader;
 mod demo;
+mod dumps;
 #[cfg(test)]
 #[path = "../../pstore-ring/golden/scenario.rs"]
 mod golden_scenario;
@@ -150,6 +151,7 @@ fn run_scenario(
         "{name} needs reserve_mem=, which {} lacks",
         k.release
     );
+    let kept = keep.is_some();
     let dir = keep.unwrap_or_else(|| {
         guest::work_dir(sh)
             .join("runs")
@@ -162,7 +164,7 @@ fn run_scenario(
         k.release,
         dir.display()
     );
-    let summary = (scenario.run)(sh, &k, &scenarios::Artifacts { dir })
+    let summary = (scenario.run)(sh, &k, &scenarios::Artifacts { dir, kept })
         .map_err(|e| e.context(format!("scenario {name} on {}", k.release)))?;
     println!("PASS {name} [{}]: {summary}", k.release);
     Ok(summary)

@@ -1,6 +1,9 @@
-//! Running QEMU: a guest with a time limit, its serial console in a file.
+//! Running QEMU: a guest with a time limit, its serial console in a file,
+//! and, for scenarios that dump memory from outside, a QMP socket.
 
 use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,6 +20,13 @@ pub struct Vm<'a> {
     pub extra: Vec<String>,
     pub serial: PathBuf,
     pub timeout: Duration,
+}
+
+/// A VM left running, driven over QMP.
+pub struct Running {
+    child: Child,
+    qmp: BufReader<UnixStream>,
+    serial: PathBuf,
 }
 
 fn kill(child: &mut Child) {
@@ -64,6 +74,43 @@ impl Vm<'_> {
         c
     }
 
+    /// Boots the VM with a QMP socket at `socket` and returns once QMP
+    /// answers; the VM keeps running until [`Running::quit`].
+    pub fn start(&self, socket: &Path) -> Result<Running> {
+        let _ = std::fs::remove_file(socket);
+        let mut c = self.command();
+        c.arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", socket.display()));
+        let mut child = c
+            .spawn()
+            .context("starting qemu-system-x86_64 (run `cargo xtask setup`)")?;
+        let start = Instant::now();
+        let stream = loop {
+            match UnixStream::connect(socket) {
+                Ok(s) => break s,
+                Err(_) if start.elapsed() < Duration::from_secs(20) => {
+                    if let Some(status) = child.try_wait()? {
+                        bail!("QEMU exited with {status} before its QMP socket opened");
+                    }
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => {
+                    kill(&mut child);
+                    bail!("connecting to QMP at {}: {e}", socket.display());
+                }
+            }
+        };
+        stream.set_read_timeout(Some(Duration::from_secs(300)))?;
+        let mut vm = Running {
+            child,
+            qmp: BufReader::new(stream),
+            serial: self.serial.clone(),
+        };
+        vm.read_reply()?; // The greeting.
+        vm.execute(r#"{"execute":"qmp_capabilities"}"#)?;
+        Ok(vm)
+    }
+
     /// Boots the VM and waits for it to power off; fails on a time-out
     /// with the end of the serial log.
     pub fn run(&self) -> Result<Duration> {
@@ -94,6 +141,78 @@ impl Vm<'_> {
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Running {
+    /// The next reply line (a return or an error), skipping events.
+    fn read_reply(&mut self) -> Result<String> {
+        loop {
+            let mut line = String::new();
+            if self.qmp.read_line(&mut line)? == 0 {
+                bail!("QMP connection closed");
+            }
+            if !line.contains("\"event\"") {
+                return Ok(line);
+            }
+        }
+    }
+
+    /// Sends one QMP command and returns its reply; a QMP error fails.
+    pub fn execute(&mut self, command: &str) -> Result<String> {
+        let stream = self.qmp.get_mut();
+        stream.write_all(command.as_bytes())?;
+        stream.write_all(b"\n")?;
+        let reply = self.read_reply()?;
+        if reply.contains("\"error\"") {
+            bail!("QMP {command} failed: {}", reply.trim());
+        }
+        Ok(reply)
+    }
+
+    /// Waits until the serial log contains `text`.
+    pub fn wait_for_serial(&mut self, text: &str, timeout: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        loop {
+            let log = std::fs::read_to_string(&self.serial).unwrap_or_default();
+            if log.contains(text) {
+                return Ok(start.elapsed());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "QEMU exited ({status}) before the guest printed {text:?}:\n{}",
+                    tail(&self.serial, 40)
+                );
+            }
+            if start.elapsed() > timeout {
+                bail!(
+                    "the guest did not print {text:?} within {timeout:?}:\n{}",
+                    tail(&self.serial, 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Stops QEMU.
+    pub fn quit(mut self) {
+        let _ = self.execute(r#"{"execute":"quit"}"#);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        kill(&mut self.child);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            kill(&mut self.child);
         }
     }
 }

@@ -16,6 +16,9 @@ use xshell::Shell;
 /// Where a scenario keeps its files.
 pub struct Artifacts {
     pub dir: PathBuf,
+    /// Whether the user asked to keep the files (`--keep`); if not, big
+    /// ones (memory dumps) are deleted once checked.
+    pub kept: bool,
 }
 
 pub struct Scenario {
@@ -25,12 +28,20 @@ pub struct Scenario {
     pub run: fn(&Shell, &Kernel, &Artifacts) -> Result<String>,
 }
 
-pub const SCENARIOS: &[Scenario] = &[Scenario {
-    name: "warm-reboot",
-    about: "memmap= region; workload; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
-    needs_reserve_mem: false,
-    run: warm_reboot,
-}];
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "warm-reboot",
+        about: "memmap= region; workload; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
+        needs_reserve_mem: false,
+        run: warm_reboot,
+    },
+    Scenario {
+        name: "qemu-dump",
+        about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
+        needs_reserve_mem: false,
+        run: crate::dumps::qemu_dump,
+    },
+];
 
 pub fn find(name: &str) -> Result<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name).with_context(|| {
@@ -42,7 +53,7 @@ pub fn find(name: &str) -> Result<&'static Scenario> {
 /// Markers and printk lines the workload writes before it crashes the guest.
 const WORKLOAD_EVENTS: u32 = 400;
 
-fn workload_script(module_args: &str) -> String {
+pub fn workload_script(module_args: &str) -> String {
     format!(
         r#"insmod /lib/crashring.ko {module_args} || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
@@ -70,7 +81,7 @@ poweroff -f
     )
 }
 
-fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
+pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
     let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     f.set_len(bytes)?;
     Ok(())
