@@ -14,7 +14,7 @@ use extractor::select::{parse_time, Selection};
 use extractor::source::{FileSource, Source};
 use indicatif::{ProgressBar, ProgressStyle};
 use pstore_ring::merge::merge;
-use pstore_ring::read::{HeaderTrust, LossKind, Region, Trace};
+use pstore_ring::read::{HeaderTrust, LossKind, Problem, Region, Trace};
 use pstore_ring::text::Line;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -241,9 +241,13 @@ fn parse<'a>(f: &'a Found, trust: HeaderTrust) -> Result<Region<'a>> {
 
 /// Whether a trace is damaged, as opposed to merely old: overwritten and
 /// writer-dropped events are what a flight recorder does, everything else
-/// is damage.
+/// is damage. Pages a dump left out count only if events were lost with
+/// them: makedumpfile's zero-page filter leaves out every unused page.
 fn damaged(trace: &Trace) -> bool {
-    !trace.diagnostics.is_empty()
+    trace
+        .diagnostics
+        .iter()
+        .any(|d| !matches!(d.problem, Problem::Absent { .. }))
         || trace
             .streams
             .iter()

@@ -320,10 +320,12 @@ fn absent_pages_are_not_decoded_even_when_their_bytes_look_valid() {
         before.event_count() - after.event_count(),
         victim.records as usize
     );
-    assert!(after
-        .diagnostics
-        .iter()
-        .any(|d| d.page == Some(victim.slot) && d.problem == Problem::Absent));
+    assert!(after.diagnostics.iter().any(|d| d.page == Some(victim.slot)
+        && d.problem
+            == Problem::Absent {
+                from: victim.slot,
+                count: 1
+            }));
     assert_eq!(st.lost(LossKind::Unreadable), u64::from(victim.records));
     assert_eq!(after.streams[0].events, before.streams[0].events);
 }

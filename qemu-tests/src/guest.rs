@@ -189,8 +189,31 @@ pub struct Initramfs<'a> {
     pub crashring: &'a Path,
     /// Kernel modules to load before crashring.ko (with dependencies).
     pub kernel_modules: &'a [&'a str],
+    /// Host programs copied in at the same path, with the shared
+    /// libraries `ldd` names for them.
+    pub programs: &'a [&'a str],
+    /// Other host files: (source, path inside the initramfs).
+    pub files: &'a [(&'a Path, &'a str)],
     /// The /init script's body, run after the modules are loaded.
     pub script: &'a str,
+}
+
+/// Copies `program` and the libraries it loads into the staging tree.
+fn stage_program(sh: &Shell, program: &str, stage: &Path) -> Result<()> {
+    let ldd = cmd!(sh, "ldd {program}").quiet().ignore_status().read()?;
+    let libs = ldd
+        .split_whitespace()
+        .filter(|t| t.starts_with('/'))
+        .map(String::from);
+    for path in std::iter::once(program.to_string()).chain(libs) {
+        let real = std::fs::canonicalize(&path).with_context(|| format!("finding {path}"))?;
+        let dest = stage.join(path.trim_start_matches('/'));
+        if let Some(dir) = dest.parent() {
+            sh.create_dir(dir)?;
+        }
+        sh.copy_file(&real, &dest)?;
+    }
+    Ok(())
 }
 
 /// Writes an uncompressed newc initramfs and returns its path.
@@ -206,6 +229,16 @@ pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf
     sh.copy_file(spec.module, stage.join("lib/crashring.ko"))?;
     sh.copy_file(spec.crashring, stage.join("bin/crashring"))?;
     let order = stage_kernel_modules(sh, spec.kernel, spec.kernel_modules, &stage)?;
+    for p in spec.programs {
+        stage_program(sh, p, &stage)?;
+    }
+    for (src, dest) in spec.files {
+        let dest = stage.join(dest);
+        if let Some(dir) = dest.parent() {
+            sh.create_dir(dir)?;
+        }
+        sh.copy_file(src, &dest)?;
+    }
     let mut init = String::from(
         "#!/bin/busybox sh\n\
          /bin/busybox --install -s /bin\n\

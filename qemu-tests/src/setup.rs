@@ -19,6 +19,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n";
 /// Host tools every scenario needs, from bookworm.
 const TOOLS: &[&str] = &[
     "busybox-static",
+    "e2fsprogs",
     "cpio",
     "xz-utils",
     "zstd",

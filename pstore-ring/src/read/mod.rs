@@ -51,8 +51,10 @@ impl fmt::Display for Diagnostic {
 pub enum Problem {
     #[error("truncated: the input ends inside this structure")]
     Truncated,
-    #[error("not in the input: the dump excluded or lost these bytes")]
-    Absent,
+    #[error(
+        "pages {from}.. ({count} of them) are not in the input: the dump excluded or lost them"
+    )]
+    Absent { from: u32, count: u32 },
     #[error("pages {from}.. ({count} of them) lie past the end of the input")]
     PagesMissing { from: u32, count: u32 },
     #[error("region is {size} bytes by its header, the input holds {have}")]

@@ -121,6 +121,36 @@ impl StreamTrace<'_> {
     }
 }
 
+/// One diagnostic per run of absent slots: a filtered dump can leave out
+/// thousands of (typically unused, all-zero) pages.
+fn report_absent(
+    info: &StreamInfo,
+    pages: &[PageReport],
+    page_size: u64,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut slot = 0;
+    while slot < pages.len() {
+        if pages[slot].status != PageStatus::Absent {
+            slot += 1;
+            continue;
+        }
+        let from = slot;
+        while slot < pages.len() && pages[slot].status == PageStatus::Absent {
+            slot += 1;
+        }
+        diags.push(Diagnostic {
+            stream: Some(info.index),
+            page: Some(from as u32),
+            offset: info.pages_offset + from as u64 * page_size,
+            problem: Problem::Absent {
+                from: from as u32,
+                count: (slot - from) as u32,
+            },
+        });
+    }
+}
+
 /// A page that passed the header checks.
 struct Readable<'a> {
     slot: u32,
@@ -195,6 +225,7 @@ pub(super) fn decode<'a>(
         }
         pages.push(report);
     }
+    report_absent(info, &pages, page_size, diags);
     readable.sort_by_key(|r| (r.seq, r.slot));
     readable.dedup_by(|later, earlier| {
         let dup = later.seq == earlier.seq;
@@ -349,7 +380,7 @@ fn classify<'a>(
     let h = &region.header;
     let e = h.endian;
     if region.is_absent(offset..offset + u64::from(h.page_size)) {
-        return Err((PageStatus::Absent, 0, Some(Problem::Absent)));
+        return Err((PageStatus::Absent, 0, None));
     }
     let page = usize::try_from(offset)
         .ok()
