@@ -157,6 +157,24 @@ pub trait PhysMemory: Send + Sync {
     }
 }
 
+/// Fills `buf` from `addr` piece by piece: `piece(at, rest)` fills a
+/// prefix of `rest` with the memory at `at` and returns its length (at
+/// least 1), so containers only say how far one contiguous piece goes.
+pub fn read_pieces(
+    addr: u64,
+    buf: &mut [u8],
+    mut piece: impl FnMut(u64, &mut [u8]) -> Result<usize, PhysError>,
+) -> Result<(), PhysError> {
+    let mut done = 0;
+    while done < buf.len() {
+        let at = addr
+            .checked_add(done as u64)
+            .ok_or(PhysError::Outside { addr: u64::MAX })?;
+        done += piece(at, &mut buf[done..])?.max(1);
+    }
+    Ok(())
+}
+
 /// The hole error for `addr` by the map, for a container whose read found
 /// no data there.
 pub fn hole_at(map: &MemoryMap, addr: u64) -> PhysError {

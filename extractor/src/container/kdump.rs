@@ -17,7 +17,7 @@
 
 use super::{Dump, OpenError};
 use crate::compress;
-use crate::phys::{hole_at, Backing, MemoryMap, PhysError, PhysMemory, Run};
+use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysError, PhysMemory, Run};
 use crate::source::Source;
 use std::sync::{Arc, Mutex};
 
@@ -410,17 +410,12 @@ impl PhysMemory for KdumpMemory {
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError> {
-        let mut done = 0;
-        while done < buf.len() {
-            let at = addr
-                .checked_add(done as u64)
-                .ok_or(PhysError::Outside { addr: u64::MAX })?;
+        read_pieces(addr, buf, |at, rest| {
             let page = self.page(at / self.bs)?;
             let from = (at % self.bs) as usize;
-            let n = (buf.len() - done).min(page.len() - from);
-            buf[done..done + n].copy_from_slice(&page[from..from + n]);
-            done += n;
-        }
-        Ok(())
+            let n = rest.len().min(page.len() - from);
+            rest[..n].copy_from_slice(&page[from..from + n]);
+            Ok(n)
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! Memory stored plainly in a file: raw images and ELF cores.
 
-use crate::phys::{hole_at, Backing, MemoryMap, PhysError, PhysMemory};
+use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysError, PhysMemory};
 use crate::source::{Source, Window};
 use std::sync::Arc;
 
@@ -33,19 +33,14 @@ impl PhysMemory for MappedMemory {
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError> {
-        let mut done = 0;
-        while done < buf.len() {
-            let at = addr
-                .checked_add(done as u64)
-                .ok_or(PhysError::Outside { addr: u64::MAX })?;
+        read_pieces(addr, buf, |at, rest| {
             let (offset, room) = self.locate(at)?;
-            let n = (buf.len() - done).min(usize::try_from(room).unwrap_or(usize::MAX));
+            let n = rest.len().min(usize::try_from(room).unwrap_or(usize::MAX));
             self.source
-                .read_exact_at(offset, &mut buf[done..done + n])
+                .read_exact_at(offset, &mut rest[..n])
                 .map_err(|source| PhysError::Source { addr: at, source })?;
-            done += n;
-        }
-        Ok(())
+            Ok(n)
+        })
     }
 
     fn window(&self, addr: u64, len: usize) -> Option<Window> {
