@@ -6,11 +6,12 @@
 //! bytes the dump does not hold become absent ranges that the reader
 //! reports, never zeros it decodes.
 
-use crate::phys::{PhysError, PhysMemory};
+use crate::phys::{Backing, PhysError, PhysMemory};
+use memmap2::MmapMut;
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderTrust};
 use pstore_ring::scan::header_checks_out;
-use std::ops::Range;
+use std::ops::{Deref, Range};
 
 /// Bytes searched per step of the scan.
 const CHUNK: usize = 8 << 20;
@@ -26,11 +27,16 @@ pub struct Found {
     /// Physical address of the region's first byte.
     pub addr: u64,
     /// The region's bytes; absent ranges hold zeros that must not be used.
-    pub bytes: Vec<u8>,
+    pub bytes: RegionBytes,
     /// Region-relative ranges the dump does not hold.
     pub absent: Vec<Range<u64>>,
     /// What was missing and why, one line per hole.
     pub holes: Vec<String>,
+    /// Whether some absent bytes were lost or outside the dump rather than
+    /// left out by the dump's filter. Filtered pages are of a kind the
+    /// dump's maker chose to drop (makedumpfile's zero-page filter drops
+    /// every unused ring page); lost ones held something nobody can know.
+    pub unaccounted: bool,
     /// Addresses of byte-identical copies of this region's header found
     /// elsewhere (a copy in the page cache, a saved file in RAM).
     pub copies: Vec<u64>,
@@ -43,6 +49,40 @@ pub enum DiscoverError {
     NoHeader { addr: u64, why: String },
     #[error("the region at physical address {addr:#x} claims {size} bytes, more than the {MAX_REGION} this tool reads")]
     TooBig { addr: u64, size: u64 },
+    #[error("no memory for the {size}-byte region at physical address {addr:#x}: {why}")]
+    NoMemory {
+        addr: u64,
+        size: u64,
+        why: std::io::Error,
+    },
+}
+
+/// A region's bytes in anonymous memory: pages never written (the parts a
+/// dump does not hold) stay the kernel's shared zero page, so a sparse
+/// region costs RAM only for what the dump really has.
+#[derive(Debug)]
+pub struct RegionBytes {
+    map: MmapMut,
+    len: usize,
+}
+
+impl RegionBytes {
+    fn zeroed(len: usize) -> std::io::Result<RegionBytes> {
+        // A mapping cannot be empty; an empty region keeps one spare byte.
+        let map = MmapMut::map_anon(len.max(1))?;
+        Ok(RegionBytes { map, len })
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.map[..self.len]
+    }
+}
+
+impl Deref for RegionBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map[..self.len]
+    }
 }
 
 /// Reads the region whose header is at `addr`. `size` overrides the
@@ -67,18 +107,31 @@ pub fn read_at(
     if size > MAX_REGION {
         return Err(DiscoverError::TooBig { addr, size });
     }
-    Ok(read_region(mem, addr, size as usize))
+    let bytes = RegionBytes::zeroed(size as usize).map_err(|why| DiscoverError::NoMemory {
+        addr,
+        size,
+        why,
+    })?;
+    Ok(read_region(mem, addr, bytes))
 }
 
-fn read_region(mem: &dyn PhysMemory, addr: u64, size: usize) -> Found {
-    let mut bytes = vec![0u8; size];
+fn read_region(mem: &dyn PhysMemory, addr: u64, mut region: RegionBytes) -> Found {
+    let bytes = region.as_mut();
+    let size = bytes.len();
     let mut absent: Vec<Range<u64>> = Vec::new();
     let mut holes: Vec<String> = Vec::new();
+    let mut unaccounted = false;
+    // Past the map's last run the dump knows nothing: one hole, without
+    // asking for each page of a claim that may be hostile.
+    let dump_end = mem.map().runs().last().map_or(0, |r| r.end);
+    let readable = usize::try_from(dump_end.saturating_sub(addr))
+        .unwrap_or(usize::MAX)
+        .min(size);
     let mut at = 0usize;
-    while at < size {
+    while at < readable {
         // Large reads first; a failure is retried granule by granule so a
         // hole costs only its own pages.
-        let n = (size - at).min(1 << 20);
+        let n = (readable - at).min(1 << 20);
         if mem.read(addr + at as u64, &mut bytes[at..at + n]).is_ok() {
             at += n;
             continue;
@@ -87,16 +140,41 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, size: usize) -> Found {
         while at < end {
             let g = (end - at).min(GRANULE - (addr as usize + at) % GRANULE);
             if let Err(e) = mem.read(addr + at as u64, &mut bytes[at..at + g]) {
-                bytes[at..at + g].fill(0);
+                // Only a read that stopped part-way wrote anything; leaving
+                // untouched pages alone keeps them free.
+                if bytes[at..at + g].iter().any(|&b| b != 0) {
+                    bytes[at..at + g].fill(0);
+                }
+                let filtered = matches!(
+                    e,
+                    PhysError::Hole {
+                        backing: Backing::Excluded,
+                        ..
+                    }
+                );
+                unaccounted |= !filtered;
                 note_hole(&mut absent, &mut holes, at as u64..(at + g) as u64, &e);
             }
             at += g;
         }
     }
+    if readable < size {
+        let outside = PhysError::Outside {
+            addr: addr + readable as u64,
+        };
+        note_hole(
+            &mut absent,
+            &mut holes,
+            readable as u64..size as u64,
+            &outside,
+        );
+        unaccounted = true;
+    }
     Found {
         addr,
-        bytes,
+        bytes: region,
         absent,
+        unaccounted,
         holes,
         copies: Vec::new(),
     }

@@ -241,13 +241,15 @@ fn parse<'a>(f: &'a Found, trust: HeaderTrust) -> Result<Region<'a>> {
 
 /// Whether a trace is damaged, as opposed to merely old: overwritten and
 /// writer-dropped events are what a flight recorder does, everything else
-/// is damage. Pages a dump left out count only if events were lost with
-/// them: makedumpfile's zero-page filter leaves out every unused page.
-fn damaged(trace: &Trace) -> bool {
-    trace
-        .diagnostics
-        .iter()
-        .any(|d| !matches!(d.problem, Problem::Absent { .. }))
+/// is damage. Pages the dump's filter left out count only if events were
+/// lost with them (makedumpfile's zero-page filter leaves out every unused
+/// page); pages lost or cut off count always, as nobody knows what they held.
+fn damaged(found: &Found, trace: &Trace) -> bool {
+    found.unaccounted
+        || trace
+            .diagnostics
+            .iter()
+            .any(|d| !matches!(d.problem, Problem::Absent { .. }))
         || trace
             .streams
             .iter()
@@ -285,7 +287,7 @@ fn run(cli: Cli) -> Result<u8> {
                 let region = parse(f, trust_of(&input))?;
                 let trace = region.decode();
                 report_damage(n, f, &trace);
-                bad |= damaged(&trace);
+                bad |= damaged(f, &trace);
                 if loaded.found.len() > 1 && matches!(format, Format::Text) {
                     writeln!(out, "# region {n} at physical address {:#x}", f.addr)?;
                 }
@@ -315,7 +317,9 @@ fn run(cli: Cli) -> Result<u8> {
                 view.write_text(&mut text, pages)?;
             }
             io::stdout().lock().write_all(text.as_bytes())?;
-            Ok(u8::from(traces.iter().any(damaged)))
+            Ok(u8::from(
+                loaded.found.iter().zip(&traces).any(|(f, t)| damaged(f, t)),
+            ))
         }
         Cmd::Verify { input } => {
             let loaded = load(&input)?;
@@ -324,14 +328,18 @@ fn run(cli: Cli) -> Result<u8> {
                 let region = parse(f, trust_of(&input))?;
                 let trace = region.decode();
                 report_damage(n, f, &trace);
-                let state = if damaged(&trace) { "damaged" } else { "intact" };
+                let state = if damaged(f, &trace) {
+                    "damaged"
+                } else {
+                    "intact"
+                };
                 println!(
                     "region {n} at {:#x}: {state}: {} events, {} lost",
                     f.addr,
                     trace.event_count(),
                     trace.lost_events()
                 );
-                bad |= damaged(&trace);
+                bad |= damaged(f, &trace);
             }
             Ok(u8::from(bad))
         }

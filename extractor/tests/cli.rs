@@ -74,3 +74,21 @@ fn no_region_and_no_file_exit_2_with_a_message() {
         .unwrap()
         .contains("opening /nonexistent/file"));
 }
+
+#[test]
+fn a_region_copy_cut_short_keeps_the_streams_before_the_cut() {
+    let img = image(0, false);
+    let region =
+        pstore_ring::read::Region::parse(&img, pstore_ring::read::HeaderTrust::Checksummed)
+            .unwrap();
+    let cut = region.streams[1].pages_offset as usize;
+    let path = write_tmp("cut-region.bin", &img[..cut]);
+    let out = crashring(&["extract", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("not in the dump"), "{err}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let cpu0: Vec<&str> = text.lines().filter(|l| l.starts_with("[000]")).collect();
+    assert_eq!(cpu0.len(), 5, "{text}");
+    assert!(!text.contains("[001]") || text.lines().all(|l| !l.contains("printk")));
+}
