@@ -41,6 +41,13 @@ pub trait Source: Send + Sync {
         None
     }
 
+    /// Bytes the source really holds. Less than [`Source::len`] where
+    /// reads of unheld bytes give zeros (a flattened file's gaps), so that
+    /// readers can bound what they allocate by what the input contains.
+    fn held(&self) -> u64 {
+        self.len()
+    }
+
     /// Whether the source has no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -281,6 +281,33 @@ fn flattened_record_loops_and_lies_end_in_errors_or_warnings() {
 }
 
 #[test]
+fn a_flattened_file_cannot_claim_bitmaps_it_does_not_hold() {
+    let mem = memory();
+    let mut file = synth::kdump(&mem, &Kdump::default());
+    // Bitmaps of 2^16 blocks (128 MiB each) for 2^30 pages ...
+    file[436..440].copy_from_slice(&(1u32 << 16).to_le_bytes());
+    file[4096 + 96..4096 + 104].copy_from_slice(&(1u64 << 30).to_le_bytes());
+    // ... in a file one tiny record stretches to 1 GiB.
+    let mut flat = synth::flatten(&file);
+    flat.truncate(flat.len() - 16);
+    flat.extend((1i64 << 30).to_be_bytes());
+    flat.extend(1i64.to_be_bytes());
+    flat.push(0);
+    flat.extend((-1i64).to_be_bytes());
+    flat.extend((-1i64).to_be_bytes());
+    let path = write_tmp("bitmap-claim.flat", &flat);
+    let out = crashring(&["info", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("`max_mapnr` at file offset 0x1060")
+            && err.contains("more than the")
+            && err.contains("bytes the input holds"),
+        "{err}"
+    );
+}
+
+#[test]
 fn foreign_files_get_a_clear_message() {
     let cases: [(&[u8], &str); 3] = [
         (b"PAGEDU64\0\0\0\0", "Windows crash dump"),

@@ -29,6 +29,9 @@ pub struct FlatSource {
     /// Reassembled offset → (end, offset in the flattened file).
     pieces: BTreeMap<u64, (u64, u64)>,
     len: u64,
+    /// Record bytes indexed, overlaps counted twice: at most the flattened
+    /// file's size.
+    held: u64,
     warnings: Vec<String>,
 }
 
@@ -52,6 +55,7 @@ impl FlatSource {
             inner,
             pieces: BTreeMap::new(),
             len: 0,
+            held: 0,
             warnings: Vec::new(),
         };
         flat.index()?;
@@ -100,6 +104,7 @@ impl FlatSource {
             })?;
             self.insert(offset, end, data);
             self.len = self.len.max(end);
+            self.held += have;
             if have < size {
                 self.warnings.push(format!(
                     "the record at {at:#x} holds {size} bytes but the file ends after {have}; the rest is missing"
@@ -139,6 +144,10 @@ impl FlatSource {
 impl Source for FlatSource {
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn held(&self) -> u64 {
+        self.held.min(self.len)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {

@@ -152,10 +152,10 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         bytes: &sub_bytes,
         big: h.big,
     };
-    let max_mapnr = if version >= 6 {
-        s.u64(sub::MAX_MAPNR_64)
+    let (max_mapnr, max_mapnr_at) = if version >= 6 {
+        (s.u64(sub::MAX_MAPNR_64), bs + sub::MAX_MAPNR_64 as u64)
     } else {
-        u64::from(h.u32(hdr::MAX_MAPNR))
+        (u64::from(h.u32(hdr::MAX_MAPNR)), hdr::MAX_MAPNR as u64)
     };
     let bitmap_off = (1 + sub_blocks)
         .checked_mul(bs)
@@ -190,7 +190,19 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         ));
     }
     // Only the pages max_mapnr covers are read; bits past it are ignored.
-    let used = max_mapnr.div_ceil(8) as usize;
+    let used = max_mapnr.div_ceil(8);
+    if 2 * used > source.held() {
+        return Err(invalid(
+            "max_mapnr",
+            max_mapnr_at,
+            format!(
+                "{max_mapnr} pages need {} bytes of bitmaps, more than the {} bytes the input holds",
+                2 * used,
+                source.held()
+            ),
+        ));
+    }
+    let used = used as usize;
     let mut ram = vec![0u8; used];
     source.read_exact_at(bitmap_off, &mut ram)?;
     let mut dumped = vec![0u8; used];
