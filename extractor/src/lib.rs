@@ -10,7 +10,7 @@
 //! - [`phys`]: one physical-memory view; holes are reported, never zeros.
 //! - [`discover`]: finds regions by address or by scanning for the magic,
 //!   and reads each out with its absent ranges.
-//! - [`select`] and [`jsonl`]: what `crashring extract` prints.
+//! - [`select`], [`output`] and [`jsonl`]: what `crashring extract` prints.
 //!
 //! Decoding, salvage and merging are `pstore-ring`'s.
 
@@ -19,6 +19,7 @@ pub mod container;
 pub mod discover;
 pub mod jsonl;
 pub mod lzo;
+pub mod output;
 pub mod phys;
 pub mod select;
 pub mod source;

@@ -10,12 +10,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use extractor::container::{self, Dump};
 use extractor::discover::{self, Found};
+use extractor::output::{write_items, Format};
 use extractor::select::{parse_time, Selection};
 use extractor::source::{FileSource, Source};
 use indicatif::{ProgressBar, ProgressStyle};
-use pstore_ring::merge::merge;
 use pstore_ring::read::{HeaderTrust, LossKind, Problem, Region, Trace};
-use pstore_ring::text::Line;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,8 +61,8 @@ enum Cmd {
     Extract {
         #[command(flatten)]
         input: InputArgs,
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+        format: FormatArg,
         /// Write here instead of standard output.
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
@@ -114,9 +113,18 @@ struct InputArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Format {
+enum FormatArg {
     Text,
     Jsonl,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Text => Format::Text,
+            FormatArg::Jsonl => Format::Jsonl,
+        }
+    }
 }
 
 fn parse_number(text: &str) -> Result<u64, String> {
@@ -288,10 +296,10 @@ fn run(cli: Cli) -> Result<u8> {
                 let trace = region.decode();
                 report_damage(n, f, &trace);
                 bad |= damaged(f, &trace);
-                if loaded.found.len() > 1 && matches!(format, Format::Text) {
+                if loaded.found.len() > 1 && matches!(format, FormatArg::Text) {
                     writeln!(out, "# region {n} at physical address {:#x}", f.addr)?;
                 }
-                write_items(&mut out, &region, &trace, &selection, format, n)?;
+                write_items(&mut out, &region, &trace, &selection, format.into(), n)?;
             }
             out.flush()?;
             Ok(u8::from(bad))
@@ -361,31 +369,4 @@ fn report_damage(n: usize, f: &Found, trace: &Trace) {
     for d in &trace.diagnostics {
         eprintln!("crashring: region {n} at {:#x}: {d}", f.addr);
     }
-}
-
-fn write_items(
-    out: &mut impl Write,
-    region: &Region,
-    trace: &Trace,
-    selection: &Selection,
-    format: Format,
-    n: usize,
-) -> Result<()> {
-    let mut line = String::with_capacity(256);
-    for item in merge(&trace.streams) {
-        if !selection.admits(&item, region) {
-            continue;
-        }
-        line.clear();
-        match format {
-            Format::Text => {
-                use std::fmt::Write as _;
-                write!(line, "{}", Line::of(&item, region))?
-            }
-            Format::Jsonl => extractor::jsonl::write_item(&mut line, &item, region, n)?,
-        }
-        line.push('\n');
-        out.write_all(line.as_bytes())?;
-    }
-    Ok(())
 }

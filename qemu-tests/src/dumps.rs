@@ -196,34 +196,87 @@ const MAKEDUMPFILE_RUNS: &[(&str, &str)] = &[
     ("vmcore-elf", "-E -d 31"),
 ];
 
-fn kdump_script(capture_append: &str) -> String {
-    let mut capture = String::from(
-        r#"echo "crashring-test: phase capture"
-mount -t ext2 /dev/vda /mnt || echo "crashring-test: mount failed"
-crashring info /proc/vmcore
-crashring extract --format jsonl /proc/vmcore -o /mnt/trace.jsonl
-echo "crashring-test: capture extract $?"
-crashring verify /proc/vmcore
-echo "crashring-test: capture verify $?"
-"#,
-    );
-    for (name, args) in MAKEDUMPFILE_RUNS {
-        if args.starts_with("-F") {
-            capture += &format!("makedumpfile {args} /proc/vmcore > /mnt/{name}\n");
-        } else {
-            capture += &format!("makedumpfile {args} /proc/vmcore /mnt/{name}\n");
-        }
-        capture += &format!("echo \"crashring-test: makedumpfile {name} $?\"\n");
+/// What differs between the kdump scenarios.
+struct KdumpPlan {
+    /// Prefix of the initramfs names.
+    name: &'static str,
+    /// Where the first kernel's region is: its command-line part and the
+    /// module's arguments.
+    region_append: &'static str,
+    module_args: &'static str,
+    /// Shell lines the capture kernel runs with the results disk at /mnt.
+    capture: String,
+}
+
+/// What a kdump run left: the serial log's text, the results disk, and how
+/// long the VM ran.
+struct KdumpRun {
+    log: String,
+    serial: PathBuf,
+    disk: PathBuf,
+    took: Duration,
+}
+
+impl KdumpRun {
+    fn tail(&self) -> String {
+        crate::qemu::tail(&self.serial, 40)
     }
-    capture += "umount /mnt\nsync\necho \"crashring-test: done\"\npoweroff -f\n";
+
+    /// Whether the capture kernel printed `crashring-test: {what}`.
+    fn ensure_printed(&self, what: &str) -> Result<()> {
+        ensure!(
+            self.log.contains(&format!("crashring-test: {what}")),
+            "the capture kernel did not print `{what}`:\n{}",
+            self.tail()
+        );
+        Ok(())
+    }
+
+    /// Copies `name` off the results disk into `dir`.
+    fn take(&self, sh: &Shell, dir: &Path, name: &str) -> Result<PathBuf> {
+        let dest = dir.join(name);
+        let _ = std::fs::remove_file(&dest);
+        let req = format!("dump /{name} {}", dest.display());
+        let disk = &self.disk;
+        cmd!(sh, "debugfs -R {req} {disk}")
+            .quiet()
+            .ignore_stderr()
+            .run()?;
+        ensure!(dest.exists(), "{name} is not on the capture disk");
+        Ok(dest)
+    }
+}
+
+/// Commands in the capture kernel that extract from `input` with the
+/// guest's crashring and save the JSON lines as /mnt/trace.jsonl.
+fn capture_extract(input: &str) -> String {
+    format!(
+        r#"crashring info {input}
+crashring extract --format jsonl {input} -o /mnt/trace.jsonl
+echo "crashring-test: capture extract $?"
+crashring verify {input}
+echo "crashring-test: capture verify $?"
+"#
+    )
+}
+
+fn kdump_script(plan: &KdumpPlan, capture_append: &str) -> String {
+    let capture = &plan.capture;
     format!(
         r#"if [ -e /proc/vmcore ]; then
-{capture}fi
-insmod /lib/crashring.ko reserve_mem=crashring || echo "crashring-test: insmod failed"
+echo "crashring-test: phase capture"
+mount -t ext2 /dev/vda /mnt || echo "crashring-test: mount failed"
+{capture}umount /mnt
+sync
+echo "crashring-test: done"
+poweroff -f
+fi
+insmod /lib/crashring.ko {args} || echo "crashring-test: insmod failed"
 kexec -s -p /boot/vmlinuz --initrd=/boot/capture.cpio --append="{capture_append}" || echo "crashring-test: kexec load failed"
 echo "crashring-test: capture kernel loaded: $(cat /sys/kernel/kexec_crash_loaded)"
 {workload}"#,
-        workload = workload_script("reserve_mem=crashring")
+        args = plan.module_args,
+        workload = workload_script(plan.module_args)
             .lines()
             .skip(1)
             .collect::<Vec<_>>()
@@ -231,45 +284,40 @@ echo "crashring-test: capture kernel loaded: $(cat /sys/kernel/kexec_crash_loade
     )
 }
 
-pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+/// Boots a kernel with a capture kernel loaded, runs the workload, panics,
+/// and lets the capture kernel run the plan's commands.
+fn run_kdump(sh: &Shell, k: &Kernel, art: &Artifacts, plan: &KdumpPlan) -> Result<KdumpRun> {
     let module = guest::build_module(sh, k)?;
     let guest_crashring = guest::build_guest_crashring(sh)?;
-    let crashring = host_crashring(sh)?;
     let capture_append = "console=ttyS0 maxcpus=1 reset_devices loglevel=4 panic=-1";
-    let script = kdump_script(capture_append);
+    let script = kdump_script(plan, capture_append);
     // ext4 (which mounts ext2) needs crc32c, a dependency modules.dep omits.
     let modules = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"];
     let programs = ["/usr/sbin/kexec", "/usr/bin/makedumpfile"];
+    let spec = |files| Initramfs {
+        kernel: k,
+        module: &module,
+        crashring: &guest_crashring,
+        kernel_modules: &modules,
+        programs: &programs,
+        files,
+        script: &script,
+    };
     // The capture kernel boots the same kernel with this initramfs; the
     // first boot carries both.
     let capture = guest::initramfs(
         sh,
-        &format!("kdump-capture-{}", k.series),
-        &Initramfs {
-            kernel: k,
-            module: &module,
-            crashring: &guest_crashring,
-            kernel_modules: &modules,
-            programs: &programs,
-            files: &[],
-            script: &script,
-        },
+        &format!("{}-capture-{}", plan.name, k.series),
+        &spec(&[]),
     )?;
+    let boot_files: [(&Path, &str); 2] = [
+        (&k.vmlinuz, "boot/vmlinuz"),
+        (&capture, "boot/capture.cpio"),
+    ];
     let initrd = guest::initramfs(
         sh,
-        &format!("kdump-{}", k.series),
-        &Initramfs {
-            kernel: k,
-            module: &module,
-            crashring: &guest_crashring,
-            kernel_modules: &modules,
-            programs: &programs,
-            files: &[
-                (&k.vmlinuz, "boot/vmlinuz"),
-                (&capture, "boot/capture.cpio"),
-            ],
-            script: &script,
-        },
+        &format!("{}-{}", plan.name, k.series),
+        &spec(&boot_files),
     )?;
     let disk = art.dir.join("capture.ext2");
     let _ = std::fs::remove_file(&disk);
@@ -279,7 +327,10 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let vm = Vm {
         kernel: &k.vmlinuz,
         initrd: &initrd,
-        append: "console=ttyS0 crashkernel=256M reserve_mem=16M:4096:crashring nokaslr crash_kexec_post_notifiers panic=1 loglevel=4".into(),
+        append: format!(
+            "console=ttyS0 crashkernel=256M {} nokaslr crash_kexec_post_notifiers panic=1 loglevel=4",
+            plan.region_append
+        ),
         memory: "2G",
         cpus: 4,
         disks: vec![disk.clone()],
@@ -288,48 +339,24 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         timeout: Duration::from_secs(480),
     };
     let took = vm.run()?;
-    let log = std::fs::read_to_string(&serial).unwrap_or_default();
-    let tail = || crate::qemu::tail(&serial, 40);
-    ensure!(
-        log.contains("crashring-test: capture kernel loaded: 1"),
-        "the capture kernel was not loaded:\n{}",
-        tail()
-    );
-    ensure!(
-        log.contains("crashring-test: phase capture"),
-        "the capture kernel never ran:\n{}",
-        tail()
-    );
-    ensure!(
-        log.contains("crashring-test: done"),
-        "capture did not finish:\n{}",
-        tail()
-    );
-    for want in ["capture extract 0", "capture verify 0"] {
-        ensure!(
-            log.contains(&format!("crashring-test: {want}")),
-            "the capture kernel's crashring did not report `{want}`:\n{}",
-            tail()
-        );
-    }
-    let mut lines = vec![format!(
-        "boot, workload, panic, kdump and capture in {:.1} s",
-        took.as_secs_f64()
-    )];
-    let out_dir = art.dir.join("capture");
-    sh.create_dir(&out_dir)?;
-    let take = |name: &str| -> Result<PathBuf> {
-        let dest = out_dir.join(name);
-        let _ = std::fs::remove_file(&dest);
-        let req = format!("dump /{name} {}", dest.display());
-        cmd!(sh, "debugfs -R {req} {disk}")
-            .quiet()
-            .ignore_stderr()
-            .run()?;
-        ensure!(dest.exists(), "{name} is not on the capture disk");
-        Ok(dest)
+    let run = KdumpRun {
+        log: std::fs::read_to_string(&serial).unwrap_or_default(),
+        serial,
+        disk,
+        took,
     };
-    let trace = std::fs::read_to_string(take("trace.jsonl")?)?;
+    run.ensure_printed("capture kernel loaded: 1")?;
+    run.ensure_printed("phase capture")?;
+    run.ensure_printed("done")?;
+    run.ensure_printed("capture extract 0")?;
+    run.ensure_printed("capture verify 0")?;
+    Ok(run)
+}
+
+/// Checks the JSON lines the capture kernel's crashring wrote: every
+/// workload marker, the crash last.
+fn check_capture_trace(run: &KdumpRun, sh: &Shell, dir: &Path, input: &str) -> Result<String> {
+    let trace = std::fs::read_to_string(run.take(sh, dir, "trace.jsonl")?)?;
     let markers = trace
         .lines()
         .filter(|l| l.contains("\"text\":\"workload marker "))
@@ -337,26 +364,49 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let crash = trace.lines().last().unwrap_or_default();
     ensure!(
         markers == 400 && crash.contains("\"type\":\"crash\""),
-        "the capture kernel's extract of /proc/vmcore has {markers} workload markers and ends with {crash}"
+        "the capture kernel's extract of {input} has {markers} workload markers and ends with {crash}"
     );
-    lines.push(format!(
-        "capture kernel: crashring extract /proc/vmcore gave {} lines, 400 markers, crash last",
+    Ok(format!(
+        "capture kernel: crashring extract {input} gave {} lines, 400 markers, crash last",
         trace.lines().count()
-    ));
+    ))
+}
+
+pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let mut capture = capture_extract("/proc/vmcore");
+    for (name, args) in MAKEDUMPFILE_RUNS {
+        if args.starts_with("-F") {
+            capture += &format!("makedumpfile {args} /proc/vmcore > /mnt/{name}\n");
+        } else {
+            capture += &format!("makedumpfile {args} /proc/vmcore /mnt/{name}\n");
+        }
+        capture += &format!("echo \"crashring-test: makedumpfile {name} $?\"\n");
+    }
+    let plan = KdumpPlan {
+        name: "kdump",
+        region_append: "reserve_mem=16M:4096:crashring",
+        module_args: "reserve_mem=crashring",
+        capture,
+    };
+    let crashring = host_crashring(sh)?;
+    let run = run_kdump(sh, k, art, &plan)?;
+    let mut lines = vec![format!(
+        "boot, workload, panic, kdump and capture in {:.1} s",
+        run.took.as_secs_f64()
+    )];
+    let out_dir = art.dir.join("capture");
+    sh.create_dir(&out_dir)?;
+    lines.push(check_capture_trace(&run, sh, &out_dir, "/proc/vmcore")?);
     for (name, _) in MAKEDUMPFILE_RUNS {
-        ensure!(
-            log.contains(&format!("crashring-test: makedumpfile {name} 0")),
-            "makedumpfile for {name} failed in the capture kernel:\n{}",
-            tail()
-        );
-        let path = take(name)?;
+        run.ensure_printed(&format!("makedumpfile {name} 0"))?;
+        let path = run.take(sh, &out_dir, name)?;
         let size = std::fs::metadata(&path)?.len();
         let line =
             check_dump(sh, &crashring, &path, None, Some(&k.release)).with_context(|| {
                 format!(
                     "checking {} (serial log {})",
                     path.display(),
-                    serial.display()
+                    run.serial.display()
                 )
             })?;
         lines.push(format!("{line}; {size} bytes"));
@@ -365,7 +415,45 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         }
     }
     if !art.kept {
-        let _ = std::fs::remove_file(&disk);
+        let _ = std::fs::remove_file(&run.disk);
     }
     Ok(lines.join("\n  "))
+}
+
+/// The memmap= region's address and size in kdump-direct.
+const DIRECT_ADDR: u64 = 0x4000_0000;
+const DIRECT_MIB: u64 = 16;
+
+pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    // A memmap= region is not System RAM, so it is neither in /proc/vmcore
+    // nor refused by STRICT_DEVMEM: the capture kernel reads it from
+    // /dev/mem by address, and saves a raw copy for the host's checks.
+    let input = format!("/dev/mem --phys {DIRECT_ADDR:#x}");
+    let mut capture = capture_extract(&input);
+    capture += &format!(
+        "dd if=/dev/mem of=/mnt/region.bin bs=1M skip={} count={DIRECT_MIB} 2>/dev/null\n\
+         echo \"crashring-test: dd $?\"\n",
+        DIRECT_ADDR >> 20
+    );
+    let plan = KdumpPlan {
+        name: "kdump-direct",
+        region_append: "memmap=16M$0x40000000",
+        module_args: "region=16M@0x40000000",
+        capture,
+    };
+    let run = run_kdump(sh, k, art, &plan)?;
+    run.ensure_printed("dd 0")?;
+    let out_dir = art.dir.join("capture");
+    sh.create_dir(&out_dir)?;
+    let trace_line = check_capture_trace(&run, sh, &out_dir, "/dev/mem")?;
+    let copy = run.take(sh, &out_dir, "region.bin")?;
+    let summary = crate::scenarios::check_warm_reboot(&std::fs::read(&copy)?)
+        .with_context(|| format!("checking {} read from /dev/mem", copy.display()))?;
+    if !art.kept {
+        let _ = std::fs::remove_file(&run.disk);
+    }
+    Ok(format!(
+        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}",
+        run.took.as_secs_f64()
+    ))
 }

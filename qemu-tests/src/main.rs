@@ -18,6 +18,7 @@ mod dumps;
 #[path = "../../pstore-ring/golden/scenario.rs"]
 mod golden_scenario;
 mod guest;
+mod pmem;
 mod qemu;
 mod scenarios;
 mod setup;
@@ -70,7 +71,8 @@ enum Cmd {
     },
     /// Regenerate kernel/crashring_format.h from pstore-ring.
     GenHeader,
-    /// Run the benchmarks (writer and reader against memcpy baselines).
+    /// Run the benchmarks (ring writer and reader, the kernel ring code, the
+    /// extractor's scan, decode and memory), each against a baseline.
     Bench,
 }
 
@@ -118,6 +120,7 @@ fn main() -> Result<()> {
         }
         Cmd::Bench => {
             cmd!(sh, "cargo bench -p pstore-ring --bench ring").run()?;
+            cmd!(sh, "cargo bench -p extractor --bench extract").run()?;
             cmd!(sh, "cargo bench -p qemu-tests --bench c_ring").run()?;
             Ok(())
         }

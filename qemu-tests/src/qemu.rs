@@ -195,6 +195,11 @@ impl Running {
         }
     }
 
+    /// Kills QEMU at once, as a power cut would: no flush, no shutdown.
+    pub fn power_cut(mut self) {
+        kill(&mut self.child);
+    }
+
     /// Stops QEMU.
     pub fn quit(mut self) {
         let _ = self.execute(r#"{"execute":"quit"}"#);

@@ -6,7 +6,7 @@ use crate::qemu::{self, Vm};
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
 use pstore_ring::merge::{merge, Item};
-use pstore_ring::read::{HeaderTrust, Problem, Region};
+use pstore_ring::read::{HeaderTrust, Problem, Region, Trace};
 use pstore_ring::scan::find_regions;
 use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
 use std::path::{Path, PathBuf};
@@ -46,6 +46,18 @@ pub const SCENARIOS: &[Scenario] = &[
         about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads",
         needs_reserve_mem: true,
         run: crate::dumps::kdump_vmcore,
+    },
+    Scenario {
+        name: "kdump-direct",
+        about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address",
+        needs_reserve_mem: false,
+        run: crate::dumps::kdump_direct,
+    },
+    Scenario {
+        name: "pmem-power-loss",
+        about: "region on an emulated NVDIMM; QEMU killed mid-workload (no panic, no flush); the host reads the backing file, a second boot reads /dev/pmem0",
+        needs_reserve_mem: false,
+        run: crate::pmem::pmem_power_loss,
     },
 ];
 
@@ -104,10 +116,22 @@ pub fn check_warm_reboot(image: &[u8]) -> Result<String> {
     check_region(&Region::parse(&image[at..], HeaderTrust::Checksummed)?)
 }
 
-/// [`check_warm_reboot`] on a parsed region. Pages a dump left out are
-/// allowed (makedumpfile's zero-page filter drops unused pages) as long as
-/// no event was lost with them, which the loss check below proves.
-pub fn check_region(region: &Region) -> Result<String> {
+/// What a region holds of the workload's writing.
+pub struct Recovered<'a> {
+    pub trace: Trace<'a>,
+    /// Markers and printk lines 1..=N found, each once, in order.
+    pub markers: u32,
+    pub printk: u32,
+    /// The last event of the merged trace and its decoded fields.
+    pub last: Option<(u8, Vec<Value<'a>>)>,
+}
+
+/// Walks a region's merged events and checks the workload's markers and
+/// printk lines form the sequences 1, 2, 3, ... with level 6: any missing,
+/// reordered or invented one fails, named. Pages a dump left out are
+/// allowed (makedumpfile's zero-page filter drops unused pages); whether
+/// events went with them is the callers' loss check.
+pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
     let trace = region.decode();
     let damage: Vec<_> = trace
         .diagnostics
@@ -115,27 +139,13 @@ pub fn check_region(region: &Region) -> Result<String> {
         .filter(|d| !matches!(d.problem, Problem::Absent { .. }))
         .collect();
     ensure!(damage.is_empty(), "diagnostics: {damage:?}");
-    let state = region
-        .state
-        .as_ref()
-        .map_err(|p| anyhow::anyhow!("state block unreadable: {p}"))?;
-    ensure!(
-        state.state == STATE_CRASHED && state.reason == REASON_PANIC,
-        "state is {state:?}, expected crashed by panic"
-    );
-    ensure!(
-        trace.lost_events() == 0,
-        "{} events lost: {:?}",
-        trace.lost_events(),
-        trace.streams.iter().map(|s| &s.losses).collect::<Vec<_>>()
-    );
     let e = region.header.endian;
     let (mut next_marker, mut next_printk) = (1u32, 1u32);
     let mut last = None;
     for item in merge(&trace.streams) {
         let Item::Event(ev) = item else { continue };
-        last = Some(ev);
         let Some(ty) = region.schema.get(ev.type_id) else {
+            last = Some((ev.type_id, Vec::new()));
             continue;
         };
         let values = ty.decode(ev.payload, e).map_err(|f| {
@@ -152,60 +162,81 @@ pub fn check_region(region: &Region) -> Result<String> {
         match ev.type_id {
             EVENT_MARKER => {
                 let t = text(2);
-                let Some(n) = t.strip_prefix("workload marker ") else {
-                    continue;
-                };
-                let n: u32 = n
-                    .parse()
-                    .with_context(|| format!("marker {t:?} is not the workload's"))?;
-                ensure!(n == next_marker, "marker {n} at {} ns, expected marker {next_marker} (missing, reordered or invented)", ev.ts);
-                next_marker += 1;
+                if let Some(n) = t.strip_prefix("workload marker ") {
+                    let n: u32 = n
+                        .parse()
+                        .with_context(|| format!("marker {t:?} is not the workload's"))?;
+                    ensure!(n == next_marker, "marker {n} at {} ns, expected marker {next_marker} (missing, reordered or invented)", ev.ts);
+                    next_marker += 1;
+                }
             }
             EVENT_PRINTK => {
                 let t = text(4);
-                let Some(n) = t.strip_prefix("crashring-workload: printk ") else {
-                    continue;
-                };
-                let n: u32 = n
-                    .parse()
-                    .with_context(|| format!("printk {t:?} is not the workload's"))?;
-                ensure!(
-                    n == next_printk,
-                    "printk line {n} at {} ns, expected line {next_printk}",
-                    ev.ts
-                );
-                ensure!(
-                    values.first() == Some(&Value::Unsigned(6)),
-                    "printk line {n} has level {:?}, the workload wrote 6",
-                    values.first()
-                );
-                next_printk += 1;
+                if let Some(n) = t.strip_prefix("crashring-workload: printk ") {
+                    let n: u32 = n
+                        .parse()
+                        .with_context(|| format!("printk {t:?} is not the workload's"))?;
+                    ensure!(
+                        n == next_printk,
+                        "printk line {n} at {} ns, expected line {next_printk}",
+                        ev.ts
+                    );
+                    ensure!(
+                        values.first() == Some(&Value::Unsigned(6)),
+                        "printk line {n} has level {:?}, the workload wrote 6",
+                        values.first()
+                    );
+                    next_printk += 1;
+                }
             }
             _ => {}
         }
+        last = Some((ev.type_id, values));
     }
+    Ok(Recovered {
+        trace,
+        markers: next_marker - 1,
+        printk: next_printk - 1,
+        last,
+    })
+}
+
+/// [`check_warm_reboot`] on a parsed region.
+pub fn check_region(region: &Region) -> Result<String> {
+    let state = region
+        .state
+        .as_ref()
+        .map_err(|p| anyhow::anyhow!("state block unreadable: {p}"))?;
     ensure!(
-        next_marker == WORKLOAD_EVENTS + 1,
+        state.state == STATE_CRASHED && state.reason == REASON_PANIC,
+        "state is {state:?}, expected crashed by panic"
+    );
+    let r = recover_workload(region)?;
+    ensure!(
+        r.trace.lost_events() == 0,
+        "{} events lost: {:?}",
+        r.trace.lost_events(),
+        r.trace
+            .streams
+            .iter()
+            .map(|s| &s.losses)
+            .collect::<Vec<_>>()
+    );
+    ensure!(
+        r.markers == WORKLOAD_EVENTS,
         "markers 1..={} recovered, the workload wrote {WORKLOAD_EVENTS}",
-        next_marker - 1
+        r.markers
     );
     ensure!(
-        next_printk == WORKLOAD_EVENTS + 1,
+        r.printk == WORKLOAD_EVENTS,
         "printk lines 1..={} recovered, the workload wrote {WORKLOAD_EVENTS}",
-        next_printk - 1
+        r.printk
     );
-    let last = last.context("no events at all")?;
+    let (last_type, crash) = r.last.as_ref().context("no events at all")?;
     ensure!(
-        last.type_id == EVENT_CRASH,
-        "the last event is type {}, not the crash marker",
-        last.type_id
+        *last_type == EVENT_CRASH,
+        "the last event is type {last_type}, not the crash marker"
     );
-    let crash = region
-        .schema
-        .get(EVENT_CRASH)
-        .context("no crash schema")?
-        .decode(last.payload, e)
-        .map_err(|_| anyhow::anyhow!("crash marker does not decode"))?;
     ensure!(
         crash.first() == Some(&Value::Unsigned(REASON_PANIC.into())),
         "crash marker reason {:?}",
@@ -217,8 +248,8 @@ pub fn check_region(region: &Region) -> Result<String> {
     }
     Ok(format!(
         "{} events over {} CPUs, {WORKLOAD_EVENTS} markers and {WORKLOAD_EVENTS} printk lines in order, none lost, crash marker last",
-        trace.event_count(),
-        trace.streams.len()
+        r.trace.event_count(),
+        r.trace.streams.len()
     ))
 }
 

@@ -1,0 +1,238 @@
+//! The bodies of the extractor's fuzz targets, shared with the test that
+//! replays committed findings under `cargo test`
+//! (`tests/fuzz_regressions.rs`). The including crate provides `synth`
+//! (`tests/common/synth.rs`), which builds the seed dumps.
+//!
+//! Every target but `decompress` takes the same input encoding. The first
+//! byte picks the mode: odd means "the rest is the whole file"; even means
+//! "take seed dump number `data[1]` (modulo the target's seeds) and
+//! overwrite bytes of it with the rest, as (24-bit LE offset, value)
+//! quadruples", which gets the fuzzer past checksums and magic numbers it
+//! would not find alone.
+//!
+//! Property: no panic, no hang, memory bounded by the input; every reader
+//! of the result is exercised (memory map, reads, scan, decode, text and
+//! JSON output).
+
+use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
+use extractor::compress::decompress_page;
+use extractor::container::{self, flat::FlatSource, Dump};
+use extractor::discover::{self, Found};
+use extractor::jsonl;
+use extractor::source::Source;
+use pstore_ring::merge::merge;
+use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::text::{write_summary, Line};
+use std::fmt::Write;
+use std::sync::{Arc, OnceLock};
+
+/// Which parser a target drives.
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    /// Detection and whichever container the bytes turn out to be.
+    Open,
+    /// The ELF core reader alone.
+    Elf,
+    /// The kdump-compressed reader alone.
+    Kdump,
+    /// The flattened-format reassembly, then what it holds.
+    Flattened,
+    /// One page through a codec: `data[0]` picks zlib, lzo, snappy or
+    /// zstd, `data[1]` the page size (low 2 bits) and whether the rest is
+    /// the compressed page (bit 7 clear) or (16-bit LE offset, value)
+    /// patches to a real compressed page of seed memory (bit 7 set).
+    Decompress,
+}
+
+impl Target {
+    /// Every target with its `fuzz_targets/` name, which is also its folder
+    /// under `regressions/`.
+    pub const ALL: [(&'static str, Target); 5] = [
+        ("open_dump", Target::Open),
+        ("elf", Target::Elf),
+        ("kdump", Target::Kdump),
+        ("flattened", Target::Flattened),
+        ("decompress", Target::Decompress),
+    ];
+}
+
+/// Where the seeds' region lives, and how much memory they cover.
+const REGION: usize = 0x4000;
+const REGION_SIZE: usize = 0x10000;
+const MEM: usize = 0x18000;
+
+/// The seeds' memory, built once per process.
+fn memory() -> &'static [u8] {
+    static MEMORY: OnceLock<Vec<u8>> = OnceLock::new();
+    MEMORY.get_or_init(|| {
+        let mut mem = synth::image_sized(REGION, 4096, REGION_SIZE, 150);
+        mem.resize(MEM, 0);
+        mem
+    })
+}
+
+fn elf_seeds(mem: &[u8]) -> Vec<Vec<u8>> {
+    let filtered = [
+        load(0, 0x14000),
+        Load {
+            paddr: 0x14000,
+            memsz: 0x4000,
+            filesz: 0x1000,
+        },
+    ];
+    vec![
+        synth::elf(
+            mem,
+            &[load(0, MEM as u64)],
+            Some("OSRELEASE=6.12.0\n"),
+            2,
+            false,
+        ),
+        synth::elf(
+            mem,
+            &[load(0, 0x8000), load(0x8000, 0x10000)],
+            None,
+            1,
+            true,
+        ),
+        synth::elf(mem, &filtered, None, 4, false),
+    ]
+}
+
+fn kdump_seeds(mem: &[u8]) -> Vec<Vec<u8>> {
+    let k = |codec, big_endian| Kdump {
+        codec,
+        excluded: &[0x15, 0x16],
+        lost: &[0x17],
+        vmcoreinfo: Some("OSRELEASE=6.1.0\nCRASHTIME=1700000000\n"),
+        big_endian,
+        ..Default::default()
+    };
+    vec![
+        synth::kdump(mem, &k(ZLIB, false)),
+        synth::kdump(mem, &k(LZO, true)),
+        synth::kdump(mem, &k(SNAPPY, false)),
+        synth::kdump(mem, &k(ZSTD, false)),
+    ]
+}
+
+/// The seed dumps of a target, built once per process.
+fn seeds(target: Target) -> &'static [Vec<u8>] {
+    static ALL: OnceLock<[Vec<Vec<u8>>; 4]> = OnceLock::new();
+    let [open, elf, kdump, flat] = ALL.get_or_init(|| {
+        let mem = memory();
+        let elf = elf_seeds(mem);
+        let kdump = kdump_seeds(mem);
+        let flat = vec![synth::flatten(&kdump[0]), synth::flatten(&elf[0])];
+        let open = [vec![mem.to_vec()], elf.clone(), kdump.clone(), flat.clone()].concat();
+        [open, elf, kdump, flat]
+    });
+    match target {
+        Target::Open => open,
+        Target::Elf => elf,
+        Target::Kdump => kdump,
+        Target::Flattened => flat,
+        Target::Decompress => &[],
+    }
+}
+
+/// The file an input stands for (see the module comment).
+fn file_of(target: Target, data: &[u8]) -> Option<Vec<u8>> {
+    let (&mode, rest) = data.split_first()?;
+    if mode & 1 == 1 {
+        return Some(rest.to_vec());
+    }
+    let (&pick, patches) = rest.split_first()?;
+    let seeds = seeds(target);
+    let mut file = seeds.get(usize::from(pick) % seeds.len())?.clone();
+    for p in patches.chunks_exact(4) {
+        let at = u32::from_le_bytes([p[0], p[1], p[2], 0]) as usize % file.len();
+        file[at] = p[3];
+    }
+    Some(file)
+}
+
+pub fn run(target: Target, data: &[u8]) {
+    if let Target::Decompress = target {
+        return decompress(data);
+    }
+    let Some(file) = file_of(target, data) else {
+        return;
+    };
+    let source: Arc<dyn Source> = Arc::new(file);
+    let dump = match target {
+        Target::Elf => container::elf::open(source),
+        Target::Kdump => container::kdump::open(source),
+        Target::Flattened => match FlatSource::open(source) {
+            Ok(flat) => container::open(Arc::new(flat)),
+            Err(e) => Err(e),
+        },
+        _ => container::open(source),
+    };
+    let mut out = String::new();
+    match dump {
+        Ok(dump) => exercise(&dump, &mut out),
+        Err(e) => {
+            let _ = write!(out, "{e}");
+        }
+    }
+}
+
+fn decompress(data: &[u8]) {
+    let [codec, size, rest @ ..] = data else {
+        return;
+    };
+    let codec = [ZLIB, LZO, SNAPPY, ZSTD][usize::from(*codec) % 4];
+    let mut page = vec![0u8; 512 << (size % 4)];
+    let input = if size & 0x80 == 0 {
+        rest.to_vec()
+    } else {
+        let mem = memory();
+        let mut input = synth::compress(codec, &mem[REGION..REGION + page.len()]);
+        for p in rest.chunks_exact(3) {
+            let at = usize::from(u16::from_le_bytes([p[0], p[1]])) % input.len();
+            input[at] = p[2];
+        }
+        input
+    };
+    let _ = decompress_page(codec, &input, &mut page);
+}
+
+/// Everything the CLI would do with an opened dump.
+fn exercise(dump: &Dump, out: &mut String) {
+    let _ = (
+        dump.vmcoreinfo_value("OSRELEASE"),
+        &dump.warnings,
+        dump.cpus,
+    );
+    let mem = &*dump.memory;
+    let _ = mem.map().present_bytes();
+    let mut page = [0u8; 4096];
+    for run in mem.map().runs().iter().take(64) {
+        let _ = mem.read(run.start, &mut page);
+        let _ = mem.read(run.end.saturating_sub(100), &mut page);
+    }
+    for found in discover::scan(mem, &mut |_| {}) {
+        decode(&found, HeaderTrust::Checksummed, out);
+    }
+    if let Ok(found) = discover::read_at(mem, REGION as u64, None, HeaderTrust::Lenient) {
+        decode(&found, HeaderTrust::Lenient, out);
+    }
+}
+
+fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
+    let _ = (&found.holes, &found.copies, found.unaccounted);
+    let Ok(region) = Region::parse(&found.bytes, trust) else {
+        return;
+    };
+    let region = region.with_absent(found.absent.clone());
+    let trace = region.decode();
+    let _ = write_summary(out, &region, &trace, true);
+    for d in &trace.diagnostics {
+        let _ = write!(out, "{d}");
+    }
+    for item in merge(&trace.streams) {
+        let _ = write!(out, "{}", Line::of(&item, &region));
+        let _ = jsonl::write_item(out, &item, &region, 0);
+    }
+}

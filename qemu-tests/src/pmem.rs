@@ -1,0 +1,230 @@
+//! The power-loss scenario: the region lives on an emulated NVDIMM whose
+//! backing file is the "persistent" medium, and QEMU is killed in the
+//! middle of the workload, with no panic and no flush.
+
+use crate::dumps::host_crashring;
+use crate::guest::{self, Initramfs, Kernel};
+use crate::qemu::{self, Vm};
+use crate::scenarios::{raw_disk, recover_workload, Artifacts};
+use anyhow::{ensure, Context, Result};
+use pstore_ring::layout::STATE_RUNNING;
+use pstore_ring::read::{HeaderTrust, LossKind, Region};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use xshell::{cmd, Shell};
+
+/// Where QEMU puts the first NVDIMM of a 2 GiB guest (above 4 GiB) and how
+/// big the backing file is; the module records into all of it.
+const PMEM_ADDR: u64 = 0x1_0000_0000;
+const PMEM_MIB: u64 = 64;
+/// The guest reports every this many markers; the host cuts the power once
+/// it has seen `CUT_AFTER`.
+const REPORT_EVERY: u32 = 50;
+const CUT_AFTER: u32 = 300;
+
+fn vm<'a>(k: &'a Kernel, initrd: &'a Path, pmem: &Path, disk: PathBuf, serial: PathBuf) -> Vm<'a> {
+    Vm {
+        kernel: &k.vmlinuz,
+        initrd,
+        append: "console=ttyS0 panic=-1 loglevel=4".into(),
+        memory: "2G,slots=2,maxmem=4G",
+        cpus: 4,
+        disks: vec![disk],
+        extra: vec![
+            "-machine".into(),
+            "pc,nvdimm=on".into(),
+            "-object".into(),
+            format!(
+                "memory-backend-file,id=pmem1,share=on,mem-path={},size={PMEM_MIB}M",
+                pmem.display()
+            ),
+            "-device".into(),
+            "nvdimm,id=nv1,memdev=pmem1".into(),
+        ],
+        serial,
+        timeout: Duration::from_secs(240),
+    }
+}
+
+/// Boot 1 records into the NVDIMM by physical address until the power is
+/// cut; it reports its progress on the console.
+fn record_script() -> String {
+    format!(
+        r#"insmod /lib/crashring.ko region={PMEM_MIB}M@{PMEM_ADDR:#x} || echo "crashring-test: insmod failed"
+echo "crashring-test: phase record"
+i=1
+while true; do
+  echo "workload marker $i" > /dev/crashring
+  echo "<6>crashring-workload: printk $i" > /dev/kmsg
+  if [ $((i % {REPORT_EVERY})) -eq 0 ]; then echo "crashring-test: wrote $i"; fi
+  i=$((i+1))
+done
+"#
+    )
+}
+
+/// Boot 2 binds the NVDIMM to the pmem driver and reads `/dev/pmem0` with
+/// the guest's crashring; the JSON lines go to the raw disk.
+const READ_SCRIPT: &str = r#"echo "crashring-test: phase read"
+i=0
+while [ ! -b /dev/pmem0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+crashring info /dev/pmem0
+crashring extract --format jsonl /dev/pmem0 > /dev/vda
+echo "crashring-test: pmem extract $?"
+sync
+poweroff -f
+"#;
+
+pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let module = guest::build_module(sh, k)?;
+    let guest_crashring = guest::build_guest_crashring(sh)?;
+    let crashring = host_crashring(sh)?;
+    let record = record_script();
+    let spec = |kernel_modules, script| Initramfs {
+        kernel: k,
+        module: &module,
+        crashring: &guest_crashring,
+        kernel_modules,
+        programs: &[],
+        files: &[],
+        script,
+    };
+    let record_initrd = guest::initramfs(
+        sh,
+        &format!("pmem-record-{}", k.series),
+        &spec(&["virtio_pci", "virtio_blk"], &record),
+    )?;
+    let read_initrd = guest::initramfs(
+        sh,
+        &format!("pmem-read-{}", k.series),
+        &spec(
+            &["virtio_pci", "virtio_blk", "nfit", "nd_pmem"],
+            READ_SCRIPT,
+        ),
+    )?;
+    let pmem = art.dir.join("pmem.img");
+    let _ = std::fs::remove_file(&pmem);
+    raw_disk(&pmem, PMEM_MIB << 20)?;
+    let disk = art.dir.join("out.img");
+    raw_disk(&disk, 64 << 20)?;
+
+    // Boot 1: record, and cut the power mid-workload.
+    let serial = art.dir.join("serial-record.log");
+    let started = Instant::now();
+    let mut running = vm(k, &record_initrd, &pmem, disk.clone(), serial.clone())
+        .start(&art.dir.join("qmp.sock"))?;
+    running.wait_for_serial(
+        &format!("crashring-test: wrote {CUT_AFTER}"),
+        Duration::from_secs(180),
+    )?;
+    running.power_cut();
+    let recorded = started.elapsed();
+    let log = std::fs::read_to_string(&serial).unwrap_or_default();
+    let reported = log
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("crashring-test: wrote "))
+        .filter_map(|n| n.parse::<u32>().ok())
+        .max()
+        .context("the guest never reported progress")?;
+
+    // The host reads the backing file.
+    let image = std::fs::read(&pmem)?;
+    let region = Region::parse(&image, HeaderTrust::Checksummed)
+        .with_context(|| format!("no region at the start of {}", pmem.display()))?;
+    let summary = check_power_loss(&region, reported).with_context(|| {
+        format!(
+            "checking {} (serial log {})",
+            pmem.display(),
+            serial.display()
+        )
+    })?;
+    let host_jsonl = cmd!(sh, "{crashring} extract --format jsonl {pmem}")
+        .quiet()
+        .ignore_status()
+        .read()?;
+
+    // Boot 2: the guest reads the same medium through /dev/pmem0.
+    let serial2 = art.dir.join("serial-read.log");
+    let took2 = vm(k, &read_initrd, &pmem, disk.clone(), serial2.clone()).run()?;
+    let log2 = std::fs::read_to_string(&serial2).unwrap_or_default();
+    ensure!(
+        log2.contains("crashring-test: pmem extract "),
+        "the second boot did not read /dev/pmem0:\n{}",
+        qemu::tail(&serial2, 40)
+    );
+    let out = std::fs::read(&disk)?;
+    let guest_jsonl =
+        String::from_utf8_lossy(&out[..out.iter().position(|&b| b == 0).unwrap_or(out.len())]);
+    ensure!(
+        guest_jsonl.trim_end() == host_jsonl.trim_end(),
+        "crashring extract /dev/pmem0 in the guest ({} lines) differs from the host's on the backing file ({} lines); serial log {}",
+        guest_jsonl.lines().count(),
+        host_jsonl.lines().count(),
+        serial2.display()
+    );
+    if !art.kept {
+        let _ = std::fs::remove_file(&pmem);
+    }
+    Ok(format!(
+        "power cut {:.1} s after boot, after the guest reported {reported} markers; \
+         backing file: {summary}\n  \
+         second boot: crashring extract /dev/pmem0 gave the same {} JSON lines as the host on the backing file ({:.1} s)",
+        recorded.as_secs_f64(),
+        host_jsonl.lines().count(),
+        took2.as_secs_f64()
+    ))
+}
+
+/// A region whose machine lost power: still running (nobody marked a
+/// crash), the workload's markers 1..=M in order with M at least what the
+/// guest reported, printk lines 1..=P with P <= M, nothing lost but what
+/// was in flight (at most one torn record per stream).
+fn check_power_loss(region: &Region, reported: u32) -> Result<String> {
+    let state = region
+        .state
+        .as_ref()
+        .map_err(|p| anyhow::anyhow!("state block unreadable: {p}"))?;
+    ensure!(
+        state.state == STATE_RUNNING,
+        "state is {state:?}, expected running (the power was cut)"
+    );
+    let r = recover_workload(region)?;
+    ensure!(
+        r.markers >= reported,
+        "markers 1..={} recovered, but the guest reported writing {reported}",
+        r.markers
+    );
+    ensure!(
+        r.printk <= r.markers,
+        "printk lines 1..={} recovered, more than the {} markers written before them",
+        r.printk,
+        r.markers
+    );
+    for s in &r.trace.streams {
+        for kind in [
+            LossKind::Overwritten,
+            LossKind::Unreadable,
+            LossKind::Dropped,
+        ] {
+            ensure!(
+                s.lost(kind) == 0,
+                "stream {} lost {} events ({kind:?})",
+                s.info.index,
+                s.lost(kind)
+            );
+        }
+        ensure!(
+            s.lost(LossKind::Torn) <= 1,
+            "stream {} has {} torn events; only the one in flight may be",
+            s.info.index,
+            s.lost(LossKind::Torn)
+        );
+    }
+    let torn: u64 = r.trace.streams.iter().map(|s| s.lost(LossKind::Torn)).sum();
+    Ok(format!(
+        "state running, {} events, markers 1..={} and printk lines 1..={} in order, {torn} torn in-flight records",
+        r.trace.event_count(),
+        r.markers,
+        r.printk
+    ))
+}
