@@ -43,6 +43,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// Memory the dump meant to hold and does not.
+    pub fn lost(range: std::ops::Range<u64>) -> Run {
+        Run {
+            start: range.start,
+            end: range.end,
+            backing: Backing::Lost,
+            offset: None,
+        }
+    }
+
     /// Whether `next` continues this run: same backing, and file bytes
     /// that follow on where there are any.
     fn continued_by(&self, next: &Run) -> bool {

@@ -9,7 +9,7 @@
 use memmap2::{Mmap, MmapOptions};
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
 
@@ -46,6 +46,18 @@ pub trait Source: Send + Sync {
     /// readers can bound what they allocate by what the input contains.
     fn held(&self) -> u64 {
         self.len()
+    }
+
+    /// The parts of `range` the source really holds, in order and joined
+    /// where they touch. Containers map only these as present memory: a
+    /// flattened file's gaps are not in the dump, whatever they read as.
+    fn held_ranges(&self, range: Range<u64>) -> Vec<Range<u64>> {
+        let end = range.end.min(self.len());
+        if range.start < end {
+            vec![range.start..end]
+        } else {
+            Vec::new()
+        }
     }
 
     /// Whether the source has no bytes.

@@ -94,6 +94,47 @@ fn elf_cores_read_like_the_raw_memory() {
     assert!(json.contains("\"addr\":\"0x30000\""), "{json}");
 }
 
+/// The file offsets of an ELF core's PT_LOAD headers' `p_offset` fields.
+fn load_offset_fields(core: &[u8]) -> Vec<usize> {
+    let phoff = u64::from_le_bytes(core[32..40].try_into().unwrap()) as usize;
+    let phnum = u16::from_le_bytes(core[56..58].try_into().unwrap()) as usize;
+    (0..phnum)
+        .map(|i| phoff + 56 * i)
+        .filter(|&ph| core[ph..ph + 4] == 1u32.to_le_bytes())
+        .map(|ph| ph + 8)
+        .collect()
+}
+
+#[test]
+fn segments_reusing_file_bytes_at_other_addresses_are_not_memory() {
+    let mem = memory();
+    // Both halves of memory, the second pointed at the first's bytes, as a
+    // hostile file would do a thousand times to claim terabytes.
+    let mut core = synth::elf(
+        &mem,
+        &[load(0, 0x80000), load(0x80000, 0x80000)],
+        None,
+        1,
+        false,
+    );
+    let fields = load_offset_fields(&core);
+    let first = core[fields[0]..fields[0] + 8].to_vec();
+    core[fields[1]..fields[1] + 8].copy_from_slice(&first);
+    let path = write_tmp("reused.elf", &core);
+    let out = crashring(&["info", path.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("1 segments (the first for 0x80000..0x100000) reuse file bytes"),
+        "{text}"
+    );
+    // The region, in the first half, is still read.
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("region 0 at physical address 0x30000"),
+        "{text}"
+    );
+}
+
 #[test]
 fn pages_makedumpfile_e_leaves_out_are_holes_not_zeros() {
     let mem = memory();

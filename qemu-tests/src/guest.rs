@@ -68,22 +68,22 @@ pub fn work_dir(sh: &Shell) -> PathBuf {
     sh.current_dir().join("target/crashring")
 }
 
-/// Builds crashring.ko for `k` in a copy of kernel/ (Kbuild writes its
-/// objects beside the sources) and fails on any compiler warning.
-pub fn build_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
-    let dir = work_dir(sh).join(format!("kbuild-{}", k.release));
-    if dir.exists() {
-        sh.remove_path(&dir)?;
-    }
-    sh.create_dir(&dir)?;
-    for entry in std::fs::read_dir(sh.current_dir().join("kernel"))? {
+/// Copies the files of `from` (not its folders) into `to`.
+fn copy_files(sh: &Shell, from: &Path, to: &Path) -> Result<()> {
+    sh.create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
         let path = entry?.path();
         if path.is_file() {
-            sh.copy_file(&path, &dir)?;
+            sh.copy_file(&path, to)?;
         }
     }
+    Ok(())
+}
+
+/// Runs `make` in `dir` and fails on any compiler warning.
+fn make_module(sh: &Shell, k: &Kernel, dir: &Path, what: &str, vars: &[String]) -> Result<()> {
     let headers = &k.headers;
-    let out = cmd!(sh, "make -C {dir} KDIR={headers}")
+    let out = cmd!(sh, "make -C {dir} KDIR={headers} {vars...}")
         .ignore_status()
         .output()?;
     let log = format!(
@@ -92,17 +92,49 @@ pub fn build_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
         String::from_utf8_lossy(&out.stderr)
     );
     if !out.status.success() {
-        bail!("building crashring.ko for {} failed:\n{log}", k.release);
+        bail!("building {what} for {} failed:\n{log}", k.release);
     }
     let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning:")).collect();
     if !warnings.is_empty() {
         bail!(
-            "crashring.ko for {} builds with warnings:\n{}",
+            "{what} for {} builds with warnings:\n{}",
             k.release,
             warnings.join("\n")
         );
     }
+    Ok(())
+}
+
+fn kbuild_dir(sh: &Shell, k: &Kernel) -> PathBuf {
+    work_dir(sh).join(format!("kbuild-{}", k.release))
+}
+
+/// Builds crashring.ko for `k` in a copy of kernel/ (Kbuild writes its
+/// objects beside the sources) and fails on any compiler warning.
+pub fn build_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
+    let dir = kbuild_dir(sh, k);
+    if dir.exists() {
+        sh.remove_path(&dir)?;
+    }
+    copy_files(sh, &sh.current_dir().join("kernel"), &dir)?;
+    make_module(sh, k, &dir, "crashring.ko", &[])?;
     Ok(dir.join("crashring.ko"))
+}
+
+/// Builds kernel/test/crashring_test.ko against the crashring.ko that
+/// [`build_module`] built for `k` (whose symbols it uses).
+pub fn build_test_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
+    let parent = kbuild_dir(sh, k);
+    let dir = parent.join("test");
+    copy_files(sh, &sh.current_dir().join("kernel/test"), &dir)?;
+    make_module(
+        sh,
+        k,
+        &dir,
+        "crashring_test.ko",
+        &[format!("CRASHRING={}", parent.display())],
+    )?;
+    Ok(dir.join("crashring_test.ko"))
 }
 
 /// A statically linked `crashring` for the guest, which has no libc.

@@ -179,18 +179,23 @@ fn kernel_checks(sh: &Shell) -> Result<()> {
     for series in ["6.12", "6.1"] {
         let k = guest::kernel(series)?;
         step(&format!(
-            "crashring.ko builds warning-free against {}",
+            "crashring.ko and crashring_test.ko build warning-free against {}",
             k.release
         ));
         guest::build_module(sh, &k)?;
+        guest::build_test_module(sh, &k)?;
     }
-    step("checkpatch.pl --no-tree on kernel/");
+    step("checkpatch.pl --no-tree on kernel/ and kernel/test/");
     let checkpatch = setup::CHECKPATCH;
-    let files: Vec<PathBuf> = std::fs::read_dir(sh.current_dir().join("kernel"))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h"))
-        .collect();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in ["kernel", "kernel/test"] {
+        files.extend(
+            std::fs::read_dir(sh.current_dir().join(dir))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h")),
+        );
+    }
     cmd!(
         sh,
         "perl {checkpatch} --no-tree --terse --quiet -f {files...}"

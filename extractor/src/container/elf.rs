@@ -22,6 +22,45 @@ const MAX_SEGMENTS: u32 = 1 << 20;
 /// Bytes of notes read at most.
 const MAX_NOTES: u64 = 16 << 20;
 /// `e_flags` bit makedumpfile sets when it ran out of space.
+/// Turns present runs whose file bytes an earlier run already maps at a
+/// different physical address into lost memory, with one warning. No
+/// dumper writes that (aliases of the same memory share their physical
+/// address, and [`MemoryMap::new`] merges those); honouring it would let a
+/// small file claim terabytes of memory to search.
+fn drop_reused_bytes(runs: &mut [Run], warnings: &mut Vec<String>) {
+    let mut order: Vec<usize> = (0..runs.len())
+        .filter(|&i| runs[i].backing == Backing::Present)
+        .collect();
+    order.sort_by_key(|&i| (runs[i].offset, i));
+    // The run reaching furthest into the file so far: (file end, physical
+    // address minus file offset).
+    let mut reach: Option<(u64, u64)> = None;
+    let mut dropped = Vec::new();
+    for i in order {
+        let Some(offset) = runs[i].offset else {
+            continue;
+        };
+        let end = offset + (runs[i].end - runs[i].start);
+        let delta = runs[i].start.wrapping_sub(offset);
+        match reach {
+            Some((far, d)) if offset < far && d != delta => dropped.push(i),
+            Some((far, _)) if far >= end => {}
+            _ => reach = Some((end, delta)),
+        }
+    }
+    if let Some(&first) = dropped.first() {
+        warnings.push(format!(
+            "{} segments (the first for {:#x}..{:#x}) reuse file bytes another segment maps at a different address; their memory is treated as lost",
+            dropped.len(),
+            runs[first].start,
+            runs[first].end
+        ));
+    }
+    for i in dropped {
+        runs[i] = Run::lost(runs[i].start..runs[i].end);
+    }
+}
+
 const INCOMPLETE: u32 = 1;
 
 /// Lets `object` read headers through any [`Source`].
@@ -170,30 +209,47 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         }
     }
     // Check the segments' bytes are in the file, now, so a truncated dump
-    // is reported once here rather than at every read.
-    let len = source.len();
-    let mut cut = Vec::new();
-    for r in runs.iter_mut() {
-        if let Some(offset) = r.offset {
-            let have = len.saturating_sub(offset).min(r.end - r.start);
-            if have < r.end - r.start {
-                warnings.push(format!(
-                    "the file ends inside the segment for {:#x}..{:#x}: {} bytes missing",
-                    r.start,
-                    r.end,
-                    r.end - r.start - have
-                ));
-                cut.push(Run {
-                    start: r.start + have,
-                    end: r.end,
-                    backing: Backing::Lost,
-                    offset: None,
-                });
-                r.end = r.start + have;
+    // (or a flattened one with gaps) is reported once here rather than at
+    // every read, and bytes the file lacks are lost, never zeros.
+    let mut mapped = Vec::with_capacity(runs.len());
+    for r in runs {
+        let Some(offset) = r.offset else {
+            mapped.push(r);
+            continue;
+        };
+        let len = r.end - r.start;
+        let mut at = r.start;
+        let mut missing = 0;
+        let held = source.held_ranges(offset..offset.saturating_add(len));
+        for h in held
+            .iter()
+            .map(|h| h.start - offset + r.start..h.end - offset + r.start)
+        {
+            if h.start > at {
+                mapped.push(Run::lost(at..h.start));
+                missing += h.start - at;
             }
+            mapped.push(Run {
+                start: h.start,
+                end: h.end,
+                backing: Backing::Present,
+                offset: Some(offset + (h.start - r.start)),
+            });
+            at = h.end;
+        }
+        if at < r.end {
+            mapped.push(Run::lost(at..r.end));
+            missing += r.end - at;
+        }
+        if missing > 0 {
+            warnings.push(format!(
+                "{missing} bytes of the segment for {:#x}..{:#x} are not in the file",
+                r.start, r.end
+            ));
         }
     }
-    runs.extend(cut);
+    let mut runs = mapped;
+    drop_reused_bytes(&mut runs, &mut warnings);
     let flags = header.e_flags(endian).0;
     if flags & INCOMPLETE != 0 {
         warnings.push("the dump is incomplete (makedumpfile ran out of space)".into());

@@ -18,6 +18,7 @@ use super::OpenError;
 use crate::source::{Source, SourceError};
 use std::collections::BTreeMap;
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 
 const RECORDS_START: u64 = 4096;
@@ -148,6 +149,26 @@ impl Source for FlatSource {
 
     fn held(&self) -> u64 {
         self.held.min(self.len)
+    }
+
+    fn held_ranges(&self, range: Range<u64>) -> Vec<Range<u64>> {
+        let mut out: Vec<Range<u64>> = Vec::new();
+        let first = self
+            .pieces
+            .range(..=range.start)
+            .next_back()
+            .map_or(range.start, |(s, _)| *s);
+        for (&s, &(e, _)) in self.pieces.range(first..range.end) {
+            let (from, to) = (s.max(range.start), e.min(range.end));
+            if from >= to {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if last.end == from => last.end = to,
+                _ => out.push(from..to),
+            }
+        }
+        out
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {

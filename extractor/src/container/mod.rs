@@ -162,12 +162,26 @@ fn foreign(head: &[u8]) -> Option<String> {
 /// backend file, `/dev/mem`.
 fn raw(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let len = source.len();
-    let map = MemoryMap::new(vec![Run {
-        start: 0,
-        end: len,
-        backing: Backing::Present,
-        offset: Some(0),
-    }]);
+    // Only what the source holds is present: bytes a reassembled file
+    // lacks are lost, not zeros to search.
+    let mut runs = Vec::new();
+    let mut at = 0;
+    for held in source.held_ranges(0..len) {
+        if held.start > at {
+            runs.push(Run::lost(at..held.start));
+        }
+        runs.push(Run {
+            start: held.start,
+            end: held.end,
+            backing: Backing::Present,
+            offset: Some(held.start),
+        });
+        at = held.end;
+    }
+    if at < len {
+        runs.push(Run::lost(at..len));
+    }
+    let map = MemoryMap::new(runs);
     let container = if len == u64::MAX {
         "raw memory device of unknown size".to_string()
     } else {

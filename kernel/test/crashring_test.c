@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * crashring_test.ko: ways to bring a kernel down for the QEMU scenarios.
+ * Never load it on a machine you care about.
+ *
+ *   action=load       a thread per online CPU logs "load cpu=C seq=S" with
+ *                     crashring_log() as fast as it can, S counting from 0,
+ *                     until the machine panics (the scenario triggers it)
+ *   action=panic_irq  a timer panics the kernel from hard IRQ context
+ *   action=lockup     CPU 1 spins with interrupts off until a lockup or
+ *                     RCU stall detector panics the kernel
+ *
+ * Each action logs a marker saying what it is about to do, so the trace
+ * shows the cause next to the crash.
+ */
+
+#include <linux/cpumask.h>
+#include <linux/hrtimer.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/percpu.h>
+#include <linux/sched.h>
+#include <linux/smp.h>
+#include "crashring.h"
+
+static char *action = "load";
+module_param(action, charp, 0400);
+MODULE_PARM_DESC(action, "load, panic_irq or lockup");
+
+/* The CPU that locks up; CPU 0 keeps the console and the timers going. */
+#define LOCKUP_CPU 1
+
+static DEFINE_PER_CPU(struct task_struct *, load_thread);
+static struct hrtimer panic_timer;
+static bool timer_armed;
+
+static int load_fn(void *unused)
+{
+	char text[48];
+	u64 seq = 0;
+
+	while (!kthread_should_stop()) {
+		snprintf(text, sizeof(text), "load cpu=%d seq=%llu",
+			 raw_smp_processor_id(), seq++);
+		crashring_log("load", text);
+		/* Flat out, but the watchdogs must see the CPU schedule. */
+		if (!(seq & 255))
+			cond_resched();
+	}
+	return 0;
+}
+
+static int start_load(void)
+{
+	unsigned int cpu;
+
+	for_each_online_cpu(cpu) {
+		struct task_struct *t;
+
+		t = kthread_create_on_cpu(load_fn, NULL, cpu, "crashring_load/%u");
+		if (IS_ERR(t))
+			return PTR_ERR(t);
+		per_cpu(load_thread, cpu) = t;
+		wake_up_process(t);
+	}
+	crashring_log("test", "load running on every CPU");
+	return 0;
+}
+
+static void stop_load(void)
+{
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu) {
+		if (per_cpu(load_thread, cpu))
+			kthread_stop(per_cpu(load_thread, cpu));
+	}
+}
+
+static enum hrtimer_restart panic_timer_fn(struct hrtimer *timer)
+{
+	crashring_log("test", "panicking from a timer interrupt");
+	panic("crashring-test: panic in hard IRQ context");
+	return HRTIMER_NORESTART;
+}
+
+static int lockup_fn(void *unused)
+{
+	crashring_log("test", "CPU 1 spins with interrupts off");
+	local_irq_disable();
+	for (;;)
+		cpu_relax();
+	return 0;
+}
+
+static int __init crashring_test_init(void)
+{
+	struct task_struct *t;
+
+	if (!strcmp(action, "load"))
+		return start_load();
+	if (!strcmp(action, "panic_irq")) {
+		hrtimer_init(&panic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+		panic_timer.function = panic_timer_fn;
+		crashring_log("test", "arming a timer that panics");
+		hrtimer_start(&panic_timer, ms_to_ktime(500), HRTIMER_MODE_REL_HARD);
+		timer_armed = true;
+		return 0;
+	}
+	if (!strcmp(action, "lockup")) {
+		if (!cpu_online(LOCKUP_CPU))
+			return -ENODEV;
+		t = kthread_create_on_cpu(lockup_fn, NULL, LOCKUP_CPU, "crashring_lockup");
+		if (IS_ERR(t))
+			return PTR_ERR(t);
+		wake_up_process(t);
+		return 0;
+	}
+	pr_err("action=%s: expected load, panic_irq or lockup\n", action);
+	return -EINVAL;
+}
+
+static void __exit crashring_test_exit(void)
+{
+	stop_load();
+	if (timer_armed)
+		hrtimer_cancel(&panic_timer);
+}
+
+module_init(crashring_test_init);
+module_exit(crashring_test_exit);
+MODULE_DESCRIPTION("Crash tests for crashring");
+MODULE_LICENSE("GPL");
