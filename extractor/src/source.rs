@@ -53,11 +53,9 @@ pub trait Source: Send + Sync {
     /// flattened file's gaps are not in the dump, whatever they read as.
     fn held_ranges(&self, range: Range<u64>) -> Vec<Range<u64>> {
         let end = range.end.min(self.len());
-        if range.start < end {
-            vec![range.start..end]
-        } else {
-            Vec::new()
-        }
+        std::iter::once(range.start..end)
+            .filter(|r| !r.is_empty())
+            .collect()
     }
 
     /// Whether the source has no bytes.
