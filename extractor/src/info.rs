@@ -32,6 +32,16 @@ fn hex(v: u64) -> String {
 }
 
 impl View<'_> {
+    /// Each region with its index, where it was found, and its trace.
+    fn each_region(&self) -> impl Iterator<Item = (usize, &Found, &Region<'_>, &Trace<'_>)> {
+        self.found
+            .iter()
+            .zip(self.regions)
+            .zip(self.traces)
+            .enumerate()
+            .map(|(n, ((f, r), t))| (n, f, r, t))
+    }
+
     pub fn write_text(&self, out: &mut impl Write, pages: bool) -> fmt::Result {
         let d = self.dump;
         writeln!(out, "input: {}: {}", self.input.display(), d.container)?;
@@ -55,13 +65,7 @@ impl View<'_> {
         for w in &d.warnings {
             writeln!(out, "warning: {w}")?;
         }
-        for (n, ((f, region), trace)) in self
-            .found
-            .iter()
-            .zip(self.regions)
-            .zip(self.traces)
-            .enumerate()
-        {
+        for (n, f, region, trace) in self.each_region() {
             writeln!(out, "region {n} at physical address {:#x}:", f.addr)?;
             let mut text = String::new();
             write_summary(&mut text, region, trace, pages)?;
@@ -101,13 +105,7 @@ impl View<'_> {
             None => out.write_str(",\"cpus\":null")?,
         }
         out.write_str(",\"regions\":[")?;
-        for (n, ((f, region), trace)) in self
-            .found
-            .iter()
-            .zip(self.regions)
-            .zip(self.traces)
-            .enumerate()
-        {
+        for (n, f, region, trace) in self.each_region() {
             if n > 0 {
                 out.write_char(',')?;
             }

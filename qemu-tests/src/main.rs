@@ -12,6 +12,7 @@
 mod c_ffi;
 mod c_ring;
 mod cheader;
+mod crashes;
 mod demo;
 mod dumps;
 #[cfg(test)]

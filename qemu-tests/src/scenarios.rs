@@ -65,6 +65,24 @@ pub const SCENARIOS: &[Scenario] = &[
         needs_reserve_mem: false,
         run: crate::pmem::pmem_power_loss,
     },
+    Scenario {
+        name: "panic-in-irq",
+        about: "memmap= region; workload; a test module's timer panics in hard IRQ context; warm reboot; the trace shows the cause and the panic",
+        needs_reserve_mem: false,
+        run: crate::crashes::panic_in_irq,
+    },
+    Scenario {
+        name: "hard-lockup",
+        about: "memmap= region; workload; a test module spins CPU 1 with interrupts off until a detector panics (under TCG the perf NMI watchdog cannot run, so the RCU stall detector, armed to panic, is the one that fires)",
+        needs_reserve_mem: false,
+        run: crate::crashes::hard_lockup,
+    },
+    Scenario {
+        name: "crash-under-load",
+        about: "memmap= region; a thread per CPU writes numbered events flat out; sysrq panic; every stream's events are exactly its indices, losses exact, the torn record invisible",
+        needs_reserve_mem: false,
+        run: crate::crashes::crash_under_load,
+    },
 ];
 
 pub fn find(name: &str) -> Result<&'static Scenario> {
@@ -77,19 +95,35 @@ pub fn find(name: &str) -> Result<&'static Scenario> {
 /// Markers and printk lines the workload writes before it crashes the guest.
 const WORKLOAD_EVENTS: u32 = 400;
 
-pub fn workload_script(module_args: &str) -> String {
+/// The workload's writing: markers through /dev/crashring and printk lines
+/// through /dev/kmsg, numbered so the check can tell what is missing.
+pub fn workload_writes() -> String {
+    format!(
+        r#"i=1
+while [ $i -le {WORKLOAD_EVENTS} ]; do
+  echo "workload marker $i" > /dev/crashring
+  echo "<6>crashring-workload: printk $i" > /dev/kmsg
+  i=$((i+1))
+done
+cat /sys/kernel/crashring/stats
+"#
+    )
+}
+
+/// The workload, then a sysrq panic.
+pub fn workload_and_sysrq() -> String {
+    workload_writes() + "echo c > /proc/sysrq-trigger\n"
+}
+
+/// A guest's /init body for the warm-reboot path: on the first boot (no
+/// previous generation) `record` runs and must bring the kernel down; on
+/// the next boot the previous generation is copied to /dev/vda and acked.
+pub fn boot_script(module_args: &str, record: &str) -> String {
     format!(
         r#"insmod /lib/crashring.ko {module_args} || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase record"
-  i=1
-  while [ $i -le {n} ]; do
-    echo "workload marker $i" > /dev/crashring
-    echo "<6>crashring-workload: printk $i" > /dev/kmsg
-    i=$((i+1))
-  done
-  cat /sys/kernel/crashring/stats
-  echo c > /proc/sysrq-trigger
+{record}  echo "crashring-test: the kernel survived the record phase"
 else
   echo "crashring-test: phase recover"
   cat /sys/kernel/crashring/previous_summary
@@ -100,9 +134,13 @@ else
   echo "crashring-test: done"
 fi
 poweroff -f
-"#,
-        n = WORKLOAD_EVENTS
+"#
     )
+}
+
+/// The standard scenario script: the workload, a sysrq panic, recovery.
+pub fn workload_script(module_args: &str) -> String {
+    boot_script(module_args, &workload_and_sysrq())
 }
 
 pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
@@ -111,15 +149,34 @@ pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
     Ok(())
 }
 
+/// How the kernel went down, as the crash marker and the trace must show.
+pub struct CrashExpect<'a> {
+    /// The panic message contains one of these.
+    pub messages: &'a [&'a str],
+    /// A marker the cause logged just before it brought the kernel down.
+    pub cause: Option<&'a str>,
+}
+
+/// A sysrq-triggered crash (`echo c > /proc/sysrq-trigger`).
+pub const SYSRQ: CrashExpect<'static> = CrashExpect {
+    messages: &["sysrq triggered crash"],
+    cause: None,
+};
+
+/// The region in what the guest saved.
+pub fn parse_saved(image: &[u8]) -> Result<Region<'_>> {
+    let at = find_regions(image)
+        .next()
+        .context("no crashring region in what the guest saved")?;
+    Ok(Region::parse(&image[at..], HeaderTrust::Checksummed)?)
+}
+
 /// Checks one recovered region against the workload: state crashed by a
 /// panic; markers and printk lines 1..=N all present, once, in order, with
 /// the right level; nothing else of the workload's invented; no loss; the
 /// crash marker last.
 pub fn check_warm_reboot(image: &[u8]) -> Result<String> {
-    let at = find_regions(image)
-        .next()
-        .context("no crashring region in what the guest saved")?;
-    check_region(&Region::parse(&image[at..], HeaderTrust::Checksummed)?)
+    check_region(&parse_saved(image)?)
 }
 
 /// What a region holds of the workload's writing.
@@ -130,6 +187,9 @@ pub struct Recovered<'a> {
     pub printk: u32,
     /// The last event of the merged trace and its decoded fields.
     pub last: Option<(u8, Vec<Value<'a>>)>,
+    /// The texts of markers that are not the workload's (a test module's
+    /// "about to crash" markers), in order.
+    pub causes: Vec<String>,
 }
 
 /// Walks a region's merged events and checks the workload's markers and
@@ -148,6 +208,7 @@ pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
     let e = region.header.endian;
     let (mut next_marker, mut next_printk) = (1u32, 1u32);
     let mut last = None;
+    let mut causes = Vec::new();
     for item in merge(&trace.streams) {
         let Item::Event(ev) = item else { continue };
         let Some(ty) = region.schema.get(ev.type_id) else {
@@ -174,6 +235,8 @@ pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
                         .with_context(|| format!("marker {t:?} is not the workload's"))?;
                     ensure!(n == next_marker, "marker {n} at {} ns, expected marker {next_marker} (missing, reordered or invented)", ev.ts);
                     next_marker += 1;
+                } else {
+                    causes.push(t);
                 }
             }
             EVENT_PRINTK => {
@@ -204,11 +267,17 @@ pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
         markers: next_marker - 1,
         printk: next_printk - 1,
         last,
+        causes,
     })
 }
 
 /// [`check_warm_reboot`] on a parsed region.
 pub fn check_region(region: &Region) -> Result<String> {
+    check_region_with(region, &SYSRQ)
+}
+
+/// Fails unless the region's state block says a panic crashed the kernel.
+pub fn ensure_crashed_by_panic(region: &Region) -> Result<()> {
     let state = region
         .state
         .as_ref()
@@ -217,6 +286,12 @@ pub fn check_region(region: &Region) -> Result<String> {
         state.state == STATE_CRASHED && state.reason == REASON_PANIC,
         "state is {state:?}, expected crashed by panic"
     );
+    Ok(())
+}
+
+/// [`check_region`] for a crash other than sysrq's.
+pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String> {
+    ensure_crashed_by_panic(region)?;
     let r = recover_workload(region)?;
     ensure!(
         r.trace.lost_events() == 0,
@@ -248,19 +323,34 @@ pub fn check_region(region: &Region) -> Result<String> {
         "crash marker reason {:?}",
         crash.first()
     );
-    match crash.get(2) {
-        Some(Value::Str(m)) if String::from_utf8_lossy(m).contains("sysrq triggered crash") => {}
-        other => bail!("crash marker message {other:?} is not the sysrq panic"),
+    let message = match crash.get(2) {
+        Some(Value::Str(m)) => String::from_utf8_lossy(m).into_owned(),
+        other => bail!("crash marker message {other:?} is not text"),
+    };
+    ensure!(
+        expect.messages.iter().any(|m| message.contains(m)),
+        "crash marker message {message:?} is none of {:?}",
+        expect.messages
+    );
+    if let Some(cause) = expect.cause {
+        ensure!(
+            r.causes.iter().any(|c| c == cause),
+            "no marker {cause:?} before the crash; markers of other sources: {:?}",
+            r.causes
+        );
     }
     Ok(format!(
-        "{} events over {} CPUs, {WORKLOAD_EVENTS} markers and {WORKLOAD_EVENTS} printk lines in order, none lost, crash marker last",
+        "{} events over {} CPUs, {WORKLOAD_EVENTS} markers and {WORKLOAD_EVENTS} printk lines in order, none lost, crash marker last: {:?}",
         r.trace.event_count(),
-        r.trace.streams.len()
+        r.trace.streams.len(),
+        message.trim_end()
     ))
 }
 
 fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    warm_reboot_with(sh, k, art, "memmap=16M$0x40000000", "region=16M@0x40000000")
+    let plan = WarmReboot::memmap(workload_and_sysrq());
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    run.check(check_warm_reboot)
 }
 
 /// reserve_mem= ranges are placed by memblock at boot, so they are found
@@ -269,36 +359,95 @@ fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
 /// range moves on about one boot in five, per the ftrace maintainers), and
 /// an alignment of the range's size makes its place depend on less.
 fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    warm_reboot_with(
-        sh,
-        k,
-        art,
-        "reserve_mem=16M:16M:crashring nokaslr",
-        "reserve_mem=crashring",
-    )
+    let plan = WarmReboot {
+        region_append: "reserve_mem=16M:16M:crashring nokaslr",
+        module_args: "reserve_mem=crashring",
+        ..WarmReboot::memmap(workload_and_sysrq())
+    };
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    run.check(check_warm_reboot)
 }
 
-fn warm_reboot_with(
+/// A warm-reboot scenario: where the region is, and what the first boot
+/// does to bring the kernel down.
+pub struct WarmReboot {
+    pub name: &'static str,
+    pub region_append: &'static str,
+    pub module_args: &'static str,
+    /// More kernel command line (detectors to arm, say).
+    pub extra_append: &'static str,
+    /// The record phase (see [`boot_script`]).
+    pub record: String,
+    /// Whether the guest needs crashring_test.ko at /lib.
+    pub test_module: bool,
+}
+
+impl WarmReboot {
+    /// A 16 MiB memmap= region at 1 GiB, which every kernel supports.
+    pub fn memmap(record: String) -> WarmReboot {
+        WarmReboot {
+            name: "warm-reboot",
+            region_append: "memmap=16M$0x40000000",
+            module_args: "region=16M@0x40000000",
+            extra_append: "",
+            record,
+            test_module: false,
+        }
+    }
+}
+
+/// What a warm-reboot run saved: the previous generation as the second
+/// boot read it, the serial log, and the time both boots took.
+pub struct Saved {
+    pub image: Vec<u8>,
+    pub serial: PathBuf,
+    pub log: String,
+    pub took: Duration,
+}
+
+impl Saved {
+    /// Runs `check` on the saved image, naming the files if it fails.
+    pub fn check(&self, check: impl Fn(&[u8]) -> Result<String>) -> Result<String> {
+        let summary = check(&self.image).with_context(|| {
+            format!(
+                "checking the saved region (serial log {})",
+                self.serial.display()
+            )
+        })?;
+        Ok(format!("{summary}; {:.1} s", self.took.as_secs_f64()))
+    }
+}
+
+/// Boots, lets the record phase bring the kernel down, reboots (panic=1)
+/// and saves what the module kept.
+pub fn warm_reboot_run(
     sh: &Shell,
     k: &Kernel,
     art: &Artifacts,
-    region_append: &str,
-    module_args: &str,
-) -> Result<String> {
+    plan: &WarmReboot,
+) -> Result<Saved> {
     let module = guest::build_module(sh, k)?;
     let crashring = guest::build_guest_crashring(sh)?;
-    let script = workload_script(module_args);
-    let name = module_args.split('=').next().unwrap_or("region");
+    let test_module = if plan.test_module {
+        Some(guest::build_test_module(sh, k)?)
+    } else {
+        None
+    };
+    let files: Vec<(&Path, &str)> = test_module
+        .iter()
+        .map(|p| (p.as_path(), "lib/crashring_test.ko"))
+        .collect();
+    let script = boot_script(plan.module_args, &plan.record);
     let initrd = guest::initramfs(
         sh,
-        &format!("warm-reboot-{name}-{}", k.series),
+        &format!("{}-{}", plan.name, k.series),
         &Initramfs {
             kernel: k,
             module: &module,
             crashring: &crashring,
             kernel_modules: &["virtio_pci", "virtio_blk"],
             programs: &[],
-            files: &[],
+            files: &files,
             script: &script,
         },
     )?;
@@ -308,38 +457,37 @@ fn warm_reboot_with(
     let vm = Vm {
         kernel: &k.vmlinuz,
         initrd: &initrd,
-        append: format!("console=ttyS0 panic=1 {region_append} loglevel=4"),
+        append: format!(
+            "console=ttyS0 panic=1 {} loglevel=4 {}",
+            plan.region_append, plan.extra_append
+        ),
         memory: "2G",
         cpus: 4,
         disks: vec![out.clone()],
         extra: vec![],
         serial: serial.clone(),
-        timeout: Duration::from_secs(240),
+        timeout: Duration::from_secs(300),
     };
     let took = vm.run()?;
     let log = std::fs::read_to_string(&serial).unwrap_or_default();
-    ensure!(
-        log.contains("crashring-test: phase record"),
-        "the first boot never recorded:\n{}",
-        qemu::tail(&serial, 40)
-    );
-    ensure!(
-        log.contains("crashring-test: phase recover"),
-        "the guest did not come back after the panic:\n{}",
-        qemu::tail(&serial, 40)
-    );
-    ensure!(
-        log.contains("crashring-test: done"),
-        "recovery did not finish:\n{}",
-        qemu::tail(&serial, 40)
-    );
-    let image = std::fs::read(&out)?;
-    let summary = check_warm_reboot(&image).with_context(|| {
-        format!(
-            "checking {} (serial log {})",
-            out.display(),
-            serial.display()
-        )
-    })?;
-    Ok(format!("{summary}; {:.1} s", took.as_secs_f64()))
+    for (phase, why) in [
+        ("phase record", "the first boot never recorded"),
+        (
+            "phase recover",
+            "the guest did not come back after the crash",
+        ),
+        ("done", "recovery did not finish"),
+    ] {
+        ensure!(
+            log.contains(&format!("crashring-test: {phase}")),
+            "{why}:\n{}",
+            qemu::tail(&serial, 40)
+        );
+    }
+    Ok(Saved {
+        image: std::fs::read(&out)?,
+        serial,
+        log,
+        took,
+    })
 }

@@ -1,0 +1,175 @@
+//! The ways a kernel goes down besides a sysrq panic, each on the
+//! warm-reboot path with crashring_test.ko doing the damage: a panic in
+//! hard IRQ context, a CPU hung with interrupts off, and a panic while
+//! every CPU is writing flat out.
+
+use crate::guest::Kernel;
+use crate::scenarios::{
+    check_region_with, ensure_crashed_by_panic, parse_saved, warm_reboot_run, workload_writes,
+    Artifacts, CrashExpect, WarmReboot,
+};
+use anyhow::{ensure, Context, Result};
+use pstore_ring::layout::STREAM_KERNEL_CPU;
+use pstore_ring::read::{LossKind, Region};
+use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER};
+use xshell::Shell;
+
+pub fn panic_in_irq(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let record = workload_writes()
+        + "insmod /lib/crashring_test.ko action=panic_irq\n\
+           sleep 30\n";
+    let plan = WarmReboot {
+        name: "panic-in-irq",
+        test_module: true,
+        ..WarmReboot::memmap(record)
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    saved.check(|image| {
+        let expect = CrashExpect {
+            messages: &["crashring-test: panic in hard IRQ context"],
+            cause: Some("panicking from a timer interrupt"),
+        };
+        check_region_with(&parse_saved(image)?, &expect)
+    })
+}
+
+/// The detectors a hung CPU can trip, with what each puts in the panic
+/// message. Under TCG the perf-based NMI watchdog has no PMU to count with
+/// (the serial log says so), so the hard-lockup detector cannot fire; the
+/// RCU stall detector, running on the other CPUs' ticks, is the closest
+/// real equivalent and is armed to panic.
+const LOCKUP_PANICS: &[&str] = &["Hard LOCKUP", "hard LOCKUP", "RCU Stall", "softlockup"];
+
+pub fn hard_lockup(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let record = workload_writes()
+        + "dmesg | grep -i 'NMI watchdog' | sed 's/^/crashring-test: /'\n\
+           insmod /lib/crashring_test.ko action=lockup\n\
+           sleep 240\n";
+    let plan = WarmReboot {
+        name: "hard-lockup",
+        extra_append: "nmi_watchdog=1 hardlockup_panic=1 softlockup_panic=1 \
+                       sysctl.kernel.panic_on_rcu_stall=1 rcupdate.rcu_cpu_stall_timeout=5",
+        test_module: true,
+        ..WarmReboot::memmap(record)
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    // What the kernel said about its NMI watchdog, as the guest echoed it.
+    let nmi = saved
+        .log
+        .lines()
+        .filter_map(|l| l.split_once("crashring-test: ").map(|(_, t)| t))
+        .find(|t| t.contains("NMI watchdog"))
+        .map_or(
+            "the kernel said nothing about its NMI watchdog".to_string(),
+            |t| format!("kernel: {:?}", t.trim()),
+        );
+    let summary = saved.check(|image| {
+        let expect = CrashExpect {
+            messages: LOCKUP_PANICS,
+            cause: Some("CPU 1 spins with interrupts off"),
+        };
+        check_region_with(&parse_saved(image)?, &expect)
+    })?;
+    Ok(format!("{summary}; {nmi}"))
+}
+
+pub fn crash_under_load(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    // Only the load threads and the crash write: every CPU's stream is its
+    // thread's numbered events, so loss counts can be checked exactly.
+    let record = "insmod /lib/crashring_test.ko action=load\n\
+                  sleep 3\n\
+                  echo c > /proc/sysrq-trigger\n"
+        .to_string();
+    let plan = WarmReboot {
+        name: "crash-under-load",
+        module_args: "region=16M@0x40000000 sources=marker,crash",
+        test_module: true,
+        ..WarmReboot::memmap(record)
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    saved.check(|image| check_load(&parse_saved(image)?))
+}
+
+/// Every CPU stream holds `load cpu=C seq=S` markers with C its CPU and S
+/// its stream index (so none is missing, reordered or invented, and the
+/// loss count before the first is exact), then possibly the crash; at
+/// most the one record in flight at the crash is torn, and it shows
+/// nowhere.
+fn check_load(region: &Region) -> Result<String> {
+    ensure_crashed_by_panic(region)?;
+    let trace = region.decode();
+    ensure!(
+        trace.diagnostics.is_empty(),
+        "diagnostics: {:?}",
+        trace.diagnostics
+    );
+    let e = region.header.endian;
+    let marker = region.schema.get(EVENT_MARKER).context("no marker type")?;
+    let mut lines = Vec::new();
+    let mut crashes = 0;
+    for s in &trace.streams {
+        if s.info.kind != STREAM_KERNEL_CPU {
+            continue;
+        }
+        let cpu = s.info.cpu;
+        let mut loads = 0u64;
+        for (n, ev) in s.events.iter().enumerate() {
+            if ev.type_id == EVENT_CRASH {
+                ensure!(
+                    n + 1 == s.events.len(),
+                    "cpu{cpu}: the crash is event {} of {}, not the last",
+                    ev.index,
+                    s.events.len()
+                );
+                crashes += 1;
+                continue;
+            }
+            ensure!(
+                ev.type_id == EVENT_MARKER,
+                "cpu{cpu}: event {} has type {}, only load markers were on",
+                ev.index,
+                ev.type_id
+            );
+            let values = marker
+                .decode(ev.payload, e)
+                .map_err(|f| anyhow::anyhow!("cpu{cpu}: event {}: field {f}", ev.index))?;
+            let text = match values.get(2) {
+                Some(Value::Str(t)) => String::from_utf8_lossy(t).into_owned(),
+                _ => String::new(),
+            };
+            let want = format!("load cpu={cpu} seq={}", ev.index);
+            ensure!(
+                text == want,
+                "cpu{cpu}: event {} says {text:?}, expected {want:?} (missing, reordered or invented)",
+                ev.index
+            );
+            loads += 1;
+        }
+        let first = s.events.first().map_or(0, |ev| ev.index);
+        let overwritten = s.lost(LossKind::Overwritten);
+        ensure!(
+            overwritten == first,
+            "cpu{cpu}: {overwritten} events reported overwritten, but the first recovered is number {first}"
+        );
+        for kind in [LossKind::Unreadable, LossKind::Dropped] {
+            ensure!(
+                s.lost(kind) == 0,
+                "cpu{cpu}: {} events {kind:?}",
+                s.lost(kind)
+            );
+        }
+        ensure!(
+            s.lost(LossKind::Torn) <= 1,
+            "cpu{cpu}: {} torn events; only the one in flight may be",
+            s.lost(LossKind::Torn)
+        );
+        ensure!(loads > 0, "cpu{cpu}: no load events recovered");
+        lines.push(format!(
+            "cpu{cpu} {loads} events (seq {first}..={}) after {overwritten} overwritten, {} torn",
+            first + loads - 1,
+            s.lost(LossKind::Torn)
+        ));
+    }
+    ensure!(crashes == 1, "{crashes} crash events, expected one");
+    Ok(lines.join("; "))
+}
