@@ -123,6 +123,21 @@ fn decode_bench(region: &[u8], memcpy: f64) {
         "\ndecode: {} MiB region, 4 CPUs, {events} events (IRQ entry/exit, sched_switch, printk)",
         region.len() >> 20
     );
+    let d = median(RUNS, || {
+        let start = Instant::now();
+        let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
+            .expect("bench region parses");
+        let trace = region.decode();
+        black_box(pstore_ring::merge::merge(&trace.streams).count());
+        start.elapsed()
+    });
+    println!(
+        "  parse + CRC + decode + merge, one thread, no output: {:.1} M events/s; region at {:.0} MiB/s vs memcpy: ratio {:.3}",
+        per_sec(events, d) / 1e6,
+        per_sec(region.len() as u64, d) / MIB as f64,
+        per_sec(region.len() as u64, d) / memcpy
+    );
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     for format in [Format::Text, Format::Jsonl] {
         let mut bytes = 0u64;
         let d = median(RUNS, || {
@@ -130,7 +145,7 @@ fn decode_bench(region: &[u8], memcpy: f64) {
             let start = Instant::now();
             let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
                 .expect("bench region parses");
-            let trace = region.decode();
+            let trace = extractor::decode::decode(&region);
             let mut out = BufWriter::with_capacity(1 << 16, &mut sink);
             write_items(&mut out, &region, &trace, &Selection::default(), format, 0)
                 .expect("writing to a counter cannot fail");
@@ -140,7 +155,7 @@ fn decode_bench(region: &[u8], memcpy: f64) {
             took
         });
         println!(
-            "  parse + CRC + decode + merge + {format:?}: {:.1} M events/s, {:.0} MiB/s of output; \
+            "  parse + CRC + decode + merge + {format:?}, {threads} threads: {:.1} M events/s, {:.0} MiB/s of output; \
              region at {:.0} MiB/s vs memcpy {:.0} MiB/s: ratio {:.3}",
             per_sec(events, d) / 1e6,
             per_sec(bytes, d) / MIB as f64,
@@ -274,8 +289,20 @@ fn main() {
     let dir = scratch_dir();
     let memcpy = memcpy_bandwidth();
     println!("memcpy baseline: {:.0} MiB/s", memcpy / MIB as f64);
+    // `cargo bench -p extractor -- decode` runs only the benches named.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     let region = dense_region();
-    decode_bench(&region, memcpy);
-    memory_bench(&dir, &region);
-    scan_bench(&dir, &region, memcpy);
+    if wanted("decode") {
+        decode_bench(&region, memcpy);
+    }
+    if wanted("memory") {
+        memory_bench(&dir, &region);
+    }
+    if wanted("scan") {
+        scan_bench(&dir, &region, memcpy);
+    }
 }

@@ -12,10 +12,12 @@
 //!   and reads each out with its absent ranges.
 //! - [`select`], [`output`] and [`jsonl`]: what `crashring extract` prints.
 //!
-//! Decoding, salvage and merging are `pstore-ring`'s.
+//! Decoding, salvage and merging are `pstore-ring`'s; [`decode`] spreads
+//! a region's streams over the cores.
 
 pub mod compress;
 pub mod container;
+pub mod decode;
 pub mod discover;
 pub mod jsonl;
 pub mod lzo;

@@ -293,7 +293,7 @@ fn run(cli: Cli) -> Result<u8> {
             let mut bad = false;
             for (n, f) in loaded.found.iter().enumerate() {
                 let region = parse(f, trust_of(&input))?;
-                let trace = region.decode();
+                let trace = extractor::decode::decode(&region);
                 report_damage(n, f, &trace);
                 bad |= damaged(f, &trace);
                 if loaded.found.len() > 1 && matches!(format, FormatArg::Text) {
@@ -310,7 +310,7 @@ fn run(cli: Cli) -> Result<u8> {
             for f in &loaded.found {
                 regions.push(parse(f, trust_of(&input))?);
             }
-            let traces: Vec<Trace> = regions.iter().map(Region::decode).collect();
+            let traces: Vec<Trace> = regions.iter().map(extractor::decode::decode).collect();
             let mut text = String::new();
             let view = info::View {
                 input: &input.input,
@@ -334,7 +334,7 @@ fn run(cli: Cli) -> Result<u8> {
             let mut bad = false;
             for (n, f) in loaded.found.iter().enumerate() {
                 let region = parse(f, trust_of(&input))?;
-                let trace = region.decode();
+                let trace = extractor::decode::decode(&region);
                 report_damage(n, f, &trace);
                 let state = if damaged(f, &trace) {
                     "damaged"

@@ -6,7 +6,7 @@
 //! just before the event that follows it in its stream.
 
 use crate::read::{Event, Loss, StreamTrace};
-use alloc::collections::BinaryHeap;
+use alloc::collections::binary_heap::{BinaryHeap, PeekMut};
 use alloc::vec::Vec;
 use core::cmp::Reverse;
 
@@ -43,6 +43,8 @@ pub struct Merge<'t, 'a> {
     streams: &'t [StreamTrace<'a>],
     /// Per stream: next event, next loss.
     cursors: Vec<(usize, usize)>,
+    /// One entry per stream with anything left: the key of its next item,
+    /// the stream, and whether that item is an event.
     heap: BinaryHeap<Reverse<(Key, usize, bool)>>,
 }
 
@@ -51,26 +53,31 @@ pub fn merge<'t, 'a>(streams: &'t [StreamTrace<'a>]) -> Merge<'t, 'a> {
     let mut m = Merge {
         streams,
         cursors: alloc::vec![(0, 0); streams.len()],
-        heap: BinaryHeap::new(),
+        heap: BinaryHeap::with_capacity(streams.len()),
     };
-    for i in 0..streams.len() {
-        m.push_event(i);
-        m.push_loss(i);
+    for s in 0..streams.len() {
+        if let Some(h) = head(streams, (0, 0), s) {
+            m.heap.push(Reverse(h));
+        }
     }
     m
 }
 
-impl Merge<'_, '_> {
-    fn push_event(&mut self, s: usize) {
-        if let Some(e) = self.streams[s].events.get(self.cursors[s].0) {
-            self.heap.push(Reverse((event_key(e), s, true)));
-        }
-    }
-
-    fn push_loss(&mut self, s: usize) {
-        if let Some(l) = self.streams[s].losses.get(self.cursors[s].1) {
-            self.heap.push(Reverse((loss_key(l), s, false)));
-        }
+/// The next item of stream `s` past `cursor`: its event or its loss,
+/// whichever sorts first.
+fn head(
+    streams: &[StreamTrace<'_>],
+    cursor: (usize, usize),
+    s: usize,
+) -> Option<(Key, usize, bool)> {
+    let (e, l) = cursor;
+    let event = streams[s].events.get(e).map(event_key);
+    let loss = streams[s].losses.get(l).map(loss_key);
+    match (event, loss) {
+        (Some(ek), Some(lk)) if lk < ek => Some((lk, s, false)),
+        (Some(ek), _) => Some((ek, s, true)),
+        (None, Some(lk)) => Some((lk, s, false)),
+        (None, None) => None,
     }
 }
 
@@ -78,18 +85,26 @@ impl<'t, 'a> Iterator for Merge<'t, 'a> {
     type Item = Item<'t, 'a>;
 
     fn next(&mut self) -> Option<Item<'t, 'a>> {
-        let Reverse((_, s, is_event)) = self.heap.pop()?;
+        // The top is replaced in place by its stream's next item: one sift
+        // per item instead of a pop and a push.
+        let mut top = self.heap.peek_mut()?;
+        let Reverse((_, s, is_event)) = *top;
         let streams = self.streams;
-        if is_event {
+        let item = if is_event {
             let item = &streams[s].events[self.cursors[s].0];
             self.cursors[s].0 += 1;
-            self.push_event(s);
-            Some(Item::Event(item))
+            Item::Event(item)
         } else {
             let item = &streams[s].losses[self.cursors[s].1];
             self.cursors[s].1 += 1;
-            self.push_loss(s);
-            Some(Item::Loss(item))
+            Item::Loss(item)
+        };
+        match head(streams, self.cursors[s], s) {
+            Some(next) => *top = Reverse(next),
+            None => {
+                PeekMut::pop(top);
+            }
         }
+        Some(item)
     }
 }

@@ -17,7 +17,7 @@ mod stream;
 pub use region::{
     parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
 };
-pub use schema::{EventType, Field, Schema, SchemaError};
+pub use schema::{EventType, Field, Schema, SchemaError, Values};
 pub use stream::{Event, Loss, LossKind, PageReport, PageStatus, StreamTrace};
 
 use crate::record::RecordError;
@@ -202,11 +202,23 @@ impl<'a> Region<'a> {
         let streams = self
             .streams
             .iter()
-            .map(|s| stream::decode(self, s, &mut diagnostics))
+            .map(|s| self.decode_stream(s, &mut diagnostics))
             .collect();
         Trace {
             streams,
             diagnostics,
         }
+    }
+
+    /// Decodes and salvages one stream, appending its pages' diagnostics
+    /// to `diagnostics`. Streams are independent: a caller with threads
+    /// may decode them in parallel and assemble the [`Trace`] in stream
+    /// order, after the region's own diagnostics, as [`Self::decode`] does.
+    pub fn decode_stream(
+        &self,
+        info: &StreamInfo,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> StreamTrace<'a> {
+        stream::decode(self, info, diagnostics)
     }
 }

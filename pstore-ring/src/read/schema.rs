@@ -14,12 +14,38 @@ pub struct EventType {
     pub id: u8,
     pub name: String,
     pub fields: Vec<Field>,
+    /// `": name: "`, the text between a line's time and its fields, made
+    /// once so that text output writes it in one piece.
+    pub heading: String,
+}
+
+impl EventType {
+    fn new(id: u8, name: String, fields: Vec<Field>) -> EventType {
+        EventType {
+            id,
+            heading: alloc::format!(": {name}: "),
+            name,
+            fields,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
     pub name: String,
     pub kind: FieldKind,
+    /// `" name="`, for text output (see [`EventType::heading`]).
+    pub label: String,
+}
+
+impl Field {
+    fn new(name: String, kind: FieldKind) -> Field {
+        Field {
+            label: alloc::format!(" {name}="),
+            name,
+            kind,
+        }
+    }
 }
 
 /// Why a schema table could not be used; the offset is from the start of
@@ -54,18 +80,14 @@ impl Schema {
     pub fn builtin() -> Schema {
         let mut types: Vec<Option<EventType>> = (0..256).map(|_| None).collect();
         for def in BUILTIN_EVENTS {
-            types[def.id as usize] = Some(EventType {
-                id: def.id,
-                name: def.name.into(),
-                fields: def
-                    .fields
+            types[def.id as usize] = Some(EventType::new(
+                def.id,
+                def.name.into(),
+                def.fields
                     .iter()
-                    .map(|f| Field {
-                        name: f.name.into(),
-                        kind: f.kind,
-                    })
+                    .map(|f| Field::new(f.name.into(), f.kind))
                     .collect(),
-            });
+            ));
         }
         Schema { types }
     }
@@ -127,17 +149,10 @@ impl Schema {
                     .ok_or(fbad("field descriptor runs past the table"))?;
                 let kind = FieldKind::from_descriptor(fd.kind, fd.size.get(e))
                     .ok_or(fbad("field `kind` or `size` is invalid"))?;
-                fields.push(Field {
-                    name: name_of(&fd.name),
-                    kind,
-                });
+                fields.push(Field::new(name_of(&fd.name), kind));
                 fat += FIELD_DESC_SIZE;
             }
-            schema.types[id8 as usize] = Some(EventType {
-                id: id8,
-                name: name_of(&desc.name),
-                fields,
-            });
+            schema.types[id8 as usize] = Some(EventType::new(id8, name_of(&desc.name), fields));
             at = fat;
         }
         Ok(schema)
@@ -153,18 +168,58 @@ impl Schema {
     }
 }
 
+/// The values of one payload; see [`EventType::values`].
+pub struct Values<'s, 'p> {
+    fields: core::iter::Enumerate<core::slice::Iter<'s, Field>>,
+    payload: &'p [u8],
+    at: usize,
+    e: Endian,
+    failed: bool,
+}
+
+impl<'p> Iterator for Values<'_, 'p> {
+    type Item = Result<Value<'p>, usize>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let (i, f) = self.fields.next()?;
+        match decode_field(f.kind, self.payload, self.at, self.e) {
+            Some((v, next)) => {
+                self.at = next;
+                Some(Ok(v))
+            }
+            None => {
+                self.failed = true;
+                Some(Err(i))
+            }
+        }
+    }
+}
+
 impl EventType {
     /// Decodes `payload` field by field; `Err(i)` names the first field
     /// that does not fit.
     pub fn decode<'p>(&self, payload: &'p [u8], e: Endian) -> Result<Vec<Value<'p>>, usize> {
-        let mut at = 0;
-        let mut out = Vec::with_capacity(self.fields.len());
-        for (i, f) in self.fields.iter().enumerate() {
-            let (v, next) = decode_field(f.kind, payload, at, e).ok_or(i)?;
-            out.push(v);
-            at = next;
+        self.values(payload, e).collect()
+    }
+
+    /// Decodes `payload` lazily, field by field, without allocating; the
+    /// first field that does not fit yields `Err(its index)` and ends it.
+    pub fn values<'s, 'p>(&'s self, payload: &'p [u8], e: Endian) -> Values<'s, 'p> {
+        Values {
+            fields: self.fields.iter().enumerate(),
+            payload,
+            at: 0,
+            e,
+            failed: false,
         }
-        Ok(out)
+    }
+
+    /// The index of the first field of `payload` that does not fit, if any.
+    pub fn misfit(&self, payload: &[u8], e: Endian) -> Option<usize> {
+        self.values(payload, e).find_map(Result::err)
     }
 
     /// Whether `payload` (with its record padding) is exactly one encoded

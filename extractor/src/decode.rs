@@ -1,0 +1,94 @@
+//! Decoding a region's streams on every core. Streams are independent, so
+//! each thread takes a share of them; the trace is assembled in stream
+//! order and is the same as [`Region::decode`]'s.
+
+use pstore_ring::read::{Region, StreamTrace, Trace};
+
+/// [`Region::decode`], with the streams spread over the machine's cores.
+pub fn decode<'a>(region: &Region<'a>) -> Trace<'a> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per_thread = region.streams.len().div_ceil(threads).max(1);
+    if threads == 1 || region.streams.len() <= 1 {
+        return region.decode();
+    }
+    let parts: Vec<(Vec<StreamTrace<'a>>, Vec<_>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = region
+            .streams
+            .chunks(per_thread)
+            .map(|infos| {
+                scope.spawn(move || {
+                    let mut diagnostics = Vec::new();
+                    let streams = infos
+                        .iter()
+                        .map(|info| region.decode_stream(info, &mut diagnostics))
+                        .collect();
+                    (streams, diagnostics)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<Result<_, _>>()
+            .unwrap_or_default()
+    });
+    // A thread that panicked leaves no parts; decoding again on this one
+    // reports the same trace (and the same panic, if it is a bug).
+    if parts.len() != region.streams.len().div_ceil(per_thread) {
+        return region.decode();
+    }
+    let mut trace = Trace {
+        streams: Vec::with_capacity(region.streams.len()),
+        diagnostics: region.diagnostics.clone(),
+    };
+    for (streams, diagnostics) in parts {
+        trace.streams.extend(streams);
+        trace.diagnostics.extend(diagnostics);
+    }
+    trace
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pstore_ring::read::HeaderTrust;
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+
+    #[test]
+    fn parallel_decoding_gives_the_sequential_trace() {
+        let specs: Vec<StreamSpec> = (0..5).map(StreamSpec::cpu).collect();
+        let cfg = RegionConfig {
+            page_size: 512,
+            pages_per_stream: Some(3),
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        let lost = schema::builtin(schema::EVENT_LOST).unwrap();
+        {
+            let mut f = write::format(&mut buf, &cfg).unwrap();
+            let mut ws: Vec<_> = f.streams.by_ref().collect();
+            for i in 0..700u64 {
+                let _ = ws[(i % 5) as usize].write_event(i * 10, lost, &[Value::Unsigned(i)]);
+            }
+            ws[1].close();
+        }
+        // Damage one page so diagnostics come from a stream too.
+        let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
+        let at = region.streams[3].pages_offset as usize + 60;
+        buf[at] ^= 0xff;
+        let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
+        let (seq, par) = (region.decode(), decode(&region));
+        assert!(!seq.diagnostics.is_empty());
+        assert_eq!(
+            format!("{:?}", seq.diagnostics),
+            format!("{:?}", par.diagnostics)
+        );
+        assert_eq!(seq.streams.len(), par.streams.len());
+        for (a, b) in seq.streams.iter().zip(&par.streams) {
+            assert_eq!(a.events, b.events);
+            assert_eq!(a.losses, b.losses);
+        }
+    }
+}
