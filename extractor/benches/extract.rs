@@ -245,21 +245,41 @@ fn scan_bench(dir: &Path, region: &[u8], memcpy: f64) {
     );
 }
 
-/// Peak RSS in KiB of the crashring binary run with `args`.
+/// Set in a copy of this bench started only to measure one run of
+/// crashring: the copy is small when it starts crashring, and a child's
+/// peak RSS counts its parent's memory at the moment it was started.
+const RSS_PROBE: &str = "CRASHRING_BENCH_RSS_OF";
+
+/// Peak RSS in KiB of the crashring binary run with `args`, measured by a
+/// fresh copy of this bench (see [`RSS_PROBE`]).
+fn peak_rss_kib(args: &[&str]) -> i64 {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let out = Command::new(exe)
+        .env(RSS_PROBE, args.join("\u{1f}"))
+        .output()
+        .expect("running the RSS probe");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("the RSS probe said {:?}", out))
+}
+
+/// The probe's body: runs crashring with the arguments in `RSS_PROBE` and
+/// prints its peak RSS in KiB.
 // The child is reaped by wait4, which also returns its resource usage.
 #[allow(clippy::zombie_processes)]
-fn peak_rss_kib(args: &[&str]) -> i64 {
+fn rss_probe(args: &str) {
     let child = Command::new(env!("CARGO_BIN_EXE_crashring"))
-        .args(args)
+        .args(args.split('\u{1f}'))
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("running crashring");
     let mut status = 0;
-    // SAFETY: plain FFI call with valid pointers; waits for our own child.
+    // SAFETY: plain FFI calls with valid pointers; waits for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as i32, "wait4 failed");
-    usage.ru_maxrss
+    println!("{}", usage.ru_maxrss);
 }
 
 fn memory_bench(dir: &Path, region: &[u8]) {
@@ -282,6 +302,9 @@ fn memory_bench(dir: &Path, region: &[u8]) {
 }
 
 fn main() {
+    if let Ok(args) = std::env::var(RSS_PROBE) {
+        return rss_probe(&args);
+    }
     // `cargo test --benches` runs this with --bench absent; skip the work.
     if !std::env::args().any(|a| a == "--bench") {
         return;
