@@ -47,6 +47,22 @@ impl Ascii {
         }
     }
 
+    /// Appends `label` if a number (a sign and 20 digits) still fits
+    /// after it; says whether it did.
+    fn label(&mut self, label: &str) -> bool {
+        label.len() + 21 <= self.bytes.len() - self.len && self.str(label)
+    }
+
+    /// Appends `s` if it fits; says whether it did.
+    fn str(&mut self, s: &str) -> bool {
+        let Some(dst) = self.bytes.get_mut(self.len..self.len + s.len()) else {
+            return false;
+        };
+        dst.copy_from_slice(s.as_bytes());
+        self.len += s.len();
+        true
+    }
+
     fn push(&mut self, b: u8) {
         if let Some(slot) = self.bytes.get_mut(self.len) {
             *slot = b;
@@ -82,7 +98,7 @@ impl Ascii {
     }
 
     fn write(&self, out: &mut impl Write) -> fmt::Result {
-        // Only ASCII is ever pushed.
+        // Only ASCII bytes and whole strs are ever added.
         out.write_str(core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?"))
     }
 }
@@ -221,8 +237,26 @@ fn write_labeled<'p>(
 ) -> fmt::Result {
     for (i, (f, v)) in t.fields.iter().zip(values).enumerate() {
         // The label's leading space separates fields; the first has none.
-        out.write_str(f.label.get(usize::from(i == 0)..).unwrap_or(&f.name))?;
-        write_value(out, &v)?;
+        let label = f.label.get(usize::from(i == 0)..).unwrap_or(&f.name);
+        // A number and its label go out in one piece where they fit.
+        let mut a = Ascii::new();
+        match v {
+            Value::Unsigned(x) if a.label(label) => {
+                a.decimal(x, 0, b' ');
+                a.write(out)?;
+            }
+            Value::Signed(x) if a.label(label) => {
+                if x < 0 {
+                    a.push(b'-');
+                }
+                a.decimal(x.unsigned_abs(), 0, b' ');
+                a.write(out)?;
+            }
+            _ => {
+                out.write_str(label)?;
+                write_value(out, &v)?;
+            }
+        }
     }
     Ok(())
 }
@@ -425,6 +459,13 @@ mod tests {
             write_signed(&mut s, x).unwrap();
             assert_eq!(s, alloc::format!("{x}"));
         }
+        let mut a = Ascii::new();
+        assert!(!a.label(&"x".repeat(28)));
+        assert!(a.label(&"x".repeat(27)));
+        a.decimal(u64::MAX, 0, b' ');
+        let mut s = String::new();
+        a.write(&mut s).unwrap();
+        assert_eq!(s, alloc::format!("{}{}", "x".repeat(27), u64::MAX));
         let mut s = String::new();
         write_stream_and_time(&mut s, None, 7, 12_000_004_711).unwrap();
         assert_eq!(s, "[s7]       12.000004711");
