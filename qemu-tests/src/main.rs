@@ -225,7 +225,7 @@ fn test(sh: &Shell) -> Result<()> {
     step("cargo test --workspace");
     cmd!(sh, "cargo test --workspace").run()?;
     kernel_checks(sh)?;
-    let mut passed = 0;
+    let mut times = Vec::new();
     for scenario in scenarios::SCENARIOS {
         for series in ["6.12", "6.1"] {
             if scenario.needs_reserve_mem && series == "6.1" {
@@ -236,10 +236,15 @@ fn test(sh: &Shell) -> Result<()> {
                 continue;
             }
             step(&format!("QEMU scenario {} on {series}", scenario.name));
+            let started = std::time::Instant::now();
             run_scenario(sh, scenario.name, series, None)?;
-            passed += 1;
+            times.push((scenario.name, series, started.elapsed()));
         }
     }
-    println!("{passed} passed, 0 failed");
+    println!("\nscenario wall times (builds included):");
+    for (name, series, took) in &times {
+        println!("  {name:<24} {series:<5} {:>6.1} s", took.as_secs_f64());
+    }
+    println!("{} passed, 0 failed", times.len());
     Ok(())
 }
