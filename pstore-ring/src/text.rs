@@ -97,6 +97,13 @@ impl Ascii {
         }
     }
 
+    fn signed(&mut self, x: i64) {
+        if x < 0 {
+            self.push(b'-');
+        }
+        self.decimal(x.unsigned_abs(), 0, b' ');
+    }
+
     fn write(&self, out: &mut impl Write) -> fmt::Result {
         // Only ASCII bytes and whole strs are ever added.
         out.write_str(core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?"))
@@ -111,10 +118,7 @@ fn write_unsigned(out: &mut impl Write, x: u64) -> fmt::Result {
 
 fn write_signed(out: &mut impl Write, x: i64) -> fmt::Result {
     let mut a = Ascii::new();
-    if x < 0 {
-        a.push(b'-');
-    }
-    a.decimal(x.unsigned_abs(), 0, b' ');
+    a.signed(x);
     a.write(out)
 }
 
@@ -246,10 +250,7 @@ fn write_labeled<'p>(
                 a.write(out)?;
             }
             Value::Signed(x) if a.label(label) => {
-                if x < 0 {
-                    a.push(b'-');
-                }
-                a.decimal(x.unsigned_abs(), 0, b' ');
+                a.signed(x);
                 a.write(out)?;
             }
             _ => {
