@@ -208,10 +208,12 @@ struct KdumpPlan {
     capture: String,
 }
 
-/// What a kdump run left: the serial log's text, the results disk, and how
-/// long the VM ran.
+/// What a kdump run left: the serial log's text, the status lines the
+/// capture kernel wrote to the results disk, the disk, and how long the
+/// VM ran.
 struct KdumpRun {
     log: String,
+    status: String,
     serial: PathBuf,
     disk: PathBuf,
     took: Duration,
@@ -222,11 +224,14 @@ impl KdumpRun {
         crate::qemu::tail(&self.serial, 40)
     }
 
-    /// Whether the capture kernel printed `crashring-test: {what}`.
-    fn ensure_printed(&self, what: &str) -> Result<()> {
+    /// Whether the capture kernel reported `crashring-test: {what}` on the
+    /// results disk (or, for the first kernel's lines, on the console).
+    fn ensure_reported(&self, what: &str) -> Result<()> {
+        let line = format!("crashring-test: {what}");
         ensure!(
-            self.log.contains(&format!("crashring-test: {what}")),
-            "the capture kernel did not print `{what}`:\n{}",
+            self.status.contains(&line) || self.log.contains(&line),
+            "the guest did not report `{what}`; the capture kernel's status file:\n{}\nend of the serial log:\n{}",
+            self.status,
             self.tail()
         );
         Ok(())
@@ -253,9 +258,9 @@ fn capture_extract(input: &str) -> String {
     format!(
         r#"crashring info {input}
 crashring extract --format jsonl {input} -o /mnt/trace.jsonl
-echo "crashring-test: capture extract $?"
+say "capture extract $?"
 crashring verify {input}
-echo "crashring-test: capture verify $?"
+say "capture verify $?"
 "#
     )
 }
@@ -266,9 +271,12 @@ fn kdump_script(plan: &KdumpPlan, capture_append: &str) -> String {
         r#"if [ -e /proc/vmcore ]; then
 echo "crashring-test: phase capture"
 mount -t ext2 /dev/vda /mnt || echo "crashring-test: mount failed"
-{capture}umount /mnt
+# Status goes to the results disk too: the console is for diagnosis.
+say() {{ echo "crashring-test: $*"; echo "crashring-test: $*" >> /mnt/status; }}
+say "phase capture"
+{capture}say "done"
+umount /mnt
 sync
-echo "crashring-test: done"
 poweroff -f
 fi
 insmod /lib/crashring.ko {args} || echo "crashring-test: insmod failed"
@@ -339,17 +347,23 @@ fn run_kdump(sh: &Shell, k: &Kernel, art: &Artifacts, plan: &KdumpPlan) -> Resul
         timeout: Duration::from_secs(480),
     };
     let took = vm.run()?;
-    let run = KdumpRun {
+    let mut run = KdumpRun {
         log: std::fs::read_to_string(&serial).unwrap_or_default(),
+        status: String::new(),
         serial,
         disk,
         took,
     };
-    run.ensure_printed("capture kernel loaded: 1")?;
-    run.ensure_printed("phase capture")?;
-    run.ensure_printed("done")?;
-    run.ensure_printed("capture extract 0")?;
-    run.ensure_printed("capture verify 0")?;
+    run.ensure_reported("capture kernel loaded: 1")?;
+    let out_dir = art.dir.join("capture");
+    sh.create_dir(&out_dir)?;
+    if let Ok(status) = run.take(sh, &out_dir, "status") {
+        run.status = std::fs::read_to_string(status).unwrap_or_default();
+    }
+    run.ensure_reported("phase capture")?;
+    run.ensure_reported("done")?;
+    run.ensure_reported("capture extract 0")?;
+    run.ensure_reported("capture verify 0")?;
     Ok(run)
 }
 
@@ -380,7 +394,7 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         } else {
             capture += &format!("makedumpfile {args} /proc/vmcore /mnt/{name}\n");
         }
-        capture += &format!("echo \"crashring-test: makedumpfile {name} $?\"\n");
+        capture += &format!("say \"makedumpfile {name} $?\"\n");
     }
     let plan = KdumpPlan {
         name: "kdump",
@@ -398,7 +412,7 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     sh.create_dir(&out_dir)?;
     lines.push(check_capture_trace(&run, sh, &out_dir, "/proc/vmcore")?);
     for (name, _) in MAKEDUMPFILE_RUNS {
-        run.ensure_printed(&format!("makedumpfile {name} 0"))?;
+        run.ensure_reported(&format!("makedumpfile {name} 0"))?;
         let path = run.take(sh, &out_dir, name)?;
         let size = std::fs::metadata(&path)?.len();
         let line =
@@ -432,7 +446,7 @@ pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let mut capture = capture_extract(&input);
     capture += &format!(
         "dd if=/dev/mem of=/mnt/region.bin bs=1M skip={} count={DIRECT_MIB} 2>/dev/null\n\
-         echo \"crashring-test: dd $?\"\n",
+         say \"dd $?\"\n",
         DIRECT_ADDR >> 20
     );
     let plan = KdumpPlan {
@@ -442,7 +456,7 @@ pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         capture,
     };
     let run = run_kdump(sh, k, art, &plan)?;
-    run.ensure_printed("dd 0")?;
+    run.ensure_reported("dd 0")?;
     let out_dir = art.dir.join("capture");
     sh.create_dir(&out_dir)?;
     let trace_line = check_capture_trace(&run, sh, &out_dir, "/dev/mem")?;
