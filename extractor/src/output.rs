@@ -29,7 +29,8 @@ const CHUNK: usize = 16 * 1024;
 /// thread merges the items into chunks and deals them round-robin to one
 /// formatting thread per core, two chunks ahead, and writes the results
 /// back in the order it dealt them, so the output is the same bytes
-/// whatever the thread count.
+/// whatever the thread count. Item and text buffers go round and round
+/// rather than being allocated per chunk.
 pub fn write_items(
     out: &mut impl Write,
     region: &Region,
@@ -39,22 +40,25 @@ pub fn write_items(
     region_index: usize,
 ) -> io::Result<()> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let merged = merge(&trace.streams).filter(|item| selection.admits(item, region));
-    let mut chunks = Chunks {
-        merged,
-        done: false,
-    };
-    let format_chunk = |items: &[Item]| {
-        let mut buf = String::with_capacity(items.len() * 96);
-        let result = items
+    let mut merged = merge(&trace.streams).filter(|item| selection.admits(item, region));
+    let mut next_chunk = |items: &mut Vec<_>| refill(items, &mut merged);
+    let format_chunk = |items: &[Item], text: &mut Vec<u8>| {
+        text.clear();
+        items
             .iter()
-            .try_for_each(|item| write_line(&mut buf, item, region, format, region_index));
-        result.map(|()| buf)
+            .try_for_each(|item| write_line(text, item, region, format, region_index))
     };
     let failed = || io::Error::other("formatting an item failed");
+    let new_job = || Job {
+        items: Vec::with_capacity(CHUNK),
+        text: Vec::with_capacity(CHUNK * 128),
+        formatted: Ok(()),
+    };
     if workers == 1 {
-        while let Some(items) = chunks.next_chunk() {
-            out.write_all(format_chunk(&items).map_err(|_| failed())?.as_bytes())?;
+        let mut job = new_job();
+        while next_chunk(&mut job.items) {
+            format_chunk(&job.items, &mut job.text).map_err(|_| failed())?;
+            out.write_all(&job.text)?;
         }
         return Ok(());
     }
@@ -62,11 +66,12 @@ pub fn write_items(
         let mut lanes = Vec::with_capacity(workers);
         for _ in 0..workers {
             // One job queued and one being formatted per lane.
-            let (jobs, job_rx) = mpsc::sync_channel::<Vec<Item>>(1);
+            let (jobs, job_rx) = mpsc::sync_channel::<Job>(1);
             let (done_tx, done) = mpsc::sync_channel(1);
             scope.spawn(move || {
-                for items in job_rx {
-                    if done_tx.send(format_chunk(&items)).is_err() {
+                for mut job in job_rx {
+                    job.formatted = format_chunk(&job.items, &mut job.text);
+                    if done_tx.send(job).is_err() {
                         return;
                     }
                 }
@@ -75,21 +80,24 @@ pub fn write_items(
         }
         // Deal two chunks to every lane, then keep each lane two ahead.
         let mut dealt = 0usize;
-        for _ in 0..2 {
+        'deal: for _ in 0..2 {
             for (jobs, _) in &lanes {
-                if let Some(items) = chunks.next_chunk() {
-                    jobs.send(items).map_err(|_| failed())?;
-                    dealt += 1;
+                let mut job = new_job();
+                if !next_chunk(&mut job.items) {
+                    break 'deal;
                 }
+                jobs.send(job).map_err(|_| failed())?;
+                dealt += 1;
             }
         }
         let mut n = 0;
         while n < dealt {
             let (jobs, done) = &lanes[n % workers];
-            let text = done.recv().map_err(|_| failed())?.map_err(|_| failed())?;
-            out.write_all(text.as_bytes())?;
-            if let Some(items) = chunks.next_chunk() {
-                jobs.send(items).map_err(|_| failed())?;
+            let mut job: Job = done.recv().map_err(|_| failed())?;
+            job.formatted.map_err(|_| failed())?;
+            out.write_all(&job.text)?;
+            if next_chunk(&mut job.items) {
+                jobs.send(job).map_err(|_| failed())?;
                 dealt += 1;
             }
             n += 1;
@@ -98,36 +106,44 @@ pub fn write_items(
     })
 }
 
-/// The merged items, [`CHUNK`] at a time.
-struct Chunks<I> {
-    merged: I,
-    done: bool,
+/// Refills `items` with the next [`CHUNK`] merged items; false when none
+/// are left.
+fn refill<'t, 'a: 't>(
+    items: &mut Vec<Item<'t, 'a>>,
+    merged: &mut impl Iterator<Item = Item<'t, 'a>>,
+) -> bool {
+    items.clear();
+    items.extend(merged.take(CHUNK));
+    !items.is_empty()
 }
 
-impl<'t, 'a: 't, I: Iterator<Item = Item<'t, 'a>>> Chunks<I> {
-    fn next_chunk(&mut self) -> Option<Vec<Item<'t, 'a>>> {
-        if self.done {
-            return None;
-        }
-        let items: Vec<_> = self.merged.by_ref().take(CHUNK).collect();
-        self.done = items.len() < CHUNK;
-        (!items.is_empty()).then_some(items)
-    }
+/// A chunk of merged items and the text they format to.
+struct Job<'t, 'a> {
+    items: Vec<Item<'t, 'a>>,
+    text: Vec<u8>,
+    formatted: std::fmt::Result,
 }
 
 /// One item as one line, newline included.
 fn write_line(
-    buf: &mut String,
+    text: &mut Vec<u8>,
     item: &Item,
     region: &Region,
     format: Format,
     region_index: usize,
 ) -> std::fmt::Result {
     match format {
-        Format::Text => Line::of(item, region).write_to(buf)?,
-        Format::Jsonl => jsonl::write_item(buf, item, region, region_index)?,
+        Format::Text => Line::of(item, region).write_to(text),
+        Format::Jsonl => {
+            // JSON lines are written through `fmt`; the bytes move into a
+            // `String` and back, which copies nothing.
+            let mut s = String::from_utf8(std::mem::take(text)).map_err(|_| std::fmt::Error)?;
+            let written = jsonl::write_item(&mut s, item, region, region_index);
+            *text = s.into_bytes();
+            written?;
+        }
     }
-    buf.push('\n');
+    text.push(b'\n');
     Ok(())
 }
 
@@ -160,12 +176,12 @@ mod tests {
         }
         let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
         let trace = region.decode();
-        let mut want = String::new();
+        let mut want = Vec::new();
         for item in merge(&trace.streams) {
-            Line::of(&item, &region).write_to(&mut want).unwrap();
-            want.push('\n');
+            Line::of(&item, &region).write_to(&mut want);
+            want.push(b'\n');
         }
-        assert!(want.lines().count() > 10 * CHUNK);
+        assert!(want.iter().filter(|&&b| b == b'\n').count() > 10 * CHUNK);
         let mut got = Vec::new();
         write_items(
             &mut got,
@@ -176,6 +192,6 @@ mod tests {
             0,
         )
         .unwrap();
-        assert!(String::from_utf8(got).unwrap() == want);
+        assert!(got == want);
     }
 }

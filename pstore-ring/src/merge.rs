@@ -38,14 +38,29 @@ fn loss_key(l: &Loss) -> Key {
     (ts, l.stream, l.at_index, 0)
 }
 
+/// A heap entry: a stream's next item, packed so that one integer
+/// comparison orders entries by time and then stream (stream indexes are
+/// distinct, so the index in stream and the loss-before-event rule, which
+/// only order items of one stream, are settled in [`head`]). The low bits
+/// carry the position in the stream slice and whether the item is an
+/// event.
+type Entry = u128;
+
+fn entry(key: Key, s: usize, is_event: bool) -> Entry {
+    let (ts, stream, _, _) = key;
+    (u128::from(ts) << 64)
+        | (u128::from(stream) << 48)
+        | ((s as u128 & 0xffff) << 1)
+        | u128::from(is_event)
+}
+
 /// Iterator over all streams' events and losses in time order.
 pub struct Merge<'t, 'a> {
     streams: &'t [StreamTrace<'a>],
     /// Per stream: next event, next loss.
     cursors: Vec<(usize, usize)>,
-    /// One entry per stream with anything left: the key of its next item,
-    /// the stream, and whether that item is an event.
-    heap: BinaryHeap<Reverse<(Key, usize, bool)>>,
+    /// One entry per stream with anything left.
+    heap: BinaryHeap<Reverse<Entry>>,
 }
 
 /// Merges `streams` into one timeline.
@@ -65,18 +80,14 @@ pub fn merge<'t, 'a>(streams: &'t [StreamTrace<'a>]) -> Merge<'t, 'a> {
 
 /// The next item of stream `s` past `cursor`: its event or its loss,
 /// whichever sorts first.
-fn head(
-    streams: &[StreamTrace<'_>],
-    cursor: (usize, usize),
-    s: usize,
-) -> Option<(Key, usize, bool)> {
+fn head(streams: &[StreamTrace<'_>], cursor: (usize, usize), s: usize) -> Option<Entry> {
     let (e, l) = cursor;
     let event = streams[s].events.get(e).map(event_key);
     let loss = streams[s].losses.get(l).map(loss_key);
     match (event, loss) {
-        (Some(ek), Some(lk)) if lk < ek => Some((lk, s, false)),
-        (Some(ek), _) => Some((ek, s, true)),
-        (None, Some(lk)) => Some((lk, s, false)),
+        (Some(ek), Some(lk)) if lk < ek => Some(entry(lk, s, false)),
+        (Some(ek), _) => Some(entry(ek, s, true)),
+        (None, Some(lk)) => Some(entry(lk, s, false)),
         (None, None) => None,
     }
 }
@@ -88,7 +99,8 @@ impl<'t, 'a> Iterator for Merge<'t, 'a> {
         // The top is replaced in place by its stream's next item: one sift
         // per item instead of a pop and a push.
         let mut top = self.heap.peek_mut()?;
-        let Reverse((_, s, is_event)) = *top;
+        let Reverse(packed) = *top;
+        let (s, is_event) = ((packed >> 1) as usize & 0xffff, packed & 1 == 1);
         let streams = self.streams;
         let item = if is_event {
             let item = &streams[s].events[self.cursors[s].0];

@@ -314,6 +314,11 @@ pub enum Value<'a> {
 
 /// Decodes the field at `offset` of `payload`; returns the value and the
 /// offset of the next field.
+///
+/// Inlined: returned through memory, a `Value` is stored in 8-byte halves
+/// and reloaded whole, a store-forwarding stall that showed as the single
+/// biggest cost of text output in a profile.
+#[inline]
 pub fn decode_field<'p>(
     kind: FieldKind,
     payload: &'p [u8],

@@ -16,189 +16,169 @@ use crate::merge::Item;
 use crate::read::Event;
 use crate::read::{EventType, Loss, LossKind, Schema, StreamInfo};
 use crate::schema::Value;
+use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
-/// "000" to "999", for writing numbers three digits at a time without
-/// `core::fmt` (text output formats millions of numbers, and `core::fmt`
-/// costs several times this).
-const TRIPLETS: [u8; 3000] = {
-    let mut b = [0u8; 3000];
+// Lines are built as bytes in a `Vec<u8>`, not through `core::fmt`: text
+// output formats millions of events, and `core::fmt` with its per-call
+// UTF-8 checks costs several times this. Every byte appended is ASCII or
+// comes from a `str`, so a line is always valid UTF-8.
+
+/// "00" to "99", for writing numbers two digits at a time.
+const PAIRS: [u8; 200] = {
+    let mut b = [0u8; 200];
     let mut i = 0;
-    while i < 1000 {
-        b[3 * i] = b'0' + (i / 100) as u8;
-        b[3 * i + 1] = b'0' + (i / 10 % 10) as u8;
-        b[3 * i + 2] = b'0' + (i % 10) as u8;
+    while i < 100 {
+        b[2 * i] = b'0' + (i / 10) as u8;
+        b[2 * i + 1] = b'0' + (i % 10) as u8;
         i += 1;
     }
     b
 };
 
-/// A few ASCII bytes built on the stack and written in one call.
-struct Ascii {
-    bytes: [u8; 48],
-    len: usize,
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `x` in decimal, padded on the left to `width` (at most 20) with
+/// `pad`.
+fn decimal(out: &mut Vec<u8>, x: u64, width: usize, pad: u8) {
+    let digits = x.checked_ilog10().map_or(1, |d| d as usize + 1);
+    let len = digits.max(width.min(20));
+    // Twenty pad bytes (u64::MAX has 20 digits) go out in one fixed-size
+    // copy, the digits are written over them from the right, and the rest
+    // is cut off. Digits built in a stack buffer and then copied out stall
+    // the CPU: a wide load of bytes just stored two at a time cannot be
+    // forwarded from the store buffer.
+    let at = out.len();
+    out.extend_from_slice(&[pad; 20]);
+    let buf = &mut out[at..];
+    let mut i = len;
+    let mut n = x;
+    while n >= 100 {
+        let d = 2 * (n % 100) as usize;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = 2 * n as usize;
+        buf[i - 2..i].copy_from_slice(&PAIRS[d..d + 2]);
+    } else {
+        buf[i - 1] = b'0' + n as u8;
+    }
+    out.truncate(at + len);
 }
 
-impl Ascii {
-    fn new() -> Ascii {
-        Ascii {
-            bytes: [0; 48],
-            len: 0,
+fn signed(out: &mut Vec<u8>, x: i64) {
+    if x < 0 {
+        out.push(b'-');
+    }
+    decimal(out, x.unsigned_abs(), 0, b' ');
+}
+
+/// `0x` and the digits, as `{:#x}` writes them.
+fn hex(out: &mut Vec<u8>, x: u64) {
+    let mut buf = [0u8; 16];
+    let mut i = buf.len();
+    let mut n = x;
+    loop {
+        i -= 1;
+        buf[i] = HEX[(n & 15) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
         }
     }
+    out.extend_from_slice(b"0x");
+    out.extend_from_slice(&buf[i..]);
+}
 
-    /// Appends `label` if a number (a sign and 20 digits) still fits
-    /// after it; says whether it did.
-    fn label(&mut self, label: &str) -> bool {
-        label.len() + 21 <= self.bytes.len() - self.len && self.str(label)
-    }
-
-    /// Appends `s` if it fits; says whether it did.
-    fn str(&mut self, s: &str) -> bool {
-        let Some(dst) = self.bytes.get_mut(self.len..self.len + s.len()) else {
-            return false;
-        };
-        dst.copy_from_slice(s.as_bytes());
-        self.len += s.len();
-        true
-    }
-
-    fn push(&mut self, b: u8) {
-        if let Some(slot) = self.bytes.get_mut(self.len) {
-            *slot = b;
-            self.len += 1;
-        }
-    }
-
-    /// `x` in decimal, padded on the left to `width` with `pad`.
-    fn decimal(&mut self, x: u64, width: usize, pad: u8) {
-        // Base-1000 groups, least significant first.
-        let mut groups = [0u16; 7];
-        let (mut n, mut rest) = (0, x);
-        loop {
-            groups[n] = (rest % 1000) as u16;
-            rest /= 1000;
-            n += 1;
-            if rest == 0 {
-                break;
-            }
-        }
-        let top = groups[n - 1];
-        let top_digits = 1 + usize::from(top >= 10) + usize::from(top >= 100);
-        for _ in top_digits + 3 * (n - 1)..width {
-            self.push(pad);
-        }
-        for (i, g) in groups[..n].iter().rev().enumerate() {
-            let at = 3 * usize::from(*g);
-            let skip = if i == 0 { 3 - top_digits } else { 0 };
-            for &d in &TRIPLETS[at + skip..at + 3] {
-                self.push(d);
-            }
-        }
-    }
-
-    fn signed(&mut self, x: i64) {
-        if x < 0 {
-            self.push(b'-');
-        }
-        self.decimal(x.unsigned_abs(), 0, b' ');
-    }
-
-    fn write(&self, out: &mut impl Write) -> fmt::Result {
-        // Only ASCII bytes and whole strs are ever added.
-        out.write_str(core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?"))
+fn hex_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(b"0x");
+    for &b in bytes {
+        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
     }
 }
 
-fn write_unsigned(out: &mut impl Write, x: u64) -> fmt::Result {
-    let mut a = Ascii::new();
-    a.decimal(x, 0, b' ');
-    a.write(out)
-}
-
-fn write_signed(out: &mut impl Write, x: i64) -> fmt::Result {
-    let mut a = Ascii::new();
-    a.signed(x);
-    a.write(out)
-}
-
-/// Writes `[cpu]` or `[name]` padded for alignment, a space, and the time:
-/// seconds right-aligned in 8 columns, a point, nanoseconds in 9 digits.
-fn write_stream_and_time(
-    out: &mut impl Write,
-    info: Option<&StreamInfo>,
-    stream: u16,
-    ts: u64,
-) -> fmt::Result {
-    let mut a = Ascii::new();
+/// Appends `[cpu]` or `[name]`, a space, and the time: seconds
+/// right-aligned in 8 columns, a point, nanoseconds in 9 digits.
+fn stream_and_time(out: &mut Vec<u8>, info: Option<&StreamInfo>, stream: u16, ts: u64) {
+    out.push(b'[');
     match info {
-        Some(i) if i.kind == STREAM_KERNEL_CPU => {
-            a.push(b'[');
-            a.decimal(i.cpu.into(), 3, b'0');
-            a.push(b']');
+        Some(i) if i.kind == STREAM_KERNEL_CPU => decimal(out, i.cpu.into(), 3, b'0'),
+        Some(i) if !i.name.is_empty() => out.extend_from_slice(i.name.as_bytes()),
+        Some(i) => {
+            out.extend_from_slice(b"stream");
+            decimal(out, i.index.into(), 0, b' ');
         }
-        Some(i) => write!(out, "[{}]", i.label())?,
-        None => write!(out, "[s{stream}]")?,
+        None => {
+            out.push(b's');
+            decimal(out, stream.into(), 0, b' ');
+        }
     }
-    a.push(b' ');
-    a.decimal(ts / 1_000_000_000, 8, b' ');
-    a.push(b'.');
-    a.decimal(ts % 1_000_000_000, 9, b'0');
-    a.write(out)
+    out.extend_from_slice(b"] ");
+    decimal(out, ts / 1_000_000_000, 8, b' ');
+    out.push(b'.');
+    decimal(out, ts % 1_000_000_000, 9, b'0');
 }
 
-/// Writes bytes as a quoted, escaped string.
-pub fn write_quoted(out: &mut impl Write, s: &[u8]) -> fmt::Result {
-    out.write_char('"')?;
+/// Appends bytes as a quoted, escaped string.
+fn quoted(out: &mut Vec<u8>, s: &[u8]) {
+    out.push(b'"');
     let mut rest = s;
     while !rest.is_empty() {
-        // The longest run that needs no escape is written in one call.
+        // The longest run that needs no escape is copied in one piece.
         let plain = rest
             .iter()
             .position(|&b| !(0x20..=0x7e).contains(&b) || b == b'"' || b == b'\\')
             .unwrap_or(rest.len());
-        if plain > 0 {
-            // Printable ASCII is valid UTF-8.
-            out.write_str(core::str::from_utf8(&rest[..plain]).unwrap_or("?"))?;
-            rest = &rest[plain..];
-            continue;
+        out.extend_from_slice(&rest[..plain]);
+        let Some((&b, tail)) = rest[plain..].split_first() else {
+            break;
+        };
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b => out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]),
         }
-        match rest[0] {
-            b'"' => out.write_str("\\\"")?,
-            b'\\' => out.write_str("\\\\")?,
-            b'\n' => out.write_str("\\n")?,
-            b'\t' => out.write_str("\\t")?,
-            b => write!(out, "\\x{b:02x}")?,
-        }
-        rest = &rest[1..];
+        rest = tail;
     }
-    out.write_char('"')
+    out.push(b'"');
 }
 
-pub fn write_value(out: &mut impl Write, v: &Value<'_>) -> fmt::Result {
+/// Bytes shown as a quoted, escaped string, as text lines show them.
+pub struct Quoted<'a>(pub &'a [u8]);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Vec::with_capacity(self.0.len() + 2);
+        quoted(&mut out, self.0);
+        f.write_str(&alloc::string::String::from_utf8_lossy(&out))
+    }
+}
+
+fn value(out: &mut Vec<u8>, v: &Value<'_>) {
     match *v {
-        Value::Unsigned(x) => write_unsigned(out, x),
-        Value::Signed(x) => write_signed(out, x),
-        Value::Ptr(x) => write!(out, "{x:#x}"),
-        Value::Chars(s) | Value::Str(s) => write_quoted(out, s),
-        Value::Bytes(s) => {
-            out.write_str("0x")?;
-            s.iter().try_for_each(|b| write!(out, "{b:02x}"))
-        }
+        Value::Unsigned(x) => decimal(out, x, 0, b' '),
+        Value::Signed(x) => signed(out, x),
+        Value::Ptr(x) => hex(out, x),
+        Value::Chars(s) | Value::Str(s) => quoted(out, s),
+        Value::Bytes(s) => hex_bytes(out, s),
     }
 }
 
-/// Writes an event's fields as `name=value` pairs; a payload that does not
-/// fit its type, or a type the schema lacks, is shown as raw hex.
-pub fn write_fields(
-    out: &mut impl Write,
-    ty: Option<&EventType>,
-    payload: &[u8],
-    e: Endian,
-) -> fmt::Result {
+/// Appends an event's fields as `name=value` pairs; a payload that does
+/// not fit its type, or a type the schema lacks, is shown as raw hex.
+fn fields(out: &mut Vec<u8>, ty: Option<&EventType>, payload: &[u8], e: Endian) {
     let Some(t) = ty else {
-        out.write_str("raw=")?;
-        return write_value(out, &Value::Bytes(payload));
+        out.extend_from_slice(b"raw=");
+        return hex_bytes(out, payload);
     };
     // Every field is decoded before any is written, so that a misfit
     // prints no half-written fields: on the stack when they fit (text
@@ -223,43 +203,26 @@ pub fn write_fields(
     };
     if let Some(field) = misfit {
         let name = t.fields.get(field).map_or("?", |f| f.name.as_str());
-        write!(out, "<payload ends inside `{name}`> raw=")?;
-        return write_value(out, &Value::Bytes(payload));
+        out.extend_from_slice(b"<payload ends inside `");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"`> raw=");
+        return hex_bytes(out, payload);
     }
     if t.fields.len() <= ON_STACK {
-        write_labeled(out, t, stack[..n].iter().copied())
+        labeled(out, t, stack[..n].iter().copied());
     } else {
-        write_labeled(out, t, t.values(payload, e).filter_map(Result::ok))
+        labeled(out, t, t.values(payload, e).filter_map(Result::ok));
     }
 }
 
-/// Writes `name=value` pairs, space-separated.
-fn write_labeled<'p>(
-    out: &mut impl Write,
-    t: &EventType,
-    values: impl Iterator<Item = Value<'p>>,
-) -> fmt::Result {
+/// Appends `name=value` pairs, space-separated.
+fn labeled<'p>(out: &mut Vec<u8>, t: &EventType, values: impl Iterator<Item = Value<'p>>) {
     for (i, (f, v)) in t.fields.iter().zip(values).enumerate() {
         // The label's leading space separates fields; the first has none.
         let label = f.label.get(usize::from(i == 0)..).unwrap_or(&f.name);
-        // A number and its label go out in one piece where they fit.
-        let mut a = Ascii::new();
-        match v {
-            Value::Unsigned(x) if a.label(label) => {
-                a.decimal(x, 0, b' ');
-                a.write(out)?;
-            }
-            Value::Signed(x) if a.label(label) => {
-                a.signed(x);
-                a.write(out)?;
-            }
-            _ => {
-                out.write_str(label)?;
-                write_value(out, &v)?;
-            }
-        }
+        out.extend_from_slice(label.as_bytes());
+        value(out, &v);
     }
-    Ok(())
 }
 
 pub fn loss_kind_name(kind: LossKind) -> &'static str {
@@ -292,47 +255,45 @@ impl<'r, 'i, 't, 'a> Line<'r, 'i, 't, 'a> {
 }
 
 impl Line<'_, '_, '_, '_> {
-    /// Writes the line to any writer; straight to a `String` this avoids
-    /// the `Formatter` indirection `Display` goes through.
-    pub fn write_to(&self, out: &mut impl Write) -> fmt::Result {
+    /// Appends the line to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
         let info = |s: u16| self.streams.iter().find(|i| i.index == s);
         match self.item {
-            Item::Event(ev) => write_event(out, ev, info(ev.stream), self.schema, self.endian),
-            Item::Loss(l) => write_loss(out, l, info(l.stream)),
+            Item::Event(ev) => event(out, ev, info(ev.stream), self.schema, self.endian),
+            Item::Loss(l) => loss(out, l, info(l.stream)),
         }
     }
 }
 
 impl fmt::Display for Line<'_, '_, '_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.write_to(f)
+        let mut out = Vec::with_capacity(128);
+        self.write_to(&mut out);
+        f.write_str(&alloc::string::String::from_utf8_lossy(&out))
     }
 }
 
-pub fn write_event(
-    out: &mut impl Write,
-    ev: &Event<'_>,
-    info: Option<&StreamInfo>,
-    schema: &Schema,
-    e: Endian,
-) -> fmt::Result {
-    write_stream_and_time(out, info, ev.stream, ev.ts)?;
+fn event(out: &mut Vec<u8>, ev: &Event<'_>, info: Option<&StreamInfo>, schema: &Schema, e: Endian) {
+    stream_and_time(out, info, ev.stream, ev.ts);
     let ty = schema.get(ev.type_id);
     match ty {
-        Some(t) => out.write_str(&t.heading)?,
-        None => write!(out, ": type{}: ", ev.type_id)?,
+        Some(t) => out.extend_from_slice(t.heading.as_bytes()),
+        None => {
+            out.extend_from_slice(b": type");
+            decimal(out, ev.type_id.into(), 0, b' ');
+            out.extend_from_slice(b": ");
+        }
     }
-    write_fields(out, ty, ev.payload, e)
+    fields(out, ty, ev.payload, e);
 }
 
-pub fn write_loss(out: &mut impl Write, l: &Loss, info: Option<&StreamInfo>) -> fmt::Result {
-    write_stream_and_time(out, info, l.stream, l.before_ts.or(l.after_ts).unwrap_or(0))?;
-    write!(
-        out,
-        ": ** {} events lost ({}) **",
-        l.events,
-        loss_kind_name(l.kind)
-    )
+fn loss(out: &mut Vec<u8>, l: &Loss, info: Option<&StreamInfo>) {
+    stream_and_time(out, info, l.stream, l.before_ts.or(l.after_ts).unwrap_or(0));
+    out.extend_from_slice(b": ** ");
+    decimal(out, l.events, 0, b' ');
+    out.extend_from_slice(b" events lost (");
+    out.extend_from_slice(loss_kind_name(l.kind).as_bytes());
+    out.extend_from_slice(b") **");
 }
 
 /// Writes a region's summary: header, state, then per stream its counts,
@@ -357,12 +318,13 @@ pub fn write_summary(
         h.region_size,
         h.page_size
     )?;
-    write!(out, "kernel ")?;
-    write_quoted(out, h.kernel_release.as_bytes())?;
-    write!(out, " host ")?;
-    write_quoted(out, h.hostname.as_bytes())?;
-    write!(out, " producer ")?;
-    write_quoted(out, h.producer.as_bytes())?;
+    write!(
+        out,
+        "kernel {} host {} producer {}",
+        Quoted(h.kernel_release.as_bytes()),
+        Quoted(h.hostname.as_bytes()),
+        Quoted(h.producer.as_bytes())
+    )?;
     writeln!(
         out,
         " generation {} created {} ns wall offset {} ns",
@@ -374,12 +336,12 @@ pub fn write_summary(
             if s.reason != 0 {
                 write!(
                     out,
-                    " ({}) at {} ns on cpu {}: ",
+                    " ({}) at {} ns on cpu {}: {}",
                     reason_name(s.reason),
                     s.crash_ns,
-                    s.crash_cpu
+                    s.crash_cpu,
+                    Quoted(s.message.as_bytes())
                 )?;
-                write_quoted(out, s.message.as_bytes())?;
             }
             writeln!(out)?;
         }
@@ -440,35 +402,39 @@ pub fn write_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::string::String;
+    use alloc::format;
+
+    fn text(f: impl FnOnce(&mut Vec<u8>)) -> alloc::string::String {
+        let mut out = Vec::new();
+        f(&mut out);
+        alloc::string::String::from_utf8(out).unwrap()
+    }
 
     #[test]
     fn numbers_are_written_like_core_fmt_writes_them() {
         let cases = [0u64, 7, 10, 99, 100, 999, 1000, 1001, 123_456_789, u64::MAX];
         for x in cases {
-            let mut s = String::new();
-            write_unsigned(&mut s, x).unwrap();
-            assert_eq!(s, alloc::format!("{x}"));
-            let mut a = Ascii::new();
-            a.decimal(x, 9, b'0');
-            let mut s = String::new();
-            a.write(&mut s).unwrap();
-            assert_eq!(s, alloc::format!("{x:09}"));
+            assert_eq!(text(|o| decimal(o, x, 0, b' ')), format!("{x}"));
+            assert_eq!(text(|o| decimal(o, x, 9, b'0')), format!("{x:09}"));
+            assert_eq!(text(|o| decimal(o, x, 8, b' ')), format!("{x:8}"));
+            assert_eq!(text(|o| hex(o, x)), format!("{x:#x}"));
         }
         for x in [0i64, -1, -1000, i64::MIN, i64::MAX] {
-            let mut s = String::new();
-            write_signed(&mut s, x).unwrap();
-            assert_eq!(s, alloc::format!("{x}"));
+            assert_eq!(text(|o| signed(o, x)), format!("{x}"));
         }
-        let mut a = Ascii::new();
-        assert!(!a.label(&"x".repeat(28)));
-        assert!(a.label(&"x".repeat(27)));
-        a.decimal(u64::MAX, 0, b' ');
-        let mut s = String::new();
-        a.write(&mut s).unwrap();
-        assert_eq!(s, alloc::format!("{}{}", "x".repeat(27), u64::MAX));
-        let mut s = String::new();
-        write_stream_and_time(&mut s, None, 7, 12_000_004_711).unwrap();
-        assert_eq!(s, "[s7]       12.000004711");
+        assert_eq!(text(|o| hex_bytes(o, &[0, 0xab, 0x7f])), "0x00ab7f");
+        assert_eq!(
+            text(|o| stream_and_time(o, None, 7, 12_000_004_711)),
+            "[s7]       12.000004711"
+        );
+    }
+
+    #[test]
+    fn strings_are_quoted_on_one_line() {
+        assert_eq!(
+            text(|o| quoted(o, b"a \"b\" c\\d\n\t\x01\xff")),
+            r#""a \"b\" c\\d\n\t\x01\xff""#
+        );
+        assert_eq!(format!("{}", Quoted(b"")), r#""""#);
     }
 }

@@ -180,6 +180,7 @@ pub struct Values<'s, 'p> {
 impl<'p> Iterator for Values<'_, 'p> {
     type Item = Result<Value<'p>, usize>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;
