@@ -70,9 +70,26 @@ pub struct Schema {
     types: Vec<Option<EventType>>,
 }
 
+/// A stored name as an identifier (FORMAT.md section 6): every output
+/// format uses names as keys or identifiers, and a hostile one must not
+/// break a line or a metadata file.
 fn name_of(raw: &[u8]) -> String {
     let end = memchr::memchr(0, raw).unwrap_or(raw.len());
-    String::from_utf8_lossy(&raw[..end]).into_owned()
+    let name: String = raw[..end]
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_alphanumeric() || b == b'_' {
+                b as char
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "_".into()
+    } else {
+        name
+    }
 }
 
 impl Schema {
@@ -268,6 +285,24 @@ mod tests {
             assert_eq!(s.get(EVENT_PRINTK).unwrap().fields.len(), 5);
             assert_eq!(s.types().count(), BUILTIN_EVENTS.len() + 1);
         }
+    }
+
+    #[test]
+    fn names_are_read_as_identifiers() {
+        let custom = [EventDef {
+            id: 41,
+            name: "drm vblank\n\"",
+            fields: &[FieldDef {
+                name: "crtc=",
+                kind: FieldKind::U32,
+            }],
+        }];
+        let mut buf = [0u8; 4096];
+        let n = write_table(&custom, Endian::Little, &mut buf).unwrap();
+        let s = Schema::parse(&buf[..n], Endian::Little).unwrap();
+        assert_eq!(s.get(41).unwrap().name, "drm_vblank__");
+        assert_eq!(s.get(41).unwrap().fields[0].name, "crtc_");
+        assert_eq!(name_of(b"\0junk"), "_");
     }
 
     #[test]

@@ -53,7 +53,10 @@ pub struct PageReport {
     pub status: PageStatus,
     /// As stored; only meaningful for readable pages.
     pub seq: u64,
+    /// Events decoded from it: `events[first_event..][..records]` of its
+    /// stream's trace.
     pub records: u32,
+    pub first_event: usize,
     pub first_ts: Option<u64>,
     pub last_ts: Option<u64>,
 }
@@ -114,6 +117,22 @@ impl StreamTrace<'_> {
             .iter()
             .filter(|l| l.kind == kind)
             .fold(0, |n, l| n.saturating_add(l.events))
+    }
+
+    /// The pages events were decoded from, in stream order (by `seq`).
+    pub fn decoded_pages(&self) -> Vec<&PageReport> {
+        let mut pages: Vec<&PageReport> = self
+            .pages
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p.status,
+                    PageStatus::Intact | PageStatus::Damaged | PageStatus::Salvaged
+                )
+            })
+            .collect();
+        pages.sort_by_key(|p| (p.first_event, p.seq));
+        pages
     }
 
     pub fn pages_with(&self, status: PageStatus) -> usize {
@@ -200,6 +219,7 @@ pub(super) fn decode<'a>(
             status: PageStatus::Unused,
             seq: 0,
             records: 0,
+            first_event: 0,
             first_ts: None,
             last_ts: None,
         };
@@ -361,6 +381,7 @@ pub(super) fn decode<'a>(
         let report = &mut trace.pages[r.slot as usize];
         report.status = status;
         report.records = decoded;
+        report.first_event = first_event;
         report.first_ts = Some(first_ts);
         report.last_ts = Some(last_ts);
         prev = Some((r.seq, end, last_ts));
