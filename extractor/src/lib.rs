@@ -17,6 +17,7 @@
 
 pub mod compress;
 pub mod container;
+pub mod ctf;
 pub mod decode;
 pub mod discover;
 pub mod jsonl;

@@ -16,7 +16,7 @@ use extractor::source::{FileSource, Source};
 use indicatif::{ProgressBar, ProgressStyle};
 use pstore_ring::read::{HeaderTrust, LossKind, Problem, Region, Trace};
 use std::io::{self, BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -112,17 +112,23 @@ struct InputArgs {
     trust_header: bool,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum FormatArg {
+    /// Like `trace-cmd report`: CPU, timestamp, event, fields.
     Text,
+    /// One JSON object per line.
     Jsonl,
+    /// A CTF 1.8 trace directory (-o DIR) for babeltrace2 and Trace Compass.
+    Ctf,
 }
 
-impl From<FormatArg> for Format {
-    fn from(f: FormatArg) -> Format {
-        match f {
-            FormatArg::Text => Format::Text,
-            FormatArg::Jsonl => Format::Jsonl,
+impl FormatArg {
+    /// The line-by-line formats; the others are written as files.
+    fn lines(self) -> Option<Format> {
+        match self {
+            FormatArg::Text => Some(Format::Text),
+            FormatArg::Jsonl => Some(Format::Jsonl),
+            FormatArg::Ctf => None,
         }
     }
 }
@@ -282,6 +288,12 @@ fn run(cli: Cli) -> Result<u8> {
                 types,
             };
             let loaded = load(&input)?;
+            let Some(lines) = format.lines() else {
+                let Some(dir) = &output else {
+                    bail!("--format ctf writes a directory: give it with -o DIR");
+                };
+                return write_traces(&loaded, &input, dir, &selection);
+            };
             let sink: Box<dyn Write> = match &output {
                 Some(path) => Box::new(
                     std::fs::File::create(path)
@@ -299,7 +311,7 @@ fn run(cli: Cli) -> Result<u8> {
                 if loaded.found.len() > 1 && matches!(format, FormatArg::Text) {
                     writeln!(out, "# region {n} at physical address {:#x}", f.addr)?;
                 }
-                write_items(&mut out, &region, &trace, &selection, format.into(), n)?;
+                write_items(&mut out, &region, &trace, &selection, lines, n)?;
             }
             out.flush()?;
             Ok(u8::from(bad))
@@ -352,6 +364,45 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(u8::from(bad))
         }
     }
+}
+
+/// `extract --format ctf`: one trace per region, in `dir` itself when
+/// there is one region, else in `dir/region-N`.
+fn write_traces(
+    loaded: &Loaded,
+    input: &InputArgs,
+    dir: &Path,
+    selection: &Selection,
+) -> Result<u8> {
+    let mut bad = false;
+    for (n, f) in loaded.found.iter().enumerate() {
+        let region = parse(f, trust_of(input))?;
+        let trace = extractor::decode::decode(&region);
+        report_damage(n, f, &trace);
+        bad |= damaged(f, &trace);
+        let out = if loaded.found.len() == 1 {
+            dir.to_path_buf()
+        } else {
+            dir.join(format!("region-{n}"))
+        };
+        let source = loaded.dump.container.to_string();
+        let w = extractor::ctf::write(&out, &region, &trace, selection, &source, n)
+            .with_context(|| format!("writing a CTF trace to {}", out.display()))?;
+        if w.clamped > 0 {
+            eprintln!(
+                "crashring: region {n}: {} events went back in time and were written at their predecessor's time (CTF readers stop on a backwards event)",
+                w.clamped
+            );
+        }
+        eprintln!(
+            "crashring: region {n}: wrote {} events and {} discarded to {} ({} files)",
+            w.events,
+            w.discarded,
+            out.display(),
+            w.files.len()
+        );
+    }
+    Ok(u8::from(bad))
 }
 
 fn trust_of(input: &InputArgs) -> HeaderTrust {

@@ -29,3 +29,150 @@ pub fn write_tmp(name: &str, bytes: &[u8]) -> PathBuf {
     std::fs::write(&path, bytes).unwrap();
     path
 }
+
+/// What [`rich_image`] holds, for checking outputs against.
+pub const RICH_CUSTOM_TYPE: u8 = 40;
+
+/// A region that exercises every output format: two CPU streams and a
+/// user stream ("weston"), a custom event type with every field kind (one
+/// field named like a keyword), enough events to overwrite pages, one
+/// corrupt page in the middle of CPU 1 (unreadable loss, a gap in page
+/// sequence numbers), and one page of CPU 0 whose events go back in time
+/// (a re-checksummed `first_ts`, as a buggy clock would leave it).
+pub fn rich_image() -> Vec<u8> {
+    use pstore_ring::layout::{crc32, REASON_PANIC, STATE_CRASHED, STREAM_USER};
+    use pstore_ring::read::{HeaderTrust, Region};
+    use pstore_ring::schema::{self, EventDef, FieldDef, FieldKind, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let specs = [
+        StreamSpec::cpu(0),
+        StreamSpec::cpu(1),
+        StreamSpec {
+            kind: STREAM_USER,
+            cpu: u16::MAX,
+            name: "weston",
+            pid: 412,
+        },
+    ];
+    let f = |name, kind| FieldDef { name, kind };
+    let fields = [
+        f("crtc", FieldKind::U32),
+        f("seq", FieldKind::U64),
+        f("delta", FieldKind::I32),
+        f("fb", FieldKind::Ptr),
+        f("comm", FieldKind::Chars(16)),
+        f("msg", FieldKind::Str),
+        f("blob", FieldKind::Bytes),
+        f("string", FieldKind::U8),
+    ];
+    let custom = [EventDef {
+        id: RICH_CUSTOM_TYPE,
+        name: "drm_flip",
+        fields: &fields,
+    }];
+    let cfg = RegionConfig {
+        page_size: 512,
+        pages_per_stream: Some(6),
+        streams: &specs,
+        custom_events: &custom,
+        boot_id: *b"0123456789abcdef",
+        generation: 3,
+        created_ns: 1_000,
+        wall_offset_ns: 1_795_000_000_123_456_789,
+        kernel_release: "6.12.48+deb12-amd64",
+        hostname: "signage-7",
+        producer: "crashring.ko",
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 64 * 1024];
+    let printk = schema::builtin(schema::EVENT_PRINTK).unwrap();
+    let crash = schema::builtin(schema::EVENT_CRASH).unwrap();
+    let region = write::format(&mut mem, &cfg);
+    let mut region = region.unwrap();
+    let mut ws: Vec<_> = region.streams.by_ref().collect();
+    let flip = &custom[0];
+    for i in 0..240u64 {
+        let ts = 2_000 + i * 1_000;
+        let text = format!("message {i}");
+        match i % 3 {
+            0 | 1 => {
+                let v = [
+                    Value::Unsigned(6),
+                    Value::Unsigned(0),
+                    Value::Unsigned(i % 2 + 1),
+                    Value::Unsigned(i),
+                    Value::Str(text.as_bytes()),
+                ];
+                ws[(i % 2) as usize].write_event(ts, printk, &v).unwrap();
+            }
+            _ => {
+                let v = [
+                    Value::Unsigned(51),
+                    Value::Unsigned(i),
+                    Value::Signed(-(i as i64)),
+                    Value::Ptr(0xffff_8880_0000_0000 + i),
+                    Value::Chars(b"weston"),
+                    Value::Str(b"flip \"done\"\n"),
+                    Value::Bytes(&[0xde, 0xad, i as u8]),
+                    Value::Unsigned(7),
+                ];
+                ws[2].write_event(ts, flip, &v).unwrap();
+            }
+        }
+    }
+    let msg = b"Kernel panic - not syncing: test";
+    ws[1]
+        .write_event(
+            300_000,
+            crash,
+            &[Value::Unsigned(1), Value::Unsigned(1), Value::Str(msg)],
+        )
+        .unwrap();
+    region.control.set_state(
+        STATE_CRASHED,
+        REASON_PANIC,
+        300_000,
+        1,
+        "Kernel panic - not syncing: test",
+    );
+    ws.iter_mut().for_each(|w| w.close());
+    drop(ws);
+
+    // Damage chosen by page sequence, so it lands in the middle.
+    let parsed = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+    let trace = parsed.decode();
+    let middle = |s: usize| {
+        let mut pages: Vec<_> = trace.streams[s].decoded_pages();
+        pages.sort_by_key(|p| p.seq);
+        pages[pages.len() / 2].offset as usize
+    };
+    let (corrupt, backwards) = (middle(1), middle(0));
+    mem[corrupt + 60] ^= 0x10;
+    mem[backwards + 16..backwards + 24].copy_from_slice(&500u64.to_le_bytes());
+    let commit = u32::from_le_bytes(mem[backwards + 32..backwards + 36].try_into().unwrap());
+    let crc = crc32(&[
+        &mem[backwards..backwards + 44],
+        &mem[backwards + 48..backwards + 48 + commit as usize],
+    ]);
+    mem[backwards + 44..backwards + 48].copy_from_slice(&crc.to_le_bytes());
+    mem
+}
+
+/// A reader the tests drive, or `None` (with a note) when it is missing
+/// outside CI; under `CI=true` a missing reader fails the test, as the
+/// project's setup installs it.
+pub fn reader(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{name} is missing: `cargo xtask setup` installs it"
+        );
+        eprintln!("skipping: {name} is not installed (`cargo xtask setup` installs it)");
+    }
+    found
+}

@@ -20,7 +20,7 @@ pub struct EventType {
 }
 
 impl EventType {
-    fn new(id: u8, name: String, fields: Vec<Field>) -> EventType {
+    pub fn new(id: u8, name: String, fields: Vec<Field>) -> EventType {
         EventType {
             id,
             heading: alloc::format!(": {name}: "),
@@ -39,7 +39,7 @@ pub struct Field {
 }
 
 impl Field {
-    fn new(name: String, kind: FieldKind) -> Field {
+    pub fn new(name: String, kind: FieldKind) -> Field {
         Field {
             label: alloc::format!(" {name}="),
             name,

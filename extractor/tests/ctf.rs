@@ -1,0 +1,156 @@
+//! `crashring extract --format ctf` read back by babeltrace2, the
+//! reference CTF reader.
+
+mod common;
+
+use common::{crashring, reader, rich_image, write_tmp};
+use std::path::Path;
+use std::process::Command;
+
+/// Event and loss totals of `crashring extract --format jsonl`.
+fn jsonl_counts(image: &Path) -> (usize, u64) {
+    let out = crashring(&["extract", image.to_str().unwrap(), "--format", "jsonl"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let events = text
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"event\""))
+        .count();
+    let lost = text
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"loss\""))
+        .map(|l| {
+            let at = l.find("\"events\":").unwrap() + 9;
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().unwrap()
+        })
+        .sum();
+    (events, lost)
+}
+
+fn extract_ctf(image: &Path, name: &str) -> (std::process::Output, std::path::PathBuf) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = crashring(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format",
+        "ctf",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    (out, dir)
+}
+
+/// The sum of N over babeltrace2's "discarded N events" warnings, and how
+/// many packets it says were discarded.
+fn discarded(warnings: &str) -> (u64, u64) {
+    let count = |what: &str| -> u64 {
+        warnings
+            .lines()
+            .filter_map(|l| l.strip_prefix("WARNING: Tracer discarded "))
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, rest)| rest.starts_with(what))
+            .map(|(n, _)| n.parse::<u64>().unwrap())
+            .sum()
+    };
+    (count("event"), count("packet"))
+}
+
+#[test]
+fn babeltrace2_reads_every_event_and_every_loss() {
+    let Some(bt) = reader("babeltrace2") else {
+        return;
+    };
+    let image = write_tmp("rich-ctf.bin", &rich_image());
+    let (out, dir) = extract_ctf(&image, "rich-ctf");
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The corrupt page is damage; the backwards page is clamped, and said.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("events went back in time"), "{err}");
+
+    let read = Command::new(&bt).arg(&dir).output().unwrap();
+    let text = String::from_utf8(read.stdout).unwrap();
+    let warnings = String::from_utf8(read.stderr).unwrap();
+    assert!(read.status.success(), "babeltrace2 failed: {warnings}");
+    let (events, lost) = jsonl_counts(&image);
+    assert!(events > 150 && lost > 0, "{events} events, {lost} lost");
+    assert_eq!(text.lines().filter(|l| l.starts_with('[')).count(), events);
+    assert_eq!(discarded(&warnings), (lost, 1), "{warnings}");
+
+    // Every field kind, a keyword for a name, strings with escapes.
+    let flip = text.lines().find(|l| l.contains("drm_flip:")).unwrap();
+    for want in [
+        "{ pid = 412, stream_index = 2 }",
+        "crtc = 51",
+        "comm = \"weston\"",
+        r#"msg = "flip \"done\"\n""#,
+        "blob_length = 3, blob = [ [0] = 222, [1] = 173,",
+        "string = 7 }",
+    ] {
+        assert!(flip.contains(want), "{want} not in {flip}");
+    }
+    let crash = text.lines().find(|l| l.contains(" crash: ")).unwrap();
+    assert!(crash.contains("{ cpu_id = 1 }"), "{crash}");
+
+    // babeltrace2 writes what it read back out as CTF and reads that too.
+    let again = dir.with_file_name("rich-ctf-rewritten");
+    let _ = std::fs::remove_dir_all(&again);
+    let rewrite = Command::new(&bt)
+        .arg(&dir)
+        .args(["-o", "ctf", "-w"])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(
+        rewrite.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rewrite.stderr)
+    );
+    let reread = Command::new(&bt).arg(&again).output().unwrap();
+    let relines = String::from_utf8(reread.stdout).unwrap();
+    assert_eq!(
+        relines.lines().filter(|l| l.starts_with('[')).count(),
+        events
+    );
+}
+
+#[test]
+fn the_same_input_gives_the_same_bytes_in_private_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let image = write_tmp("rich-ctf-twice.bin", &rich_image());
+    let (_, a) = extract_ctf(&image, "rich-ctf-a");
+    let (_, b) = extract_ctf(&image, "rich-ctf-b");
+    let mut names: Vec<_> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["kernel_0", "kernel_1", "metadata", "user_2"]);
+    for name in names {
+        let (fa, fb) = (a.join(&name), b.join(&name));
+        assert_eq!(std::fs::read(&fa).unwrap(), std::fs::read(&fb).unwrap());
+        let mode = std::fs::metadata(&fa).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", fa.display());
+    }
+    let metadata = std::fs::read_to_string(a.join("metadata")).unwrap();
+    assert!(metadata.starts_with("/* CTF 1.8 */\n"));
+    for want in [
+        "hostname = \"signage-7\";",
+        "domain = \"kernel\";",
+        "kernel_release = \"6.12.48+deb12-amd64\";",
+        "boot_id = \"30313233343536373839616263646566\";",
+        "crash_reason = \"panic\";",
+        "offset_s = 1795000000;",
+        "offset = 123456789;",
+    ] {
+        assert!(metadata.contains(want), "{want} not in the metadata");
+    }
+}
+
+#[test]
+fn ctf_needs_a_directory() {
+    let image = write_tmp("rich-ctf-nodir.bin", &rich_image());
+    let out = crashring(&["extract", image.to_str().unwrap(), "--format", "ctf"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-o DIR"));
+}
