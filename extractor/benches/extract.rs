@@ -6,6 +6,8 @@
 //! - decode: parse, CRC, decode, merge and text (and JSON lines) output of
 //!   a dense 64 MiB 4-CPU region, in events per second, against memcpy of
 //!   the region;
+//! - writers: parse, decode and each file format written (CTF), against
+//!   babeltrace2 converting the same CTF trace to text;
 //! - memory: peak RSS of `crashring extract` on sparse raw dumps of 1 GiB
 //!   and 16 GiB holding the same 64 MiB region, against the peak RSS of
 //!   `crashring --version`.
@@ -301,6 +303,48 @@ fn memory_bench(dir: &Path, region: &[u8]) {
     }
 }
 
+/// Each file writer on the dense region (parse, decode and write to the
+/// scratch directory), against babeltrace2 converting the same CTF trace
+/// to text, which is the reference reader's own speed on our output.
+fn writers_bench(dir: &Path, region: &[u8]) {
+    let parsed = Region::parse(region, HeaderTrust::Checksummed).expect("bench region parses");
+    let events = parsed.decode().event_count() as u64;
+    println!("\nwriters: the dense region, {events} events, written to files");
+    let out = dir.join("bench-ctf");
+    let d = median(RUNS, || {
+        let _ = std::fs::remove_dir_all(&out);
+        let start = Instant::now();
+        let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
+            .expect("bench region parses");
+        let trace = extractor::decode::decode(&region);
+        extractor::ctf::write(&out, &region, &trace, &Selection::default(), "bench", 0)
+            .expect("writing the CTF trace");
+        start.elapsed()
+    });
+    let ctf = per_sec(events, d);
+    println!("  parse + decode + CTF: {:.1} M events/s", ctf / 1e6);
+    let bt = median(3, || {
+        let start = Instant::now();
+        let status = Command::new("babeltrace2")
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "babeltrace2 could not read the trace (`cargo xtask setup` installs it)"
+        );
+        start.elapsed()
+    });
+    let bt = per_sec(events, bt);
+    println!(
+        "  baseline, babeltrace2 CTF to text: {:.2} M events/s; CTF writer ratio {:.1}x",
+        bt / 1e6,
+        ctf / bt
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 fn main() {
     if let Ok(args) = std::env::var(RSS_PROBE) {
         return rss_probe(&args);
@@ -324,6 +368,9 @@ fn main() {
     }
     if wanted("memory") {
         memory_bench(&dir, &region);
+    }
+    if wanted("writers") {
+        writers_bench(&dir, &region);
     }
     if wanted("scan") {
         scan_bench(&dir, &region, memcpy);

@@ -77,18 +77,21 @@ pub fn write(
         files: vec![PathBuf::from("metadata")],
         ..Written::default()
     };
-    let mut has_user = false;
-    for st in &trace.streams {
-        if selection
-            .cpu
-            .is_some_and(|c| st.info.kind != STREAM_KERNEL_CPU || st.info.cpu != c)
-        {
-            continue;
-        }
-        has_user |= st.info.kind != STREAM_KERNEL_CPU;
+    let streams: Vec<&StreamTrace> = trace
+        .streams
+        .iter()
+        .filter(|st| {
+            selection
+                .cpu
+                .is_none_or(|c| st.info.kind == STREAM_KERNEL_CPU && st.info.cpu == c)
+        })
+        .collect();
+    let has_user = streams.iter().any(|st| st.info.kind != STREAM_KERNEL_CPU);
+    // Stream files are independent: one per core at a time.
+    let parts = crate::parallel::map(&streams, |st| {
         let name = stream_file_name(&st.info);
-        let file = create(&dir.join(&name))?;
-        let mut out = BufWriter::with_capacity(1 << 16, file);
+        let mut out = BufWriter::with_capacity(1 << 16, create(&dir.join(&name))?);
+        let mut part = Written::default();
         let mut writer = StreamWriter {
             out: &mut out,
             region,
@@ -97,16 +100,23 @@ pub fn write(
             packet: Vec::with_capacity(region.header.page_size as usize * 2),
             begin_ts: None,
             last_ts: 0,
-            written: &mut written,
+            written: &mut part,
         };
         writer.stream(st)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        written.files.push(PathBuf::from(name));
+        out.flush()?;
+        part.files.push(PathBuf::from(name));
+        io::Result::Ok(part)
+    });
+    for part in parts {
+        let part = part?;
+        written.events += part.events;
+        written.discarded = written.discarded.saturating_add(part.discarded);
+        written.clamped += part.clamped;
+        written.files.extend(part.files);
     }
     let metadata = metadata(region, uuid, has_user, source, written.clamped);
     let mut f = create(&dir.join("metadata"))?;
     f.write_all(metadata.as_bytes())?;
-    f.sync_all()?;
     Ok(written)
 }
 

@@ -2,47 +2,21 @@
 //! each thread takes a share of them; the trace is assembled in stream
 //! order and is the same as [`Region::decode`]'s.
 
-use pstore_ring::read::{Region, StreamTrace, Trace};
+use pstore_ring::read::{Region, Trace};
 
 /// [`Region::decode`], with the streams spread over the machine's cores.
 pub fn decode<'a>(region: &Region<'a>) -> Trace<'a> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let per_thread = region.streams.len().div_ceil(threads).max(1);
-    if threads == 1 || region.streams.len() <= 1 {
-        return region.decode();
-    }
-    let parts: Vec<(Vec<StreamTrace<'a>>, Vec<_>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = region
-            .streams
-            .chunks(per_thread)
-            .map(|infos| {
-                scope.spawn(move || {
-                    let mut diagnostics = Vec::new();
-                    let streams = infos
-                        .iter()
-                        .map(|info| region.decode_stream(info, &mut diagnostics))
-                        .collect();
-                    (streams, diagnostics)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join())
-            .collect::<Result<_, _>>()
-            .unwrap_or_default()
+    let parts = crate::parallel::map(&region.streams, |info| {
+        let mut diagnostics = Vec::new();
+        let stream = region.decode_stream(info, &mut diagnostics);
+        (stream, diagnostics)
     });
-    // A thread that panicked leaves no parts; decoding again on this one
-    // reports the same trace (and the same panic, if it is a bug).
-    if parts.len() != region.streams.len().div_ceil(per_thread) {
-        return region.decode();
-    }
     let mut trace = Trace {
         streams: Vec::with_capacity(region.streams.len()),
         diagnostics: region.diagnostics.clone(),
     };
-    for (streams, diagnostics) in parts {
-        trace.streams.extend(streams);
+    for (stream, diagnostics) in parts {
+        trace.streams.push(stream);
         trace.diagnostics.extend(diagnostics);
     }
     trace

@@ -23,6 +23,7 @@ pub mod discover;
 pub mod jsonl;
 pub mod lzo;
 pub mod output;
+pub mod parallel;
 pub mod phys;
 pub mod select;
 pub mod source;
