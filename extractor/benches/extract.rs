@@ -6,7 +6,8 @@
 //! - decode: parse, CRC, decode, merge and text (and JSON lines) output of
 //!   a dense 64 MiB 4-CPU region, in events per second, against memcpy of
 //!   the region;
-//! - writers: parse, decode and each file format written (CTF), against
+//! - writers: parse, decode and each file format written (CTF, Perfetto,
+//!   Chrome JSON), against
 //!   babeltrace2 converting the same CTF trace to text;
 //! - memory: peak RSS of `crashring extract` on sparse raw dumps of 1 GiB
 //!   and 16 GiB holding the same 64 MiB region, against the peak RSS of
@@ -323,6 +324,34 @@ fn writers_bench(dir: &Path, region: &[u8]) {
     });
     let ctf = per_sec(events, d);
     println!("  parse + decode + CTF: {:.1} M events/s", ctf / 1e6);
+    let timeline = dir.join("bench-timeline");
+    for format in [Format::Perfetto, Format::Chrome] {
+        let d = median(RUNS, || {
+            let start = Instant::now();
+            let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
+                .expect("bench region parses");
+            let trace = extractor::decode::decode(&region);
+            let file = File::create(&timeline).expect("creating the output");
+            let mut out = BufWriter::with_capacity(1 << 16, file);
+            if format == Format::Perfetto {
+                extractor::perfetto::begin(&mut out, &trace, 0).expect("writing");
+            } else {
+                extractor::chrome::begin(&mut out, &region, &trace, 0).expect("writing");
+            }
+            write_items(&mut out, &region, &trace, &Selection::default(), format, 0)
+                .expect("writing the trace");
+            if format == Format::Chrome {
+                extractor::chrome::end(&mut out).expect("writing");
+            }
+            out.flush().expect("writing the output");
+            start.elapsed()
+        });
+        println!(
+            "  parse + decode + {format:?}: {:.1} M events/s",
+            per_sec(events, d) / 1e6
+        );
+    }
+    let _ = std::fs::remove_file(&timeline);
     let bt = median(3, || {
         let start = Instant::now();
         let status = Command::new("babeltrace2")

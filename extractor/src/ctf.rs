@@ -28,6 +28,7 @@
 //! The output depends only on the input: the trace UUID is derived from
 //! the region's boot id, generation and place in the dump.
 
+use crate::output::create_private;
 use crate::select::Selection;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
@@ -35,9 +36,8 @@ use pstore_ring::read::{reason_name, Event, EventType, Region, StreamInfo, Strea
 use pstore_ring::schema::{FieldKind, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
@@ -90,7 +90,7 @@ pub fn write(
     // Stream files are independent: one per core at a time.
     let parts = crate::parallel::map(&streams, |st| {
         let name = stream_file_name(&st.info);
-        let mut out = BufWriter::with_capacity(1 << 16, create(&dir.join(&name))?);
+        let mut out = BufWriter::with_capacity(1 << 16, create_private(&dir.join(&name))?);
         let mut part = Written::default();
         let mut writer = StreamWriter {
             out: &mut out,
@@ -115,20 +115,9 @@ pub fn write(
         written.files.extend(part.files);
     }
     let metadata = metadata(region, uuid, has_user, source, written.clamped);
-    let mut f = create(&dir.join("metadata"))?;
+    let mut f = create_private(&dir.join("metadata"))?;
     f.write_all(metadata.as_bytes())?;
     Ok(written)
-}
-
-/// Output files are created readable by their owner only: a trace can
-/// hold anything the kernel logged.
-fn create(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
 }
 
 fn stream_file_name(info: &StreamInfo) -> String {

@@ -26,28 +26,45 @@
 use pstore_ring::endian::Endian;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{LossKind, Region, StreamInfo};
+use pstore_ring::read::{EventType, LossKind, Region, StreamInfo};
 use pstore_ring::schema::Value;
 use std::fmt::{self, Write};
 
-/// Writes `s` as a JSON string.
+/// Writes `s` as a JSON string: invalid UTF-8 becomes U+FFFD, as
+/// `String::from_utf8_lossy` has it, and runs that need no escape go out
+/// in one piece.
 pub fn write_string(out: &mut impl Write, s: &[u8]) -> fmt::Result {
     out.write_char('"')?;
-    for c in String::from_utf8_lossy(s).chars() {
-        match c {
-            '"' => out.write_str("\\\"")?,
-            '\\' => out.write_str("\\\\")?,
-            '\n' => out.write_str("\\n")?,
-            '\r' => out.write_str("\\r")?,
-            '\t' => out.write_str("\\t")?,
-            c if (c as u32) < 0x20 || c == '\u{7f}' => write!(out, "\\u{:04x}", c as u32)?,
-            c => out.write_char(c)?,
+    for chunk in s.utf8_chunks() {
+        let mut rest = chunk.valid();
+        while !rest.is_empty() {
+            let plain = rest
+                .bytes()
+                .position(|b| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f)
+                .unwrap_or(rest.len());
+            out.write_str(&rest[..plain])?;
+            // The byte that stopped the run is ASCII.
+            let Some(&b) = rest.as_bytes().get(plain) else {
+                break;
+            };
+            match b {
+                b'"' => out.write_str("\\\"")?,
+                b'\\' => out.write_str("\\\\")?,
+                b'\n' => out.write_str("\\n")?,
+                b'\r' => out.write_str("\\r")?,
+                b'\t' => out.write_str("\\t")?,
+                b => write!(out, "\\u{b:04x}")?,
+            }
+            rest = &rest[plain + 1..];
+        }
+        if !chunk.invalid().is_empty() {
+            out.write_char('\u{fffd}')?;
         }
     }
     out.write_char('"')
 }
 
-fn write_hex(out: &mut impl Write, bytes: &[u8]) -> fmt::Result {
+pub fn write_hex(out: &mut impl Write, bytes: &[u8]) -> fmt::Result {
     out.write_str("\"0x")?;
     bytes.iter().try_for_each(|b| write!(out, "{b:02x}"))?;
     out.write_char('"')
@@ -79,7 +96,7 @@ fn write_stream(out: &mut impl Write, stream: u16, info: Option<&StreamInfo>) ->
     }
 }
 
-fn reason(kind: LossKind) -> &'static str {
+pub fn reason(kind: LossKind) -> &'static str {
     match kind {
         LossKind::Overwritten => "overwritten",
         LossKind::Unreadable => "unreadable",
@@ -93,6 +110,20 @@ fn write_opt(out: &mut impl Write, v: Option<u64>) -> fmt::Result {
         Some(v) => write!(out, "{v}"),
         None => out.write_str("null"),
     }
+}
+
+/// Writes decoded fields as a JSON object, by name.
+pub fn write_fields(out: &mut impl Write, t: &EventType, values: &[Value<'_>]) -> fmt::Result {
+    out.write_char('{')?;
+    for (i, (f, v)) in t.fields.iter().zip(values).enumerate() {
+        if i > 0 {
+            out.write_char(',')?;
+        }
+        write_string(out, f.name.as_bytes())?;
+        out.write_char(':')?;
+        write_value(out, v)?;
+    }
+    out.write_char('}')
 }
 
 /// Writes one item as one JSON line (without the newline).
@@ -117,16 +148,8 @@ pub fn write_item(
             let e: Endian = region.header.endian;
             match ty.map(|t| (t, t.decode(ev.payload, e))) {
                 Some((t, Ok(values))) => {
-                    out.write_str(",\"fields\":{")?;
-                    for (i, (f, v)) in t.fields.iter().zip(&values).enumerate() {
-                        if i > 0 {
-                            out.write_char(',')?;
-                        }
-                        write_string(out, f.name.as_bytes())?;
-                        out.write_char(':')?;
-                        write_value(out, v)?;
-                    }
-                    out.write_char('}')?;
+                    out.write_str(",\"fields\":")?;
+                    write_fields(out, t, &values)?;
                 }
                 _ => {
                     out.write_str(",\"raw\":")?;

@@ -15,6 +15,7 @@
 //! Decoding, salvage and merging are `pstore-ring`'s; [`decode`] spreads
 //! a region's streams over the cores.
 
+pub mod chrome;
 pub mod compress;
 pub mod container;
 pub mod ctf;
@@ -24,6 +25,7 @@ pub mod jsonl;
 pub mod lzo;
 pub mod output;
 pub mod parallel;
+pub mod perfetto;
 pub mod phys;
 pub mod select;
 pub mod source;

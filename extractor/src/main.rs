@@ -120,14 +120,20 @@ enum FormatArg {
     Jsonl,
     /// A CTF 1.8 trace directory (-o DIR) for babeltrace2 and Trace Compass.
     Ctf,
+    /// A Perfetto protobuf trace (.pftrace) for ui.perfetto.dev.
+    Perfetto,
+    /// Chrome trace event JSON, for ui.perfetto.dev and chrome://tracing.
+    Chrome,
 }
 
 impl FormatArg {
-    /// The line-by-line formats; the others are written as files.
+    /// The formats written item by item; CTF is a directory of files.
     fn lines(self) -> Option<Format> {
         match self {
             FormatArg::Text => Some(Format::Text),
             FormatArg::Jsonl => Some(Format::Jsonl),
+            FormatArg::Chrome => Some(Format::Chrome),
+            FormatArg::Perfetto => Some(Format::Perfetto),
             FormatArg::Ctf => None,
         }
     }
@@ -288,18 +294,21 @@ fn run(cli: Cli) -> Result<u8> {
                 types,
             };
             let loaded = load(&input)?;
-            let Some(lines) = format.lines() else {
+            if format == FormatArg::Ctf {
                 let Some(dir) = &output else {
                     bail!("--format ctf writes a directory: give it with -o DIR");
                 };
                 return write_traces(&loaded, &input, dir, &selection);
-            };
+            }
             let sink: Box<dyn Write> = match &output {
                 Some(path) => Box::new(
-                    std::fs::File::create(path)
+                    extractor::output::create_private(path)
                         .with_context(|| format!("creating {}", path.display()))?,
                 ),
                 None => Box::new(io::stdout().lock()),
+            };
+            let Some(lines) = format.lines() else {
+                bail!("--format ctf writes a directory: give it with -o DIR");
             };
             let mut out = BufWriter::with_capacity(1 << 16, sink);
             let mut bad = false;
@@ -308,10 +317,18 @@ fn run(cli: Cli) -> Result<u8> {
                 let trace = extractor::decode::decode(&region);
                 report_damage(n, f, &trace);
                 bad |= damaged(f, &trace);
-                if loaded.found.len() > 1 && matches!(format, FormatArg::Text) {
-                    writeln!(out, "# region {n} at physical address {:#x}", f.addr)?;
+                match lines {
+                    Format::Text if loaded.found.len() > 1 => {
+                        writeln!(out, "# region {n} at physical address {:#x}", f.addr)?;
+                    }
+                    Format::Chrome => extractor::chrome::begin(&mut out, &region, &trace, n)?,
+                    Format::Perfetto => extractor::perfetto::begin(&mut out, &trace, n)?,
+                    _ => {}
                 }
                 write_items(&mut out, &region, &trace, &selection, lines, n)?;
+            }
+            if lines == Format::Chrome {
+                extractor::chrome::end(&mut out)?;
             }
             out.flush()?;
             Ok(u8::from(bad))

@@ -9,13 +9,31 @@ use pstore_ring::text::Line;
 use std::io::{self, Write};
 use std::sync::mpsc;
 
-/// The formats `extract` writes line by line.
+/// Creates an output file readable by its owner only: a trace holds
+/// whatever the kernel logged.
+pub fn create_private(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The formats `extract` writes item by item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// Like `trace-cmd report`: CPU, timestamp, event, fields.
     Text,
     /// One JSON object per line ([`crate::jsonl`]).
     Jsonl,
+    /// Chrome trace event JSON lines ([`crate::chrome`]), between
+    /// [`crate::chrome::begin`] and [`crate::chrome::end`].
+    Chrome,
+    /// Perfetto trace packets ([`crate::perfetto`]), after
+    /// [`crate::perfetto::begin`].
+    Perfetto,
 }
 
 /// Items formatted per job: big enough that passing a job costs nothing
@@ -44,9 +62,7 @@ pub fn write_items(
     let mut next_chunk = |items: &mut Vec<_>| refill(items, &mut merged);
     let format_chunk = |items: &[Item], text: &mut Vec<u8>| {
         text.clear();
-        items
-            .iter()
-            .try_for_each(|item| write_line(text, item, region, format, region_index))
+        format_items(text, items, region, format, region_index)
     };
     let failed = || io::Error::other("formatting an item failed");
     let new_job = || Job {
@@ -124,27 +140,40 @@ struct Job<'t, 'a> {
     formatted: std::fmt::Result,
 }
 
-/// One item as one line, newline included.
-fn write_line(
+/// Appends `items` in `format`: one line each, except Perfetto's binary
+/// packets.
+fn format_items(
     text: &mut Vec<u8>,
-    item: &Item,
+    items: &[Item],
     region: &Region,
     format: Format,
     region_index: usize,
 ) -> std::fmt::Result {
-    match format {
-        Format::Text => Line::of(item, region).write_to(text),
-        Format::Jsonl => {
-            // JSON lines are written through `fmt`; the bytes move into a
-            // `String` and back, which copies nothing.
-            let mut s = String::from_utf8(std::mem::take(text)).map_err(|_| std::fmt::Error)?;
-            let written = jsonl::write_item(&mut s, item, region, region_index);
-            *text = s.into_bytes();
-            written?;
+    let json_line = match format {
+        Format::Text => {
+            for item in items {
+                Line::of(item, region).write_to(text);
+                text.push(b'\n');
+            }
+            return Ok(());
         }
-    }
-    text.push(b'\n');
-    Ok(())
+        Format::Perfetto => {
+            crate::perfetto::chunk(text, items, region, region_index);
+            return Ok(());
+        }
+        Format::Jsonl => jsonl::write_item,
+        Format::Chrome => crate::chrome::write_item,
+    };
+    // JSON is written through `fmt`: the (empty) buffer moves into a
+    // `String` and back, which copies nothing.
+    let mut s = String::from_utf8(std::mem::take(text)).map_err(|_| std::fmt::Error)?;
+    let written = items.iter().try_for_each(|item| {
+        json_line(&mut s, item, region, region_index)?;
+        s.push('\n');
+        Ok(())
+    });
+    *text = s.into_bytes();
+    written
 }
 
 #[cfg(test)]

@@ -92,7 +92,8 @@ fn hex(out: &mut Vec<u8>, x: u64) {
     out.extend_from_slice(&buf[i..]);
 }
 
-fn hex_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+/// Appends `0x` and two hex digits per byte.
+pub fn hex_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(b"0x");
     for &b in bytes {
         out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);

@@ -16,7 +16,8 @@ Suites: bookworm-backports\n\
 Components: main\n\
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n";
 
-/// Host tools every scenario needs, from bookworm.
+/// Host tools the scenarios and the output-format tests need, from
+/// bookworm.
 const TOOLS: &[&str] = &[
     "busybox-static",
     "e2fsprogs",
@@ -27,6 +28,8 @@ const TOOLS: &[&str] = &[
     "makedumpfile",
     "babeltrace2",
     "trace-cmd",
+    "protobuf-compiler",
+    "python3-venv",
     "make",
     "gcc",
 ];
@@ -160,8 +163,47 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
         .run()?;
     }
     install_checkpatch(sh, &k)?;
+    install_perfetto_descriptor(sh)?;
     say("everything is installed");
     Ok(k)
+}
+
+/// Perfetto's `trace.proto`, compiled (a FileDescriptorSet), for strict
+/// `protoc --decode` checks of the `.pftrace` files crashring writes. The
+/// extractor's tests read it from here.
+pub const PERFETTO_DESCRIPTOR: &str = "/usr/local/share/crashring/perfetto/perfetto_trace.desc";
+/// Perfetto publishes its protos compiled into its Python package; Debian
+/// has no Perfetto package.
+const PERFETTO_PIP: &[&str] = &["perfetto==0.59.1", "protobuf==7.36.2"];
+
+fn install_perfetto_descriptor(sh: &Shell) -> Result<()> {
+    if Path::new(PERFETTO_DESCRIPTOR).exists() {
+        return Ok(());
+    }
+    let dir = Path::new(PERFETTO_DESCRIPTOR)
+        .parent()
+        .context("descriptor path")?;
+    let venv = dir.join("venv");
+    say(&format!(
+        "installing {} from PyPI into {} for Perfetto's trace.proto",
+        PERFETTO_PIP.join(" "),
+        venv.display()
+    ));
+    cmd!(sh, "/usr/bin/python3 -m venv {venv}").run()?;
+    let pip = venv.join("bin/pip");
+    cmd!(sh, "{pip} install -q {PERFETTO_PIP...}").run()?;
+    let python = venv.join("bin/python");
+    let script = "import sys\n\
+        from google.protobuf import descriptor_pb2\n\
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as p\n\
+        s = descriptor_pb2.FileDescriptorSet()\n\
+        s.file.add().MergeFromString(p.DESCRIPTOR.serialized_pb)\n\
+        open(sys.argv[1], 'wb').write(s.SerializeToString())\n";
+    let partial = dir.join("perfetto_trace.desc.partial");
+    cmd!(sh, "{python} -c {script} {partial}").run()?;
+    std::fs::rename(&partial, PERFETTO_DESCRIPTOR)?;
+    say(&format!("wrote {PERFETTO_DESCRIPTOR}"));
+    Ok(())
 }
 
 /// Where setup puts checkpatch.pl (with the spelling list it reads).

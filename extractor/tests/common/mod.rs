@@ -33,8 +33,8 @@ pub fn write_tmp(name: &str, bytes: &[u8]) -> PathBuf {
 /// What [`rich_image`] holds, for checking outputs against.
 pub const RICH_CUSTOM_TYPE: u8 = 40;
 
-/// A region that exercises every output format: two CPU streams and a
-/// user stream ("weston"), a custom event type with every field kind (one
+/// A region that exercises every output format: two CPU streams (printk
+/// lines and IRQ entries) and a user stream ("weston"), a custom event type with every field kind (one
 /// field named like a keyword), enough events to overwrite pages, one
 /// corrupt page in the middle of CPU 1 (unreadable loss, a gap in page
 /// sequence numbers), and one page of CPU 0 whose events go back in time
@@ -87,6 +87,7 @@ pub fn rich_image() -> Vec<u8> {
     let mut mem = vec![0u8; 64 * 1024];
     let printk = schema::builtin(schema::EVENT_PRINTK).unwrap();
     let crash = schema::builtin(schema::EVENT_CRASH).unwrap();
+    let irq = schema::builtin(schema::EVENT_IRQ_ENTRY).unwrap();
     let region = write::format(&mut mem, &cfg);
     let mut region = region.unwrap();
     let mut ws: Vec<_> = region.streams.by_ref().collect();
@@ -104,6 +105,10 @@ pub fn rich_image() -> Vec<u8> {
                     Value::Str(text.as_bytes()),
                 ];
                 ws[(i % 2) as usize].write_event(ts, printk, &v).unwrap();
+            }
+            _ if i % 6 == 5 => {
+                let v = [Value::Unsigned(11), Value::Str(b"timer")];
+                ws[(i % 4 / 2) as usize].write_event(ts, irq, &v).unwrap();
             }
             _ => {
                 let v = [

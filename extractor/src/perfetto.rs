@@ -1,0 +1,380 @@
+//! `crashring extract --format perfetto -o FILE.pftrace`: a Perfetto
+//! protobuf trace for ui.perfetto.dev and trace_processor, encoded by hand
+//! (field numbers from Perfetto's `trace.proto`; a test decodes our output
+//! strictly against it).
+//!
+//! - Kernel events other than printk, markers and crashes go into
+//!   `ftrace_events` bundles per CPU as generic ftrace events (name and
+//!   fields), at most [`BUNDLE`] events per bundle; the first bundle after
+//!   a loss has `lost_events` set, which trace_processor records as data
+//!   loss on that CPU.
+//! - Every stream has a track (`cpu3`, or a user stream's name) of
+//!   `TrackEvent` instants: printk lines, markers and crashes named by
+//!   their text, all events of user streams named by their type, and each
+//!   loss as "N events lost (reason)"; fields become debug annotations.
+//! - Timestamps are the region's clock (CLOCK_MONOTONIC) in nanoseconds,
+//!   written as trace time.
+//! - Text becomes valid UTF-8 (protobuf strings must be); bytes become hex.
+
+use pstore_ring::layout::STREAM_KERNEL_CPU;
+use pstore_ring::merge::Item;
+use pstore_ring::read::{Event, EventType, Loss, Region, Trace};
+use pstore_ring::schema::{self, Value};
+use std::io::{self, Write};
+
+/// Generic events per `ftrace_events` bundle.
+pub const BUNDLE: usize = 1024;
+
+/// The sequence every `TrackEvent` and track descriptor is written on.
+const SEQUENCE: u64 = 1;
+/// `TracePacket.sequence_flags`: SEQ_INCREMENTAL_STATE_CLEARED.
+const STATE_CLEARED: u64 = 1;
+/// `TrackEvent.type`: TYPE_INSTANT.
+const INSTANT: u64 = 3;
+
+// Field numbers, from perfetto/protos/perfetto/trace/perfetto_trace.proto.
+mod field {
+    pub const TRACE_PACKET: u32 = 1;
+    pub mod packet {
+        pub const FTRACE_EVENTS: u32 = 1;
+        pub const TIMESTAMP: u32 = 8;
+        pub const SEQUENCE_ID: u32 = 10;
+        pub const TRACK_EVENT: u32 = 11;
+        pub const SEQUENCE_FLAGS: u32 = 13;
+        pub const TRACK_DESCRIPTOR: u32 = 60;
+    }
+    pub mod bundle {
+        pub const CPU: u32 = 1;
+        pub const EVENT: u32 = 2;
+        pub const LOST_EVENTS: u32 = 3;
+    }
+    pub mod ftrace {
+        pub const TIMESTAMP: u32 = 1;
+        pub const GENERIC: u32 = 327;
+    }
+    pub mod generic {
+        pub const EVENT_NAME: u32 = 1;
+        pub const FIELD: u32 = 2;
+        pub const NAME: u32 = 1;
+        pub const STR_VALUE: u32 = 3;
+        pub const INT_VALUE: u32 = 4;
+        pub const UINT_VALUE: u32 = 5;
+    }
+    pub mod track {
+        pub const UUID: u32 = 1;
+        pub const NAME: u32 = 2;
+    }
+    pub mod track_event {
+        pub const DEBUG_ANNOTATIONS: u32 = 4;
+        pub const TYPE: u32 = 9;
+        pub const TRACK_UUID: u32 = 11;
+        pub const NAME: u32 = 23;
+    }
+    pub mod annotation {
+        pub const UINT_VALUE: u32 = 3;
+        pub const INT_VALUE: u32 = 4;
+        pub const STRING_VALUE: u32 = 6;
+        pub const POINTER_VALUE: u32 = 7;
+        pub const NAME: u32 = 10;
+    }
+}
+
+/// Protobuf wire encoding into a byte buffer.
+mod wire {
+    pub fn varint(b: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            b.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        b.push(v as u8);
+    }
+
+    fn key(b: &mut Vec<u8>, field: u32, wire_type: u8) {
+        varint(b, u64::from(field) << 3 | u64::from(wire_type));
+    }
+
+    pub fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
+        key(b, field, 0);
+        varint(b, v);
+    }
+
+    /// `int64`: negative values take ten bytes, as protobuf specifies.
+    pub fn int(b: &mut Vec<u8>, field: u32, v: i64) {
+        uint(b, field, v as u64);
+    }
+
+    pub fn bytes(b: &mut Vec<u8>, field: u32, data: &[u8]) {
+        key(b, field, 2);
+        varint(b, data.len() as u64);
+        b.extend_from_slice(data);
+    }
+
+    /// A nested message, built in place after a one-byte length; a longer
+    /// length (128 bytes and up) moves the body along.
+    pub fn message(b: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
+        key(b, field, 2);
+        let at = b.len();
+        b.push(0);
+        body(b);
+        let len = (b.len() - at - 1) as u64;
+        if len < 0x80 {
+            b[at] = len as u8;
+            return;
+        }
+        let mut encoded = [0u8; 10];
+        let mut n = 0;
+        let mut v = len;
+        while v >= 0x80 {
+            encoded[n] = v as u8 | 0x80;
+            v >>= 7;
+            n += 1;
+        }
+        encoded[n] = v as u8;
+        b[at] = encoded[0];
+        b.splice(at + 1..at + 1, encoded[1..=n].iter().copied());
+    }
+}
+
+/// Writes the region's track descriptors, one per stream; its items
+/// follow as [`chunk`]s. The traces of several regions (`region_index` in
+/// `crashring info` order) concatenate into one.
+pub fn begin(out: &mut impl Write, trace: &Trace, region_index: usize) -> io::Result<()> {
+    let mut packet = Vec::with_capacity(4096);
+    for (n, st) in trace.streams.iter().enumerate() {
+        wire::message(&mut packet, field::TRACE_PACKET, |p| {
+            wire::uint(p, field::packet::SEQUENCE_ID, SEQUENCE);
+            if n == 0 && region_index == 0 {
+                wire::uint(p, field::packet::SEQUENCE_FLAGS, STATE_CLEARED);
+            }
+            wire::message(p, field::packet::TRACK_DESCRIPTOR, |t| {
+                wire::uint(
+                    t,
+                    field::track::UUID,
+                    track_uuid(region_index, st.info.index),
+                );
+                wire::bytes(t, field::track::NAME, st.info.label().as_bytes());
+            });
+        });
+    }
+    out.write_all(&packet)
+}
+
+/// A track per stream, distinct across the regions of one dump.
+fn track_uuid(region_index: usize, stream: u16) -> u64 {
+    0xC0DE_0000_0000 + ((region_index as u64) << 16) + u64::from(stream)
+}
+
+/// printk lines, markers and crashes are shown by their text.
+fn is_named_by_text(type_id: u8) -> bool {
+    matches!(
+        type_id,
+        schema::EVENT_PRINTK | schema::EVENT_MARKER | schema::EVENT_CRASH
+    )
+}
+
+/// What an event is called on a timeline: the text of a printk line,
+/// marker or crash (their last text field), else its type's name.
+pub(crate) fn instant_name<'p>(type_id: u8, t: &'p EventType, values: &[Value<'p>]) -> &'p [u8] {
+    let text = values.iter().rev().find_map(|v| match v {
+        Value::Str(s) | Value::Chars(s) if is_named_by_text(type_id) => Some(*s),
+        _ => None,
+    });
+    text.unwrap_or(t.name.as_bytes())
+}
+
+/// Appends the packets of a run of merged items: per CPU, its generic
+/// events in bundles of at most [`BUNDLE`]; every other item as a
+/// `TrackEvent` instant. A CPU's first bundle after one of its losses has
+/// `lost_events` set; a loss with no event of its CPU after it in the run
+/// gets an empty bundle of its own that says so.
+pub fn chunk(buf: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+    // Per stream: its bundle's events so far, and whether a loss precedes.
+    let mut bundles: Vec<(u16, u16, Vec<&Event>, bool)> = Vec::new();
+    for item in items {
+        let info = region.streams.iter().find(|s| s.index == item.stream());
+        let kernel_cpu = info.filter(|i| i.kind == STREAM_KERNEL_CPU).map(|i| i.cpu);
+        let track = track_uuid(region_index, item.stream());
+        match item {
+            Item::Event(e) if kernel_cpu.is_some() && !is_named_by_text(e.type_id) => {
+                let at = match bundles.iter().position(|b| b.0 == e.stream) {
+                    Some(at) => at,
+                    None => {
+                        let cpu = kernel_cpu.unwrap_or_default();
+                        bundles.push((e.stream, cpu, Vec::with_capacity(BUNDLE), false));
+                        bundles.len() - 1
+                    }
+                };
+                let b = &mut bundles[at];
+                b.2.push(e);
+                if b.2.len() == BUNDLE {
+                    bundle(buf, region, b.1, &b.2, b.3);
+                    b.2.clear();
+                    b.3 = false;
+                }
+            }
+            Item::Event(e) => instant(buf, region, e, track),
+            Item::Loss(l) => {
+                if let Some(b) = bundles.iter_mut().find(|b| b.0 == l.stream) {
+                    if !b.2.is_empty() {
+                        bundle(buf, region, b.1, &b.2, b.3);
+                        b.2.clear();
+                    }
+                    b.3 = true;
+                } else if let Some(cpu) = kernel_cpu {
+                    bundles.push((l.stream, cpu, Vec::with_capacity(BUNDLE), true));
+                }
+                loss(buf, l, track);
+            }
+        }
+    }
+    for (_, cpu, events, lost) in &bundles {
+        if !events.is_empty() || *lost {
+            bundle(buf, region, *cpu, events, *lost);
+        }
+    }
+}
+
+fn bundle(buf: &mut Vec<u8>, region: &Region, cpu: u16, events: &[&Event], lost_before: bool) {
+    wire::message(buf, field::TRACE_PACKET, |p| {
+        wire::message(p, field::packet::FTRACE_EVENTS, |b| {
+            wire::uint(b, field::bundle::CPU, u64::from(cpu));
+            for e in events {
+                wire::message(b, field::bundle::EVENT, |f| generic_event(f, region, e));
+            }
+            if lost_before {
+                wire::uint(b, field::bundle::LOST_EVENTS, 1);
+            }
+        });
+    });
+}
+
+/// A `TrackEvent` instant on a stream's track.
+fn track_event(
+    buf: &mut Vec<u8>,
+    track: u64,
+    ts: u64,
+    name: &[u8],
+    annotate: impl FnOnce(&mut Vec<u8>),
+) {
+    wire::message(buf, field::TRACE_PACKET, |p| {
+        wire::uint(p, field::packet::TIMESTAMP, ts);
+        wire::uint(p, field::packet::SEQUENCE_ID, SEQUENCE);
+        wire::message(p, field::packet::TRACK_EVENT, |t| {
+            wire::uint(t, field::track_event::TYPE, INSTANT);
+            wire::uint(t, field::track_event::TRACK_UUID, track);
+            wire::bytes(t, field::track_event::NAME, utf8(name).as_bytes());
+            annotate(t);
+        });
+    });
+}
+
+fn instant(buf: &mut Vec<u8>, region: &Region, e: &Event, track: u64) {
+    let ty = region.schema.get(e.type_id);
+    let values = ty.and_then(|t| t.decode(e.payload, region.header.endian).ok());
+    let (Some(t), Some(values)) = (ty, values) else {
+        let name = format!("crashring_raw type {}", e.type_id);
+        return track_event(buf, track, e.ts, name.as_bytes(), |t| {
+            annotation(t, "payload", &Value::Bytes(e.payload));
+        });
+    };
+    let name = instant_name(e.type_id, t, &values);
+    track_event(buf, track, e.ts, name, |out| {
+        for (f, v) in t.fields.iter().zip(&values) {
+            annotation(out, &f.name, v);
+        }
+    })
+}
+
+fn loss(buf: &mut Vec<u8>, l: &Loss, track: u64) {
+    let name = format!(
+        "{} events lost ({})",
+        l.events,
+        pstore_ring::text::loss_kind_name(l.kind)
+    );
+    let ts = l.before_ts.or(l.after_ts).unwrap_or(0);
+    track_event(buf, track, ts, name.as_bytes(), |t| {
+        annotation(t, "events", &Value::Unsigned(l.events));
+        annotation(t, "pages", &Value::Unsigned(l.pages));
+    })
+}
+
+/// One `FtraceEvent` with a `GenericFtraceEvent` payload.
+fn generic_event(f: &mut Vec<u8>, region: &Region, e: &Event) {
+    wire::uint(f, field::ftrace::TIMESTAMP, e.ts);
+    wire::message(f, field::ftrace::GENERIC, |g| {
+        let ty = region.schema.get(e.type_id);
+        let decoded = ty.and_then(|t| Some((t, t.decode(e.payload, region.header.endian).ok()?)));
+        match decoded {
+            Some((t, values)) => {
+                wire::bytes(g, field::generic::EVENT_NAME, t.name.as_bytes());
+                for (fd, v) in t.fields.iter().zip(&values) {
+                    generic_field(g, &fd.name, v);
+                }
+            }
+            None => {
+                wire::bytes(g, field::generic::EVENT_NAME, b"crashring_raw");
+                generic_field(g, "type_id", &Value::Unsigned(e.type_id.into()));
+                generic_field(g, "payload", &Value::Bytes(e.payload));
+            }
+        }
+    });
+}
+
+fn generic_field(g: &mut Vec<u8>, name: &str, v: &Value) {
+    use field::generic::*;
+    wire::message(g, FIELD, |f| {
+        wire::bytes(f, NAME, name.as_bytes());
+        match *v {
+            Value::Unsigned(x) | Value::Ptr(x) => wire::uint(f, UINT_VALUE, x),
+            Value::Signed(x) => wire::int(f, INT_VALUE, x),
+            Value::Chars(s) | Value::Str(s) => wire::bytes(f, STR_VALUE, utf8(s).as_bytes()),
+            Value::Bytes(s) => wire::bytes(f, STR_VALUE, &hex(s)),
+        }
+    });
+}
+
+fn annotation(t: &mut Vec<u8>, name: &str, v: &Value) {
+    use field::annotation::*;
+    wire::message(t, field::track_event::DEBUG_ANNOTATIONS, |a| {
+        wire::bytes(a, NAME, name.as_bytes());
+        match *v {
+            Value::Unsigned(x) => wire::uint(a, UINT_VALUE, x),
+            Value::Ptr(x) => wire::uint(a, POINTER_VALUE, x),
+            Value::Signed(x) => wire::int(a, INT_VALUE, x),
+            Value::Chars(s) | Value::Str(s) => wire::bytes(a, STRING_VALUE, utf8(s).as_bytes()),
+            Value::Bytes(s) => wire::bytes(a, STRING_VALUE, &hex(s)),
+        }
+    });
+}
+
+fn utf8(s: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(s)
+}
+
+fn hex(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + 2 * s.len());
+    pstore_ring::text::hex_bytes(&mut out, s);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wire;
+
+    #[test]
+    fn varints_and_nested_lengths_follow_the_wire_format() {
+        let mut b = Vec::new();
+        wire::varint(&mut b, 300);
+        assert_eq!(b, [0xac, 0x02]);
+        b.clear();
+        wire::int(&mut b, 1, -1);
+        assert_eq!(
+            b,
+            [0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        );
+        b.clear();
+        wire::message(&mut b, 2, |m| wire::bytes(m, 1, &[7; 200]));
+        assert_eq!(&b[..5], [0x12, 0xcb, 0x01, 0x0a, 0xc8]);
+        assert_eq!(b.len(), 3 + 3 + 200);
+    }
+}
