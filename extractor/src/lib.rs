@@ -10,7 +10,8 @@
 //! - [`phys`]: one physical-memory view; holes are reported, never zeros.
 //! - [`discover`]: finds regions by address or by scanning for the magic,
 //!   and reads each out with its absent ranges.
-//! - [`select`], [`output`] and [`jsonl`]: what `crashring extract` prints.
+//! - [`select`], [`output`], [`jsonl`], [`chrome`] and [`perfetto`]: what
+//!   `crashring extract` prints; [`ctf`] writes a CTF trace directory.
 //!
 //! Decoding, salvage and merging are `pstore-ring`'s; [`decode`] spreads
 //! a region's streams over the cores.

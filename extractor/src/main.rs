@@ -38,6 +38,8 @@ EXAMPLES:
   crashring info --json guest-memory.elf
   crashring extract /dev/mem --phys 0x40000000:16M     (in a kdump kernel)
   crashring verify /sys/kernel/crashring/previous && echo intact
+  crashring extract vmcore --format ctf -o trace-ctf        (babeltrace2 trace-ctf)
+  crashring extract vmcore --format perfetto -o crash.pftrace  (ui.perfetto.dev)
 
 EXIT STATUS: 0 intact; 1 recovered with losses or damage; 2 nothing found or
 the input could not be read.";
