@@ -7,7 +7,7 @@
 //!   a dense 64 MiB 4-CPU region, in events per second, against memcpy of
 //!   the region;
 //! - writers: parse, decode and each file format written (CTF, Perfetto,
-//!   Chrome JSON), against
+//!   Chrome JSON, trace.dat), against
 //!   babeltrace2 converting the same CTF trace to text;
 //! - memory: peak RSS of `crashring extract` on sparse raw dumps of 1 GiB
 //!   and 16 GiB holding the same 64 MiB region, against the peak RSS of
@@ -351,6 +351,22 @@ fn writers_bench(dir: &Path, region: &[u8]) {
             per_sec(events, d) / 1e6
         );
     }
+    let d = median(RUNS, || {
+        let start = Instant::now();
+        let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
+            .expect("bench region parses");
+        let trace = extractor::decode::decode(&region);
+        let file = File::create(&timeline).expect("creating the output");
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        extractor::tracedat::write(&mut out, &region, &trace, &Selection::default())
+            .expect("writing the trace.dat");
+        out.flush().expect("writing the output");
+        start.elapsed()
+    });
+    println!(
+        "  parse + decode + trace.dat: {:.1} M events/s",
+        per_sec(events, d) / 1e6
+    );
     let _ = std::fs::remove_file(&timeline);
     let bt = median(3, || {
         let start = Instant::now();

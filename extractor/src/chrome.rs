@@ -13,7 +13,7 @@
 //! - `ts` is microseconds on the region's clock (CLOCK_MONOTONIC), written
 //!   with three decimals so nanoseconds survive.
 
-use crate::jsonl::{reason, write_fields, write_hex, write_string};
+use crate::jsonl::{reason, write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{Region, StreamInfo, Trace};
@@ -126,12 +126,23 @@ fn instant(
 ) -> fmt::Result {
     out.write_str("{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
     write_string(out, name)?;
-    write!(
-        out,
-        ",\"cat\":\"{cat}\",\"ts\":{}.{:03},\"pid\":{pid},\"tid\":{tid}",
-        ts / 1000,
-        ts % 1000
-    )
+    out.write_str(",\"cat\":\"")?;
+    out.write_str(cat)?;
+    out.write_str("\",\"ts\":")?;
+    write_u64(out, ts / 1000)?;
+    let fraction = ts % 1000;
+    out.write_str(if fraction < 10 {
+        ".00"
+    } else if fraction < 100 {
+        ".0"
+    } else {
+        "."
+    })?;
+    write_u64(out, fraction)?;
+    out.write_str(",\"pid\":")?;
+    write_u64(out, pid)?;
+    out.write_str(",\"tid\":")?;
+    write_u64(out, tid)
 }
 
 fn event(

@@ -64,6 +64,10 @@ pub fn write_string(out: &mut impl Write, s: &[u8]) -> fmt::Result {
     out.write_char('"')
 }
 
+pub fn write_u64(out: &mut impl Write, x: u64) -> fmt::Result {
+    out.write_str(pstore_ring::text::decimal_str(x, &mut [0; 20]))
+}
+
 pub fn write_hex(out: &mut impl Write, bytes: &[u8]) -> fmt::Result {
     out.write_str("\"0x")?;
     bytes.iter().try_for_each(|b| write!(out, "{b:02x}"))?;
@@ -72,8 +76,13 @@ pub fn write_hex(out: &mut impl Write, bytes: &[u8]) -> fmt::Result {
 
 fn write_value(out: &mut impl Write, v: &Value<'_>) -> fmt::Result {
     match *v {
-        Value::Unsigned(x) => write!(out, "{x}"),
-        Value::Signed(x) => write!(out, "{x}"),
+        Value::Unsigned(x) => write_u64(out, x),
+        Value::Signed(x) => {
+            if x < 0 {
+                out.write_char('-')?;
+            }
+            write_u64(out, x.unsigned_abs())
+        }
         Value::Ptr(x) => write!(out, "\"{x:#x}\""),
         Value::Chars(s) => {
             let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());

@@ -30,3 +30,4 @@ pub mod perfetto;
 pub mod phys;
 pub mod select;
 pub mod source;
+pub mod tracedat;

@@ -40,6 +40,7 @@ EXAMPLES:
   crashring verify /sys/kernel/crashring/previous && echo intact
   crashring extract vmcore --format ctf -o trace-ctf        (babeltrace2 trace-ctf)
   crashring extract vmcore --format perfetto -o crash.pftrace  (ui.perfetto.dev)
+  crashring extract vmcore --format tracedat -o trace.dat   (trace-cmd report, KernelShark)
 
 EXIT STATUS: 0 intact; 1 recovered with losses or damage; 2 nothing found or
 the input could not be read.";
@@ -126,6 +127,8 @@ enum FormatArg {
     Perfetto,
     /// Chrome trace event JSON, for ui.perfetto.dev and chrome://tracing.
     Chrome,
+    /// trace-cmd's trace.dat (version 6, -o FILE) for trace-cmd and KernelShark.
+    Tracedat,
 }
 
 impl FormatArg {
@@ -136,7 +139,7 @@ impl FormatArg {
             FormatArg::Jsonl => Some(Format::Jsonl),
             FormatArg::Chrome => Some(Format::Chrome),
             FormatArg::Perfetto => Some(Format::Perfetto),
-            FormatArg::Ctf => None,
+            FormatArg::Ctf | FormatArg::Tracedat => None,
         }
     }
 }
@@ -302,6 +305,12 @@ fn run(cli: Cli) -> Result<u8> {
                 };
                 return write_traces(&loaded, &input, dir, &selection);
             }
+            if format == FormatArg::Tracedat {
+                let Some(path) = &output else {
+                    bail!("--format tracedat writes a file with an index: give it with -o FILE");
+                };
+                return write_tracedat(&loaded, &input, path, &selection);
+            }
             let sink: Box<dyn Write> = match &output {
                 Some(path) => Box::new(
                     extractor::output::create_private(path)
@@ -310,7 +319,7 @@ fn run(cli: Cli) -> Result<u8> {
                 None => Box::new(io::stdout().lock()),
             };
             let Some(lines) = format.lines() else {
-                bail!("--format ctf writes a directory: give it with -o DIR");
+                bail!("this format is written with -o");
             };
             let mut out = BufWriter::with_capacity(1 << 16, sink);
             let mut bad = false;
@@ -383,6 +392,49 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(u8::from(bad))
         }
     }
+}
+
+/// `extract --format tracedat`: one file per region, `path` itself when
+/// there is one region, else `path.N`.
+fn write_tracedat(
+    loaded: &Loaded,
+    input: &InputArgs,
+    path: &Path,
+    selection: &Selection,
+) -> Result<u8> {
+    let mut bad = false;
+    for (n, f) in loaded.found.iter().enumerate() {
+        let region = parse(f, trust_of(input))?;
+        let trace = extractor::decode::decode(&region);
+        report_damage(n, f, &trace);
+        bad |= damaged(f, &trace);
+        let out = if loaded.found.len() == 1 {
+            path.to_path_buf()
+        } else {
+            let mut name = path.as_os_str().to_owned();
+            name.push(format!(".{n}"));
+            PathBuf::from(name)
+        };
+        let file = extractor::output::create_private(&out)
+            .with_context(|| format!("creating {}", out.display()))?;
+        let mut w = io::BufWriter::with_capacity(1 << 16, file);
+        let written = extractor::tracedat::write(&mut w, &region, &trace, selection)
+            .and_then(|written| w.flush().map(|()| written))
+            .with_context(|| format!("writing {}", out.display()))?;
+        if written.clamped > 0 {
+            eprintln!(
+                "crashring: region {n}: {} events went back in time and were written at their predecessor's time",
+                written.clamped
+            );
+        }
+        eprintln!(
+            "crashring: region {n}: wrote {} events and {} dropped to {}",
+            written.events,
+            written.lost,
+            out.display()
+        );
+    }
+    Ok(u8::from(bad))
 }
 
 /// `extract --format ctf`: one trace per region, in `dir` itself when

@@ -41,8 +41,7 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// Appends `x` in decimal, padded on the left to `width` (at most 20) with
 /// `pad`.
 fn decimal(out: &mut Vec<u8>, x: u64, width: usize, pad: u8) {
-    let digits = x.checked_ilog10().map_or(1, |d| d as usize + 1);
-    let len = digits.max(width.min(20));
+    let len = digits(x).max(width.min(20));
     // Twenty pad bytes (u64::MAX has 20 digits) go out in one fixed-size
     // copy, the digits are written over them from the right, and the rest
     // is cut off. Digits built in a stack buffer and then copied out stall
@@ -50,8 +49,17 @@ fn decimal(out: &mut Vec<u8>, x: u64, width: usize, pad: u8) {
     // forwarded from the store buffer.
     let at = out.len();
     out.extend_from_slice(&[pad; 20]);
-    let buf = &mut out[at..];
-    let mut i = len;
+    place_digits(&mut out[at..at + len], x);
+    out.truncate(at + len);
+}
+
+fn digits(x: u64) -> usize {
+    x.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Writes `x`'s digits at the end of `buf`, which must have room.
+fn place_digits(buf: &mut [u8], x: u64) {
+    let mut i = buf.len();
     let mut n = x;
     while n >= 100 {
         let d = 2 * (n % 100) as usize;
@@ -65,7 +73,15 @@ fn decimal(out: &mut Vec<u8>, x: u64, width: usize, pad: u8) {
     } else {
         buf[i - 1] = b'0' + n as u8;
     }
-    out.truncate(at + len);
+}
+
+/// `x` in decimal, for writers that go through `core::fmt`, where
+/// formatting integers costs several times this.
+pub fn decimal_str(x: u64, buf: &mut [u8; 20]) -> &str {
+    let buf = &mut buf[..digits(x)];
+    place_digits(buf, x);
+    // Only ASCII digits were written.
+    core::str::from_utf8(buf).unwrap_or("?")
 }
 
 fn signed(out: &mut Vec<u8>, x: i64) {
@@ -419,6 +435,9 @@ mod tests {
             assert_eq!(text(|o| decimal(o, x, 9, b'0')), format!("{x:09}"));
             assert_eq!(text(|o| decimal(o, x, 8, b' ')), format!("{x:8}"));
             assert_eq!(text(|o| hex(o, x)), format!("{x:#x}"));
+        }
+        for x in cases {
+            assert_eq!(decimal_str(x, &mut [0; 20]), format!("{x}"));
         }
         for x in [0i64, -1, -1000, i64::MIN, i64::MAX] {
             assert_eq!(text(|o| signed(o, x)), format!("{x}"));

@@ -1,0 +1,498 @@
+//! `crashring extract --format tracedat -o FILE`: trace-cmd's `trace.dat`
+//! version 6, for `trace-cmd report` and KernelShark (trace-cmd.dat.v6(5);
+//! research notes output-formats.md §3).
+//!
+//! - Each ring stream is a "CPU" of the file: kernel streams keep their
+//!   CPU number, user streams come after the highest one, and their pid
+//!   and name go into the saved command lines.
+//! - Each event type becomes an event of the `crashring` system, with
+//!   tracefs-style format text: the four common fields, then the type's
+//!   fields (fixed ones in place, strings as `__data_loc`), and a print
+//!   format that prints `name=value` like `crashring extract`'s text.
+//!   Byte arrays are stored as their hex text. Records whose type is
+//!   unknown or whose payload does not fit become `crashring_raw`
+//!   (type id and payload in hex), so nothing decoded is left out.
+//! - Events are re-encoded into 4 KiB ring-buffer pages. The first page
+//!   after a loss carries the missed-events flag and the count, which
+//!   `trace-cmd report` shows as `[N EVENTS DROPPED]`. Gaps of 2^27 ns or
+//!   more get a time-extend record.
+//! - As in the CTF writer, an event older than its predecessor is written
+//!   at its predecessor's time and counted.
+//!
+//! The file depends only on the input.
+
+use crate::select::Selection;
+use pstore_ring::layout::STREAM_KERNEL_CPU;
+use pstore_ring::merge::Item;
+use pstore_ring::read::{Event, EventType, Region, StreamInfo, StreamTrace, Trace};
+use pstore_ring::schema::{FieldKind, Value};
+use std::fmt::Write as _;
+use std::io::{self, Seek, SeekFrom, Write};
+
+const PAGE: usize = 4096;
+/// Page header: `u64` timestamp, `u64` commit (flags in the high bits).
+const PAGE_HEADER: usize = 16;
+/// `commit` flags: events were lost before this page, and their count is
+/// stored as a `u64` after the page's data.
+const MISSED_EVENTS: u64 = 1 << 31;
+const MISSED_STORED: u64 = 1 << 30;
+/// Event header `type_len` values.
+const TIME_EXTEND: u32 = 30;
+const MAX_DATA_TYPE_LEN: usize = 28;
+const DELTA_BITS: u32 = 27;
+/// The event id of records shown raw; schema ids are 0..=255.
+const RAW_ID: u16 = 256;
+const SYSTEM: &str = "crashring";
+
+const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:1;\n";
+
+const HEADER_EVENT: &str = "# compressed entry header\n\
+\ttype_len    :    5 bits\n\
+\ttime_delta  :   27 bits\n\
+\tarray       :   32 bits\n\
+\n\
+\tpadding     : type == 29\n\
+\ttime_extend : type == 30\n\
+\ttime_stamp : type == 31\n\
+\tdata max type_len  == 28\n";
+
+/// What was written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub events: u64,
+    /// Events the missed-events counts account for.
+    pub lost: u64,
+    /// Events moved forward in time to keep their stream monotonic.
+    pub clamped: u64,
+}
+
+/// The CPU number each stream gets in the file.
+fn cpu_numbers(streams: &[&StreamTrace]) -> Vec<u32> {
+    let first_user = streams
+        .iter()
+        .filter(|s| s.info.kind == STREAM_KERNEL_CPU)
+        .map(|s| u32::from(s.info.cpu) + 1)
+        .max()
+        .unwrap_or(0);
+    let mut next_user = first_user;
+    streams
+        .iter()
+        .map(|s| {
+            if s.info.kind == STREAM_KERNEL_CPU {
+                u32::from(s.info.cpu)
+            } else {
+                next_user += 1;
+                next_user - 1
+            }
+        })
+        .collect()
+}
+
+/// Writes the events of `trace` that `selection` admits as a trace.dat
+/// file.
+pub fn write(
+    out: &mut (impl Write + Seek),
+    region: &Region,
+    trace: &Trace,
+    selection: &Selection,
+) -> io::Result<Written> {
+    let streams: Vec<&StreamTrace> = trace
+        .streams
+        .iter()
+        .filter(|st| {
+            selection
+                .cpu
+                .is_none_or(|c| st.info.kind == STREAM_KERNEL_CPU && st.info.cpu == c)
+        })
+        .collect();
+    let cpus = cpu_numbers(&streams);
+    let cpu_count = cpus.iter().max().map_or(0, |m| m + 1);
+
+    let mut h = Vec::with_capacity(64 << 10);
+    h.extend_from_slice(b"\x17\x08\x44tracing6\0");
+    h.push(0); // little-endian
+    h.push(8); // long size
+    h.extend_from_slice(&(PAGE as u32).to_le_bytes());
+    h.extend_from_slice(b"header_page\0");
+    h.extend_from_slice(&(HEADER_PAGE.len() as u64).to_le_bytes());
+    h.extend_from_slice(HEADER_PAGE.as_bytes());
+    h.extend_from_slice(b"header_event\0");
+    h.extend_from_slice(&(HEADER_EVENT.len() as u64).to_le_bytes());
+    h.extend_from_slice(HEADER_EVENT.as_bytes());
+    h.extend_from_slice(&0u32.to_le_bytes()); // ftrace's own formats
+    let formats: Vec<String> = region
+        .schema
+        .types()
+        .map(format_text)
+        .chain([raw_format_text()])
+        .collect();
+    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(SYSTEM.as_bytes());
+    h.push(0);
+    h.extend_from_slice(&(formats.len() as u32).to_le_bytes());
+    for f in &formats {
+        h.extend_from_slice(&(f.len() as u64).to_le_bytes());
+        h.extend_from_slice(f.as_bytes());
+    }
+    h.extend_from_slice(&0u32.to_le_bytes()); // kallsyms
+    h.extend_from_slice(&0u32.to_le_bytes()); // printk formats
+    let cmdlines = cmdlines(&streams);
+    h.extend_from_slice(&(cmdlines.len() as u64).to_le_bytes());
+    h.extend_from_slice(cmdlines.as_bytes());
+    h.extend_from_slice(&cpu_count.to_le_bytes());
+    h.extend_from_slice(b"options  \0");
+    h.extend_from_slice(&0u16.to_le_bytes()); // no options
+    h.extend_from_slice(b"flyrecord\0");
+    // The table of (offset, size) per CPU follows; data starts on a page.
+    let table_at = h.len() as u64;
+    let data_at = (table_at + 16 * u64::from(cpu_count)).next_multiple_of(PAGE as u64);
+    h.resize(data_at as usize, 0);
+    out.write_all(&h)?;
+
+    let mut table = vec![(0u64, 0u64); cpu_count as usize];
+    let mut written = Written::default();
+    let mut at = data_at;
+    for (st, cpu) in streams.iter().zip(&cpus) {
+        let mut pages = Pages::new(region, selection, &mut written);
+        pages.stream(st, &mut *out)?;
+        let size = pages.count * PAGE as u64;
+        table[*cpu as usize] = (if size > 0 { at } else { 0 }, size);
+        at += size;
+    }
+    out.seek(SeekFrom::Start(table_at))?;
+    let mut t = Vec::with_capacity(table.len() * 16);
+    for (offset, size) in table {
+        t.extend_from_slice(&offset.to_le_bytes());
+        t.extend_from_slice(&size.to_le_bytes());
+    }
+    out.write_all(&t)?;
+    out.seek(SeekFrom::Start(at))?;
+    Ok(written)
+}
+
+/// `pid comm` lines for the user streams.
+fn cmdlines(streams: &[&StreamTrace]) -> String {
+    let mut s = String::new();
+    for st in streams {
+        let i: &StreamInfo = &st.info;
+        if i.kind != STREAM_KERNEL_CPU && i.pid != 0 {
+            let name: String = i
+                .label()
+                .chars()
+                .map(|c| {
+                    if c.is_whitespace() || c.is_control() {
+                        '_'
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            let _ = writeln!(s, "{} {name}", i.pid);
+        }
+    }
+    s
+}
+
+const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
+/// Bytes of the common fields every record starts with.
+const COMMON_SIZE: usize = 8;
+
+/// (C type, size, signed, printf conversion) of a fixed-size field kind;
+/// `None` for the kinds stored as `__data_loc` strings.
+fn c_type(kind: FieldKind) -> Option<(String, usize, bool, &'static str)> {
+    let t = |c: &str, size, signed, conv| Some((c.to_string(), size, signed, conv));
+    match kind {
+        FieldKind::U8 => t("unsigned char", 1, false, "%u"),
+        FieldKind::U16 => t("unsigned short", 2, false, "%u"),
+        FieldKind::U32 => t("unsigned int", 4, false, "%u"),
+        FieldKind::U64 => t("unsigned long long", 8, false, "%llu"),
+        FieldKind::I8 => t("signed char", 1, true, "%d"),
+        FieldKind::I16 => t("short", 2, true, "%d"),
+        FieldKind::I32 => t("int", 4, true, "%d"),
+        FieldKind::I64 => t("long long", 8, true, "%lld"),
+        FieldKind::Ptr => t("unsigned long", 8, false, "0x%lx"),
+        FieldKind::Chars(n) => Some((format!("char[{n}]"), usize::from(n), true, "\"%s\"")),
+        FieldKind::Str | FieldKind::Bytes => None,
+    }
+}
+
+/// A type's format text, as tracefs shows `events/<system>/<name>/format`.
+fn format_text(t: &EventType) -> String {
+    let mut f = format!("name: {}\nID: {}\nformat:\n{COMMON}", t.name, t.id);
+    let mut offset = COMMON_SIZE;
+    let mut print = String::new();
+    let mut args = String::new();
+    for (i, field) in t.fields.iter().enumerate() {
+        let name = &field.name;
+        let (conv, arg) = match c_type(field.kind) {
+            Some((c, size, signed, conv)) => {
+                let decl = match c.split_once('[') {
+                    Some((base, dim)) => format!("{base} {name}[{dim}"),
+                    None => format!("{c} {name}"),
+                };
+                let _ = writeln!(
+                    f,
+                    "\tfield:{decl};\toffset:{offset};\tsize:{size};\tsigned:{};",
+                    u8::from(signed)
+                );
+                offset += size;
+                (conv, format!("REC->{name}"))
+            }
+            None => {
+                let _ = writeln!(
+                    f,
+                    "\tfield:__data_loc char[] {name};\toffset:{offset};\tsize:4;\tsigned:1;"
+                );
+                offset += 4;
+                let conv = if field.kind == FieldKind::Str {
+                    "\"%s\""
+                } else {
+                    "%s"
+                };
+                (conv, format!("__get_str({name})"))
+            }
+        };
+        let sep = if i == 0 { "" } else { " " };
+        let _ = write!(print, "{sep}{name}={conv}");
+        let _ = write!(args, ", {arg}");
+    }
+    let _ = write!(f, "\nprint fmt: \"{}\"{args}\n", print.replace('"', "\\\""));
+    f
+}
+
+fn raw_format_text() -> String {
+    format!(
+        "name: crashring_raw\nID: {RAW_ID}\nformat:\n{COMMON}\
+         \tfield:unsigned char type_id;\toffset:8;\tsize:1;\tsigned:0;\n\
+         \tfield:__data_loc char[] payload;\toffset:9;\tsize:4;\tsigned:1;\n\n\
+         print fmt: \"type_id=%u payload=%s\", REC->type_id, __get_str(payload)\n"
+    )
+}
+
+/// Encodes one event's record: common fields, fixed fields, then the
+/// `__data_loc` data; a payload that does not fit its type is encoded as
+/// `crashring_raw`.
+fn record(region: &Region, e: &Event, pid: u32, out: &mut Vec<u8>) {
+    out.clear();
+    let ty = region.schema.get(e.type_id);
+    let values = ty.and_then(|t| t.decode(e.payload, region.header.endian).ok());
+    let common = |out: &mut Vec<u8>, id: u16| {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&pid.to_le_bytes());
+    };
+    let (Some(t), Some(values)) = (ty, values) else {
+        common(out, RAW_ID);
+        out.push(e.type_id);
+        let mut hex = Vec::with_capacity(2 + 2 * e.payload.len() + 1);
+        pstore_ring::text::hex_bytes(&mut hex, e.payload);
+        hex.push(0);
+        let loc_at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        place_dynamic(out, loc_at, &hex);
+        return;
+    };
+    common(out, u16::from(e.type_id));
+    // Fixed part first; dynamic data after it, located by offset.
+    let mut dynamic: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (f, v) in t.fields.iter().zip(&values) {
+        match *v {
+            Value::Unsigned(x) | Value::Ptr(x) => {
+                let size = c_type(f.kind).map_or(8, |c| c.1);
+                out.extend_from_slice(&x.to_le_bytes()[..size]);
+            }
+            Value::Signed(x) => {
+                let size = c_type(f.kind).map_or(8, |c| c.1);
+                out.extend_from_slice(&x.to_le_bytes()[..size]);
+            }
+            Value::Chars(s) => {
+                let n = c_type(f.kind).map_or(s.len(), |c| c.1);
+                let mut chars = s.to_vec();
+                chars.resize(n, 0);
+                // A full array has no NUL; readers stop at the size.
+                out.extend_from_slice(&chars);
+            }
+            Value::Str(s) => {
+                let mut data = s.to_vec();
+                data.push(0);
+                dynamic.push((out.len(), data));
+                out.extend_from_slice(&[0; 4]);
+            }
+            Value::Bytes(s) => {
+                let mut data = Vec::with_capacity(2 + 2 * s.len() + 1);
+                pstore_ring::text::hex_bytes(&mut data, s);
+                data.push(0);
+                dynamic.push((out.len(), data));
+                out.extend_from_slice(&[0; 4]);
+            }
+        }
+    }
+    for (loc_at, data) in dynamic {
+        place_dynamic(out, loc_at, &data);
+    }
+}
+
+/// Appends `data` and points the `__data_loc` word at `loc_at` to it:
+/// length in the high half, offset from the record's start in the low.
+fn place_dynamic(out: &mut Vec<u8>, loc_at: usize, data: &[u8]) {
+    let len = data.len().min(0xffff);
+    let loc = ((len as u32) << 16) | (out.len() as u32 & 0xffff);
+    out[loc_at..loc_at + 4].copy_from_slice(&loc.to_le_bytes());
+    out.extend_from_slice(&data[..len]);
+}
+
+/// Builds and writes one stream's ring-buffer pages.
+struct Pages<'w, 'r, 'a> {
+    region: &'r Region<'a>,
+    selection: &'r Selection,
+    written: &'w mut Written,
+    page: Vec<u8>,
+    /// Time of the last event written to the page (the page's own time
+    /// before the first).
+    last_ts: u64,
+    /// Events lost before the next page.
+    missed: u64,
+    count: u64,
+}
+
+impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
+    fn new(region: &'r Region<'a>, selection: &'r Selection, written: &'w mut Written) -> Self {
+        Pages {
+            region,
+            selection,
+            written,
+            page: Vec::with_capacity(PAGE),
+            last_ts: 0,
+            missed: 0,
+            count: 0,
+        }
+    }
+
+    fn stream(&mut self, st: &StreamTrace, out: &mut impl Write) -> io::Result<()> {
+        let pid = if st.info.kind == STREAM_KERNEL_CPU {
+            0
+        } else {
+            st.info.pid
+        };
+        let mut losses = st.losses.iter().peekable();
+        let mut rec = Vec::with_capacity(256);
+        for e in &st.events {
+            while let Some(l) = losses.next_if(|l| l.at_index <= e.index) {
+                if self.selection.admits(&Item::Loss(l), self.region) {
+                    // The events after a loss start a page that says so.
+                    self.flush(out)?;
+                    self.missed = self.missed.saturating_add(l.events);
+                }
+            }
+            if !self.selection.admits(&Item::Event(e), self.region) {
+                continue;
+            }
+            record(self.region, e, pid, &mut rec);
+            self.event(e.ts, &rec, out)?;
+        }
+        let rest = losses
+            .filter(|l| self.selection.admits(&Item::Loss(l), self.region))
+            .fold(0u64, |n, l| n.saturating_add(l.events));
+        self.missed = self.missed.saturating_add(rest);
+        if self.missed > 0 && self.page.is_empty() {
+            // Losses after the last event: an empty page reports them.
+            self.start(self.last_ts);
+        }
+        self.flush(out)
+    }
+
+    fn start(&mut self, ts: u64) {
+        self.page.clear();
+        self.page.extend_from_slice(&ts.to_le_bytes());
+        self.page.extend_from_slice(&[0; 8]);
+        self.last_ts = ts;
+    }
+
+    /// Room left for records, keeping 8 bytes for a missed-events count.
+    fn room(&self) -> usize {
+        let reserve = if self.missed > 0 { 8 } else { 0 };
+        PAGE - reserve - self.page.len()
+    }
+
+    fn event(&mut self, ts: u64, rec: &[u8], out: &mut impl Write) -> io::Result<()> {
+        let ts = if ts < self.last_ts {
+            self.written.clamped += 1;
+            self.last_ts
+        } else {
+            ts
+        };
+        let padded = rec.len().next_multiple_of(4);
+        let header = if padded / 4 <= MAX_DATA_TYPE_LEN {
+            4
+        } else {
+            8
+        };
+        let need = |page: &Self| {
+            let extend = if ts - page.last_ts >= 1 << DELTA_BITS {
+                8
+            } else {
+                0
+            };
+            extend + header + padded
+        };
+        if self.page.is_empty() || need(self) > self.room() {
+            self.flush(out)?;
+            self.start(ts);
+        }
+        if need(self) > self.room() {
+            // Larger than a page can hold: counted as missed.
+            self.missed += 1;
+            return Ok(());
+        }
+        let mut delta = ts - self.last_ts;
+        if delta >= 1 << DELTA_BITS {
+            let low = (delta & ((1 << DELTA_BITS) - 1)) as u32;
+            self.page
+                .extend_from_slice(&(TIME_EXTEND | low << 5).to_le_bytes());
+            self.page
+                .extend_from_slice(&((delta >> DELTA_BITS) as u32).to_le_bytes());
+            delta = 0;
+        }
+        let delta = delta as u32;
+        if header == 4 {
+            self.page
+                .extend_from_slice(&((padded / 4) as u32 | delta << 5).to_le_bytes());
+        } else {
+            self.page.extend_from_slice(&(delta << 5).to_le_bytes());
+            self.page
+                .extend_from_slice(&((padded + 4) as u32).to_le_bytes());
+        }
+        self.page.extend_from_slice(rec);
+        self.page.resize(self.page.len() + padded - rec.len(), 0);
+        self.last_ts = ts;
+        self.written.events += 1;
+        Ok(())
+    }
+
+    /// Completes the page (commit, missed events) and writes it.
+    fn flush(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if self.page.is_empty() {
+            return Ok(());
+        }
+        let mut commit = (self.page.len() - PAGE_HEADER) as u64;
+        if self.missed > 0 {
+            let missed = self.missed;
+            commit |= MISSED_EVENTS | MISSED_STORED;
+            self.page.extend_from_slice(&missed.to_le_bytes());
+            self.written.lost = self.written.lost.saturating_add(missed);
+            self.missed = 0;
+        }
+        self.page[8..16].copy_from_slice(&commit.to_le_bytes());
+        self.page.resize(PAGE, 0);
+        out.write_all(&self.page)?;
+        self.page.clear();
+        self.count += 1;
+        Ok(())
+    }
+}

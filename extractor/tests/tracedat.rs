@@ -1,0 +1,207 @@
+//! `crashring extract --format tracedat` read back by `trace-cmd report`.
+
+mod common;
+
+use common::{crashring, reader, rich_image, write_tmp};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// Event lines as (CPU, name and fields) → their times in ns, from either tool: our
+/// text is `[cpu] secs.nanos: name: fields`, trace-cmd's (with -t)
+/// `comm-pid [cpu] secs.nanos: name:   fields`.
+fn events(text: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some((head, rest)) = line.split_once("] ") else {
+            continue;
+        };
+        // The user stream is the file's CPU after the kernel's two.
+        let cpu = match head.rsplit_once('[') {
+            Some((_, "weston")) => "002",
+            Some((_, cpu)) => cpu,
+            None => continue,
+        };
+        let Some((ts, event)) = rest.trim_start().split_once(": ") else {
+            continue;
+        };
+        let Some((secs, nanos)) = ts.split_once('.') else {
+            continue;
+        };
+        let (Ok(secs), Ok(nanos)) = (secs.parse::<u64>(), nanos.parse::<u64>()) else {
+            continue;
+        };
+        let Some((name, fields)) = event.split_once(':') else {
+            continue;
+        };
+        let key = format!("[{cpu}] {name}: {}", fields.trim_start());
+        out.entry(key)
+            .or_insert_with(Vec::new)
+            .push(secs * 1_000_000_000 + nanos);
+    }
+    for times in out.values_mut() {
+        times.sort();
+    }
+    out
+}
+
+#[test]
+fn trace_cmd_reports_the_events_and_losses_of_our_text_output() {
+    let Some(trace_cmd) = reader("trace-cmd") else {
+        return;
+    };
+    let image = write_tmp("rich-tracedat.bin", &rich_image());
+    let dat = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rich.dat");
+    let out = crashring(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format",
+        "tracedat",
+        "-o",
+        dat.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let clamped: usize = err
+        .lines()
+        .find_map(|l| {
+            l.split_once("region 0: ")?
+                .1
+                .strip_suffix(
+                    " events went back in time and were written at their predecessor's time",
+                )?
+                .parse()
+                .ok()
+        })
+        .expect("the backwards page is reported");
+
+    let report = Command::new(trace_cmd)
+        .args(["report", "-t", "-i"])
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let theirs_text = String::from_utf8(report.stdout).unwrap();
+    let ours_text =
+        String::from_utf8(crashring(&["extract", image.to_str().unwrap()]).stdout).unwrap();
+    // trace-cmd prints strings raw: compare the events whose text needs
+    // no escape, and count all of them.
+    let ours_all = events(&ours_text);
+    let theirs = events(&theirs_text);
+    let count = |m: &BTreeMap<String, Vec<u64>>| m.values().map(Vec::len).sum::<usize>();
+    assert_eq!(count(&theirs), count(&ours_all), "same number of events");
+    let mut moved = 0;
+    let mut compared = 0;
+    for (event, times) in ours_all.iter().filter(|(k, _)| !k.contains('\\')) {
+        let Some(their_times) = theirs.get(event) else {
+            panic!("trace-cmd lacks {event}");
+        };
+        assert_eq!(their_times.len(), times.len(), "{event}");
+        // Times only move forward; count ours that trace-cmd lacks.
+        let mut unmatched = their_times.clone();
+        for t in times {
+            match unmatched.iter().position(|u| u == t) {
+                Some(i) => {
+                    unmatched.swap_remove(i);
+                }
+                None => moved += 1,
+            }
+        }
+        assert!(
+            their_times.iter().sum::<u64>() >= times.iter().sum::<u64>(),
+            "{event} moved back in time"
+        );
+        compared += times.len();
+    }
+    assert!(compared > count(&ours_all) / 2, "only {compared} compared");
+    assert_eq!(moved, clamped);
+
+    // Every loss, as trace-cmd's "[N EVENTS DROPPED]".
+    let dropped: u64 = theirs_text
+        .lines()
+        .filter_map(|l| l.split_once(" [")?.1.strip_suffix(" EVENTS DROPPED]"))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum();
+    let jsonl = crashring(&["extract", image.to_str().unwrap(), "--format", "jsonl"]);
+    let lost: u64 = String::from_utf8(jsonl.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"loss\""))
+        .map(|l| {
+            let at = l.find("\"events\":").unwrap() + 9;
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(lost > 0);
+    assert_eq!(dropped, lost);
+}
+
+#[test]
+fn long_gaps_keep_their_nanoseconds_through_time_extends() {
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let Some(trace_cmd) = reader("trace-cmd") else {
+        return;
+    };
+    let specs = [StreamSpec::cpu(0)];
+    let cfg = RegionConfig {
+        page_size: 4096,
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 64 * 1024];
+    let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
+    let times = [
+        1_000u64,
+        134_217_728 + 1_000,
+        10_000_000_007,
+        3_600_000_000_123,
+    ];
+    {
+        let mut f = write::format(&mut mem, &cfg).unwrap();
+        let mut ws: Vec<_> = f.streams.by_ref().collect();
+        for (i, t) in times.iter().enumerate() {
+            let text = format!("gap {i}");
+            let v = [
+                Value::Unsigned(1),
+                Value::Chars(b"init"),
+                Value::Str(text.as_bytes()),
+            ];
+            ws[0].write_event(*t, marker, &v).unwrap();
+        }
+        ws[0].close();
+    }
+    let image = write_tmp("gaps-tracedat.bin", &mem);
+    let dat = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gaps.dat");
+    let out = crashring(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format",
+        "tracedat",
+        "-o",
+        dat.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = Command::new(trace_cmd)
+        .args(["report", "-t", "-i"])
+        .arg(&dat)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(report.stdout).unwrap();
+    let got: Vec<u64> = events(&text).into_values().flatten().collect();
+    let mut want = times.to_vec();
+    want.sort();
+    let mut got_sorted = got.clone();
+    got_sorted.sort();
+    assert_eq!(got_sorted, want, "{text}");
+}
