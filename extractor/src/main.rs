@@ -322,27 +322,24 @@ fn run(cli: Cli) -> Result<u8> {
                 bail!("this format is written with -o");
             };
             let mut out = BufWriter::with_capacity(1 << 16, sink);
-            let mut bad = false;
-            for (n, f) in loaded.found.iter().enumerate() {
-                let region = parse(f, trust_of(&input))?;
-                let trace = extractor::decode::decode(&region);
-                report_damage(n, f, &trace);
-                bad |= damaged(f, &trace);
+            let several = loaded.found.len() > 1;
+            let bad = each_region(&loaded, &input, |n, f, region, trace| {
                 match lines {
-                    Format::Text if loaded.found.len() > 1 => {
+                    Format::Text if several => {
                         writeln!(out, "# region {n} at physical address {:#x}", f.addr)?;
                     }
-                    Format::Chrome => extractor::chrome::begin(&mut out, &region, &trace, n)?,
-                    Format::Perfetto => extractor::perfetto::begin(&mut out, &trace, n)?,
+                    Format::Chrome => extractor::chrome::begin(&mut out, region, trace, n)?,
+                    Format::Perfetto => extractor::perfetto::begin(&mut out, trace, n)?,
                     _ => {}
                 }
-                write_items(&mut out, &region, &trace, &selection, lines, n)?;
-            }
+                write_items(&mut out, region, trace, &selection, lines, n)?;
+                Ok(())
+            })?;
             if lines == Format::Chrome {
                 extractor::chrome::end(&mut out)?;
             }
             out.flush()?;
-            Ok(u8::from(bad))
+            Ok(bad)
         }
         Cmd::Info { input, json, pages } => {
             let loaded = load(&input)?;
@@ -371,12 +368,8 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Cmd::Verify { input } => {
             let loaded = load(&input)?;
-            let mut bad = false;
-            for (n, f) in loaded.found.iter().enumerate() {
-                let region = parse(f, trust_of(&input))?;
-                let trace = extractor::decode::decode(&region);
-                report_damage(n, f, &trace);
-                let state = if damaged(f, &trace) {
+            each_region(&loaded, &input, |n, f, _, trace| {
+                let state = if damaged(f, trace) {
                     "damaged"
                 } else {
                     "intact"
@@ -387,10 +380,37 @@ fn run(cli: Cli) -> Result<u8> {
                     trace.event_count(),
                     trace.lost_events()
                 );
-                bad |= damaged(f, &trace);
-            }
-            Ok(u8::from(bad))
+                Ok(())
+            })
         }
+    }
+}
+
+/// Parses and decodes every region found, reports its damage on stderr
+/// and hands it to `each` with its index; returns 1 if any was damaged.
+fn each_region(
+    loaded: &Loaded,
+    input: &InputArgs,
+    mut each: impl FnMut(usize, &Found, &Region, &Trace) -> Result<()>,
+) -> Result<u8> {
+    let mut bad = false;
+    for (n, f) in loaded.found.iter().enumerate() {
+        let region = parse(f, trust_of(input))?;
+        let trace = extractor::decode::decode(&region);
+        report_damage(n, f, &trace);
+        bad |= damaged(f, &trace);
+        each(n, f, &region, &trace)?;
+    }
+    Ok(u8::from(bad))
+}
+
+/// Says how many events a writer moved forward in time: trace formats
+/// need each stream's times never to go back.
+fn report_clamped(n: usize, clamped: u64) {
+    if clamped > 0 {
+        eprintln!(
+            "crashring: region {n}: {clamped} events went back in time and were written at their predecessor's time (trace readers stop on a backwards event)"
+        );
     }
 }
 
@@ -402,39 +422,28 @@ fn write_tracedat(
     path: &Path,
     selection: &Selection,
 ) -> Result<u8> {
-    let mut bad = false;
-    for (n, f) in loaded.found.iter().enumerate() {
-        let region = parse(f, trust_of(input))?;
-        let trace = extractor::decode::decode(&region);
-        report_damage(n, f, &trace);
-        bad |= damaged(f, &trace);
-        let out = if loaded.found.len() == 1 {
-            path.to_path_buf()
-        } else {
-            let mut name = path.as_os_str().to_owned();
-            name.push(format!(".{n}"));
-            PathBuf::from(name)
-        };
+    let several = loaded.found.len() > 1;
+    each_region(loaded, input, |n, _, region, trace| {
+        let mut out = path.as_os_str().to_owned();
+        if several {
+            out.push(format!(".{n}"));
+        }
+        let out = PathBuf::from(out);
         let file = extractor::output::create_private(&out)
             .with_context(|| format!("creating {}", out.display()))?;
         let mut w = io::BufWriter::with_capacity(1 << 16, file);
-        let written = extractor::tracedat::write(&mut w, &region, &trace, selection)
+        let written = extractor::tracedat::write(&mut w, region, trace, selection)
             .and_then(|written| w.flush().map(|()| written))
             .with_context(|| format!("writing {}", out.display()))?;
-        if written.clamped > 0 {
-            eprintln!(
-                "crashring: region {n}: {} events went back in time and were written at their predecessor's time",
-                written.clamped
-            );
-        }
+        report_clamped(n, written.clamped);
         eprintln!(
             "crashring: region {n}: wrote {} events and {} dropped to {}",
             written.events,
             written.lost,
             out.display()
         );
-    }
-    Ok(u8::from(bad))
+        Ok(())
+    })
 }
 
 /// `extract --format ctf`: one trace per region, in `dir` itself when
@@ -445,26 +454,17 @@ fn write_traces(
     dir: &Path,
     selection: &Selection,
 ) -> Result<u8> {
-    let mut bad = false;
-    for (n, f) in loaded.found.iter().enumerate() {
-        let region = parse(f, trust_of(input))?;
-        let trace = extractor::decode::decode(&region);
-        report_damage(n, f, &trace);
-        bad |= damaged(f, &trace);
-        let out = if loaded.found.len() == 1 {
-            dir.to_path_buf()
-        } else {
+    let several = loaded.found.len() > 1;
+    let source = loaded.dump.container.to_string();
+    each_region(loaded, input, |n, _, region, trace| {
+        let out = if several {
             dir.join(format!("region-{n}"))
+        } else {
+            dir.to_path_buf()
         };
-        let source = loaded.dump.container.to_string();
-        let w = extractor::ctf::write(&out, &region, &trace, selection, &source, n)
+        let w = extractor::ctf::write(&out, region, trace, selection, &source, n)
             .with_context(|| format!("writing a CTF trace to {}", out.display()))?;
-        if w.clamped > 0 {
-            eprintln!(
-                "crashring: region {n}: {} events went back in time and were written at their predecessor's time (CTF readers stop on a backwards event)",
-                w.clamped
-            );
-        }
+        report_clamped(n, w.clamped);
         eprintln!(
             "crashring: region {n}: wrote {} events and {} discarded to {} ({} files)",
             w.events,
@@ -472,8 +472,8 @@ fn write_traces(
             out.display(),
             w.files.len()
         );
-    }
-    Ok(u8::from(bad))
+        Ok(())
+    })
 }
 
 fn trust_of(input: &InputArgs) -> HeaderTrust {

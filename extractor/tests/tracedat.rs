@@ -65,13 +65,9 @@ fn trace_cmd_reports_the_events_and_losses_of_our_text_output() {
     let clamped: usize = err
         .lines()
         .find_map(|l| {
-            l.split_once("region 0: ")?
-                .1
-                .strip_suffix(
-                    " events went back in time and were written at their predecessor's time",
-                )?
-                .parse()
-                .ok()
+            let (n, rest) = l.split_once("region 0: ")?.1.split_once(' ')?;
+            rest.starts_with("events went back in time")
+                .then(|| n.parse().ok())?
         })
         .expect("the backwards page is reported");
 
