@@ -22,7 +22,7 @@ use extractor::discover;
 use extractor::output::{write_items, Format};
 use extractor::select::Selection;
 use extractor::source::FileSource;
-use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::read::{HeaderTrust, Region, Trace};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::fs::File;
@@ -307,67 +307,68 @@ fn memory_bench(dir: &Path, region: &[u8]) {
 /// Each file writer on the dense region (parse, decode and write to the
 /// scratch directory), against babeltrace2 converting the same CTF trace
 /// to text, which is the reference reader's own speed on our output.
+/// Median time of parsing and decoding `region` and writing it with
+/// `write` to a file at `path` (which the CTF writer, making its own
+/// files, leaves empty).
+fn time_writer(
+    region: &[u8],
+    path: &Path,
+    mut write: impl FnMut(&Region, &Trace, &mut BufWriter<File>),
+) -> Duration {
+    median(RUNS, || {
+        let start = Instant::now();
+        let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
+            .expect("bench region parses");
+        let trace = extractor::decode::decode(&region);
+        let file = File::create(path).expect("creating the output");
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        write(&region, &trace, &mut out);
+        out.flush().expect("writing the output");
+        start.elapsed()
+    })
+}
+
+/// Each file writer on the dense region (parse, decode and write to the
+/// scratch directory), against babeltrace2 converting the same CTF trace
+/// to text, which is the reference reader's own speed on our output.
 fn writers_bench(dir: &Path, region: &[u8]) {
     let parsed = Region::parse(region, HeaderTrust::Checksummed).expect("bench region parses");
     let events = parsed.decode().event_count() as u64;
     println!("\nwriters: the dense region, {events} events, written to files");
     let out = dir.join("bench-ctf");
-    let d = median(RUNS, || {
+    let file = dir.join("bench-trace");
+    let all = Selection::default();
+    let d = time_writer(region, &file, |region, trace, _| {
         let _ = std::fs::remove_dir_all(&out);
-        let start = Instant::now();
-        let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
-            .expect("bench region parses");
-        let trace = extractor::decode::decode(&region);
-        extractor::ctf::write(&out, &region, &trace, &Selection::default(), "bench", 0)
-            .expect("writing the CTF trace");
-        start.elapsed()
+        extractor::ctf::write(&out, region, trace, &all, "bench", 0).expect("writing CTF");
     });
     let ctf = per_sec(events, d);
     println!("  parse + decode + CTF: {:.1} M events/s", ctf / 1e6);
-    let timeline = dir.join("bench-timeline");
     for format in [Format::Perfetto, Format::Chrome] {
-        let d = median(RUNS, || {
-            let start = Instant::now();
-            let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
-                .expect("bench region parses");
-            let trace = extractor::decode::decode(&region);
-            let file = File::create(&timeline).expect("creating the output");
-            let mut out = BufWriter::with_capacity(1 << 16, file);
+        let d = time_writer(region, &file, |region, trace, out| {
             if format == Format::Perfetto {
-                extractor::perfetto::begin(&mut out, &trace, 0).expect("writing");
+                extractor::perfetto::begin(out, trace, 0).expect("writing");
             } else {
-                extractor::chrome::begin(&mut out, &region, &trace, 0).expect("writing");
+                extractor::chrome::begin(out, region, trace, 0).expect("writing");
             }
-            write_items(&mut out, &region, &trace, &Selection::default(), format, 0)
-                .expect("writing the trace");
+            write_items(out, region, trace, &all, format, 0).expect("writing the trace");
             if format == Format::Chrome {
-                extractor::chrome::end(&mut out).expect("writing");
+                extractor::chrome::end(out).expect("writing");
             }
-            out.flush().expect("writing the output");
-            start.elapsed()
         });
         println!(
             "  parse + decode + {format:?}: {:.1} M events/s",
             per_sec(events, d) / 1e6
         );
     }
-    let d = median(RUNS, || {
-        let start = Instant::now();
-        let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
-            .expect("bench region parses");
-        let trace = extractor::decode::decode(&region);
-        let file = File::create(&timeline).expect("creating the output");
-        let mut out = BufWriter::with_capacity(1 << 16, file);
-        extractor::tracedat::write(&mut out, &region, &trace, &Selection::default())
-            .expect("writing the trace.dat");
-        out.flush().expect("writing the output");
-        start.elapsed()
+    let d = time_writer(region, &file, |region, trace, out| {
+        extractor::tracedat::write(out, region, trace, &all).expect("writing the trace.dat");
     });
     println!(
         "  parse + decode + trace.dat: {:.1} M events/s",
         per_sec(events, d) / 1e6
     );
-    let _ = std::fs::remove_file(&timeline);
+    let _ = std::fs::remove_file(&file);
     let bt = median(3, || {
         let start = Instant::now();
         let status = Command::new("babeltrace2")

@@ -77,15 +77,7 @@ pub fn write(
         files: vec![PathBuf::from("metadata")],
         ..Written::default()
     };
-    let streams: Vec<&StreamTrace> = trace
-        .streams
-        .iter()
-        .filter(|st| {
-            selection
-                .cpu
-                .is_none_or(|c| st.info.kind == STREAM_KERNEL_CPU && st.info.cpu == c)
-        })
-        .collect();
+    let streams = selection.streams(trace);
     let has_user = streams.iter().any(|st| st.info.kind != STREAM_KERNEL_CPU);
     // Stream files are independent: one per core at a time.
     let parts = crate::parallel::map(&streams, |st| {

@@ -3,7 +3,7 @@
 
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::Region;
+use pstore_ring::read::{Region, StreamTrace, Trace};
 
 /// A filter over merged items. Losses pass the CPU and time filters like
 /// events but are never filtered by type: a loss may have held any type.
@@ -16,6 +16,18 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// The streams `--cpu` leaves, for writers that go stream by stream.
+    pub fn streams<'t, 'a>(&self, trace: &'t Trace<'a>) -> Vec<&'t StreamTrace<'a>> {
+        trace
+            .streams
+            .iter()
+            .filter(|st| {
+                self.cpu
+                    .is_none_or(|c| st.info.kind == STREAM_KERNEL_CPU && st.info.cpu == c)
+            })
+            .collect()
+    }
+
     pub fn admits(&self, item: &Item<'_, '_>, region: &Region<'_>) -> bool {
         let info = region.streams.iter().find(|s| s.index == item.stream());
         if let Some(cpu) = self.cpu {

@@ -99,15 +99,7 @@ pub fn write(
     trace: &Trace,
     selection: &Selection,
 ) -> io::Result<Written> {
-    let streams: Vec<&StreamTrace> = trace
-        .streams
-        .iter()
-        .filter(|st| {
-            selection
-                .cpu
-                .is_none_or(|c| st.info.kind == STREAM_KERNEL_CPU && st.info.cpu == c)
-        })
-        .collect();
+    let streams = selection.streams(trace);
     let cpus = cpu_numbers(&streams);
     let cpu_count = cpus.iter().max().map_or(0, |m| m + 1);
 

@@ -3,43 +3,8 @@
 
 mod common;
 
-use common::{crashring, reader, rich_image, write_tmp};
-use std::path::Path;
+use common::{crashring, extract_to, jsonl_totals, reader, rich_image, write_tmp};
 use std::process::Command;
-
-/// Event and loss totals of `crashring extract --format jsonl`.
-fn jsonl_counts(image: &Path) -> (usize, u64) {
-    let out = crashring(&["extract", image.to_str().unwrap(), "--format", "jsonl"]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    let events = text
-        .lines()
-        .filter(|l| l.contains("\"kind\":\"event\""))
-        .count();
-    let lost = text
-        .lines()
-        .filter(|l| l.contains("\"kind\":\"loss\""))
-        .map(|l| {
-            let at = l.find("\"events\":").unwrap() + 9;
-            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
-            digits.parse::<u64>().unwrap()
-        })
-        .sum();
-    (events, lost)
-}
-
-fn extract_ctf(image: &Path, name: &str) -> (std::process::Output, std::path::PathBuf) {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = crashring(&[
-        "extract",
-        image.to_str().unwrap(),
-        "--format",
-        "ctf",
-        "-o",
-        dir.to_str().unwrap(),
-    ]);
-    (out, dir)
-}
 
 /// The sum of N over babeltrace2's "discarded N events" warnings, and how
 /// many packets it says were discarded.
@@ -62,7 +27,7 @@ fn babeltrace2_reads_every_event_and_every_loss() {
         return;
     };
     let image = write_tmp("rich-ctf.bin", &rich_image());
-    let (out, dir) = extract_ctf(&image, "rich-ctf");
+    let (out, dir) = extract_to(&image, "ctf", "rich-ctf");
     let err = String::from_utf8_lossy(&out.stderr);
     // The corrupt page is damage; the backwards page is clamped, and said.
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -72,7 +37,7 @@ fn babeltrace2_reads_every_event_and_every_loss() {
     let text = String::from_utf8(read.stdout).unwrap();
     let warnings = String::from_utf8(read.stderr).unwrap();
     assert!(read.status.success(), "babeltrace2 failed: {warnings}");
-    let (events, lost) = jsonl_counts(&image);
+    let (events, _, lost) = jsonl_totals(&image);
     assert!(events > 150 && lost > 0, "{events} events, {lost} lost");
     assert_eq!(text.lines().filter(|l| l.starts_with('[')).count(), events);
     assert_eq!(discarded(&warnings), (lost, 1), "{warnings}");
@@ -118,8 +83,8 @@ fn babeltrace2_reads_every_event_and_every_loss() {
 fn the_same_input_gives_the_same_bytes_in_private_files() {
     use std::os::unix::fs::PermissionsExt;
     let image = write_tmp("rich-ctf-twice.bin", &rich_image());
-    let (_, a) = extract_ctf(&image, "rich-ctf-a");
-    let (_, b) = extract_ctf(&image, "rich-ctf-b");
+    let (_, a) = extract_to(&image, "ctf", "rich-ctf-a");
+    let (_, b) = extract_to(&image, "ctf", "rich-ctf-b");
     let mut names: Vec<_> = std::fs::read_dir(&a)
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{crashring, reader, rich_image, write_tmp};
+use common::{extract_to, jsonl_totals, reader, rich_image, write_tmp};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -12,24 +12,8 @@ use std::process::{Command, Stdio};
 /// `PERFETTO_DESCRIPTOR`) from the Perfetto Python package.
 const PERFETTO_DESCRIPTOR: &str = "/usr/local/share/crashring/perfetto/perfetto_trace.desc";
 
-/// Event and loss item counts of `crashring extract --format jsonl`.
-fn jsonl_items(image: &Path) -> (usize, usize) {
-    let out = crashring(&["extract", image.to_str().unwrap(), "--format", "jsonl"]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    let count = |kind: &str| text.lines().filter(|l| l.contains(kind)).count();
-    (count("\"kind\":\"event\""), count("\"kind\":\"loss\""))
-}
-
 fn extract(image: &Path, format: &str, name: &str) -> std::path::PathBuf {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let out = crashring(&[
-        "extract",
-        image.to_str().unwrap(),
-        "--format",
-        format,
-        "-o",
-        path.to_str().unwrap(),
-    ]);
+    let (out, path) = extract_to(image, format, name);
     // The rich image has a corrupt page: recovered with damage.
     assert_eq!(
         out.status.code(),
@@ -75,7 +59,7 @@ fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
         .collect();
     assert!(unknown.is_empty(), "fields trace.proto lacks: {unknown:?}");
 
-    let (events, losses) = jsonl_items(&image);
+    let (events, losses, _) = jsonl_totals(&image);
     let count = |what: &str| text.lines().filter(|l| l.trim() == what).count();
     let generic = count("generic {");
     let instants = count("type: TYPE_INSTANT");
@@ -100,7 +84,7 @@ fn chrome_json_is_strict_json_with_every_event_and_loss() {
     let all: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let all = all.as_array().unwrap();
     let instants: Vec<_> = all.iter().filter(|e| e["ph"] == "i").collect();
-    let (events, losses) = jsonl_items(&image);
+    let (events, losses, _) = jsonl_totals(&image);
     assert_eq!(instants.len(), events + losses);
     let lost = instants.iter().filter(|e| e["cat"] == "loss").count();
     assert_eq!(lost, losses);

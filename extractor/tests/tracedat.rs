@@ -2,9 +2,8 @@
 
 mod common;
 
-use common::{crashring, reader, rich_image, write_tmp};
+use common::{crashring, extract_to, jsonl_totals, reader, rich_image, write_tmp};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 
 /// Event lines as (CPU, name and fields) → their times in ns, from either tool: our
@@ -51,15 +50,7 @@ fn trace_cmd_reports_the_events_and_losses_of_our_text_output() {
         return;
     };
     let image = write_tmp("rich-tracedat.bin", &rich_image());
-    let dat = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rich.dat");
-    let out = crashring(&[
-        "extract",
-        image.to_str().unwrap(),
-        "--format",
-        "tracedat",
-        "-o",
-        dat.to_str().unwrap(),
-    ]);
+    let (out, dat) = extract_to(&image, "tracedat", "rich.dat");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let clamped: usize = err
@@ -122,17 +113,7 @@ fn trace_cmd_reports_the_events_and_losses_of_our_text_output() {
         .filter_map(|l| l.split_once(" [")?.1.strip_suffix(" EVENTS DROPPED]"))
         .map(|n| n.parse::<u64>().unwrap())
         .sum();
-    let jsonl = crashring(&["extract", image.to_str().unwrap(), "--format", "jsonl"]);
-    let lost: u64 = String::from_utf8(jsonl.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("\"kind\":\"loss\""))
-        .map(|l| {
-            let at = l.find("\"events\":").unwrap() + 9;
-            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
-            digits.parse::<u64>().unwrap()
-        })
-        .sum();
+    let (_, _, lost) = jsonl_totals(&image);
     assert!(lost > 0);
     assert_eq!(dropped, lost);
 }
@@ -173,15 +154,7 @@ fn long_gaps_keep_their_nanoseconds_through_time_extends() {
         ws[0].close();
     }
     let image = write_tmp("gaps-tracedat.bin", &mem);
-    let dat = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gaps.dat");
-    let out = crashring(&[
-        "extract",
-        image.to_str().unwrap(),
-        "--format",
-        "tracedat",
-        "-o",
-        dat.to_str().unwrap(),
-    ]);
+    let (out, dat) = extract_to(&image, "tracedat", "gaps.dat");
     assert_eq!(
         out.status.code(),
         Some(0),

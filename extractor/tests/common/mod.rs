@@ -181,3 +181,41 @@ pub fn reader(name: &str) -> Option<PathBuf> {
     }
     found
 }
+
+/// What `crashring extract --format jsonl` finds in `image`: event items,
+/// loss items, and the events those losses count.
+pub fn jsonl_totals(image: &std::path::Path) -> (usize, usize, u64) {
+    let out = crashring(&["extract", image.to_str().unwrap(), "--format", "jsonl"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let events = text
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"event\""))
+        .count();
+    let losses: Vec<u64> = text
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"loss\""))
+        .map(|l| {
+            let at = l.find("\"events\":").unwrap() + 9;
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap()
+        })
+        .collect();
+    (events, losses.len(), losses.iter().sum())
+}
+
+/// Runs `crashring extract IMAGE --format FORMAT -o TMP/NAME`, removing
+/// what an earlier run left there.
+pub fn extract_to(image: &std::path::Path, format: &str, name: &str) -> (Output, PathBuf) {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&path);
+    let _ = std::fs::remove_file(&path);
+    let out = crashring(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format",
+        format,
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    (out, path)
+}
