@@ -272,71 +272,64 @@ fn raw_format_text() -> String {
 /// `crashring_raw`.
 fn record(region: &Region, e: &Event, pid: u32, out: &mut Vec<u8>) {
     out.clear();
+    let endian = region.header.endian;
     let ty = region.schema.get(e.type_id);
-    let values = ty.and_then(|t| t.decode(e.payload, region.header.endian).ok());
     let common = |out: &mut Vec<u8>, id: u16| {
         out.extend_from_slice(&id.to_le_bytes());
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&pid.to_le_bytes());
     };
-    let (Some(t), Some(values)) = (ty, values) else {
+    let Some(t) = ty.filter(|t| t.misfit(e.payload, endian).is_none()) else {
         common(out, RAW_ID);
         out.push(e.type_id);
-        let mut hex = Vec::with_capacity(2 + 2 * e.payload.len() + 1);
-        pstore_ring::text::hex_bytes(&mut hex, e.payload);
-        hex.push(0);
-        let loc_at = out.len();
         out.extend_from_slice(&[0; 4]);
-        place_dynamic(out, loc_at, &hex);
+        dynamic(out, 9, |out| pstore_ring::text::hex_bytes(out, e.payload));
         return;
     };
     common(out, u16::from(e.type_id));
-    // Fixed part first; dynamic data after it, located by offset.
-    let mut dynamic: Vec<(usize, Vec<u8>)> = Vec::new();
-    for (f, v) in t.fields.iter().zip(&values) {
-        match *v {
-            Value::Unsigned(x) | Value::Ptr(x) => {
-                let size = c_type(f.kind).map_or(8, |c| c.1);
-                out.extend_from_slice(&x.to_le_bytes()[..size]);
+    // The fixed part first, a placeholder for each `__data_loc`; then,
+    // decoding again rather than allocating, the dynamic data.
+    for (f, v) in t.fields.iter().zip(t.values(e.payload, endian)) {
+        let size = c_type(f.kind).map_or(4, |c| c.1);
+        match v {
+            Ok(Value::Unsigned(x) | Value::Ptr(x)) => {
+                out.extend_from_slice(&x.to_le_bytes()[..size])
             }
-            Value::Signed(x) => {
-                let size = c_type(f.kind).map_or(8, |c| c.1);
-                out.extend_from_slice(&x.to_le_bytes()[..size]);
+            Ok(Value::Signed(x)) => out.extend_from_slice(&x.to_le_bytes()[..size]),
+            // A full array has no NUL; readers stop at the size.
+            Ok(Value::Chars(s)) => {
+                let s = &s[..s.len().min(size)];
+                out.extend_from_slice(s);
+                out.resize(out.len() + size - s.len(), 0);
             }
-            Value::Chars(s) => {
-                let n = c_type(f.kind).map_or(s.len(), |c| c.1);
-                let mut chars = s.to_vec();
-                chars.resize(n, 0);
-                // A full array has no NUL; readers stop at the size.
-                out.extend_from_slice(&chars);
-            }
-            Value::Str(s) => {
-                let mut data = s.to_vec();
-                data.push(0);
-                dynamic.push((out.len(), data));
-                out.extend_from_slice(&[0; 4]);
-            }
-            Value::Bytes(s) => {
-                let mut data = Vec::with_capacity(2 + 2 * s.len() + 1);
-                pstore_ring::text::hex_bytes(&mut data, s);
-                data.push(0);
-                dynamic.push((out.len(), data));
-                out.extend_from_slice(&[0; 4]);
-            }
+            Ok(Value::Str(_) | Value::Bytes(_)) => out.extend_from_slice(&[0; 4]),
+            Err(_) => break,
         }
     }
-    for (loc_at, data) in dynamic {
-        place_dynamic(out, loc_at, &data);
+    let mut loc_at = COMMON_SIZE;
+    for (f, v) in t.fields.iter().zip(t.values(e.payload, endian)) {
+        match v {
+            Ok(Value::Str(s)) => dynamic(out, loc_at, |out| out.extend_from_slice(s)),
+            Ok(Value::Bytes(s)) => dynamic(out, loc_at, |out| pstore_ring::text::hex_bytes(out, s)),
+            _ => {}
+        }
+        loc_at += c_type(f.kind).map_or(4, |c| c.1);
     }
 }
 
-/// Appends `data` and points the `__data_loc` word at `loc_at` to it:
-/// length in the high half, offset from the record's start in the low.
-fn place_dynamic(out: &mut Vec<u8>, loc_at: usize, data: &[u8]) {
-    let len = data.len().min(0xffff);
-    let loc = ((len as u32) << 16) | (out.len() as u32 & 0xffff);
+/// Appends a `__data_loc` field's data (what `data` appends, then a NUL)
+/// and points the word at `loc_at` to it: length in the high half, offset
+/// from the record's start in the low.
+fn dynamic(out: &mut Vec<u8>, loc_at: usize, data: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    data(out);
+    out.push(0);
+    // A length that does not fit the word is cut (a record that long
+    // cannot fit a page anyway).
+    let len = (out.len() - start).min(0xffff);
+    out.truncate(start + len);
+    let loc = ((len as u32) << 16) | (start as u32 & 0xffff);
     out[loc_at..loc_at + 4].copy_from_slice(&loc.to_le_bytes());
-    out.extend_from_slice(&data[..len]);
 }
 
 /// Builds and writes one stream's ring-buffer pages.
