@@ -491,12 +491,8 @@ impl StreamWriter<'_, '_, '_> {
 
 /// Appends one field in the layout its TSDL declaration gives.
 fn field(p: &mut Vec<u8>, kind: FieldKind, v: &Value) {
-    let width = match kind {
-        FieldKind::U8 | FieldKind::I8 => 1,
-        FieldKind::U16 | FieldKind::I16 => 2,
-        FieldKind::U32 | FieldKind::I32 => 4,
-        _ => 8,
-    };
+    // Integers only: text and bytes are written below with their lengths.
+    let width = usize::from(kind.size()).clamp(1, 8);
     match *v {
         Value::Unsigned(x) | Value::Ptr(x) => p.extend_from_slice(&x.to_le_bytes()[..width]),
         Value::Signed(x) => p.extend_from_slice(&x.to_le_bytes()[..width]),

@@ -195,22 +195,31 @@ const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\ts
 /// Bytes of the common fields every record starts with.
 const COMMON_SIZE: usize = 8;
 
-/// (C type, size, signed, printf conversion) of a fixed-size field kind;
-/// `None` for the kinds stored as `__data_loc` strings.
-fn c_type(kind: FieldKind) -> Option<(String, usize, bool, &'static str)> {
-    let t = |c: &str, size, signed, conv| Some((c.to_string(), size, signed, conv));
-    match kind {
-        FieldKind::U8 => t("unsigned char", 1, false, "%u"),
-        FieldKind::U16 => t("unsigned short", 2, false, "%u"),
-        FieldKind::U32 => t("unsigned int", 4, false, "%u"),
-        FieldKind::U64 => t("unsigned long long", 8, false, "%llu"),
-        FieldKind::I8 => t("signed char", 1, true, "%d"),
-        FieldKind::I16 => t("short", 2, true, "%d"),
-        FieldKind::I32 => t("int", 4, true, "%d"),
-        FieldKind::I64 => t("long long", 8, true, "%lld"),
-        FieldKind::Ptr => t("unsigned long", 8, false, "0x%lx"),
-        FieldKind::Chars(n) => Some((format!("char[{n}]"), usize::from(n), true, "\"%s\"")),
-        FieldKind::Str | FieldKind::Bytes => None,
+/// (C type, signed, printf conversion) of a fixed-size field kind (an
+/// array of `char` for `chars`); `None` for the kinds stored as
+/// `__data_loc` strings.
+fn c_type(kind: FieldKind) -> Option<(&'static str, bool, &'static str)> {
+    Some(match kind {
+        FieldKind::U8 => ("unsigned char", false, "%u"),
+        FieldKind::U16 => ("unsigned short", false, "%u"),
+        FieldKind::U32 => ("unsigned int", false, "%u"),
+        FieldKind::U64 => ("unsigned long long", false, "%llu"),
+        FieldKind::I8 => ("signed char", true, "%d"),
+        FieldKind::I16 => ("short", true, "%d"),
+        FieldKind::I32 => ("int", true, "%d"),
+        FieldKind::I64 => ("long long", true, "%lld"),
+        FieldKind::Ptr => ("unsigned long", false, "0x%lx"),
+        FieldKind::Chars(_) => ("char", true, "\"%s\""),
+        FieldKind::Str | FieldKind::Bytes => return None,
+    })
+}
+
+/// Bytes a field takes in a record's fixed part: its width, or the
+/// `__data_loc` word of a string.
+fn stored_size(kind: FieldKind) -> usize {
+    match kind.size() {
+        0 => 4,
+        n => usize::from(n),
     }
 }
 
@@ -223,10 +232,11 @@ fn format_text(t: &EventType) -> String {
     for (i, field) in t.fields.iter().enumerate() {
         let name = &field.name;
         let (conv, arg) = match c_type(field.kind) {
-            Some((c, size, signed, conv)) => {
-                let decl = match c.split_once('[') {
-                    Some((base, dim)) => format!("{base} {name}[{dim}"),
-                    None => format!("{c} {name}"),
+            Some((c, signed, conv)) => {
+                let size = stored_size(field.kind);
+                let decl = match field.kind {
+                    FieldKind::Chars(n) => format!("{c} {name}[{n}]"),
+                    _ => format!("{c} {name}"),
                 };
                 let _ = writeln!(
                     f,
@@ -290,7 +300,7 @@ fn record(region: &Region, e: &Event, pid: u32, out: &mut Vec<u8>) {
     // The fixed part first, a placeholder for each `__data_loc`; then,
     // decoding again rather than allocating, the dynamic data.
     for (f, v) in t.fields.iter().zip(t.values(e.payload, endian)) {
-        let size = c_type(f.kind).map_or(4, |c| c.1);
+        let size = stored_size(f.kind);
         match v {
             Ok(Value::Unsigned(x) | Value::Ptr(x)) => {
                 out.extend_from_slice(&x.to_le_bytes()[..size])
@@ -313,7 +323,7 @@ fn record(region: &Region, e: &Event, pid: u32, out: &mut Vec<u8>) {
             Ok(Value::Bytes(s)) => dynamic(out, loc_at, |out| pstore_ring::text::hex_bytes(out, s)),
             _ => {}
         }
-        loc_at += c_type(f.kind).map_or(4, |c| c.1);
+        loc_at += stored_size(f.kind);
     }
 }
 
