@@ -8,9 +8,11 @@ mod info;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use extractor::bundle::{self, AddLog, Recovered};
 use extractor::container::{self, Dump};
 use extractor::discover::{self, Found};
 use extractor::output::{write_items, Format};
+use extractor::redact::{Class, Rules};
 use extractor::select::{parse_time, Selection};
 use extractor::source::{FileSource, Source};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -41,9 +43,26 @@ EXAMPLES:
   crashring extract vmcore --format ctf -o trace-ctf        (babeltrace2 trace-ctf)
   crashring extract vmcore --format perfetto -o crash.pftrace  (ui.perfetto.dev)
   crashring extract vmcore --format tracedat -o trace.dat   (trace-cmd report, KernelShark)
+  crashring bundle vmcore -o crash.tar.gz --add-log weston-timeline.json \
+      --add-log journal.json:journal-prev-boot.json --redact printk=input:
 
 EXIT STATUS: 0 intact; 1 recovered with losses or damage; 2 nothing found or
 the input could not be read.";
+
+const BUNDLE_HELP: &str = "\
+LOGS: lines are placed on the trace's clock (the crashed kernel's
+CLOCK_MONOTONIC) when they are Weston timeline JSON ({\"T\":[s,ns],...}),
+journal JSON (journalctl -o json: monotonic time for the same boot, else
+wall-clock time), or start with [seconds] (a serial console, dmesg,
+journalctl -o short-monotonic; aligned by the kernel messages they share
+with the trace). MANIFEST.json says how each log was placed.
+
+EXAMPLES:
+  crashring bundle /var/crash/202611211200/dump.202611211200 -o crash.tar.gz
+  crashring bundle /sys/kernel/crashring/previous -o crash.tar.gz \\
+      --add-log weston-timeline.json --add-log serial.log:console.txt \\
+      --redact printk=input: --redact drm_flip.connector
+  tar -xzf crash.tar.gz && cd crash-*/ && sha256sum -c <(jq -r '.files[] | \"\\(.sha256)  \\(.path)\"' MANIFEST.json)";
 
 #[derive(Parser)]
 #[command(
@@ -93,6 +112,30 @@ enum Cmd {
         /// List every page slot.
         #[arg(long)]
         pages: bool,
+    },
+    /// Make a bug-report bundle: a .tar.gz with MANIFEST.json (checksums,
+    /// per-CPU counts, crash), README.txt, dmesg.txt, CTF, trace.dat, a
+    /// Perfetto archive, and added logs on the same timeline. Kernel
+    /// addresses are hashed unless --raw-pointers.
+    #[command(after_help = BUNDLE_HELP)]
+    Bundle {
+        #[command(flatten)]
+        input: InputArgs,
+        /// The archive to write (FILE.tar.gz).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Add a log (repeatable), placed on the trace's timeline where its
+        /// lines carry times; NAME is its name in the bundle.
+        #[arg(long = "add-log", value_name = "PATH[:NAME]", value_parser = AddLog::parse)]
+        logs: Vec<AddLog>,
+        /// Leave out or hash events (repeatable): TYPE drops its events,
+        /// TYPE.FIELD hashes that field, TYPE=PREFIX drops the events whose
+        /// text starts with PREFIX (printk=input: for input-device lines).
+        #[arg(long, value_name = "CLASS", value_parser = Class::parse)]
+        redact: Vec<Class>,
+        /// Keep kernel addresses as they are instead of hashing them.
+        #[arg(long)]
+        raw_pointers: bool,
     },
     /// Check the input: exit 0 intact, 1 recovered with damage, 2 nothing.
     #[command(after_help = INPUTS)]
@@ -343,10 +386,7 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Cmd::Info { input, json, pages } => {
             let loaded = load(&input)?;
-            let mut regions = Vec::new();
-            for f in &loaded.found {
-                regions.push(parse(f, trust_of(&input))?);
-            }
+            let regions = parse_all(&loaded, &input)?;
             let traces: Vec<Trace> = regions.iter().map(extractor::decode::decode).collect();
             let mut text = String::new();
             let view = info::View {
@@ -365,6 +405,67 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(u8::from(
                 loaded.found.iter().zip(&traces).any(|(f, t)| damaged(f, t)),
             ))
+        }
+        Cmd::Bundle {
+            input,
+            output,
+            logs,
+            redact,
+            raw_pointers,
+        } => {
+            let loaded = load(&input)?;
+            let regions = parse_all(&loaded, &input)?;
+            let traces: Vec<Trace> = regions.iter().map(extractor::decode::decode).collect();
+            let mut recovered = Vec::with_capacity(regions.len());
+            for (n, ((f, region), trace)) in
+                loaded.found.iter().zip(&regions).zip(&traces).enumerate()
+            {
+                report_damage(n, f, trace);
+                recovered.push(Recovered {
+                    addr: f.addr,
+                    region,
+                    trace,
+                    damaged: damaged(f, trace),
+                    holes: f.holes.clone(),
+                });
+            }
+            let d = &loaded.dump;
+            let source = bundle::Source {
+                file: input.input.file_name().map_or_else(
+                    || input.input.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                ),
+                container: d.container.clone(),
+                vmcoreinfo_kernel: d.vmcoreinfo_value("OSRELEASE").map(String::from),
+                vmcoreinfo_crash_time: d.vmcoreinfo_value("CRASHTIME").map(String::from),
+                warnings: d.warnings.clone(),
+            };
+            let rules = Rules {
+                classes: redact,
+                raw_pointers,
+            };
+            let summary = bundle::write(&output, &source, &recovered, &rules, &logs)
+                .with_context(|| format!("bundling into {}", output.display()))?;
+            report_clamped("CTF and trace.dat", summary.clamped);
+            for l in &summary.logs {
+                eprintln!(
+                    "crashring: logs/{}: {} of {} lines placed on the timeline",
+                    l.name,
+                    l.placed.len(),
+                    l.lines
+                );
+            }
+            let redacted: u64 = summary.redacted.iter().flat_map(|c| &c.per_class).sum();
+            let pointers: u64 = summary.redacted.iter().map(|c| c.pointers).sum();
+            eprintln!(
+                "crashring: wrote {} ({}/, {} files): {} events, {} lost; {redacted} redacted by class, {pointers} kernel addresses hashed",
+                output.display(),
+                summary.top,
+                summary.files.len(),
+                summary.events,
+                summary.lost
+            );
+            Ok(u8::from(recovered.iter().any(|r| r.damaged)))
         }
         Cmd::Verify { input } => {
             let loaded = load(&input)?;
@@ -405,11 +506,11 @@ fn each_region(
 }
 
 /// Says how many events a writer moved forward in time: trace formats
-/// need each stream's times never to go back.
-fn report_clamped(n: usize, clamped: u64) {
+/// need each stream's times never to go back. `whose` names the region.
+fn report_clamped(whose: &str, clamped: u64) {
     if clamped > 0 {
         eprintln!(
-            "crashring: region {n}: {clamped} events went back in time and were written at their predecessor's time (trace readers stop on a backwards event)"
+            "crashring: {whose}: {clamped} events went back in time and were written at their predecessor's time (trace readers stop on a backwards event)"
         );
     }
 }
@@ -435,7 +536,7 @@ fn write_tracedat(
         let written = extractor::tracedat::write(&mut w, region, trace, selection)
             .and_then(|written| w.flush().map(|()| written))
             .with_context(|| format!("writing {}", out.display()))?;
-        report_clamped(n, written.clamped);
+        report_clamped(&format!("region {n}"), written.clamped);
         eprintln!(
             "crashring: region {n}: wrote {} events and {} dropped to {}",
             written.events,
@@ -464,7 +565,7 @@ fn write_traces(
         };
         let w = extractor::ctf::write(&out, region, trace, selection, &source, n)
             .with_context(|| format!("writing a CTF trace to {}", out.display()))?;
-        report_clamped(n, w.clamped);
+        report_clamped(&format!("region {n}"), w.clamped);
         eprintln!(
             "crashring: region {n}: wrote {} events and {} discarded to {} ({} files)",
             w.events,
@@ -474,6 +575,15 @@ fn write_traces(
         );
         Ok(())
     })
+}
+
+/// Every region found, parsed.
+fn parse_all<'a>(loaded: &'a Loaded, input: &InputArgs) -> Result<Vec<Region<'a>>> {
+    loaded
+        .found
+        .iter()
+        .map(|f| parse(f, trust_of(input)))
+        .collect()
 }
 
 fn trust_of(input: &InputArgs) -> HeaderTrust {

@@ -159,6 +159,34 @@ pub fn begin(out: &mut impl Write, trace: &Trace, region_index: usize) -> io::Re
     out.write_all(&packet)
 }
 
+/// Writes a track named `name` holding one instant per `(time, text)`:
+/// a user log placed on the trace's timeline (see [`crate::logs`]).
+/// `log_index` tells the logs of one trace apart.
+pub fn log_track(
+    out: &mut impl Write,
+    name: &str,
+    log_index: usize,
+    lines: &[(u64, String)],
+) -> io::Result<()> {
+    let track = 0xC0DE_0001_0000_0000 + log_index as u64;
+    let mut packet = Vec::with_capacity(1 << 16);
+    wire::message(&mut packet, field::TRACE_PACKET, |p| {
+        wire::uint(p, field::packet::SEQUENCE_ID, SEQUENCE);
+        wire::message(p, field::packet::TRACK_DESCRIPTOR, |t| {
+            wire::uint(t, field::track::UUID, track);
+            wire::bytes(t, field::track::NAME, name.as_bytes());
+        });
+    });
+    for (ts, text) in lines {
+        track_event(&mut packet, track, *ts, text.as_bytes(), |_| {});
+        if packet.len() >= 1 << 16 {
+            out.write_all(&packet)?;
+            packet.clear();
+        }
+    }
+    out.write_all(&packet)
+}
+
 /// A track per stream, distinct across the regions of one dump.
 fn track_uuid(region_index: usize, stream: u16) -> u64 {
     0xC0DE_0000_0000 + ((region_index as u64) << 16) + u64::from(stream)

@@ -94,7 +94,13 @@ pub fn rich_image() -> Vec<u8> {
     let flip = &custom[0];
     for i in 0..240u64 {
         let ts = 2_000 + i * 1_000;
-        let text = format!("message {i}");
+        // Some lines name an input device and a kernel address, for the
+        // bundle's redaction.
+        let text = if i % 10 == 7 {
+            format!("input: keyboard {i} at ffffffff8123{i:04x}")
+        } else {
+            format!("message {i}")
+        };
         match i % 3 {
             0 | 1 => {
                 let v = [

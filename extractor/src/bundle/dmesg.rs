@@ -1,0 +1,65 @@
+//! `dmesg.txt`: the printk lines of the recovered trace, the way `dmesg`
+//! and `makedumpfile --dump-dmesg` print them, so the people who read
+//! those read this with no new tool.
+
+use pstore_ring::merge::{merge, Item};
+use pstore_ring::read::{Region, Trace};
+use pstore_ring::schema::{Value, EVENT_PRINTK, PRINTK_CONTINUATION};
+use std::io::{self, Write};
+
+/// Writes every printk line of `trace` in time order as
+/// `[seconds.micros] text`. A continuation record (`KERN_CONT`) goes on
+/// the line before it; control bytes other than tab and newline are
+/// written `\xNN`, as the kernel does in `/dev/kmsg`. Returns the lines
+/// written.
+pub fn write(out: &mut impl Write, region: &Region, trace: &Trace) -> io::Result<u64> {
+    let Some(t) = region.schema.get(EVENT_PRINTK) else {
+        return Ok(0);
+    };
+    let e = region.header.endian;
+    let mut line = Vec::with_capacity(256);
+    let mut lines = 0;
+    let mut open = false;
+    for item in merge(&trace.streams) {
+        let Item::Event(ev) = item else { continue };
+        if ev.type_id != EVENT_PRINTK {
+            continue;
+        }
+        let Ok(values) = t.decode(ev.payload, e) else {
+            continue;
+        };
+        let flags = values.iter().zip(&t.fields).find_map(|(v, f)| match v {
+            Value::Unsigned(x) if f.name == "flags" => Some(*x),
+            _ => None,
+        });
+        let text = values.iter().rev().find_map(|v| match v {
+            Value::Str(s) | Value::Chars(s) => Some(*s),
+            _ => None,
+        });
+        let Some(text) = text else { continue };
+        line.clear();
+        let continues = open && flags.is_some_and(|f| f & u64::from(PRINTK_CONTINUATION) != 0);
+        if !continues {
+            if open {
+                line.push(b'\n');
+            }
+            let secs = ev.ts / 1_000_000_000;
+            let micros = ev.ts % 1_000_000_000 / 1000;
+            write!(line, "[{secs:5}.{micros:06}] ")?;
+            lines += 1;
+        }
+        for &b in text.strip_suffix(b"\n").unwrap_or(text) {
+            if b < 0x20 && b != b'\t' && b != b'\n' || b == 0x7f {
+                write!(line, "\\x{b:02x}")?;
+            } else {
+                line.push(b);
+            }
+        }
+        open = true;
+        out.write_all(&line)?;
+    }
+    if open {
+        out.write_all(b"\n")?;
+    }
+    Ok(lines)
+}

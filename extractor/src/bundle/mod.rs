@@ -1,0 +1,502 @@
+//! `crashring bundle`: everything a bug report needs from a crash, in one
+//! `.tar.gz` that the same input always turns into the same bytes.
+//!
+//! ```text
+//! crash-<hostname>-<crash time, UTC>-<boot id, 8 hex>/
+//!   MANIFEST.json          source, kernel, boot id, crash, per-CPU counts,
+//!                          clocks, redaction, and every other file's size
+//!                          and SHA-256
+//!   README.txt             what each file is and how to open it
+//!   dmesg.txt              the printk lines, as dmesg prints them
+//!   kernel/ctf/            CTF 1.8 (region-N/ctf/ when there are several)
+//!   kernel/trace.dat       trace-cmd v6
+//!   perfetto/crash.tar.gz  kernel.pftrace only: Perfetto refuses an
+//!                          archive holding a file it cannot parse, so the
+//!                          text files stay out; added logs are tracks in it
+//!   logs/NAME              each --add-log file, as given
+//! ```
+//!
+//! Every file is written from the redacted trace ([`crate::redact`]).
+//! Files are staged in a private directory beside the output and the
+//! archive is renamed into place when complete, so a failed run leaves
+//! nothing half-written. Archive entries are 0600 (directories 0700),
+//! owned by 0, and dated at the crash (or the region's creation).
+
+mod archive;
+mod dmesg;
+mod manifest;
+mod readme;
+
+use crate::logs::{self, Log};
+use crate::output::{create_private, write_items, Format};
+use crate::redact::{self, Counts, Rules, UnknownClass};
+use crate::select::Selection;
+use pstore_ring::read::{Region, Trace};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// What the input was, for the manifest and README.
+#[derive(Clone, Debug, Default)]
+pub struct Source {
+    /// The input's file name (not its path: the bundle must not depend
+    /// on where the input was read from).
+    pub file: String,
+    pub container: String,
+    pub vmcoreinfo_kernel: Option<String>,
+    pub vmcoreinfo_crash_time: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// One recovered region to bundle.
+pub struct Recovered<'r, 'a> {
+    pub addr: u64,
+    pub region: &'r Region<'a>,
+    pub trace: &'r Trace<'a>,
+    pub damaged: bool,
+    /// The dump's holes in the region, one sentence each.
+    pub holes: Vec<String>,
+}
+
+/// A log to add: its path and its name in the bundle.
+#[derive(Clone, Debug)]
+pub struct AddLog {
+    pub path: PathBuf,
+    pub name: String,
+}
+
+impl AddLog {
+    /// Parses `PATH[:NAME]`; the name defaults to the file's name.
+    pub fn parse(text: &str) -> Result<AddLog, String> {
+        let (path, name) = match text.rsplit_once(':') {
+            Some((p, n)) if !p.is_empty() && !n.contains('/') => (p, Some(n)),
+            _ => (text, None),
+        };
+        let path = PathBuf::from(path);
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
+        let ok = !name.is_empty()
+            && name.len() <= 90
+            && name != "."
+            && name != ".."
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\');
+        if !ok {
+            return Err(format!(
+                "`{name}` cannot name a log in the bundle: use up to 90 printable characters, no slash (PATH:NAME sets it)"
+            ));
+        }
+        Ok(AddLog { path, name })
+    }
+}
+
+/// Why a bundle could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("no region to bundle")]
+    NoRegion,
+    #[error(transparent)]
+    Redact(#[from] UnknownClass),
+    #[error("two logs would both be logs/{0}: name one with PATH:NAME")]
+    SameLogName(String),
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+trait Context<T> {
+    fn what(self, what: impl FnOnce() -> String) -> Result<T, BundleError>;
+}
+
+impl<T> Context<T> for io::Result<T> {
+    fn what(self, what: impl FnOnce() -> String) -> Result<T, BundleError> {
+        self.map_err(|source| BundleError::Io {
+            what: what(),
+            source,
+        })
+    }
+}
+
+/// The kinds of file in a bundle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Manifest,
+    Readme,
+    Dmesg,
+    CtfMetadata,
+    CtfStream,
+    TraceDat,
+    PerfettoArchive,
+    Log,
+}
+
+impl FileKind {
+    fn media_type(self) -> &'static str {
+        match self {
+            FileKind::Manifest => "application/json",
+            FileKind::Readme | FileKind::Dmesg | FileKind::CtfMetadata | FileKind::Log => {
+                "text/plain"
+            }
+            FileKind::CtfStream | FileKind::TraceDat => "application/octet-stream",
+            FileKind::PerfettoArchive => "application/gzip",
+        }
+    }
+
+    fn format(self) -> &'static str {
+        match self {
+            FileKind::Manifest => "crashring manifest 1",
+            FileKind::Readme => "text",
+            FileKind::Dmesg => "dmesg text",
+            FileKind::CtfMetadata => "CTF 1.8 metadata (TSDL)",
+            FileKind::CtfStream => "CTF 1.8 data stream",
+            FileKind::TraceDat => "trace-cmd trace.dat v6",
+            FileKind::PerfettoArchive => "tar.gz of Perfetto protobuf traces",
+            FileKind::Log => "as added",
+        }
+    }
+}
+
+/// One file of the bundle, relative to its top directory.
+#[derive(Clone, Debug)]
+pub struct BundleFile {
+    pub path: PathBuf,
+    pub kind: FileKind,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// A region as it goes into the bundle: redacted, with what was written.
+struct Part<'b> {
+    index: usize,
+    addr: u64,
+    region: Region<'b>,
+    trace: Trace<'b>,
+    damaged: bool,
+    holes: Vec<String>,
+    redacted: Counts,
+    clamped: u64,
+    ctf_dir: PathBuf,
+    tracedat: PathBuf,
+}
+
+/// What was bundled.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The top directory inside the archive.
+    pub top: String,
+    pub files: Vec<BundleFile>,
+    pub events: u64,
+    pub lost: u64,
+    /// Events moved forward in time for the trace formats.
+    pub clamped: u64,
+    pub logs: Vec<Log>,
+    pub redacted: Vec<Counts>,
+}
+
+/// Writes the bundle of `regions` to `out`.
+pub fn write(
+    out: &Path,
+    source: &Source,
+    regions: &[Recovered],
+    rules: &Rules,
+    add_logs: &[AddLog],
+) -> Result<Summary, BundleError> {
+    if regions.is_empty() {
+        return Err(BundleError::NoRegion);
+    }
+    let all: Vec<&Region> = regions.iter().map(|r| r.region).collect();
+    rules.check(&all)?;
+    for (i, l) in add_logs.iter().enumerate() {
+        if add_logs[..i].iter().any(|m| m.name == l.name) {
+            return Err(BundleError::SameLogName(l.name.clone()));
+        }
+    }
+    let plans: Vec<redact::Plan> = regions
+        .iter()
+        .map(|r| redact::plan(r.region, r.trace, rules))
+        .collect();
+    let several = regions.len() > 1;
+    let mut parts: Vec<Part> = regions
+        .iter()
+        .zip(&plans)
+        .enumerate()
+        .map(|(n, (r, plan))| {
+            let base = if several {
+                PathBuf::from(format!("region-{n}"))
+            } else {
+                PathBuf::from("kernel")
+            };
+            Part {
+                index: n,
+                addr: r.addr,
+                region: plan.region(r.region),
+                trace: plan.apply(r.trace),
+                damaged: r.damaged,
+                holes: r.holes.clone(),
+                redacted: plan.counts.clone(),
+                clamped: 0,
+                ctf_dir: base.join("ctf"),
+                tracedat: base.join("trace.dat"),
+            }
+        })
+        .collect();
+
+    let staging = archive::Staging::beside(out)
+        .what(|| format!("creating a staging directory beside {}", out.display()))?;
+    let mut files: Vec<(PathBuf, FileKind)> = Vec::new();
+
+    let dmesg = Path::new("dmesg.txt");
+    write_file(&staging, dmesg, |w| {
+        for p in &parts {
+            if several {
+                writeln!(w, "# region {} at physical address {:#x}", p.index, p.addr)?;
+            }
+            dmesg::write(w, &p.region, &p.trace)?;
+        }
+        Ok(())
+    })?;
+    files.push((dmesg.into(), FileKind::Dmesg));
+
+    for p in &mut parts {
+        let dir = staging
+            .make_dirs(&p.ctf_dir)
+            .what(|| format!("creating {}", p.ctf_dir.display()))?;
+        let w = crate::ctf::write(
+            &dir,
+            &p.region,
+            &p.trace,
+            &Selection::default(),
+            &source.container,
+            p.index,
+        )
+        .what(|| format!("writing the CTF trace {}", p.ctf_dir.display()))?;
+        p.clamped = w.clamped;
+        for f in &w.files {
+            let kind = if f.as_path() == Path::new("metadata") {
+                FileKind::CtfMetadata
+            } else {
+                FileKind::CtfStream
+            };
+            files.push((p.ctf_dir.join(f), kind));
+        }
+        let file = staging
+            .create(&p.tracedat)
+            .what(|| format!("creating {}", p.tracedat.display()))?;
+        let mut w = BufWriter::with_capacity(1 << 16, file);
+        crate::tracedat::write(&mut w, &p.region, &p.trace, &Selection::default())
+            .and_then(|_| w.flush())
+            .what(|| format!("writing {}", p.tracedat.display()))?;
+        files.push((p.tracedat.clone(), FileKind::TraceDat));
+    }
+
+    let clock_part = &parts[0];
+    let clock = logs::Clock::new(&clock_part.region, &clock_part.trace);
+    let mut placed_logs = Vec::with_capacity(add_logs.len());
+    for l in add_logs {
+        let rel = Path::new("logs").join(&l.name);
+        let mut input =
+            File::open(&l.path).what(|| format!("opening the log {}", l.path.display()))?;
+        let mut copy = staging
+            .create(&rel)
+            .what(|| format!("creating {}", rel.display()))?;
+        io::copy(&mut input, &mut copy).what(|| format!("copying the log {}", l.path.display()))?;
+        let input = File::open(&l.path).what(|| format!("opening the log {}", l.path.display()))?;
+        let log = clock
+            .place(&l.name, BufReader::with_capacity(1 << 16, input))
+            .what(|| format!("reading the log {}", l.path.display()))?;
+        placed_logs.push(log);
+        files.push((rel, FileKind::Log));
+    }
+
+    let mtime = archive_time(&parts[0].region);
+    let pftrace = Path::new("kernel.pftrace");
+    let perfetto_dir = archive::Staging::beside(&staging.dir.join("perfetto"))
+        .what(|| "creating a staging directory for the Perfetto trace".into())?;
+    write_file(&perfetto_dir, pftrace, |w| {
+        for p in &parts {
+            crate::perfetto::begin(w, &p.trace, p.index)?;
+            write_items(
+                w,
+                &p.region,
+                &p.trace,
+                &Selection::default(),
+                Format::Perfetto,
+                p.index,
+            )?;
+        }
+        for (i, l) in placed_logs.iter().enumerate() {
+            crate::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
+        }
+        Ok(())
+    })?;
+    let perfetto = Path::new("perfetto/crash.tar.gz");
+    let file = staging
+        .create(perfetto)
+        .what(|| "creating perfetto/crash.tar.gz".into())?;
+    archive::tar_gz(
+        file,
+        &perfetto_dir.dir,
+        Path::new(""),
+        &[pftrace.to_path_buf()],
+        mtime,
+    )
+    .what(|| "writing perfetto/crash.tar.gz".into())?;
+    drop(perfetto_dir);
+    files.push((perfetto.into(), FileKind::PerfettoArchive));
+
+    // README lists every file, itself and the manifest included; the
+    // manifest checks every file but itself.
+    let mut listed: Vec<BundleFile> = Vec::with_capacity(files.len() + 2);
+    for (path, kind) in [
+        ("MANIFEST.json", FileKind::Manifest),
+        ("README.txt", FileKind::Readme),
+    ] {
+        listed.push(BundleFile {
+            path: path.into(),
+            kind,
+            size: 0,
+            sha256: String::new(),
+        });
+    }
+    for (path, kind) in &files {
+        let (size, sha256) =
+            digest(&staging.dir.join(path)).what(|| format!("reading back {}", path.display()))?;
+        listed.push(BundleFile {
+            path: path.clone(),
+            kind: *kind,
+            size,
+            sha256,
+        });
+    }
+    let readme = readme::render(source, &parts, &placed_logs, rules, &listed);
+    write_file(&staging, Path::new("README.txt"), |w| {
+        w.write_all(readme.as_bytes())
+    })?;
+    let (size, sha256) =
+        digest(&staging.dir.join("README.txt")).what(|| "reading back README.txt".into())?;
+    listed[1].size = size;
+    listed[1].sha256 = sha256;
+    let manifest = manifest::render(source, &parts, &placed_logs, rules, &listed[1..]);
+    write_file(&staging, Path::new("MANIFEST.json"), |w| {
+        w.write_all(manifest.as_bytes())
+    })?;
+    let (size, sha256) =
+        digest(&staging.dir.join("MANIFEST.json")).what(|| "reading back MANIFEST.json".into())?;
+    listed[0].size = size;
+    listed[0].sha256 = sha256;
+
+    let top = top_name(&parts[0].region);
+    let partial = {
+        let mut p = out.as_os_str().to_owned();
+        p.push(format!(".{}.partial", std::process::id()));
+        PathBuf::from(p)
+    };
+    let paths: Vec<PathBuf> = listed.iter().map(|f| f.path.clone()).collect();
+    let written = create_private(&partial)
+        .and_then(|file| archive::tar_gz(file, &staging.dir, Path::new(&top), &paths, mtime))
+        .and_then(|()| std::fs::rename(&partial, out));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e).what(|| format!("writing {}", out.display()));
+    }
+    Ok(Summary {
+        top,
+        files: listed,
+        events: parts.iter().map(|p| p.trace.event_count() as u64).sum(),
+        lost: parts
+            .iter()
+            .map(|p| p.trace.lost_events())
+            .fold(0, u64::saturating_add),
+        clamped: parts.iter().map(|p| p.clamped).sum(),
+        logs: placed_logs,
+        redacted: parts.into_iter().map(|p| p.redacted).collect(),
+    })
+}
+
+/// Creates `relative` in `staging` and fills it with `fill`.
+fn write_file(
+    staging: &archive::Staging,
+    relative: &Path,
+    fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> Result<(), BundleError> {
+    let what = || format!("writing {}", relative.display());
+    let file = staging.create(relative).what(what)?;
+    let mut w = BufWriter::with_capacity(1 << 16, file);
+    fill(&mut w).and_then(|()| w.flush()).what(what)
+}
+
+/// A file's size and SHA-256 (hex).
+fn digest(path: &Path) -> io::Result<(u64, String)> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    let hex = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((size, hex))
+}
+
+/// The archive's entries are dated at the crash, or else at the region's
+/// creation, as wall-clock seconds (0 when the region has no wall clock).
+fn archive_time(region: &Region) -> u64 {
+    let h = &region.header;
+    let ts = match &region.state {
+        Ok(s) if s.crash_ns != 0 => s.crash_ns,
+        _ => h.created_ns,
+    };
+    manifest::wall(ts, h.wall_offset_ns)
+        .and_then(|w| u64::try_from(w.div_euclid(1_000_000_000)).ok())
+        .unwrap_or(0)
+}
+
+/// `crash-<hostname>-<UTC yyyymmddThhmmssZ>-<boot id, 8 hex>`; the host
+/// name keeps only characters safe in a file name.
+fn top_name(region: &Region) -> String {
+    let h = &region.header;
+    let host: String = h
+        .hostname
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let host = if host.is_empty() {
+        "unknown".into()
+    } else {
+        host
+    };
+    let secs = archive_time(region);
+    let stamp: String = manifest::utc(i128::from(secs) * 1_000_000_000)
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(15)
+        .collect();
+    let boot: String = h.boot_id[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("crash-{host}-{stamp}Z-{boot}")
+}

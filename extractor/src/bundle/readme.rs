@@ -1,0 +1,163 @@
+//! `README.txt`: what the bundle holds and how to open each file, for the
+//! person who receives it.
+
+use super::{BundleFile, FileKind, Part, Source};
+use crate::logs::Log;
+use crate::redact::Rules;
+use pstore_ring::read::reason_name;
+use std::fmt::Write;
+
+/// What a reader is told about each kind of file.
+fn how_to_open(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::Manifest => {
+            "Machine-readable summary: source, kernel, boot id, crash, per-CPU\n    \
+             recovered and lost counts, clock offsets, redaction, and the size and\n    \
+             SHA-256 of every other file (check with: sha256sum FILE)."
+        }
+        FileKind::Readme => "This file.",
+        FileKind::Dmesg => {
+            "The kernel log lines the trace holds, as dmesg prints them\n    \
+             ([seconds since boot] text). Any text viewer."
+        }
+        FileKind::CtfMetadata => {
+            "CTF 1.8 trace, the complete recovered trace: one stream per CPU (and\n    \
+             per user stream), one packet per recovered page, losses as discarded\n    \
+             events. Open the directory with `babeltrace2 DIR`, or in Trace\n    \
+             Compass (File > Open Trace, pick `metadata`)."
+        }
+        FileKind::CtfStream => "A CTF data stream of the trace whose `metadata` is beside it.",
+        FileKind::TraceDat => {
+            "trace-cmd trace.dat (version 6), the same events: `trace-cmd report -i\n    \
+             FILE`, or open it in KernelShark. Lost events show as [N EVENTS DROPPED]."
+        }
+        FileKind::PerfettoArchive => {
+            "Perfetto trace archive: open https://ui.perfetto.dev and drop this file\n    \
+             on it (it holds kernel.pftrace: per-CPU kernel events, printk lines and\n    \
+             markers on named tracks, data loss per CPU, and every added log on the\n    \
+             same timeline). trace_processor opens it too."
+        }
+        FileKind::Log => "A log added with --add-log, byte for byte as given.",
+    }
+}
+
+pub(super) fn render(
+    source: &Source,
+    parts: &[Part],
+    logs: &[Log],
+    rules: &Rules,
+    files: &[BundleFile],
+) -> String {
+    let mut s = String::new();
+    let _ = write_all(&mut s, source, parts, logs, rules, files);
+    s
+}
+
+fn write_all(
+    s: &mut String,
+    source: &Source,
+    parts: &[Part],
+    logs: &[Log],
+    rules: &Rules,
+    files: &[BundleFile],
+) -> std::fmt::Result {
+    writeln!(s, "crashring bug-report bundle")?;
+    writeln!(s, "===========================")?;
+    writeln!(s)?;
+    writeln!(
+        s,
+        "Made by crashring {} from {} ({}).",
+        env!("CARGO_PKG_VERSION"),
+        source.file,
+        source.container
+    )?;
+    for p in parts {
+        let h = &p.region.header;
+        writeln!(s)?;
+        writeln!(
+            s,
+            "Region {} at physical address {:#x}: kernel {} on {}, {} CPUs, boot id {}.",
+            p.index,
+            p.addr,
+            h.kernel_release,
+            h.hostname,
+            h.cpu_count,
+            h.boot_id
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        )?;
+        match &p.region.state {
+            Ok(st) if st.reason != 0 => {
+                let when = super::manifest::wall(st.crash_ns, h.wall_offset_ns)
+                    .map_or(String::new(), |w| format!(", {}", super::manifest::utc(w)));
+                writeln!(
+                    s,
+                    "Crashed: {} on CPU {} at {}.{:09} s after boot{when}: {}",
+                    reason_name(st.reason),
+                    st.crash_cpu,
+                    st.crash_ns / 1_000_000_000,
+                    st.crash_ns % 1_000_000_000,
+                    st.message
+                )?;
+            }
+            Ok(st) => writeln!(s, "State: {} (no crash recorded).", st.state_name())?,
+            Err(why) => writeln!(s, "State: unreadable ({why}).")?,
+        }
+        writeln!(
+            s,
+            "Recovered {} events; {} lost (overwritten by newer ones, unreadable or\ndropped; per CPU in MANIFEST.json).{}",
+            p.trace.event_count(),
+            p.trace.lost_events(),
+            if p.damaged {
+                "\nThe region was damaged: see the diagnostics in MANIFEST.json."
+            } else {
+                ""
+            }
+        )?;
+    }
+    writeln!(s)?;
+    if rules.classes.is_empty() && rules.raw_pointers {
+        writeln!(s, "Nothing was redacted.")?;
+    } else {
+        let classes: Vec<String> = rules.classes.iter().map(ToString::to_string).collect();
+        writeln!(
+            s,
+            "Redacted: {}{}.\nHashes are keyed: equal values hash alike within this bundle, but\ncannot be guessed from it.",
+            if classes.is_empty() {
+                "no event classes".to_string()
+            } else {
+                format!("event classes {}", classes.join(", "))
+            },
+            if rules.raw_pointers {
+                ";\nkernel addresses kept as they were (--raw-pointers)"
+            } else {
+                ";\nkernel addresses replaced by hashes, as the kernel's %p does"
+            }
+        )?;
+    }
+    for l in logs {
+        writeln!(
+            s,
+            "Log logs/{}: {} of {} lines placed on the trace's timeline.",
+            l.name,
+            l.placed.len(),
+            l.lines
+        )?;
+    }
+    writeln!(s)?;
+    writeln!(s, "Files, and how to open them")?;
+    writeln!(s, "---------------------------")?;
+    let mut said = Vec::new();
+    for f in files {
+        // Streams of one CTF trace share a sentence.
+        if f.kind == FileKind::CtfStream && said.contains(&FileKind::CtfStream) {
+            writeln!(s, "{}", f.path.display())?;
+            continue;
+        }
+        writeln!(s, "{}", f.path.display())?;
+        writeln!(s, "    {}", how_to_open(f.kind))?;
+        said.push(f.kind);
+    }
+    Ok(())
+}

@@ -1,0 +1,418 @@
+//! User logs added to a bundle (`--add-log`), placed on the recovered
+//! trace's timeline (the crashed kernel's CLOCK_MONOTONIC) where their
+//! lines carry times.
+//!
+//! Lines are recognised one by one, by content:
+//!
+//! - **Weston timeline JSON** `{"T":[sec,nsec],"N":"name",...}`: already
+//!   CLOCK_MONOTONIC.
+//! - **journal JSON** (`journalctl -o json`): `__MONOTONIC_TIMESTAMP` when
+//!   `_BOOT_ID` is the region's boot, else `__REALTIME_TIMESTAMP` moved by
+//!   the region's wall-clock offset.
+//! - **Bracketed seconds** `[   12.345678] text`: a serial console, `dmesg`
+//!   or `journalctl -o short-monotonic`. Console times are the printk
+//!   clock, not CLOCK_MONOTONIC, so the log is aligned by the kernel
+//!   messages it shares with the trace: the offset is the median over
+//!   every line whose text is a printk line the trace holds exactly once.
+//!   With no such line, the times are taken as CLOCK_MONOTONIC, and the
+//!   manifest says so.
+//!
+//! Anything else stays in the bundle's copy of the log, unplaced.
+
+use pstore_ring::read::{Region, Trace};
+use pstore_ring::schema::{Value, EVENT_PRINTK};
+use std::collections::HashMap;
+use std::io::{self, BufRead};
+
+/// Longest line considered; longer ones are kept in the copy, unplaced.
+const MAX_LINE: usize = 1 << 20;
+/// Lines placed per log at most, so a huge log cannot exhaust memory.
+pub const MAX_PLACED: usize = 1_000_000;
+/// Longest text kept for a placed line.
+const MAX_TEXT: usize = 512;
+
+/// How a log's lines were put on the timeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Weston timeline lines (CLOCK_MONOTONIC).
+    pub timeline: u64,
+    /// Journal lines of the region's boot, by their monotonic time.
+    pub journal_monotonic: u64,
+    /// Journal lines of another boot, by their wall-clock time.
+    pub journal_realtime: u64,
+    /// Bracketed-seconds lines.
+    pub bracketed: u64,
+    /// Bracketed lines that matched a printk line of the trace: the
+    /// alignment's evidence.
+    pub matched: u64,
+    /// Added to bracketed times (nanoseconds); 0 when nothing matched.
+    pub offset_ns: i64,
+    /// Lines with no time we understand, too long, before the clock's
+    /// zero, or over [`MAX_PLACED`].
+    pub unplaced: u64,
+}
+
+/// A log read for a bundle.
+#[derive(Clone, Debug, Default)]
+pub struct Log {
+    /// Its name in the bundle (`logs/NAME`).
+    pub name: String,
+    pub lines: u64,
+    pub placement: Placement,
+    /// (time on the trace's clock, text), in file order.
+    pub placed: Vec<(u64, String)>,
+}
+
+/// A line's time as it reads.
+enum Stamp {
+    Monotonic(u64),
+    Realtime(u64),
+    Bracketed(u64),
+}
+
+/// The trace clock the logs are placed on: the first region's.
+pub struct Clock<'t> {
+    boot_id: String,
+    wall_offset_ns: i64,
+    /// printk text → its time, or `None` if the trace holds it twice.
+    printk: HashMap<&'t [u8], Option<u64>>,
+}
+
+impl<'t> Clock<'t> {
+    pub fn new(region: &Region, trace: &'t Trace) -> Clock<'t> {
+        let e = region.header.endian;
+        let mut printk: HashMap<&[u8], Option<u64>> = HashMap::new();
+        if let Some(t) = region.schema.get(EVENT_PRINTK) {
+            for ev in trace.streams.iter().flat_map(|s| &s.events) {
+                if ev.type_id != EVENT_PRINTK {
+                    continue;
+                }
+                let text = t
+                    .values(ev.payload, e)
+                    .filter_map(Result::ok)
+                    .find_map(|v| match v {
+                        Value::Str(s) => Some(s),
+                        _ => None,
+                    });
+                if let Some(text) = text.map(trim).filter(|t| !t.is_empty()) {
+                    printk
+                        .entry(text)
+                        .and_modify(|seen| *seen = None)
+                        .or_insert(Some(ev.ts));
+                }
+            }
+        }
+        Clock {
+            boot_id: region
+                .header
+                .boot_id
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            wall_offset_ns: region.header.wall_offset_ns,
+            printk,
+        }
+    }
+
+    /// Reads `input` and places its lines.
+    pub fn place(&self, name: &str, input: impl BufRead) -> io::Result<Log> {
+        let mut log = Log {
+            name: name.into(),
+            ..Log::default()
+        };
+        let mut bracketed = Vec::new();
+        let mut offsets = Vec::new();
+        for line in split_lines(input) {
+            let line = line?;
+            log.lines += 1;
+            let Some(line) = line else {
+                log.placement.unplaced += 1;
+                continue;
+            };
+            let line = String::from_utf8_lossy(trim(&line)).into_owned();
+            let Some((stamp, text)) = self.stamp(&line) else {
+                log.placement.unplaced += 1;
+                continue;
+            };
+            let ts = match stamp {
+                Stamp::Monotonic(ts) => Some(ts),
+                Stamp::Realtime(wall) => {
+                    u64::try_from(i128::from(wall) - i128::from(self.wall_offset_ns)).ok()
+                }
+                Stamp::Bracketed(ts) => {
+                    if let Some(Some(at)) = self.printk.get(kernel_text(&text).as_bytes()) {
+                        offsets.push(i128::from(*at) - i128::from(ts));
+                    }
+                    bracketed.push(log.placed.len());
+                    Some(ts)
+                }
+            };
+            match ts {
+                Some(ts) if log.placed.len() < MAX_PLACED => {
+                    let p = &mut log.placement;
+                    match stamp {
+                        Stamp::Monotonic(_) if line.starts_with("{\"T\"") => p.timeline += 1,
+                        Stamp::Monotonic(_) => p.journal_monotonic += 1,
+                        Stamp::Realtime(_) => p.journal_realtime += 1,
+                        Stamp::Bracketed(_) => p.bracketed += 1,
+                    }
+                    log.placed.push((ts, cut(text)));
+                }
+                _ => {
+                    if matches!(stamp, Stamp::Bracketed(_)) {
+                        bracketed.pop();
+                    }
+                    log.placement.unplaced += 1;
+                }
+            }
+        }
+        offsets.sort_unstable();
+        log.placement.matched = offsets.len() as u64;
+        let offset = offsets.get(offsets.len() / 2).copied().unwrap_or(0);
+        log.placement.offset_ns = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        if offset != 0 {
+            let mut gone = Vec::new();
+            for &i in &bracketed {
+                match u64::try_from(i128::from(log.placed[i].0) + offset) {
+                    Ok(ts) => log.placed[i].0 = ts,
+                    Err(_) => gone.push(i),
+                }
+            }
+            // Lines the offset puts before the clock's zero are unplaced.
+            let mut at = 0;
+            log.placed.retain(|_| {
+                at += 1;
+                gone.binary_search(&(at - 1)).is_err()
+            });
+            log.placement.bracketed -= gone.len() as u64;
+            log.placement.unplaced += gone.len() as u64;
+        }
+        Ok(log)
+    }
+
+    /// A line's time and the text to show for it.
+    fn stamp(&self, line: &str) -> Option<(Stamp, String)> {
+        if line.starts_with('{') {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            return self.json_stamp(&v);
+        }
+        let rest = line.strip_prefix('[')?;
+        let (secs, text) = rest.split_once(']')?;
+        let ns = seconds(secs.trim())?;
+        Some((Stamp::Bracketed(ns), text.trim_start().to_string()))
+    }
+
+    fn json_stamp(&self, v: &serde_json::Value) -> Option<(Stamp, String)> {
+        if let Some(t) = v.get("T").and_then(|t| t.as_array()) {
+            let (s, ns) = (t.first()?.as_u64()?, t.get(1)?.as_u64()?);
+            let ts = s.checked_mul(1_000_000_000)?.checked_add(ns)?;
+            let name = v.get("N").and_then(|n| n.as_str()).unwrap_or("timeline");
+            return Some((Stamp::Monotonic(ts), name.to_string()));
+        }
+        let micros = |key: &str| v.get(key)?.as_str()?.parse::<u64>().ok()?.checked_mul(1000);
+        let message = match v.get("MESSAGE")? {
+            serde_json::Value::String(s) => s.clone(),
+            // Journal fields that are not valid UTF-8 come as byte arrays.
+            serde_json::Value::Array(bytes) => {
+                let b: Vec<u8> = bytes
+                    .iter()
+                    .filter_map(|b| b.as_u64())
+                    .map(|b| b as u8)
+                    .collect();
+                String::from_utf8_lossy(&b).into_owned()
+            }
+            _ => return None,
+        };
+        let who = v
+            .get("SYSLOG_IDENTIFIER")
+            .or_else(|| v.get("_COMM"))
+            .and_then(|w| w.as_str());
+        let text = match who {
+            Some(w) => format!("{w}: {message}"),
+            None => message,
+        };
+        let same_boot = v.get("_BOOT_ID").and_then(|b| b.as_str()) == Some(self.boot_id.as_str());
+        match (
+            same_boot,
+            micros("__MONOTONIC_TIMESTAMP"),
+            micros("__REALTIME_TIMESTAMP"),
+        ) {
+            (true, Some(ts), _) => Some((Stamp::Monotonic(ts), text)),
+            (_, _, Some(wall)) => Some((Stamp::Realtime(wall), text)),
+            _ => None,
+        }
+    }
+}
+
+/// A console line's kernel message: the journal's `kernel: ` prefix off.
+fn kernel_text(text: &str) -> &str {
+    match text.split_once(" kernel: ") {
+        Some((_, t)) => t,
+        None => text.strip_prefix("kernel: ").unwrap_or(text),
+    }
+}
+
+/// `12.345678` as nanoseconds (up to nine decimals).
+fn seconds(text: &str) -> Option<u64> {
+    let (s, frac) = text.split_once('.').unwrap_or((text, ""));
+    if s.is_empty() || frac.len() > 9 || !s.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let mut ns: u64 = frac.parse().unwrap_or(0);
+    for _ in frac.len()..9 {
+        ns *= 10;
+    }
+    s.parse::<u64>()
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(ns)
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    b.trim_ascii()
+}
+
+fn cut(mut text: String) -> String {
+    if text.len() > MAX_TEXT {
+        let mut at = MAX_TEXT;
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+    }
+    text
+}
+
+/// The lines of `input`; `None` for one longer than [`MAX_LINE`], which
+/// is skipped without being held in memory.
+fn split_lines(mut input: impl BufRead) -> impl Iterator<Item = io::Result<Option<Vec<u8>>>> {
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let mut line = Vec::new();
+        let mut too_long = false;
+        loop {
+            let buf = match input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Some(Err(e)),
+            };
+            if buf.is_empty() {
+                done = true;
+                if line.is_empty() && !too_long {
+                    return None;
+                }
+                break;
+            }
+            let (take, end) = match memchr::memchr(b'\n', buf) {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            if !too_long {
+                if line.len() + take > MAX_LINE {
+                    too_long = true;
+                    line = Vec::new();
+                } else {
+                    line.extend_from_slice(&buf[..take]);
+                }
+            }
+            input.consume(take);
+            if end {
+                break;
+            }
+        }
+        Some(Ok((!too_long).then_some(line)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock() -> Clock<'static> {
+        let mut printk = HashMap::new();
+        printk.insert(&b"sysrq: Trigger a crash"[..], Some(5_000_000_500));
+        printk.insert(&b"twice"[..], None);
+        Clock {
+            boot_id: "00112233445566778899aabbccddeeff".into(),
+            wall_offset_ns: 1_000_000_000_000,
+            printk,
+        }
+    }
+
+    #[test]
+    fn each_kind_of_line_is_placed_on_the_trace_clock() {
+        let log = "\
+{\"T\":[3,250],\"N\":\"core_repaint_begin\",\"wo\":1}
+{\"MESSAGE\":\"hello\",\"SYSLOG_IDENTIFIER\":\"weston\",\"_BOOT_ID\":\"00112233445566778899aabbccddeeff\",\"__MONOTONIC_TIMESTAMP\":\"4000001\",\"__REALTIME_TIMESTAMP\":\"9\"}
+{\"MESSAGE\":[104,105],\"_BOOT_ID\":\"ffff\",\"__MONOTONIC_TIMESTAMP\":\"1\",\"__REALTIME_TIMESTAMP\":\"1002000000\"}
+[    5.000000] sysrq: Trigger a crash
+[    6.5] later
+no time here
+";
+        let placed = clock().place("x", log.as_bytes()).unwrap();
+        assert_eq!(placed.lines, 6);
+        let p = placed.placement;
+        assert_eq!(
+            (
+                p.timeline,
+                p.journal_monotonic,
+                p.journal_realtime,
+                p.bracketed
+            ),
+            (1, 1, 1, 2)
+        );
+        assert_eq!((p.matched, p.offset_ns, p.unplaced), (1, 500, 1));
+        let want: Vec<(u64, &str)> = vec![
+            (3_000_000_250, "core_repaint_begin"),
+            (4_000_001_000, "weston: hello"),
+            (2_000_000_000, "hi"),
+            (5_000_000_500, "sysrq: Trigger a crash"),
+            (6_500_000_500, "later"),
+        ];
+        let got: Vec<(u64, &str)> = placed
+            .placed
+            .iter()
+            .map(|(t, s)| (*t, s.as_str()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn without_a_shared_message_console_times_are_taken_as_they_are() {
+        let placed = clock()
+            .place("x", "[1.5] twice\n[2.0] other\n".as_bytes())
+            .unwrap();
+        assert_eq!(placed.placement.matched, 0);
+        assert_eq!(placed.placed[0].0, 1_500_000_000);
+    }
+
+    #[test]
+    fn hostile_lines_are_counted_not_trusted() {
+        let mut log = Vec::new();
+        log.extend_from_slice(b"[99999999999999999999.1] overflow\n[1.1234567890] too precise\n{\"T\":[18446744073709551615,0]}\n{not json\n");
+        log.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
+        log.extend_from_slice(b"\n[1.0] after the long line\n");
+        let placed = clock().place("x", &log[..]).unwrap();
+        assert_eq!(placed.lines, 6);
+        assert_eq!(placed.placement.unplaced, 5);
+        assert_eq!(
+            placed.placed,
+            vec![(1_000_000_000, "after the long line".to_string())]
+        );
+    }
+
+    #[test]
+    fn an_offset_that_lands_before_zero_unplaces_the_line() {
+        let mut c = clock();
+        c.printk.insert(&b"m"[..], Some(1));
+        let placed = c.place("x", "[1.0] m\n[0.5] early\n".as_bytes()).unwrap();
+        assert_eq!(placed.placement.offset_ns, 1 - 1_000_000_000);
+        assert_eq!(placed.placed, vec![(1, "m".to_string())]);
+        assert_eq!(placed.placement.unplaced, 1);
+        assert_eq!(placed.placement.bracketed, 1);
+    }
+}

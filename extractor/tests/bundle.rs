@@ -1,0 +1,498 @@
+//! `crashring bundle`: the archive holds what its MANIFEST and README say,
+//! byte for byte the same each time, private, redacted, with added logs
+//! on the trace's timeline, and its traces open in the real readers.
+
+mod common;
+
+use common::{crashring, jsonl_totals, reader, rich_image, write_tmp};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Wall-clock seconds of the rich image's crash (300 µs after its clock's
+/// zero, which is 1_795_000_000.123456789 s after the epoch).
+const CRASH_SECS: u64 = 1_795_000_000;
+
+struct Entry {
+    mode: u32,
+    uid: u64,
+    mtime: u64,
+    dir: bool,
+    data: Vec<u8>,
+}
+
+/// A `.tar.gz`'s entries by path, read with the tar crate.
+fn entries(archive: &[u8]) -> BTreeMap<String, Entry> {
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
+    let mut out = BTreeMap::new();
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let h = e.header().clone();
+        let path = e.path().unwrap().display().to_string();
+        let mut data = Vec::new();
+        e.read_to_end(&mut data).unwrap();
+        out.insert(
+            path,
+            Entry {
+                mode: h.mode().unwrap(),
+                uid: h.uid().unwrap(),
+                mtime: h.mtime().unwrap(),
+                dir: h.entry_type().is_dir(),
+                data,
+            },
+        );
+    }
+    out
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_file(&p);
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+fn bundle(image: &Path, name: &str, extra: &[&str]) -> (Output, PathBuf) {
+    let out = tmp(name);
+    let mut args = vec![
+        "bundle",
+        image.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    (crashring(&args), out)
+}
+
+/// The files of a bundle by their path inside its top directory.
+fn bundled(archive: &Path) -> (String, BTreeMap<String, Entry>) {
+    let all = entries(&std::fs::read(archive).unwrap());
+    let top = all.keys().next().unwrap().trim_end_matches('/').to_string();
+    let files = all
+        .into_iter()
+        .filter(|(_, e)| !e.dir)
+        .map(|(p, e)| (p.strip_prefix(&format!("{top}/")).unwrap().to_string(), e))
+        .collect();
+    (top, files)
+}
+
+fn text(e: &Entry) -> &str {
+    std::str::from_utf8(&e.data).unwrap()
+}
+
+fn sha256(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A console log whose kernel lines are the trace's printk lines 300 µs
+/// late (the printk clock is not the trace's), and a Weston timeline.
+fn logs() -> (PathBuf, PathBuf) {
+    // printk "message 40" is at 42 us, "message 42" at 44 us.
+    let console = "\
+[    0.000342] message 40\r
+[    0.000344] message 42\r
+[    0.000400] weston[412]: unrelated console line\r
+no time at all\r
+";
+    let timeline = "{\"T\":[0,150000],\"N\":\"core_repaint_begin\",\"wo\":7}\n";
+    (
+        write_tmp("bundle-console.log", console.as_bytes()),
+        write_tmp("bundle-timeline.json", timeline.as_bytes()),
+    )
+}
+
+#[test]
+fn a_bundle_holds_exactly_what_its_manifest_and_readme_say() {
+    let image = write_tmp("bundle-rich.bin", &rich_image());
+    let (console, timeline) = logs();
+    let console_arg = format!("{}:console.txt", console.display());
+    let add = [
+        "--add-log",
+        &console_arg,
+        "--add-log",
+        timeline.to_str().unwrap(),
+    ];
+    let (out, archive) = bundle(&image, "rich.tar.gz", &add);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The rich image is damaged (a corrupt page): exit 1, as extract.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("logs/console.txt: 3 of 4 lines placed"),
+        "{err}"
+    );
+    let mode = std::fs::metadata(&archive).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let all = entries(&std::fs::read(&archive).unwrap());
+    let top = "crash-signage-7-20261118T110640Z-30313233";
+    for (path, e) in &all {
+        assert!(path.starts_with(top), "{path} outside {top}/");
+        assert_eq!(e.mode, if e.dir { 0o700 } else { 0o600 }, "{path}");
+        assert_eq!((e.uid, e.mtime), (0, CRASH_SECS), "{path}");
+    }
+    let (_, files) = bundled(&archive);
+
+    // The manifest checks every file but itself, and nothing else.
+    let manifest: serde_json::Value = serde_json::from_slice(&files["MANIFEST.json"].data).unwrap();
+    let listed = manifest["files"].as_array().unwrap();
+    let mut paths: Vec<&str> = listed.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    paths.sort_unstable();
+    let mut want: Vec<&str> = files
+        .keys()
+        .map(String::as_str)
+        .filter(|p| *p != "MANIFEST.json")
+        .collect();
+    want.sort_unstable();
+    assert_eq!(paths, want);
+    for f in listed {
+        let data = &files[f["path"].as_str().unwrap()].data;
+        assert_eq!(f["size"].as_u64().unwrap(), data.len() as u64, "{f}");
+        assert_eq!(f["sha256"].as_str().unwrap(), sha256(data), "{f}");
+    }
+
+    // The README names every file, and only those.
+    let readme = text(&files["README.txt"]);
+    let section = readme
+        .split("---------------------------\n")
+        .nth(1)
+        .unwrap();
+    let mut named: Vec<&str> = section.lines().filter(|l| !l.starts_with(' ')).collect();
+    named.sort_unstable();
+    let mut every: Vec<&str> = files.keys().map(String::as_str).collect();
+    every.sort_unstable();
+    assert_eq!(named, every, "{readme}");
+    for want in [
+        "kernel 6.12.48+deb12-amd64 on signage-7",
+        "Crashed: panic on CPU 1",
+        "babeltrace2",
+        "ui.perfetto.dev",
+        "trace-cmd report",
+        "logs/console.txt: 3 of 4 lines placed",
+    ] {
+        assert!(readme.contains(want), "{want} not in:\n{readme}");
+    }
+
+    // What the manifest says of the region agrees with extract.
+    let (events, _, lost) = jsonl_totals(&image);
+    let region = &manifest["regions"][0];
+    assert_eq!(region["recovered"].as_u64().unwrap() as usize, events);
+    assert_eq!(region["lost"].as_u64().unwrap(), lost);
+    let per_stream: u64 = region["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["lost"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_stream, lost);
+    assert_eq!(region["boot_id"], "30313233343536373839616263646566");
+    assert_eq!(
+        region["crash"]["time_utc"],
+        "2026-11-18T11:06:40.123756789Z"
+    );
+    assert_eq!(
+        region["clock"]["wall_offset_ns"],
+        1_795_000_000_123_456_789i64
+    );
+    assert_eq!(region["damaged"], true);
+    assert_eq!(manifest["tool"]["name"], "crashring");
+    assert_eq!(manifest["source"]["file"], "bundle-rich.bin");
+
+    // Logs: the console aligned by the two printk lines it shares with
+    // the trace; the timeline as it is.
+    let console = &manifest["logs"][0];
+    assert_eq!(console["name"], "console.txt");
+    assert_eq!(console["bracketed_alignment"]["matched_printk_lines"], 2);
+    assert_eq!(console["bracketed_alignment"]["offset_ns"], -300_000);
+    assert_eq!(console["unplaced"], 1);
+    assert_eq!(manifest["logs"][1]["placed_by"]["weston_timeline"], 1);
+    assert_eq!(
+        files["logs/console.txt"].data,
+        std::fs::read(logs().0).unwrap()
+    );
+
+    // dmesg.txt: every printk line, as dmesg prints them.
+    let dmesg = text(&files["dmesg.txt"]);
+    let printk = jsonl_lines(&image)
+        .iter()
+        .filter(|l| l.contains("\"type\":\"printk\""))
+        .count();
+    assert_eq!(dmesg.lines().count(), printk);
+    assert!(
+        dmesg
+            .lines()
+            .all(|l| l.starts_with('[') && l.as_bytes()[13] == b']'),
+        "{dmesg}"
+    );
+
+    // The Perfetto archive holds one trace and nothing Perfetto cannot
+    // parse; the logs are tracks in it.
+    let perfetto = entries(&files["perfetto/crash.tar.gz"].data);
+    let names: Vec<&str> = perfetto.keys().map(String::as_str).collect();
+    assert_eq!(names, ["kernel.pftrace"]);
+    let pftrace = &perfetto["kernel.pftrace"].data;
+    for track in [
+        "log console.txt",
+        "log bundle-timeline.json",
+        "core_repaint_begin",
+        "weston[412]: unrelated console line",
+    ] {
+        assert!(
+            contains(pftrace, track.as_bytes()),
+            "{track} not in the trace"
+        );
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn jsonl_lines(image: &Path) -> Vec<String> {
+    let out = crashring(&["extract", image.to_str().unwrap(), "--format", "jsonl"]);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_same_input_gives_the_same_bytes() {
+    let image = write_tmp("bundle-same.bin", &rich_image());
+    let (a, first) = bundle(&image, "same-1.tar.gz", &[]);
+    let (b, second) = bundle(&image, "same-2.tar.gz", &[]);
+    assert_eq!(a.status.code(), b.status.code());
+    assert_eq!(
+        std::fs::read(first).unwrap(),
+        std::fs::read(second).unwrap()
+    );
+    // Nothing is left behind beside the output.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".same-") || n.starts_with("same-") && n.contains(".partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Every byte of a bundle's files, the Perfetto archive unpacked.
+fn all_bytes(archive: &Path) -> Vec<u8> {
+    let (_, files) = bundled(archive);
+    let mut all = Vec::new();
+    for (path, e) in &files {
+        if path.ends_with(".tar.gz") {
+            for inner in entries(&e.data).values() {
+                all.extend_from_slice(&inner.data);
+            }
+        } else {
+            all.extend_from_slice(&e.data);
+        }
+    }
+    all
+}
+
+#[test]
+fn kernel_addresses_are_hashed_unless_asked_for() {
+    let image = write_tmp("bundle-ptr.bin", &rich_image());
+    let (_, hashed) = bundle(&image, "ptr-hashed.tar.gz", &[]);
+    let (_, raw) = bundle(&image, "ptr-raw.tar.gz", &["--raw-pointers"]);
+    let (hashed, raw) = (all_bytes(&hashed), all_bytes(&raw));
+    // In printk text, and as a pointer field (8 little-endian bytes in
+    // the CTF streams, hex in trace.dat's and CTF's text-free formats).
+    let text = b"ffffffff81230043";
+    let field = (0xffff_8880_0000_0002u64).to_le_bytes();
+    assert!(contains(&raw, text) && contains(&raw, &field));
+    assert!(!contains(&hashed, text) && !contains(&hashed, &field));
+    // Same length in text, the kernel's hashed-%p shape.
+    let (_, files) = bundled(&tmp_path("ptr-hashed.tar.gz"));
+    let dmesg = text_of(&files["dmesg.txt"]);
+    let line = dmesg
+        .lines()
+        .find(|l| l.contains("input: keyboard 67 at "))
+        .unwrap();
+    let hash = line.rsplit(' ').next().unwrap();
+    assert!(hash.len() == 16 && hash.starts_with("00000000"), "{line}");
+    let manifest: serde_json::Value = serde_json::from_slice(&files["MANIFEST.json"].data).unwrap();
+    assert!(
+        manifest["regions"][0]["redacted"]["pointers_hashed"]
+            .as_u64()
+            .unwrap()
+            > 20
+    );
+}
+
+fn tmp_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn text_of(e: &Entry) -> String {
+    String::from_utf8(e.data.clone()).unwrap()
+}
+
+#[test]
+fn redaction_drops_and_hashes_what_it_is_told_in_every_file() {
+    let image = write_tmp("bundle-redact.bin", &rich_image());
+    let args = [
+        "--redact",
+        "printk=input:",
+        "--redact",
+        "drm_flip.comm",
+        "--redact",
+        "irq_handler_entry",
+    ];
+    let (out, archive) = bundle(&image, "redacted.tar.gz", &args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = all_bytes(&archive);
+    assert!(!contains(&all, b"input: keyboard"));
+    assert!(!contains(&all, b"weston\0"), "a hashed comm is left");
+    assert!(
+        !contains(&all, b"timer"),
+        "a dropped irq_handler_entry is left"
+    );
+    let (_, files) = bundled(&archive);
+    let manifest: serde_json::Value = serde_json::from_slice(&files["MANIFEST.json"].data).unwrap();
+    let lines = jsonl_lines(&image);
+    let count = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count() as u64;
+    let counts: Vec<u64> = manifest["regions"][0]["redacted"]["per_class"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            count("input: keyboard"),
+            count("\"type\":\"drm_flip\""),
+            count("\"type\":\"irq_handler_entry\"")
+        ]
+    );
+    assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+    // Redaction is not loss: the manifest's losses are extract's.
+    let (events, _, lost) = jsonl_totals(&image);
+    let region = &manifest["regions"][0];
+    assert_eq!(region["lost"].as_u64().unwrap(), lost);
+    assert_eq!(
+        region["recovered"].as_u64().unwrap(),
+        events as u64 - counts[0] - counts[2]
+    );
+    assert_eq!(manifest["redaction"]["classes"][0], "printk=input:");
+
+    // The redacted CTF still reads, with the same losses.
+    let Some(bt) = reader("babeltrace2") else {
+        return;
+    };
+    let dir = tmp("redacted-unpacked");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (top, _) = bundled(&archive);
+    let untar = Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let read = Command::new(&bt)
+        .arg(dir.join(&top).join("kernel/ctf"))
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let printed = String::from_utf8(read.stdout).unwrap();
+    assert_eq!(
+        printed.lines().filter(|l| l.starts_with('[')).count() as u64,
+        region["recovered"].as_u64().unwrap()
+    );
+    assert!(
+        printed.contains("comm = \"h:"),
+        "the hashed comm is not shown"
+    );
+}
+
+#[test]
+fn a_misspelt_class_or_a_bad_log_is_refused_and_leaves_nothing() {
+    let image = write_tmp("bundle-refuse.bin", &rich_image());
+    for (args, says) in [
+        (
+            &["--redact", "prinkt"][..],
+            "no event type `prinkt`; the types are: crash, drm_flip,",
+        ),
+        (
+            &["--redact", "drm_flip.nope"][..],
+            "`drm_flip` has no field `nope`; its fields are: crtc, seq,",
+        ),
+        (&["--redact", "not a class"][..], "is not a redaction class"),
+        (
+            &["--add-log", "/nonexistent/x.log"][..],
+            "opening the log /nonexistent/x.log",
+        ),
+        (
+            &["--add-log", "/etc/hostname:.."][..],
+            "`..` cannot name a log",
+        ),
+        (
+            &["--add-log", "/etc/hostname:x", "--add-log", "/etc/passwd:x"][..],
+            "two logs would both be logs/x",
+        ),
+    ] {
+        let (out, archive) = bundle(&image, "refused.tar.gz", args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!archive.exists(), "{args:?} left an archive");
+    }
+}
+
+#[test]
+fn trace_cmd_reads_the_bundled_trace_dat() {
+    let Some(tc) = reader("trace-cmd") else {
+        return;
+    };
+    let image = write_tmp("bundle-tc.bin", &rich_image());
+    let (_, archive) = bundle(&image, "tc.tar.gz", &[]);
+    let dir = tmp("tc-unpacked");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (top, _) = bundled(&archive);
+    assert!(Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let report = Command::new(tc)
+        .args(["report", "-i"])
+        .arg(dir.join(&top).join("kernel/trace.dat"))
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let (events, _, _) = jsonl_totals(&image);
+    let text = String::from_utf8_lossy(&report.stdout);
+    let printed = text
+        .lines()
+        .filter(|l| l.contains(": ") && !l.contains("EVENTS DROPPED") && !l.starts_with("cpus="))
+        .count();
+    assert_eq!(printed, events);
+}
