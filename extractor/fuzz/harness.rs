@@ -42,17 +42,21 @@ pub enum Target {
     /// the compressed page (bit 7 clear) or (16-bit LE offset, value)
     /// patches to a real compressed page of seed memory (bit 7 set).
     Decompress,
+    /// A user log placed on a seed region's clock (`--add-log`): the
+    /// input is the log.
+    Logs,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 5] = [
+    pub const ALL: [(&'static str, Target); 6] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
         ("flattened", Target::Flattened),
         ("decompress", Target::Decompress),
+        ("logs", Target::Logs),
     ];
 }
 
@@ -132,7 +136,7 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         Target::Elf => elf,
         Target::Kdump => kdump,
         Target::Flattened => flat,
-        Target::Decompress => &[],
+        Target::Decompress | Target::Logs => &[],
     }
 }
 
@@ -153,8 +157,10 @@ fn file_of(target: Target, data: &[u8]) -> Option<Vec<u8>> {
 }
 
 pub fn run(target: Target, data: &[u8]) {
-    if let Target::Decompress = target {
-        return decompress(data);
+    match target {
+        Target::Decompress => return decompress(data),
+        Target::Logs => return logs(data),
+        _ => {}
     }
     let Some(file) = file_of(target, data) else {
         return;
@@ -196,6 +202,21 @@ fn decompress(data: &[u8]) {
         input
     };
     let _ = decompress_page(codec, &input, &mut page);
+}
+
+fn logs(data: &[u8]) {
+    let mem = memory();
+    let Ok(region) = Region::parse(&mem[REGION..REGION + REGION_SIZE], HeaderTrust::Checksummed)
+    else {
+        return;
+    };
+    let trace = region.decode();
+    let clock = extractor::logs::Clock::new(&region, &trace);
+    if let Ok(log) = clock.place("fuzz", data) {
+        assert!(log.placed.len() as u64 + log.placement.unplaced <= log.lines);
+        let mut bytes = Vec::new();
+        let _ = extractor::perfetto::log_track(&mut bytes, "fuzz", 0, &log.placed);
+    }
 }
 
 /// Everything the CLI would do with an opened dump.
@@ -245,6 +266,28 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
     let _ = extractor::perfetto::begin(&mut bytes, &trace, 0);
     extractor::perfetto::chunk(&mut bytes, &items, &region, 0);
     let selection = extractor::select::Selection::default();
+    let mut file = std::io::Cursor::new(Vec::new());
+    let _ = extractor::tracedat::write(&mut file, &region, &trace, &selection);
+
+    // Redaction rewrites hostile payloads; what it makes is written again.
+    use extractor::redact::{plan, Class, Rules};
+    let rules = Rules {
+        classes: vec![
+            Class::Hash {
+                event: "printk".into(),
+                field: "text".into(),
+            },
+            Class::DropPrefix {
+                event: "marker".into(),
+                prefix: "x".into(),
+            },
+        ],
+        raw_pointers: false,
+    };
+    let plan = plan(&region, &trace, &rules);
+    let (region, trace) = (plan.region(&region), plan.apply(&trace));
+    let items: Vec<_> = merge(&trace.streams).collect();
+    extractor::perfetto::chunk(&mut bytes, &items, &region, 0);
     let mut file = std::io::Cursor::new(Vec::new());
     let _ = extractor::tracedat::write(&mut file, &region, &trace, &selection);
 }

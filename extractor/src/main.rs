@@ -137,6 +137,13 @@ enum Cmd {
         #[arg(long)]
         raw_pointers: bool,
     },
+    /// Check a bundle as its recipient: every file the manifest lists is
+    /// there with its size and SHA-256, nothing else is, and the README
+    /// names them all. Exit 0 intact, 1 not, 2 unreadable.
+    CheckBundle {
+        /// A .tar.gz made by `crashring bundle`.
+        archive: PathBuf,
+    },
     /// Check the input: exit 0 intact, 1 recovered with damage, 2 nothing.
     #[command(after_help = INPUTS)]
     Verify {
@@ -466,6 +473,28 @@ fn run(cli: Cli) -> Result<u8> {
                 summary.lost
             );
             Ok(u8::from(recovered.iter().any(|r| r.damaged)))
+        }
+        Cmd::CheckBundle { archive } => {
+            let file = std::fs::File::open(&archive)
+                .with_context(|| format!("opening {}", archive.display()))?;
+            match bundle::check(io::BufReader::new(file)) {
+                Ok(checked) => {
+                    println!(
+                        "{}: intact: {}/ with {} files, each as MANIFEST.json says",
+                        archive.display(),
+                        checked.top,
+                        checked.files.len()
+                    );
+                    Ok(0)
+                }
+                Err(bundle::CheckError::Read(e)) => {
+                    Err(e).with_context(|| format!("reading {}", archive.display()))
+                }
+                Err(e) => {
+                    println!("{}: NOT intact: {e}", archive.display());
+                    Ok(1)
+                }
+            }
         }
         Cmd::Verify { input } => {
             let loaded = load(&input)?;

@@ -5,7 +5,6 @@
 mod common;
 
 use common::{crashring, jsonl_totals, reader, rich_image, write_tmp};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -83,13 +82,6 @@ fn text(e: &Entry) -> &str {
     std::str::from_utf8(&e.data).unwrap()
 }
 
-fn sha256(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A console log whose kernel lines are the trace's printk lines 300 µs
 /// late (the printk clock is not the trace's), and a Weston timeline.
 fn logs() -> (PathBuf, PathBuf) {
@@ -138,35 +130,22 @@ fn a_bundle_holds_exactly_what_its_manifest_and_readme_say() {
     }
     let (_, files) = bundled(&archive);
 
-    // The manifest checks every file but itself, and nothing else.
-    let manifest: serde_json::Value = serde_json::from_slice(&files["MANIFEST.json"].data).unwrap();
-    let listed = manifest["files"].as_array().unwrap();
-    let mut paths: Vec<&str> = listed.iter().map(|f| f["path"].as_str().unwrap()).collect();
-    paths.sort_unstable();
-    let mut want: Vec<&str> = files
-        .keys()
-        .map(String::as_str)
-        .filter(|p| *p != "MANIFEST.json")
-        .collect();
-    want.sort_unstable();
-    assert_eq!(paths, want);
-    for f in listed {
-        let data = &files[f["path"].as_str().unwrap()].data;
-        assert_eq!(f["size"].as_u64().unwrap(), data.len() as u64, "{f}");
-        assert_eq!(f["sha256"].as_str().unwrap(), sha256(data), "{f}");
-    }
-
-    // The README names every file, and only those.
-    let readme = text(&files["README.txt"]);
-    let section = readme
-        .split("---------------------------\n")
-        .nth(1)
-        .unwrap();
-    let mut named: Vec<&str> = section.lines().filter(|l| !l.starts_with(' ')).collect();
-    named.sort_unstable();
-    let mut every: Vec<&str> = files.keys().map(String::as_str).collect();
-    every.sort_unstable();
-    assert_eq!(named, every, "{readme}");
+    // The manifest checks every file but itself, and nothing else; the
+    // README names every file. The CLI says so too.
+    let checked = extractor::bundle::check(&std::fs::read(&archive).unwrap()[..]).unwrap();
+    assert_eq!(checked.top, top);
+    let names: Vec<&str> = checked.files.keys().map(String::as_str).collect();
+    assert_eq!(names, files.keys().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        names.contains(&"kernel/ctf/user_2") && names.contains(&"logs/console.txt"),
+        "{names:?}"
+    );
+    let manifest = &checked.manifest;
+    let readme = &checked.readme;
+    let said = crashring(&["check-bundle", archive.to_str().unwrap()]);
+    assert_eq!(said.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&said.stdout)
+        .contains(&format!("intact: {top}/ with {} files", files.len())));
     for want in [
         "kernel 6.12.48+deb12-amd64 on signage-7",
         "Crashed: panic on CPU 1",
@@ -495,4 +474,75 @@ fn trace_cmd_reads_the_bundled_trace_dat() {
         .filter(|l| l.contains(": ") && !l.contains("EVENTS DROPPED") && !l.starts_with("cpus="))
         .count();
     assert_eq!(printed, events);
+}
+
+/// The archive's entries again, after `edit`, as a `.tar.gz`.
+fn repack(archive: &Path, edit: impl Fn(&mut Vec<(String, Entry)>)) -> Vec<u8> {
+    let mut list: Vec<(String, Entry)> = entries(&std::fs::read(archive).unwrap())
+        .into_iter()
+        .collect();
+    edit(&mut list);
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    for (path, e) in &list {
+        let mut h = tar::Header::new_ustar();
+        h.set_entry_type(if e.dir {
+            tar::EntryType::Directory
+        } else {
+            tar::EntryType::Regular
+        });
+        h.set_size(e.data.len() as u64);
+        h.set_mode(e.mode);
+        tar.append_data(&mut h, path, &e.data[..]).unwrap();
+    }
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+#[test]
+fn check_bundle_names_what_was_changed() {
+    let image = write_tmp("bundle-tamper.bin", &rich_image());
+    let (_, archive) = bundle(&image, "tamper.tar.gz", &[]);
+    let check = |bytes: &[u8], name: &str| {
+        let path = write_tmp(name, bytes);
+        crashring(&["check-bundle", path.to_str().unwrap()])
+    };
+    let flipped = repack(&archive, |list| {
+        let dmesg = list
+            .iter_mut()
+            .find(|(p, _)| p.ends_with("/dmesg.txt"))
+            .unwrap();
+        dmesg.1.data[3] ^= 1;
+    });
+    let out = check(&flipped, "tamper-1.tar.gz");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("NOT intact: dmesg.txt: SHA-256"),
+        "{out:?}"
+    );
+
+    let extra = repack(&archive, |list| {
+        let top = list[0].0.trim_end_matches('/').to_string();
+        let e = Entry {
+            mode: 0o600,
+            uid: 0,
+            mtime: 0,
+            dir: false,
+            data: b"hi".to_vec(),
+        };
+        list.push((format!("{top}/smuggled.txt"), e));
+    });
+    let out = check(&extra, "tamper-2.tar.gz");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("smuggled.txt: in the archive, not in MANIFEST.json"),
+        "{out:?}"
+    );
+
+    let whole = std::fs::read(&archive).unwrap();
+    let out = check(&whole[..whole.len() / 2], "tamper-3.tar.gz");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("reading"),
+        "{out:?}"
+    );
 }

@@ -23,9 +23,12 @@
 //! owned by 0, and dated at the crash (or the region's creation).
 
 mod archive;
+mod check;
 mod dmesg;
 mod manifest;
 mod readme;
+
+pub use check::{check, CheckError, Checked};
 
 use crate::logs::{self, Log};
 use crate::output::{create_private, write_items, Format};

@@ -7,6 +7,9 @@ use crate::redact::Rules;
 use pstore_ring::read::reason_name;
 use std::fmt::Write;
 
+/// The heading of the list of files, which [`super::check`] reads back.
+pub(super) const FILES_HEADING: &str = "Files, and how to open them";
+
 /// What a reader is told about each kind of file.
 fn how_to_open(kind: FileKind) -> &'static str {
     match kind {
@@ -146,8 +149,8 @@ fn write_all(
         )?;
     }
     writeln!(s)?;
-    writeln!(s, "Files, and how to open them")?;
-    writeln!(s, "---------------------------")?;
+    writeln!(s, "{FILES_HEADING}")?;
+    writeln!(s, "{}", "-".repeat(FILES_HEADING.len()))?;
     let mut said = Vec::new();
     for f in files {
         // Streams of one CTF trace share a sentence.

@@ -1,0 +1,12 @@
+//! Fuzz target: see `harness.rs`, `Target::Logs`.
+#![no_main]
+
+// Each target uses only its part of both.
+#[allow(dead_code)]
+#[path = "../../tests/common/synth.rs"]
+mod synth;
+#[allow(dead_code)]
+#[path = "../harness.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(harness::Target::Logs, data));

@@ -1,0 +1,181 @@
+//! Checking a bundle as its recipient would: every file the manifest
+//! lists is there with its size and SHA-256, nothing else is, and the
+//! README names exactly the files there are. The archive is outside data:
+//! files are hashed as they stream past, and only the manifest and README
+//! are held, up to [`MAX_TEXT`] each.
+
+use super::readme::FILES_HEADING;
+use flate2::read::GzDecoder;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+
+/// Largest MANIFEST.json or README.txt read.
+pub const MAX_TEXT: u64 = 16 << 20;
+
+/// A bundle that checked out.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// Its top directory.
+    pub top: String,
+    /// Every file (path inside the top directory → size).
+    pub files: BTreeMap<String, u64>,
+    pub manifest: serde_json::Value,
+    pub readme: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("reading the archive: {0}")]
+    Read(#[from] io::Error),
+    #[error("{0}")]
+    Layout(String),
+    #[error("{path}: {what}")]
+    Mismatch { path: String, what: String },
+}
+
+/// Checks the `.tar.gz` bundle read from `archive`.
+pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
+    let mut tar = tar::Archive::new(GzDecoder::new(archive));
+    let mut top: Option<String> = None;
+    let mut files = BTreeMap::new();
+    let mut digests = BTreeMap::new();
+    let (mut manifest, mut readme) = (None, None);
+    for entry in tar.entries()? {
+        let mut entry = entry?;
+        let path = entry.path()?.to_string_lossy().into_owned();
+        let first = path.split('/').next().unwrap_or_default().to_string();
+        match &top {
+            None => top = Some(first.clone()),
+            Some(t) if *t != first => {
+                return Err(CheckError::Layout(format!(
+                    "{path} is outside the top directory {t}/"
+                )));
+            }
+            Some(_) => {}
+        }
+        if entry.header().entry_type().is_dir() {
+            continue;
+        }
+        let Some(rel) = path.strip_prefix(&format!("{first}/")).map(String::from) else {
+            return Err(CheckError::Layout(format!(
+                "{path} is not inside a directory"
+            )));
+        };
+        let keep = rel == "MANIFEST.json" || rel == "README.txt";
+        let mut hasher = Sha256::new();
+        let mut kept = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut size = 0u64;
+        loop {
+            let n = entry.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            size += n as u64;
+            if keep {
+                if size > MAX_TEXT {
+                    return Err(CheckError::Layout(format!(
+                        "{rel} is over {MAX_TEXT} bytes"
+                    )));
+                }
+                kept.extend_from_slice(&buf[..n]);
+            }
+        }
+        let hex: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if files.insert(rel.clone(), size).is_some() {
+            return Err(CheckError::Layout(format!("{rel} is in the archive twice")));
+        }
+        digests.insert(rel.clone(), hex);
+        match rel.as_str() {
+            "MANIFEST.json" => manifest = Some(kept),
+            "README.txt" => readme = Some(kept),
+            _ => {}
+        }
+    }
+    let top = top.ok_or_else(|| CheckError::Layout("the archive is empty".into()))?;
+    let manifest = manifest.ok_or_else(|| CheckError::Layout("no MANIFEST.json".into()))?;
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest)
+        .map_err(|e| CheckError::Layout(format!("MANIFEST.json is not JSON: {e}")))?;
+    let readme = readme.ok_or_else(|| CheckError::Layout("no README.txt".into()))?;
+    let readme = String::from_utf8(readme)
+        .map_err(|_| CheckError::Layout("README.txt is not UTF-8".into()))?;
+
+    let listed = manifest["files"]
+        .as_array()
+        .ok_or_else(|| CheckError::Layout("MANIFEST.json has no files list".into()))?;
+    let mut seen = vec!["MANIFEST.json".to_string()];
+    for f in listed {
+        let (Some(path), Some(size), Some(sha)) =
+            (f["path"].as_str(), f["size"].as_u64(), f["sha256"].as_str())
+        else {
+            return Err(CheckError::Layout(format!(
+                "MANIFEST.json lists {f} without path, size and sha256"
+            )));
+        };
+        let mismatch = |what: String| CheckError::Mismatch {
+            path: path.into(),
+            what,
+        };
+        let Some(&actual) = files.get(path) else {
+            return Err(mismatch(
+                "listed in MANIFEST.json, not in the archive".into(),
+            ));
+        };
+        if actual != size {
+            return Err(mismatch(format!(
+                "{actual} bytes, MANIFEST.json says {size}"
+            )));
+        }
+        if digests[path] != sha {
+            return Err(mismatch(format!(
+                "SHA-256 {}, MANIFEST.json says {sha}",
+                digests[path]
+            )));
+        }
+        seen.push(path.into());
+    }
+    if let Some(extra) = files.keys().find(|p| !seen.contains(p)) {
+        return Err(CheckError::Mismatch {
+            path: extra.clone(),
+            what: "in the archive, not in MANIFEST.json".into(),
+        });
+    }
+
+    let section = readme
+        .split_once(&format!("{FILES_HEADING}\n"))
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| {
+            CheckError::Layout(format!("README.txt has no \"{FILES_HEADING}\" section"))
+        })?;
+    let named: Vec<&str> = section
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty() && !l.starts_with(' '))
+        .collect();
+    for n in &named {
+        if !files.contains_key(*n) {
+            return Err(CheckError::Mismatch {
+                path: (*n).into(),
+                what: "named in README.txt, not in the archive".into(),
+            });
+        }
+    }
+    if let Some(missing) = files.keys().find(|p| !named.contains(&p.as_str())) {
+        return Err(CheckError::Mismatch {
+            path: missing.clone(),
+            what: "in the archive, not named in README.txt".into(),
+        });
+    }
+    Ok(Checked {
+        top,
+        files,
+        manifest,
+        readme,
+    })
+}
