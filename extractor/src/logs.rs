@@ -47,6 +47,9 @@ pub struct Placement {
     pub matched: u64,
     /// Added to bracketed times (nanoseconds); 0 when nothing matched.
     pub offset_ns: i64,
+    /// How far the matched lines' own offsets stray from `offset_ns` at
+    /// most: the alignment's precision.
+    pub spread_ns: u64,
     /// Lines with no time we understand, too long, before the clock's
     /// zero, or over [`MAX_PLACED`].
     pub unplaced: u64,
@@ -169,6 +172,12 @@ impl<'t> Clock<'t> {
         offsets.sort_unstable();
         log.placement.matched = offsets.len() as u64;
         let offset = offsets.get(offsets.len() / 2).copied().unwrap_or(0);
+        let spread = offsets
+            .iter()
+            .map(|o| (o - offset).unsigned_abs())
+            .max()
+            .unwrap_or(0);
+        log.placement.spread_ns = u64::try_from(spread).unwrap_or(u64::MAX);
         log.placement.offset_ns = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         if offset != 0 {
             let mut gone = Vec::new();
@@ -365,7 +374,10 @@ no time here
             ),
             (1, 1, 1, 2)
         );
-        assert_eq!((p.matched, p.offset_ns, p.unplaced), (1, 500, 1));
+        assert_eq!(
+            (p.matched, p.offset_ns, p.spread_ns, p.unplaced),
+            (1, 500, 0, 1)
+        );
         let want: Vec<(u64, &str)> = vec![
             (3_000_000_250, "core_repaint_begin"),
             (4_000_001_000, "weston: hello"),

@@ -188,6 +188,7 @@ fn a_bundle_holds_exactly_what_its_manifest_and_readme_say() {
     assert_eq!(console["name"], "console.txt");
     assert_eq!(console["bracketed_alignment"]["matched_printk_lines"], 2);
     assert_eq!(console["bracketed_alignment"]["offset_ns"], -300_000);
+    assert_eq!(console["bracketed_alignment"]["spread_ns"], 0);
     assert_eq!(console["unplaced"], 1);
     assert_eq!(manifest["logs"][1]["placed_by"]["weston_timeline"], 1);
     assert_eq!(

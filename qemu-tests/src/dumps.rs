@@ -94,6 +94,75 @@ pub fn check_dump(
     ))
 }
 
+/// `crashring bundle` on a dump with the guest's serial log added, checked
+/// as its recipient would (every file against MANIFEST.json, README.txt
+/// naming them all); the manifest names the crashed kernel and its panic
+/// and holds the workload's events; the console log is aligned by the
+/// kernel messages it shares with the trace; babeltrace2 reads the
+/// bundled CTF with the manifest's event count.
+fn check_bundle(
+    sh: &Shell,
+    crashring: &Path,
+    dump: &Path,
+    serial: &Path,
+    release: &str,
+) -> Result<String> {
+    let name = dump.file_name().and_then(|n| n.to_str()).unwrap_or("dump");
+    let out = dump.with_file_name(format!("{name}.bundle.tar.gz"));
+    let log = format!("{}:console.txt", serial.display());
+    let run = cmd!(sh, "{crashring} bundle {dump} -o {out} --add-log {log}")
+        .quiet()
+        .ignore_status()
+        .output()?;
+    ensure!(
+        run.status.code() == Some(0),
+        "crashring bundle exited {:?}: {}",
+        run.status.code(),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let size = std::fs::metadata(&out)?.len();
+    let checked = extractor::bundle::check(std::io::BufReader::new(std::fs::File::open(&out)?))?;
+    let region = &checked.manifest["regions"][0];
+    ensure!(
+        region["kernel_release"] == release && region["crash"]["reason"] == "panic",
+        "the manifest does not name the {release} kernel's panic: {region}"
+    );
+    let recovered = region["recovered"].as_u64().unwrap_or(0);
+    ensure!(
+        recovered >= 2 * u64::from(crate::scenarios::WORKLOAD_EVENTS),
+        "the manifest counts {recovered} events, fewer than the workload wrote"
+    );
+    let console = &checked.manifest["logs"][0];
+    let (placed, lines) = (
+        console["placed"].as_u64().unwrap_or(0),
+        console["lines"].as_u64().unwrap_or(0),
+    );
+    let align = &console["bracketed_alignment"];
+    let matched = align["matched_printk_lines"].as_u64().unwrap_or(0);
+    ensure!(
+        placed > 0 && matched > 0,
+        "the console log was not aligned with the trace: {console}"
+    );
+    let unpacked = dump.with_file_name(format!("{name}.bundle"));
+    let _ = std::fs::remove_dir_all(&unpacked);
+    std::fs::create_dir_all(&unpacked)?;
+    cmd!(sh, "tar -xzf {out} -C {unpacked}").quiet().run()?;
+    let ctf = unpacked.join(&checked.top).join("kernel/ctf");
+    let text = cmd!(sh, "babeltrace2 {ctf}").quiet().read()?;
+    let read = text.lines().filter(|l| l.starts_with('[')).count() as u64;
+    ensure!(
+        read == recovered,
+        "babeltrace2 read {read} events from the bundled CTF, the manifest says {recovered}"
+    );
+    std::fs::remove_dir_all(&unpacked)?;
+    Ok(format!(
+        "bundle of {name}: {} files, {size} bytes, checked against MANIFEST.json and README.txt; {recovered} events (babeltrace2 agrees); console log: {placed} of {lines} lines placed, aligned by {matched} printk lines (offset {} ns, spread {} ns)",
+        checked.files.len(),
+        align["offset_ns"],
+        align["spread_ns"]
+    ))
+}
+
 /// The `"name"` strings of a QMP capability reply's formats.
 fn formats(reply: &str) -> Vec<String> {
     reply
@@ -169,7 +238,18 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         "guest booted, ran the workload and panicked in {:.1} s",
         booted.as_secs_f64()
     )];
-    for (path, took) in &dumps {
+    for (i, (path, took)) in dumps.iter().enumerate() {
+        if i == 0 {
+            let line =
+                check_bundle(sh, &crashring, path, &serial, &k.release).with_context(|| {
+                    format!(
+                        "bundling {} (serial log {})",
+                        path.display(),
+                        serial.display()
+                    )
+                })?;
+            lines.push(line);
+        }
         let line = check_dump(sh, &crashring, path, Some(REGION_ADDR), Some(&k.release))
             .with_context(|| {
                 format!(

@@ -93,7 +93,7 @@ pub fn find(name: &str) -> Result<&'static Scenario> {
 }
 
 /// Markers and printk lines the workload writes before it crashes the guest.
-const WORKLOAD_EVENTS: u32 = 400;
+pub const WORKLOAD_EVENTS: u32 = 400;
 
 /// The workload's writing: markers through /dev/crashring and printk lines
 /// through /dev/kmsg, numbered so the check can tell what is missing.

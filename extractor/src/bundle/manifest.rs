@@ -132,6 +132,7 @@ fn log(l: &Log) -> Value {
         "bracketed_alignment": {
             "matched_printk_lines": p.matched,
             "offset_ns": p.offset_ns,
+            "spread_ns": p.spread_ns,
         },
     })
 }
