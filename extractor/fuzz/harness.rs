@@ -252,17 +252,16 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
     for d in &trace.diagnostics {
         let _ = write!(out, "{d}");
     }
+    let mut bytes = Vec::new();
+    let mut values = Vec::new();
     for item in merge(&trace.streams) {
         let _ = write!(out, "{}", Line::of(&item, &region));
-        let _ = jsonl::write_item(out, &item, &region, 0);
+        jsonl::write_item(&mut bytes, &item, &region, 0, &mut values);
     }
     // The file writers see whatever a hostile region decodes to.
     let items: Vec<_> = merge(&trace.streams).collect();
-    let mut bytes = Vec::new();
     let _ = extractor::chrome::begin(&mut bytes, &region, &trace, 0);
-    for item in &items {
-        let _ = extractor::chrome::write_item(out, item, &region, 0);
-    }
+    extractor::chrome::write_items(&mut bytes, &items, &region, 0);
     let _ = extractor::perfetto::begin(&mut bytes, &trace, 0);
     extractor::perfetto::chunk(&mut bytes, &items, &region, 0);
     let selection = extractor::select::Selection::default();

@@ -13,11 +13,11 @@
 //! - `ts` is microseconds on the region's clock (CLOCK_MONOTONIC), written
 //!   with three decimals so nanoseconds survive.
 
-use crate::jsonl::{reason, write_fields, write_hex, write_string, write_u64};
+use crate::jsonl::{decode_into, reason, write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{Region, StreamInfo, Trace};
-use std::fmt;
+use pstore_ring::read::{Event, Region, StreamInfo, Trace};
+use pstore_ring::schema::Value;
 use std::io::{self, Write};
 
 fn kernel_pid(region_index: usize) -> u64 {
@@ -37,7 +37,7 @@ fn ids(region_index: usize, info: &StreamInfo) -> (u64, u64) {
 }
 
 /// Starts the array (for the first region) and names the region's
-/// processes and threads; its items follow as [`write_item`] lines, and
+/// processes and threads; its items follow as [`write_items`] lines, and
 /// [`end`] closes the array.
 pub fn begin(
     out: &mut impl Write,
@@ -45,23 +45,22 @@ pub fn begin(
     trace: &Trace,
     region_index: usize,
 ) -> io::Result<()> {
-    let mut lines = String::with_capacity(1024);
+    let mut lines = Vec::with_capacity(1024);
     if region_index == 0 {
-        lines.push_str("[\n");
+        lines.extend_from_slice(b"[\n");
     }
     let h = &region.header;
     let kernel_pid = kernel_pid(region_index);
     let name = format!("kernel {} ({})", h.kernel_release, h.hostname);
-    let failed = |_| io::Error::other("formatting metadata failed");
-    metadata(&mut lines, "process_name", kernel_pid, None, &name).map_err(failed)?;
+    metadata(&mut lines, "process_name", kernel_pid, None, &name);
     for st in &trace.streams {
         let (pid, tid) = ids(region_index, &st.info);
         if pid != kernel_pid {
-            metadata(&mut lines, "process_name", pid, None, &st.info.label()).map_err(failed)?;
+            metadata(&mut lines, "process_name", pid, None, &st.info.label());
         }
-        metadata(&mut lines, "thread_name", pid, Some(tid), &st.info.label()).map_err(failed)?;
+        metadata(&mut lines, "thread_name", pid, Some(tid), &st.info.label());
     }
-    out.write_all(lines.as_bytes())
+    out.write_all(&lines)
 }
 
 pub fn end(out: &mut impl Write) -> io::Result<()> {
@@ -69,17 +68,28 @@ pub fn end(out: &mut impl Write) -> io::Result<()> {
     out.write_all(b"{}\n]\n")
 }
 
-/// One item as one line (without the newline), ending in a comma.
-pub fn write_item(
-    out: &mut impl fmt::Write,
-    item: &Item,
+/// Each item as one line ending in a comma and a newline.
+pub fn write_items(out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+    let mut values = Vec::with_capacity(16);
+    for item in items {
+        write_item(out, item, region, region_index, &mut values);
+        out.push(b'\n');
+    }
+}
+
+/// One item as one line (without the newline), ending in a comma;
+/// `values` is scratch space.
+pub fn write_item<'a>(
+    out: &mut Vec<u8>,
+    item: &Item<'_, 'a>,
     region: &Region,
     region_index: usize,
-) -> fmt::Result {
+    values: &mut Vec<Value<'a>>,
+) {
     let info = region.streams.iter().find(|s| s.index == item.stream());
     let (pid, tid) = info.map_or((kernel_pid(region_index), 0), |i| ids(region_index, i));
     match item {
-        Item::Event(e) => event(out, region, e, pid, tid),
+        Item::Event(e) => event(out, region, e, pid, tid, values),
         Item::Loss(l) => {
             let ts = l.before_ts.or(l.after_ts).unwrap_or(0);
             let name = format!(
@@ -87,83 +97,75 @@ pub fn write_item(
                 l.events,
                 pstore_ring::text::loss_kind_name(l.kind)
             );
-            instant(out, name.as_bytes(), "loss", ts, pid, tid)?;
-            write!(
-                out,
-                ",\"args\":{{\"events\":{},\"pages\":{},\"reason\":\"{}\"}}}},",
-                l.events,
-                l.pages,
-                reason(l.kind)
-            )
+            instant(out, name.as_bytes(), "loss", ts, pid, tid);
+            out.extend_from_slice(b",\"args\":{\"events\":");
+            write_u64(out, l.events);
+            out.extend_from_slice(b",\"pages\":");
+            write_u64(out, l.pages);
+            out.extend_from_slice(b",\"reason\":\"");
+            out.extend_from_slice(reason(l.kind).as_bytes());
+            out.extend_from_slice(b"\"}},");
         }
     }
 }
 
-fn metadata(
-    out: &mut impl fmt::Write,
-    what: &str,
-    pid: u64,
-    tid: Option<u64>,
-    name: &str,
-) -> fmt::Result {
-    write!(out, "{{\"ph\":\"M\",\"name\":\"{what}\",\"pid\":{pid}")?;
+fn metadata(out: &mut Vec<u8>, what: &str, pid: u64, tid: Option<u64>, name: &str) {
+    out.extend_from_slice(b"{\"ph\":\"M\",\"name\":\"");
+    out.extend_from_slice(what.as_bytes());
+    out.extend_from_slice(b"\",\"pid\":");
+    write_u64(out, pid);
     if let Some(tid) = tid {
-        write!(out, ",\"tid\":{tid}")?;
+        out.extend_from_slice(b",\"tid\":");
+        write_u64(out, tid);
     }
-    out.write_str(",\"args\":{\"name\":")?;
-    write_string(out, name.as_bytes())?;
-    out.write_str("}},\n")
+    out.extend_from_slice(b",\"args\":{\"name\":");
+    write_string(out, name.as_bytes());
+    out.extend_from_slice(b"}},\n");
 }
 
 /// The common part of an instant, up to (not including) its `args`.
-fn instant(
-    out: &mut impl fmt::Write,
-    name: &[u8],
-    cat: &str,
-    ts: u64,
-    pid: u64,
-    tid: u64,
-) -> fmt::Result {
-    out.write_str("{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
-    write_string(out, name)?;
-    out.write_str(",\"cat\":\"")?;
-    out.write_str(cat)?;
-    out.write_str("\",\"ts\":")?;
-    write_u64(out, ts / 1000)?;
+fn instant(out: &mut Vec<u8>, name: &[u8], cat: &str, ts: u64, pid: u64, tid: u64) {
+    out.extend_from_slice(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":");
+    write_string(out, name);
+    out.extend_from_slice(b",\"cat\":\"");
+    out.extend_from_slice(cat.as_bytes());
+    out.extend_from_slice(b"\",\"ts\":");
+    write_u64(out, ts / 1000);
     let fraction = ts % 1000;
-    out.write_str(if fraction < 10 {
-        ".00"
+    out.extend_from_slice(if fraction < 10 {
+        b".00"
     } else if fraction < 100 {
-        ".0"
+        b".0"
     } else {
-        "."
-    })?;
-    write_u64(out, fraction)?;
-    out.write_str(",\"pid\":")?;
-    write_u64(out, pid)?;
-    out.write_str(",\"tid\":")?;
-    write_u64(out, tid)
+        b"."
+    });
+    write_u64(out, fraction);
+    out.extend_from_slice(b",\"pid\":");
+    write_u64(out, pid);
+    out.extend_from_slice(b",\"tid\":");
+    write_u64(out, tid);
 }
 
-fn event(
-    out: &mut impl fmt::Write,
+fn event<'a>(
+    out: &mut Vec<u8>,
     region: &Region,
-    e: &pstore_ring::read::Event,
+    e: &Event<'a>,
     pid: u64,
     tid: u64,
-) -> fmt::Result {
+    values: &mut Vec<Value<'a>>,
+) {
     let ty = region.schema.get(e.type_id);
-    let values = ty.and_then(|t| t.decode(e.payload, region.header.endian).ok());
-    let (Some(t), Some(values)) = (ty, values) else {
+    let Some(t) = ty.filter(|t| decode_into(t, e.payload, region, values)) else {
         let name = format!("crashring_raw type {}", e.type_id);
-        instant(out, name.as_bytes(), "raw", e.ts, pid, tid)?;
-        out.write_str(",\"args\":{\"payload\":")?;
-        write_hex(out, e.payload)?;
-        return out.write_str("}},");
+        instant(out, name.as_bytes(), "raw", e.ts, pid, tid);
+        out.extend_from_slice(b",\"args\":{\"payload\":");
+        write_hex(out, e.payload);
+        out.extend_from_slice(b"}},");
+        return;
     };
-    let name = crate::perfetto::instant_name(e.type_id, t, &values);
-    instant(out, name, &t.name, e.ts, pid, tid)?;
-    out.write_str(",\"args\":")?;
-    write_fields(out, t, &values)?;
-    out.write_str("},")
+    let name = crate::perfetto::instant_name(e.type_id, t, values);
+    instant(out, name, &t.name, e.ts, pid, tid);
+    out.extend_from_slice(b",\"args\":");
+    write_fields(out, t, values);
+    out.extend_from_slice(b"},");
 }

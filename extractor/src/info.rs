@@ -12,7 +12,7 @@
 
 use extractor::container::Dump;
 use extractor::discover::Found;
-use extractor::jsonl::write_string;
+use extractor::jsonl::json_string;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::read::{reason_name, LossKind, PageStatus, Region, Trace};
 use pstore_ring::text::write_summary;
@@ -91,9 +91,9 @@ impl View<'_> {
     pub fn write_json(&self, out: &mut impl Write) -> fmt::Result {
         let d = self.dump;
         out.write_str("{\"input\":")?;
-        write_string(out, self.input.display().to_string().as_bytes())?;
+        out.write_str(&json_string(self.input.display().to_string().as_bytes()))?;
         out.write_str(",\"container\":")?;
-        write_string(out, d.container.as_bytes())?;
+        out.write_str(&json_string(d.container.as_bytes()))?;
         out.write_str(",\"warnings\":")?;
         strings(out, d.warnings.iter().map(String::as_str))?;
         out.write_str(",\"kernel\":")?;
@@ -137,14 +137,14 @@ fn strings<'s>(out: &mut impl Write, items: impl Iterator<Item = &'s str>) -> fm
         if i > 0 {
             out.write_char(',')?;
         }
-        write_string(out, s.as_bytes())?;
+        out.write_str(&json_string(s.as_bytes()))?;
     }
     out.write_char(']')
 }
 
 fn opt_string(out: &mut impl Write, s: Option<&str>) -> fmt::Result {
     match s {
-        Some(s) => write_string(out, s.as_bytes()),
+        Some(s) => out.write_str(&json_string(s.as_bytes())),
         None => out.write_str("null"),
     }
 }
@@ -157,9 +157,9 @@ fn region_json(out: &mut impl Write, f: &Found, region: &Region, trace: &Trace) 
         f.addr, h.region_size
     )?;
     out.write_str(",\"kernel_release\":")?;
-    write_string(out, h.kernel_release.as_bytes())?;
+    out.write_str(&json_string(h.kernel_release.as_bytes()))?;
     out.write_str(",\"hostname\":")?;
-    write_string(out, h.hostname.as_bytes())?;
+    out.write_str(&json_string(h.hostname.as_bytes()))?;
     let boot: String = h.boot_id.iter().map(|b| format!("{b:02x}")).collect();
     write!(
         out,
@@ -179,7 +179,7 @@ fn region_json(out: &mut impl Write, f: &Found, region: &Region, trace: &Trace) 
                     s.crash_cpu,
                     s.crash_ns
                 )?;
-                write_string(out, s.message.as_bytes())?;
+                out.write_str(&json_string(s.message.as_bytes()))?;
                 out.write_char('}')?;
             }
         }
@@ -199,7 +199,7 @@ fn region_json(out: &mut impl Write, f: &Found, region: &Region, trace: &Trace) 
             out.write_char(',')?;
         }
         write!(out, "{{\"index\":{},\"label\":", s.info.index)?;
-        write_string(out, s.info.label().as_bytes())?;
+        out.write_str(&json_string(s.info.label().as_bytes()))?;
         if s.info.kind == STREAM_KERNEL_CPU {
             write!(out, ",\"cpu\":{}", s.info.cpu)?;
         }

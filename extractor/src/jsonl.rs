@@ -23,67 +23,98 @@
 //! - `salvaged`: the event came from a page that was open at the crash.
 //! - `reason`: `overwritten`, `unreadable`, `dropped` or `torn`.
 
-use pstore_ring::endian::Endian;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{EventType, LossKind, Region, StreamInfo};
 use pstore_ring::schema::Value;
-use std::fmt::{self, Write};
 
-/// Writes `s` as a JSON string: invalid UTF-8 becomes U+FFFD, as
+/// Appends `s` as a JSON string: invalid UTF-8 becomes U+FFFD, as
 /// `String::from_utf8_lossy` has it, and runs that need no escape go out
-/// in one piece.
-pub fn write_string(out: &mut impl Write, s: &[u8]) -> fmt::Result {
-    out.write_char('"')?;
-    for chunk in s.utf8_chunks() {
-        let mut rest = chunk.valid();
-        while !rest.is_empty() {
-            let plain = rest
-                .bytes()
-                .position(|b| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f)
-                .unwrap_or(rest.len());
-            out.write_str(&rest[..plain])?;
-            // The byte that stopped the run is ASCII.
-            let Some(&b) = rest.as_bytes().get(plain) else {
-                break;
-            };
-            match b {
-                b'"' => out.write_str("\\\"")?,
-                b'\\' => out.write_str("\\\\")?,
-                b'\n' => out.write_str("\\n")?,
-                b'\r' => out.write_str("\\r")?,
-                b'\t' => out.write_str("\\t")?,
-                b => write!(out, "\\u{b:04x}")?,
+/// in one piece. Bytes, not `fmt`: JSON output is written a line per
+/// event, and `fmt` cost more than the escaping.
+pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+    out.push(b'"');
+    if s.is_ascii() {
+        escape_runs(out, s);
+    } else {
+        for chunk in s.utf8_chunks() {
+            escape_runs(out, chunk.valid().as_bytes());
+            if !chunk.invalid().is_empty() {
+                out.extend_from_slice("\u{fffd}".as_bytes());
             }
-            rest = &rest[plain + 1..];
-        }
-        if !chunk.invalid().is_empty() {
-            out.write_char('\u{fffd}')?;
         }
     }
-    out.write_char('"')
+    out.push(b'"');
 }
 
-pub fn write_u64(out: &mut impl Write, x: u64) -> fmt::Result {
-    out.write_str(pstore_ring::text::decimal_str(x, &mut [0; 20]))
+/// Appends valid UTF-8 with JSON's escapes (all of them ASCII).
+fn escape_runs(out: &mut Vec<u8>, mut rest: &[u8]) {
+    while let Some(at) = rest
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f)
+    {
+        out.extend_from_slice(&rest[..at]);
+        match rest[at] {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]),
+        }
+        rest = &rest[at + 1..];
+    }
+    out.extend_from_slice(rest);
 }
 
-pub fn write_hex(out: &mut impl Write, bytes: &[u8]) -> fmt::Result {
-    out.write_str("\"0x")?;
-    bytes.iter().try_for_each(|b| write!(out, "{b:02x}"))?;
-    out.write_char('"')
+/// `s` as a JSON string, for callers that build text through `fmt`.
+pub fn json_string(s: &[u8]) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    write_string(&mut out, s);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-fn write_value(out: &mut impl Write, v: &Value<'_>) -> fmt::Result {
+pub fn write_u64(out: &mut Vec<u8>, x: u64) {
+    out.extend_from_slice(pstore_ring::text::decimal_str(x, &mut [0; 20]).as_bytes());
+}
+
+fn write_i64(out: &mut Vec<u8>, x: i64) {
+    if x < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, x.unsigned_abs());
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+pub fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    pstore_ring::text::hex_bytes(out, bytes);
+    out.push(b'"');
+}
+
+/// A pointer as `"0x..."` without leading zeros.
+fn write_ptr(out: &mut Vec<u8>, x: u64) {
+    out.extend_from_slice(b"\"0x");
+    let digits = (64 - x.leading_zeros() as usize).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        out.push(HEX[(x >> (4 * i)) as usize & 15]);
+    }
+    out.push(b'"');
+}
+
+fn write_value(out: &mut Vec<u8>, v: &Value<'_>) {
     match *v {
         Value::Unsigned(x) => write_u64(out, x),
-        Value::Signed(x) => {
-            if x < 0 {
-                out.write_char('-')?;
-            }
-            write_u64(out, x.unsigned_abs())
-        }
-        Value::Ptr(x) => write!(out, "\"{x:#x}\""),
+        Value::Signed(x) => write_i64(out, x),
+        Value::Ptr(x) => write_ptr(out, x),
         Value::Chars(s) => {
             let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
             write_string(out, &s[..end])
@@ -93,15 +124,19 @@ fn write_value(out: &mut impl Write, v: &Value<'_>) -> fmt::Result {
     }
 }
 
-fn write_stream(out: &mut impl Write, stream: u16, info: Option<&StreamInfo>) -> fmt::Result {
-    write!(out, ",\"stream\":{stream}")?;
+fn write_stream(out: &mut Vec<u8>, stream: u16, info: Option<&StreamInfo>) {
+    out.extend_from_slice(b",\"stream\":");
+    write_u64(out, stream.into());
     match info {
-        Some(i) if i.kind == STREAM_KERNEL_CPU => write!(out, ",\"cpu\":{}", i.cpu),
+        Some(i) if i.kind == STREAM_KERNEL_CPU => {
+            out.extend_from_slice(b",\"cpu\":");
+            write_u64(out, i.cpu.into());
+        }
         Some(i) => {
-            out.write_str(",\"name\":")?;
+            out.extend_from_slice(b",\"name\":");
             write_string(out, i.label().as_bytes())
         }
-        None => Ok(()),
+        None => {}
     }
 }
 
@@ -114,86 +149,133 @@ pub fn reason(kind: LossKind) -> &'static str {
     }
 }
 
-fn write_opt(out: &mut impl Write, v: Option<u64>) -> fmt::Result {
+fn write_opt(out: &mut Vec<u8>, v: Option<u64>) {
     match v {
-        Some(v) => write!(out, "{v}"),
-        None => out.write_str("null"),
+        Some(v) => write_u64(out, v),
+        None => out.extend_from_slice(b"null"),
     }
 }
 
 /// Writes decoded fields as a JSON object, by name.
-pub fn write_fields(out: &mut impl Write, t: &EventType, values: &[Value<'_>]) -> fmt::Result {
-    out.write_char('{')?;
+pub fn write_fields(out: &mut Vec<u8>, t: &EventType, values: &[Value<'_>]) {
+    out.push(b'{');
     for (i, (f, v)) in t.fields.iter().zip(values).enumerate() {
         if i > 0 {
-            out.write_char(',')?;
+            out.push(b',');
         }
-        write_string(out, f.name.as_bytes())?;
-        out.write_char(':')?;
-        write_value(out, v)?;
+        write_string(out, f.name.as_bytes());
+        out.push(b':');
+        write_value(out, v);
     }
-    out.write_char('}')
+    out.push(b'}');
 }
 
-/// Writes one item as one JSON line (without the newline).
-pub fn write_item(
-    out: &mut impl Write,
-    item: &Item<'_, '_>,
+/// Decodes `payload` into `values` (cleared first), reusing its memory
+/// from event to event; false if a field does not fit.
+pub fn decode_into<'p>(
+    t: &EventType,
+    payload: &'p [u8],
+    region: &Region,
+    values: &mut Vec<Value<'p>>,
+) -> bool {
+    values.clear();
+    for v in t.values(payload, region.header.endian) {
+        match v {
+            Ok(v) => values.push(v),
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Writes one item as one JSON line (without the newline); `values` is
+/// scratch space.
+pub fn write_item<'a>(
+    out: &mut Vec<u8>,
+    item: &Item<'_, 'a>,
     region: &Region<'_>,
     region_index: usize,
-) -> fmt::Result {
+    values: &mut Vec<Value<'a>>,
+) {
     let info = region.streams.iter().find(|s| s.index == item.stream());
     match item {
         Item::Event(ev) => {
-            write!(out, "{{\"kind\":\"event\",\"region\":{region_index}")?;
-            write_stream(out, ev.stream, info)?;
-            write!(out, ",\"ts\":{},\"type\":", ev.ts)?;
+            out.extend_from_slice(b"{\"kind\":\"event\",\"region\":");
+            write_u64(out, region_index as u64);
+            write_stream(out, ev.stream, info);
+            out.extend_from_slice(b",\"ts\":");
+            write_u64(out, ev.ts);
+            out.extend_from_slice(b",\"type\":");
             let ty = region.schema.get(ev.type_id);
             match ty {
-                Some(t) => write_string(out, t.name.as_bytes())?,
-                None => write!(out, "\"type{}\"", ev.type_id)?,
+                Some(t) => write_string(out, t.name.as_bytes()),
+                None => {
+                    out.extend_from_slice(b"\"type");
+                    write_u64(out, ev.type_id.into());
+                    out.push(b'"');
+                }
             }
-            write!(out, ",\"salvaged\":{}", ev.salvaged)?;
-            let e: Endian = region.header.endian;
-            match ty.map(|t| (t, t.decode(ev.payload, e))) {
-                Some((t, Ok(values))) => {
-                    out.write_str(",\"fields\":")?;
-                    write_fields(out, t, &values)?;
+            out.extend_from_slice(if ev.salvaged {
+                b",\"salvaged\":true"
+            } else {
+                b",\"salvaged\":false"
+            });
+            match ty {
+                Some(t) if decode_into(t, ev.payload, region, values) => {
+                    out.extend_from_slice(b",\"fields\":");
+                    write_fields(out, t, values);
                 }
                 _ => {
-                    out.write_str(",\"raw\":")?;
-                    write_hex(out, ev.payload)?;
+                    out.extend_from_slice(b",\"raw\":");
+                    write_hex(out, ev.payload);
                 }
             }
-            out.write_char('}')
+            out.push(b'}');
         }
         Item::Loss(l) => {
-            write!(out, "{{\"kind\":\"loss\",\"region\":{region_index}")?;
-            write_stream(out, l.stream, info)?;
-            write!(
-                out,
-                ",\"ts\":{},\"reason\":\"{}\",\"events\":{},\"pages\":{},\"after_ts\":",
-                l.before_ts.or(l.after_ts).unwrap_or(0),
-                reason(l.kind),
-                l.events,
-                l.pages
-            )?;
-            write_opt(out, l.after_ts)?;
-            out.write_str(",\"before_ts\":")?;
-            write_opt(out, l.before_ts)?;
-            out.write_char('}')
+            out.extend_from_slice(b"{\"kind\":\"loss\",\"region\":");
+            write_u64(out, region_index as u64);
+            write_stream(out, l.stream, info);
+            out.extend_from_slice(b",\"ts\":");
+            write_u64(out, l.before_ts.or(l.after_ts).unwrap_or(0));
+            out.extend_from_slice(b",\"reason\":\"");
+            out.extend_from_slice(reason(l.kind).as_bytes());
+            out.extend_from_slice(b"\",\"events\":");
+            write_u64(out, l.events);
+            out.extend_from_slice(b",\"pages\":");
+            write_u64(out, l.pages);
+            out.extend_from_slice(b",\"after_ts\":");
+            write_opt(out, l.after_ts);
+            out.extend_from_slice(b",\"before_ts\":");
+            write_opt(out, l.before_ts);
+            out.push(b'}');
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::write_string;
+    use super::{json_string, write_value};
+    use pstore_ring::schema::Value;
 
     #[test]
     fn strings_are_valid_json_whatever_the_bytes() {
-        let mut s = String::new();
-        write_string(&mut s, b"a\"b\\c\n\x01\xff\x7f").unwrap();
-        assert_eq!(s, "\"a\\\"b\\\\c\\n\\u0001\u{fffd}\\u007f\"");
+        assert_eq!(
+            json_string(b"a\"b\\c\n\x01\xff\x7f\xc3\xa9"),
+            "\"a\\\"b\\\\c\\n\\u0001\u{fffd}\\u007f\u{e9}\""
+        );
+    }
+
+    #[test]
+    fn pointers_are_hex_strings_without_leading_zeros() {
+        for (p, want) in [
+            (0xffff_8880_0000_0002u64, "\"0xffff888000000002\""),
+            (0x123, "\"0x123\""),
+            (0, "\"0x0\""),
+        ] {
+            let mut out = Vec::new();
+            write_value(&mut out, &Value::Ptr(p));
+            assert_eq!(String::from_utf8(out).unwrap(), want);
+        }
     }
 }

@@ -64,16 +64,16 @@ pub fn write_items(
         text.clear();
         format_items(text, items, region, format, region_index)
     };
-    let failed = || io::Error::other("formatting an item failed");
+    // A lane's thread ends only if this one has gone, or panicked.
+    let failed = || io::Error::other("a formatting thread stopped");
     let new_job = || Job {
         items: Vec::with_capacity(CHUNK),
         text: Vec::with_capacity(CHUNK * 128),
-        formatted: Ok(()),
     };
     if workers == 1 {
         let mut job = new_job();
         while next_chunk(&mut job.items) {
-            format_chunk(&job.items, &mut job.text).map_err(|_| failed())?;
+            format_chunk(&job.items, &mut job.text);
             out.write_all(&job.text)?;
         }
         return Ok(());
@@ -86,7 +86,7 @@ pub fn write_items(
             let (done_tx, done) = mpsc::sync_channel(1);
             scope.spawn(move || {
                 for mut job in job_rx {
-                    job.formatted = format_chunk(&job.items, &mut job.text);
+                    format_chunk(&job.items, &mut job.text);
                     if done_tx.send(job).is_err() {
                         return;
                     }
@@ -110,7 +110,6 @@ pub fn write_items(
         while n < dealt {
             let (jobs, done) = &lanes[n % workers];
             let mut job: Job = done.recv().map_err(|_| failed())?;
-            job.formatted.map_err(|_| failed())?;
             out.write_all(&job.text)?;
             if next_chunk(&mut job.items) {
                 jobs.send(job).map_err(|_| failed())?;
@@ -137,7 +136,6 @@ fn refill<'t, 'a: 't>(
 struct Job<'t, 'a> {
     items: Vec<Item<'t, 'a>>,
     text: Vec<u8>,
-    formatted: std::fmt::Result,
 }
 
 /// Appends `items` in `format`: one line each, except Perfetto's binary
@@ -148,32 +146,24 @@ fn format_items(
     region: &Region,
     format: Format,
     region_index: usize,
-) -> std::fmt::Result {
-    let json_line = match format {
+) {
+    match format {
         Format::Text => {
             for item in items {
                 Line::of(item, region).write_to(text);
                 text.push(b'\n');
             }
-            return Ok(());
         }
-        Format::Perfetto => {
-            crate::perfetto::chunk(text, items, region, region_index);
-            return Ok(());
+        Format::Perfetto => crate::perfetto::chunk(text, items, region, region_index),
+        Format::Jsonl => {
+            let mut values = Vec::with_capacity(16);
+            for item in items {
+                jsonl::write_item(text, item, region, region_index, &mut values);
+                text.push(b'\n');
+            }
         }
-        Format::Jsonl => jsonl::write_item,
-        Format::Chrome => crate::chrome::write_item,
-    };
-    // JSON is written through `fmt`: the (empty) buffer moves into a
-    // `String` and back, which copies nothing.
-    let mut s = String::from_utf8(std::mem::take(text)).map_err(|_| std::fmt::Error)?;
-    let written = items.iter().try_for_each(|item| {
-        json_line(&mut s, item, region, region_index)?;
-        s.push('\n');
-        Ok(())
-    });
-    *text = s.into_bytes();
-    written
+        Format::Chrome => crate::chrome::write_items(text, items, region, region_index),
+    }
 }
 
 #[cfg(test)]
