@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{crashring, jsonl_totals, reader, rich_image, write_tmp};
+use common::{crashring, jsonl_totals, reader, rich_image, run_ok, write_tmp};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -309,6 +309,21 @@ fn kernel_addresses_are_hashed_unless_asked_for() {
     );
 }
 
+/// Unpacks a bundle with tar(1) into a fresh scratch directory `name`;
+/// returns the bundle's top directory there.
+fn unpack(archive: &Path, name: &str) -> PathBuf {
+    let dir = tmp(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    run_ok(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(archive)
+            .arg("-C")
+            .arg(&dir),
+    );
+    dir.join(bundled(archive).0)
+}
+
 fn tmp_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
 }
@@ -375,26 +390,8 @@ fn redaction_drops_and_hashes_what_it_is_told_in_every_file() {
     let Some(bt) = reader("babeltrace2") else {
         return;
     };
-    let dir = tmp("redacted-unpacked");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (top, _) = bundled(&archive);
-    let untar = Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(untar.success());
-    let read = Command::new(&bt)
-        .arg(dir.join(&top).join("kernel/ctf"))
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
+    let top = unpack(&archive, "redacted-unpacked");
+    let read = run_ok(Command::new(&bt).arg(top.join("kernel/ctf")));
     let printed = String::from_utf8(read.stdout).unwrap();
     assert_eq!(
         printed.lines().filter(|l| l.starts_with('[')).count() as u64,
@@ -447,26 +444,11 @@ fn trace_cmd_reads_the_bundled_trace_dat() {
     };
     let image = write_tmp("bundle-tc.bin", &rich_image());
     let (_, archive) = bundle(&image, "tc.tar.gz", &[]);
-    let dir = tmp("tc-unpacked");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (top, _) = bundled(&archive);
-    assert!(Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&dir)
-        .status()
-        .unwrap()
-        .success());
-    let report = Command::new(tc)
-        .args(["report", "-i"])
-        .arg(dir.join(&top).join("kernel/trace.dat"))
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
+    let top = unpack(&archive, "tc-unpacked");
+    let report = run_ok(
+        Command::new(tc)
+            .args(["report", "-i"])
+            .arg(top.join("kernel/trace.dat")),
     );
     let (events, _, _) = jsonl_totals(&image);
     let text = String::from_utf8_lossy(&report.stdout);

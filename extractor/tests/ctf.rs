@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{crashring, extract_to, jsonl_totals, reader, rich_image, write_tmp};
+use common::{crashring, extract_to, jsonl_totals, reader, rich_image, run_ok, write_tmp};
 use std::process::Command;
 
 /// The sum of N over babeltrace2's "discarded N events" warnings, and how
@@ -60,16 +60,11 @@ fn babeltrace2_reads_every_event_and_every_loss() {
     // babeltrace2 writes what it read back out as CTF and reads that too.
     let again = dir.with_file_name("rich-ctf-rewritten");
     let _ = std::fs::remove_dir_all(&again);
-    let rewrite = Command::new(&bt)
-        .arg(&dir)
-        .args(["-o", "ctf", "-w"])
-        .arg(&again)
-        .output()
-        .unwrap();
-    assert!(
-        rewrite.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rewrite.stderr)
+    run_ok(
+        Command::new(&bt)
+            .arg(&dir)
+            .args(["-o", "ctf", "-w"])
+            .arg(&again),
     );
     let reread = Command::new(&bt).arg(&again).output().unwrap();
     let relines = String::from_utf8(reread.stdout).unwrap();

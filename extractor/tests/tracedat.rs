@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{crashring, extract_to, jsonl_totals, reader, rich_image, write_tmp};
+use common::{crashring, extract_to, jsonl_totals, reader, rich_image, run_ok, write_tmp};
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -62,15 +62,10 @@ fn trace_cmd_reports_the_events_and_losses_of_our_text_output() {
         })
         .expect("the backwards page is reported");
 
-    let report = Command::new(trace_cmd)
-        .args(["report", "-t", "-i"])
-        .arg(&dat)
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
+    let report = run_ok(
+        Command::new(trace_cmd)
+            .args(["report", "-t", "-i"])
+            .arg(&dat),
     );
     let theirs_text = String::from_utf8(report.stdout).unwrap();
     let ours_text =

@@ -6,7 +6,6 @@
 
 use super::readme::FILES_HEADING;
 use flate2::read::GzDecoder;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 
@@ -63,31 +62,16 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             )));
         };
         let keep = rel == "MANIFEST.json" || rel == "README.txt";
-        let mut hasher = Sha256::new();
         let mut kept = Vec::new();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut size = 0u64;
-        loop {
-            let n = entry.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            size += n as u64;
+        let (size, hex) = super::digest(&mut entry, |piece| {
             if keep {
-                if size > MAX_TEXT {
-                    return Err(CheckError::Layout(format!(
-                        "{rel} is over {MAX_TEXT} bytes"
-                    )));
+                if kept.len() + piece.len() > MAX_TEXT as usize {
+                    return Err(io::Error::other(format!("{rel} is over {MAX_TEXT} bytes")));
                 }
-                kept.extend_from_slice(&buf[..n]);
+                kept.extend_from_slice(piece);
             }
-        }
-        let hex: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+            Ok(())
+        })?;
         if files.insert(rel.clone(), size).is_some() {
             return Err(CheckError::Layout(format!("{rel} is in the archive twice")));
         }

@@ -372,8 +372,9 @@ pub fn write(
         });
     }
     for (path, kind) in &files {
-        let (size, sha256) =
-            digest(&staging.dir.join(path)).what(|| format!("reading back {}", path.display()))?;
+        let (size, sha256) = File::open(staging.dir.join(path))
+            .and_then(|f| digest(f, |_| Ok(())))
+            .what(|| format!("reading back {}", path.display()))?;
         listed.push(BundleFile {
             path: path.clone(),
             kind: *kind,
@@ -382,21 +383,9 @@ pub fn write(
         });
     }
     let readme = readme::render(source, &parts, &placed_logs, rules, &listed);
-    write_file(&staging, Path::new("README.txt"), |w| {
-        w.write_all(readme.as_bytes())
-    })?;
-    let (size, sha256) =
-        digest(&staging.dir.join("README.txt")).what(|| "reading back README.txt".into())?;
-    listed[1].size = size;
-    listed[1].sha256 = sha256;
+    write_text(&staging, &mut listed[1], &readme)?;
     let manifest = manifest::render(source, &parts, &placed_logs, rules, &listed[1..]);
-    write_file(&staging, Path::new("MANIFEST.json"), |w| {
-        w.write_all(manifest.as_bytes())
-    })?;
-    let (size, sha256) =
-        digest(&staging.dir.join("MANIFEST.json")).what(|| "reading back MANIFEST.json".into())?;
-    listed[0].size = size;
-    listed[0].sha256 = sha256;
+    write_text(&staging, &mut listed[0], &manifest)?;
 
     let top = top_name(&parts[0].region);
     let partial = {
@@ -438,18 +427,34 @@ fn write_file(
     fill(&mut w).and_then(|()| w.flush()).what(what)
 }
 
-/// A file's size and SHA-256 (hex).
-fn digest(path: &Path) -> io::Result<(u64, String)> {
-    let mut file = File::open(path)?;
+/// Writes `text` as `file` and records its size and SHA-256.
+fn write_text(
+    staging: &archive::Staging,
+    file: &mut BundleFile,
+    text: &str,
+) -> Result<(), BundleError> {
+    write_file(staging, &file.path, |w| w.write_all(text.as_bytes()))?;
+    let read = File::open(staging.dir.join(&file.path)).and_then(|f| digest(f, |_| Ok(())));
+    (file.size, file.sha256) = read.what(|| format!("reading back {}", file.path.display()))?;
+    Ok(())
+}
+
+/// The size and SHA-256 (hex) of all `input` yields; each piece is also
+/// handed to `seen`, whose error stops the reading.
+fn digest(
+    mut input: impl Read,
+    mut seen: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<(u64, String)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut size = 0u64;
     loop {
-        let n = file.read(&mut buf)?;
+        let n = input.read(&mut buf)?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
+        seen(&buf[..n])?;
         size += n as u64;
     }
     let hex = hasher

@@ -169,6 +169,18 @@ pub fn rich_image() -> Vec<u8> {
     mem
 }
 
+/// Runs a reader; fails the test with its standard error unless it
+/// succeeds.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A reader the tests drive, or `None` (with a note) when it is missing
 /// outside CI; under `CI=true` a missing reader fails the test, as the
 /// project's setup installs it.
