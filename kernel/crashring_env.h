@@ -15,8 +15,10 @@
 #include <linux/errno.h>
 #include <linux/compiler.h>
 #include <linux/crc32.h>
+#include <linux/rcupdate.h>
 #include <asm/barrier.h>
 #include <asm/local.h>
+#include <asm/processor.h>
 
 static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 {
@@ -30,6 +32,14 @@ static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 #define cr_local_inc(l)		local_inc(l)
 #define cr_local_take(l)	local_xchg((l), 0)
 #define cr_local_read(l)	local_read(l)
+/*
+ * Writers record with preemption off (crashring_this_stream()), so an RCU
+ * grace period waits for every one that started before it.
+ */
+#define cr_sync_writers()	synchronize_rcu()
+#define cr_cpu_relax()		cpu_relax()
+/* Where the user-space tests stop a writer as a crash would; nothing here. */
+#define cr_stop_point()		do { } while (0)
 
 #else
 

@@ -248,12 +248,15 @@ static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
 	s->commit = 0;
 	s->count = 0;
 	s->open = true;
+	cr_stop_point();
 	/* Invalidate first: a crash from here on leaves a "resetting" page. */
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_RESETTING);
 	cr_wmb();
+	cr_stop_point();
 	h->magic = CRASHRING_PAGE_MAGIC;
 	h->stream = s->index;
 	h->first_ts = ts;
+	cr_stop_point();
 	h->first_index = s->next_index;
 	h->commit = 0;
 	h->count = 0;
@@ -261,8 +264,10 @@ static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
 	h->crc = 0;
 	/* Every field is in place before the page gets its identity. */
 	cr_wmb();
+	cr_stop_point();
 	WRITE_ONCE(h->seq, s->seq);
 	cr_wmb();
+	cr_stop_point();
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_OPEN);
 }
 
@@ -285,11 +290,16 @@ static void cr_publish(struct crashring_page_header *h, u32 commit, u32 count)
 
 /**
  * crashring_close - close the stream's current page with its CRC
- * @s: the stream
+ * @s: the stream, whose writer is not running: its own CPU, or a CPU that
+ *     was stopped (the panic path), or one crashring_stop_all() waited for
  *
  * Uses only what the page header has published, so the panic path may call
  * it for a CPU stopped in the middle of a record: that record, not yet
- * committed, stays outside the CRC and invisible.
+ * committed, stays outside the CRC and invisible. A CPU stopped half-way
+ * through opening a page leaves it resetting, or with the seq of the page
+ * it replaces; such a page is left alone, so it reads as resetting
+ * (FORMAT.md section 12, cases 3 and 4) instead of getting a valid CRC over
+ * old events under new header fields.
  */
 void crashring_close(struct crashring_stream *s)
 {
@@ -300,9 +310,10 @@ void crashring_close(struct crashring_stream *s)
 		return;
 	h = cr_page(s, s->cur);
 	memcpy(&copy, h, sizeof(copy));
-	copy.flags = CRASHRING_PAGE_CLOSED;
-	if (copy.commit > s->page_size - CRASHRING_PAGE_HEADER_SIZE)
+	if (copy.flags != CRASHRING_PAGE_OPEN || copy.seq != s->seq ||
+	    copy.commit > s->page_size - CRASHRING_PAGE_HEADER_SIZE)
 		return;
+	copy.flags = CRASHRING_PAGE_CLOSED;
 	crc = cr_crc2(&copy, offsetof(struct crashring_page_header, crc),
 		      cr_data(s, s->cur), copy.commit);
 	WRITE_ONCE(h->crc, crc);
@@ -340,8 +351,42 @@ void crashring_drop(struct crashring_stream *s)
 		cr_local_inc(&s->pending_drops);
 		return;
 	}
-	cr_add_dropped(s, 1);
+	if (!READ_ONCE(s->stopped))
+		cr_add_dropped(s, 1);
 	cr_leave(&s->busy);
+}
+
+/* How often crashring_stop_all() looks again at a writer still inside. */
+#define CR_STOP_SPINS	1000000
+
+/**
+ * crashring_stop_all - end recording and close every page, writers running
+ * @streams: the streams
+ * @n: how many
+ *
+ * For a clean shutdown or unload, when other CPUs may be in the middle of a
+ * record: closing their pages under them would let a commit land in a
+ * closed page whose CRC no longer matches. Each stream is stopped first
+ * (a writer that enters after the stop records nothing); cr_sync_writers()
+ * then makes every writer that entered before it visible as busy, and each
+ * stream is closed once its writer has left. A writer that never leaves (it
+ * died inside a record) keeps its page open for the reader to salvage. May
+ * sleep (cr_sync_writers); not for the panic path, where the other CPUs are
+ * already stopped and crashring_close() is used directly.
+ */
+void crashring_stop_all(struct crashring_stream *streams, u32 n)
+{
+	u32 i, spins;
+
+	for (i = 0; i < n; i++)
+		WRITE_ONCE(streams[i].stopped, true);
+	cr_sync_writers();
+	for (i = 0; i < n; i++) {
+		for (spins = 0; cr_local_read(&streams[i].busy) && spins < CR_STOP_SPINS; spins++)
+			cr_cpu_relax();
+		if (!cr_local_read(&streams[i].busy))
+			crashring_close(&streams[i]);
+	}
 }
 
 static u32 cr_prefix_len(u64 delta)
@@ -370,6 +415,11 @@ void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
 
 	if (!cr_try_enter(&s->busy)) {
 		cr_local_inc(&s->pending_drops);
+		return NULL;
+	}
+	/* Checked inside busy: crashring_stop_all() relies on the order. */
+	if (READ_ONCE(s->stopped)) {
+		cr_leave(&s->busy);
 		return NULL;
 	}
 	body = len <= CRASHRING_MAX_RECORD_SIZE ? cr_words(len) * CRASHRING_RECORD_ALIGN : ~0U;

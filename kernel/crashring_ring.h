@@ -68,6 +68,7 @@ struct crashring_stream {
 	u32 page_count;
 	u16 index;
 	bool open;
+	bool stopped;		/* crashring_stop_all(): records nothing more */
 	u32 cur;
 	u64 seq;
 	u64 next_index;
@@ -93,6 +94,7 @@ int crashring_write(struct crashring_stream *s, u64 ts, u8 type,
 		    const void *payload, u32 len);
 void crashring_drop(struct crashring_stream *s);
 void crashring_close(struct crashring_stream *s);
+void crashring_stop_all(struct crashring_stream *streams, u32 n);
 u32 crashring_schema_size(const struct crashring_config *cfg);
 
 #endif /* CRASHRING_RING_H */

@@ -7,6 +7,7 @@ fn main() {
         "crashring_ring.h",
         "crashring_env.h",
         "crashring_format.h",
+        "crashring_schema.h",
     ] {
         println!("cargo:rerun-if-changed=../kernel/{f}");
     }

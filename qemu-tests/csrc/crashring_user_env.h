@@ -11,6 +11,7 @@
 #include <string.h>
 #include <stdbool.h>
 #include <errno.h>
+#include <sched.h>
 
 typedef uint8_t __u8;
 typedef uint16_t __u16;
@@ -38,13 +39,25 @@ static inline bool cr_try_enter(local_t *l)
 {
 	long zero = 0;
 
-	return __atomic_compare_exchange_n(&l->v, &zero, 1, false, __ATOMIC_ACQUIRE,
+	/*
+	 * Sequentially consistent, so that with cr_sync_writers() below it
+	 * forms the store-then-load pairing crashring_stop_all() needs: a
+	 * writer either sees `stopped` or is seen busy. (The kernel gets the
+	 * same from an RCU grace period.)
+	 */
+	return __atomic_compare_exchange_n(&l->v, &zero, 1, false, __ATOMIC_SEQ_CST,
 					   __ATOMIC_RELAXED);
 }
 
 #define cr_leave(l)		__atomic_store_n(&(l)->v, 0, __ATOMIC_RELEASE)
 #define cr_local_inc(l)		__atomic_add_fetch(&(l)->v, 1, __ATOMIC_RELAXED)
 #define cr_local_take(l)	__atomic_exchange_n(&(l)->v, 0, __ATOMIC_RELAXED)
-#define cr_local_read(l)	__atomic_load_n(&(l)->v, __ATOMIC_RELAXED)
+#define cr_local_read(l)	__atomic_load_n(&(l)->v, __ATOMIC_ACQUIRE)
+#define cr_sync_writers()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define cr_cpu_relax()		sched_yield()
+
+/* Lets a test stop the writer at each ordered step of opening a page. */
+void crashring_user_stop_point(void);
+#define cr_stop_point()		crashring_user_stop_point()
 
 #endif /* CRASHRING_USER_ENV_H */

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * User-space test shim for the kernel module's ring code: sizes the Rust
- * side checks its mirrored structures against.
+ * side checks its mirrored structures against, and a way to stop a writer
+ * at any ordered step.
  */
+#include <setjmp.h>
 #include "crashring_ring.h"
 
 size_t cr_test_sizeof_stream(void)
@@ -13,4 +15,37 @@ size_t cr_test_sizeof_stream(void)
 size_t cr_test_sizeof_config(void)
 {
 	return sizeof(struct crashring_config);
+}
+
+/*
+ * Stopping a writer dead, as a CPU halted by another CPU's panic: the ring
+ * code calls cr_stop_point() between the ordered steps of opening a page;
+ * the n-th call of one cr_test_write_stopping_at() jumps back out of it.
+ * Per thread, so tests running in parallel do not see each other's points.
+ */
+static __thread int cr_stop_at;
+static __thread int cr_points;
+static __thread jmp_buf cr_stop_jmp;
+
+void crashring_user_stop_point(void)
+{
+	if (cr_stop_at && ++cr_points == cr_stop_at)
+		longjmp(cr_stop_jmp, 1);
+}
+
+/* Return: 1 when the writer was stopped, else what crashring_write() said. */
+int cr_test_write_stopping_at(struct crashring_stream *s, u64 ts, u8 type,
+			      const void *payload, u32 len, int stop_at)
+{
+	int rc;
+
+	cr_points = 0;
+	cr_stop_at = stop_at;
+	if (setjmp(cr_stop_jmp)) {
+		cr_stop_at = 0;
+		return 1;
+	}
+	rc = crashring_write(s, ts, type, payload, len);
+	cr_stop_at = 0;
+	return rc;
 }

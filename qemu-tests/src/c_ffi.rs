@@ -69,6 +69,7 @@ extern "C" {
     ) -> c_int;
     pub fn crashring_drop(s: *mut StreamState);
     pub fn crashring_close(s: *mut StreamState);
+    pub fn crashring_stop_all(streams: *mut StreamState, n: u32);
     pub fn crashring_set_state(
         mem: *mut c_void,
         state: u32,
@@ -79,6 +80,16 @@ extern "C" {
     );
     pub fn crashring_region_size(mem: *const c_void) -> u64;
     pub fn cr_test_sizeof_stream() -> usize;
+    /// `crashring_write`, but the writer stops dead at its `stop_at`-th
+    /// stop point (the ordered steps of opening a page); returns 1 then.
+    pub fn cr_test_write_stopping_at(
+        s: *mut StreamState,
+        ts: u64,
+        ty: u8,
+        payload: *const c_void,
+        len: u32,
+        stop_at: c_int,
+    ) -> c_int;
     pub fn cr_test_sizeof_config() -> usize;
 }
 
