@@ -25,4 +25,46 @@ static inline bool cr_reserve_mem_find(const char *name, phys_addr_t *start, phy
 }
 #endif
 
+/*
+ * syscore_shutdown() callbacks: 6.18 gave them a data argument and a
+ * struct syscore to register (Debian's 6.12 has it backported).
+ */
+#include <linux/syscore_ops.h>
+
+#ifdef CR_HAVE_SYSCORE_DATA
+#define CR_SYSCORE_ARGS void *data
+
+struct cr_syscore {
+	struct syscore_ops ops;
+	struct syscore reg;
+};
+
+static inline void cr_register_syscore(struct cr_syscore *s)
+{
+	s->reg.ops = &s->ops;
+	register_syscore(&s->reg);
+}
+
+static inline void cr_unregister_syscore(struct cr_syscore *s)
+{
+	unregister_syscore(&s->reg);
+}
+#else
+#define CR_SYSCORE_ARGS void
+
+struct cr_syscore {
+	struct syscore_ops ops;
+};
+
+static inline void cr_register_syscore(struct cr_syscore *s)
+{
+	register_syscore_ops(&s->ops);
+}
+
+static inline void cr_unregister_syscore(struct cr_syscore *s)
+{
+	unregister_syscore_ops(&s->ops);
+}
+#endif
+
 #endif /* CRASHRING_COMPAT_H */

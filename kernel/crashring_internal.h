@@ -25,18 +25,25 @@
 #define CR_SRC_IRQ	BIT(3)
 #define CR_SRC_CRASH	BIT(4)
 
+enum crashring_slot_state {
+	CR_SLOT_EMPTY,		/* no magic: free to record into */
+	CR_SLOT_GENERATION,	/* a generation with a valid header */
+	CR_SLOT_DAMAGED,	/* magic, but the header fails its checks */
+};
+
 struct crashring_slot {
 	phys_addr_t phys;
 	u64 size;
 	u8 *mem;
-	bool occupied;		/* holds a generation with a valid header */
-	u64 generation;
+	enum crashring_slot_state state;
+	u64 generation;		/* the last one it held; 0 if none was readable */
 };
 
 struct crashring_state {
 	phys_addr_t phys;
 	u64 size;
 	const char *source;	/* "region" or "reserve_mem" */
+	bool claimed;		/* region= range requested in /proc/iomem */
 	void *map;
 	struct crashring_slot slot[CRASHRING_SLOTS];
 	int cur;		/* slot being recorded into, or -1 */
@@ -57,6 +64,7 @@ struct crashring_stream *crashring_this_stream(void);
 void crashring_put_stream(void);
 int crashring_start_recording(int slot);
 void crashring_release_previous(void);
+u64 crashring_slot_bytes(const struct crashring_slot *slot);
 void crashring_note(const char *fmt, ...) __printf(1, 2);
 
 /* crashring_sources.c */

@@ -17,8 +17,9 @@
 #include <linux/slab.h>
 #include <linux/panic_notifier.h>
 #include <linux/kdebug.h>
-#include <linux/reboot.h>
 #include <linux/random.h>
+#include <linux/fs.h>
+#include <linux/uuid.h>
 #include <linux/utsname.h>
 #include <linux/timekeeping.h>
 #include <linux/cpumask.h>
@@ -37,6 +38,10 @@ MODULE_PARM_DESC(reserve_mem, "Label of a reserve_mem=SIZE:ALIGN:LABEL range (6.
 static unsigned int ring_page_size = 4096;
 module_param_named(page_size, ring_page_size, uint, 0400);
 MODULE_PARM_DESC(page_size, "Ring page size in bytes: a power of two, 256..1048576");
+
+static char *boot_id;
+module_param(boot_id, charp, 0400);
+MODULE_PARM_DESC(boot_id, "This boot's id as in /proc/sys/kernel/random/boot_id (default: read from there)");
 
 static bool overwrite_unarchived;
 module_param(overwrite_unarchived, bool, 0400);
@@ -76,9 +81,14 @@ struct crashring_stream *crashring_this_stream(void)
 	unsigned int cpu;
 
 	preempt_disable_notrace();
+	/* Pairs with the release in crashring_start_recording(). */
+	if (!smp_load_acquire(&crashring.enabled)) {
+		preempt_enable_notrace();
+		return NULL;
+	}
 	streams = READ_ONCE(crashring.streams);
 	cpu = raw_smp_processor_id();
-	if (!streams || !READ_ONCE(crashring.enabled) || cpu >= crashring.nstreams) {
+	if (!streams || cpu >= crashring.nstreams) {
 		preempt_enable_notrace();
 		return NULL;
 	}
@@ -101,6 +111,60 @@ static int cr_parse_region(phys_addr_t *phys, u64 *size)
 	return *at ? -EINVAL : 0;
 }
 
+/* Whether all of the range lies in /proc/iomem entries of type @desc. */
+static bool cr_range_is(unsigned long desc)
+{
+	return region_intersects(crashring.phys, crashring.size, IORESOURCE_MEM, desc) ==
+	       REGION_INTERSECTS;
+}
+
+/*
+ * A region= range must be memory set aside for us before anything is
+ * written to it: page-aligned, wholly inside firmware-reserved memory
+ * (memmap=SIZE$ADDR), legacy persistent memory (memmap=SIZE!ADDR) or an
+ * NVDIMM's persistent memory, and claimable, so that no driver (a pmem
+ * namespace, say) is using it. System RAM, ACPI tables and NVS, MMIO and
+ * holes are refused with what /proc/iomem would show.
+ */
+static int cr_claim_region(void)
+{
+	phys_addr_t phys = crashring.phys;
+	u64 size = crashring.size;
+
+	if (!PAGE_ALIGNED(phys) || !PAGE_ALIGNED(size) || phys + size < phys) {
+		pr_err("region=%s: address and size must be multiples of %lu bytes\n", region,
+		       PAGE_SIZE);
+		return -EINVAL;
+	}
+	if (region_intersects(phys, size, IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE) !=
+	    REGION_DISJOINT) {
+		pr_err("region %pa+%llu overlaps System RAM in use: reserve it first with memmap=%llu$%pa\n",
+		       &phys, size, size, &phys);
+		return -EBUSY;
+	}
+	if (!cr_range_is(IORES_DESC_RESERVED) &&
+	    !cr_range_is(IORES_DESC_PERSISTENT_MEMORY_LEGACY) &&
+	    !cr_range_is(IORES_DESC_PERSISTENT_MEMORY)) {
+		pr_err("region %pa+%llu is not wholly reserved or persistent memory in /proc/iomem (MMIO, ACPI, a hole, or a mix): reserve it with memmap=%llu$%pa\n",
+		       &phys, size, size, &phys);
+		return -EINVAL;
+	}
+	if (!request_mem_region(phys, size, "crashring")) {
+		pr_err("region %pa+%llu is in use by another driver (see /proc/iomem), e.g. a pmem namespace\n",
+		       &phys, size);
+		return -EBUSY;
+	}
+	crashring.claimed = true;
+	return 0;
+}
+
+static void cr_release_region(void)
+{
+	if (crashring.claimed)
+		release_mem_region(crashring.phys, crashring.size);
+	crashring.claimed = false;
+}
+
 /* Finds the reserved range from the module parameters. */
 static int cr_find_range(void)
 {
@@ -114,14 +178,7 @@ static int cr_find_range(void)
 			return -EINVAL;
 		}
 		crashring.source = "region";
-		/* memmap=$ ranges are reserved, never System RAM in use. */
-		if (region_intersects(crashring.phys, crashring.size, IORESOURCE_SYSTEM_RAM,
-				      IORES_DESC_NONE) != REGION_DISJOINT) {
-			pr_err("region %pa+%llu overlaps System RAM in use: reserve it first with memmap=%llu$%pa\n",
-			       &crashring.phys, crashring.size, crashring.size, &crashring.phys);
-			return -EBUSY;
-		}
-		return 0;
+		return cr_claim_region();
 	}
 	if (reserve_mem) {
 		phys_addr_t start, size;
@@ -142,6 +199,34 @@ static int cr_find_range(void)
 	}
 	pr_err("no memory given: load with region=SIZE@PHYS or reserve_mem=LABEL\n");
 	return -EINVAL;
+}
+
+#define CR_BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+
+/*
+ * The kernel's boot id, so that journal entries of this boot (_BOOT_ID)
+ * match the region's. The kernel does not export it; it is generated on
+ * the first read of CR_BOOT_ID_PATH and fixed from then on, so reading
+ * that file gives the value every other reader sees. A loader may pass it
+ * instead (boot_id=), for an early load without /proc.
+ */
+static int cr_get_boot_id(u8 *out)
+{
+	char text[UUID_STRING_LEN + 1] = { 0 };
+	struct file *f;
+	loff_t pos = 0;
+	ssize_t n;
+
+	if (boot_id)
+		return uuid_parse(boot_id, (uuid_t *)out);
+	f = filp_open(CR_BOOT_ID_PATH, O_RDONLY, 0);
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+	n = kernel_read(f, text, UUID_STRING_LEN, &pos);
+	filp_close(f, NULL);
+	if (n != UUID_STRING_LEN)
+		return n < 0 ? n : -EIO;
+	return uuid_parse(text, (uuid_t *)out);
 }
 
 /*
@@ -167,27 +252,57 @@ static bool cr_backed_by_memory(u8 *mem, u64 size)
 	return ok;
 }
 
-/* Whether @slot holds a generation; @corrupt when its header is damaged. */
-static bool cr_slot_valid(struct crashring_slot *slot, bool *corrupt)
+/* What @slot holds: nothing, a generation, or a generation it cannot vouch for. */
+static void cr_classify_slot(struct crashring_slot *slot)
 {
 	int err = crashring_check_header(slot->mem, slot->size);
 
-	*corrupt = err == -EBADMSG;
-	if (err)
-		return false;
+	if (err == -ENOENT) {
+		slot->state = CR_SLOT_EMPTY;
+		return;
+	}
+	if (err) {
+		slot->state = CR_SLOT_DAMAGED;
+		return;
+	}
+	slot->state = CR_SLOT_GENERATION;
 	slot->generation = ((struct crashring_region_header *)slot->mem)->generation;
-	return true;
 }
 
-static int cr_newest_occupied(int except)
+/*
+ * The slot to expose as "previous": the newest generation other than
+ * @except, else a damaged one (its generation unknown), else -1.
+ */
+static int cr_pick_previous(int except)
 {
 	int i, best = -1;
 
-	for (i = 0; i < CRASHRING_SLOTS; i++)
-		if (i != except && crashring.slot[i].occupied &&
-		    (best < 0 || crashring.slot[i].generation > crashring.slot[best].generation))
+	for (i = 0; i < CRASHRING_SLOTS; i++) {
+		const struct crashring_slot *s = &crashring.slot[i];
+
+		if (i == except || s->state == CR_SLOT_EMPTY)
+			continue;
+		if (best < 0 ||
+		    (s->state == CR_SLOT_GENERATION &&
+		     (crashring.slot[best].state == CR_SLOT_DAMAGED ||
+		      s->generation > crashring.slot[best].generation)))
 			best = i;
+	}
 	return best;
+}
+
+/**
+ * crashring_slot_bytes - how much of @slot a reader of "previous" gets
+ * @slot: a slot holding a generation or a damaged one
+ *
+ * The header's own size when it can be trusted, else the whole slot, so
+ * that `crashring extract --trust-header` can salvage what is there.
+ */
+u64 crashring_slot_bytes(const struct crashring_slot *slot)
+{
+	if (slot->state != CR_SLOT_GENERATION)
+		return slot->size;
+	return min_t(u64, crashring_region_size(slot->mem), slot->size);
 }
 
 /**
@@ -214,8 +329,7 @@ int crashring_start_recording(int slot)
 	int err;
 
 	for (i = 0; i < CRASHRING_SLOTS; i++)
-		if (crashring.slot[i].occupied && crashring.slot[i].generation > generation)
-			generation = crashring.slot[i].generation;
+		generation = max(generation, crashring.slot[i].generation);
 	cfg.generation = generation + 1;
 	cfg.wall_offset_ns = ktime_get_real_ns() - cfg.created_ns;
 	memcpy(cfg.boot_id, crashring.boot_id, sizeof(cfg.boot_id));
@@ -235,10 +349,14 @@ int crashring_start_recording(int slot)
 			       slot, crashring.slot[slot].size, crashring.nstreams, ring_page_size, err);
 		return err;
 	}
-	crashring.slot[slot].occupied = true;
+	crashring.slot[slot].state = CR_SLOT_GENERATION;
 	crashring.slot[slot].generation = cfg.generation;
 	WRITE_ONCE(crashring.cur, slot);
-	WRITE_ONCE(crashring.enabled, true);
+	/*
+	 * Release: a CPU that sees recording on (crashring_this_stream()) also
+	 * sees the streams crashring_format() just set up, on any architecture.
+	 */
+	smp_store_release(&crashring.enabled, true);
 	pr_info("recording generation %llu in slot %d at %pa (%llu bytes, %u CPUs)\n",
 		cfg.generation, slot, &crashring.slot[slot].phys,
 		crashring_region_size(crashring.slot[slot].mem), crashring.nstreams);
@@ -259,30 +377,36 @@ void crashring_release_previous(void)
 	if (prev < 0)
 		return;
 	memset(crashring.slot[prev].mem, 0, CRASHRING_HEADER_SIZE);
-	crashring.slot[prev].occupied = false;
-	crashring.prev = cr_newest_occupied(crashring.cur);
-	pr_info("previous generation %llu released\n", crashring.slot[prev].generation);
+	pr_info("previous generation %llu%s released\n", crashring.slot[prev].generation,
+		crashring.slot[prev].state == CR_SLOT_DAMAGED ? " (damaged header)" : "");
+	crashring.slot[prev].state = CR_SLOT_EMPTY;
+	crashring.prev = cr_pick_previous(crashring.cur);
 	if (crashring.cur < 0 && !crashring_start_recording(prev))
 		crashring_note("recording (re-armed after the previous generation was released)");
 }
 
-/* Decides which slot to record into and which to keep. */
+/*
+ * Decides which slot to record into and which to keep. Only an empty slot
+ * is recorded into: a slot whose header fails its checks may still hold a
+ * crash that `crashring extract --trust-header` can salvage (one flipped
+ * bit, or a region= that was shrunk), so it is kept read-only like any
+ * unarchived generation and offered as "previous".
+ */
 static int cr_choose_slots(void)
 {
-	bool corrupt;
 	int i, victim;
 
 	for (i = 0; i < CRASHRING_SLOTS; i++) {
 		struct crashring_slot *s = &crashring.slot[i];
 
-		s->occupied = cr_slot_valid(s, &corrupt);
-		if (corrupt)
-			crashring_note("slot %d at %pa has a damaged header (CRC or field check failed); it will be reinitialised",
+		cr_classify_slot(s);
+		if (s->state == CR_SLOT_DAMAGED)
+			crashring_note("slot %d at %pa holds a generation whose header is damaged (CRC or field check failed): kept read-only; salvage it with crashring extract --trust-header, then acknowledge it (previous_ack)",
 				       i, &s->phys);
 	}
-	crashring.prev = cr_newest_occupied(-1);
+	crashring.prev = cr_pick_previous(-1);
 	for (i = 0; i < CRASHRING_SLOTS; i++)
-		if (!crashring.slot[i].occupied)
+		if (crashring.slot[i].state == CR_SLOT_EMPTY)
 			return crashring_start_recording(i);
 	if (!overwrite_unarchived) {
 		crashring_note("not recording: both slots hold unarchived generations; acknowledge the previous one (previous_ack) to re-arm");
@@ -291,10 +415,11 @@ static int cr_choose_slots(void)
 	victim = crashring.prev == 0 ? 1 : 0;
 	pr_warn("overwriting unarchived generation %llu in slot %d (overwrite_unarchived=1)\n",
 		crashring.slot[victim].generation, victim);
-	crashring.slot[victim].occupied = false;
+	crashring.slot[victim].state = CR_SLOT_EMPTY;
 	return crashring_start_recording(victim);
 }
 
+/* Only where the other CPUs are stopped: the panic path. */
 static void cr_close_all(void)
 {
 	unsigned int i;
@@ -347,21 +472,37 @@ static struct notifier_block cr_die_nb = {
 	.notifier_call = cr_die,
 };
 
-/* A clean reboot or power-off marks the generation clean-shutdown. */
-static int cr_reboot(struct notifier_block *nb, unsigned long code, void *unused)
+/*
+ * Ends the generation cleanly: stops every CPU's stream, waits for the
+ * writers inside one to leave, closes the pages, and only then marks the
+ * state clean. Other CPUs are still running here.
+ */
+static void cr_finish_clean(void)
 {
 	int cur = READ_ONCE(crashring.cur);
 
-	if (cur >= 0) {
-		crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CLEAN,
-				    CRASHRING_REASON_NONE, 0, 0, "");
-		cr_close_all();
-	}
-	return NOTIFY_DONE;
+	if (cur < 0)
+		return;
+	WRITE_ONCE(crashring.enabled, false);
+	crashring_stop_all(crashring.streams, crashring.nstreams);
+	crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CLEAN,
+			    CRASHRING_REASON_NONE, 0, 0, "");
 }
 
-static struct notifier_block cr_reboot_nb = {
-	.notifier_call = cr_reboot,
+/*
+ * A reboot, power-off, halt or kexec reaches syscore_shutdown() after the
+ * reboot notifiers and device_shutdown(), just before the machine goes
+ * down: a hang in a driver's shutdown that a watchdog resets still reads
+ * as "running", not as a clean shutdown, and what drivers print on the way
+ * down is recorded.
+ */
+static void cr_syscore_shutdown(CR_SYSCORE_ARGS)
+{
+	cr_finish_clean();
+}
+
+static struct cr_syscore cr_syscore = {
+	.ops = { .shutdown = cr_syscore_shutdown },
 };
 
 static int cr_map(void)
@@ -397,14 +538,19 @@ static int __init crashring_init(void)
 		return err;
 	err = cr_map();
 	if (err)
-		return err;
+		goto err_release;
 	crashring.nstreams = nr_cpu_ids;
 	crashring.streams = kcalloc(crashring.nstreams, sizeof(*crashring.streams), GFP_KERNEL);
 	if (!crashring.streams) {
 		err = -ENOMEM;
 		goto err_unmap;
 	}
-	get_random_bytes(crashring.boot_id, sizeof(crashring.boot_id));
+	err = cr_get_boot_id(crashring.boot_id);
+	if (err) {
+		pr_warn("boot id unknown (%s: %d): a random one is recorded, so journal lines cannot match it\n",
+			boot_id ? "boot_id=" : CR_BOOT_ID_PATH, err);
+		get_random_bytes(crashring.boot_id, sizeof(crashring.boot_id));
+	}
 	crashring.sources = CR_SRC_PRINTK | CR_SRC_MARKER | CR_SRC_CRASH;
 	err = cr_choose_slots();
 	if (err)
@@ -414,7 +560,7 @@ static int __init crashring_init(void)
 		goto err_free_streams;
 	atomic_notifier_chain_register(&panic_notifier_list, &cr_panic_nb);
 	register_die_notifier(&cr_die_nb);
-	register_reboot_notifier(&cr_reboot_nb);
+	cr_register_syscore(&cr_syscore);
 	err = crashring_sysfs_init();
 	if (err)
 		goto err_notifiers;
@@ -423,7 +569,7 @@ static int __init crashring_init(void)
 	return 0;
 
 err_notifiers:
-	unregister_reboot_notifier(&cr_reboot_nb);
+	cr_unregister_syscore(&cr_syscore);
 	unregister_die_notifier(&cr_die_nb);
 	atomic_notifier_chain_unregister(&panic_notifier_list, &cr_panic_nb);
 	crashring_sources_exit();
@@ -432,27 +578,26 @@ err_free_streams:
 	kfree(crashring.streams);
 err_unmap:
 	memunmap(crashring.map);
+err_release:
+	cr_release_region();
 	return err;
 }
 
 static void __exit crashring_exit(void)
 {
-	int cur = crashring.cur;
-
+	/*
+	 * sysfs goes first: a previous_ack racing with the unload may start
+	 * recording, and the slot it records into must be the one closed.
+	 */
 	crashring_sysfs_exit();
-	unregister_reboot_notifier(&cr_reboot_nb);
+	cr_unregister_syscore(&cr_syscore);
 	unregister_die_notifier(&cr_die_nb);
 	atomic_notifier_chain_unregister(&panic_notifier_list, &cr_panic_nb);
 	crashring_sources_exit();
-	WRITE_ONCE(crashring.enabled, false);
-	synchronize_rcu();
-	if (cur >= 0) {
-		crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CLEAN,
-				    CRASHRING_REASON_NONE, 0, 0, "");
-		cr_close_all();
-	}
+	cr_finish_clean();
 	kfree(crashring.streams);
 	memunmap(crashring.map);
+	cr_release_region();
 }
 
 module_init(crashring_init);

@@ -61,7 +61,7 @@ struct cr_filter {
 };
 
 static struct cr_filter cr_filters[2];
-static struct cr_filter *cr_filter = &cr_filters[0];
+static struct cr_filter __rcu *cr_filter = RCU_INITIALIZER(&cr_filters[0]);
 
 static DEFINE_PER_CPU(int, cr_next_level) = CR_LEVEL_UNKNOWN;
 static DEFINE_PER_CPU(int, cr_last_level) = CR_LEVEL_UNKNOWN;
@@ -175,7 +175,8 @@ static void cr_printk_probe(void *data, const char *text, size_t len)
 		level = cr_kprobe_on ? MESSAGE_LOGLEVEL_DEFAULT : CR_LEVEL_UNKNOWN;
 	}
 	this_cpu_write(cr_last_level, level);
-	f = READ_ONCE(cr_filter);
+	/* Probes run with preemption off: an RCU-sched read side. */
+	f = rcu_dereference_sched(cr_filter);
 	if (level != CR_LEVEL_UNKNOWN && level > f->max_level)
 		return;
 	if (!cr_prefix_match(f->prefixes, text, len))
@@ -404,7 +405,8 @@ int crashring_show_sources(char *buf)
  */
 int crashring_set_filter(const char *spec)
 {
-	struct cr_filter *old = cr_filter;
+	struct cr_filter *old = rcu_dereference_protected(cr_filter,
+							  lockdep_is_held(&crashring.lock));
 	struct cr_filter *next = old == &cr_filters[0] ? &cr_filters[1] : &cr_filters[0];
 	const char *p = spec;
 
@@ -430,7 +432,8 @@ int crashring_set_filter(const char *spec)
 		p += n;
 		p += strspn(p, "\n ");
 	}
-	WRITE_ONCE(cr_filter, next);
+	/* Publishes *next filled in, on any architecture. */
+	rcu_assign_pointer(cr_filter, next);
 	/* Probes run with preemption off: after this none still reads @old. */
 	synchronize_rcu();
 	return 0;
@@ -438,10 +441,14 @@ int crashring_set_filter(const char *spec)
 
 void crashring_show_filter(char *buf, size_t len)
 {
-	struct cr_filter *f = READ_ONCE(cr_filter);
+	struct cr_filter *f;
+
+	rcu_read_lock_sched();
+	f = rcu_dereference_sched(cr_filter);
 
 	scnprintf(buf, len, "level=%d prefix=%s%s\n", f->max_level, f->prefixes,
 		  cr_kprobe_on ? "" : " (levels unknown: vprintk_store kprobe unavailable)");
+	rcu_read_unlock_sched();
 }
 
 int crashring_sources_init(void)
@@ -470,6 +477,8 @@ int crashring_sources_init(void)
 
 err_sources:
 	crashring_set_sources(0);
+	/* No probe may still run when the caller frees the streams. */
+	tracepoint_synchronize_unregister();
 	misc_deregister(&cr_marker_dev);
 err_kprobe:
 	if (cr_kprobe_on)

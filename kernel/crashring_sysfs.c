@@ -5,12 +5,16 @@
  *   enabled           rw  1 while recording
  *   sources           rw  printk marker crash sched irq
  *   filter            rw  level=N prefix=A,B (printk lines)
- *   region            ro  where the memory is and how it is used
+ *   region            ro  (0400) where the memory is and how it is used
  *   stats             ro  per CPU: records, bytes, pages overwritten, drops
  *   status            ro  the last thing user space should know
  *   previous          ro  (0400, binary) the previous generation's region
  *   previous_summary  ro  the previous generation in one screen of text
  *   previous_ack      wo  (0200) "1": archived, release it
+ *
+ * `previous` is removed and created anew whenever the previous generation
+ * changes: a reader that opened it before an ack gets -ENODEV instead of
+ * the rest of another generation, and a new open sees the new size.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -19,9 +23,12 @@
 #include <linux/string.h>
 #include <linux/kernel.h>
 #include <linux/crc32.h>
+#include <linux/mm.h>
 #include "crashring_internal.h"
 
 static struct kobject *cr_kobj;
+/* Serialises re-publishing `previous`; never held by its readers. */
+static DEFINE_MUTEX(cr_publish_lock);
 
 static ssize_t enabled_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
@@ -95,22 +102,41 @@ static ssize_t region_show(struct kobject *k, struct kobj_attribute *a, char *bu
 	return n + sysfs_emit_at(buf, n, "\n");
 }
 
-static ssize_t stats_show(struct kobject *k, struct kobj_attribute *a, char *buf)
-{
-	unsigned int i;
-	int n = 0;
+/* Longest "cpuN records=... drops=...\n" line, with every number at 20 digits. */
+#define CR_STATS_LINE	128
 
+/*
+ * A binary attribute, so that a machine with more CPUs than fit in one
+ * sysfs page gets every line: the text is built for each read, outside the
+ * write path, and served from the offset asked for.
+ */
+static ssize_t stats_read(struct file *f, struct kobject *k, struct bin_attribute *attr,
+			  char *buf, loff_t off, size_t count)
+{
+	size_t cap = (size_t)crashring.nstreams * CR_STATS_LINE;
+	unsigned int i;
+	size_t n = 0;
+	ssize_t ret;
+	char *text;
+
+	text = kvmalloc(cap, GFP_KERNEL);
+	if (!text)
+		return -ENOMEM;
+	mutex_lock(&crashring.lock);
 	for (i = 0; i < crashring.nstreams && crashring.cur >= 0; i++) {
 		struct crashring_stream *s = &crashring.streams[i];
 		u64 seq = READ_ONCE(s->seq);
 
-		n += sysfs_emit_at(buf, n,
-				   "cpu%u records=%llu bytes=%llu pages_overwritten=%llu drops=%llu\n",
-				   i, READ_ONCE(s->next_index), READ_ONCE(s->bytes_total),
-				   seq > s->page_count ? seq - s->page_count : 0,
-				   READ_ONCE(s->drops_total) + (u64)cr_local_read(&s->pending_drops));
+		n += scnprintf(text + n, cap - n,
+			       "cpu%u records=%llu bytes=%llu pages_overwritten=%llu drops=%llu\n",
+			       i, READ_ONCE(s->next_index), READ_ONCE(s->bytes_total),
+			       seq > s->page_count ? seq - s->page_count : 0,
+			       READ_ONCE(s->drops_total) + (u64)cr_local_read(&s->pending_drops));
 	}
-	return n;
+	mutex_unlock(&crashring.lock);
+	ret = memory_read_from_buffer(buf, count, &off, text, n);
+	kvfree(text);
+	return ret;
 }
 
 static ssize_t status_show(struct kobject *k, struct kobj_attribute *a, char *buf)
@@ -144,6 +170,12 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 		mutex_unlock(&crashring.lock);
 		return sysfs_emit(buf, "none\n");
 	}
+	if (crashring.slot[prev].state == CR_SLOT_DAMAGED) {
+		n = sysfs_emit(buf, "damaged header slot %d phys %pa size %llu: read it with crashring extract --trust-header\n",
+			       prev, &crashring.slot[prev].phys, crashring.slot[prev].size);
+		mutex_unlock(&crashring.lock);
+		return n;
+	}
 	h = (void *)crashring.slot[prev].mem;
 	st = (void *)(crashring.slot[prev].mem + CRASHRING_STATE_OFFSET);
 	n = sysfs_emit(buf, "generation %llu slot %d phys %pa size %llu\n", h->generation, prev,
@@ -160,21 +192,47 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 	return n;
 }
 
+static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attribute *attr,
+			     char *buf, loff_t off, size_t count);
+
+static struct bin_attribute cr_attr_previous = {
+	.attr = { .name = "previous", .mode = 0400 },
+	.read = previous_read,
+};
+
+/* (Re)creates `previous` for the current previous generation, sized to it. */
+static int cr_publish_previous(void)
+{
+	mutex_lock(&crashring.lock);
+	cr_attr_previous.size = crashring.prev >= 0 ?
+		crashring_slot_bytes(&crashring.slot[crashring.prev]) : 0;
+	mutex_unlock(&crashring.lock);
+	return sysfs_create_bin_file(cr_kobj, &cr_attr_previous);
+}
+
 static ssize_t previous_ack_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
 				  size_t count)
 {
 	bool ack;
+	int err;
 
 	if (kstrtobool(buf, &ack) || !ack)
 		return -EINVAL;
+	mutex_lock(&cr_publish_lock);
+	/*
+	 * Removing waits for readers inside previous_read(), which take
+	 * crashring.lock: it must not be held here.
+	 */
+	sysfs_remove_bin_file(cr_kobj, &cr_attr_previous);
 	mutex_lock(&crashring.lock);
-	if (crashring.prev < 0) {
-		mutex_unlock(&crashring.lock);
-		return -ENOENT;
-	}
-	crashring_release_previous();
+	err = crashring.prev < 0 ? -ENOENT : 0;
+	if (!err)
+		crashring_release_previous();
 	mutex_unlock(&crashring.lock);
-	return count;
+	if (cr_publish_previous())
+		pr_err("cannot re-create /sys/kernel/crashring/previous\n");
+	mutex_unlock(&cr_publish_lock);
+	return err ?: count;
 }
 
 static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attribute *attr,
@@ -190,7 +248,7 @@ static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attri
 		return -ENOENT;
 	}
 	n = memory_read_from_buffer(buf, count, &off, crashring.slot[prev].mem,
-				    crashring_region_size(crashring.slot[prev].mem));
+				    crashring_slot_bytes(&crashring.slot[prev]));
 	mutex_unlock(&crashring.lock);
 	return n;
 }
@@ -198,8 +256,7 @@ static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attri
 static struct kobj_attribute cr_attr_enabled = __ATTR_RW(enabled);
 static struct kobj_attribute cr_attr_sources = __ATTR_RW(sources);
 static struct kobj_attribute cr_attr_filter = __ATTR_RW(filter);
-static struct kobj_attribute cr_attr_region = __ATTR_RO(region);
-static struct kobj_attribute cr_attr_stats = __ATTR_RO(stats);
+static struct kobj_attribute cr_attr_region = __ATTR_RO_MODE(region, 0400);
 static struct kobj_attribute cr_attr_status = __ATTR_RO(status);
 static struct kobj_attribute cr_attr_previous_summary = __ATTR_RO(previous_summary);
 static struct kobj_attribute cr_attr_previous_ack = __ATTR_WO(previous_ack);
@@ -209,20 +266,20 @@ static struct attribute *cr_attrs[] = {
 	&cr_attr_sources.attr,
 	&cr_attr_filter.attr,
 	&cr_attr_region.attr,
-	&cr_attr_stats.attr,
 	&cr_attr_status.attr,
 	&cr_attr_previous_summary.attr,
 	&cr_attr_previous_ack.attr,
 	NULL,
 };
 
-static struct bin_attribute cr_attr_previous = {
-	.attr = { .name = "previous", .mode = 0400 },
-	.read = previous_read,
+
+static struct bin_attribute cr_attr_stats = {
+	.attr = { .name = "stats", .mode = 0444 },
+	.read = stats_read,
 };
 
 static struct bin_attribute *cr_bin_attrs[] = {
-	&cr_attr_previous,
+	&cr_attr_stats,
 	NULL,
 };
 
@@ -238,17 +295,24 @@ int crashring_sysfs_init(void)
 	cr_kobj = kobject_create_and_add("crashring", kernel_kobj);
 	if (!cr_kobj)
 		return -ENOMEM;
-	/* The previous region's size is known only now. */
-	if (crashring.prev >= 0)
-		cr_attr_previous.size = crashring_region_size(crashring.slot[crashring.prev].mem);
 	err = sysfs_create_group(cr_kobj, &cr_group);
 	if (err)
-		kobject_put(cr_kobj);
+		goto err_put;
+	err = cr_publish_previous();
+	if (err)
+		goto err_group;
+	return 0;
+
+err_group:
+	sysfs_remove_group(cr_kobj, &cr_group);
+err_put:
+	kobject_put(cr_kobj);
 	return err;
 }
 
 void crashring_sysfs_exit(void)
 {
+	sysfs_remove_bin_file(cr_kobj, &cr_attr_previous);
 	sysfs_remove_group(cr_kobj, &cr_group);
 	kobject_put(cr_kobj);
 }
