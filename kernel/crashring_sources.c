@@ -7,10 +7,21 @@
  * crashring_log() for other modules.
  *
  * The console tracepoint carries the text after printk stripped its level
- * prefix. A kprobe on vprintk_store() notes, per CPU, the level printk is
- * about to store (its `level` argument, else the KERN_<n> prefix of `fmt`),
- * and the tracepoint probe, which runs next on the same CPU with interrupts
- * off, picks it up. Without the kprobe, lines are recorded with level 255.
+ * prefix, and not the level. vprintk_store() decides the level the way
+ * the kprobe on its entry below does: the `level` argument, else the
+ * KERN_<n> prefix of the formatted text (a prefix may come in through an
+ * argument, as print_hex_dump()'s "%s%s%s" does), else the running
+ * kernel's default message level. The tracepoint probe, which runs next
+ * in the same context, picks it up (struct cr_levels: a printk that
+ * interrupts or nests inside another between the two does not take its
+ * level). Without the kprobe, or for a task that moved to another CPU in
+ * between, lines are recorded with level 255 (unknown).
+ *
+ * What the console tracepoint does not see, crashring does not record: a
+ * line printk's own recursion guard drops, or one its ring buffer cannot
+ * reserve room for. On 6.1 the tracepoint is the rcuidle kind, which warns
+ * once (WARN_ON_ONCE, "srcu can't be used from NMI") the first time a line
+ * printed in NMI context reaches any probe, then records it.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -30,6 +41,8 @@
 #include <linux/string.h>
 #include <linux/timekeeping.h>
 #include <linux/sysfs.h>
+#include <linux/preempt.h>
+#include <linux/stdarg.h>
 #include "crashring.h"
 #include "crashring_internal.h"
 
@@ -63,10 +76,39 @@ struct cr_filter {
 static struct cr_filter cr_filters[2];
 static struct cr_filter __rcu *cr_filter = RCU_INITIALIZER(&cr_filters[0]);
 
-static DEFINE_PER_CPU(int, cr_next_level) = CR_LEVEL_UNKNOWN;
-static DEFINE_PER_CPU(int, cr_last_level) = CR_LEVEL_UNKNOWN;
+/* The contexts interrupt_context_level() tells apart: task, softirq, irq, NMI. */
+#define CR_CONTEXTS	4
+/* printk nests at most 3 deep per context (PRINTK_MAX_RECURSION); spare room. */
+#define CR_LEVEL_DEPTH	8
+
+/* A level the kprobe saw, for the vprintk_store() frame of @task at @sp. */
+struct cr_pending_level {
+	const struct task_struct *task;
+	unsigned long sp;
+	int level;
+};
+
+/*
+ * Per CPU and context, the levels of printk calls between the kprobe and
+ * the tracepoint, innermost last: a printk nested inside another (a WARN
+ * that fires in the console tracepoint, say) is pushed and popped before
+ * the outer one is popped. Entries of a call that never reached the
+ * tracepoint (printk's recursion guard) or of a task that was preempted
+ * and moved to another CPU are skipped by their task and frame.
+ */
+struct cr_levels {
+	struct cr_pending_level pending[CR_CONTEXTS][CR_LEVEL_DEPTH];
+	u8 depth[CR_CONTEXTS];
+	int last[CR_CONTEXTS];
+};
+
+static DEFINE_PER_CPU(struct cr_levels, cr_levels) = {
+	.last = { [0 ... CR_CONTEXTS - 1] = CR_LEVEL_UNKNOWN },
+};
 static atomic64_t cr_printk_seq = ATOMIC64_INIT(0);
 static bool cr_kprobe_on;
+/* Whether the kprobe's handler runs in its caller's context (see cr_context). */
+static bool cr_kprobe_in_context;
 
 struct cr_tracepoint {
 	const char *name;
@@ -131,20 +173,105 @@ static bool cr_prefix_match(const char *prefixes, const char *text, size_t len)
 	return false;
 }
 
+/*
+ * The slot of the calling context. An ftrace-based kprobe (on a function's
+ * entry, as here) runs its handler in the caller's context; an int3-based
+ * one runs it as an NMI on x86, so then every context shares slot 0.
+ */
+static unsigned int cr_context(void)
+{
+	return cr_kprobe_in_context ? interrupt_context_level() : 0;
+}
+
+/*
+ * Applies the KERN_<n> and KERN_CONT prefixes at @text as
+ * printk_parse_prefix() does: the first level wins.
+ */
+static void cr_parse_prefix(const char *text, int *level)
+{
+	int kern;
+
+	while ((kern = printk_get_level(text))) {
+		if (kern >= '0' && kern <= '7' && *level == LOGLEVEL_DEFAULT)
+			*level = kern - '0';
+		else if (kern == 'c' && *level == LOGLEVEL_DEFAULT)
+			*level = CR_LEVEL_CONT;
+		text += 2;
+	}
+}
+
+/*
+ * A format that starts with a conversion may take its level from an
+ * argument: format its first bytes as vprintk_store() is about to (on
+ * x86-64, where the va_list argument is a pointer to its state).
+ */
+static __printf(1, 0) void cr_parse_formatted_prefix(const char *fmt, unsigned long args,
+						      int *level)
+{
+	char prefix[8];
+	va_list copy;
+
+	if (!IS_ENABLED(CONFIG_X86_64) || fmt[0] != '%' || !args)
+		return;
+	va_copy(copy, *(va_list *)args);
+	vsnprintf(prefix, sizeof(prefix), fmt, copy);
+	va_end(copy);
+	cr_parse_prefix(prefix, level);
+}
+
+/* Runs with interrupts of this context excluded: kprobe or tracepoint probe. */
+static void cr_push_level(int level, unsigned long sp)
+{
+	struct cr_levels *l = this_cpu_ptr(&cr_levels);
+	unsigned int ctx = cr_context();
+	struct cr_pending_level *p = l->pending[ctx];
+	unsigned int d = l->depth[ctx];
+
+	if (d == CR_LEVEL_DEPTH) {
+		/* Only stale entries can fill it: drop the oldest. */
+		memmove(p, p + 1, (CR_LEVEL_DEPTH - 1) * sizeof(*p));
+		d--;
+	}
+	p[d] = (struct cr_pending_level){ .task = current, .sp = sp, .level = level };
+	l->depth[ctx] = d + 1;
+}
+
+/*
+ * The level of the printk whose console tracepoint is running: the
+ * innermost pending entry of this task whose frame is above this one.
+ */
+static int cr_pop_level(unsigned int ctx)
+{
+	struct cr_levels *l = this_cpu_ptr(&cr_levels);
+	unsigned long sp = (unsigned long)__builtin_frame_address(0);
+	unsigned int d = l->depth[ctx];
+	int level = CR_LEVEL_UNKNOWN;
+
+	while (d) {
+		const struct cr_pending_level *p = &l->pending[ctx][--d];
+
+		if (p->task == current && p->sp > sp) {
+			level = p->level;
+			break;
+		}
+	}
+	l->depth[ctx] = d;
+	return level;
+}
+
 static int cr_vprintk_store_pre(struct kprobe *kp, struct pt_regs *regs)
 {
 	int level = (int)regs_get_kernel_argument(regs, 1);
 	const char *fmt = (const char *)regs_get_kernel_argument(regs, 3);
 
 	if (level == LOGLEVEL_DEFAULT && fmt) {
-		int kern = printk_get_level(fmt);
-
-		if (kern >= '0' && kern <= '7')
-			level = kern - '0';
-		else if (kern == 'c')
-			level = CR_LEVEL_CONT;
+		cr_parse_prefix(fmt, &level);
+		if (level == LOGLEVEL_DEFAULT && !printk_get_level(fmt))
+			cr_parse_formatted_prefix(fmt, regs_get_kernel_argument(regs, 4), &level);
 	}
-	this_cpu_write(cr_next_level, level);
+	if (level == LOGLEVEL_DEFAULT)
+		level = default_message_loglevel;
+	cr_push_level(level, kernel_stack_pointer(regs));
 	return 0;
 }
 
@@ -162,19 +289,21 @@ static void cr_printk_probe(void *data, const char *text, size_t len)
 		u32 caller;
 		u64 seq;
 	} __packed rec;
+	unsigned int ctx;
 	int level;
 
 	if (!(READ_ONCE(crashring.sources) & CR_SRC_PRINTK))
 		return;
-	level = this_cpu_xchg(cr_next_level, CR_LEVEL_UNKNOWN);
+	ctx = cr_context();
+	level = cr_pop_level(ctx);
 	rec.flags = 0;
 	if (level == CR_LEVEL_CONT) {
-		level = this_cpu_read(cr_last_level);
+		level = this_cpu_read(cr_levels.last[ctx]);
 		rec.flags |= 2;
 	} else if (level < 0 || level > 7) {
-		level = cr_kprobe_on ? MESSAGE_LOGLEVEL_DEFAULT : CR_LEVEL_UNKNOWN;
+		level = CR_LEVEL_UNKNOWN;
 	}
-	this_cpu_write(cr_last_level, level);
+	this_cpu_write(cr_levels.last[ctx], level);
 	/* Probes run with preemption off: an RCU-sched read side. */
 	f = rcu_dereference_sched(cr_filter);
 	if (level != CR_LEVEL_UNKNOWN && level > f->max_level)
@@ -465,6 +594,7 @@ int crashring_sources_init(void)
 	}
 	for_each_kernel_tracepoint(cr_find_tracepoint, NULL);
 	cr_kprobe_on = !register_kprobe(&cr_vprintk_kp);
+	cr_kprobe_in_context = cr_kprobe_on && kprobe_ftrace(&cr_vprintk_kp);
 	if (!cr_kprobe_on)
 		pr_warn("cannot probe vprintk_store: printk levels will be recorded as unknown\n");
 	err = misc_register(&cr_marker_dev);

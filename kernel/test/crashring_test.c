@@ -9,6 +9,10 @@
  *   action=panic_irq  a timer panics the kernel from hard IRQ context
  *   action=lockup     CPU 1 spins with interrupts off until a lockup or
  *                     RCU stall detector panics the kernel
+ *   action=printk     prints lines whose printk metadata is easy to get
+ *                     wrong, and stays loaded: a hex dump at KERN_ERR (its
+ *                     level comes in an argument) and a line at the default
+ *                     level
  *
  * Each action logs a marker saying what it is about to do, so the trace
  * shows the cause next to the crash.
@@ -19,13 +23,14 @@
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/percpu.h>
+#include <linux/printk.h>
 #include <linux/sched.h>
 #include <linux/smp.h>
 #include "crashring.h"
 
 static char *action = "load";
 module_param(action, charp, 0400);
-MODULE_PARM_DESC(action, "load, panic_irq or lockup");
+MODULE_PARM_DESC(action, "load, panic_irq, lockup or printk");
 
 /* The CPU that locks up; CPU 0 keeps the console and the timers going. */
 #define LOCKUP_CPU 1
@@ -93,6 +98,25 @@ static int lockup_fn(void *unused)
 	return 0;
 }
 
+/* A line with no level of its own: printk gives it the default. */
+static __printf(1, 2) void print_at_default_level(const char *fmt, ...)
+{
+	va_list args;
+
+	va_start(args, fmt);
+	vprintk(fmt, args);
+	va_end(args);
+}
+
+static void print_metadata_lines(void)
+{
+	static const char bytes[16] = "crashring-bytes";
+
+	print_hex_dump(KERN_ERR, "crashring-hexdump: ", DUMP_PREFIX_OFFSET, 16, 1, bytes,
+		       sizeof(bytes), true);
+	print_at_default_level("crashring-test: default level\n");
+}
+
 static int __init crashring_test_init(void)
 {
 	struct task_struct *t;
@@ -116,7 +140,11 @@ static int __init crashring_test_init(void)
 		wake_up_process(t);
 		return 0;
 	}
-	pr_err("action=%s: expected load, panic_irq or lockup\n", action);
+	if (!strcmp(action, "printk")) {
+		print_metadata_lines();
+		return 0;
+	}
+	pr_err("action=%s: expected load, panic_irq, lockup or printk\n", action);
 	return -EINVAL;
 }
 

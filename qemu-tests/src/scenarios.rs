@@ -355,10 +355,100 @@ pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String
     ))
 }
 
+/// Before the workload, lines whose printk metadata is easy to get wrong:
+/// the default message level set to 5 (the compiled-in default is 4), a
+/// hex dump at KERN_ERR whose level printk takes from an argument, a line
+/// at the default level, and NMI backtraces of the other CPUs (sysrq l).
+/// The boot id goes to the console, to compare with the region's.
+const PRINTK_METADATA: &str = r#"echo "crashring-test: boot_id $(cat /proc/sys/kernel/random/boot_id)"
+echo "4 5 1 7" > /proc/sys/kernel/printk
+insmod /lib/crashring_test.ko action=printk || echo "crashring-test: insmod crashring_test.ko failed"
+echo l > /proc/sysrq-trigger
+"#;
+
 fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let plan = WarmReboot::memmap(workload_and_sysrq());
+    let plan = WarmReboot {
+        test_module: true,
+        ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + &workload_and_sysrq())
+    };
     let run = warm_reboot_run(sh, k, art, &plan)?;
-    run.check(check_warm_reboot)
+    run.check(|image| {
+        let region = parse_saved(image)?;
+        let workload = check_region(&region)?;
+        let metadata = check_printk_metadata(&region, &run.log)?;
+        Ok(format!("{workload}; {metadata}"))
+    })
+}
+
+/// The region's boot id is the kernel's, and the [`PRINTK_METADATA`]
+/// lines carry the level printk gave them: 3 for the hex dump, 5 for the
+/// default-level line, 4 for NMI backtraces (`pr_warn` in
+/// lib/nmi_backtrace.c), which are recorded with their CPU as the caller
+/// (not a task).
+fn check_printk_metadata(region: &Region, log: &str) -> Result<String> {
+    let printed = log
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("crashring-test: boot_id "))
+        .context("the guest did not print its boot id")?;
+    let boot_id: String = region
+        .header
+        .boot_id
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    ensure!(
+        boot_id == printed.replace('-', ""),
+        "the region's boot id {boot_id} is not the kernel's {printed}"
+    );
+    let e = region.header.endian;
+    let trace = region.decode();
+    let (mut hexdump, mut default, mut nmi) = (0, 0, 0);
+    for ev in trace.streams.iter().flat_map(|s| &s.events) {
+        if ev.type_id != EVENT_PRINTK {
+            continue;
+        }
+        let Some(values) = region
+            .schema
+            .get(ev.type_id)
+            .and_then(|t| t.decode(ev.payload, e).ok())
+        else {
+            continue;
+        };
+        let (Some(Value::Unsigned(level)), Some(Value::Unsigned(caller)), Some(Value::Str(text))) =
+            (values.first(), values.get(2), values.get(4))
+        else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(text);
+        let want = if text.starts_with("crashring-hexdump: ") {
+            hexdump += 1;
+            3
+        } else if text == "crashring-test: default level" {
+            default += 1;
+            5
+        } else if text.starts_with("NMI backtrace for cpu ") && caller & 0x8000_0000 != 0 {
+            nmi += 1;
+            4
+        } else {
+            continue;
+        };
+        ensure!(
+            *level == want,
+            "printk {text:?} has level {level}, printk gave it {want}"
+        );
+    }
+    ensure!(
+        hexdump == 1,
+        "{hexdump} hex dump lines recorded, the test module printed 1"
+    );
+    ensure!(
+        default == 1,
+        "{default} default-level lines recorded, the test module printed 1"
+    );
+    ensure!(nmi >= 1, "no NMI backtrace line recorded from NMI context");
+    Ok(format!(
+        "boot id {printed}; hex dump, default-level and {nmi} NMI printk lines at their levels"
+    ))
 }
 
 /// reserve_mem= ranges are placed by memblock at boot, so they are found
