@@ -347,3 +347,55 @@ fn absent_pages_are_not_decoded_even_when_their_bytes_look_valid() {
     assert_eq!(st.lost(LossKind::Unreadable), u64::from(victim.records));
     assert_eq!(after.streams[0].events, before.streams[0].events);
 }
+
+#[test]
+fn an_open_page_at_the_end_of_the_index_space_is_reported_not_a_panic() {
+    // An open page has no CRC, so nothing stops `first_index` from being
+    // u64::MAX; its events would then run past the end of the index space.
+    let ops = (0..40)
+        .map(|n| Op::Write {
+            stream: 0,
+            shape: 1,
+            size: 0,
+            dt: 1_000 + n,
+        })
+        .collect();
+    let model = build(&Setup {
+        endian: Endian::Little,
+        page_size: 256,
+        streams: 1,
+        pages: 4,
+        ops,
+        close_at_end: false,
+    });
+    let clean = Region::parse(&model.image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let open = clean.streams[0]
+        .pages
+        .iter()
+        .find(|p| p.status == PageStatus::Salvaged && p.records > 0)
+        .expect("an open page with events")
+        .clone();
+    let mut image = model.image.clone();
+    let at = open.offset as usize + 24;
+    image[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let trace = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let page = &trace.streams[0].pages[open.slot as usize];
+    assert_eq!(page.records, open.records);
+    let diag = trace
+        .diagnostics
+        .iter()
+        .find(|d| d.page == Some(open.slot))
+        .expect("a diagnostic for the page");
+    assert_eq!(
+        diag.problem,
+        Problem::InvalidField {
+            field: "first_index",
+            value: u64::MAX
+        },
+        "{diag}"
+    );
+}

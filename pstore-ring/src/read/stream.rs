@@ -361,12 +361,21 @@ pub(super) fn decode<'a>(
         // A closed page's `count` is covered by its CRC, so the next page
         // starts after it even when fewer records decoded; an open page's
         // `count` may run one ahead of `commit` and is only advisory.
-        let end = r.first_index
-            + u64::from(if r.open {
-                decoded
-            } else {
-                r.count.max(decoded)
+        let span = u64::from(if r.open {
+            decoded
+        } else {
+            r.count.max(decoded)
+        });
+        // An open page has no CRC: its `first_index` can be anything, up
+        // to u64::MAX. Events past the end of the index space keep the
+        // saturated index `decode_page` gave them; the page says why.
+        let end = r.first_index.checked_add(span).unwrap_or_else(|| {
+            note(Problem::InvalidField {
+                field: "first_index",
+                value: r.first_index,
             });
+            u64::MAX
+        });
         if r.count > decoded {
             trace.losses.push(Loss {
                 stream: info.index,
