@@ -153,23 +153,38 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, mut region: RegionBytes) -> Foun
                     }
                 );
                 unaccounted |= !filtered;
-                note_hole(&mut absent, &mut holes, at as u64..(at + g) as u64, &e);
+                let why = match &e {
+                    PhysError::Outside { .. } => "not in the dump".to_string(),
+                    PhysError::Hole { backing, .. } => backing.to_string(),
+                    other => other.to_string(),
+                };
+                note_hole(&mut absent, &mut holes, at as u64..(at + g) as u64, &why);
             }
             at += g;
         }
     }
-    if readable < size {
-        let outside = PhysError::Outside {
-            addr: addr + readable as u64,
-        };
+    // Bytes from 2^64 - addr on have no physical address at all: a region
+    // that claims them is reported as running past the top, and no address
+    // is ever computed for them.
+    let room = usize::try_from(0u64.wrapping_sub(addr))
+        .ok()
+        .filter(|&r| r != 0)
+        .unwrap_or(usize::MAX)
+        .min(size);
+    if readable < room {
+        let range = readable as u64..room as u64;
+        note_hole(&mut absent, &mut holes, range, "not in the dump");
+    }
+    if room < size {
+        let range = room as u64..size as u64;
         note_hole(
             &mut absent,
             &mut holes,
-            readable as u64..size as u64,
-            &outside,
+            range,
+            "past the top of the physical address space",
         );
-        unaccounted = true;
     }
+    unaccounted |= readable < size;
     Found {
         addr,
         bytes: region,
@@ -182,12 +197,7 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, mut region: RegionBytes) -> Foun
 
 /// Records a hole, joining it to the previous one when it continues it
 /// for the same reason.
-fn note_hole(absent: &mut Vec<Range<u64>>, holes: &mut Vec<String>, r: Range<u64>, e: &PhysError) {
-    let why = match e {
-        PhysError::Outside { .. } => "not in the dump".to_string(),
-        PhysError::Hole { backing, .. } => backing.to_string(),
-        other => other.to_string(),
-    };
+fn note_hole(absent: &mut Vec<Range<u64>>, holes: &mut Vec<String>, r: Range<u64>, why: &str) {
     if let (Some(last), Some(text)) = (absent.last_mut(), holes.last_mut()) {
         if last.end == r.start && text.ends_with(&format!(": {why}")) {
             last.end = r.end;
@@ -223,10 +233,12 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
             };
             for hit in memchr::memmem::find_iter(chunk, &MAGIC_STORED) {
                 let at = addr + hit as u64;
-                if found
-                    .iter()
-                    .any(|f| (f.addr..f.addr + f.bytes.len() as u64).contains(&at))
-                {
+                // Measured from each region's start: a region may end at
+                // 2^64, which is no u64.
+                if found.iter().any(|f| {
+                    at.checked_sub(f.addr)
+                        .is_some_and(|into| into < f.bytes.len() as u64)
+                }) {
                     continue;
                 }
                 consider(mem, at, &mut found);

@@ -379,3 +379,43 @@ fn phys_reads_one_region_without_scanning() {
         "{err}"
     );
 }
+
+#[test]
+fn a_region_at_the_top_of_the_address_space_is_read_without_overflow() {
+    // A 36 KiB region whose last 4 KiB page the dump lacks, ending exactly
+    // at 2^64: its end is not a u64.
+    let mut mem = image_sized(0, 4096, 0x9000, 10);
+    let top = 0u64.wrapping_sub(0x9000);
+    // Another magic inside the region (in an unused page), so the scan
+    // asks whether a hit lies in a region it has already read.
+    mem[0x7800..0x7808].copy_from_slice(&pstore_ring::layout::MAGIC_STORED);
+    let mut core = synth::elf(&mem, &[load(0, 0x8000)], None, 1, false);
+    for field in load_offset_fields(&core) {
+        // p_vaddr and p_paddr follow p_offset.
+        core[field + 8..field + 16].copy_from_slice(&top.to_le_bytes());
+        core[field + 16..field + 24].copy_from_slice(&top.to_le_bytes());
+    }
+    let path = write_tmp("top.elf", &core);
+    let path = path.to_str().unwrap();
+    let out = crashring(&["info", path]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        text.contains(&format!("region 0 at physical address {top:#x}"))
+            && text.contains("region bytes 0x8000..0x9000: not in the dump"),
+        "{text}"
+    );
+    // Told to read 1 MiB there, the part past 2^64 is a hole that says so.
+    let out = crashring(&["info", path, "--phys", &format!("{top:#x}:1M")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        text.contains("region bytes 0x8000..0x9000: not in the dump")
+            && text.contains(
+                "region bytes 0x9000..0x100000: past the top of the physical address space"
+            ),
+        "{text}"
+    );
+}
