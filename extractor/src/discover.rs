@@ -17,8 +17,11 @@ use std::ops::{Deref, Range};
 const CHUNK: usize = 8 << 20;
 /// Granule for reads that fail: a hole costs at most this much.
 const GRANULE: usize = 4096;
-/// The largest region read. Bigger claims are refused: the header is
-/// checksummed, but a checksum is not a reason to allocate terabytes.
+/// The most bytes of one region read. Only the part a dump reaches counts
+/// (the rest is a hole, whatever the header says); a region spanning more
+/// of the dump than this is refused: the header is checksummed, but a
+/// checksum is not a reason to allocate terabytes (`/dev/mem` reaches
+/// everywhere).
 pub const MAX_REGION: u64 = 4 << 30;
 
 /// A region read out of a dump.
@@ -47,7 +50,7 @@ pub struct Found {
 pub enum DiscoverError {
     #[error("no valid region header at physical address {addr:#x}: {why}")]
     NoHeader { addr: u64, why: String },
-    #[error("the region at physical address {addr:#x} claims {size} bytes, more than the {MAX_REGION} this tool reads")]
+    #[error("the region at physical address {addr:#x} spans {size} bytes of the dump, more than the {MAX_REGION} this tool reads: give a smaller size with --phys ADDR:SIZE")]
     TooBig { addr: u64, size: u64 },
     #[error("no memory for the {size}-byte region at physical address {addr:#x}: {why}")]
     NoMemory {
@@ -87,6 +90,11 @@ impl Deref for RegionBytes {
 
 /// Reads the region whose header is at `addr`. `size` overrides the
 /// header's size (to read less of a huge region, or past a damaged one).
+///
+/// Only the part of the region the dump reaches is allocated and read:
+/// past the map's last run the dump knows nothing, so the rest is one
+/// hole, and the reader sees a region cut short there. Memory and work
+/// follow the dump, whatever size the (checksummed) header claims.
 pub fn read_at(
     mem: &dyn PhysMemory,
     addr: u64,
@@ -103,30 +111,31 @@ pub fn read_at(
         addr,
         why: e.to_string(),
     })?;
-    let size = size.unwrap_or(info.region_size);
-    if size > MAX_REGION {
-        return Err(DiscoverError::TooBig { addr, size });
+    let claimed = size.unwrap_or(info.region_size);
+    let dump_end = mem.map().runs().last().map_or(0, |r| r.end);
+    let readable = dump_end.saturating_sub(addr).min(claimed);
+    if readable > MAX_REGION {
+        return Err(DiscoverError::TooBig {
+            addr,
+            size: readable,
+        });
     }
-    let bytes = RegionBytes::zeroed(size as usize).map_err(|why| DiscoverError::NoMemory {
+    let bytes = RegionBytes::zeroed(readable as usize).map_err(|why| DiscoverError::NoMemory {
         addr,
-        size,
+        size: readable,
         why,
     })?;
-    Ok(read_region(mem, addr, bytes))
+    Ok(read_region(mem, addr, claimed, bytes))
 }
 
-fn read_region(mem: &dyn PhysMemory, addr: u64, mut region: RegionBytes) -> Found {
+/// Reads the first `region.len()` bytes of a region of `claimed` bytes;
+/// the rest is reported as holes.
+fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: RegionBytes) -> Found {
     let bytes = region.as_mut();
-    let size = bytes.len();
+    let readable = bytes.len();
     let mut absent: Vec<Range<u64>> = Vec::new();
     let mut holes: Vec<String> = Vec::new();
     let mut unaccounted = false;
-    // Past the map's last run the dump knows nothing: one hole, without
-    // asking for each page of a claim that may be hostile.
-    let dump_end = mem.map().runs().last().map_or(0, |r| r.end);
-    let readable = usize::try_from(dump_end.saturating_sub(addr))
-        .unwrap_or(usize::MAX)
-        .min(size);
     let mut at = 0usize;
     while at < readable {
         // Large reads first; a failure is retried granule by granule so a
@@ -166,25 +175,23 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, mut region: RegionBytes) -> Foun
     // Bytes from 2^64 - addr on have no physical address at all: a region
     // that claims them is reported as running past the top, and no address
     // is ever computed for them.
-    let room = usize::try_from(0u64.wrapping_sub(addr))
-        .ok()
+    let readable = readable as u64;
+    let room = Some(0u64.wrapping_sub(addr))
         .filter(|&r| r != 0)
-        .unwrap_or(usize::MAX)
-        .min(size);
+        .unwrap_or(u64::MAX)
+        .min(claimed);
     if readable < room {
-        let range = readable as u64..room as u64;
-        note_hole(&mut absent, &mut holes, range, "not in the dump");
+        note_hole(&mut absent, &mut holes, readable..room, "not in the dump");
     }
-    if room < size {
-        let range = room as u64..size as u64;
+    if room < claimed {
         note_hole(
             &mut absent,
             &mut holes,
-            range,
+            room..claimed,
             "past the top of the physical address space",
         );
     }
-    unaccounted |= readable < size;
+    unaccounted |= readable < claimed;
     Found {
         addr,
         bytes: region,

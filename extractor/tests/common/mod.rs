@@ -237,3 +237,74 @@ pub fn extract_to(image: &std::path::Path, format: &str, name: &str) -> (Output,
     ]);
     (out, path)
 }
+
+/// Set in a fresh copy of a test binary started only to measure one run
+/// of crashring (see [`crashring_peak_rss`]); holds its arguments.
+const RSS_PROBE: &str = "CRASHRING_TEST_RSS_OF";
+/// Where the probe puts crashring's standard output and error.
+const RSS_PROBE_OUT: &str = "CRASHRING_TEST_RSS_OUT";
+
+/// Runs crashring with `args` and returns what it printed and its peak
+/// resident memory in KiB.
+///
+/// A child's peak RSS (`ru_maxrss`) includes its parent's peak at the
+/// moment of the spawn (Linux records the old memory's high-water mark at
+/// `exec`), and a test binary running other tests can be large. So a
+/// fresh, small copy of this test binary runs crashring instead: the test
+/// binary must have `#[test] fn rss_probe() { common::rss_probe() }`,
+/// which does nothing unless started this way.
+pub fn crashring_peak_rss(args: &[&str]) -> (Output, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let exe = std::env::current_exe().unwrap();
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "rss-probe-{}-{}",
+        std::process::id(),
+        args.join("_").replace('/', "_")
+    ));
+    let probe = Command::new(exe)
+        .args(["--exact", "rss_probe", "--nocapture", "--test-threads=1"])
+        .env(RSS_PROBE, args.join("\u{1f}"))
+        .env(RSS_PROBE_OUT, &out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&probe.stdout);
+    let Some((status, kib)) = said.lines().find_map(|l| {
+        // libtest may print the test's name on the same line first.
+        let mut w = l.split_once("rss-probe: ")?.1.split(' ');
+        Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+    }) else {
+        panic!("the RSS probe said {probe:?}");
+    };
+    let read = |ext: &str| std::fs::read(out.with_extension(ext)).unwrap();
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: read("out"),
+        stderr: read("err"),
+    };
+    (output, kib)
+}
+
+/// The probe's body: runs crashring as [`crashring_peak_rss`] asked and
+/// prints its wait status and peak RSS in KiB.
+// The child is reaped by wait4, which also returns its resource usage.
+#[allow(clippy::zombie_processes)]
+pub fn rss_probe() {
+    let (Some(args), Some(out)) = (std::env::var_os(RSS_PROBE), std::env::var_os(RSS_PROBE_OUT))
+    else {
+        return;
+    };
+    let out = PathBuf::from(out);
+    let args = args.into_string().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_crashring"))
+        .args(args.split('\u{1f}'))
+        .stdout(std::fs::File::create(out.with_extension("out")).unwrap())
+        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: plain FFI calls with valid pointers; waits for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4 failed");
+    println!("rss-probe: {status} {}", usage.ru_maxrss);
+}

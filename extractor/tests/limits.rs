@@ -1,0 +1,78 @@
+//! Hostile inputs cost memory in proportion to the bytes they hold, not to
+//! what their headers claim: each case runs the real binary and bounds
+//! its peak RSS, and checks that what is missing is reported, not invented.
+
+mod common;
+
+use common::{crashring, crashring_peak_rss, image_sized, write_tmp};
+use pstore_ring::layout::crc32;
+
+#[test]
+fn rss_probe() {
+    common::rss_probe();
+}
+
+/// Peak RSS allowed for a run on an input of a few KiB. crashring itself
+/// (binary, libc, allocator, one 8 MiB scan window) stays below 16 MiB on
+/// such inputs; a per-claimed-page cost for a multi-GiB claim is hundreds
+/// of MiB to GiBs.
+const SMALL_INPUT_RSS_KIB: u64 = 64 << 10;
+
+/// Rewrites a little-endian field and the CRC stored after `crc_range`.
+fn patch(image: &mut [u8], at: usize, bytes: &[u8], crc_range: std::ops::Range<usize>) {
+    image[at..at + bytes.len()].copy_from_slice(bytes);
+    let crc = crc32(&[&image[crc_range.clone()]]);
+    image[crc_range.end..crc_range.end + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn a_header_claiming_gigabytes_costs_only_the_bytes_present() {
+    let real = image_sized(0, 256, 8192, 20);
+    let want = String::from_utf8(
+        crashring(&[
+            "extract",
+            write_tmp("claim-real.raw", &real).to_str().unwrap(),
+        ])
+        .stdout,
+    )
+    .unwrap();
+    for claim in [4u64 << 30, 16 << 30] {
+        // A checksummed header claiming `claim` bytes, and stream 0's
+        // checksummed descriptor claiming every 256-byte page of them.
+        let mut image = real.clone();
+        patch(&mut image, 32, &claim.to_le_bytes(), 0..252);
+        let desc = u32::from_le_bytes(image[40..44].try_into().unwrap()) as usize;
+        let pages_offset = u64::from_le_bytes(image[desc + 8..desc + 16].try_into().unwrap());
+        let pages = u32::try_from((claim - pages_offset) / 256).unwrap();
+        patch(&mut image, desc + 4, &pages.to_le_bytes(), desc..desc + 60);
+        let path = write_tmp(&format!("claim-{}g.raw", claim >> 30), &image);
+        let path = path.to_str().unwrap();
+        for args in [
+            &["info", path][..],
+            &["info", path, "--phys", "0"],
+            &["extract", path],
+            &["extract", path, "--phys", "0"],
+        ] {
+            let (out, kib) = crashring_peak_rss(args);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                kib < SMALL_INPUT_RSS_KIB,
+                "{args:?}: peak RSS {} MiB\n{stderr}",
+                kib >> 10
+            );
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            let all = format!("{stdout}{stderr}");
+            assert!(
+                all.contains(&format!("region bytes 0x2000..{claim:#x}: not in the dump")),
+                "{args:?}: {all}"
+            );
+            if args[0] == "extract" {
+                for line in stdout.lines().filter(|l| !l.contains("events lost")) {
+                    assert!(want.contains(line), "{args:?} invented: {line}");
+                }
+                assert!(stdout.lines().count() > 10, "{args:?}: {stdout}");
+            }
+        }
+    }
+}
