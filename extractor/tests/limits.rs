@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::synth::{self, load};
 use common::{crashring, crashring_peak_rss, image_sized, write_tmp};
 use pstore_ring::layout::crc32;
 
@@ -75,4 +76,35 @@ fn a_header_claiming_gigabytes_costs_only_the_bytes_present() {
             }
         }
     }
+}
+
+#[test]
+fn overlapping_note_segments_are_read_into_one_buffer_with_a_total_cap() {
+    // 16 MiB of notes (VMCOREINFO, then one note padding the rest) seen
+    // through 64 PT_NOTE headers, each starting 4 bytes further in: 64
+    // distinct reads of nearly 16 MiB, which a reader keeping every read
+    // holds all at once.
+    let mut notes = Vec::new();
+    synth::note(&mut notes, b"VMCOREINFO", 0, b"OSRELEASE=6.12.0-notes\n");
+    let pad = (16 << 20) - notes.len() - 12 - 4;
+    synth::note(&mut notes, b"PAD", 0, &vec![0; pad]);
+    assert_eq!(notes.len(), 16 << 20);
+    let mem = image_sized(0x3000, 4096, 0x10000, 50);
+    let core = synth::elf_with_notes(&mem, &[load(0, mem.len() as u64)], &notes, 64, false);
+    let path = write_tmp("notes.elf", &core);
+    let path = path.to_str().unwrap();
+    let (out, kib) = crashring_peak_rss(&["info", "--json", path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // One 16 MiB buffer for the notes plus crashring's own ~8 MiB, with
+    // room to spare; a copy per segment is over 1 GiB.
+    assert!(kib < 128 << 10, "peak RSS {} MiB\n{stderr}", kib >> 10);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("63 note segments (the first at file offset 0x"),
+        "{stderr}"
+    );
+    // What the notes hold and the region are still read.
+    assert!(stdout.contains("\"kernel\":\"6.12.0-notes\""), "{stdout}");
+    assert!(stdout.contains("\"addr\":\"0x3000\""), "{stdout}");
 }

@@ -11,7 +11,7 @@ use super::{Dump, MappedMemory, OpenError};
 use crate::phys::{Backing, MemoryMap, Run};
 use crate::source::Source;
 use object::elf::{self, FileHeader64};
-use object::read::elf::{FileHeader, ProgramHeader};
+use object::read::elf::{FileHeader, NoteIterator, ProgramHeader};
 use object::read::{ReadCache, ReadCacheOps};
 use object::Endianness;
 use std::sync::Arc;
@@ -19,7 +19,9 @@ use std::sync::Arc;
 /// More program headers than any real dump has; a header claiming more
 /// would only make us allocate.
 const MAX_SEGMENTS: u32 = 1 << 20;
-/// Bytes of notes read at most.
+/// Bytes of notes read at most, over all note segments together: the
+/// notes of thousands of CPUs fit with room to spare, and a file repeating
+/// note headers gets no further.
 const MAX_NOTES: u64 = 16 << 20;
 /// `e_flags` bit makedumpfile sets when it ran out of space.
 /// Turns present runs whose file bytes an earlier run already maps at a
@@ -141,6 +143,13 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let mut prstatus = 0u32;
     let mut qemu_notes = false;
     let mut warnings = Vec::new();
+    // Notes are read here, into one buffer, rather than through the
+    // header cache, which keeps every distinct read: overlapping note
+    // headers would each cost their own copy.
+    let mut note_bytes = Vec::new();
+    let mut notes_read = 0u64;
+    // Note segments past the total: how many, and the first one's offset.
+    let mut notes_skipped: Option<(u32, u64)> = None;
     for (i, ph) in segments.iter().enumerate() {
         let at = phoff + i as u64 * 56;
         match ph.p_type(endian) {
@@ -174,17 +183,25 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
                 });
             }
             elf::PT_NOTE => {
-                if ph.p_filesz(endian) > MAX_NOTES {
-                    warnings.push(format!(
-                        "note segment at file offset {:#x} is {} bytes; skipped",
-                        ph.p_offset(endian),
-                        ph.p_filesz(endian)
-                    ));
+                let (offset, size) = (ph.p_offset(endian), ph.p_filesz(endian));
+                if size > MAX_NOTES - notes_read {
+                    let (n, _) = notes_skipped.get_or_insert((0, offset));
+                    *n += 1;
                     continue;
                 }
-                let notes = match ph.notes(endian, data) {
-                    Ok(Some(n)) => n,
-                    Ok(None) => continue,
+                notes_read += size;
+                note_bytes.clear();
+                note_bytes.resize(size as usize, 0);
+                if let Err(e) = source.read_exact_at(offset, &mut note_bytes) {
+                    warnings.push(format!("notes at program header {i}: {e}"));
+                    continue;
+                }
+                let notes = match NoteIterator::<FileHeader64<Endianness>>::new(
+                    endian,
+                    ph.p_align(endian),
+                    &note_bytes[..],
+                ) {
+                    Ok(n) => n,
                     Err(e) => {
                         warnings.push(format!("notes at program header {i}: {e}"));
                         continue;
@@ -207,6 +224,11 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
             }
             _ => {}
         }
+    }
+    if let Some((n, offset)) = notes_skipped {
+        warnings.push(format!(
+            "{n} note segments (the first at file offset {offset:#x}) skipped: notes are read up to {MAX_NOTES} bytes in all"
+        ));
     }
     // Check the segments' bytes are in the file, now, so a truncated dump
     // (or a flattened one with gaps) is reported once here rather than at

@@ -97,7 +97,8 @@ pub fn load(paddr: u64, len: u64) -> Load {
     }
 }
 
-fn note(out: &mut Vec<u8>, name: &[u8], ty: u32, desc: &[u8]) {
+/// Appends one ELF note, padded as the format wants.
+pub fn note(out: &mut Vec<u8>, name: &[u8], ty: u32, desc: &[u8]) {
     out.extend((name.len() as u32 + 1).to_le_bytes());
     out.extend((desc.len() as u32).to_le_bytes());
     out.extend(ty.to_le_bytes());
@@ -122,7 +123,20 @@ pub fn elf(mem: &[u8], loads: &[Load], vmcoreinfo: Option<&str>, cpus: u32, xnum
     if let Some(v) = vmcoreinfo {
         note(&mut notes, b"VMCOREINFO", 0, v.as_bytes());
     }
-    let phnum = loads.len() + 1;
+    elf_with_notes(mem, loads, &notes, 1, xnum)
+}
+
+/// An ELF64 core of `mem` whose note bytes are `notes`, described by
+/// `note_headers` PT_NOTE headers; header `i` starts `4 * i` bytes into
+/// them (overlapping, as only a hostile file has them).
+pub fn elf_with_notes(
+    mem: &[u8],
+    loads: &[Load],
+    notes: &[u8],
+    note_headers: usize,
+    xnum: bool,
+) -> Vec<u8> {
+    let phnum = loads.len() + note_headers;
     let phoff = 64u64;
     let notes_off = phoff + 56 * phnum as u64;
     let mut data_off = notes_off + notes.len() as u64;
@@ -134,7 +148,10 @@ pub fn elf(mem: &[u8], loads: &[Load], vmcoreinfo: Option<&str>, cpus: u32, xnum
             phdrs.extend(v.to_le_bytes());
         }
     };
-    ph(4, notes_off, 0, notes.len() as u64, notes.len() as u64);
+    for i in 0..note_headers as u64 {
+        let len = (notes.len() as u64).saturating_sub(4 * i);
+        ph(4, notes_off + 4 * i, 0, len, len);
+    }
     let mut data: Vec<u8> = Vec::new();
     for l in loads {
         ph(1, data_off, l.paddr, l.filesz, l.memsz);
