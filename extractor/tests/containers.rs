@@ -33,8 +33,13 @@ fn run_ok(name: &str, file: &[u8], args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// What crashring prints for the raw memory: every container must match
+/// it. Made once per process, as tests running in parallel would
+/// otherwise rewrite `mem.raw` while another one reads it.
 fn raw_text() -> String {
-    run_ok("mem.raw", &memory(), &[])
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| run_ok("mem.raw", &memory(), &[]))
+        .clone()
 }
 
 #[test]
