@@ -276,6 +276,12 @@ fn load(args: &InputArgs) -> Result<Loaded> {
             dump.container,
             dump.memory.map().present_bytes()
         );
+        let lost = dump.memory.map().lost_bytes();
+        if lost > 0 {
+            msg += &format!(
+                "; {lost} bytes of memory the dump should hold are not in it, see the warnings above"
+            );
+        }
         if dump.container.starts_with("ELF64 core (/proc/vmcore") {
             msg += "; a memmap= region is not System RAM and is not in /proc/vmcore: read it with --phys from /dev/mem";
         }

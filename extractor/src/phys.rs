@@ -120,6 +120,16 @@ impl MemoryMap {
             .sum()
     }
 
+    /// Bytes of memory the dump meant to hold and does not (cut short,
+    /// records missing, pages never written).
+    pub fn lost_bytes(&self) -> u64 {
+        self.runs
+            .iter()
+            .filter(|r| r.backing == Backing::Lost)
+            .map(|r| r.end - r.start)
+            .sum()
+    }
+
     /// Present runs only.
     pub fn present(&self) -> impl Iterator<Item = &Run> {
         self.runs.iter().filter(|r| r.backing == Backing::Present)

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
+use common::synth::{self, load, Kdump, Load, LZO, PLAIN, SNAPPY, ZLIB, ZSTD};
 use common::{crashring, image_sized, write_tmp};
 use extractor::compress::decompress_page;
 use extractor::container;
@@ -422,5 +422,91 @@ fn a_region_at_the_top_of_the_address_space_is_read_without_overflow() {
                 "region bytes 0x9000..0x100000: past the top of the physical address space"
             ),
         "{text}"
+    );
+}
+
+/// Where `synth::kdump` (with no excluded page) stored page `pfn`: the
+/// data's file offset and size, from its descriptor.
+fn kdump_page_data(file: &[u8], pfn: usize) -> (usize, usize) {
+    let bitmap_blocks = u32::from_le_bytes(file[436..440].try_into().unwrap()) as usize;
+    let desc = 4096 * (2 + bitmap_blocks) + 24 * pfn;
+    let offset = u64::from_le_bytes(file[desc..desc + 8].try_into().unwrap());
+    let size = u32::from_le_bytes(file[desc + 8..desc + 12].try_into().unwrap());
+    (offset as usize, size as usize)
+}
+
+#[test]
+fn a_flattened_dump_missing_a_plain_page_has_a_hole_not_zeros() {
+    let mem = memory();
+    let want = raw_text();
+    // Uncompressed pages, makedumpfile's default: nothing checks their
+    // bytes, so a missing record must not read as a page of zeros.
+    let k = Kdump {
+        codec: PLAIN,
+        ..Default::default()
+    };
+    let file = synth::kdump(&mem, &k);
+    let (at, size) = kdump_page_data(&file, 0x35);
+    let flat = synth::flatten_without(&file, at..at + size);
+    let path = write_tmp("gap.flat", &flat);
+    let out = crashring(&["extract", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("1 dumped pages (the first at physical address 0x35000) have descriptors or data the input does not hold")
+            && err.contains("region bytes 0x5000..0x6000: lost (incomplete dump)"),
+        "{err}"
+    );
+    let got = String::from_utf8(out.stdout).unwrap();
+    assert!(got.lines().count() < want.lines().count() && got.contains("events lost"));
+    for line in got.lines().filter(|l| !l.contains("events lost")) {
+        assert!(want.contains(line), "invented: {line}");
+    }
+}
+
+#[test]
+fn a_kdump_file_cut_short_says_where_and_what_it_lost() {
+    let mem = memory();
+    let want = raw_text();
+    let file = synth::kdump(&mem, &Kdump::default());
+    // Cut in the middle of the data of the region's fifth page.
+    let (at, size) = kdump_page_data(&file, 0x34);
+    let cut = at + size / 2;
+    let lost = (0..MEM / 4096)
+        .filter(|&pfn| {
+            let (at, size) = kdump_page_data(&file, pfn);
+            at + size > cut
+        })
+        .count();
+    let path = write_tmp("cut-data.kdump", &file[..cut]);
+    let out = crashring(&["extract", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("the file is cut short: it ends at offset {cut:#x}, before the descriptors or data of {lost} dumped pages (the first at physical address 0x34000); they are lost"))
+            && err.contains("region bytes 0x4000..0x9000: lost (incomplete dump)"),
+        "{err}"
+    );
+    let got = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        got.lines().count() > 10 && got.contains("events lost"),
+        "{got}"
+    );
+    for line in got.lines().filter(|l| !l.contains("events lost")) {
+        assert!(want.contains(line), "invented: {line}");
+    }
+
+    // Cut before the region's first page: nothing is found, and the user
+    // is told the dump is cut short rather than only that nothing is there.
+    let (at, _) = kdump_page_data(&file, 0x30);
+    let path = write_tmp("cut-early.kdump", &file[..at]);
+    let out = crashring(&["info", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("the file is cut short: it ends at offset {at:#x}"))
+            && err.contains("no crashring region in")
+            && err.contains("bytes of memory the dump should hold are not in it"),
+        "{err}"
     );
 }

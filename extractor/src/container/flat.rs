@@ -12,7 +12,8 @@
 //! file directly: no `makedumpfile -R` step, no second copy. Where records
 //! overlap the later one wins, as it would when reassembling; bytes no
 //! record supplies read as zeros, as they would in the sparse file `-R`
-//! writes.
+//! writes, and [`Source::held_ranges`] says which those are, so that the
+//! containers inside map them as lost memory, never as zeros.
 
 use super::OpenError;
 use crate::source::{Source, SourceError};

@@ -14,6 +14,12 @@
 //! counting the set bits before it; a prefix count every 4096 pages keeps
 //! that cheap. A descriptor with offset 0 is a page an incomplete dump
 //! lost. Only the 64-bit header layout is read, in either byte order.
+//!
+//! Every descriptor is read once when the file is opened, so that pages
+//! whose descriptor or data the file does not hold (a file cut short when
+//! the disk filled, a flattened file's missing records) are lost memory in
+//! the map and reported, never zeros: an uncompressed page would otherwise
+//! read a flattened file's gap as a page of zeros.
 
 use super::{Dump, OpenError};
 use crate::compress;
@@ -33,6 +39,8 @@ const RANK_STEP: u64 = 4096;
 const MAX_BITMAP: u64 = 256 << 20;
 /// Decompressed pages kept.
 const CACHE_PAGES: usize = 64;
+/// Descriptors read per step when the file is opened.
+const DESC_CHUNK: u64 = 4096;
 
 fn invalid(field: &'static str, offset: u64, why: impl Into<String>) -> OpenError {
     OpenError::invalid("kdump-compressed dump", field, offset, why)
@@ -239,7 +247,33 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         ranks.push(count);
         count += chunk.iter().map(|b| u64::from(b.count_ones())).sum::<u64>();
     }
-    let map = MemoryMap::new(runs(&ram, &dumped, range.clone(), bs));
+    let missing = missing_pages(&*source, h.big, bs, desc_off, count);
+    let first_rank = rank(&dumped, &ranks, range.start);
+    let (runs, first) = runs(&ram, &dumped, range, first_rank, bs, &missing);
+    let map = MemoryMap::new(runs);
+    let lost = |cause| {
+        missing
+            .iter()
+            .filter(|(_, c)| *c == cause)
+            .map(|(r, _)| r.end - r.start)
+            .sum::<u64>()
+    };
+    let at = |cause: Missing| first[cause as usize].unwrap_or(0);
+    let cut = lost(Missing::Cut);
+    if cut > 0 {
+        warnings.push(format!(
+            "the file is cut short: it ends at offset {:#x}, before the descriptors or data of {cut} dumped pages (the first at physical address {:#x}); they are lost",
+            source.len(),
+            at(Missing::Cut)
+        ));
+    }
+    let gaps = lost(Missing::Gap);
+    if gaps > 0 {
+        warnings.push(format!(
+            "{gaps} dumped pages (the first at physical address {:#x}) have descriptors or data the input does not hold; they are lost",
+            at(Missing::Gap)
+        ));
+    }
     let machine = h.text(hdr::MACHINE, 65);
     let release = h.text(hdr::RELEASE, 65);
     let mut container = format!("kdump-compressed dump v{version}, {bs}-byte pages");
@@ -257,7 +291,6 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
             bs,
             desc_off,
             descs: count,
-            range,
             dumped,
             ranks,
             map,
@@ -278,17 +311,112 @@ fn read_vmcoreinfo(source: &dyn Source, offset: u64, size: u64) -> Option<String
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// Why a dumped page's bytes are not in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Missing {
+    /// Its descriptor or data lies past the end of the file.
+    Cut,
+    /// Its descriptor or data lies where the input holds no bytes (a
+    /// flattened file's missing record), or could not be read.
+    Gap,
+    /// Its descriptor has offset 0: an incomplete dump never wrote it.
+    Unwritten,
+}
+
+/// Reads every descriptor the file holds, once, and returns the runs of
+/// descriptor indexes (ranks) whose page the file does not hold, in order.
+/// Work and memory follow the descriptors present: those past the end of
+/// the file are one run, never read.
+fn missing_pages(
+    source: &dyn Source,
+    big: bool,
+    bs: u64,
+    desc_off: u64,
+    descs: u64,
+) -> Vec<(std::ops::Range<u64>, Missing)> {
+    let len = source.len();
+    let held = source.held_ranges(0..len);
+    // Whether the input holds all of `[start, start + size)`; `held` is
+    // sorted, and joined where ranges touch.
+    let holds = |start: u64, size: u64| {
+        let i = held.partition_point(|h| h.end <= start);
+        held.get(i)
+            .is_some_and(|h| h.start <= start && start.saturating_add(size) <= h.end)
+    };
+    let mut out: Vec<(std::ops::Range<u64>, Missing)> = Vec::new();
+    let mut note = |rank: u64, cause: Missing| match out.last_mut() {
+        Some((r, c)) if r.end == rank && *c == cause => r.end += 1,
+        _ => out.push((rank..rank + 1, cause)),
+    };
+    let in_file = (len.saturating_sub(desc_off) / DESC_SIZE).min(descs);
+    let mut buf = vec![0u8; (DESC_CHUNK.min(in_file) * DESC_SIZE) as usize];
+    let mut rank = 0;
+    while rank < in_file {
+        let n = (in_file - rank).min(DESC_CHUNK);
+        let chunk = &mut buf[..(n * DESC_SIZE) as usize];
+        if source
+            .read_exact_at(desc_off + rank * DESC_SIZE, chunk)
+            .is_err()
+        {
+            // Descriptors that cannot be read are as good as absent.
+            for _ in 0..n {
+                note(rank, Missing::Gap);
+                rank += 1;
+            }
+            continue;
+        }
+        for d in chunk.chunks_exact(DESC_SIZE as usize) {
+            let f = Fields { bytes: d, big };
+            let (offset, size) = (f.u64(0), u64::from(f.u32(8)));
+            if !holds(desc_off + rank * DESC_SIZE, DESC_SIZE) {
+                note(rank, Missing::Gap);
+            } else if offset == 0 {
+                note(rank, Missing::Unwritten);
+            } else if size == 0 || size > bs {
+                // Corrupt, not missing: reading the page says so.
+            } else if offset.saturating_add(size) > len {
+                note(rank, Missing::Cut);
+            } else if !holds(offset, size) {
+                note(rank, Missing::Gap);
+            }
+            rank += 1;
+        }
+    }
+    if in_file < descs {
+        match out.last_mut() {
+            Some((r, Missing::Cut)) if r.end == in_file => r.end = descs,
+            _ => out.push((in_file..descs, Missing::Cut)),
+        }
+    }
+    out
+}
+
 fn bit(bitmap: &[u8], pfn: u64) -> bool {
     bitmap
         .get((pfn / 8) as usize)
         .is_some_and(|b| b & (1 << (pfn % 8)) != 0)
 }
 
-/// Present runs where the 2nd bitmap is set, excluded runs where only the
-/// 1st is.
-fn runs(ram: &[u8], dumped: &[u8], range: std::ops::Range<u64>, bs: u64) -> Vec<Run> {
+/// Present runs where the 2nd bitmap is set, lost runs where it is set
+/// but the page is `missing` (by descriptor index; `first_rank` is the
+/// index of the first dumped page in `range`), excluded runs where only
+/// the 1st is. Also returns, per [`Missing`] cause, the first physical
+/// address lost to it.
+fn runs(
+    ram: &[u8],
+    dumped: &[u8],
+    range: std::ops::Range<u64>,
+    first_rank: u64,
+    bs: u64,
+    missing: &[(std::ops::Range<u64>, Missing)],
+) -> (Vec<Run>, [Option<u64>; 3]) {
     let mut out: Vec<Run> = Vec::new();
+    let mut first = [None; 3];
     let mut pfn = range.start;
+    // The descriptor index of the next dumped page, and the next run of
+    // missing ones: both only move forward.
+    let mut rank = first_rank;
+    let mut next = missing.iter().peekable();
     while pfn < range.end {
         // Whole bytes with no bit in either bitmap are skipped at once.
         if pfn.is_multiple_of(8)
@@ -299,7 +427,16 @@ fn runs(ram: &[u8], dumped: &[u8], range: std::ops::Range<u64>, bs: u64) -> Vec<
             continue;
         }
         let backing = if bit(dumped, pfn) {
-            Some(Backing::Present)
+            while next.next_if(|(r, _)| r.end <= rank).is_some() {}
+            let lost = next.peek().filter(|(r, _)| r.start <= rank);
+            rank += 1;
+            match lost {
+                Some((_, cause)) => {
+                    first[*cause as usize].get_or_insert(pfn * bs);
+                    Some(Backing::Lost)
+                }
+                None => Some(Backing::Present),
+            }
         } else if bit(ram, pfn) {
             Some(Backing::Excluded)
         } else {
@@ -319,7 +456,7 @@ fn runs(ram: &[u8], dumped: &[u8], range: std::ops::Range<u64>, bs: u64) -> Vec<
         }
         pfn += 1;
     }
-    out
+    (out, first)
 }
 
 pub struct KdumpMemory {
@@ -328,7 +465,6 @@ pub struct KdumpMemory {
     bs: u64,
     desc_off: u64,
     descs: u64,
-    range: std::ops::Range<u64>,
     dumped: Vec<u8>,
     /// Set bits of `dumped` before each `RANK_STEP` pages.
     ranks: Vec<u64>,
@@ -337,19 +473,27 @@ pub struct KdumpMemory {
     cache: Mutex<Vec<(u64, Arc<[u8]>)>>,
 }
 
+/// Set bits of `dumped` before `pfn`, counted from the prefix counts
+/// `ranks`: the descriptor index of a dumped page.
+fn rank(dumped: &[u8], ranks: &[u64], pfn: u64) -> u64 {
+    let step = pfn / RANK_STEP;
+    let base = ranks.get(step as usize).copied().unwrap_or(0);
+    let from = (step * RANK_STEP / 8) as usize;
+    let to = (pfn / 8) as usize;
+    let whole: u64 = dumped
+        .get(from..to)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| u64::from(b.count_ones()))
+        .sum();
+    let partial = dumped.get(to).map_or(0, |b| b & ((1u8 << (pfn % 8)) - 1));
+    base + whole + u64::from(partial.count_ones())
+}
+
 impl KdumpMemory {
     /// The descriptor index of a dumped page.
     fn rank(&self, pfn: u64) -> u64 {
-        let step = pfn / RANK_STEP;
-        let base = self.ranks.get(step as usize).copied().unwrap_or(0);
-        let from = (step * RANK_STEP / 8) as usize;
-        let to = (pfn / 8) as usize;
-        let whole: u64 = self.dumped[from..to]
-            .iter()
-            .map(|b| u64::from(b.count_ones()))
-            .sum();
-        let partial = self.dumped[to] & ((1u8 << (pfn % 8)) - 1);
-        base + whole + u64::from(partial.count_ones())
+        rank(&self.dumped, &self.ranks, pfn)
     }
 
     fn page(&self, pfn: u64) -> Result<Arc<[u8]>, PhysError> {
@@ -359,7 +503,8 @@ impl KdumpMemory {
                 return Ok(p.clone());
             }
         }
-        if !self.range.contains(&pfn) || !bit(&self.dumped, pfn) {
+        // The map knows which dumped pages the file lacks.
+        if self.map.lookup(addr).map(|r| r.backing) != Some(Backing::Present) {
             return Err(hole_at(&self.map, addr));
         }
         let index = self.rank(pfn);

@@ -58,6 +58,8 @@ pub fn image_sized(offset: usize, page_size: u32, size: usize, n: u64) -> Vec<u8
     mem
 }
 
+/// No compression: makedumpfile's default without -c/-l/-p/-z.
+pub const PLAIN: u32 = 0;
 pub const ZLIB: u32 = 0x01;
 pub const LZO: u32 = 0x02;
 pub const SNAPPY: u32 = 0x04;
@@ -66,6 +68,7 @@ pub const ZSTD: u32 = 0x20;
 /// One page compressed the way makedumpfile would.
 pub fn compress(codec: u32, data: &[u8]) -> Vec<u8> {
     match codec {
+        PLAIN => data.to_vec(),
         ZLIB => {
             let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
             e.write_all(data).unwrap();
@@ -306,6 +309,12 @@ pub fn kdump(mem: &[u8], k: &Kdump) -> Vec<u8> {
 /// `file` as makedumpfile -F writes it, records of varied sizes in a
 /// scrambled order.
 pub fn flatten(file: &[u8]) -> Vec<u8> {
+    flatten_without(file, 0..0)
+}
+
+/// [`flatten`], with no record holding the bytes of `gap`: what a
+/// flattened file missing a record (or a sparse reassembly) looks like.
+pub fn flatten_without(file: &[u8], gap: std::ops::Range<usize>) -> Vec<u8> {
     let mut f = b"makedumpfile\0\0\0\0".to_vec();
     f.extend(1i64.to_be_bytes());
     f.extend(1i64.to_be_bytes());
@@ -324,9 +333,15 @@ pub fn flatten(file: &[u8]) -> Vec<u8> {
         pair.reverse();
     }
     for (at, len) in pieces {
-        f.extend((at as i64).to_be_bytes());
-        f.extend((len as i64).to_be_bytes());
-        f.extend(&file[at..at + len]);
+        let parts = [
+            (at, gap.start.clamp(at, at + len)),
+            (gap.end.clamp(at, at + len), at + len),
+        ];
+        for (from, to) in parts.into_iter().filter(|(from, to)| from < to) {
+            f.extend((from as i64).to_be_bytes());
+            f.extend(((to - from) as i64).to_be_bytes());
+            f.extend(&file[from..to]);
+        }
     }
     f.extend((-1i64).to_be_bytes());
     f.extend((-1i64).to_be_bytes());
