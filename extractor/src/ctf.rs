@@ -28,7 +28,7 @@
 //! The output depends only on the input: the trace UUID is derived from
 //! the region's boot id, generation and place in the dump.
 
-use crate::output::create_private;
+use crate::output::NewFile;
 use crate::select::Selection;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
@@ -36,7 +36,6 @@ use pstore_ring::read::{reason_name, Event, EventType, Region, StreamInfo, Strea
 use pstore_ring::schema::{FieldKind, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -71,7 +70,7 @@ pub fn write(
     source: &str,
     region_index: usize,
 ) -> io::Result<Written> {
-    std::fs::create_dir_all(dir)?;
+    crate::output::create_dir(dir)?;
     let uuid = trace_uuid(region, region_index);
     let mut written = Written {
         files: vec![PathBuf::from("metadata")],
@@ -82,7 +81,7 @@ pub fn write(
     // Stream files are independent: one per core at a time.
     let parts = crate::parallel::map(&streams, |st| {
         let name = stream_file_name(&st.info);
-        let mut out = BufWriter::with_capacity(1 << 16, create_private(&dir.join(&name))?);
+        let mut out = BufWriter::with_capacity(1 << 16, NewFile::create(&dir.join(&name))?);
         let mut part = Written::default();
         let mut writer = StreamWriter {
             out: &mut out,
@@ -95,7 +94,9 @@ pub fn write(
             written: &mut part,
         };
         writer.stream(st)?;
-        out.flush()?;
+        out.into_inner()
+            .map_err(io::IntoInnerError::into_error)?
+            .persist()?;
         part.files.push(PathBuf::from(name));
         io::Result::Ok(part)
     });
@@ -107,8 +108,9 @@ pub fn write(
         written.files.extend(part.files);
     }
     let metadata = metadata(region, uuid, has_user, source, written.clamped);
-    let mut f = create_private(&dir.join("metadata"))?;
+    let mut f = NewFile::create(&dir.join("metadata"))?;
     f.write_all(metadata.as_bytes())?;
+    f.persist()?;
     Ok(written)
 }
 
@@ -326,7 +328,7 @@ fn version_part(n: usize) -> String {
 
 /// Writes one stream's packets.
 struct StreamWriter<'w, 'r, 'a> {
-    out: &'w mut BufWriter<File>,
+    out: &'w mut BufWriter<NewFile>,
     region: &'r Region<'a>,
     selection: &'r Selection,
     uuid: [u8; 16],

@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use extractor::bundle::{self, AddLog, Recovered};
 use extractor::container::{self, Dump};
 use extractor::discover::{self, Found};
-use extractor::output::{write_items, Format};
+use extractor::output::{write_items, Format, NewFile};
 use extractor::redact::{Class, Rules};
 use extractor::select::{parse_time, Selection};
 use extractor::source::{FileSource, Source};
@@ -367,15 +367,20 @@ fn run(cli: Cli) -> Result<u8> {
                 };
                 return write_tracedat(&loaded, &input, path, &selection);
             }
-            let sink: Box<dyn Write> = match &output {
-                Some(path) => Box::new(
-                    extractor::output::create_private(path)
-                        .with_context(|| format!("creating {}", path.display()))?,
-                ),
-                None => Box::new(io::stdout().lock()),
-            };
             let Some(lines) = format.lines() else {
                 bail!("this format is written with -o");
+            };
+            let mut file = match &output {
+                Some(path) => Some(
+                    NewFile::create(path)
+                        .with_context(|| format!("creating {}", path.display()))?,
+                ),
+                None => None,
+            };
+            let mut stdout = io::stdout().lock();
+            let sink: &mut dyn Write = match &mut file {
+                Some(f) => f,
+                None => &mut stdout,
             };
             let mut out = BufWriter::with_capacity(1 << 16, sink);
             let several = loaded.found.len() > 1;
@@ -395,6 +400,11 @@ fn run(cli: Cli) -> Result<u8> {
                 extractor::chrome::end(&mut out)?;
             }
             out.flush()?;
+            drop(out);
+            if let (Some(file), Some(path)) = (file, &output) {
+                file.persist()
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
             Ok(bad)
         }
         Cmd::Info { input, json, pages } => {
@@ -565,11 +575,13 @@ fn write_tracedat(
             out.push(format!(".{n}"));
         }
         let out = PathBuf::from(out);
-        let file = extractor::output::create_private(&out)
-            .with_context(|| format!("creating {}", out.display()))?;
+        let file = NewFile::create(&out).with_context(|| format!("creating {}", out.display()))?;
         let mut w = io::BufWriter::with_capacity(1 << 16, file);
         let written = extractor::tracedat::write(&mut w, region, trace, selection)
-            .and_then(|written| w.flush().map(|()| written))
+            .and_then(|written| {
+                let file = w.into_inner().map_err(io::IntoInnerError::into_error)?;
+                file.persist().map(|()| written)
+            })
             .with_context(|| format!("writing {}", out.display()))?;
         report_clamped(&format!("region {n}"), written.clamped);
         eprintln!(

@@ -1,39 +1,43 @@
 //! Deterministic `.tar.gz` archives and the private staging directory a
 //! bundle's files are written to first.
 
-use crate::output::create_private;
+use crate::output::{create_new, parent_of};
 use flate2::write::GzEncoder;
 use flate2::{Compression, GzBuilder};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// A directory only its owner can read, removed with everything in it
-/// when dropped (the bundle is done, or failed half-way).
+/// A directory only its owner can read, with a random name (so nobody can
+/// plant anything at it in advance), removed with everything in it when
+/// dropped (the bundle is done, or failed half-way).
 pub struct Staging {
-    pub dir: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Staging {
-    /// A fresh directory beside `out`, so that the finished archive can
-    /// be renamed into place.
+    /// A fresh directory beside `out`: on the same file system, which
+    /// holds the archive too, rather than in a small or shared /tmp.
     pub fn beside(out: &Path) -> io::Result<Staging> {
-        let parent = match out.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
         let name = out
             .file_name()
             .map_or("bundle".into(), |n| n.to_string_lossy());
-        let dir = parent.join(format!(".{name}.{}.staging", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".staging")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(parent_of(out))?;
         Ok(Staging { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Creates the directories of `relative` (0700).
     pub fn make_dirs(&self, relative: &Path) -> io::Result<PathBuf> {
-        let path = self.dir.join(relative);
+        let path = self.path().join(relative);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .recursive(true)
@@ -41,18 +45,13 @@ impl Staging {
         Ok(path)
     }
 
-    /// Creates the file `relative` (0600), with its directories.
+    /// Creates the file `relative` (0600), with its directories; it must
+    /// not exist yet.
     pub fn create(&self, relative: &Path) -> io::Result<File> {
         if let Some(parent) = relative.parent() {
             self.make_dirs(parent)?;
         }
-        create_private(&self.dir.join(relative))
-    }
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        create_new(&self.path().join(relative))
     }
 }
 
@@ -60,14 +59,15 @@ impl Drop for Staging {
 /// stored under `prefix/`) to `out`, the same bytes for the same files:
 /// every entry has `mtime`, owner 0, mode 0600 (directories 0700), no
 /// user or group names, and the gzip header has no name and no time.
-pub fn tar_gz(
-    out: File,
+/// Returns `out`, flushed.
+pub fn tar_gz<W: Write>(
+    out: W,
     root: &Path,
     prefix: &Path,
     files: &[PathBuf],
     mtime: u64,
-) -> io::Result<()> {
-    let gz: GzEncoder<BufWriter<File>> = GzBuilder::new().operating_system(255).write(
+) -> io::Result<W> {
+    let gz: GzEncoder<BufWriter<W>> = GzBuilder::new().operating_system(255).write(
         BufWriter::with_capacity(1 << 16, out),
         Compression::default(),
     );
@@ -97,7 +97,7 @@ pub fn tar_gz(
     }
     let mut w = tar.into_inner()?.finish()?;
     w.flush()?;
-    w.into_inner().map_err(|e| e.into_error())?.sync_all()
+    w.into_inner().map_err(io::IntoInnerError::into_error)
 }
 
 fn header(size: u64, mtime: u64, mode: u32, kind: tar::EntryType) -> tar::Header {

@@ -17,9 +17,11 @@
 //! ```
 //!
 //! Every file is written from the redacted trace ([`crate::redact`]).
-//! Files are staged in a private directory beside the output and the
-//! archive is renamed into place when complete, so a failed run leaves
-//! nothing half-written. Archive entries are 0600 (directories 0700),
+//! Files are staged in a private directory with a random name beside the
+//! output, and the archive is written under a random name there too and
+//! renamed into place when complete ([`NewFile`]), so a failed run leaves
+//! nothing half-written and nothing planted beside the output is
+//! followed. Archive entries are 0600 (directories 0700),
 //! owned by 0, and dated at the crash (or the region's creation).
 
 mod archive;
@@ -31,7 +33,7 @@ mod readme;
 pub use check::{check, CheckError, Checked};
 
 use crate::logs::{self, Log};
-use crate::output::{create_private, write_items, Format};
+use crate::output::{write_items, Format, NewFile};
 use crate::redact::{self, Counts, Rules, UnknownClass};
 use crate::select::Selection;
 use pstore_ring::read::{Region, Trace};
@@ -254,6 +256,9 @@ pub fn write(
         })
         .collect();
 
+    // The archive first: a destination it may not replace is refused
+    // before any work is done.
+    let archive = NewFile::create(out).what(|| format!("creating {}", out.display()))?;
     let staging = archive::Staging::beside(out)
         .what(|| format!("creating a staging directory beside {}", out.display()))?;
     let mut files: Vec<(PathBuf, FileKind)> = Vec::new();
@@ -323,7 +328,7 @@ pub fn write(
 
     let mtime = archive_time(&parts[0].region);
     let pftrace = Path::new("kernel.pftrace");
-    let perfetto_dir = archive::Staging::beside(&staging.dir.join("perfetto"))
+    let perfetto_dir = archive::Staging::beside(&staging.path().join("perfetto"))
         .what(|| "creating a staging directory for the Perfetto trace".into())?;
     write_file(&perfetto_dir, pftrace, |w| {
         for p in &parts {
@@ -348,7 +353,7 @@ pub fn write(
         .what(|| "creating perfetto/crash.tar.gz".into())?;
     archive::tar_gz(
         file,
-        &perfetto_dir.dir,
+        perfetto_dir.path(),
         Path::new(""),
         &[pftrace.to_path_buf()],
         mtime,
@@ -372,7 +377,7 @@ pub fn write(
         });
     }
     for (path, kind) in &files {
-        let (size, sha256) = File::open(staging.dir.join(path))
+        let (size, sha256) = File::open(staging.path().join(path))
             .and_then(|f| digest(f, |_| Ok(())))
             .what(|| format!("reading back {}", path.display()))?;
         listed.push(BundleFile {
@@ -388,19 +393,13 @@ pub fn write(
     write_text(&staging, &mut listed[0], &manifest)?;
 
     let top = top_name(&parts[0].region);
-    let partial = {
-        let mut p = out.as_os_str().to_owned();
-        p.push(format!(".{}.partial", std::process::id()));
-        PathBuf::from(p)
-    };
     let paths: Vec<PathBuf> = listed.iter().map(|f| f.path.clone()).collect();
-    let written = create_private(&partial)
-        .and_then(|file| archive::tar_gz(file, &staging.dir, Path::new(&top), &paths, mtime))
-        .and_then(|()| std::fs::rename(&partial, out));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&partial);
-        return Err(e).what(|| format!("writing {}", out.display()));
-    }
+    archive::tar_gz(archive, staging.path(), Path::new(&top), &paths, mtime)
+        .and_then(|archive| {
+            archive.file().sync_all()?;
+            archive.persist()
+        })
+        .what(|| format!("writing {}", out.display()))?;
     Ok(Summary {
         top,
         files: listed,
@@ -434,7 +433,7 @@ fn write_text(
     text: &str,
 ) -> Result<(), BundleError> {
     write_file(staging, &file.path, |w| w.write_all(text.as_bytes()))?;
-    let read = File::open(staging.dir.join(&file.path)).and_then(|f| digest(f, |_| Ok(())));
+    let read = File::open(staging.path().join(&file.path)).and_then(|f| digest(f, |_| Ok(())));
     (file.size, file.sha256) = read.what(|| format!("reading back {}", file.path.display()))?;
     Ok(())
 }
