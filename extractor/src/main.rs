@@ -137,9 +137,11 @@ enum Cmd {
         #[arg(long)]
         raw_pointers: bool,
     },
-    /// Check a bundle as its recipient: every file the manifest lists is
-    /// there with its size and SHA-256, nothing else is, and the README
-    /// names them all. Exit 0 intact, 1 not, 2 unreadable.
+    /// Check a bundle as its recipient: every entry is a regular file or
+    /// directory inside its one top directory (no link, device, absolute
+    /// or `..` path), every file the manifest lists is there with its size
+    /// and SHA-256, nothing else is, and the README names them all. Exit 0
+    /// intact, 1 not, 2 unreadable.
     CheckBundle {
         /// A .tar.gz made by `crashring bundle`.
         archive: PathBuf,

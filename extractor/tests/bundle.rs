@@ -20,6 +20,8 @@ struct Entry {
     uid: u64,
     mtime: u64,
     dir: bool,
+    kind: tar::EntryType,
+    link: Option<String>,
     data: Vec<u8>,
 }
 
@@ -40,6 +42,8 @@ fn entries(archive: &[u8]) -> BTreeMap<String, Entry> {
                 uid: h.uid().unwrap(),
                 mtime: h.mtime().unwrap(),
                 dir: h.entry_type().is_dir(),
+                kind: h.entry_type(),
+                link: e.link_name().unwrap().map(|l| l.display().to_string()),
                 data,
             },
         );
@@ -469,14 +473,18 @@ fn repack(archive: &Path, edit: impl Fn(&mut Vec<(String, Entry)>)) -> Vec<u8> {
     let mut tar = tar::Builder::new(gz);
     for (path, e) in &list {
         let mut h = tar::Header::new_ustar();
-        h.set_entry_type(if e.dir {
-            tar::EntryType::Directory
-        } else {
-            tar::EntryType::Regular
-        });
+        h.set_entry_type(e.kind);
         h.set_size(e.data.len() as u64);
         h.set_mode(e.mode);
-        tar.append_data(&mut h, path, &e.data[..]).unwrap();
+        if let Some(link) = &e.link {
+            h.set_link_name(link).unwrap();
+        }
+        // The name as given, `..` included (set_path would refuse it).
+        let name = &mut h.as_old_mut().name;
+        assert!(path.len() < name.len(), "{path}");
+        name[..path.len()].copy_from_slice(path.as_bytes());
+        h.set_cksum();
+        tar.append(&h, &e.data[..]).unwrap();
     }
     tar.into_inner().unwrap().finish().unwrap()
 }
@@ -510,6 +518,8 @@ fn check_bundle_names_what_was_changed() {
             uid: 0,
             mtime: 0,
             dir: false,
+            kind: tar::EntryType::Regular,
+            link: None,
             data: b"hi".to_vec(),
         };
         list.push((format!("{top}/smuggled.txt"), e));
@@ -588,4 +598,90 @@ fn a_bundle_is_never_written_through_a_planted_link_and_ends_private() {
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     assert!(extractor::bundle::check(std::fs::File::open(&out).unwrap()).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The bundle with one more entry, `rel` under its top directory, of
+/// type `kind` (a link to `link`), that MANIFEST.json and README.txt list
+/// as they would a file, with its size and SHA-256: only the entry's type
+/// or its path can give it away.
+fn smuggle(archive: &Path, rel: &str, kind: tar::EntryType, link: Option<&str>) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    repack(archive, |list| {
+        let top = list[0].0.trim_end_matches('/').to_string();
+        let sha = |data: &[u8]| -> String {
+            Sha256::digest(data)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        let at = |name: &str| list.iter().position(|(p, _)| p.ends_with(name)).unwrap();
+        let (readme, manifest) = (at("/README.txt"), at("/MANIFEST.json"));
+        let readme = &mut list[readme].1.data;
+        readme.extend_from_slice(format!("{rel}\n    Smuggled.\n").as_bytes());
+        let readme = (readme.len(), sha(readme));
+        let manifest = &mut list[manifest].1.data;
+        let mut m: serde_json::Value = serde_json::from_slice(manifest).unwrap();
+        let files = m["files"].as_array_mut().unwrap();
+        for f in files.iter_mut().filter(|f| f["path"] == "README.txt") {
+            f["size"] = readme.0.into();
+            f["sha256"] = readme.1.clone().into();
+        }
+        files.push(serde_json::json!({ "path": rel, "size": 0, "sha256": sha(b"") }));
+        *manifest = serde_json::to_vec_pretty(&m).unwrap();
+        let e = Entry {
+            mode: 0o600,
+            uid: 0,
+            mtime: 0,
+            dir: false,
+            kind,
+            link: link.map(String::from),
+            data: Vec::new(),
+        };
+        list.push((format!("{top}/{rel}"), e));
+    })
+}
+
+#[test]
+fn check_bundle_refuses_links_and_paths_that_leave_the_bundle() {
+    let image = write_tmp("bundle-smuggle.bin", &rich_image());
+    let (_, archive) = bundle(&image, "smuggle.tar.gz", &[]);
+    // The crafted archives are otherwise intact: a plain file smuggled
+    // the same way passes.
+    let plain = smuggle(&archive, "logs/plain", tar::EntryType::Regular, None);
+    let path = write_tmp("smuggle-0.tar.gz", &plain);
+    let out = crashring(&["check-bundle", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    for (n, (rel, kind, link, says)) in [
+        (
+            "logs/evil",
+            tar::EntryType::Symlink,
+            Some("/etc/shadow"),
+            "logs/evil: a symbolic link",
+        ),
+        (
+            "logs/hard",
+            tar::EntryType::Link,
+            Some("/etc/shadow"),
+            "logs/hard: a hard link",
+        ),
+        (
+            "../x",
+            tar::EntryType::Regular,
+            None,
+            "../x: a `..` component",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let crafted = smuggle(&archive, rel, kind, link);
+        let path = write_tmp(&format!("smuggle-{}.tar.gz", n + 1), &crafted);
+        let out = crashring(&["check-bundle", path.to_str().unwrap()]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{rel}: {said}");
+        assert!(
+            said.contains("NOT intact") && said.contains(says),
+            "{rel}: {said}"
+        );
+    }
 }

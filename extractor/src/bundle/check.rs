@@ -1,6 +1,9 @@
-//! Checking a bundle as its recipient would: every file the manifest
-//! lists is there with its size and SHA-256, nothing else is, and the
-//! README names exactly the files there are. The archive is outside data:
+//! Checking a bundle as its recipient would: every entry is a regular
+//! file or a directory inside the one top directory (no link, device or
+//! absolute or `..` path that unpacking would follow out of it), every
+//! file the manifest lists is there with its size and SHA-256, nothing
+//! else is, and the README names exactly the files there are. The
+//! archive is outside data:
 //! files are hashed as they stream past, and only the manifest and README
 //! are held, up to [`MAX_TEXT`] each.
 
@@ -31,6 +34,41 @@ pub enum CheckError {
     Layout(String),
     #[error("{path}: {what}")]
     Mismatch { path: String, what: String },
+    /// An entry that is no regular file or directory, or whose path could
+    /// leave the top directory: named by its path in the archive.
+    #[error("{path}: {what}")]
+    Unsafe { path: String, what: String },
+}
+
+/// What an entry that is not a regular file or directory is.
+fn entry_kind(kind: tar::EntryType) -> Option<String> {
+    use tar::EntryType as T;
+    let what = match kind {
+        T::Regular | T::Directory => return None,
+        T::Symlink => "a symbolic link".into(),
+        T::Link => "a hard link".into(),
+        T::Char | T::Block => "a device".into(),
+        T::Fifo => "a FIFO".into(),
+        T::GNUSparse => "a sparse file".into(),
+        T::XGlobalHeader => "a pax global header".into(),
+        other => format!("an entry of type '{}'", other.as_byte().escape_ascii()),
+    };
+    Some(what)
+}
+
+/// Why a path could lead out of the directory it is unpacked in, if it
+/// could. A directory's trailing `/` is allowed; an empty or `.`
+/// component is not (nothing we write has one, and tools disagree on it).
+fn path_escapes(path: &[u8]) -> Option<&'static str> {
+    if path.first() == Some(&b'/') {
+        return Some("an absolute path");
+    }
+    let path = path.strip_suffix(b"/").unwrap_or(path);
+    path.split(|&b| b == b'/').find_map(|c| match c {
+        b".." => Some("a `..` component"),
+        b"" | b"." => Some("an empty or `.` component"),
+        _ => None,
+    })
 }
 
 /// Checks the `.tar.gz` bundle read from `archive`.
@@ -42,7 +80,19 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
     let (mut manifest, mut readme) = (None, None);
     for entry in tar.entries()? {
         let mut entry = entry?;
-        let path = entry.path()?.to_string_lossy().into_owned();
+        let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let refuse = |what: String| {
+            Err(CheckError::Unsafe {
+                path: path.clone(),
+                what: format!("{what}: a bundle holds only regular files and directories inside its top directory"),
+            })
+        };
+        if let Some(what) = entry_kind(entry.header().entry_type()) {
+            return refuse(what);
+        }
+        if let Some(what) = path_escapes(&entry.path_bytes()) {
+            return refuse(what.into());
+        }
         let first = path.split('/').next().unwrap_or_default().to_string();
         match &top {
             None => top = Some(first.clone()),
