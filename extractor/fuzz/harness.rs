@@ -212,7 +212,26 @@ fn logs(data: &[u8]) {
     };
     let trace = region.decode();
     let clock = extractor::logs::Clock::new(&region, &trace);
-    if let Ok(log) = clock.place("fuzz", data) {
+    // Redacted as a bundle does, then placed from the copy.
+    use extractor::redact::{Class, Rules, TextRedactor};
+    let rules = Rules {
+        classes: vec![
+            Class::DropPrefix {
+                event: "printk".into(),
+                prefix: "x".into(),
+            },
+            Class::Hash {
+                event: "printk".into(),
+                field: "text".into(),
+            },
+        ],
+        raw_pointers: false,
+    };
+    let mut copy = Vec::new();
+    if extractor::logs::redact(data, &mut copy, &TextRedactor::new(&region, &rules)).is_err() {
+        return;
+    }
+    if let Ok(log) = clock.place("fuzz", &copy[..]) {
         assert!(log.placed.len() as u64 + log.placement.unplaced <= log.lines);
         let mut bytes = Vec::new();
         let _ = extractor::perfetto::log_track(&mut bytes, "fuzz", 0, &log.placed);

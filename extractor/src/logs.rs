@@ -18,11 +18,16 @@
 //!   manifest says so.
 //!
 //! Anything else stays in the bundle's copy of the log, unplaced.
+//!
+//! The copy is redacted first ([`redact`]), and lines are placed from
+//! the copy, so the Perfetto trace shows no more of a log than the copy
+//! does.
 
+use crate::redact::{Counts, TextRedactor, Verdict};
 use pstore_ring::read::{Region, Trace};
 use pstore_ring::schema::{Value, EVENT_PRINTK};
 use std::collections::HashMap;
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Write};
 
 /// Longest line considered; longer ones are kept in the copy, unplaced.
 const MAX_LINE: usize = 1 << 20;
@@ -64,6 +69,153 @@ pub struct Log {
     pub placement: Placement,
     /// (time on the trace's clock, text), in file order.
     pub placed: Vec<(u64, String)>,
+    /// What [`redact`] did to the copy the lines were placed from.
+    pub redaction: Redaction,
+}
+
+/// What redacting a log did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Redaction {
+    /// Lines left out or hashed per class, addresses hashed, `Code:`
+    /// lines masked.
+    pub counts: Counts,
+    /// Lines over [`MAX_LINE`], left out: too long to check.
+    pub too_long: u64,
+}
+
+/// Copies the log `input` to `out`, redacted as the trace it goes with
+/// (`r` holds that trace's key and rules):
+///
+/// - A kernel message meets the `printk` classes, as a printk event of
+///   the trace with that text would: a line a class drops is left out,
+///   one whose text a class hashes keeps its time and prefix with the
+///   text replaced by its hash. A kernel message is the text of a
+///   bracketed line (a serial console, `dmesg`: every such line is a
+///   printk line), after a `HOST kernel: ` prefix if it has one
+///   (`journalctl -o short-monotonic`), or the `MESSAGE` of a journal
+///   entry whose `_TRANSPORT` is `kernel`.
+/// - Every line, kernel message or not, has its kernel addresses hashed
+///   and `Code:` bytes masked (unless the rules keep raw pointers), a
+///   journal `MESSAGE` given as an array of bytes included.
+/// - A line too long to check is left out.
+///
+/// Other lines are copied byte for byte.
+pub fn redact(
+    input: impl BufRead,
+    out: &mut impl Write,
+    r: &TextRedactor,
+) -> io::Result<Redaction> {
+    let mut done = Redaction {
+        counts: r.counts(),
+        too_long: 0,
+    };
+    for line in split_lines(input) {
+        let Some(mut line) = line? else {
+            done.too_long += 1;
+            continue;
+        };
+        if redact_line(&mut line, r, &mut done.counts) {
+            out.write_all(&line)?;
+        }
+    }
+    Ok(done)
+}
+
+/// Redacts one line in place; `false` to leave it out.
+fn redact_line(line: &mut Vec<u8>, r: &TextRedactor, counts: &mut Counts) -> bool {
+    if line.starts_with(b"{") {
+        if let Ok(serde_json::Value::Object(entry)) = serde_json::from_slice(line) {
+            return redact_journal(line, entry, r, counts);
+        }
+    }
+    let Some((_, at)) = bracketed(line) else {
+        r.scrub(line, counts);
+        return true;
+    };
+    let start = at + kernel_text_at(&line[at..]);
+    let end = start + line[start..].trim_ascii_end().len();
+    match r.printk(&line[start..end]) {
+        Verdict::Drop(c) => {
+            counts.per_class[c] += 1;
+            false
+        }
+        Verdict::Hash(c) => {
+            counts.per_class[c] += 1;
+            let hash = r.hash_text(&line[start..end]);
+            let after = start + hash.len();
+            line.splice(start..end, hash);
+            // The hash is no address: only what surrounds it is scrubbed.
+            let (head, rest) = line.split_at_mut(start);
+            r.scrub(head, counts);
+            r.scrub(&mut rest[after - start..], counts);
+            true
+        }
+        Verdict::Keep => {
+            r.scrub(line, counts);
+            true
+        }
+    }
+}
+
+/// Redacts a journal entry (`journalctl -o json`), written back as JSON
+/// when its `MESSAGE` changes; `false` to leave it out.
+fn redact_journal(
+    line: &mut Vec<u8>,
+    mut entry: serde_json::Map<String, serde_json::Value>,
+    r: &TextRedactor,
+    counts: &mut Counts,
+) -> bool {
+    use serde_json::Value as J;
+    let kernel = entry.get("_TRANSPORT").and_then(J::as_str) == Some("kernel");
+    let message = entry.get("MESSAGE").and_then(journal_bytes);
+    let mut rewrite = None;
+    if let (true, Some(text)) = (kernel, &message) {
+        match r.printk(text.trim_ascii()) {
+            Verdict::Drop(c) => {
+                counts.per_class[c] += 1;
+                return false;
+            }
+            Verdict::Hash(c) => {
+                counts.per_class[c] += 1;
+                let hash = r.hash_text(text.trim_ascii());
+                rewrite = Some(J::String(String::from_utf8_lossy(&hash).into_owned()));
+            }
+            Verdict::Keep => {}
+        }
+    }
+    // Bytes in an array are out of the line's text's reach.
+    if let (None, Some(J::Array(_)), Some(mut text)) = (&rewrite, entry.get("MESSAGE"), message) {
+        let before = counts.scrubbed();
+        r.scrub(&mut text, counts);
+        if counts.scrubbed() != before {
+            rewrite = Some(J::Array(text.into_iter().map(J::from).collect()));
+        }
+    }
+    if let Some(message) = rewrite {
+        entry.insert("MESSAGE".into(), message);
+        let ending = line.len() - line.trim_ascii_end().len();
+        let ending = line.split_off(line.len() - ending);
+        *line = J::Object(entry).to_string().into_bytes();
+        line.extend_from_slice(&ending);
+    }
+    r.scrub(line, counts);
+    true
+}
+
+/// A journal field's bytes: a string, or the array of bytes the journal
+/// writes for one that is not UTF-8.
+fn journal_bytes(v: &serde_json::Value) -> Option<Vec<u8>> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone().into_bytes()),
+        serde_json::Value::Array(bytes) => Some(
+            bytes
+                .iter()
+                .filter_map(|b| b.as_u64())
+                .map(|b| b as u8)
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 /// A line's time as it reads.
@@ -205,10 +357,8 @@ impl<'t> Clock<'t> {
             let v: serde_json::Value = serde_json::from_str(line).ok()?;
             return self.json_stamp(&v);
         }
-        let rest = line.strip_prefix('[')?;
-        let (secs, text) = rest.split_once(']')?;
-        let ns = seconds(secs.trim())?;
-        Some((Stamp::Bracketed(ns), text.trim_start().to_string()))
+        let (ns, at) = bracketed(line.as_bytes())?;
+        Some((Stamp::Bracketed(ns), line[at..].to_string()))
     }
 
     fn json_stamp(&self, v: &serde_json::Value) -> Option<(Stamp, String)> {
@@ -219,19 +369,7 @@ impl<'t> Clock<'t> {
             return Some((Stamp::Monotonic(ts), name.to_string()));
         }
         let micros = |key: &str| v.get(key)?.as_str()?.parse::<u64>().ok()?.checked_mul(1000);
-        let message = match v.get("MESSAGE")? {
-            serde_json::Value::String(s) => s.clone(),
-            // Journal fields that are not valid UTF-8 come as byte arrays.
-            serde_json::Value::Array(bytes) => {
-                let b: Vec<u8> = bytes
-                    .iter()
-                    .filter_map(|b| b.as_u64())
-                    .map(|b| b as u8)
-                    .collect();
-                String::from_utf8_lossy(&b).into_owned()
-            }
-            _ => return None,
-        };
+        let message = String::from_utf8_lossy(&journal_bytes(v.get("MESSAGE")?)?).into_owned();
         let who = v
             .get("SYSLOG_IDENTIFIER")
             .or_else(|| v.get("_COMM"))
@@ -253,11 +391,32 @@ impl<'t> Clock<'t> {
     }
 }
 
-/// A console line's kernel message: the journal's `kernel: ` prefix off.
+/// `[   12.345678] text`: the time, and where the text starts.
+fn bracketed(line: &[u8]) -> Option<(u64, usize)> {
+    let rest = line.strip_prefix(b"[")?;
+    let close = memchr::memchr(b']', rest)?;
+    let ns = seconds(std::str::from_utf8(&rest[..close]).ok()?.trim())?;
+    let text = &rest[close + 1..];
+    let skipped = text.len() - text.trim_ascii_start().len();
+    Some((ns, 1 + close + 1 + skipped))
+}
+
+/// A console line's kernel message: the journal's `HOST kernel: ` (one
+/// word before it, so a message merely containing " kernel: " is not
+/// cut) or `kernel: ` prefix off.
 fn kernel_text(text: &str) -> &str {
-    match text.split_once(" kernel: ") {
-        Some((_, t)) => t,
-        None => text.strip_prefix("kernel: ").unwrap_or(text),
+    // The offset follows ASCII: a character boundary.
+    &text[kernel_text_at(text.as_bytes())..]
+}
+
+fn kernel_text_at(text: &[u8]) -> usize {
+    const TAG: &[u8] = b"kernel: ";
+    if text.starts_with(TAG) {
+        return TAG.len();
+    }
+    match memchr::memchr(b' ', text) {
+        Some(space) if text[space + 1..].starts_with(TAG) => space + 1 + TAG.len(),
+        _ => 0,
     }
 }
 
@@ -414,6 +573,71 @@ no time here
         assert_eq!(
             placed.placed,
             vec![(1_000_000_000, "after the long line".to_string())]
+        );
+    }
+
+    #[test]
+    fn kernel_messages_in_a_log_meet_the_printk_classes_and_every_line_is_scrubbed() {
+        use crate::redact::{Class, Rules};
+        use pstore_ring::read::HeaderTrust;
+        let mut mem = vec![0u8; 16 * 1024];
+        let specs = [pstore_ring::write::StreamSpec::cpu(0)];
+        let cfg = pstore_ring::write::RegionConfig {
+            word_size: 8,
+            page_size: 512,
+            streams: &specs,
+            ..Default::default()
+        };
+        pstore_ring::write::format(&mut mem, &cfg).unwrap();
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let class = |c: &str| Class::parse(c).unwrap();
+        let log = "\
+[    1.000000] input: AT keyboard\r
+[    1.100000] host kernel: input: mouse at ffffffff81000010
+[    1.200000] usb 1-1: new device; input: not at the start
+[    1.300000] Code: 0f 0b <cc>
+{\"MESSAGE\":\"input: pad\",\"_TRANSPORT\":\"kernel\"}
+{\"MESSAGE\":\"input: by a user\",\"_TRANSPORT\":\"stdout\"}
+{\"MESSAGE\":[97,116,32,102,102,102,102,56,56,56,48,48,48,48,48,48,48,48,48],\"_TRANSPORT\":\"syslog\"}
+no time ffff888000000000
+";
+        let rules = Rules {
+            classes: vec![class("printk=input:"), class("printk.text")],
+            raw_pointers: false,
+        };
+        let r = TextRedactor::new(&region, &rules);
+        let mut out = Vec::new();
+        let done = redact(log.as_bytes(), &mut out, &r).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        // Three kernel messages dropped; the other bracketed lines hashed
+        // whole by printk.text, keeping their times.
+        assert_eq!(done.counts.per_class, [3, 2], "{out}");
+        assert_eq!(lines.len(), 5, "{out}");
+        assert!(lines[0].starts_with("[    1.200000] h:"), "{out}");
+        assert!(lines[1].starts_with("[    1.300000] h:"), "{out}");
+        assert!(lines[2].contains("input: by a user"), "{out}");
+        // An address in a journal MESSAGE given as bytes, and in a line
+        // of no known shape, hashed; the first with the trace's hash.
+        assert_eq!(done.counts.pointers, 2, "{out}");
+        assert!(!out.contains("ffff8880"), "{out}");
+        let again = Rules {
+            classes: Vec::new(),
+            raw_pointers: false,
+        };
+        let r = TextRedactor::new(&region, &again);
+        let mut out = Vec::new();
+        let done = redact(log.as_bytes(), &mut out, &r).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            (done.counts.pointers, done.counts.code_lines),
+            (3, 1),
+            "{out}"
+        );
+        assert!(out.contains("[    1.300000] Code: xx xx <xx>\n"), "{out}");
+        assert!(
+            out.starts_with("[    1.000000] input: AT keyboard\r\n"),
+            "{out}"
         );
     }
 

@@ -57,6 +57,13 @@ wall-clock time), or start with [seconds] (a serial console, dmesg,
 journalctl -o short-monotonic; aligned by the kernel messages they share
 with the trace). MANIFEST.json says how each log was placed.
 
+REDACTION: every file, logs included. A log's kernel messages (bracketed
+console or dmesg lines, journal entries with _TRANSPORT=kernel) meet the
+printk classes as printk events do. Unless --raw-pointers, kernel
+addresses (16 hex digits from 0xffff000000000000 in 64-bit regions, 8 from
+0xbf000000 in 32-bit ones) are hashed with one key per bundle, and oops
+Code: bytes are masked. README.txt in the bundle says exactly what.
+
 EXAMPLES:
   crashring bundle /var/crash/202611211200/dump.202611211200 -o crash.tar.gz
   crashring bundle /sys/kernel/crashring/previous -o crash.tar.gz \\
@@ -133,7 +140,8 @@ enum Cmd {
         /// text starts with PREFIX (printk=input: for input-device lines).
         #[arg(long, value_name = "CLASS", value_parser = Class::parse)]
         redact: Vec<Class>,
-        /// Keep kernel addresses as they are instead of hashing them.
+        /// Keep kernel addresses and oops Code: bytes as they are instead
+        /// of hashing and masking them.
         #[arg(long)]
         raw_pointers: bool,
     },
@@ -473,11 +481,16 @@ fn run(cli: Cli) -> Result<u8> {
                 .with_context(|| format!("bundling into {}", output.display()))?;
             report_clamped("CTF and trace.dat", summary.clamped);
             for l in &summary.logs {
+                let r = &l.redaction;
                 eprintln!(
-                    "crashring: logs/{}: {} of {} lines placed on the timeline",
+                    "crashring: logs/{}: {} of {} lines placed on the timeline; {} redacted by class, {} kernel addresses hashed, {} Code: lines masked, {} overlong lines left out",
                     l.name,
                     l.placed.len(),
-                    l.lines
+                    l.lines,
+                    r.counts.per_class.iter().sum::<u64>(),
+                    r.counts.pointers,
+                    r.counts.code_lines,
+                    r.too_long
                 );
             }
             let redacted: u64 = summary.redacted.iter().flat_map(|c| &c.per_class).sum();

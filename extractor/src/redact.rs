@@ -5,15 +5,43 @@
 //!
 //! Redaction rewrites the trace, not an output format: every file of a
 //! bundle is written from the redacted trace, so none can leak what
-//! another hides. Hashes are keyed by a digest of the whole region, which
-//! a bundle does not contain: the same value hashes the same way within a
-//! bundle (so a hashed pointer or device name can still be followed from
-//! event to event), and the same input gives the same bytes, yet nobody
+//! another hides. Added logs go through [`TextRedactor`], with the same
+//! key and rules (see [`crate::logs::redact`]). Hashes are keyed by a
+//! digest of the whole region, which a bundle does not contain: the same
+//! value hashes the same way within a bundle (so a hashed pointer or
+//! device name can still be followed from event to event, and from the
+//! trace to a log), and the same input gives the same bytes, yet nobody
 //! holding only the bundle can test guesses against a hash.
+//!
+//! What counts as a kernel address depends on the region's word size:
+//!
+//! - 64-bit regions: `0xffff000000000000` and up, written as exactly 16
+//!   hex digits in text (every 64-bit kernel address has its top bits
+//!   set, so no shorter spelling exists).
+//! - 32-bit regions: `0xbf000000` and up (the kernel's half of the
+//!   default 3G/1G split, x86-32's and ARM's, with ARM's modules 16 MiB
+//!   below it), written as exactly 8 hex digits. Not every 8-digit number
+//!   is an address, so smaller ones are left alone; the cost is that an
+//!   8-digit value that high which is no address (a checksum, a status
+//!   word) is hashed too, and that kernels built with a 2G/2G or 1G/3G
+//!   split have addresses below the range, which are not.
+//!
+//! In both, the last 4095 values (error pointers, which only say which
+//! error occurred) are kept. Addresses are looked for in pointer fields,
+//! in integer fields of the word's size or more (`u64`/`s64`, and
+//! `u32`/`s32` in 32-bit regions), in text, and in binary fields and
+//! undecodable payloads as words of the region's byte order at every
+//! offset. An oops's `Code:` line is masked: its bytes are machine code,
+//! whose immediates and displacements carry kernel addresses that cannot
+//! be told apart from opcodes without the dead kernel's image, so each
+//! hex digit becomes `x` (the line keeps its shape and the `<..>` marking
+//! the faulting byte).
 
 use pstore_ring::endian::Endian;
 use pstore_ring::read::{Event, EventType, Region, StateInfo, StreamTrace, Trace};
-use pstore_ring::schema::{encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value};
+use pstore_ring::schema::{
+    encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value, EVENT_PRINTK,
+};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::ops::Range;
@@ -56,6 +84,19 @@ impl Class {
             }),
             None if ident(text) => Ok(Class::Drop { event: text.into() }),
             _ => Err(bad()),
+        }
+    }
+
+    /// Whether this class leaves out an event of its type whose text (its
+    /// last text field) is `text`: a printk event, or a log's kernel
+    /// message ([`TextRedactor::printk`]).
+    fn drops(&self, text: Option<&[u8]>) -> bool {
+        match self {
+            Class::Drop { .. } => true,
+            Class::DropPrefix { prefix, .. } => {
+                text.is_some_and(|t| t.starts_with(prefix.as_bytes()))
+            }
+            Class::Hash { .. } => false,
         }
     }
 
@@ -167,6 +208,16 @@ pub struct Counts {
     pub per_class: Vec<u64>,
     /// Kernel addresses replaced by hashes.
     pub pointers: u64,
+    /// Oops `Code:` lines whose bytes were masked.
+    pub code_lines: u64,
+}
+
+impl Counts {
+    /// Addresses hashed and lines masked: grows when a scrub changed
+    /// something.
+    pub fn scrubbed(&self) -> u64 {
+        self.pointers + self.code_lines
+    }
 }
 
 /// A redacted trace's rewritten payloads and left-out events, to be laid
@@ -210,9 +261,15 @@ impl Hasher {
     }
 
     /// A kernel address becomes 32 bits of hash, zero-extended: the shape
-    /// of the kernel's own hashed `%p`, which kernel developers know.
-    fn pointer(&self, addr: u64) -> u64 {
-        self.u64(&addr.to_be_bytes()) >> 32
+    /// of the kernel's own hashed `%p`, which kernel developers know. In a
+    /// 32-bit region, 31 bits: below every kernel address, so a hash is
+    /// never taken for one.
+    fn pointer(&self, addr: u64, word: Word) -> u64 {
+        let h = self.u64(&addr.to_be_bytes());
+        match word {
+            Word::W64 => h >> 32,
+            Word::W32 => h >> 33,
+        }
     }
 
     /// A hashed field value, as text: `h:` and 16 hex digits.
@@ -221,33 +278,84 @@ impl Hasher {
     }
 }
 
-/// Whether `addr` is a kernel address worth hiding: in the upper half, and
-/// not an error pointer (the last 4095 values), which says only which
-/// error occurred. NULL and small numbers are no secret either.
-fn is_kernel_pointer(addr: u64) -> bool {
-    addr >= 0xffff_0000_0000_0000 && addr < 0u64.wrapping_sub(4095)
+/// A region's word size: what its kernel addresses look like (see the
+/// module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Word {
+    W32,
+    W64,
 }
 
-/// Replaces every kernel address written as 16 hex digits (with or
-/// without `0x`) in `text` by its hash, keeping the text's length so a
-/// fixed-size field still fits; returns how many were replaced.
-fn scrub_pointers(text: &mut [u8], hasher: &Hasher) -> u64 {
+impl Word {
+    fn of(region: &Region) -> Word {
+        if region.header.word_size == 4 {
+            Word::W32
+        } else {
+            Word::W64
+        }
+    }
+
+    fn bytes(self) -> usize {
+        match self {
+            Word::W32 => 4,
+            Word::W64 => 8,
+        }
+    }
+
+    /// Whether `addr` is a kernel address worth hiding: in the kernel's
+    /// part of the address space, and not an error pointer (the last 4095
+    /// values), which says only which error occurred. NULL and small
+    /// numbers are no secret either.
+    fn is_kernel(self, addr: u64) -> bool {
+        match self {
+            Word::W64 => (0xffff_0000_0000_0000..0u64.wrapping_sub(4095)).contains(&addr),
+            Word::W32 => (0xbf00_0000..0x1_0000_0000 - 4095).contains(&addr),
+        }
+    }
+
+    /// The address an integer field holds, if it is one: fields narrower
+    /// than the word cannot hold one; a signed field holds it
+    /// sign-extended.
+    fn address_in(self, kind: FieldKind, v: &Value) -> Option<u64> {
+        let wide = matches!(kind, FieldKind::U64 | FieldKind::I64);
+        let word = matches!(kind, FieldKind::U32 | FieldKind::I32);
+        let addr = match (*v, self) {
+            (Value::Unsigned(x), Word::W64) if wide => x,
+            (Value::Signed(x), Word::W64) if wide => x as u64,
+            (Value::Unsigned(x), Word::W32) if wide || word => x,
+            (Value::Signed(x), Word::W32) if wide || word => {
+                u64::from(i32::try_from(x).ok()? as u32)
+            }
+            _ => return None,
+        };
+        self.is_kernel(addr).then_some(addr)
+    }
+}
+
+/// Replaces every kernel address written as the word's number of hex
+/// digits (with or without `0x`) in `text` by its hash, keeping the
+/// text's length so a fixed-size field still fits; returns how many were
+/// replaced.
+fn scrub_pointers(text: &mut [u8], hasher: &Hasher, word: Word) -> u64 {
+    let digits = word.bytes() * 2;
     let mut replaced = 0;
     let mut at = 0;
-    while at + 16 <= text.len() {
+    while at + digits <= text.len() {
         let starts_token = token_starts(text, at);
-        let ends_token = text.get(at + 16).is_none_or(|b| !b.is_ascii_alphanumeric());
-        let digits = &text[at..at + 16];
-        if starts_token && ends_token && digits.iter().all(u8::is_ascii_hexdigit) {
-            let addr = std::str::from_utf8(digits)
+        let ends_token = text
+            .get(at + digits)
+            .is_none_or(|b| !b.is_ascii_alphanumeric());
+        let token = &text[at..at + digits];
+        if starts_token && ends_token && token.iter().all(u8::is_ascii_hexdigit) {
+            let addr = std::str::from_utf8(token)
                 .ok()
                 .and_then(|s| u64::from_str_radix(s, 16).ok());
-            if let Some(addr) = addr.filter(|&a| is_kernel_pointer(a)) {
-                let hashed = format!("{:016x}", hasher.pointer(addr));
-                text[at..at + 16].copy_from_slice(hashed.as_bytes());
+            if let Some(addr) = addr.filter(|&a| word.is_kernel(a)) {
+                let hashed = format!("{:0digits$x}", hasher.pointer(addr, word));
+                text[at..at + digits].copy_from_slice(hashed.as_bytes());
                 replaced += 1;
             }
-            at += 16;
+            at += digits;
         } else {
             at += 1;
         }
@@ -264,38 +372,201 @@ fn token_starts(text: &[u8], at: usize) -> bool {
         || (matches!(before(1), Some(b'x' | b'X')) && before(2) == Some(b'0') && free(before(3)))
 }
 
-/// Replaces every aligned 8-byte word of an undecodable payload that
-/// holds a kernel address by its hash; returns how many were replaced.
-fn scrub_raw_pointers(payload: &mut [u8], e: Endian, hasher: &Hasher) -> u64 {
-    let mut replaced = 0;
-    for word in payload.chunks_exact_mut(8) {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(word);
-        let addr = match e {
-            Endian::Little => u64::from_le_bytes(b),
-            Endian::Big => u64::from_be_bytes(b),
-        };
-        if is_kernel_pointer(addr) {
-            let h = hasher.pointer(addr);
-            word.copy_from_slice(&match e {
-                Endian::Little => h.to_le_bytes(),
-                Endian::Big => h.to_be_bytes(),
-            });
-            replaced += 1;
+/// Masks the code of every oops `Code:` line in `text`: the tokens after
+/// `Code:` that are bytes, halfwords or words in hex (x86 `48 89 e5`,
+/// Thumb `4b06`, arm64 `d503233f`), each optionally in `<..>` or `(..)`
+/// (the faulting one), have their digits replaced by `x`. The first
+/// other token ends the code, so a `Code: Unable to access opcode bytes`
+/// line keeps its words. Returns how many lines were masked.
+fn mask_code(text: &mut [u8]) -> u64 {
+    let mut masked = 0;
+    let mut from = 0;
+    while let Some(found) = memchr::memmem::find(&text[from..], b"Code:") {
+        let start = from + found;
+        from = start + 5;
+        if start > 0 && text[start - 1].is_ascii_alphanumeric() {
+            continue;
         }
+        let mut any = false;
+        let mut at = from;
+        while text.get(at) == Some(&b' ') {
+            let begin = at + 1;
+            let len = text[begin..]
+                .iter()
+                .take_while(|b| b.is_ascii_hexdigit() || b"<>()".contains(b))
+                .count();
+            let token = &mut text[begin..begin + len];
+            let digits = token.iter().filter(|b| b.is_ascii_hexdigit()).count();
+            let wrapped = matches!(token, [b'<', .., b'>'] | [b'(', .., b')']);
+            if !matches!(digits, 2 | 4 | 8) || digits + 2 * usize::from(wrapped) != len {
+                break;
+            }
+            token
+                .iter_mut()
+                .filter(|b| b.is_ascii_hexdigit())
+                .for_each(|b| *b = b'x');
+            any = true;
+            at = begin + len;
+        }
+        masked += u64::from(any);
+        from = at.max(from);
+    }
+    masked
+}
+
+/// Replaces every word of binary data (in the region's byte order, at
+/// any offset: nothing says where a field's words are aligned) that
+/// holds a kernel address by its hash; returns how many were replaced.
+fn scrub_binary(data: &mut [u8], e: Endian, word: Word, hasher: &Hasher) -> u64 {
+    let n = word.bytes();
+    let value = |data: &[u8], at: usize| {
+        let mut b = [0u8; 8];
+        match e {
+            Endian::Little => {
+                b[..n].copy_from_slice(&data[at..at + n]);
+                u64::from_le_bytes(b)
+            }
+            Endian::Big => {
+                b[8 - n..].copy_from_slice(&data[at..at + n]);
+                u64::from_be_bytes(b)
+            }
+        }
+    };
+    let hit = |data: &[u8], at: usize| at + n <= data.len() && word.is_kernel(value(data, at));
+    let mut replaced = 0;
+    let mut at = 0;
+    while at + n <= data.len() {
+        if !hit(data, at) {
+            at += 1;
+            continue;
+        }
+        // An address's top bytes are all ones, so windows a byte or two
+        // off it look like addresses too: in little-endian order the
+        // address is the last of such a run of windows, in big-endian the
+        // first. (Should a neighbouring 0xff byte lengthen the run, a
+        // window a byte off is hashed instead: the address is destroyed
+        // all the same, only its hash then matches no other.)
+        if e == Endian::Little {
+            while hit(data, at + 1) {
+                at += 1;
+            }
+        }
+        let h = hasher.pointer(value(data, at), word);
+        match e {
+            Endian::Little => data[at..at + n].copy_from_slice(&h.to_le_bytes()[..n]),
+            Endian::Big => data[at..at + n].copy_from_slice(&h.to_be_bytes()[8 - n..]),
+        }
+        replaced += 1;
+        at += n;
     }
     replaced
 }
 
+/// What redaction does to text outside a trace, the lines of an added
+/// log: the same key, word size and rules as a region's trace, so that a
+/// value hashes alike in both, and a kernel message in a log meets the
+/// same `printk` classes as the trace's printk events.
+pub struct TextRedactor<'r> {
+    hasher: Hasher,
+    word: Word,
+    e: Endian,
+    rules: &'r Rules,
+    /// The printk type's name and the name of its text field, which a
+    /// log's kernel message is.
+    printk: Option<(String, Option<String>)>,
+}
+
+/// What the classes say of a kernel message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Keep,
+    /// Left out, by this class (index in [`Rules::classes`]).
+    Drop(usize),
+    /// Its text replaced by its keyed hash, by this class.
+    Hash(usize),
+}
+
+impl<'r> TextRedactor<'r> {
+    /// Keyed by `region`, the one whose trace the text goes with.
+    pub fn new(region: &Region, rules: &'r Rules) -> TextRedactor<'r> {
+        let printk = region.schema.get(EVENT_PRINTK);
+        TextRedactor {
+            hasher: Hasher::new(region),
+            word: Word::of(region),
+            e: region.header.endian,
+            rules,
+            printk: printk.map(|t| {
+                let text = text_field(t).map(|i| t.fields[i].name.clone());
+                (t.name.clone(), text)
+            }),
+        }
+    }
+
+    /// What the `printk` classes say of a kernel message `text`, in the
+    /// order they were given, drops first: as [`plan`] decides for a
+    /// printk event with that text.
+    pub fn printk(&self, text: &[u8]) -> Verdict {
+        let Some((name, text_name)) = &self.printk else {
+            return Verdict::Keep;
+        };
+        let classes = || {
+            let all = self.rules.classes.iter().enumerate();
+            all.filter(|(_, c)| c.event() == name)
+        };
+        if let Some((i, _)) = classes().find(|(_, c)| c.drops(Some(text))) {
+            return Verdict::Drop(i);
+        }
+        let hashes = |c: &Class| match c {
+            Class::Hash { field, .. } => Some(field) == text_name.as_ref(),
+            _ => false,
+        };
+        match classes().find(|(_, c)| hashes(c)) {
+            Some((i, _)) => Verdict::Hash(i),
+            None => Verdict::Keep,
+        }
+    }
+
+    /// `text`'s keyed hash, as a hashed text field is written.
+    pub fn hash_text(&self, text: &[u8]) -> Vec<u8> {
+        self.hasher.text(text)
+    }
+
+    /// Masks `Code:` bytes and hashes kernel addresses in `text`, in
+    /// place (its length stays), unless the rules keep raw pointers;
+    /// counts what it did.
+    pub fn scrub(&self, text: &mut [u8], counts: &mut Counts) {
+        if self.rules.raw_pointers {
+            return;
+        }
+        counts.code_lines += mask_code(text);
+        counts.pointers += scrub_pointers(text, &self.hasher, self.word);
+    }
+
+    /// As [`TextRedactor::scrub`], for binary data: text in it, then
+    /// words.
+    fn scrub_bytes(&self, data: &mut [u8], counts: &mut Counts) {
+        if self.rules.raw_pointers {
+            return;
+        }
+        self.scrub(data, counts);
+        counts.pointers += scrub_binary(data, self.e, self.word, &self.hasher);
+    }
+
+    /// Counts sized for the rules.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            per_class: vec![0; self.rules.classes.len()],
+            ..Counts::default()
+        }
+    }
+}
+
 /// Plans the redaction of `trace` (decoded from `region`) by `rules`.
 pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
-    let hasher = Hasher::new(region);
+    let r = TextRedactor::new(region, rules);
     let e = region.header.endian;
     let mut arena = Vec::new();
-    let mut counts = Counts {
-        per_class: vec![0; rules.classes.len()],
-        pointers: 0,
-    };
+    let mut counts = r.counts();
     // Per type id: the type's definition for re-encoding, and which
     // classes apply to it.
     let mut defs: Vec<Option<(Vec<FieldDef>, Vec<usize>)>> = vec![None; 256];
@@ -324,24 +595,26 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
                 .zip(defs[usize::from(ev.type_id)].as_ref());
             let decoded = typed.and_then(|(t, _)| t.decode(ev.payload, e).ok());
             let (Some((t, (fields, classes))), Some(decoded)) = (typed, decoded) else {
-                // Shown raw: only the words that look like addresses can
-                // be told apart.
-                if !rules.raw_pointers {
-                    let mut raw = ev.payload.to_vec();
-                    let n = scrub_raw_pointers(&mut raw, e, &hasher);
-                    if n > 0 {
-                        counts.pointers += n;
-                        let start = arena.len();
-                        arena.extend_from_slice(&raw);
-                        stream_changes.push((at, Some(start..arena.len())));
-                    }
+                // Shown raw: only what looks like an address, as text or
+                // as a word, can be told apart.
+                let mut raw = ev.payload.to_vec();
+                let before = counts.scrubbed();
+                r.scrub_bytes(&mut raw, &mut counts);
+                if counts.scrubbed() != before {
+                    let start = arena.len();
+                    arena.extend_from_slice(&raw);
+                    stream_changes.push((at, Some(start..arena.len())));
                 }
                 continue;
             };
+            let text = text_field(t).and_then(|i| match decoded[i] {
+                Value::Str(s) | Value::Chars(s) => Some(s),
+                _ => None,
+            });
             if let Some(c) = classes
                 .iter()
                 .copied()
-                .find(|&c| drops(&rules.classes[c], t, &decoded))
+                .find(|&c| rules.classes[c].drops(text))
             {
                 counts.per_class[c] += 1;
                 stream_changes.push((at, None));
@@ -358,30 +631,49 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
                     continue;
                 };
                 counts.per_class[c] += 1;
-                owned.push(hash_value(&hasher, &decoded[i], t.fields[i].kind));
+                owned.push(hash_value(&r.hasher, &decoded[i], t.fields[i].kind));
                 changed[i] = Some(owned.len() - 1);
             }
-            let mut pointer_fields = Vec::new();
+            // Integers holding kernel addresses, by their hashes.
+            let mut pointer_fields: Vec<(usize, Value)> = Vec::new();
             if !rules.raw_pointers {
                 for (i, v) in decoded.iter().enumerate() {
+                    // A field hashed by a class holds no address any more.
+                    if changed[i].is_some() {
+                        continue;
+                    }
+                    let kind = t.fields[i].kind;
                     match *v {
-                        Value::Ptr(a) if changed[i].is_none() && is_kernel_pointer(a) => {
-                            pointer_fields.push((i, hasher.pointer(a)));
+                        Value::Ptr(a) if r.word.is_kernel(a) => {
+                            pointer_fields.push((i, Value::Ptr(r.hasher.pointer(a, r.word))));
                             counts.pointers += 1;
                         }
-                        Value::Str(s) | Value::Chars(s) => {
-                            let mut text = match changed[i] {
-                                Some(o) => owned[o].clone(),
-                                None => s.to_vec(),
+                        Value::Unsigned(_) | Value::Signed(_) => {
+                            let Some(a) = r.word.address_in(kind, v) else {
+                                continue;
                             };
-                            let n = scrub_pointers(&mut text, &hasher);
-                            if n > 0 {
-                                counts.pointers += n;
-                                owned.push(text);
+                            let h = r.hasher.pointer(a, r.word);
+                            let hashed = match v {
+                                Value::Signed(_) => Value::Signed(h as i64),
+                                _ => Value::Unsigned(h),
+                            };
+                            pointer_fields.push((i, hashed));
+                            counts.pointers += 1;
+                        }
+                        Value::Str(s) | Value::Chars(s) | Value::Bytes(s) => {
+                            let mut data = s.to_vec();
+                            let before = counts.scrubbed();
+                            if matches!(v, Value::Bytes(_)) {
+                                r.scrub_bytes(&mut data, &mut counts);
+                            } else {
+                                r.scrub(&mut data, &mut counts);
+                            }
+                            if counts.scrubbed() != before {
+                                owned.push(data);
                                 changed[i] = Some(owned.len() - 1);
                             }
                         }
-                        _ => {}
+                        Value::Ptr(_) => {}
                     }
                 }
             }
@@ -393,7 +685,7 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
                 values.push(match changed[i] {
                     Some(o) => retyped(*v, &owned[o]),
                     None => match pointer_fields.iter().find(|p| p.0 == i) {
-                        Some(&(_, h)) => Value::Ptr(h),
+                        Some(&(_, hashed)) => hashed,
                         None => *v,
                     },
                 });
@@ -421,9 +713,7 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
     }
     let message = region.state.as_ref().ok().map(|s: &StateInfo| {
         let mut text = s.message.clone().into_bytes();
-        if !rules.raw_pointers {
-            counts.pointers += scrub_pointers(&mut text, &hasher);
-        }
+        r.scrub(&mut text, &mut counts);
         String::from_utf8_lossy(&text).into_owned()
     });
     Plan {
@@ -431,18 +721,6 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
         changes,
         message,
         counts,
-    }
-}
-
-/// Whether a drop class leaves this event out.
-fn drops(class: &Class, t: &EventType, values: &[Value]) -> bool {
-    match class {
-        Class::Drop { .. } => true,
-        Class::DropPrefix { prefix, .. } => text_field(t).is_some_and(|i| match values[i] {
-            Value::Str(s) | Value::Chars(s) => s.starts_with(prefix.as_bytes()),
-            _ => false,
-        }),
-        Class::Hash { .. } => false,
     }
 }
 
@@ -554,21 +832,205 @@ mod tests {
     #[test]
     fn kernel_addresses_in_text_are_hashed_in_place() {
         let hasher = Hasher { key: [7; 32] };
-        let mut text = b"RIP: 0010:foo+0x1/0x2 at ffffffff81234567, 0xffff888012345678 err fffffffffffffff4 user 00007ffd12345678 xffffffff81234567".to_vec();
+        let mut text = b"RIP: 0010:foo+0x1/0x2 at ffffffff81234567, 0xffff888012345678 err fffffffffffffff4 user 00007ffd12345678 xffffffff81234567 short c1234567".to_vec();
         let before = text.clone();
-        assert_eq!(scrub_pointers(&mut text, &hasher), 2);
+        assert_eq!(scrub_pointers(&mut text, &hasher, Word::W64), 2);
         assert_eq!(text.len(), before.len());
         let s = String::from_utf8(text).unwrap();
         assert!(!s.contains("ffffffff81234567,"), "{s}");
         assert!(!s.contains("ffff888012345678"), "{s}");
         assert!(s.contains(&format!(
             "at {:016x},",
-            hasher.pointer(0xffff_ffff_8123_4567)
+            hasher.pointer(0xffff_ffff_8123_4567, Word::W64)
         )));
-        // Error pointers, user addresses and hex inside a longer word stay.
+        // Error pointers, user addresses, hex inside a longer word and
+        // 8 digits (no 64-bit kernel address) stay.
         assert!(s.contains("fffffffffffffff4"));
         assert!(s.contains("00007ffd12345678"));
         assert!(s.contains("xffffffff81234567"));
+        assert!(s.contains("short c1234567"));
+    }
+
+    #[test]
+    fn a_32_bit_region_has_8_digit_addresses_in_the_kernel_range() {
+        let hasher = Hasher { key: [7; 32] };
+        let mut text = b"at c1234567+0x10, module bf801000, 0xf8a01234 err fffffff4 user 7fff1234 count 12345678 id 0000000012345678 c1234567a".to_vec();
+        assert_eq!(scrub_pointers(&mut text, &hasher, Word::W32), 3);
+        let s = String::from_utf8(text).unwrap();
+        for gone in ["c1234567+", "bf801000", "f8a01234"] {
+            assert!(!s.contains(gone), "{s}");
+        }
+        let h = hasher.pointer(0xc123_4567, Word::W32);
+        assert!(s.contains(&format!("at {h:08x}+0x10")), "{s}");
+        // Below the kernel's range, error pointers, longer numbers stay;
+        // a hash is never in the range itself.
+        for kept in [
+            "fffffff4",
+            "7fff1234",
+            "12345678",
+            "0000000012345678",
+            "c1234567a",
+        ] {
+            assert!(s.contains(kept), "{kept}: {s}");
+        }
+        assert!(!Word::W32.is_kernel(h));
+    }
+
+    #[test]
+    fn oops_code_bytes_are_masked_and_nothing_else() {
+        let mut x86 = b"Code: 48 c7 c7 a0 12 34 82 e8 <0f> 0b 48 89".to_vec();
+        assert_eq!(mask_code(&mut x86), 1);
+        assert_eq!(x86, b"Code: xx xx xx xx xx xx xx xx <xx> xx xx xx");
+        let mut arm64 = b"[   12.5] Code: d503233f a9bf7bfd (d4210000) 910003fd\r\n".to_vec();
+        assert_eq!(mask_code(&mut arm64), 1);
+        assert_eq!(
+            arm64,
+            b"[   12.5] Code: xxxxxxxx xxxxxxxx (xxxxxxxx) xxxxxxxx\r\n"
+        );
+        let mut json = br#"{"MESSAGE":"Code: 0f 0b","X":"Code: ab"}"#.to_vec();
+        assert_eq!(mask_code(&mut json), 2);
+        assert_eq!(json, br#"{"MESSAGE":"Code: xx xx","X":"Code: xx"}"#);
+        for kept in [
+            &b"Code: Unable to access opcode bytes at 0xffffffff81000000."[..],
+            b"ErrCode: 12 34",
+            b"Code: 123 45",
+        ] {
+            let mut text = kept.to_vec();
+            assert_eq!(mask_code(&mut text), 0);
+            assert_eq!(text, kept);
+        }
+    }
+
+    #[test]
+    fn binary_words_holding_addresses_are_hashed_at_any_offset() {
+        let hasher = Hasher { key: [7; 32] };
+        let p = 0xffff_8880_0000_1234u64;
+        let mut data = vec![1u8];
+        data.extend_from_slice(&p.to_le_bytes());
+        data.extend_from_slice(&0x1234u64.to_le_bytes());
+        assert_eq!(
+            scrub_binary(&mut data, Endian::Little, Word::W64, &hasher),
+            1
+        );
+        assert_eq!(data[1..9], hasher.pointer(p, Word::W64).to_le_bytes());
+        let mut data = vec![0, 0, 0xc1, 0x23, 0x45, 0x67, 0x7f, 0, 0, 0];
+        assert_eq!(scrub_binary(&mut data, Endian::Big, Word::W32, &hasher), 1);
+        let h = hasher.pointer(0xc123_4567, Word::W32) as u32;
+        assert_eq!(data[2..6], h.to_be_bytes());
+    }
+
+    #[test]
+    fn integer_fields_of_the_word_size_hold_addresses() {
+        let w64 = Word::W64;
+        let k = 0xffff_ffff_8100_0000u64;
+        assert_eq!(w64.address_in(FieldKind::U64, &Value::Unsigned(k)), Some(k));
+        assert_eq!(
+            w64.address_in(FieldKind::I64, &Value::Signed(k as i64)),
+            Some(k)
+        );
+        assert_eq!(w64.address_in(FieldKind::U64, &Value::Unsigned(42)), None);
+        assert_eq!(
+            w64.address_in(FieldKind::U32, &Value::Unsigned(0xc100_0000)),
+            None
+        );
+        let w32 = Word::W32;
+        let k = 0xc100_0000u64;
+        assert_eq!(w32.address_in(FieldKind::U32, &Value::Unsigned(k)), Some(k));
+        let signed = Value::Signed(i64::from(k as u32 as i32));
+        assert_eq!(w32.address_in(FieldKind::I32, &signed), Some(k));
+        assert_eq!(w32.address_in(FieldKind::I64, &signed), Some(k));
+        assert_eq!(
+            w32.address_in(FieldKind::U16, &Value::Unsigned(0xc100)),
+            None
+        );
+        assert_eq!(
+            w32.address_in(FieldKind::U32, &Value::Unsigned(0xffff_fff4)),
+            None
+        );
+    }
+
+    /// A region of `word_size` with one event of a type holding a u64, a
+    /// binary and a text field, each with an address; the same address
+    /// `addr` in all three.
+    fn region_with_addresses(word_size: u8, addr: u64) -> Vec<u8> {
+        use pstore_ring::write::{self, RegionConfig, StreamSpec};
+        let f = |name, kind| FieldDef { name, kind };
+        let fields = [
+            f("ip", FieldKind::U64),
+            f("raw", FieldKind::Bytes),
+            f("msg", FieldKind::Str),
+        ];
+        let custom = [EventDef {
+            id: 40,
+            name: "probe",
+            fields: &fields,
+        }];
+        let specs = [StreamSpec::cpu(0)];
+        let cfg = RegionConfig {
+            word_size,
+            endian: Endian::Little,
+            page_size: 512,
+            pages_per_stream: Some(2),
+            streams: &specs,
+            custom_events: &custom,
+            ..Default::default()
+        };
+        let mut mem = vec![0u8; 8192];
+        let mut region = write::format(&mut mem, &cfg).unwrap();
+        let mut ws: Vec<_> = region.streams.by_ref().collect();
+        let digits = usize::from(word_size) * 2;
+        let text = format!("fault at {addr:0digits$x}");
+        let mut raw = vec![0xaa];
+        raw.extend_from_slice(&addr.to_le_bytes()[..usize::from(word_size)]);
+        let v = [
+            Value::Unsigned(addr),
+            Value::Bytes(&raw),
+            Value::Str(text.as_bytes()),
+        ];
+        ws[0].write_event(1_000, &custom[0], &v).unwrap();
+        ws.iter_mut().for_each(|w| w.close());
+        drop(ws);
+        mem
+    }
+
+    #[test]
+    fn u64_binary_and_text_fields_are_hashed_alike_in_both_word_sizes() {
+        use pstore_ring::read::HeaderTrust;
+        for (word_size, addr) in [(8u8, 0xffff_ffff_8123_4567u64), (4, 0xc123_4567)] {
+            let mem = region_with_addresses(word_size, addr);
+            let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+            let trace = region.decode();
+            let plan = plan(&region, &trace, &Rules::default());
+            assert_eq!(plan.counts.pointers, 3, "word size {word_size}");
+            let trace = plan.apply(&trace);
+            let ev = &trace.streams[0].events[0];
+            let t = region.schema.get(40).unwrap();
+            let values = t.decode(ev.payload, region.header.endian).unwrap();
+            let word = Word::of(&region);
+            let h = Hasher::new(&region).pointer(addr, word);
+            let digits = usize::from(word_size) * 2;
+            let n = usize::from(word_size);
+            assert_eq!(values[0], Value::Unsigned(h));
+            let Value::Bytes(raw) = values[1] else {
+                panic!("{values:?}")
+            };
+            assert_eq!(raw[1..], h.to_le_bytes()[..n]);
+            assert_eq!(
+                values[2],
+                Value::Str(format!("fault at {h:0digits$x}").as_bytes())
+            );
+            // Kept with --raw-pointers.
+            let raw_rules = Rules {
+                raw_pointers: true,
+                ..Rules::default()
+            };
+            let trace = region.decode();
+            assert_eq!(plan_counts(&region, &trace, &raw_rules), 0);
+        }
+    }
+
+    fn plan_counts(region: &Region, trace: &Trace, rules: &Rules) -> u64 {
+        plan(region, trace, rules).counts.pointers
     }
 
     #[test]
@@ -576,8 +1038,8 @@ mod tests {
         let a = Hasher { key: [1; 32] };
         let b = Hasher { key: [2; 32] };
         let p = 0xffff_ffff_8100_0000;
-        assert_eq!(a.pointer(p), a.pointer(p));
-        assert_ne!(a.pointer(p), b.pointer(p));
-        assert!(a.pointer(p) <= u64::from(u32::MAX));
+        assert_eq!(a.pointer(p, Word::W64), a.pointer(p, Word::W64));
+        assert_ne!(a.pointer(p, Word::W64), b.pointer(p, Word::W64));
+        assert!(a.pointer(p, Word::W64) <= u64::from(u32::MAX));
     }
 }

@@ -12,6 +12,12 @@ use serde_json::{json, Value};
 /// Schema version of the manifest; bump on incompatible changes.
 pub const VERSION: u64 = 1;
 
+/// What redaction reaches, for the manifest and README.txt (one text, so
+/// they cannot disagree).
+pub(super) const REDACTION_SCOPE: &str = "every file: dmesg.txt, the CTF trace, trace.dat and the Perfetto trace are written from the redacted trace (events of a dropped class left out, hashed fields as h: and 16 hex digits); in logs/ and the log tracks of the Perfetto trace, a kernel message (a bracketed console or dmesg line, a journal entry with _TRANSPORT=kernel) meets the printk classes as a printk event would (a dropped line is left out, a hashed text replaced by its hash), and a line over 1 MiB is left out unchecked";
+pub(super) const KERNEL_ADDRESSES: &str = "hashed unless raw_pointers, with the trace's key (equal addresses hash alike in every file): in 64-bit regions 0xffff000000000000 and up, written as 16 hex digits; in 32-bit regions 0xbf000000 and up (the default 3G/1G split; lower kernel addresses of other splits are missed, higher non-addresses hashed), written as 8 hex digits; error pointers (the last 4095 values) kept; looked for in pointer fields, integer fields of the word size or wider, text, binary fields and undecodable payloads (words at any offset), and every line of every log";
+pub(super) const CODE_LINES: &str = "masked unless raw_pointers: every hex digit of the bytes of an oops Code: line becomes x, as machine code carries kernel addresses in immediates that cannot be told apart from opcodes";
+
 /// Nanoseconds since the Unix epoch as UTC, `2026-11-22T10:11:12.123456789Z`.
 pub fn utc(ns: i128) -> String {
     let secs = ns.div_euclid(1_000_000_000);
@@ -107,6 +113,7 @@ fn region(part: &Part) -> Value {
         "redacted": {
             "per_class": part.redacted.per_class,
             "pointers_hashed": part.redacted.pointers,
+            "code_lines_masked": part.redacted.code_lines,
         },
         "files": {
             "ctf": part.ctf_dir.display().to_string(),
@@ -133,6 +140,12 @@ fn log(l: &Log) -> Value {
             "matched_printk_lines": p.matched,
             "offset_ns": p.offset_ns,
             "spread_ns": p.spread_ns,
+        },
+        "redacted": {
+            "per_class": l.redaction.counts.per_class,
+            "pointers_hashed": l.redaction.counts.pointers,
+            "code_lines_masked": l.redaction.counts.code_lines,
+            "long_lines_left_out": l.redaction.too_long,
         },
     })
 }
@@ -164,7 +177,10 @@ pub(super) fn render(
         "redaction": {
             "classes": rules.classes.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "raw_pointers": rules.raw_pointers,
-            "hash_key": "SHA-256 of each region's bytes, which the bundle does not hold",
+            "hash_key": "SHA-256 of each region's bytes, which the bundle does not hold; logs use the first region's",
+            "applies_to": REDACTION_SCOPE,
+            "kernel_addresses": KERNEL_ADDRESSES,
+            "code_lines": CODE_LINES,
         },
         "files": files.iter().map(|f| json!({
             "path": f.path.display().to_string(),

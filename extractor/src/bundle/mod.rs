@@ -13,10 +13,12 @@
 //!   perfetto/crash.tar.gz  kernel.pftrace only: Perfetto refuses an
 //!                          archive holding a file it cannot parse, so the
 //!                          text files stay out; added logs are tracks in it
-//!   logs/NAME              each --add-log file, as given
+//!   logs/NAME              each --add-log file, redacted like the trace
 //! ```
 //!
-//! Every file is written from the redacted trace ([`crate::redact`]).
+//! Every file is written from the redacted trace ([`crate::redact`]);
+//! added logs are redacted with the same key and rules
+//! ([`crate::logs::redact`]) and placed on the timeline from that copy.
 //! Files are staged in a private directory with a random name beside the
 //! output, and the archive is written under a random name there too and
 //! renamed into place when complete ([`NewFile`]), so a failed run leaves
@@ -309,19 +311,27 @@ pub fn write(
 
     let clock_part = &parts[0];
     let clock = logs::Clock::new(&clock_part.region, &clock_part.trace);
+    // Logs go with the first region's trace: its key, so an address in a
+    // log hashes as it does in that trace.
+    let text_redactor = redact::TextRedactor::new(regions[0].region, rules);
     let mut placed_logs = Vec::with_capacity(add_logs.len());
     for l in add_logs {
         let rel = Path::new("logs").join(&l.name);
-        let mut input =
-            File::open(&l.path).what(|| format!("opening the log {}", l.path.display()))?;
-        let mut copy = staging
-            .create(&rel)
-            .what(|| format!("creating {}", rel.display()))?;
-        io::copy(&mut input, &mut copy).what(|| format!("copying the log {}", l.path.display()))?;
         let input = File::open(&l.path).what(|| format!("opening the log {}", l.path.display()))?;
-        let log = clock
-            .place(&l.name, BufReader::with_capacity(1 << 16, input))
-            .what(|| format!("reading the log {}", l.path.display()))?;
+        let mut redaction = None;
+        write_file(&staging, &rel, |w| {
+            let input = BufReader::with_capacity(1 << 16, input);
+            redaction = Some(logs::redact(input, w, &text_redactor)?);
+            Ok(())
+        })?;
+        // Placed from the redacted copy: the Perfetto track shows what
+        // the copy does, no more.
+        let copy = File::open(staging.path().join(&rel))
+            .what(|| format!("reading back {}", rel.display()))?;
+        let mut log = clock
+            .place(&l.name, BufReader::with_capacity(1 << 16, copy))
+            .what(|| format!("reading back {}", rel.display()))?;
+        log.redaction = redaction.unwrap_or_default();
         placed_logs.push(log);
         files.push((rel, FileKind::Log));
     }

@@ -40,8 +40,28 @@ fn how_to_open(kind: FileKind) -> &'static str {
              markers on named tracks, data loss per CPU, and every added log on the\n    \
              same timeline). trace_processor opens it too."
         }
-        FileKind::Log => "A log added with --add-log, byte for byte as given.",
+        FileKind::Log => {
+            "A log added with --add-log, as given but for what redaction (above)\n    \
+             takes out."
+        }
     }
+}
+
+/// Writes `text` wrapped at 72 columns.
+fn wrap(s: &mut String, text: &str) -> std::fmt::Result {
+    let mut width = 0;
+    for word in text.split(' ') {
+        if width > 0 && width + 1 + word.len() > 72 {
+            writeln!(s)?;
+            width = 0;
+        } else if width > 0 {
+            s.push(' ');
+            width += 1;
+        }
+        s.push_str(word);
+        width += word.len();
+    }
+    writeln!(s)
 }
 
 pub(super) fn render(
@@ -123,6 +143,11 @@ fn write_all(
     if rules.classes.is_empty() && rules.raw_pointers {
         writeln!(s, "Nothing was redacted.")?;
     } else {
+        let scope = [
+            ("Redaction applies to", super::manifest::REDACTION_SCOPE),
+            ("Kernel addresses are", super::manifest::KERNEL_ADDRESSES),
+            ("Oops Code: lines are", super::manifest::CODE_LINES),
+        ];
         let classes: Vec<String> = rules.classes.iter().map(ToString::to_string).collect();
         writeln!(
             s,
@@ -138,14 +163,26 @@ fn write_all(
                 ";\nkernel addresses replaced by hashes, as the kernel's %p does"
             }
         )?;
+        for (what, rule) in scope {
+            writeln!(s)?;
+            wrap(s, &format!("{what} {rule}."))?;
+        }
+    }
+    if !logs.is_empty() {
+        writeln!(s)?;
     }
     for l in logs {
+        let r = &l.redaction;
         writeln!(
             s,
-            "Log logs/{}: {} of {} lines placed on the trace's timeline.",
+            "Log logs/{}: {} of {} lines placed on the trace's timeline; redacted:\n{} lines left out or hashed by class, {} addresses hashed, {} Code: lines\nmasked, {} overlong lines left out.",
             l.name,
             l.placed.len(),
-            l.lines
+            l.lines,
+            r.counts.per_class.iter().sum::<u64>(),
+            r.counts.pointers,
+            r.counts.code_lines,
+            r.too_long,
         )?;
     }
     writeln!(s)?;
