@@ -205,9 +205,12 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         timeout: Duration::from_secs(240),
     };
     let mut running = vm.start(&art.dir.join("qmp.sock"))?;
-    let booted = running.wait_for_serial("Kernel panic - not syncing", Duration::from_secs(240))?;
-    // Let the panic path finish closing pages before the memory is taken.
-    std::thread::sleep(Duration::from_secs(2));
+    // panic() prints its end marker after the notifiers ran (crashring's
+    // closes every page there): only then is the region final.
+    let booted = running.wait_for_serial(
+        "---[ end Kernel panic - not syncing",
+        Duration::from_secs(240),
+    )?;
     let caps = running.execute(r#"{"execute":"query-dump-guest-memory-capability"}"#)?;
     let formats = formats(&caps);
     ensure!(

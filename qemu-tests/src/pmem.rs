@@ -63,17 +63,62 @@ done
     )
 }
 
-/// Boot 2 binds the NVDIMM to the pmem driver and reads `/dev/pmem0` with
-/// the guest's crashring; the JSON lines go to the raw disk.
-const READ_SCRIPT: &str = r#"echo "crashring-test: phase read"
+/// `region=` values crashring.ko must refuse, before writing anything, in
+/// boot 2, and what it says for each: the NVDIMM range while the pmem
+/// driver's namespace holds it, System RAM, an unaligned range, and the
+/// local APIC's MMIO page.
+const REFUSED: [(&str, &str); 4] = [
+    ("64M@0x100000000", "is in use by another driver"),
+    ("16M@0x1000000", "overlaps System RAM in use"),
+    ("16M@0x40000100", "must be multiples of"),
+    (
+        "4K@0xfee00000",
+        "is not wholly reserved or persistent memory",
+    ),
+];
+
+/// Boot 2 binds the NVDIMM to the pmem driver, tries the [`REFUSED`]
+/// ranges, and reads `/dev/pmem0` with the guest's crashring; the JSON
+/// lines go to the raw disk.
+fn read_script() -> String {
+    let tries: String = REFUSED
+        .iter()
+        .map(|(r, _)| {
+            format!(
+                "if insmod /lib/crashring.ko region={r}; then echo \"crashring-test: region={r} accepted\"; rmmod crashring; else echo \"crashring-test: region={r} refused\"; fi\n"
+            )
+        })
+        .collect();
+    format!(
+        r#"echo "crashring-test: phase read"
 i=0
 while [ ! -b /dev/pmem0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-crashring info /dev/pmem0
+{tries}crashring info /dev/pmem0
 crashring extract --format jsonl /dev/pmem0 > /dev/vda
 echo "crashring-test: pmem extract $?"
 sync
 poweroff -f
-"#;
+"#
+    )
+}
+
+/// Every [`REFUSED`] range was refused with its reason. That nothing was
+/// written before the refusal shows in the pmem contents read afterwards,
+/// which must still equal the backing file as boot 1 left it.
+fn check_refusals(log: &str) -> Result<()> {
+    for (range, why) in REFUSED {
+        ensure!(
+            log.contains(&format!("crashring-test: region={range} refused")),
+            "region={range} was not refused"
+        );
+        ensure!(
+            log.lines()
+                .any(|l| l.contains("crashring: ") && l.contains(why)),
+            "no \"{why}\" in the kernel log for region={range}"
+        );
+    }
+    Ok(())
+}
 
 pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let module = guest::build_module(sh, k)?;
@@ -92,14 +137,17 @@ pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String
     let record_initrd = guest::initramfs(
         sh,
         &format!("pmem-record-{}", k.series),
-        &spec(&["virtio_pci", "virtio_blk"], &record),
+        // nfit describes the NVDIMM's range as Persistent Memory in
+        // /proc/iomem, which crashring.ko checks region= against; nd_pmem
+        // is left out so that no namespace claims the range.
+        &spec(&["virtio_pci", "virtio_blk", "nfit"], &record),
     )?;
     let read_initrd = guest::initramfs(
         sh,
         &format!("pmem-read-{}", k.series),
         &spec(
             &["virtio_pci", "virtio_blk", "nfit", "nd_pmem"],
-            READ_SCRIPT,
+            &read_script(),
         ),
     )?;
     let pmem = art.dir.join("pmem.img");
@@ -152,6 +200,7 @@ pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String
         "the second boot did not read /dev/pmem0:\n{}",
         qemu::tail(&serial2, 40)
     );
+    check_refusals(&log2).with_context(|| format!("serial log {}", serial2.display()))?;
     let out = std::fs::read(&disk)?;
     let guest_jsonl =
         String::from_utf8_lossy(&out[..out.iter().position(|&b| b == 0).unwrap_or(out.len())]);
@@ -168,8 +217,9 @@ pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String
     Ok(format!(
         "power cut {:.1} s after boot, after the guest reported {reported} markers; \
          backing file: {summary}\n  \
-         second boot: crashring extract /dev/pmem0 gave the same {} JSON lines as the host on the backing file ({:.1} s)",
+         second boot: {} bad region= ranges refused untouched; crashring extract /dev/pmem0 gave the same {} JSON lines as the host on the backing file ({:.1} s)",
         recorded.as_secs_f64(),
+        REFUSED.len(),
         host_jsonl.lines().count(),
         took2.as_secs_f64()
     ))

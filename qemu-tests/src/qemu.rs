@@ -46,7 +46,13 @@ impl Vm<'_> {
         let mut c = Command::new("qemu-system-x86_64");
         c.args([
             "-accel",
-            "tcg",
+            // One host thread for all vCPUs: with multi-threaded TCG a
+            // guest kernel was seen to die in early boot ("Oops: int3" in
+            // run_timer_softirq: its int3-based text patching racing
+            // across vCPU threads), about once in 30 boots, and on a
+            // 2-core host the vCPU threads only thrash (a warm-reboot run
+            // took 14-25 s multi-threaded, 11 s single).
+            "tcg,thread=single",
             "-cpu",
             "max",
             "-display",
