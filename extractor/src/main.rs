@@ -116,7 +116,7 @@ enum Cmd {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
-        /// List every page slot.
+        /// List every page slot (a run of absent slots on one line).
         #[arg(long)]
         pages: bool,
     },

@@ -314,7 +314,8 @@ fn loss(out: &mut Vec<u8>, l: &Loss, info: Option<&StreamInfo>) {
 }
 
 /// Writes a region's summary: header, state, then per stream its counts,
-/// its losses and, when `pages` is set, every page slot.
+/// its losses and, when `pages` is set, every page slot (a run of absent
+/// slots on one line, with its count).
 pub fn write_summary(
     out: &mut impl Write,
     region: &crate::read::Region<'_>,
@@ -402,7 +403,15 @@ pub fn write_summary(
         }
         if pages {
             for p in &st.pages {
-                write!(out, "  page {} at {:#x}: {:?}", p.slot, p.offset, p.status)?;
+                if p.slots == 1 {
+                    write!(out, "  page {} at {:#x}: {:?}", p.slot, p.offset, p.status)?;
+                } else {
+                    write!(
+                        out,
+                        "  pages {}.. at {:#x}: {:?} ({} of them)",
+                        p.slot, p.offset, p.status, p.slots
+                    )?;
+                }
                 if p.seq != 0 {
                     write!(out, " seq {}", p.seq)?;
                 }

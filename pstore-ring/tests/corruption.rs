@@ -145,6 +145,72 @@ proptest! {
     }
 
     #[test]
+    fn absent_slots_are_reported_as_runs_slot_for_slot(
+        seed in any::<u64>(),
+        holes in proptest::collection::vec((any::<prop::sample::Index>(), 1u64..3000), 0..6),
+    ) {
+        let model = closed_image(Endian::Little, 256, 2, 12, seed);
+        let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+        let len = model.image.len() as u64;
+        // Unsorted, possibly overlapping or touching: as a caller may give them.
+        let holes: Vec<_> = holes
+            .iter()
+            .map(|&(at, n)| {
+                let at = at.index(model.image.len()) as u64;
+                at..(at + n).min(len)
+            })
+            .collect();
+        let touched = |at: u64| holes.iter().any(|h| h.start < at + 256 && at < h.end);
+        let before = region.decode();
+        let after = region.clone().with_absent(holes.clone()).decode();
+        for (b, st) in before.streams.iter().zip(&after.streams) {
+            // Reports follow one another slot after slot; no two absent
+            // ones touch, each stands for every slot of its run.
+            let mut next = 0;
+            let mut last_absent = false;
+            for p in &st.pages {
+                prop_assert_eq!(p.slot, next);
+                prop_assert!(p.slots >= 1);
+                let absent = p.status == PageStatus::Absent;
+                prop_assert!(!(absent && last_absent), "two absent reports touch");
+                prop_assert!(absent || p.slots == 1);
+                for slot in p.slot..p.slot + p.slots {
+                    prop_assert_eq!(touched(p.offset + u64::from(slot - p.slot) * 256), absent);
+                    prop_assert_eq!(st.page(slot), Some(p));
+                }
+                next += p.slots;
+                last_absent = absent;
+            }
+            prop_assert_eq!(next, st.info.page_count);
+            prop_assert!(st.page(next).is_none());
+            // Every slot is counted once, whatever its status.
+            let all: usize = [
+                PageStatus::Unused, PageStatus::Intact, PageStatus::Damaged,
+                PageStatus::Salvaged, PageStatus::Resetting, PageStatus::Truncated,
+                PageStatus::Absent, PageStatus::Corrupt,
+            ].iter().map(|&s| st.pages_with(s)).sum();
+            prop_assert_eq!(all, b.pages.len());
+            // One diagnostic per absent report, with its count.
+            let diags: Vec<_> = after
+                .diagnostics
+                .iter()
+                .filter(|d| d.stream == Some(st.info.index))
+                .filter_map(|d| match d.problem {
+                    Problem::Absent { from, count } => Some((from, count)),
+                    _ => None,
+                })
+                .collect();
+            let runs: Vec<_> = st
+                .pages
+                .iter()
+                .filter(|p| p.status == PageStatus::Absent)
+                .map(|p| (p.slot, p.slots))
+                .collect();
+            prop_assert_eq!(diags, runs);
+        }
+    }
+
+    #[test]
     fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
         for trust in [HeaderTrust::Checksummed, HeaderTrust::Lenient] {
             if let Ok(r) = Region::parse(&bytes, trust) {

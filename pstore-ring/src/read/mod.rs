@@ -96,7 +96,8 @@ pub enum Problem {
 pub struct Region<'a> {
     bytes: &'a [u8],
     /// Byte ranges of `bytes` that the input could not supply (a dump's
-    /// excluded or lost pages), sorted; they hold no data.
+    /// excluded or lost pages), sorted, apart and not empty; they hold no
+    /// data.
     absent: Vec<core::ops::Range<u64>>,
     pub header: HeaderInfo,
     /// The state block, or why it could not be read.
@@ -178,17 +179,37 @@ impl<'a> Region<'a> {
     /// supply, such as pages a dump filtered out. Pages touching them are
     /// reported [`PageStatus::Absent`] and their events counted as
     /// unreadable, instead of the placeholder bytes being decoded.
+    /// Ranges may come in any order and overlap; touching ones are joined,
+    /// so a multi-GiB hole is one range however it was given.
     pub fn with_absent(mut self, mut absent: Vec<core::ops::Range<u64>>) -> Self {
         absent.retain(|r| r.start < r.end);
         absent.sort_by_key(|r| r.start);
-        self.absent = absent;
+        let mut joined: Vec<core::ops::Range<u64>> = Vec::with_capacity(absent.len());
+        for r in absent {
+            match joined.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => joined.push(r),
+            }
+        }
+        self.absent = joined;
         self
     }
 
     /// Whether any byte of `range` is absent from the input.
     pub fn is_absent(&self, range: core::ops::Range<u64>) -> bool {
+        self.absent_until(range).is_some()
+    }
+
+    /// Where the absent stretch holding some byte of `range` ends, if any
+    /// byte of it is absent. A range as long as `range` that starts later
+    /// but before that end touches the same stretch, so a run of absent
+    /// pages is found in one step, not page by page.
+    pub fn absent_until(&self, range: core::ops::Range<u64>) -> Option<u64> {
         let after = self.absent.partition_point(|r| r.end <= range.start);
-        self.absent.get(after).is_some_and(|r| r.start < range.end)
+        self.absent
+            .get(after)
+            .filter(|r| r.start < range.end)
+            .map(|r| r.end)
     }
 
     /// The region's bytes (at most `region_size` of them).

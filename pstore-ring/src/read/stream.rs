@@ -44,10 +44,15 @@ pub enum PageStatus {
     Corrupt,
 }
 
-/// A page slot's fate, for `info` output and tests.
+/// A page slot's fate, for `info` output and tests. A run of consecutive
+/// [`PageStatus::Absent`] slots is one report for all of them, so a dump
+/// that leaves out gigabytes costs one report, not one per page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageReport {
+    /// The first slot reported.
     pub slot: u32,
+    /// Slots reported, from `slot` on: 1, except for a run of absent ones.
+    pub slots: u32,
     /// From the start of the region.
     pub offset: u64,
     pub status: PageStatus,
@@ -135,36 +140,38 @@ impl StreamTrace<'_> {
         pages
     }
 
+    /// Page slots with `status`, counting every slot of a run.
     pub fn pages_with(&self, status: PageStatus) -> usize {
-        self.pages.iter().filter(|p| p.status == status).count()
+        self.pages
+            .iter()
+            .filter(|p| p.status == status)
+            .fold(0, |n, p| n.saturating_add(p.slots as usize))
     }
+
+    /// The report covering `slot`, if the slot is in the input.
+    pub fn page(&self, slot: u32) -> Option<&PageReport> {
+        report_of(&self.pages, slot).map(|i| &self.pages[i])
+    }
+}
+
+/// Where in `pages` (sorted by slot, one report per slot or run) the
+/// report covering `slot` is.
+fn report_of(pages: &[PageReport], slot: u32) -> Option<usize> {
+    let i = pages.partition_point(|p| u64::from(p.slot) + u64::from(p.slots) <= u64::from(slot));
+    pages.get(i).filter(|p| p.slot <= slot).map(|_| i)
 }
 
 /// One diagnostic per run of absent slots: a filtered dump can leave out
 /// thousands of (typically unused, all-zero) pages.
-fn report_absent(
-    info: &StreamInfo,
-    pages: &[PageReport],
-    page_size: u64,
-    diags: &mut Vec<Diagnostic>,
-) {
-    let mut slot = 0;
-    while slot < pages.len() {
-        if pages[slot].status != PageStatus::Absent {
-            slot += 1;
-            continue;
-        }
-        let from = slot;
-        while slot < pages.len() && pages[slot].status == PageStatus::Absent {
-            slot += 1;
-        }
+fn report_absent(info: &StreamInfo, pages: &[PageReport], diags: &mut Vec<Diagnostic>) {
+    for p in pages.iter().filter(|p| p.status == PageStatus::Absent) {
         diags.push(Diagnostic {
             stream: Some(info.index),
-            page: Some(from as u32),
-            offset: info.pages_offset + from as u64 * page_size,
+            page: Some(p.slot),
+            offset: p.offset,
             problem: Problem::Absent {
-                from: from as u32,
-                count: (slot - from) as u32,
+                from: p.slot,
+                count: p.slots,
             },
         });
     }
@@ -209,12 +216,45 @@ pub(super) fn decode<'a>(
             problem,
         });
     }
-    let mut pages = Vec::with_capacity(present as usize);
+    // Not reserved for `present` reports: a run of absent slots is one
+    // report, so the count follows the slots the input holds.
+    let mut pages: Vec<PageReport> = Vec::new();
     let mut readable = Vec::new();
-    for slot in 0..present {
+    let mut slot = 0;
+    while slot < present {
         let offset = info.pages_offset + u64::from(slot) * page_size;
+        // Every slot starting before the absent stretch ends touches it:
+        // the whole run is one report, found in one step.
+        if let Some(end) = region.absent_until(offset..offset + page_size) {
+            let next = end.saturating_sub(info.pages_offset).div_ceil(page_size);
+            let next = u32::try_from(next)
+                .unwrap_or(u32::MAX)
+                .clamp(slot + 1, present);
+            match pages.last_mut() {
+                Some(last)
+                    if last.status == PageStatus::Absent
+                        && u64::from(last.slot) + u64::from(last.slots) == u64::from(slot) =>
+                {
+                    last.slots = next - last.slot;
+                }
+                _ => pages.push(PageReport {
+                    slot,
+                    slots: next - slot,
+                    offset,
+                    status: PageStatus::Absent,
+                    seq: 0,
+                    records: 0,
+                    first_event: 0,
+                    first_ts: None,
+                    last_ts: None,
+                }),
+            }
+            slot = next;
+            continue;
+        }
         let mut report = PageReport {
             slot,
+            slots: 1,
             offset,
             status: PageStatus::Unused,
             seq: 0,
@@ -244,8 +284,9 @@ pub(super) fn decode<'a>(
             }
         }
         pages.push(report);
+        slot += 1;
     }
-    report_absent(info, &pages, page_size, diags);
+    report_absent(info, &pages, diags);
     readable.sort_by_key(|r| (r.seq, r.slot));
     readable.dedup_by(|later, earlier| {
         let dup = later.seq == earlier.seq;
@@ -258,7 +299,9 @@ pub(super) fn decode<'a>(
                 offset,
                 problem,
             });
-            pages[later.slot as usize].status = PageStatus::Corrupt;
+            if let Some(i) = report_of(&pages, later.slot) {
+                pages[i].status = PageStatus::Corrupt;
+            }
         }
         dup
     });
@@ -387,12 +430,14 @@ pub(super) fn decode<'a>(
                 at_index: r.first_index.saturating_add(u64::from(decoded)),
             });
         }
-        let report = &mut trace.pages[r.slot as usize];
-        report.status = status;
-        report.records = decoded;
-        report.first_event = first_event;
-        report.first_ts = Some(first_ts);
-        report.last_ts = Some(last_ts);
+        if let Some(i) = report_of(&trace.pages, r.slot) {
+            let report = &mut trace.pages[i];
+            report.status = status;
+            report.records = decoded;
+            report.first_event = first_event;
+            report.first_ts = Some(first_ts);
+            report.last_ts = Some(last_ts);
+        }
         prev = Some((r.seq, end, last_ts));
     }
     trace
@@ -400,8 +445,9 @@ pub(super) fn decode<'a>(
 
 type Unreadable = (PageStatus, u64, Option<Problem>);
 
-/// Checks a page header: `Ok(None)` for an unused slot, `Ok(Some)` for a
-/// page worth decoding, `Err` with the status and reason otherwise.
+/// Checks a page header the input holds (absent slots never get here):
+/// `Ok(None)` for an unused slot, `Ok(Some)` for a page worth decoding,
+/// `Err` with the status and reason otherwise.
 fn classify<'a>(
     region: &Region<'a>,
     info: &StreamInfo,
@@ -409,9 +455,6 @@ fn classify<'a>(
 ) -> Result<Option<Readable<'a>>, Unreadable> {
     let h = &region.header;
     let e = h.endian;
-    if region.is_absent(offset..offset + u64::from(h.page_size)) {
-        return Err((PageStatus::Absent, 0, None));
-    }
     let page = usize::try_from(offset)
         .ok()
         .and_then(|o| region.bytes().get(o..))
