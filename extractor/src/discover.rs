@@ -6,7 +6,7 @@
 //! bytes the dump does not hold become absent ranges that the reader
 //! reports, never zeros it decodes.
 
-use crate::phys::{Backing, PhysError, PhysMemory};
+use crate::phys::{hole_at, Backing, PhysError, PhysMemory};
 use memmap2::MmapMut;
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderTrust};
@@ -154,6 +154,10 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: Region
                 if bytes[at..at + g].iter().any(|&b| b != 0) {
                     bytes[at..at + g].fill(0);
                 }
+                // A hole of the map fails every read in it alike: its whole
+                // granules are taken in one step, so work follows the runs
+                // of the map, not the size of the hole.
+                let hole = skip_hole(mem, &e, addr, at + g, readable);
                 let filtered = matches!(
                     e,
                     PhysError::Hole {
@@ -167,7 +171,9 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: Region
                     PhysError::Hole { backing, .. } => backing.to_string(),
                     other => other.to_string(),
                 };
-                note_hole(&mut absent, &mut holes, at as u64..(at + g) as u64, &why);
+                note_hole(&mut absent, &mut holes, at as u64..hole as u64, &why);
+                at = hole;
+                continue;
             }
             at += g;
         }
@@ -200,6 +206,32 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: Region
         holes,
         copies: Vec::new(),
     }
+}
+
+/// Where the failed read `e` of the granule ending at region byte `from`
+/// lets the reading resume: at `from`, unless `e` is the map's own hole
+/// there, whose whole granules up to `readable` are skipped too (reading
+/// them would fail the same way). The granule holding the hole's end is
+/// read as before, so holes come out exactly as granule by granule.
+fn skip_hole(
+    mem: &dyn PhysMemory,
+    e: &PhysError,
+    addr: u64,
+    from: usize,
+    readable: usize,
+) -> usize {
+    let map = mem.map();
+    let at = e.addr();
+    let same = match (e, hole_at(map, at)) {
+        (PhysError::Hole { backing: a, .. }, PhysError::Hole { backing: b, .. }) => *a == b,
+        (PhysError::Outside { .. }, PhysError::Outside { .. }) => true,
+        _ => false,
+    };
+    map.hole_end(at)
+        .filter(|_| same)
+        .map(|end| (end - end % GRANULE as u64).saturating_sub(addr))
+        .map(|end| end.min(readable as u64) as usize)
+        .map_or(from, |end| end.max(from))
 }
 
 /// Records a hole, joining it to the previous one when it continues it

@@ -111,6 +111,20 @@ impl MemoryMap {
         self.runs.get(i).filter(|r| r.start <= addr)
     }
 
+    /// Where the hole `addr` lies in ends, for one cause: the end of its
+    /// excluded or lost run, or, when the dump does not cover `addr` at
+    /// all, the start of the next run (`u64::MAX` past the last). `None`
+    /// when `addr` is present. With [`hole_at`], a reader of a multi-GiB
+    /// hole learns its extent in one step instead of page by page.
+    pub fn hole_end(&self, addr: u64) -> Option<u64> {
+        let i = self.runs.partition_point(|r| r.end <= addr);
+        match self.runs.get(i) {
+            Some(r) if r.start <= addr => (r.backing != Backing::Present).then_some(r.end),
+            Some(r) => Some(r.start),
+            None => Some(u64::MAX),
+        }
+    }
+
     /// Bytes of memory present in the dump.
     pub fn present_bytes(&self) -> u64 {
         self.runs
@@ -244,6 +258,10 @@ mod tests {
         assert!(map.lookup(0x5000).is_none());
         assert!(map.lookup(u64::MAX).is_none());
         assert_eq!(map.present_bytes(), 0x4000);
+        assert_eq!(map.hole_end(0x2fff), None);
+        assert_eq!(map.hole_end(0x3000), Some(0x5000));
+        assert_eq!(map.hole_end(0x5000), Some(0x8000));
+        assert_eq!(map.hole_end(0x9000), Some(u64::MAX));
     }
 
     #[test]

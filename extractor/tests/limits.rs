@@ -108,3 +108,67 @@ fn overlapping_note_segments_are_read_into_one_buffer_with_a_total_cap() {
     assert!(stdout.contains("\"kernel\":\"6.12.0-notes\""), "{stdout}");
     assert!(stdout.contains("\"addr\":\"0x3000\""), "{stdout}");
 }
+
+#[test]
+fn a_segment_claiming_gigabytes_of_filtered_memory_costs_only_the_bytes_present() {
+    // An 8 KiB region whose checksummed header claims 4 GiB, inside a
+    // PT_LOAD whose `p_memsz` claims the same 4 GiB with only the 8 KiB in
+    // the file: every claimed page past them is a hole the dump's filter
+    // made, one run of absent pages, never one record per page.
+    let claim = 4u64 << 30;
+    let real = image_sized(0, 256, 8192, 20);
+    let mut image = real.clone();
+    patch(&mut image, 32, &claim.to_le_bytes(), 0..252);
+    let desc = u32::from_le_bytes(image[40..44].try_into().unwrap()) as usize;
+    let pages_offset = u64::from_le_bytes(image[desc + 8..desc + 16].try_into().unwrap());
+    let pages = u32::try_from((claim - pages_offset) / 256).unwrap();
+    patch(&mut image, desc + 4, &pages.to_le_bytes(), desc..desc + 60);
+    let segment = synth::Load {
+        paddr: 0,
+        memsz: claim,
+        filesz: image.len() as u64,
+    };
+    let core = synth::elf(&image, &[segment], None, 1, false);
+    let path = write_tmp("filtered-4g.elf", &core);
+    let path = path.to_str().unwrap();
+    for args in [&["info", path][..], &["extract", path]] {
+        let start = std::time::Instant::now();
+        let (out, kib) = crashring_peak_rss(args);
+        let took = start.elapsed();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            kib < SMALL_INPUT_RSS_KIB,
+            "{args:?}: peak RSS {} MiB, {took:?}\n{stderr}",
+            kib >> 10
+        );
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "{args:?}: {took:?}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let all = format!("{stdout}{stderr}");
+        assert!(
+            all.contains(&format!(
+                "region bytes 0x2000..{claim:#x}: excluded by the dump's filter"
+            )),
+            "{args:?}: {all}"
+        );
+        if args[0] == "info" {
+            // Stream 0's claimed slots past the 8 KiB, counted in one
+            // report and one diagnostic.
+            let absent = (claim - 0x2000) / 256;
+            assert!(
+                stdout.contains(&format!(", {absent} not in the dump")),
+                "{stdout}"
+            );
+            let first = (0x2000 - pages_offset) / 256;
+            assert!(
+                stdout.contains(&format!(
+                    "pages {first}.. ({absent} of them) are not in the input"
+                )),
+                "{stdout}"
+            );
+        }
+    }
+}
