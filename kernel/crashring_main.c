@@ -20,6 +20,7 @@
 #include <linux/random.h>
 #include <linux/fs.h>
 #include <linux/uuid.h>
+#include <linux/libnvdimm.h>
 #include <linux/utsname.h>
 #include <linux/timekeeping.h>
 #include <linux/cpumask.h>
@@ -419,6 +420,20 @@ static int cr_choose_slots(void)
 	return crashring_start_recording(victim);
 }
 
+/*
+ * Writes slot @cur's cache lines back to memory. A warm reset does not
+ * write caches back, and on persistent memory without eADR a power cut
+ * loses what they hold; so the panic, oops and shutdown paths end with
+ * this. arch_wb_cache_pmem() (CLWB on x86, as the pmem driver uses, see
+ * arch/x86/lib/usercopy_64.c) is coherent across CPUs: lines that other,
+ * stopped CPUs dirtied are written back too. No locks, any context.
+ */
+static void cr_write_back(int cur)
+{
+	arch_wb_cache_pmem(crashring.slot[cur].mem, crashring.slot[cur].size);
+	pmem_wmb();
+}
+
 /* Only where the other CPUs are stopped: the panic path. */
 static void cr_close_all(void)
 {
@@ -450,6 +465,7 @@ static int cr_panic(struct notifier_block *nb, unsigned long event, void *buf)
 	 */
 	WRITE_ONCE(crashring.enabled, false);
 	cr_close_all();
+	cr_write_back(cur);
 	return NOTIFY_DONE;
 }
 
@@ -463,8 +479,13 @@ static int cr_die(struct notifier_block *nb, unsigned long val, void *data)
 {
 	struct die_args *args = data;
 
-	if (val == DIE_OOPS)
-		crashring_record_crash(CRASHRING_REASON_OOPS, args && args->str ? args->str : "oops");
+	int cur = READ_ONCE(crashring.cur);
+
+	if (val != DIE_OOPS || cur < 0)
+		return NOTIFY_DONE;
+	crashring_record_crash(CRASHRING_REASON_OOPS, args && args->str ? args->str : "oops");
+	/* The oops may end in a watchdog's reset rather than a panic. */
+	cr_write_back(cur);
 	return NOTIFY_DONE;
 }
 
@@ -487,6 +508,7 @@ static void cr_finish_clean(void)
 	crashring_stop_all(crashring.streams, crashring.nstreams);
 	crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CLEAN,
 			    CRASHRING_REASON_NONE, 0, 0, "");
+	cr_write_back(cur);
 }
 
 /*
