@@ -142,11 +142,11 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
             "installing from bookworm-backports: {}",
             backports.join(" ")
         ));
-        cmd!(
+        let cmd = cmd!(
             sh,
             "apt-get install -y -q --no-install-recommends -t bookworm-backports {backports...}"
-        )
-        .run()?;
+        );
+        quietly(sh, cmd, "apt-get install from bookworm-backports")?;
     }
     let mut stock: Vec<String> = vec![
         format!("linux-image-{}-unsigned", k.v61),
@@ -156,16 +156,40 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
     stock.retain(|p| !is_installed(sh, p));
     if !stock.is_empty() {
         say(&format!("installing from bookworm: {}", stock.join(" ")));
-        cmd!(
+        let cmd = cmd!(
             sh,
             "apt-get install -y -q --no-install-recommends {stock...}"
-        )
-        .run()?;
+        );
+        quietly(sh, cmd, "apt-get install from bookworm")?;
     }
     install_checkpatch(sh, &k)?;
     install_perfetto_descriptor(sh)?;
     say("everything is installed");
     Ok(k)
+}
+
+/// Runs a chatty command (apt-get's hundreds of lines) with its output in
+/// target/crashring/setup.log instead of the terminal: a newcomer sees what
+/// is being installed, and on failure the end of the log and where it is.
+fn quietly(sh: &Shell, cmd: xshell::Cmd<'_>, what: &str) -> Result<()> {
+    let out = cmd.quiet().ignore_status().output()?;
+    let log = sh.current_dir().join("target/crashring/setup.log");
+    sh.create_dir(log.parent().context("setup log path")?)?;
+    let text = [out.stdout, out.stderr].concat();
+    let mut all = std::fs::read(&log).unwrap_or_default();
+    all.extend_from_slice(&text);
+    std::fs::write(&log, all)?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&text);
+        let lines: Vec<&str> = text.lines().collect();
+        bail!(
+            "{what} failed ({}); its last lines (all of it in {}):\n{}",
+            out.status,
+            log.display(),
+            lines[lines.len().saturating_sub(30)..].join("\n")
+        );
+    }
+    Ok(())
 }
 
 /// Perfetto's `trace.proto`, compiled (a FileDescriptorSet), for strict
