@@ -23,6 +23,8 @@
 #define CRASHRING_DESC_OFFSET 0x140
 #define CRASHRING_DESC_SIZE 0x40
 #define CRASHRING_PAGE_HEADER_SIZE 0x30
+#define CRASHRING_TAIL_SIZE 0x20
+#define CRASHRING_TAIL_COPIES 0x2
 #define CRASHRING_SCHEMA_HEADER_SIZE 0x10
 #define CRASHRING_EVENT_DESC_SIZE 0x28
 #define CRASHRING_FIELD_DESC_SIZE 0x18
@@ -33,6 +35,7 @@
 #define CRASHRING_MAX_RECORD_SIZE 0x3fc
 #define CRASHRING_MAX_STREAMS 0x1000
 #define CRASHRING_CLOCK_MONOTONIC 0x1
+#define CRASHRING_HEADER_FLAG_TAILS 0x1
 #define CRASHRING_STATE_RUNNING 0x1
 #define CRASHRING_STATE_CRASHED 0x2
 #define CRASHRING_STATE_CLEAN 0x3
@@ -48,6 +51,8 @@
 #define CRASHRING_PAGE_RESETTING 0x0
 #define CRASHRING_PAGE_OPEN 0x4f50
 #define CRASHRING_PAGE_CLOSED 0x434c
+#define CRASHRING_TAIL_OPEN 0x4f50
+#define CRASHRING_TAIL_CLOSED 0x434c
 #define CRASHRING_TYPE_PADDING 0x1
 #define CRASHRING_TYPE_TIME_EXTEND 0x2
 #define CRASHRING_TYPE_TIME_ABS 0x3
@@ -91,7 +96,7 @@ struct crashring_region_header {
 	__u64 created_ns;
 	__s64 wall_offset_ns;
 	__u32 flags;
-	__u32 reserved1;
+	__u32 tail_offset;
 	char kernel_release[64];
 	char hostname[64];
 	char producer[16];
@@ -142,8 +147,8 @@ _Static_assert(offsetof(struct crashring_region_header, wall_offset_ns) == 88,
 	       "crashring_region_header.wall_offset_ns");
 _Static_assert(offsetof(struct crashring_region_header, flags) == 96,
 	       "crashring_region_header.flags");
-_Static_assert(offsetof(struct crashring_region_header, reserved1) == 100,
-	       "crashring_region_header.reserved1");
+_Static_assert(offsetof(struct crashring_region_header, tail_offset) == 100,
+	       "crashring_region_header.tail_offset");
 _Static_assert(offsetof(struct crashring_region_header, kernel_release) == 104,
 	       "crashring_region_header.kernel_release");
 _Static_assert(offsetof(struct crashring_region_header, hostname) == 168,
@@ -247,6 +252,29 @@ _Static_assert(offsetof(struct crashring_page_header, dropped) == 40,
 	       "crashring_page_header.dropped");
 _Static_assert(offsetof(struct crashring_page_header, crc) == 44,
 	       "crashring_page_header.crc");
+
+struct crashring_stream_tail {
+	__u64 seq;
+	__u64 first_index;
+	__u64 end_index;
+	__u16 stream;
+	__u16 state;
+	__u32 crc;
+};
+
+_Static_assert(sizeof(struct crashring_stream_tail) == 32, "crashring_stream_tail");
+_Static_assert(offsetof(struct crashring_stream_tail, seq) == 0,
+	       "crashring_stream_tail.seq");
+_Static_assert(offsetof(struct crashring_stream_tail, first_index) == 8,
+	       "crashring_stream_tail.first_index");
+_Static_assert(offsetof(struct crashring_stream_tail, end_index) == 16,
+	       "crashring_stream_tail.end_index");
+_Static_assert(offsetof(struct crashring_stream_tail, stream) == 24,
+	       "crashring_stream_tail.stream");
+_Static_assert(offsetof(struct crashring_stream_tail, state) == 26,
+	       "crashring_stream_tail.state");
+_Static_assert(offsetof(struct crashring_stream_tail, crc) == 28,
+	       "crashring_stream_tail.crc");
 
 struct crashring_schema_header {
 	__u32 magic;

@@ -22,6 +22,7 @@ static char cr_magic_plain[] = CRASHRING_MAGIC_PLAIN;
 struct cr_plan {
 	u32 schema_offset;
 	u32 schema_size;
+	u32 tail_offset;
 	u64 pages_offset;
 	u32 pages_per_stream;
 	u64 region_size;
@@ -130,8 +131,11 @@ static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan 
 		return -EINVAL;
 	p->schema_offset = CRASHRING_DESC_OFFSET + cfg->nstreams * CRASHRING_DESC_SIZE;
 	p->schema_size = crashring_schema_size(cfg);
+	p->tail_offset = (p->schema_offset + p->schema_size + 7) / 8 * 8;
 	align = page < 4096 ? page : 4096;
-	p->pages_offset = (p->schema_offset + p->schema_size + align - 1) / align * align;
+	p->pages_offset = p->tail_offset +
+			  (u64)cfg->nstreams * CRASHRING_TAIL_COPIES * CRASHRING_TAIL_SIZE;
+	p->pages_offset = (p->pages_offset + align - 1) / align * align;
 	stream_bytes = size > p->pages_offset ? (size - p->pages_offset) / cfg->nstreams : 0;
 	fit = stream_bytes / page;
 	if (fit > 0xffffffffULL)
@@ -203,6 +207,8 @@ static int cr_write_header(u8 *mem, const struct crashring_config *cfg, const st
 	h->generation = cfg->generation;
 	h->created_ns = cfg->created_ns;
 	h->wall_offset_ns = cfg->wall_offset_ns;
+	h->flags = CRASHRING_HEADER_FLAG_TAILS;
+	h->tail_offset = p->tail_offset;
 	err = cr_put_text(h->kernel_release, sizeof(h->kernel_release), cfg->kernel_release);
 	err = err ?: cr_put_text(h->hostname, sizeof(h->hostname), cfg->hostname);
 	err = err ?: cr_put_text(h->producer, sizeof(h->producer), cfg->producer);
@@ -237,6 +243,27 @@ static u8 *cr_data(const struct crashring_stream *s, u32 slot)
 	return s->pages + (u64)slot * s->page_size + CRASHRING_PAGE_HEADER_SIZE;
 }
 
+/*
+ * Rewrites copy @seq & 1 of the stream's tail (FORMAT.md, "Stream tails"),
+ * whole and with its CRC: a stop part-way leaves that copy failing its CRC
+ * and the other copy holding the update before.
+ */
+static void cr_put_tail(struct crashring_stream *s, u64 seq, u64 first, u64 end, u16 state)
+{
+	struct crashring_stream_tail t = {
+		.seq = seq,
+		.first_index = first,
+		.end_index = end,
+		.stream = s->index,
+		.state = state,
+	};
+
+	t.crc = cr_crc2(&t, offsetof(struct crashring_stream_tail, crc), NULL, 0);
+	/* The page stores the tail describes are in place before it. */
+	cr_wmb();
+	memcpy(&s->tails[seq & 1], &t, sizeof(t));
+}
+
 /* Takes @slot as the stream's next page (FORMAT.md, "Opening a page"). */
 static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
 {
@@ -269,6 +296,7 @@ static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
 	cr_wmb();
 	cr_stop_point();
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_OPEN);
+	cr_put_tail(s, s->seq, s->next_index, s->next_index, CRASHRING_TAIL_OPEN);
 }
 
 /*
@@ -321,6 +349,8 @@ void crashring_close(struct crashring_stream *s)
 	cr_wmb();
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_CLOSED);
 	s->open = false;
+	cr_put_tail(s, copy.seq, copy.first_index, copy.first_index + copy.count,
+		    CRASHRING_TAIL_CLOSED);
 }
 
 static void cr_add_dropped(struct crashring_stream *s, u64 n)
@@ -566,6 +596,8 @@ int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 		s->page_size = cfg->page_size;
 		s->page_count = p.pages_per_stream;
 		s->index = i;
+		s->tails = (void *)(base + p.tail_offset +
+				    (u64)i * CRASHRING_TAIL_COPIES * CRASHRING_TAIL_SIZE);
 		s->time = cfg->created_ns;
 		for (slot = 0; slot < s->page_count; slot++)
 			memset(cr_page(s, slot), 0, CRASHRING_PAGE_HEADER_SIZE);

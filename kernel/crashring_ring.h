@@ -17,6 +17,10 @@
  *            -> time prefix + record header written
  *   caller:  fills the payload
  *   commit:  wmb -> { commit, count } in one 8-byte store -> leave(busy)
+ *
+ * Every page open and close ends by rewriting one of the stream's two tail
+ * copies (wmb -> 32 bytes with their CRC), so a reader can tell how far the
+ * stream went when its newest pages are unreadable.
  */
 #ifndef CRASHRING_RING_H
 #define CRASHRING_RING_H
@@ -80,6 +84,7 @@ struct crashring_stream {
 	u64 drops_total;	/* counted in pages, for statistics */
 	local_t busy;
 	local_t pending_drops;
+	struct crashring_stream_tail *tails;	/* the stream's two tail copies */
 };
 
 int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,

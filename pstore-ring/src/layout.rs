@@ -42,6 +42,11 @@ pub const STATE_SIZE: usize = 64;
 pub const DESC_OFFSET: usize = STATE_OFFSET + STATE_SIZE;
 pub const DESC_SIZE: usize = 64;
 pub const PAGE_HEADER_SIZE: usize = 48;
+/// One copy of a stream's tail ([`StreamTail`]); each stream has
+/// [`TAIL_COPIES`] of them, side by side, in the tail table.
+pub const TAIL_SIZE: usize = 32;
+/// Copy `seq & 1` is rewritten; the other keeps the update before it.
+pub const TAIL_COPIES: usize = 2;
 pub const SCHEMA_HEADER_SIZE: usize = 16;
 pub const EVENT_DESC_SIZE: usize = 40;
 pub const FIELD_DESC_SIZE: usize = 24;
@@ -61,6 +66,10 @@ pub const MAX_FIELDS: u16 = 32;
 
 /// `clock_id` values: which clock record timestamps come from.
 pub const CLOCK_MONOTONIC: u32 = 1;
+
+/// Header `flags` bits. A reader ignores bits it does not know.
+/// The region has a tail table at `tail_offset` (FORMAT.md, "Stream tails").
+pub const HEADER_FLAG_TAILS: u32 = 1;
 
 /// Generation states (`StateBlock::state`).
 pub const STATE_RUNNING: u32 = 1;
@@ -86,6 +95,10 @@ pub const PAGE_MAGIC: u32 = 0x4750_5243;
 pub const PAGE_RESETTING: u16 = 0x0000;
 pub const PAGE_OPEN: u16 = 0x4F50;
 pub const PAGE_CLOSED: u16 = 0x434C;
+/// Tail states (`StreamTail::state`), the page states' values: the tail
+/// describes a page that is open (its end not yet known) or closed.
+pub const TAIL_OPEN: u16 = PAGE_OPEN;
+pub const TAIL_CLOSED: u16 = PAGE_CLOSED;
 
 /// Record type ids 0..=15 are the format's own; 16..=31 are the built-in
 /// events; 32..=255 are free for writers, described by the schema table.
@@ -130,7 +143,9 @@ pub struct RegionHeader {
     pub created_ns: U64,
     pub wall_offset_ns: U64,
     pub flags: U32,
-    pub reserved1: U32,
+    /// Offset of the tail table when `flags` has [`HEADER_FLAG_TAILS`];
+    /// 0 (and reserved) in regions written before tails existed.
+    pub tail_offset: U32,
     pub kernel_release: [u8; 64],
     pub hostname: [u8; 64],
     pub producer: [u8; 16],
@@ -184,6 +199,22 @@ pub struct PageHeader {
     pub commit: U32,
     pub count: U32,
     pub dropped: U32,
+    pub crc: U32,
+}
+
+/// How far one stream has gone: the page it most recently opened and, once
+/// that page is closed, the index after its last event. Rewritten whole at
+/// every page open and close, alternating between the stream's two copies
+/// by `seq & 1`; `crc` covers bytes `0..28`, so a copy caught mid-rewrite
+/// fails it and the other copy still holds the previous update.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct StreamTail {
+    pub seq: U64,
+    pub first_index: U64,
+    pub end_index: U64,
+    pub stream: U16,
+    pub state: U16,
     pub crc: U32,
 }
 
@@ -292,6 +323,7 @@ mod tests {
         assert_eq!(size_of::<SchemaHeader>(), SCHEMA_HEADER_SIZE);
         assert_eq!(size_of::<EventDesc>(), EVENT_DESC_SIZE);
         assert_eq!(size_of::<FieldDesc>(), FIELD_DESC_SIZE);
+        assert_eq!(size_of::<StreamTail>(), TAIL_SIZE);
     }
 
     #[test]
@@ -301,6 +333,7 @@ mod tests {
         assert_eq!(offset_of!(StreamDesc, crc), 60);
         assert_eq!(offset_of!(PageHeader, crc), 44);
         assert_eq!(offset_of!(SchemaHeader, crc), 12);
+        assert_eq!(offset_of!(StreamTail, crc), 28);
     }
 
     #[test]
@@ -315,6 +348,7 @@ mod tests {
         assert_eq!(offset_of!(PageHeader, seq) % 8, 0);
         assert_eq!(offset_of!(PageHeader, first_ts) % 8, 0);
         assert_eq!(offset_of!(PageHeader, first_index) % 8, 0);
+        assert_eq!(offset_of!(StreamTail, end_index) % 8, 0);
     }
 
     #[test]

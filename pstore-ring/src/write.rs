@@ -8,7 +8,9 @@
 //!
 //! Writes to a page happen in the order the format's crash analysis assumes:
 //! record bytes, then `commit`, then `count`; a page is closed by writing its
-//! CRC before its `flags`.
+//! CRC before its `flags`. Every page open and close then rewrites one copy
+//! of the stream's tail, so a reader knows how far the stream went even when
+//! its newest pages are unreadable.
 
 use crate::endian::{Endian, U16, U32, U64};
 use crate::layout::*;
@@ -105,6 +107,7 @@ pub enum FormatError {
 struct Plan {
     schema_offset: usize,
     schema_size: usize,
+    tail_offset: usize,
     pages_offset: usize,
     pages_per_stream: u32,
 }
@@ -135,8 +138,10 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
     let page = cfg.page_size as usize;
     let schema_offset = DESC_OFFSET + cfg.streams.len() * DESC_SIZE;
     let schema_size = schema::table_size(cfg.custom_events);
+    let tail_offset = (schema_offset + schema_size).next_multiple_of(8);
+    let tail_end = tail_offset + cfg.streams.len() * TAIL_COPIES * TAIL_SIZE;
     let align = page.min(4096);
-    let pages_offset = (schema_offset + schema_size).div_ceil(align) * align;
+    let pages_offset = tail_end.div_ceil(align) * align;
     let stream_bytes = len.saturating_sub(pages_offset) / cfg.streams.len();
     let fit = u32::try_from(stream_bytes / page).unwrap_or(u32::MAX);
     let pages_per_stream = cfg.pages_per_stream.unwrap_or(fit);
@@ -148,6 +153,7 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
     Ok(Plan {
         schema_offset,
         schema_size,
+        tail_offset,
         pages_offset,
         pages_per_stream,
     })
@@ -162,9 +168,9 @@ fn put_text(dst: &mut [u8], text: &str) {
 /// Lays out a region over `buf` and returns the handles that record into it.
 ///
 /// The region is `buf`'s length rounded down to whole pages. Every page
-/// header is zeroed, so nothing of an earlier generation in the same memory
-/// can be mistaken for this one; page data is left as it was, since no
-/// reader looks past a page's `commit`.
+/// header and the tail table are zeroed, so nothing of an earlier generation
+/// in the same memory can be mistaken for this one; page data is left as it
+/// was, since no reader looks past a page's `commit`.
 pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted<'a>, FormatError> {
     let p = plan(cfg, buf.len())?;
     let e = cfg.endian;
@@ -207,6 +213,8 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     hdr.generation = U64::new(e, cfg.generation);
     hdr.created_ns = U64::new(e, cfg.created_ns);
     hdr.wall_offset_ns = U64::new(e, cfg.wall_offset_ns as u64);
+    hdr.flags = U32::new(e, HEADER_FLAG_TAILS);
+    hdr.tail_offset = U32::new(e, p.tail_offset as u32);
     put_text(&mut hdr.kernel_release, cfg.kernel_release);
     put_text(&mut hdr.hostname, cfg.hostname);
     put_text(&mut hdr.producer, cfg.producer);
@@ -229,6 +237,7 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     }
 
     let (meta, pages) = buf.split_at_mut(p.pages_offset);
+    let (meta, tails) = meta.split_at_mut(p.tail_offset);
     let mut control = RegionControl { meta, e };
     control.set_state(STATE_RUNNING, REASON_NONE, 0, 0, "");
     for slot in pages.chunks_exact_mut(page) {
@@ -238,6 +247,7 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
         control,
         streams: StreamWriters {
             rest: pages,
+            tails,
             next: 0,
             count: streams as u16,
             e,
@@ -291,6 +301,8 @@ impl RegionControl<'_> {
 /// Hands out one [`StreamWriter`] per stream, in stream order.
 pub struct StreamWriters<'a> {
     rest: &'a mut [u8],
+    /// The tail pairs of the streams not yet handed out.
+    tails: &'a mut [u8],
     next: u16,
     count: u16,
     e: Endian,
@@ -309,8 +321,11 @@ impl<'a> Iterator for StreamWriters<'a> {
         let len = self.pages as usize * self.page_size;
         let (mine, rest) = core::mem::take(&mut self.rest).split_at_mut(len);
         self.rest = rest;
+        let (tail, tails) = core::mem::take(&mut self.tails).split_at_mut(TAIL_COPIES * TAIL_SIZE);
+        self.tails = tails;
         let mut w = StreamWriter {
             pages: mine,
+            tail,
             e: self.e,
             page_size: self.page_size,
             page_count: self.pages,
@@ -344,6 +359,8 @@ pub enum Dropped {
 /// Records into one stream's ring of pages.
 pub struct StreamWriter<'a> {
     pages: &'a mut [u8],
+    /// The stream's two tail copies.
+    tail: &'a mut [u8],
     e: Endian,
     page_size: usize,
     page_count: u32,
@@ -420,6 +437,23 @@ impl StreamWriter<'_> {
         h.crc = U32::new(e, 0);
         h.seq = U64::new(e, seq);
         h.flags = U16::new(e, PAGE_OPEN);
+        self.put_tail(seq, index, index, TAIL_OPEN);
+    }
+
+    /// Rewrites copy `seq & 1` of the stream's tail, whole, after the page
+    /// stores it describes. Its CRC goes with it: a copy caught half
+    /// rewritten fails it, and the other copy still holds the update before.
+    fn put_tail(&mut self, seq: u64, first_index: u64, end_index: u64, state: u16) {
+        let e = self.e;
+        let mut t = StreamTail::new_zeroed();
+        t.seq = U64::new(e, seq);
+        t.first_index = U64::new(e, first_index);
+        t.end_index = U64::new(e, end_index);
+        t.stream = U16::new(e, self.stream);
+        t.state = U16::new(e, state);
+        t.crc = U32::new(e, crc32(&[&t.as_bytes()[..TAIL_SIZE - 4]]));
+        let at = (seq & 1) as usize * TAIL_SIZE;
+        self.tail[at..at + TAIL_SIZE].copy_from_slice(t.as_bytes());
     }
 
     /// Closes the current page: CRC first, then the flag that makes the CRC
@@ -444,6 +478,11 @@ impl StreamWriter<'_> {
         h.crc = U32::new(e, crc);
         h.flags = U16::new(e, PAGE_CLOSED);
         self.open = false;
+        // The end comes from what the header published, as in the C writer,
+        // whose panic path closes pages of CPUs stopped mid-record.
+        let (seq, first) = (closed.seq.get(e), closed.first_index.get(e));
+        let end = first.saturating_add(closed.count.get(e).into());
+        self.put_tail(seq, first, end, TAIL_CLOSED);
     }
 
     /// Counts one event that could not be recorded.

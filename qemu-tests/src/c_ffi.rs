@@ -51,7 +51,7 @@ pub struct Config {
 
 /// `struct crashring_stream` is opaque here: its size comes from C.
 #[repr(C, align(8))]
-pub struct StreamState(pub [u8; 96]);
+pub struct StreamState(pub [u8; 104]);
 
 extern "C" {
     pub fn crashring_format(
@@ -202,7 +202,7 @@ impl CRegion {
         let cfg = c_config(rc);
         let mut mem = vec![0u64; bytes.div_ceil(8)];
         let mut streams: Vec<StreamState> = (0..rc.streams.len())
-            .map(|_| StreamState([0; 96]))
+            .map(|_| StreamState([0; 104]))
             .collect();
         let err = unsafe {
             crashring_format(

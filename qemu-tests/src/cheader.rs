@@ -38,7 +38,7 @@ fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
                 page_header_size: "__u16", page_size: "__u32", desc_size: "__u32", region_size: "__u64",
                 desc_offset: "__u32", schema_offset: "__u32", schema_size: "__u32", clock_id: "__u32",
                 boot_id: "__u8" [16], generation: "__u64", created_ns: "__u64", wall_offset_ns: "__s64",
-                flags: "__u32", reserved1: "__u32", kernel_release: "char" [64], hostname: "char" [64],
+                flags: "__u32", tail_offset: "__u32", kernel_release: "char" [64], hostname: "char" [64],
                 producer: "char" [16], reserved2: "__u32", header_crc: "__u32"),
         ),
         (
@@ -61,6 +61,13 @@ fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
             fields!(PageHeader;
                 magic: "__u32", stream: "__u16", flags: "__u16", seq: "__u64", first_ts: "__u64",
                 first_index: "__u64", commit: "__u32", count: "__u32", dropped: "__u32", crc: "__u32"),
+        ),
+        (
+            "crashring_stream_tail",
+            TAIL_SIZE,
+            fields!(StreamTail;
+                seq: "__u64", first_index: "__u64", end_index: "__u64", stream: "__u16", state: "__u16",
+                crc: "__u32"),
         ),
         (
             "crashring_schema_header",
@@ -90,6 +97,8 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("DESC_OFFSET", DESC_OFFSET as u64),
         ("DESC_SIZE", DESC_SIZE as u64),
         ("PAGE_HEADER_SIZE", PAGE_HEADER_SIZE as u64),
+        ("TAIL_SIZE", TAIL_SIZE as u64),
+        ("TAIL_COPIES", TAIL_COPIES as u64),
         ("SCHEMA_HEADER_SIZE", SCHEMA_HEADER_SIZE as u64),
         ("EVENT_DESC_SIZE", EVENT_DESC_SIZE as u64),
         ("FIELD_DESC_SIZE", FIELD_DESC_SIZE as u64),
@@ -100,6 +109,7 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("MAX_RECORD_SIZE", MAX_RECORD_SIZE as u64),
         ("MAX_STREAMS", MAX_STREAMS.into()),
         ("CLOCK_MONOTONIC", CLOCK_MONOTONIC.into()),
+        ("HEADER_FLAG_TAILS", HEADER_FLAG_TAILS.into()),
         ("STATE_RUNNING", STATE_RUNNING.into()),
         ("STATE_CRASHED", STATE_CRASHED.into()),
         ("STATE_CLEAN", STATE_CLEAN.into()),
@@ -115,6 +125,8 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("PAGE_RESETTING", PAGE_RESETTING.into()),
         ("PAGE_OPEN", PAGE_OPEN.into()),
         ("PAGE_CLOSED", PAGE_CLOSED.into()),
+        ("TAIL_OPEN", TAIL_OPEN.into()),
+        ("TAIL_CLOSED", TAIL_CLOSED.into()),
         ("TYPE_PADDING", TYPE_PADDING.into()),
         ("TYPE_TIME_EXTEND", TYPE_TIME_EXTEND.into()),
         ("TYPE_TIME_ABS", TYPE_TIME_ABS.into()),
