@@ -6,7 +6,8 @@
 //! {"kind":"event","region":0,"stream":1,"cpu":1,"ts":12000004711,
 //!  "type":"printk","salvaged":false,"fields":{"level":6,"text":"hello"}}
 //! {"kind":"loss","region":0,"stream":1,"cpu":1,"ts":12000009000,
-//!  "reason":"overwritten","events":3,"pages":1,"after_ts":null,"before_ts":12000009000}
+//!  "reason":"overwritten","events":3,"pages":1,"after_ts":null,"before_ts":12000009000,
+//!  "cause":null,"exact":true}
 //! ```
 //!
 //! - `kind`: `event` or `loss`. `region`: index in `crashring info` order.
@@ -21,11 +22,15 @@
 //!   U+FFFD, byte arrays are hex strings. A payload that does not fit its
 //!   type appears as `"raw"` (hex) instead of `fields`.
 //! - `salvaged`: the event came from a page that was open at the crash.
-//! - `reason`: `overwritten`, `unreadable`, `dropped` or `torn`.
+//! - `reason`: `overwritten`, `unreadable`, `dropped`, `torn` or `end`
+//!   (after the stream's newest readable page). `cause`: for `end`, why
+//!   its pages cannot be read: `corrupt`, `absent` or `cut`; null
+//!   otherwise. `exact`: false when `events` is only a lower bound, as the
+//!   stream's end is unknown.
 
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{EventType, LossKind, Region, StreamInfo};
+use pstore_ring::read::{EndCause, EventType, LossKind, Region, StreamInfo};
 use pstore_ring::schema::Value;
 
 /// Appends `s` as a JSON string: invalid UTF-8 becomes U+FFFD, as
@@ -146,6 +151,16 @@ pub fn reason(kind: LossKind) -> &'static str {
         LossKind::Unreadable => "unreadable",
         LossKind::Dropped => "dropped",
         LossKind::Torn => "torn",
+        LossKind::End => "end",
+    }
+}
+
+/// An end loss's `cause` in JSON.
+pub fn cause(cause: EndCause) -> &'static str {
+    match cause {
+        EndCause::Corrupt => "corrupt",
+        EndCause::Absent => "absent",
+        EndCause::Cut => "cut",
     }
 }
 
@@ -248,7 +263,20 @@ pub fn write_item<'a>(
             write_opt(out, l.after_ts);
             out.extend_from_slice(b",\"before_ts\":");
             write_opt(out, l.before_ts);
-            out.push(b'}');
+            out.extend_from_slice(b",\"cause\":");
+            match l.cause {
+                Some(c) => {
+                    out.push(b'"');
+                    out.extend_from_slice(cause(c).as_bytes());
+                    out.push(b'"');
+                }
+                None => out.extend_from_slice(b"null"),
+            }
+            out.extend_from_slice(if l.exact {
+                b",\"exact\":true}"
+            } else {
+                b",\"exact\":false}"
+            });
         }
     }
 }

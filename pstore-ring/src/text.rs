@@ -14,7 +14,7 @@ use crate::endian::Endian;
 use crate::layout::STREAM_KERNEL_CPU;
 use crate::merge::Item;
 use crate::read::Event;
-use crate::read::{EventType, Loss, LossKind, Schema, StreamInfo};
+use crate::read::{EndCause, EventType, Loss, LossKind, Schema, StreamInfo};
 use crate::schema::Value;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
@@ -248,6 +248,57 @@ pub fn loss_kind_name(kind: LossKind) -> &'static str {
         LossKind::Unreadable => "unreadable pages",
         LossKind::Dropped => "dropped by the writer",
         LossKind::Torn => "torn",
+        LossKind::End => "end of stream",
+    }
+}
+
+/// Why an end loss's pages cannot be read, in words.
+pub fn end_cause_name(cause: EndCause) -> &'static str {
+    match cause {
+        EndCause::Corrupt => "corrupt",
+        EndCause::Absent => "not in the dump",
+        EndCause::Cut => "cut off",
+    }
+}
+
+/// A loss's count and reason in words: `3 events lost (overwritten)`, or
+/// for an end loss `465 events lost (end of stream: 2 pages corrupt)`, and
+/// `at least 0 events lost (end of stream unknown: 1 page cut off)` when the
+/// count is only a lower bound.
+pub struct LossLabel<'l>(pub &'l Loss);
+
+impl fmt::Display for LossLabel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = self.0;
+        if !l.exact {
+            f.write_str("at least ")?;
+        }
+        write!(f, "{} events lost (", l.events)?;
+        LossReason(l).fmt(f)?;
+        f.write_str(")")
+    }
+}
+
+/// A loss's reason alone: its kind's name, and for an end loss how many
+/// pages, why, and whether the stream's end is known.
+pub struct LossReason<'l>(pub &'l Loss);
+
+impl fmt::Display for LossReason<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = self.0;
+        f.write_str(loss_kind_name(l.kind))?;
+        if l.kind != LossKind::End {
+            return Ok(());
+        }
+        if !l.exact {
+            f.write_str(" unknown")?;
+        }
+        let s = if l.pages == 1 { "" } else { "s" };
+        write!(f, ": {} page{s}", l.pages)?;
+        if let Some(c) = l.cause {
+            write!(f, " {}", end_cause_name(c))?;
+        }
+        Ok(())
     }
 }
 
@@ -307,10 +358,8 @@ fn event(out: &mut Vec<u8>, ev: &Event<'_>, info: Option<&StreamInfo>, schema: &
 fn loss(out: &mut Vec<u8>, l: &Loss, info: Option<&StreamInfo>) {
     stream_and_time(out, info, l.stream, l.before_ts.or(l.after_ts).unwrap_or(0));
     out.extend_from_slice(b": ** ");
-    decimal(out, l.events, 0, b' ');
-    out.extend_from_slice(b" events lost (");
-    out.extend_from_slice(loss_kind_name(l.kind).as_bytes());
-    out.extend_from_slice(b") **");
+    out.extend_from_slice(alloc::format!("{}", LossLabel(l)).as_bytes());
+    out.extend_from_slice(b" **");
 }
 
 /// Writes a region's summary: header, state, then per stream its counts,
@@ -367,9 +416,10 @@ pub fn write_summary(
     }
     for st in &trace.streams {
         let n = |s| st.pages_with(s);
+        let at_least = if st.lost_exact() { "" } else { "at least " };
         write!(
             out,
-            "{}: {} events, {} lost; pages: {} intact, {} salvaged",
+            "{}: {} events, {at_least}{} lost; pages: {} intact, {} salvaged",
             st.info.label(),
             st.events.len(),
             st.lost_events(),
@@ -386,11 +436,12 @@ pub fn write_summary(
         }
         writeln!(out, ", {} unused", n(PageStatus::Unused))?;
         for l in &st.losses {
+            let at_least = if l.exact { "" } else { "at least " };
             write!(
                 out,
-                "  lost {} ({}) before index {}",
+                "  lost {at_least}{} ({}) before index {}",
                 l.events,
-                loss_kind_name(l.kind),
+                LossReason(l),
                 l.at_index
             )?;
             if let Some(t) = l.after_ts {

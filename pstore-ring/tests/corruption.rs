@@ -1,11 +1,16 @@
 //! Damage costs only what it touches: flipped bits cost exactly their
 //! pages, a cut costs only what lies past it, and garbage never panics.
+//! What a stream loses after its newest readable page is counted from its
+//! tail, and a tail that fails its checks is not believed.
 
 mod common;
 
 use common::*;
 use proptest::prelude::*;
-use pstore_ring::read::{HeaderTrust, LossKind, PageReport, PageStatus, Problem, Region, Trace};
+use pstore_ring::read::{
+    EndCause, HeaderTrust, Loss, LossKind, PageReport, PageStatus, Problem, Region, StreamTrace,
+    TailTable, Trace,
+};
 use pstore_ring::Endian;
 use std::collections::BTreeSet;
 
@@ -52,13 +57,12 @@ proptest! {
         let model = closed_image(endian, page_size, streams, pages, seed);
         let clean = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
         let before = clean.decode();
-        // Candidates: intact pages that are not their stream's newest (the
-        // newest page's events have no later page to reveal their count).
+        // Candidates: every intact page, the newest included (its stream's
+        // tail says how many events it held).
         let mut candidates = Vec::new();
         for st in &before.streams {
-            let newest = st.pages.iter().filter(|p| p.status == PageStatus::Intact).map(|p| p.seq).max();
             for p in &st.pages {
-                if p.status == PageStatus::Intact && Some(p.seq) != newest {
+                if p.status == PageStatus::Intact {
                     candidates.push((st.info.index, p.slot, p.offset, p.records));
                 }
             }
@@ -99,6 +103,7 @@ proptest! {
         // Events lost to the damage are exactly those of the hit pages.
         let hit_records: u64 = candidates.iter().filter(|c| hit.contains(&(c.0, c.1))).map(|c| u64::from(c.3)).sum();
         prop_assert_eq!(before.event_count() as u64 - after.event_count() as u64, hit_records);
+        prop_assert!(after.lost_exact());
         prop_assert_eq!(after.event_count() as u64 + after.lost_events(), written_total(&model) + dropped(&after) );
     }
 
@@ -464,4 +469,198 @@ fn an_open_page_at_the_end_of_the_index_space_is_reported_not_a_panic() {
         },
         "{diag}"
     );
+}
+
+/// The stream's one loss of kind [`LossKind::End`], if any.
+fn end_loss(st: &StreamTrace<'_>) -> Option<Loss> {
+    let mut end = st.losses.iter().filter(|l| l.kind == LossKind::End);
+    let first = end.next().copied();
+    assert!(end.next().is_none(), "two end losses: {:?}", st.losses);
+    first
+}
+
+/// A stream's pages, newest first.
+fn newest_first(st: &StreamTrace<'_>) -> Vec<PageReport> {
+    let mut pages: Vec<PageReport> = st.pages.iter().filter(|p| p.seq != 0).cloned().collect();
+    pages.sort_by_key(|p| std::cmp::Reverse(p.seq));
+    pages
+}
+
+/// Events written to stream `i`, recovered from `st` plus lost, not
+/// counting writer drops (the model does not count them as written).
+fn accounted(st: &StreamTrace<'_>) -> u64 {
+    st.events.len() as u64 + st.lost_events() - st.lost(LossKind::Dropped)
+}
+
+#[test]
+fn a_corrupt_newest_page_is_an_exact_end_loss() {
+    let model = closed_image(Endian::Little, 256, 2, 4, 7);
+    let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+    let before = region.decode();
+    let pages = newest_first(&before.streams[1]);
+    let mut image = model.image.clone();
+    // A bit in the newest page's header, then in the next newest's.
+    image[pages[0].offset as usize + 16] ^= 0x10;
+    let after = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let st = &after.streams[1];
+    let loss = end_loss(st).expect("an end loss");
+    assert_eq!(loss.events, u64::from(pages[0].records));
+    assert_eq!(loss.pages, 1);
+    assert_eq!(loss.cause, Some(EndCause::Corrupt));
+    assert!(loss.exact);
+    assert_eq!(loss.after_ts, pages[1].last_ts);
+    assert_eq!(accounted(st), model.streams[1].len() as u64);
+
+    image[pages[1].offset as usize + 8] ^= 0x01;
+    let after = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let st = &after.streams[1];
+    let loss = end_loss(st).expect("an end loss");
+    assert_eq!(loss.events, u64::from(pages[0].records + pages[1].records));
+    assert_eq!((loss.pages, loss.exact), (2, true));
+    assert_eq!(accounted(st), model.streams[1].len() as u64);
+    // The text says so.
+    let mut text = String::new();
+    pstore_ring::text::write_summary(
+        &mut text,
+        &Region::parse(&image, HeaderTrust::Checksummed).unwrap(),
+        &after,
+        false,
+    )
+    .unwrap();
+    let want = format!(
+        "  lost {} (end of stream: 2 pages corrupt) before index {}",
+        loss.events, loss.at_index
+    );
+    assert!(text.contains(&want), "{text}");
+}
+
+#[test]
+fn a_region_cut_inside_a_streams_newest_pages_reports_pages_and_events() {
+    // The last stream's two newest pages are in adjacent slots, so that a
+    // cut inside the older of them removes both (and any older page in
+    // the slots after them) but not the pages before them, and nothing of
+    // another stream.
+    let model = (0..64)
+        .map(|seed| closed_image(Endian::Big, 512, 3, 5, seed))
+        .find(|m| {
+            let r = Region::parse(&m.image, HeaderTrust::Checksummed).unwrap();
+            let pages = newest_first(&r.decode().streams[2]);
+            pages[1].slot >= 1 && pages[0].slot == pages[1].slot + 1
+        })
+        .expect("a seed whose last stream's newest pages are in order");
+    let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+    let before = region.decode();
+    let pages = newest_first(&before.streams[2]);
+    let cut = pages[1].offset as usize + 100;
+    let part = Region::parse(&model.image[..cut], HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let st = &part.streams[2];
+    let loss = end_loss(st).expect("an end loss");
+    assert_eq!(loss.pages, 2);
+    assert_eq!(loss.events, u64::from(pages[0].records + pages[1].records));
+    assert_eq!(loss.cause, Some(EndCause::Cut));
+    assert!(loss.exact);
+    assert_eq!(loss.at_index, model.streams[2].len() as u64);
+    assert_eq!(accounted(st), model.streams[2].len() as u64);
+    // The other streams lie before the cut and lose nothing at their end.
+    assert!(end_loss(&part.streams[0]).is_none());
+    assert!(end_loss(&part.streams[1]).is_none());
+}
+
+/// The region offset of stream `stream`'s tail copy `copy`.
+fn tail_copy(region: &Region<'_>, stream: u16, copy: u64) -> usize {
+    let TailTable::At(base) = region.tails else {
+        panic!("no tail table");
+    };
+    (base + u64::from(stream) * 64 + copy * 32) as usize
+}
+
+#[test]
+fn a_torn_tail_is_not_believed_and_the_end_is_unknown() {
+    let model = closed_image(Endian::Little, 256, 2, 4, 3);
+    let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+    let before = region.decode();
+    let pages = newest_first(&before.streams[0]);
+    let newest = pages[0].seq;
+    let mut image = model.image.clone();
+    // The newest page is corrupt (a bit of its `first_ts`), and the tail
+    // copy describing it was caught half rewritten: its end_index is not
+    // what its CRC covers.
+    image[pages[0].offset as usize + 16] ^= 0x10;
+    let torn = tail_copy(&region, 0, newest & 1);
+    image[torn + 16] ^= 0x04;
+    let r = Region::parse(&image, HeaderTrust::Checksummed).unwrap();
+    let after = r.decode();
+    assert!(
+        after.diagnostics.iter().any(|d| d.stream == Some(0)
+            && d.page.is_none()
+            && d.offset == torn as u64
+            && matches!(d.problem, Problem::TailCrc { copy, .. } if u64::from(copy) == newest & 1)),
+        "{:?}",
+        after.diagnostics
+    );
+    let st = &after.streams[0];
+    let loss = end_loss(st).expect("an end loss");
+    // The other copy says the page before was closed; the newest page may
+    // hold any number of events: counted as a page, never as a guess.
+    assert!(!loss.exact);
+    assert_eq!(loss.pages, 1);
+    assert_eq!(loss.events, 0);
+    assert_eq!(loss.cause, Some(EndCause::Corrupt));
+    assert!(!after.lost_exact());
+    assert!(accounted(st) < model.streams[0].len() as u64);
+    let label = pstore_ring::text::LossLabel(&loss).to_string();
+    assert_eq!(
+        label,
+        "at least 0 events lost (end of stream unknown: 1 page corrupt)"
+    );
+
+    // Both copies torn: the slots after the newest readable page decide.
+    image[tail_copy(&region, 0, (newest + 1) & 1) + 3] ^= 0x80;
+    let after = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let loss = end_loss(&after.streams[0]).expect("an end loss");
+    assert_eq!((loss.pages, loss.events, loss.exact), (1, 0, false));
+
+    // A torn tail over readable pages costs nothing but is reported.
+    let mut image = model.image.clone();
+    image[torn + 16] ^= 0x04;
+    let after = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    assert!(end_loss(&after.streams[0]).is_none());
+    assert_eq!(after.event_count(), before.event_count());
+    assert!(after
+        .diagnostics
+        .iter()
+        .any(|d| matches!(d.problem, Problem::TailCrc { .. })));
+}
+
+#[test]
+fn a_region_without_tails_walks_its_slots() {
+    // A region written before tails existed: flags bit 0 clear.
+    let model = closed_image(Endian::Little, 256, 1, 4, 5);
+    let mut image = model.image.clone();
+    patch(&mut image, 96, &0u32.to_le_bytes(), 0..252);
+    let region = Region::parse(&image, HeaderTrust::Checksummed).unwrap();
+    assert_eq!(region.tails, TailTable::None);
+    let before = region.decode();
+    assert!(end_loss(&before.streams[0]).is_none());
+    let pages = newest_first(&before.streams[0]);
+    image[pages[0].offset as usize + 16] ^= 0x10;
+    let after = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let loss = end_loss(&after.streams[0]).expect("an end loss");
+    assert_eq!((loss.pages, loss.events, loss.exact), (1, 0, false));
+    assert!(after.diagnostics.iter().all(|d| !matches!(
+        d.problem,
+        Problem::TailCrc { .. } | Problem::TailField { .. }
+    )));
 }

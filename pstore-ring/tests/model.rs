@@ -1,14 +1,15 @@
 //! Property: for any event stream, page size, CPU count and byte order, with
 //! any number of wraparounds, crashed or closed, the reader returns exactly
 //! the events of the surviving pages, in order, and counts every other
-//! event as lost.
+//! event as lost: recovered + lost = written, also when a stream's newest
+//! pages are then corrupted (its tail tells how far it went).
 
 mod common;
 
 use common::*;
 use proptest::prelude::*;
 use pstore_ring::merge::{merge, Item};
-use pstore_ring::read::{HeaderTrust, LossKind, PageStatus, Region};
+use pstore_ring::read::{HeaderTrust, LossKind, PageReport, PageStatus, Region};
 
 fn check(setup: &Setup) -> Result<(), TestCaseError> {
     let model = build(setup);
@@ -44,10 +45,18 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
         let other: u64 = st
             .losses
             .iter()
-            .filter(|l| matches!(l.kind, LossKind::Unreadable | LossKind::Torn))
+            .filter(|l| {
+                matches!(
+                    l.kind,
+                    LossKind::Unreadable | LossKind::Torn | LossKind::End
+                )
+            })
             .map(|l| l.events)
             .sum();
         prop_assert_eq!(other, 0);
+        prop_assert!(st.lost_exact(), "stream {} end unknown on a clean image", i);
+        let lost = st.lost_events() - st.lost(LossKind::Dropped);
+        prop_assert_eq!(got.len() as u64 + lost, written.len() as u64);
         // Overwriting happens only when the ring is full: the events of the
         // last `pages - 1` pages always survive.
         if skip > 0 {
@@ -88,12 +97,84 @@ fn check(setup: &Setup) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Corrupts the `k` newest readable pages of stream `victim` (their magic),
+/// as decayed memory would, and checks that every stream still adds up:
+/// recovered + lost = written, exactly when the reader says its count is
+/// exact (always, when the pages were closed and the tail says so), and
+/// never more than written when the stream's end is unknown.
+fn check_newest_damaged(setup: &Setup, victim: usize, k: usize) -> Result<(), TestCaseError> {
+    let model = build(setup);
+    let clean = Region::parse(&model.image, HeaderTrust::Checksummed)
+        .expect("parses")
+        .decode();
+    let mut newest: Vec<&PageReport> = clean.streams[victim]
+        .pages
+        .iter()
+        .filter(|p| matches!(p.status, PageStatus::Intact | PageStatus::Salvaged))
+        .collect();
+    newest.sort_by_key(|p| std::cmp::Reverse(p.seq));
+    newest.truncate(k);
+    let mut image = model.image.clone();
+    for p in &newest {
+        image[p.offset as usize] ^= 0xff;
+    }
+    let trace = Region::parse(&image, HeaderTrust::Checksummed)
+        .expect("parses")
+        .decode();
+    for (i, st) in trace.streams.iter().enumerate() {
+        let written = model.streams[i].len() as u64;
+        let recovered = st.events.len() as u64;
+        let lost = st.lost_events() - st.lost(LossKind::Dropped);
+        if st.lost_exact() {
+            prop_assert_eq!(recovered + lost, written, "stream {}: {:?}", i, st.losses);
+        } else {
+            prop_assert!(recovered + lost <= written, "stream {}: {:?}", i, st.losses);
+        }
+        if setup.close_at_end {
+            prop_assert!(
+                st.lost_exact(),
+                "stream {} closed, yet its end is unknown",
+                i
+            );
+        }
+        if i == victim && !newest.is_empty() {
+            let end: Vec<_> = st
+                .losses
+                .iter()
+                .filter(|l| l.kind == LossKind::End)
+                .collect();
+            prop_assert_eq!(end.len(), 1, "stream {}: {:?}", i, st.losses);
+            // With no readable page left, the loss spans every page the
+            // stream ever had, overwritten ones included.
+            let pages = if st.decoded_pages().is_empty() {
+                newest[0].seq
+            } else {
+                newest.len() as u64
+            };
+            prop_assert_eq!(end[0].pages, pages);
+        } else {
+            prop_assert!(st.losses.iter().all(|l| l.kind != LossKind::End));
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
     fn reader_returns_exactly_the_surviving_events(setup in setup_strategy(600)) {
         check(&setup)?;
+    }
+
+    #[test]
+    fn corrupt_newest_pages_are_counted_at_the_stream_end(
+        setup in setup_strategy(600),
+        victim in any::<prop::sample::Index>(),
+        k in 1usize..4,
+    ) {
+        let victim = victim.index(setup.streams);
+        check_newest_damaged(&setup, victim, k)?;
     }
 }
 

@@ -16,9 +16,10 @@ mod stream;
 
 pub use region::{
     parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
+    TailTable,
 };
 pub use schema::{EventType, Field, Schema, SchemaError, Values};
-pub use stream::{Event, Loss, LossKind, PageReport, PageStatus, StreamTrace};
+pub use stream::{EndCause, Event, Loss, LossKind, PageReport, PageStatus, StreamTrace};
 
 use crate::record::RecordError;
 use alloc::vec::Vec;
@@ -87,6 +88,24 @@ pub enum Problem {
     IndexMismatch { expected: u64, found: u64 },
     #[error("schema table unusable, built-in event types used: {0}")]
     Schema(SchemaError),
+    #[error("tail copy {copy}: CRC mismatch: stored {stored:#010x}, computed {computed:#010x}; not believed")]
+    TailCrc {
+        copy: u8,
+        stored: u32,
+        computed: u32,
+    },
+    #[error("tail copy {copy}: invalid field `{field}`: {value}; not believed")]
+    TailField {
+        copy: u8,
+        field: &'static str,
+        value: u64,
+    },
+    #[error("tail copy {copy} is not in the input: the dump excluded or lost it")]
+    TailAbsent { copy: u8 },
+    #[error(
+        "tail says page seq {tail} is the newest, but page seq {newest} is readable; not believed"
+    )]
+    TailBehind { tail: u64, newest: u64 },
 }
 
 /// One region: its metadata, parsed and checked, over the bytes it came
@@ -104,6 +123,7 @@ pub struct Region<'a> {
     pub state: Result<StateInfo, Problem>,
     pub streams: Vec<StreamInfo>,
     pub schema: Schema,
+    pub tails: TailTable,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -126,6 +146,12 @@ impl Trace<'_> {
 
     pub fn event_count(&self) -> usize {
         self.streams.iter().map(|s| s.events.len()).sum()
+    }
+
+    /// Whether [`Self::lost_events`] is exact; if not it is a lower bound,
+    /// as some stream's end is unknown.
+    pub fn lost_exact(&self) -> bool {
+        self.streams.iter().all(|s| s.lost_exact())
     }
 }
 
@@ -164,6 +190,7 @@ impl<'a> Region<'a> {
         let state = region::parse_state(bytes, header.endian);
         let streams = region::parse_streams(bytes, &header, &mut diagnostics);
         let schema = region::parse_schema(bytes, &header, &mut diagnostics);
+        let tails = region::tail_table(&header, &mut diagnostics);
         Ok(Region {
             bytes,
             absent: Vec::new(),
@@ -171,6 +198,7 @@ impl<'a> Region<'a> {
             state,
             streams,
             schema,
+            tails,
             diagnostics,
         })
     }

@@ -64,6 +64,9 @@ pub struct HeaderInfo {
     pub created_ns: u64,
     pub wall_offset_ns: i64,
     pub flags: u32,
+    /// Where the tail table starts, when `flags` says there is one.
+    /// Unchecked here: a table outside the region costs only the tails.
+    pub tail_offset: Option<u32>,
     pub kernel_release: String,
     pub hostname: String,
     pub producer: String,
@@ -247,6 +250,7 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
         created_ns: h.created_ns.get(e),
         wall_offset_ns: h.wall_offset_ns.get(e) as i64,
         flags: h.flags.get(e),
+        tail_offset: (h.flags.get(e) & HEADER_FLAG_TAILS != 0).then(|| h.tail_offset.get(e)),
         kernel_release: text_of(&h.kernel_release),
         hostname: text_of(&h.hostname),
         producer: text_of(&h.producer),
@@ -348,6 +352,41 @@ pub(crate) fn parse_streams(
         });
     }
     out
+}
+
+/// Where a region keeps its stream tails (FORMAT.md, "Stream tails").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailTable {
+    /// The region was written before tails existed: a stream's end is
+    /// found by walking its page slots.
+    None,
+    /// At this region offset.
+    At(u64),
+    /// The header puts it outside the region (reported): no stream's tail
+    /// is believed.
+    Invalid,
+}
+
+/// Where the tail table is, checked against the region's size.
+pub(crate) fn tail_table(h: &HeaderInfo, diags: &mut Vec<Diagnostic>) -> TailTable {
+    let Some(offset) = h.tail_offset else {
+        return TailTable::None;
+    };
+    let len = u64::from(h.stream_count) * (TAIL_COPIES * TAIL_SIZE) as u64;
+    let start = u64::from(offset);
+    if start < (STATE_OFFSET + STATE_SIZE) as u64 || start + len > h.region_size {
+        diags.push(Diagnostic {
+            stream: None,
+            page: None,
+            offset: 100,
+            problem: Problem::InvalidField {
+                field: "tail_offset",
+                value: start,
+            },
+        });
+        return TailTable::Invalid;
+    }
+    TailTable::At(start)
 }
 
 /// The region's schema, or the built-ins plus a diagnostic when its table

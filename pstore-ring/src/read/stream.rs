@@ -1,8 +1,9 @@
 //! Rebuilding one stream: classify every page slot, order the readable
 //! pages by sequence number, decode or salvage them, and account for every
-//! event that is not there.
+//! event that is not there, including those after the newest readable page
+//! (from the stream's tail, or by walking the ring when it has none).
 
-use super::{Diagnostic, Problem, Region, StreamInfo};
+use super::{Diagnostic, Problem, Region, StreamInfo, TailTable};
 use crate::layout::*;
 use crate::record::Records;
 use alloc::vec::Vec;
@@ -78,6 +79,23 @@ pub enum LossKind {
     /// Committed to an open page after the point where salvage stopped, or
     /// past a malformed record in a closed one.
     Torn,
+    /// After the stream's newest readable page: on pages its tail says it
+    /// wrote, or (tail unreadable) may have written, that are corrupt,
+    /// absent or cut off. [`Loss::cause`] says which, [`Loss::exact`]
+    /// whether the count is known.
+    End,
+}
+
+/// Why the pages of an end loss cannot be read: the first of them decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndCause {
+    /// Present but failing their checks (or holding an older page than the
+    /// tail says they should).
+    Corrupt,
+    /// The input does not hold them: a dump excluded or lost them.
+    Absent,
+    /// The input ends before them: a cut dump or image.
+    Cut,
 }
 
 /// A run of missing events in one stream.
@@ -93,8 +111,13 @@ pub struct Loss {
     /// The first recovered time after it, if any.
     pub before_ts: Option<u64>,
     /// The index of the first event after the loss: where it belongs in the
-    /// stream.
+    /// stream. For an end loss, the index after its last known event.
     pub at_index: u64,
+    /// For [`LossKind::End`]: why its pages cannot be read.
+    pub cause: Option<EndCause>,
+    /// Whether `events` is the exact count. When it is not, `events` is a
+    /// lower bound (possibly 0): the stream's end is unknown.
+    pub exact: bool,
 }
 
 /// A stream rebuilt.
@@ -114,6 +137,12 @@ impl StreamTrace<'_> {
         self.losses
             .iter()
             .fold(0, |n, l| n.saturating_add(l.events))
+    }
+
+    /// Whether [`Self::lost_events`] is exact; if not it is a lower bound,
+    /// as the stream's end is unknown.
+    pub fn lost_exact(&self) -> bool {
+        self.losses.iter().all(|l| l.exact)
     }
 
     /// Events lost for one reason. Saturates, like [`Self::lost_events`].
@@ -319,10 +348,17 @@ pub(super) fn decode<'a>(
         events: Vec::new(),
         losses: Vec::new(),
     };
-    let max_seq = readable.last().map_or(0, |r| r.seq);
+    let newest = readable.last().map_or(0, |r| r.seq);
+    let tail = read_tail(region, info, newest, diags);
+    // A believed tail newer than every readable page also tells which
+    // pages have left the ring.
+    let max_seq = tail.best.map_or(newest, |t| t.seq.max(newest));
     let oldest_present = max_seq.saturating_sub(u64::from(info.page_count)) + 1;
     // Where the previous readable page ended: (seq, next index, last time).
     let mut prev: Option<(u64, u64, u64)> = None;
+    // The newest readable page: its slot and the index up to which its
+    // events are decoded or counted lost.
+    let mut last: Option<(u32, u64)> = None;
     for r in &readable {
         let offset = info.pages_offset + u64::from(r.slot) * page_size;
         let mut note = |problem| {
@@ -380,6 +416,8 @@ pub(super) fn decode<'a>(
                 after_ts,
                 before_ts: Some(first_ts),
                 at_index: r.first_index,
+                cause: None,
+                exact: true,
             });
         }
         if r.dropped > 0 {
@@ -391,6 +429,8 @@ pub(super) fn decode<'a>(
                 after_ts: Some(r.first_ts),
                 before_ts: Some(last_ts),
                 at_index: r.first_index.saturating_add(u64::from(decoded)),
+                cause: None,
+                exact: true,
             });
         }
         let mut status = status;
@@ -428,6 +468,8 @@ pub(super) fn decode<'a>(
                 after_ts: Some(last_ts),
                 before_ts: None,
                 at_index: r.first_index.saturating_add(u64::from(decoded)),
+                cause: None,
+                exact: true,
             });
         }
         if let Some(i) = report_of(&trace.pages, r.slot) {
@@ -439,8 +481,301 @@ pub(super) fn decode<'a>(
             report.last_ts = Some(last_ts);
         }
         prev = Some((r.seq, end, last_ts));
+        let covered = r
+            .first_index
+            .saturating_add(u64::from(r.count.max(decoded)));
+        last = Some((r.slot, covered));
+    }
+    let newest = match (prev, last) {
+        (Some((seq, _, ts)), Some((slot, covered))) => Some(Newest {
+            slot,
+            seq,
+            covered,
+            ts,
+        }),
+        _ => None,
+    };
+    if let Some(loss) = end_loss(info, &trace.pages, newest, &tail) {
+        trace.losses.push(loss);
     }
     trace
+}
+
+/// The newest readable page of a stream, as the end loss needs it.
+#[derive(Clone, Copy, Debug)]
+struct Newest {
+    slot: u32,
+    seq: u64,
+    /// The index after its events, decoded or counted torn.
+    covered: u64,
+    /// Its last recovered time.
+    ts: u64,
+}
+
+/// One valid tail copy.
+#[derive(Clone, Copy, Debug)]
+struct TailCopy {
+    seq: u64,
+    first_index: u64,
+    /// `Some` when the page it names was closed: the exact end.
+    end_index: Option<u64>,
+}
+
+/// What a reader may believe of a stream's tail.
+#[derive(Clone, Copy, Debug)]
+struct Tail {
+    /// The valid copy with the higher `seq`, if it is not behind the
+    /// readable pages.
+    best: Option<TailCopy>,
+    /// A copy failed its checks: the writer may have been rewriting it for
+    /// the page after `best`.
+    torn: bool,
+}
+
+/// Reads and checks a stream's two tail copies (FORMAT.md, "Stream
+/// tails"), reporting every copy that fails. `newest` is the newest
+/// readable page's `seq` (0 if none).
+fn read_tail(
+    region: &Region<'_>,
+    info: &StreamInfo,
+    newest: u64,
+    diags: &mut Vec<Diagnostic>,
+) -> Tail {
+    let base = match region.tails {
+        TailTable::None => {
+            return Tail {
+                best: None,
+                torn: false,
+            }
+        }
+        TailTable::Invalid => {
+            return Tail {
+                best: None,
+                torn: true,
+            }
+        }
+        TailTable::At(base) => base,
+    };
+    let e = region.header.endian;
+    let pair = (TAIL_COPIES * TAIL_SIZE) as u64;
+    let mut copies = [None; TAIL_COPIES];
+    let mut torn = false;
+    let mut empty = [false; TAIL_COPIES];
+    for (c, slot) in copies.iter_mut().enumerate() {
+        let offset = base + u64::from(info.index) * pair + (c * TAIL_SIZE) as u64;
+        let copy = c as u8;
+        let mut report = |problem| {
+            diags.push(Diagnostic {
+                stream: Some(info.index),
+                page: None,
+                offset,
+                problem,
+            })
+        };
+        if region.is_absent(offset..offset + TAIL_SIZE as u64) {
+            report(Problem::TailAbsent { copy });
+            torn = true;
+            continue;
+        }
+        let raw = usize::try_from(offset)
+            .ok()
+            .and_then(|o| region.bytes().get(o..))
+            .and_then(|b| b.get(..TAIL_SIZE));
+        let Some(t) = raw.and_then(|b| StreamTail::read_from_bytes(b).ok()) else {
+            report(Problem::Truncated);
+            torn = true;
+            continue;
+        };
+        let raw = zerocopy::IntoBytes::as_bytes(&t);
+        if raw.iter().all(|&b| b == 0) {
+            empty[c] = true;
+            continue;
+        }
+        let (stored, computed) = (t.crc.get(e), crc32(&[&raw[..TAIL_SIZE - 4]]));
+        let state = t.state.get(e);
+        let bad = if stored != computed {
+            Some(Problem::TailCrc {
+                copy,
+                stored,
+                computed,
+            })
+        } else if t.stream.get(e) != info.index {
+            Some(Problem::TailField {
+                copy,
+                field: "stream",
+                value: t.stream.get(e).into(),
+            })
+        } else if state != TAIL_OPEN && state != TAIL_CLOSED {
+            Some(Problem::TailField {
+                copy,
+                field: "state",
+                value: state.into(),
+            })
+        } else if t.seq.get(e) == 0 {
+            Some(Problem::TailField {
+                copy,
+                field: "seq",
+                value: 0,
+            })
+        } else {
+            None
+        };
+        if let Some(problem) = bad {
+            report(problem);
+            torn = true;
+            continue;
+        }
+        *slot = Some(TailCopy {
+            seq: t.seq.get(e),
+            first_index: t.first_index.get(e),
+            end_index: (state == TAIL_CLOSED).then(|| t.end_index.get(e)),
+        });
+    }
+    let best = copies.iter().flatten().copied().max_by_key(|t| t.seq);
+    // Copy 0 stays empty only until the stream's second page; any other
+    // empty copy is one the writer should have filled.
+    let seq = best.map_or(0, |t| t.seq);
+    for (c, &was_empty) in empty.iter().enumerate() {
+        if was_empty && (c != 0 || seq >= 2) {
+            let offset = base + u64::from(info.index) * pair + (c * TAIL_SIZE) as u64;
+            diags.push(Diagnostic {
+                stream: Some(info.index),
+                page: None,
+                offset,
+                problem: Problem::TailField {
+                    copy: c as u8,
+                    field: "seq",
+                    value: 0,
+                },
+            });
+            torn = true;
+        }
+    }
+    // One page behind is a writer stopped between opening its newest page
+    // and rewriting the tail; more is a tail that did not keep up.
+    let best = match best {
+        Some(t) if t.seq.saturating_add(1) < newest => {
+            diags.push(Diagnostic {
+                stream: Some(info.index),
+                page: None,
+                offset: base + u64::from(info.index) * pair,
+                problem: Problem::TailBehind {
+                    tail: t.seq,
+                    newest,
+                },
+            });
+            None
+        }
+        other => other,
+    };
+    Tail { best, torn }
+}
+
+/// The loss after the newest readable page, if any (FORMAT.md, section 11,
+/// "The end of a stream").
+fn end_loss(
+    info: &StreamInfo,
+    pages: &[PageReport],
+    newest: Option<Newest>,
+    tail: &Tail,
+) -> Option<Loss> {
+    let (seq, covered) = newest.map_or((0, 0), |n| (n.seq, n.covered));
+    let (walked, cause) = newer_unreadable(pages, info.page_count, newest.map(|n| n.slot));
+    let (pages_lost, events, exact) = match tail.best {
+        Some(t) if t.seq >= seq => {
+            let mut pages_lost = t.seq - seq;
+            let (events, mut exact) = match t.end_index {
+                Some(end) => (end.saturating_sub(covered), true),
+                None if t.seq == seq => (0, true),
+                None => (t.first_index.saturating_sub(covered), false),
+            };
+            // A torn copy may be the next page's tail half written: that
+            // page exists if its slot cannot be read.
+            if tail.torn && walked > pages_lost {
+                pages_lost += 1;
+                exact = false;
+            }
+            (pages_lost, events, exact)
+        }
+        // The tail is one page behind: nothing came after the newest page.
+        Some(_) => (0, 0, true),
+        // No tail to believe: whatever may be newer is lost, uncounted.
+        None => (walked, 0, walked == 0),
+    };
+    if pages_lost == 0 && events == 0 && exact {
+        return None;
+    }
+    Some(Loss {
+        stream: info.index,
+        kind: LossKind::End,
+        events,
+        pages: pages_lost,
+        after_ts: newest.map(|n| n.ts),
+        before_ts: None,
+        at_index: covered.saturating_add(events),
+        cause: Some(cause.unwrap_or(EndCause::Corrupt)),
+        exact,
+    })
+}
+
+/// Why a slot cannot be read, or `None` if it can be (or is unused, or
+/// being reset): then no page newer than the newest readable one reached it.
+fn unreadable(pages: &[PageReport], slot: u32) -> Option<EndCause> {
+    match pages.get(slot as usize).map(|p| p.status) {
+        // Slots past the input's end have no report.
+        None | Some(PageStatus::Truncated) => Some(EndCause::Cut),
+        Some(PageStatus::Absent) => Some(EndCause::Absent),
+        Some(PageStatus::Corrupt) => Some(EndCause::Corrupt),
+        Some(_) => None,
+    }
+}
+
+/// Counts the slots that may hold pages newer than the newest readable one,
+/// in slot `from`: writers take slots in ring order, so those are the
+/// unreadable slots after it, up to the first that is readable (an older
+/// page), unused or being reset. With no readable page every unreadable
+/// slot counts. Returns the count and the first one's cause. Slots past the
+/// input's end are counted without a step each.
+fn newer_unreadable(
+    pages: &[PageReport],
+    page_count: u32,
+    from: Option<u32>,
+) -> (u64, Option<EndCause>) {
+    let present = u32::try_from(pages.len())
+        .unwrap_or(u32::MAX)
+        .min(page_count);
+    let mut n = 0u64;
+    let mut first = None;
+    let Some(from) = from else {
+        for slot in 0..present {
+            if let Some(c) = unreadable(pages, slot) {
+                n += 1;
+                first.get_or_insert(c);
+            }
+        }
+        if present < page_count {
+            n += u64::from(page_count - present);
+            first.get_or_insert(EndCause::Cut);
+        }
+        return (n, first);
+    };
+    // Slots from + 1 .. page_count, then 0 .. from.
+    for (start, end) in [(from.saturating_add(1), page_count), (0, from)] {
+        for slot in start..end.min(present) {
+            match unreadable(pages, slot) {
+                Some(c) => {
+                    n += 1;
+                    first.get_or_insert(c);
+                }
+                None => return (n, first),
+            }
+        }
+        if end > present {
+            n += u64::from(end - start.max(present));
+            first.get_or_insert(EndCause::Cut);
+        }
+    }
+    (n, first)
 }
 
 type Unreadable = (PageStatus, u64, Option<Problem>);
