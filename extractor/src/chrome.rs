@@ -92,11 +92,7 @@ pub fn write_item<'a>(
         Item::Event(e) => event(out, region, e, pid, tid, values),
         Item::Loss(l) => {
             let ts = l.before_ts.or(l.after_ts).unwrap_or(0);
-            let name = format!(
-                "{} events lost ({})",
-                l.events,
-                pstore_ring::text::loss_kind_name(l.kind)
-            );
+            let name = pstore_ring::text::LossLabel(l).to_string();
             instant(out, name.as_bytes(), "loss", ts, pid, tid);
             out.extend_from_slice(b",\"args\":{\"events\":");
             write_u64(out, l.events);

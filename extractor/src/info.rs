@@ -6,7 +6,8 @@
 //! `hostname`, `boot_id`, `generation`, `state`, `crash` (null or
 //! `{reason, cpu, ns, message}`), `copies`, `holes`, `diagnostics` and
 //! `streams`: `{index, label, cpu (kernel streams), events, first_ts,
-//! last_ts, lost: {overwritten, unreadable, dropped, torn}, pages:
+//! last_ts, lost: {overwritten, unreadable, dropped, torn, end}, lost_exact
+//! (false when some count is a lower bound: the stream's end is unknown), pages:
 //! {intact, salvaged, damaged, corrupt, truncated, resetting, absent,
 //! unused}}`.
 
@@ -210,11 +211,13 @@ fn region_json(out: &mut impl Write, f: &Found, region: &Region, trace: &Trace) 
         }
         write!(
             out,
-            ",\"lost\":{{\"overwritten\":{},\"unreadable\":{},\"dropped\":{},\"torn\":{}}}",
+            ",\"lost\":{{\"overwritten\":{},\"unreadable\":{},\"dropped\":{},\"torn\":{},\"end\":{}}},\"lost_exact\":{}",
             s.lost(LossKind::Overwritten),
             s.lost(LossKind::Unreadable),
             s.lost(LossKind::Dropped),
-            s.lost(LossKind::Torn)
+            s.lost(LossKind::Torn),
+            s.lost(LossKind::End),
+            s.lost_exact()
         )?;
         let n = |st| s.pages_with(st);
         write!(

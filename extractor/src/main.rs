@@ -335,16 +335,19 @@ fn parse<'a>(f: &'a Found, trust: HeaderTrust) -> Result<Region<'a>> {
 /// is damage. Pages the dump's filter left out count only if events were
 /// lost with them (makedumpfile's zero-page filter leaves out every unused
 /// page); pages lost or cut off count always, as nobody knows what they held.
+/// A stream whose end is lost or unknown is damaged even when no count
+/// could be put on it.
 fn damaged(found: &Found, trace: &Trace) -> bool {
     found.unaccounted
         || trace
             .diagnostics
             .iter()
             .any(|d| !matches!(d.problem, Problem::Absent { .. }))
-        || trace
-            .streams
-            .iter()
-            .any(|s| s.lost(LossKind::Unreadable) > 0 || s.lost(LossKind::Torn) > 0)
+        || trace.streams.iter().any(|s| {
+            s.lost(LossKind::Unreadable) > 0
+                || s.lost(LossKind::Torn) > 0
+                || s.losses.iter().any(|l| l.kind == LossKind::End)
+        })
 }
 
 fn run(cli: Cli) -> Result<u8> {
@@ -535,8 +538,9 @@ fn run(cli: Cli) -> Result<u8> {
                 } else {
                     "intact"
                 };
+                let at_least = if trace.lost_exact() { "" } else { "at least " };
                 println!(
-                    "region {n} at {:#x}: {state}: {} events, {} lost",
+                    "region {n} at {:#x}: {state}: {} events, {at_least}{} lost",
                     f.addr,
                     trace.event_count(),
                     trace.lost_events()

@@ -314,11 +314,7 @@ fn instant(buf: &mut Vec<u8>, region: &Region, e: &Event, track: u64) {
 }
 
 fn loss(buf: &mut Vec<u8>, l: &Loss, track: u64) {
-    let name = format!(
-        "{} events lost ({})",
-        l.events,
-        pstore_ring::text::loss_kind_name(l.kind)
-    );
+    let name = pstore_ring::text::LossLabel(l).to_string();
     let ts = l.before_ts.or(l.after_ts).unwrap_or(0);
     track_event(buf, track, ts, name.as_bytes(), |t| {
         annotation(t, "events", &Value::Unsigned(l.events));
