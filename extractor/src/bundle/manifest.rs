@@ -75,11 +75,13 @@ fn region(part: &Part) -> Value {
                 "pid": (!kernel && s.info.pid != 0).then_some(s.info.pid),
                 "recovered": s.events.len(),
                 "lost": s.lost_events(),
+                "lost_exact": s.lost_exact(),
                 "lost_by_reason": {
                     "overwritten": s.lost(LossKind::Overwritten),
                     "unreadable": s.lost(LossKind::Unreadable),
                     "dropped": s.lost(LossKind::Dropped),
                     "torn": s.lost(LossKind::Torn),
+                    "end": s.lost(LossKind::End),
                 },
                 "oldest_ns": s.events.first().map(|e| e.ts),
                 "newest_ns": s.events.last().map(|e| e.ts),
