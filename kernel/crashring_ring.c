@@ -258,7 +258,7 @@ static void cr_put_tail(struct crashring_stream *s, u64 seq, u64 first, u64 end,
 		.state = state,
 	};
 
-	t.crc = cr_crc2(&t, offsetof(struct crashring_stream_tail, crc), NULL, 0);
+	t.crc = cr_crc32(~0U, &t, offsetof(struct crashring_stream_tail, crc)) ^ ~0U;
 	/* The page stores the tail describes are in place before it. */
 	cr_wmb();
 	memcpy(&s->tails[seq & 1], &t, sizeof(t));

@@ -735,6 +735,39 @@ mod tests {
         );
     }
 
+    /// (seq, first_index, end_index, state) of tail copy `c`.
+    fn tail(w: &StreamWriter<'_>, c: usize) -> (u64, u64, u64, u16) {
+        let e = w.e;
+        let t = StreamTail::read_from_bytes(&w.tail[c * TAIL_SIZE..][..TAIL_SIZE]).unwrap();
+        let crc = crc32(&[&t.as_bytes()[..TAIL_SIZE - 4]]);
+        assert_eq!(t.crc.get(e), crc, "copy {c} CRC");
+        assert_eq!(t.stream.get(e), w.stream);
+        let (seq, first, end) = (t.seq.get(e), t.first_index.get(e), t.end_index.get(e));
+        (seq, first, end, t.state.get(e))
+    }
+
+    #[test]
+    fn every_page_open_and_close_rewrites_the_tail_copy_of_its_parity() {
+        let mut buf = [0u8; 8192];
+        let mut w = one_stream(&mut buf);
+        assert_eq!(tail(&w, 1), (1, 0, 0, TAIL_OPEN));
+        assert!(w.tail[..TAIL_SIZE].iter().all(|&b| b == 0), "copy 0 empty");
+        // 100-byte records: 9 fit a 976-byte page, the 10th opens page 2.
+        for i in 0..10 {
+            w.write(i, 40, &[7; 96]).unwrap();
+        }
+        assert_eq!(w.page_seq(), 2);
+        assert_eq!(tail(&w, 1), (1, 0, 9, TAIL_CLOSED));
+        assert_eq!(tail(&w, 0), (2, 9, 9, TAIL_OPEN));
+        w.close();
+        assert_eq!(tail(&w, 0), (2, 9, 10, TAIL_CLOSED));
+        // A second close changes nothing; a drop opens page 3 with copy 1.
+        w.close();
+        assert_eq!(tail(&w, 0), (2, 9, 10, TAIL_CLOSED));
+        w.drop_event();
+        assert_eq!(tail(&w, 1), (3, 10, 10, TAIL_OPEN));
+    }
+
     #[test]
     fn formatting_clears_page_headers_of_an_earlier_generation() {
         let mut buf = [0u8; 8192];
