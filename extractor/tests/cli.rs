@@ -95,7 +95,7 @@ fn a_region_copy_cut_short_keeps_the_streams_before_the_cut() {
     let cpu1: Vec<&str> = text.lines().filter(|l| l.starts_with("[001]")).collect();
     assert_eq!(cpu1.len(), 1, "{text}");
     assert!(
-        cpu1[0].ends_with(": ** 6 events lost (end of stream: 1 page not in the dump) **"),
+        cpu1[0].ends_with(": ** 6 events lost (end of stream: 1 page cut off) **"),
         "{text}"
     );
     let out = crashring(&["verify", path.to_str().unwrap()]);
