@@ -16,6 +16,7 @@
 #include <linux/compiler.h>
 #include <linux/crc32.h>
 #include <linux/rcupdate.h>
+#include <linux/libnvdimm.h>
 #include <asm/barrier.h>
 #include <asm/local.h>
 #include <asm/processor.h>
@@ -38,6 +39,9 @@ static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
  */
 #define cr_sync_writers()	synchronize_rcu()
 #define cr_cpu_relax()		cpu_relax()
+/* The pmem driver's way to make stores durable (CLWB on x86), and its fence. */
+#define cr_write_back(p, len)	arch_wb_cache_pmem((void *)(p), (len))
+#define cr_persist_fence()	pmem_wmb()
 /* Where the user-space tests stop a writer as a crash would; nothing here. */
 #define cr_stop_point()		do { } while (0)
 

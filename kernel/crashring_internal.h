@@ -44,6 +44,7 @@ struct crashring_state {
 	u64 size;
 	const char *source;	/* "region" or "reserve_mem" */
 	bool claimed;		/* region= range requested in /proc/iomem */
+	bool pmem;		/* the range is persistent memory */
 	void *map;
 	struct crashring_slot slot[CRASHRING_SLOTS];
 	int cur;		/* slot being recorded into, or -1 */

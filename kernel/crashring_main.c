@@ -44,6 +44,10 @@ static char *boot_id;
 module_param(boot_id, charp, 0400);
 MODULE_PARM_DESC(boot_id, "This boot's id as in /proc/sys/kernel/random/boot_id (default: read from there)");
 
+static int durable = -1;
+module_param(durable, int, 0400);
+MODULE_PARM_DESC(durable, "Write every ordered step of a record back to memory: 1 on, 0 off, -1 (default) on for persistent memory (a power cut without eADR keeps the trace)");
+
 static bool overwrite_unarchived;
 module_param(overwrite_unarchived, bool, 0400);
 MODULE_PARM_DESC(overwrite_unarchived, "When both slots hold unarchived generations, overwrite the older (default: keep both, do not record)");
@@ -156,6 +160,7 @@ static int cr_claim_region(void)
 		return -EBUSY;
 	}
 	crashring.claimed = true;
+	crashring.pmem = !cr_range_is(IORES_DESC_RESERVED);
 	return 0;
 }
 
@@ -306,6 +311,20 @@ u64 crashring_slot_bytes(const struct crashring_slot *slot)
 	return min_t(u64, crashring_region_size(slot->mem), slot->size);
 }
 
+/*
+ * Writes slot @cur's cache lines back to memory. A warm reset does not
+ * write caches back, and on persistent memory without eADR a power cut
+ * loses what they hold; so the panic, oops and shutdown paths end with
+ * this. arch_wb_cache_pmem() (CLWB on x86, as the pmem driver uses, see
+ * arch/x86/lib/usercopy_64.c) is coherent across CPUs: lines that other,
+ * stopped CPUs dirtied are written back too. No locks, any context.
+ */
+static void cr_write_back_slot(int cur)
+{
+	arch_wb_cache_pmem(crashring.slot[cur].mem, crashring.slot[cur].size);
+	pmem_wmb();
+}
+
 /**
  * crashring_start_recording - format @slot as this boot's generation
  * @slot: a slot holding nothing worth keeping
@@ -349,6 +368,11 @@ int crashring_start_recording(int slot)
 		crashring_note("cannot format slot %d (%llu bytes) for %u CPUs with %u-byte pages: %d",
 			       slot, crashring.slot[slot].size, crashring.nstreams, ring_page_size, err);
 		return err;
+	}
+	if (durable > 0 || (durable < 0 && crashring.pmem)) {
+		for (i = 0; i < crashring.nstreams; i++)
+			crashring_set_durable(&crashring.streams[i], true);
+		cr_write_back_slot(slot);
 	}
 	crashring.slot[slot].state = CR_SLOT_GENERATION;
 	crashring.slot[slot].generation = cfg.generation;
@@ -420,20 +444,6 @@ static int cr_choose_slots(void)
 	return crashring_start_recording(victim);
 }
 
-/*
- * Writes slot @cur's cache lines back to memory. A warm reset does not
- * write caches back, and on persistent memory without eADR a power cut
- * loses what they hold; so the panic, oops and shutdown paths end with
- * this. arch_wb_cache_pmem() (CLWB on x86, as the pmem driver uses, see
- * arch/x86/lib/usercopy_64.c) is coherent across CPUs: lines that other,
- * stopped CPUs dirtied are written back too. No locks, any context.
- */
-static void cr_write_back(int cur)
-{
-	arch_wb_cache_pmem(crashring.slot[cur].mem, crashring.slot[cur].size);
-	pmem_wmb();
-}
-
 /* Only where the other CPUs are stopped: the panic path. */
 static void cr_close_all(void)
 {
@@ -465,7 +475,7 @@ static int cr_panic(struct notifier_block *nb, unsigned long event, void *buf)
 	 */
 	WRITE_ONCE(crashring.enabled, false);
 	cr_close_all();
-	cr_write_back(cur);
+	cr_write_back_slot(cur);
 	return NOTIFY_DONE;
 }
 
@@ -485,7 +495,7 @@ static int cr_die(struct notifier_block *nb, unsigned long val, void *data)
 		return NOTIFY_DONE;
 	crashring_record_crash(CRASHRING_REASON_OOPS, args && args->str ? args->str : "oops");
 	/* The oops may end in a watchdog's reset rather than a panic. */
-	cr_write_back(cur);
+	cr_write_back_slot(cur);
 	return NOTIFY_DONE;
 }
 
@@ -508,7 +518,7 @@ static void cr_finish_clean(void)
 	crashring_stop_all(crashring.streams, crashring.nstreams);
 	crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CLEAN,
 			    CRASHRING_REASON_NONE, 0, 0, "");
-	cr_write_back(cur);
+	cr_write_back_slot(cur);
 }
 
 /*

@@ -244,6 +244,21 @@ static u8 *cr_data(const struct crashring_stream *s, u32 slot)
 }
 
 /*
+ * On persistent memory without eADR a store survives a power cut only once
+ * its cache line was written back: where FORMAT.md section 13 orders two
+ * steps, a durable stream writes the first one back and fences before the
+ * second. On RAM the ordering of visibility (cr_wmb) is enough and this
+ * costs nothing.
+ */
+static void cr_persist(const struct crashring_stream *s, const void *p, size_t len)
+{
+	if (s->durable) {
+		cr_write_back(p, len);
+		cr_persist_fence();
+	}
+}
+
+/*
  * Rewrites copy @seq & 1 of the stream's tail (FORMAT.md, "Stream tails"),
  * whole and with its CRC: a stop part-way leaves that copy failing its CRC
  * and the other copy holding the update before.
@@ -262,6 +277,7 @@ static void cr_put_tail(struct crashring_stream *s, u64 seq, u64 first, u64 end,
 	/* The page stores the tail describes are in place before it. */
 	cr_wmb();
 	memcpy(&s->tails[seq & 1], &t, sizeof(t));
+	cr_persist(s, &s->tails[seq & 1], sizeof(t));
 }
 
 /* Takes @slot as the stream's next page (FORMAT.md, "Opening a page"). */
@@ -279,6 +295,7 @@ static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
 	/* Invalidate first: a crash from here on leaves a "resetting" page. */
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_RESETTING);
 	cr_wmb();
+	cr_persist(s, h, sizeof(*h));
 	cr_stop_point();
 	h->magic = CRASHRING_PAGE_MAGIC;
 	h->stream = s->index;
@@ -291,11 +308,14 @@ static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
 	h->crc = 0;
 	/* Every field is in place before the page gets its identity. */
 	cr_wmb();
+	cr_persist(s, h, sizeof(*h));
 	cr_stop_point();
 	WRITE_ONCE(h->seq, s->seq);
 	cr_wmb();
+	cr_persist(s, h, sizeof(*h));
 	cr_stop_point();
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_OPEN);
+	cr_persist(s, h, sizeof(*h));
 	cr_put_tail(s, s->seq, s->next_index, s->next_index, CRASHRING_TAIL_OPEN);
 }
 
@@ -347,7 +367,9 @@ void crashring_close(struct crashring_stream *s)
 	WRITE_ONCE(h->crc, crc);
 	/* The CRC is in place before the flag that makes it count. */
 	cr_wmb();
+	cr_persist(s, h, sizeof(*h));
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_CLOSED);
+	cr_persist(s, h, sizeof(*h));
 	s->open = false;
 	cr_put_tail(s, copy.seq, copy.first_index, copy.first_index + copy.count,
 		    CRASHRING_TAIL_CLOSED);
@@ -366,6 +388,7 @@ static void cr_add_dropped(struct crashring_stream *s, u64 n)
 	s->drops_total += n;
 	sum = (u64)h->dropped + n;
 	WRITE_ONCE(h->dropped, sum > 0xffffffffULL ? 0xffffffffU : (u32)sum);
+	cr_persist(s, h, sizeof(*h));
 }
 
 /**
@@ -493,6 +516,7 @@ void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
  */
 void crashring_commit(struct crashring_stream *s)
 {
+	cr_persist(s, cr_data(s, s->cur) + s->commit, s->reserved_len);
 	s->commit += s->reserved_len;
 	s->bytes_total += s->reserved_len;
 	s->count++;
@@ -500,7 +524,24 @@ void crashring_commit(struct crashring_stream *s)
 	/* The record's bytes are in place before commit covers them. */
 	cr_wmb();
 	cr_publish(cr_page(s, s->cur), s->commit, s->count);
+	/*
+	 * No fence of its own: the next ordered step's fence (the next
+	 * record's, a close's) orders it, and the panic and shutdown paths
+	 * end with a fence.
+	 */
+	if (s->durable)
+		cr_write_back(cr_page(s, s->cur), CRASHRING_PAGE_HEADER_SIZE);
 	cr_leave(&s->busy);
+}
+
+/**
+ * crashring_set_durable - write every ordered step back to memory
+ * @s: a stream just formatted, before it records
+ * @on: whether the region is persistent memory without eADR
+ */
+void crashring_set_durable(struct crashring_stream *s, bool on)
+{
+	s->durable = on;
 }
 
 /**

@@ -73,6 +73,7 @@ struct crashring_stream {
 	u16 index;
 	bool open;
 	bool stopped;		/* crashring_stop_all(): records nothing more */
+	bool durable;		/* write each ordered step back (persistent memory) */
 	u32 cur;
 	u64 seq;
 	u64 next_index;
@@ -100,6 +101,7 @@ int crashring_write(struct crashring_stream *s, u64 ts, u8 type,
 void crashring_drop(struct crashring_stream *s);
 void crashring_close(struct crashring_stream *s);
 void crashring_stop_all(struct crashring_stream *streams, u32 n);
+void crashring_set_durable(struct crashring_stream *s, bool on);
 u32 crashring_schema_size(const struct crashring_config *cfg);
 
 #endif /* CRASHRING_RING_H */

@@ -56,6 +56,35 @@ static inline bool cr_try_enter(local_t *l)
 #define cr_sync_writers()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define cr_cpu_relax()		sched_yield()
 
+/*
+ * Writes cache lines back as the kernel's arch_wb_cache_pmem() does: CLWB
+ * where the CPU has it, else CLFLUSH (which also evicts the line).
+ */
+static inline void cr_write_back(const void *p, size_t len)
+{
+	const char *end = (const char *)p + len;
+	const char *line = (const char *)((uintptr_t)p & ~(uintptr_t)63);
+
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("clwb")) {
+		for (; line < end; line += 64)
+			__asm__ volatile("clwb %0" : "+m"(*(volatile char *)line));
+		return;
+	}
+	for (; line < end; line += 64)
+		__asm__ volatile("clflush %0" : "+m"(*(volatile char *)line));
+#else
+	(void)end;
+	(void)line;
+#endif
+}
+
+#if defined(__x86_64__)
+#define cr_persist_fence()	__asm__ volatile("sfence" ::: "memory")
+#else
+#define cr_persist_fence()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+
 /* Lets a test stop the writer at each ordered step of opening a page. */
 void crashring_user_stop_point(void);
 #define cr_stop_point()		crashring_user_stop_point()

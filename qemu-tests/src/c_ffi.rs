@@ -51,7 +51,7 @@ pub struct Config {
 
 /// `struct crashring_stream` is opaque here: its size comes from C.
 #[repr(C, align(8))]
-pub struct StreamState(pub [u8; 104]);
+pub struct StreamState(pub [u8; 112]);
 
 extern "C" {
     pub fn crashring_format(
@@ -70,6 +70,7 @@ extern "C" {
     pub fn crashring_drop(s: *mut StreamState);
     pub fn crashring_close(s: *mut StreamState);
     pub fn crashring_stop_all(streams: *mut StreamState, n: u32);
+    pub fn crashring_set_durable(s: *mut StreamState, on: bool);
     pub fn crashring_set_state(
         mem: *mut c_void,
         state: u32,
@@ -202,7 +203,7 @@ impl CRegion {
         let cfg = c_config(rc);
         let mut mem = vec![0u64; bytes.div_ceil(8)];
         let mut streams: Vec<StreamState> = (0..rc.streams.len())
-            .map(|_| StreamState([0; 104]))
+            .map(|_| StreamState([0; 112]))
             .collect();
         let err = unsafe {
             crashring_format(

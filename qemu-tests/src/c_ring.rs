@@ -76,17 +76,24 @@ mod golden {
             Endian::Little,
             "this machine's golden image is v1-le"
         );
-        let mut region =
-            CRegion::format(&scenario::config(Endian::NATIVE), scenario::BUFFER_SIZE).unwrap();
-        scenario::replay(&mut region);
         let want =
             std::fs::read(crate::project_root().join("pstore-ring/golden/v1-le.bin")).unwrap();
-        let got = region.bytes();
-        let first = want.iter().zip(got).position(|(a, b)| a != b);
-        assert!(
-            first.is_none() && want.len() == got.len(),
-            "C image differs from v1-le.bin at {first:?}"
-        );
+        // Writing every ordered step back (persistent memory) changes when
+        // bytes reach memory, never which bytes.
+        for durable in [false, true] {
+            let config = scenario::config(Endian::NATIVE);
+            let mut region = CRegion::format(&config, scenario::BUFFER_SIZE).unwrap();
+            for i in 0..config.streams.len() {
+                unsafe { crashring_set_durable(region.stream(i), durable) };
+            }
+            scenario::replay(&mut region);
+            let got = region.bytes();
+            let first = want.iter().zip(got).position(|(a, b)| a != b);
+            assert!(
+                first.is_none() && want.len() == got.len(),
+                "C image (durable: {durable}) differs from v1-le.bin at {first:?}"
+            );
+        }
     }
 }
 
