@@ -36,7 +36,7 @@ struct crashring_slot {
 	u64 size;
 	u8 *mem;
 	enum crashring_slot_state state;
-	u64 generation;		/* the last one it held; 0 if none was readable */
+	u64 generation;		/* the last one it held (unchecked if damaged) */
 };
 
 struct crashring_state {

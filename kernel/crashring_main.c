@@ -269,6 +269,11 @@ static void cr_classify_slot(struct crashring_slot *slot)
 	}
 	if (err) {
 		slot->state = CR_SLOT_DAMAGED;
+		/*
+		 * Not trusted, but it keeps the next generation's number above
+		 * the damaged one's (crashring_start_recording()).
+		 */
+		slot->generation = ((struct crashring_region_header *)slot->mem)->generation;
 		return;
 	}
 	slot->state = CR_SLOT_GENERATION;
@@ -350,7 +355,7 @@ int crashring_start_recording(int slot)
 
 	for (i = 0; i < CRASHRING_SLOTS; i++)
 		generation = max(generation, crashring.slot[i].generation);
-	cfg.generation = generation + 1;
+	cfg.generation = generation == U64_MAX ? generation : generation + 1;
 	cfg.wall_offset_ns = ktime_get_real_ns() - cfg.created_ns;
 	memcpy(cfg.boot_id, crashring.boot_id, sizeof(cfg.boot_id));
 	specs = kcalloc(crashring.nstreams, sizeof(*specs), GFP_KERNEL);

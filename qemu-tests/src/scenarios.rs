@@ -42,6 +42,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: warm_reboot_reserve_mem,
     },
     Scenario {
+        name: "damaged-header",
+        about: "memmap= region; workload; sysrq panic; before the module loads again one bit of the crashed generation's header is flipped: the module keeps it as a damaged previous and records into the other slot; --trust-header recovers it all",
+        needs_reserve_mem: false,
+        run: damaged_header,
+    },
+    Scenario {
         name: "qemu-dump",
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
         needs_reserve_mem: false,
@@ -120,21 +126,24 @@ pub fn workload_and_sysrq() -> String {
 const DONE: &str = "crashring-test: done";
 const DONE_MIB: u64 = 31;
 
-/// A guest's /init body for the warm-reboot path: on the first boot (no
-/// previous generation) `record` runs and must bring the kernel down; on
-/// the next boot the previous generation is copied to /dev/vda and acked.
-pub fn boot_script(module_args: &str, record: &str) -> String {
+/// A guest's /init body for the warm-reboot path: `before` runs on every
+/// boot before the module loads; on the first boot (no previous
+/// generation) `record` runs and must bring the kernel down; on the next
+/// boot the previous generation is copied to /dev/vda and acked.
+pub fn boot_script(module_args: &str, before: &str, record: &str) -> String {
     format!(
-        r#"insmod /lib/crashring.ko {module_args} || echo "crashring-test: insmod failed"
+        r#"{before}insmod /lib/crashring.ko {module_args} || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase record"
 {record}  echo "crashring-test: the kernel survived the record phase"
 else
   echo "crashring-test: phase recover"
   cat /sys/kernel/crashring/previous_summary
+  echo "crashring-test: region $(cat /sys/kernel/crashring/region)"
+  echo "crashring-test: status before ack $(cat /sys/kernel/crashring/status)"
   crashring info /sys/kernel/crashring/previous
   dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
-  echo 1 > /sys/kernel/crashring/previous_ack
+  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
   echo "crashring-test: status $(cat /sys/kernel/crashring/status)"
   # The verdict goes on the disk too: the console is for diagnosis (after
   # a panic reboot its output has been seen to go missing).
@@ -148,7 +157,7 @@ poweroff -f
 
 /// The standard scenario script: the workload, a sysrq panic, recovery.
 pub fn workload_script(module_args: &str) -> String {
-    boot_script(module_args, &workload_and_sysrq())
+    boot_script(module_args, "", &workload_and_sysrq())
 }
 
 pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
@@ -210,7 +219,14 @@ pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
     let damage: Vec<_> = trace
         .diagnostics
         .iter()
-        .filter(|d| !matches!(d.problem, Problem::Absent { .. }))
+        // A header read without its CRC (HeaderTrust::Lenient) reports the
+        // mismatch its caller chose to read past.
+        .filter(|d| {
+            !matches!(
+                d.problem,
+                Problem::Absent { .. } | Problem::HeaderCrc { .. }
+            )
+        })
         .collect();
     ensure!(damage.is_empty(), "diagnostics: {damage:?}");
     let e = region.header.endian;
@@ -451,6 +467,59 @@ fn check_printk_metadata(region: &Region, log: &str) -> Result<String> {
     ))
 }
 
+/// On the boot after the crash, before crashring.ko loads, one bit of the
+/// kernel release in the crashed generation's header (slot 0, at the
+/// region's start) is flipped through /dev/mem, as a decayed bit would be:
+/// its CRC fails from then on.
+const FLIP_HEADER_BIT: &str = r#"if [ $(($(devmem 0x40000000 64))) -eq $((0xB8B1ADB7ACBEADBC)) ]; then
+  v=$(devmem 0x40000068 8)
+  devmem 0x40000068 8 $((v ^ 1))
+  echo "crashring-test: flipped a bit of the previous generation's header"
+fi
+"#;
+
+/// A crashed generation whose header no longer checks out is kept, not
+/// reformatted: recording goes to the empty slot, `status` and
+/// `previous_summary` say the header is damaged, `previous` serves the
+/// whole slot, and the header read without its CRC gives every event.
+fn damaged_header(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        name: "damaged-header",
+        before_insmod: FLIP_HEADER_BIT,
+        ..WarmReboot::memmap(workload_and_sysrq())
+    };
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    let said = |what: &str| run.log.lines().any(|l| l.contains(what));
+    ensure!(
+        said("crashring-test: flipped a bit"),
+        "the second boot did not find the crashed generation to damage"
+    );
+    ensure!(
+        said("crashring-test: status before ack slot 0") && said("header is damaged"),
+        "status does not say slot 0's header is damaged"
+    );
+    ensure!(
+        said("damaged header slot 0"),
+        "previous_summary does not say the header is damaged"
+    );
+    ensure!(
+        said("recording_slot=1 recording_phys=0x0000000040800000 generation=2"),
+        "the module did not record generation 2 into the empty slot 1"
+    );
+    ensure!(!said("ack failed"), "previous_ack refused the damaged slot");
+    // `previous` starts with the slot, so the region is at offset 0.
+    run.check(|image| {
+        ensure!(
+            Region::parse(image, HeaderTrust::Checksummed).is_err(),
+            "the saved header still passes its CRC: nothing was damaged"
+        );
+        let summary = check_region(&Region::parse(image, HeaderTrust::Lenient)?)?;
+        Ok(format!(
+            "header damaged and kept; read without its CRC: {summary}"
+        ))
+    })
+}
+
 /// reserve_mem= ranges are placed by memblock at boot, so they are found
 /// again only if the next boot lays memory out the same way: nokaslr keeps
 /// the kernel image from landing in a different place (with KASLR the
@@ -474,6 +543,8 @@ pub struct WarmReboot {
     pub module_args: &'static str,
     /// More kernel command line (detectors to arm, say).
     pub extra_append: &'static str,
+    /// Runs on every boot before the module loads (see [`boot_script`]).
+    pub before_insmod: &'static str,
     /// The record phase (see [`boot_script`]).
     pub record: String,
     /// Whether the guest needs crashring_test.ko at /lib.
@@ -488,6 +559,7 @@ impl WarmReboot {
             region_append: "memmap=16M$0x40000000",
             module_args: "region=16M@0x40000000",
             extra_append: "",
+            before_insmod: "",
             record,
             test_module: false,
         }
@@ -535,7 +607,7 @@ pub fn warm_reboot_run(
         .iter()
         .map(|p| (p.as_path(), "lib/crashring_test.ko"))
         .collect();
-    let script = boot_script(plan.module_args, &plan.record);
+    let script = boot_script(plan.module_args, plan.before_insmod, &plan.record);
     let initrd = guest::initramfs(
         sh,
         &format!("{}-{}", plan.name, k.series),
