@@ -159,6 +159,11 @@ fn check_load(region: &Region) -> Result<String> {
             );
         }
         ensure!(
+            s.losses.iter().all(|l| l.kind != LossKind::End),
+            "cpu{cpu}: the stream ends in a loss: {:?}",
+            s.losses
+        );
+        ensure!(
             s.lost(LossKind::Torn) <= 1,
             "cpu{cpu}: {} torn events; only the one in flight may be",
             s.lost(LossKind::Torn)

@@ -6,7 +6,7 @@ use crate::qemu::{self, Vm};
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
 use pstore_ring::merge::{merge, Item};
-use pstore_ring::read::{HeaderTrust, Problem, Region, Trace};
+use pstore_ring::read::{HeaderTrust, LossKind, Problem, Region, Trace};
 use pstore_ring::scan::find_regions;
 use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
 use std::path::{Path, PathBuf};
@@ -229,6 +229,15 @@ pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
         })
         .collect();
     ensure!(damage.is_empty(), "diagnostics: {damage:?}");
+    // Whatever brought the kernel down, each stream's tail says how far it
+    // got and its newest pages are readable: no stream may end in a loss.
+    let ends: Vec<_> = trace
+        .streams
+        .iter()
+        .flat_map(|s| &s.losses)
+        .filter(|l| l.kind == LossKind::End)
+        .collect();
+    ensure!(ends.is_empty(), "streams end in losses: {ends:?}");
     let e = region.header.endian;
     let (mut next_marker, mut next_printk) = (1u32, 1u32);
     let mut last = None;
