@@ -357,6 +357,11 @@ void crashring_close(struct crashring_stream *s)
 	if (!s->open)
 		return;
 	h = cr_page(s, s->cur);
+	/*
+	 * Pairs with the writer's cr_wmb()s: when another CPU's writer was
+	 * stopped, its header stores are read in the order it made them.
+	 */
+	cr_rmb();
 	memcpy(&copy, h, sizeof(copy));
 	if (copy.flags != CRASHRING_PAGE_OPEN || copy.seq != s->seq ||
 	    copy.commit > s->page_size - CRASHRING_PAGE_HEADER_SIZE)

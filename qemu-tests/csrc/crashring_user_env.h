@@ -34,6 +34,7 @@ u32 crashring_user_crc32(u32 crc, const void *p, size_t len);
 #define READ_ONCE(x)		(*(const volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, v)	(*(volatile __typeof__(x) *)&(x) = (v))
 #define cr_wmb()		__atomic_thread_fence(__ATOMIC_RELEASE)
+#define cr_rmb()		__atomic_thread_fence(__ATOMIC_ACQUIRE)
 
 static inline bool cr_try_enter(local_t *l)
 {

@@ -124,7 +124,10 @@ pub fn workload_and_sysrq() -> String {
 /// What the second boot writes at [`DONE_MIB`] MiB of its disk once it
 /// has saved the previous generation.
 const DONE: &str = "crashring-test: done";
-const DONE_MIB: u64 = 31;
+/// Past the largest slot a scenario saves (a 64 MiB range's 32 MiB).
+const DONE_MIB: u64 = 40;
+/// The second boot's disk: the saved slot, then the verdict.
+const SAVE_DISK_MIB: u64 = DONE_MIB + 1;
 
 /// A guest's /init body for the warm-reboot path: `before` runs on every
 /// boot before the module loads; on the first boot (no previous
@@ -142,8 +145,18 @@ else
   echo "crashring-test: region $(cat /sys/kernel/crashring/region)"
   echo "crashring-test: status before ack $(cat /sys/kernel/crashring/status)"
   crashring info /sys/kernel/crashring/previous
+  exec 3< /sys/kernel/crashring/previous
+  dd bs=4096 count=1 <&3 >/dev/null 2>&1
   dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
   echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
+  # A reader that opened previous before the ack must not read on into
+  # whatever comes next.
+  if dd bs=4096 count=1 <&3 >/dev/null 2>&1; then
+    echo "crashring-test: previous still read after the ack"
+  else
+    echo "crashring-test: previous refused after the ack"
+  fi
+  exec 3<&-
   echo "crashring-test: status $(cat /sys/kernel/crashring/status)"
   # The verdict goes on the disk too: the console is for diagnosis (after
   # a panic reboot its output has been seen to go missing).
@@ -391,17 +404,43 @@ insmod /lib/crashring_test.ko action=printk || echo "crashring-test: insmod cras
 echo l > /proc/sysrq-trigger
 "#;
 
+/// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
+/// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
+/// its MADT does not mark them online-capable, so Linux ignores them.)
+const POSSIBLE_CPUS: u32 = 64;
+
 fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let plan = WarmReboot {
         test_module: true,
+        // 64 streams: a 64 MiB range keeps each one 512 KiB per slot.
+        region_append: "memmap=64M$0x40000000",
+        module_args: "region=64M@0x40000000",
+        cpus: POSSIBLE_CPUS,
         ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + &workload_and_sysrq())
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
+    let said = |what: &str| run.log.lines().any(|l| l.contains(what));
+    let last = format!("cpu{} records=", POSSIBLE_CPUS - 1);
+    ensure!(
+        said(&last),
+        "stats stops before {last:?}: a sysfs page's worth of CPUs"
+    );
+    ensure!(
+        said("crashring-test: previous refused after the ack"),
+        "a reader of previous that opened it before the ack read on after it"
+    );
     run.check(|image| {
         let region = parse_saved(image)?;
+        ensure!(
+            region.streams.len() == POSSIBLE_CPUS as usize,
+            "{} streams, the kernel has {POSSIBLE_CPUS} possible CPUs",
+            region.streams.len()
+        );
         let workload = check_region(&region)?;
         let metadata = check_printk_metadata(&region, &run.log)?;
-        Ok(format!("{workload}; {metadata}"))
+        Ok(format!(
+            "{workload}; {metadata}; stats lists all {POSSIBLE_CPUS} CPUs; previous refused to a reader across the ack"
+        ))
     })
 }
 
@@ -558,6 +597,8 @@ pub struct WarmReboot {
     pub record: String,
     /// Whether the guest needs crashring_test.ko at /lib.
     pub test_module: bool,
+    /// The guest's CPUs.
+    pub cpus: u32,
 }
 
 impl WarmReboot {
@@ -571,6 +612,7 @@ impl WarmReboot {
             before_insmod: "",
             record,
             test_module: false,
+            cpus: 4,
         }
     }
 }
@@ -631,7 +673,7 @@ pub fn warm_reboot_run(
         },
     )?;
     let out = art.dir.join("previous.img");
-    raw_disk(&out, 32 << 20)?;
+    raw_disk(&out, SAVE_DISK_MIB << 20)?;
     let serial = art.dir.join("serial.log");
     let vm = Vm {
         kernel: &k.vmlinuz,
@@ -641,7 +683,7 @@ pub fn warm_reboot_run(
             plan.region_append, plan.extra_append
         ),
         memory: "2G",
-        cpus: 4,
+        cpus: plan.cpus,
         disks: vec![out.clone()],
         extra: vec![],
         serial: serial.clone(),
