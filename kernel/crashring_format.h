@@ -335,5 +335,6 @@ _Static_assert(offsetof(struct crashring_field_desc, size) == 22,
 #define CRASHRING_EVENT_IRQ_HANDLER_EXIT 20
 #define CRASHRING_EVENT_CRASH 21
 #define CRASHRING_EVENT_LOST 22
+#define CRASHRING_EVENT_CLOCK 23
 
 #endif /* CRASHRING_FORMAT_H */

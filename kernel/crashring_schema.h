@@ -53,6 +53,10 @@ static const struct crashring_field_def cr_fields_lost[] = {
 	{ "count", CRASHRING_FIELD_U64, 8 },
 };
 
+static const struct crashring_field_def cr_fields_clock[] = {
+	{ "wall_offset_ns", CRASHRING_FIELD_I64, 8 },
+};
+
 static const struct crashring_event_def cr_builtin[] = {
 	{ CRASHRING_EVENT_PRINTK, "printk",
 	  ARRAY_SIZE(cr_fields_printk), cr_fields_printk },
@@ -68,6 +72,8 @@ static const struct crashring_event_def cr_builtin[] = {
 	  ARRAY_SIZE(cr_fields_crash), cr_fields_crash },
 	{ CRASHRING_EVENT_LOST, "lost",
 	  ARRAY_SIZE(cr_fields_lost), cr_fields_lost },
+	{ CRASHRING_EVENT_CLOCK, "clock",
+	  ARRAY_SIZE(cr_fields_clock), cr_fields_clock },
 };
 
 #endif /* CRASHRING_SCHEMA_H */

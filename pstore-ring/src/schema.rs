@@ -112,6 +112,8 @@ pub const EVENT_IRQ_ENTRY: u8 = 19;
 pub const EVENT_IRQ_EXIT: u8 = 20;
 pub const EVENT_CRASH: u8 = 21;
 pub const EVENT_LOST: u8 = 22;
+/// `clock`: from this event's timestamp on, wall time = ts + `wall_offset_ns`.
+pub const EVENT_CLOCK: u8 = 23;
 
 /// `printk` `flags` bits.
 pub const PRINTK_TRUNCATED: u8 = 1;
@@ -178,6 +180,11 @@ pub const BUILTIN_EVENTS: &[EventDef<'static>] = &[
         id: EVENT_LOST,
         name: "lost",
         fields: &[field("count", FieldKind::U64)],
+    },
+    EventDef {
+        id: EVENT_CLOCK,
+        name: "clock",
+        fields: &[field("wall_offset_ns", FieldKind::I64)],
     },
 ];
 
