@@ -10,10 +10,12 @@
 //! CRC holds, salvages the open page record by record, and reports every
 //! lost event as a [`Loss`].
 
+mod clock;
 mod region;
 mod schema;
 mod stream;
 
+pub use clock::{ClockStep, WallClock};
 pub use region::{
     parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
     TailTable,
@@ -243,6 +245,12 @@ impl<'a> Region<'a> {
     /// The region's bytes (at most `region_size` of them).
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
+    }
+
+    /// The region's wall clock: its header's offset, superseded by the
+    /// `clock` events of `trace` (decoded from this region).
+    pub fn wall_clock(&self, trace: &Trace<'_>) -> WallClock {
+        WallClock::new(self.header.wall_offset_ns, self.header.endian, trace)
     }
 
     /// Decodes and salvages every stream.
