@@ -62,7 +62,7 @@ impl WallClock {
     /// streams). Events whose payload does not decode are ignored. Steps
     /// at the same time apply in stream, then index order.
     pub fn new(base_ns: i64, e: Endian, trace: &Trace<'_>) -> WallClock {
-        let mut steps: Vec<ClockStep> = trace
+        let steps: Vec<ClockStep> = trace
             .streams
             .iter()
             .flat_map(|s| &s.events)
@@ -76,7 +76,6 @@ impl WallClock {
                 })
             })
             .collect();
-        steps.sort_by_key(|s| (s.ts, s.stream, s.index));
         WallClock::from_steps(base_ns, steps)
     }
 
@@ -85,7 +84,10 @@ impl WallClock {
         WallClock::from_steps(base_ns, Vec::new())
     }
 
-    fn from_steps(base_ns: i64, steps: Vec<ClockStep>) -> WallClock {
+    /// A clock from its steps, in any order (they are sorted by time,
+    /// stream and index).
+    pub fn from_steps(base_ns: i64, mut steps: Vec<ClockStep>) -> WallClock {
+        steps.sort_by_key(|s| (s.ts, s.stream, s.index));
         let mut clock = WallClock {
             base_ns,
             steps,
