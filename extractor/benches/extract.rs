@@ -340,7 +340,16 @@ fn writers_bench(dir: &Path, region: &[u8]) {
     let all = Selection::default();
     let d = time_writer(region, &file, |region, trace, _| {
         let _ = std::fs::remove_dir_all(&out);
-        extractor::ctf::write(&out, region, trace, &all, "bench", 0).expect("writing CTF");
+        extractor::ctf::write(
+            &out,
+            region,
+            trace,
+            &all,
+            "bench",
+            0,
+            &region.wall_clock(trace),
+        )
+        .expect("writing CTF");
     });
     let ctf = per_sec(events, d);
     println!("  parse + decode + CTF: {:.1} M events/s", ctf / 1e6);

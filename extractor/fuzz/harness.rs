@@ -211,7 +211,7 @@ fn logs(data: &[u8]) {
         return;
     };
     let trace = region.decode();
-    let clock = extractor::logs::Clock::new(&region, &trace);
+    let clock = extractor::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
     // Redacted as a bundle does, then placed from the copy.
     use extractor::redact::{Class, Rules, TextRedactor};
     let rules = Rules {

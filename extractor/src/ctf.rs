@@ -25,6 +25,14 @@
 //!   U+FFFD). Field names carry a leading `_`, which readers drop, so a
 //!   field may be called anything, keywords included.
 //!
+//! - The clock's `offset` (what readers add to show wall-clock time) is
+//!   the region's wall-clock offset in effect at the crash, or with no
+//!   crash at the newest event ([`WallClock`]): CTF has one offset per
+//!   clock, so when the trace holds `clock` events (the wall clock was
+//!   stepped while recording), times before the last step are shown
+//!   with the offset after it, off by the step; the environment's
+//!   `clock_steps` counts them, and the bundle's MANIFEST.json lists them.
+//!
 //! The output depends only on the input: the trace UUID is derived from
 //! the region's boot id, generation and place in the dump.
 
@@ -32,7 +40,9 @@ use crate::output::NewFile;
 use crate::select::Selection;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{reason_name, Event, EventType, Region, StreamInfo, StreamTrace, Trace};
+use pstore_ring::read::{
+    reason_name, Event, EventType, Region, StreamInfo, StreamTrace, Trace, WallClock,
+};
 use pstore_ring::schema::{FieldKind, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -69,6 +79,7 @@ pub fn write(
     selection: &Selection,
     source: &str,
     region_index: usize,
+    wall: &WallClock,
 ) -> io::Result<Written> {
     crate::output::create_dir(dir)?;
     let uuid = trace_uuid(region, region_index);
@@ -107,7 +118,11 @@ pub fn write(
         written.clamped += part.clamped;
         written.files.extend(part.files);
     }
-    let metadata = metadata(region, uuid, has_user, source, written.clamped);
+    let clock = Clock {
+        wall,
+        at: clock_time(region, trace),
+    };
+    let metadata = metadata(region, uuid, has_user, source, written.clamped, clock);
     let mut f = NewFile::create(&dir.join("metadata"))?;
     f.write_all(metadata.as_bytes())?;
     f.persist()?;
@@ -228,7 +243,36 @@ fn raw_class(out: &mut String, stream_class: u32) {
     );
 }
 
-fn metadata(region: &Region, uuid: [u8; 16], has_user: bool, source: &str, clamped: u64) -> String {
+/// The wall clock and the trace time whose offset the CTF clock takes.
+#[derive(Clone, Copy)]
+struct Clock<'w> {
+    wall: &'w WallClock,
+    at: u64,
+}
+
+/// The crash's time, or with no crash the newest event's (0 with
+/// neither): the offset in effect then is the one the trace ends with.
+fn clock_time(region: &Region, trace: &Trace) -> u64 {
+    match &region.state {
+        Ok(s) if s.reason != 0 => s.crash_ns,
+        _ => trace
+            .streams
+            .iter()
+            .filter_map(|s| s.events.last())
+            .map(|e| e.ts)
+            .max()
+            .unwrap_or(0),
+    }
+}
+
+fn metadata(
+    region: &Region,
+    uuid: [u8; 16],
+    has_user: bool,
+    source: &str,
+    clamped: u64,
+    clock: Clock,
+) -> String {
     let h = &region.header;
     let uuid = uuid_text(&uuid);
     let mut m = String::with_capacity(16 << 10);
@@ -276,18 +320,22 @@ fn metadata(region: &Region, uuid: [u8; 16], has_user: bool, source: &str, clamp
             env.push(("crash_message", literal(&s.message)));
         }
     }
+    if !clock.wall.steps().is_empty() {
+        env.push(("clock_steps", clock.wall.steps().len().to_string()));
+    }
     m.push_str("env {\n");
     for (k, v) in env {
         let _ = writeln!(m, "\t{k} = {v};");
     }
     m.push_str("};\n\n");
+    let offset = clock.wall.offset_at(clock.at);
     let _ = writeln!(
         m,
         "clock {{\n\tname = monotonic;\n\tuuid = \"{uuid}\";\n\
          \tdescription = \"CLOCK_MONOTONIC of the kernel that wrote the region\";\n\
          \tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = {};\n\toffset = {};\n\tabsolute = FALSE;\n}};\n",
-        h.wall_offset_ns.div_euclid(1_000_000_000),
-        h.wall_offset_ns.rem_euclid(1_000_000_000)
+        offset.div_euclid(1_000_000_000),
+        offset.rem_euclid(1_000_000_000)
     );
     let context = "\t\tuint64_clock_t timestamp_begin;\n\t\tuint64_clock_t timestamp_end;\n\
                    \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\

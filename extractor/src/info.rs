@@ -4,13 +4,16 @@
 //! `kernel` and `crash_time` (from VMCOREINFO, or null), `cpus`, and
 //! `regions`, each with `addr` (hex string), `size`, `kernel_release`,
 //! `hostname`, `boot_id`, `generation`, `state`, `crash` (null or
-//! `{reason, cpu, ns, message}`), `copies`, `holes`, `diagnostics` and
+//! `{reason, cpu, ns, utc, message}`; `utc` is the crash's wall-clock time
+//! with the offset in effect then, a later `clock` event's if the clock
+//! was stepped, or null when the region has no wall clock), `copies`, `holes`, `diagnostics` and
 //! `streams`: `{index, label, cpu (kernel streams), events, first_ts,
 //! last_ts, lost: {overwritten, unreadable, dropped, torn, end}, lost_exact
 //! (false when some count is a lower bound: the stream's end is unknown), pages:
 //! {intact, salvaged, damaged, corrupt, truncated, resetting, absent,
 //! unused}}`.
 
+use extractor::bundle::{utc, wall};
 use extractor::container::Dump;
 use extractor::discover::Found;
 use extractor::jsonl::json_string;
@@ -73,6 +76,9 @@ impl View<'_> {
             for line in text.lines() {
                 writeln!(out, "  {line}")?;
             }
+            if let Some(when) = crash_utc(region, trace) {
+                writeln!(out, "  crash time (wall clock): {when}")?;
+            }
             if let Some((first, last)) = span(trace) {
                 writeln!(out, "  time span: {first} .. {last} ns")?;
             }
@@ -113,6 +119,14 @@ impl View<'_> {
             region_json(out, f, region, trace)?;
         }
         out.write_str("]}\n")
+    }
+}
+
+/// The crash's wall-clock time, with the offset in effect at the crash.
+fn crash_utc(region: &Region, trace: &Trace) -> Option<String> {
+    match &region.state {
+        Ok(s) if s.reason != 0 => wall(s.crash_ns, &region.wall_clock(trace)).map(utc),
+        _ => None,
     }
 }
 
@@ -175,11 +189,13 @@ fn region_json(out: &mut impl Write, f: &Found, region: &Region, trace: &Trace) 
             } else {
                 write!(
                     out,
-                    "{{\"reason\":\"{}\",\"cpu\":{},\"ns\":{},\"message\":",
+                    "{{\"reason\":\"{}\",\"cpu\":{},\"ns\":{},\"utc\":",
                     reason_name(s.reason),
                     s.crash_cpu,
                     s.crash_ns
                 )?;
+                opt_string(out, crash_utc(region, trace).as_deref())?;
+                out.write_str(",\"message\":")?;
                 out.write_str(&json_string(s.message.as_bytes()))?;
                 out.write_char('}')?;
             }

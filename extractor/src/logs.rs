@@ -8,7 +8,9 @@
 //!   CLOCK_MONOTONIC.
 //! - **journal JSON** (`journalctl -o json`): `__MONOTONIC_TIMESTAMP` when
 //!   `_BOOT_ID` is the region's boot, else `__REALTIME_TIMESTAMP` moved by
-//!   the region's wall-clock offset.
+//!   the region's wall-clock offset in effect when the line was written
+//!   ([`WallClock::mono_at`]: after the wall clock was stepped, by the
+//!   offset after the step).
 //! - **Bracketed seconds** `[   12.345678] text`: a serial console, `dmesg`
 //!   or `journalctl -o short-monotonic`. Console times are the printk
 //!   clock, not CLOCK_MONOTONIC, so the log is aligned by the kernel
@@ -24,7 +26,7 @@
 //! does.
 
 use crate::redact::{Counts, TextRedactor, Verdict};
-use pstore_ring::read::{Region, Trace};
+use pstore_ring::read::{Region, Trace, WallClock};
 use pstore_ring::schema::{Value, EVENT_PRINTK};
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
@@ -228,13 +230,16 @@ enum Stamp {
 /// The trace clock the logs are placed on: the first region's.
 pub struct Clock<'t> {
     boot_id: String,
-    wall_offset_ns: i64,
+    wall: WallClock,
     /// printk text → its time, or `None` if the trace holds it twice.
     printk: HashMap<&'t [u8], Option<u64>>,
 }
 
 impl<'t> Clock<'t> {
-    pub fn new(region: &Region, trace: &'t Trace) -> Clock<'t> {
+    /// The clock of `region`, whose (possibly redacted) `trace` supplies
+    /// the printk lines bracketed times are aligned by; `wall` is its
+    /// wall clock, from the unredacted trace ([`Region::wall_clock`]).
+    pub fn new(region: &Region, trace: &'t Trace, wall: WallClock) -> Clock<'t> {
         let e = region.header.endian;
         let mut printk: HashMap<&[u8], Option<u64>> = HashMap::new();
         if let Some(t) = region.schema.get(EVENT_PRINTK) {
@@ -264,7 +269,7 @@ impl<'t> Clock<'t> {
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect(),
-            wall_offset_ns: region.header.wall_offset_ns,
+            wall,
             printk,
         }
     }
@@ -291,9 +296,7 @@ impl<'t> Clock<'t> {
             };
             let ts = match stamp {
                 Stamp::Monotonic(ts) => Some(ts),
-                Stamp::Realtime(wall) => {
-                    u64::try_from(i128::from(wall) - i128::from(self.wall_offset_ns)).ok()
-                }
+                Stamp::Realtime(wall) => self.wall.mono_at(i128::from(wall)),
                 Stamp::Bracketed(ts) => {
                     if let Some(Some(at)) = self.printk.get(kernel_text(&text).as_bytes()) {
                         offsets.push(i128::from(*at) - i128::from(ts));
@@ -506,7 +509,7 @@ mod tests {
         printk.insert(&b"twice"[..], None);
         Clock {
             boot_id: "00112233445566778899aabbccddeeff".into(),
-            wall_offset_ns: 1_000_000_000_000,
+            wall: WallClock::fixed(1_000_000_000_000),
             printk,
         }
     }
@@ -550,6 +553,33 @@ no time here
             .map(|(t, s)| (*t, s.as_str()))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn journal_lines_of_another_boot_follow_the_wall_clock_steps() {
+        use pstore_ring::read::ClockStep;
+        // Stepped forward by 1000 s at trace time 10 s.
+        let mut clock = clock();
+        clock.wall = WallClock::from_steps(
+            1_000_000_000_000,
+            vec![ClockStep {
+                ts: 10_000_000_000,
+                stream: 0,
+                index: 3,
+                wall_offset_ns: 2_000_000_000_000,
+            }],
+        );
+        let log = "\
+{\"MESSAGE\":\"before\",\"_BOOT_ID\":\"ff\",\"__REALTIME_TIMESTAMP\":\"1009000000\"}
+{\"MESSAGE\":\"after\",\"_BOOT_ID\":\"ff\",\"__REALTIME_TIMESTAMP\":\"2012000000\"}
+";
+        let placed = clock.place("x", log.as_bytes()).unwrap();
+        let got: Vec<(u64, &str)> = placed
+            .placed
+            .iter()
+            .map(|(t, s)| (*t, s.as_str()))
+            .collect();
+        assert_eq!(got, [(9_000_000_000, "before"), (12_000_000_000, "after")]);
     }
 
     #[test]

@@ -629,8 +629,16 @@ fn write_traces(
         } else {
             dir.to_path_buf()
         };
-        let w = extractor::ctf::write(&out, region, trace, selection, &source, n)
-            .with_context(|| format!("writing a CTF trace to {}", out.display()))?;
+        let w = extractor::ctf::write(
+            &out,
+            region,
+            trace,
+            selection,
+            &source,
+            n,
+            &region.wall_clock(trace),
+        )
+        .with_context(|| format!("writing a CTF trace to {}", out.display()))?;
         report_clamped(&format!("region {n}"), w.clamped);
         eprintln!(
             "crashring: region {n}: wrote {} events and {} discarded to {} ({} files)",

@@ -6,7 +6,7 @@ use super::{BundleFile, Part};
 use crate::logs::Log;
 use crate::redact::Rules;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
-use pstore_ring::read::{reason_name, LossKind};
+use pstore_ring::read::{reason_name, LossKind, WallClock};
 use serde_json::{json, Value};
 
 /// Schema version of the manifest; bump on incompatible changes.
@@ -43,15 +43,16 @@ pub fn utc(ns: i128) -> String {
     )
 }
 
-/// A region's time as wall-clock time, when the region knows its offset.
-pub fn wall(ts: u64, wall_offset_ns: i64) -> Option<i128> {
-    (wall_offset_ns != 0).then(|| i128::from(ts) + i128::from(wall_offset_ns))
+/// A region's time as wall-clock time, with the offset in effect at `ts`
+/// (the header's, or a later `clock` event's), when it is known (not 0).
+pub fn wall(ts: u64, clock: &WallClock) -> Option<i128> {
+    (clock.offset_at(ts) != 0).then(|| clock.wall_at(ts))
 }
 
 fn region(part: &Part) -> Value {
     let (r, t) = (&part.region, &part.trace);
     let h = &r.header;
-    let when = |ts: u64| wall(ts, h.wall_offset_ns).map(utc);
+    let when = |ts: u64| wall(ts, &part.wall).map(utc);
     let crash = match &r.state {
         Ok(s) if s.reason != 0 => json!({
             "reason": reason_name(s.reason),
@@ -88,6 +89,28 @@ fn region(part: &Part) -> Value {
             })
         })
         .collect();
+    let mut clock = json!({
+        "domain": "CLOCK_MONOTONIC",
+        "wall_offset_ns": h.wall_offset_ns,
+        "created_ns": h.created_ns,
+        "created_utc": when(h.created_ns),
+    });
+    // Only when the wall clock was stepped, so a region without steps
+    // keeps the manifest it always had.
+    if !part.wall.steps().is_empty() {
+        clock["steps"] = part
+            .wall
+            .steps()
+            .iter()
+            .map(|s| {
+                json!({
+                    "ns": s.ts,
+                    "wall_offset_ns": s.wall_offset_ns,
+                    "utc": wall(s.ts, &part.wall).map(utc),
+                })
+            })
+            .collect();
+    }
     json!({
         "index": part.index,
         "physical_address": format!("{:#x}", part.addr),
@@ -97,12 +120,7 @@ fn region(part: &Part) -> Value {
         "boot_id": hex(&h.boot_id),
         "generation": h.generation,
         "cpus": h.cpu_count,
-        "clock": {
-            "domain": "CLOCK_MONOTONIC",
-            "wall_offset_ns": h.wall_offset_ns,
-            "created_ns": h.created_ns,
-            "created_utc": when(h.created_ns),
-        },
+        "clock": clock,
         "state": r.state.as_ref().map_or("unreadable", |s| s.state_name()),
         "crash": crash,
         "damaged": part.damaged,

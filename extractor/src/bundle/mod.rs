@@ -33,12 +33,13 @@ mod manifest;
 mod readme;
 
 pub use check::{check, CheckError, Checked};
+pub use manifest::{utc, wall};
 
 use crate::logs::{self, Log};
 use crate::output::{write_items, Format, NewFile};
 use crate::redact::{self, Counts, Rules, UnknownClass};
 use crate::select::Selection;
-use pstore_ring::read::{Region, Trace};
+use pstore_ring::read::{Region, Trace, WallClock};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -188,6 +189,8 @@ struct Part<'b> {
     addr: u64,
     region: Region<'b>,
     trace: Trace<'b>,
+    /// From the unredacted trace: redaction leaves wall times alone.
+    wall: WallClock,
     damaged: bool,
     holes: Vec<String>,
     redacted: Counts,
@@ -248,6 +251,7 @@ pub fn write(
                 addr: r.addr,
                 region: plan.region(r.region),
                 trace: plan.apply(r.trace),
+                wall: r.region.wall_clock(r.trace),
                 damaged: r.damaged,
                 holes: r.holes.clone(),
                 redacted: plan.counts.clone(),
@@ -288,6 +292,7 @@ pub fn write(
             &Selection::default(),
             &source.container,
             p.index,
+            &p.wall,
         )
         .what(|| format!("writing the CTF trace {}", p.ctf_dir.display()))?;
         p.clamped = w.clamped;
@@ -310,7 +315,11 @@ pub fn write(
     }
 
     let clock_part = &parts[0];
-    let clock = logs::Clock::new(&clock_part.region, &clock_part.trace);
+    let clock = logs::Clock::new(
+        &clock_part.region,
+        &clock_part.trace,
+        clock_part.wall.clone(),
+    );
     // Logs go with the first region's trace: its key, so an address in a
     // log hashes as it does in that trace.
     let text_redactor = redact::TextRedactor::new(regions[0].region, rules);
@@ -336,7 +345,7 @@ pub fn write(
         files.push((rel, FileKind::Log));
     }
 
-    let mtime = archive_time(&parts[0].region);
+    let mtime = archive_time(&parts[0]);
     let pftrace = Path::new("kernel.pftrace");
     let perfetto_dir = archive::Staging::beside(&staging.path().join("perfetto"))
         .what(|| "creating a staging directory for the Perfetto trace".into())?;
@@ -402,7 +411,7 @@ pub fn write(
     let manifest = manifest::render(source, &parts, &placed_logs, rules, &listed[1..]);
     write_text(&staging, &mut listed[0], &manifest)?;
 
-    let top = top_name(&parts[0].region);
+    let top = top_name(&parts[0]);
     let paths: Vec<PathBuf> = listed.iter().map(|f| f.path.clone()).collect();
     archive::tar_gz(archive, staging.path(), Path::new(&top), &paths, mtime)
         .and_then(|archive| {
@@ -476,21 +485,21 @@ fn digest(
 
 /// The archive's entries are dated at the crash, or else at the region's
 /// creation, as wall-clock seconds (0 when the region has no wall clock).
-fn archive_time(region: &Region) -> u64 {
-    let h = &region.header;
+fn archive_time(part: &Part) -> u64 {
+    let region = &part.region;
     let ts = match &region.state {
         Ok(s) if s.crash_ns != 0 => s.crash_ns,
-        _ => h.created_ns,
+        _ => region.header.created_ns,
     };
-    manifest::wall(ts, h.wall_offset_ns)
+    manifest::wall(ts, &part.wall)
         .and_then(|w| u64::try_from(w.div_euclid(1_000_000_000)).ok())
         .unwrap_or(0)
 }
 
 /// `crash-<hostname>-<UTC yyyymmddThhmmssZ>-<boot id, 8 hex>`; the host
 /// name keeps only characters safe in a file name.
-fn top_name(region: &Region) -> String {
-    let h = &region.header;
+fn top_name(part: &Part) -> String {
+    let h = &part.region.header;
     let host: String = h
         .hostname
         .chars()
@@ -508,7 +517,7 @@ fn top_name(region: &Region) -> String {
     } else {
         host
     };
-    let secs = archive_time(region);
+    let secs = archive_time(part);
     let stamp: String = manifest::utc(i128::from(secs) * 1_000_000_000)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())

@@ -112,7 +112,7 @@ fn write_all(
         )?;
         match &p.region.state {
             Ok(st) if st.reason != 0 => {
-                let when = super::manifest::wall(st.crash_ns, h.wall_offset_ns)
+                let when = super::manifest::wall(st.crash_ns, &p.wall)
                     .map_or(String::new(), |w| format!(", {}", super::manifest::utc(w)));
                 writeln!(
                     s,
