@@ -53,6 +53,7 @@ struct crashring_state {
 	u32 nstreams;
 	u8 boot_id[16];
 	bool enabled;		/* recording on (sysfs "enabled") */
+	s64 wall_offset_ns;	/* the last recorded: the header's, then clock events' */
 	unsigned long sources;	/* CR_SRC_* */
 	char status[256];	/* what user space should know, one line */
 	struct mutex lock;	/* serialises control changes, never the write path */
@@ -77,6 +78,9 @@ int crashring_show_sources(char *buf);
 int crashring_set_filter(const char *spec);
 void crashring_show_filter(char *buf, size_t len);
 void crashring_record_crash(u32 reason, const char *message);
+void crashring_record_clock(s64 wall_offset_ns);
+void crashring_clock_arm(void);
+void crashring_clock_stop(void);
 
 /* crashring_sysfs.c */
 int crashring_sysfs_init(void);

@@ -381,12 +381,14 @@ int crashring_start_recording(int slot)
 	}
 	crashring.slot[slot].state = CR_SLOT_GENERATION;
 	crashring.slot[slot].generation = cfg.generation;
+	crashring.wall_offset_ns = cfg.wall_offset_ns;
 	WRITE_ONCE(crashring.cur, slot);
 	/*
 	 * Release: a CPU that sees recording on (crashring_this_stream()) also
 	 * sees the streams crashring_format() just set up, on any architecture.
 	 */
 	smp_store_release(&crashring.enabled, true);
+	crashring_clock_arm();
 	pr_info("recording generation %llu in slot %d at %pa (%llu bytes, %u CPUs)\n",
 		cfg.generation, slot, &crashring.slot[slot].phys,
 		crashring_region_size(crashring.slot[slot].mem), crashring.nstreams);
@@ -612,6 +614,7 @@ err_notifiers:
 	crashring_sources_exit();
 err_free_streams:
 	WRITE_ONCE(crashring.enabled, false);
+	crashring_clock_stop();
 	kfree(crashring.streams);
 err_unmap:
 	memunmap(crashring.map);
@@ -631,6 +634,8 @@ static void __exit crashring_exit(void)
 	unregister_die_notifier(&cr_die_nb);
 	atomic_notifier_chain_unregister(&panic_notifier_list, &cr_panic_nb);
 	crashring_sources_exit();
+	/* After sysfs: nothing can re-arm it once it is cancelled. */
+	crashring_clock_stop();
 	cr_finish_clean();
 	kfree(crashring.streams);
 	memunmap(crashring.map);

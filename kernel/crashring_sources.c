@@ -43,6 +43,7 @@
 #include <linux/sysfs.h>
 #include <linux/preempt.h>
 #include <linux/stdarg.h>
+#include <linux/workqueue.h>
 #include "crashring.h"
 #include "crashring_internal.h"
 
@@ -381,6 +382,83 @@ void crashring_record_crash(u32 reason, const char *message)
 
 	if (READ_ONCE(crashring.sources) & CR_SRC_CRASH)
 		cr_emit(CRASHRING_EVENT_CRASH, rec, sizeof(rec), message, strlen(message), -1);
+}
+
+/*
+ * Wall clock steps. The header's wall_offset_ns (CLOCK_REALTIME minus
+ * CLOCK_MONOTONIC) is taken when the region is formatted, usually early in
+ * boot, before NTP, `date -s` or a corrected RTC steps the wall clock; every
+ * wall time a reader derives would then be off by the step. So a delayed
+ * work item compares the current offset with the last one recorded (the
+ * header's, then each clock event's) and, when it has moved, records a
+ * clock event carrying the new one (FORMAT.md section 9).
+ *
+ * Polling, because the kernel's notification of a set clock
+ * (clock_was_set(), the timerfd TFD_TIMER_CANCEL_ON_SET machinery and
+ * hrtimer base offsets) is not exported to modules. Once a second: a step
+ * is then dated within a second of when it happened, and the work costs
+ * nothing measurable. More than 1 ms: a step is at least milliseconds (NTP
+ * steps only past 128 ms), while slewing moves the offset by at most 0.5 ms
+ * per second, so a slewed clock costs one event per few seconds of slew
+ * at worst, and the wall times read stay within 1 ms of the truth.
+ *
+ * The offset is read with ktime_mono_to_real(0): the timekeeper's own
+ * CLOCK_REALTIME minus CLOCK_MONOTONIC, read consistently, rather than two
+ * clock reads that preemption could pull apart by more than the threshold.
+ */
+#define CR_CLOCK_PERIOD		HZ
+#define CR_CLOCK_THRESHOLD_NS	NSEC_PER_MSEC
+
+static void cr_clock_check(struct work_struct *work);
+static DECLARE_DELAYED_WORK(cr_clock_work, cr_clock_check);
+
+/**
+ * crashring_record_clock - record a clock event on this CPU
+ * @wall_offset_ns: CLOCK_REALTIME - CLOCK_MONOTONIC from now on
+ */
+void crashring_record_clock(s64 wall_offset_ns)
+{
+	cr_emit(CRASHRING_EVENT_CLOCK, &wall_offset_ns, sizeof(wall_offset_ns), NULL, 0, -1);
+}
+
+static void cr_clock_check(struct work_struct *work)
+{
+	s64 now = ktime_to_ns(ktime_mono_to_real(0));
+
+	mutex_lock(&crashring.lock);
+	if (!READ_ONCE(crashring.enabled)) {
+		/* Not re-armed: crashring_clock_arm() does when recording resumes. */
+		mutex_unlock(&crashring.lock);
+		return;
+	}
+	if (abs(now - crashring.wall_offset_ns) > CR_CLOCK_THRESHOLD_NS) {
+		crashring_record_clock(now);
+		crashring.wall_offset_ns = now;
+	}
+	mutex_unlock(&crashring.lock);
+	schedule_delayed_work(&cr_clock_work, CR_CLOCK_PERIOD);
+}
+
+/**
+ * crashring_clock_arm - start watching the wall clock for steps
+ *
+ * Called when recording starts or resumes; a no-op while the check is
+ * already pending.
+ */
+void crashring_clock_arm(void)
+{
+	schedule_delayed_work(&cr_clock_work, CR_CLOCK_PERIOD);
+}
+
+/**
+ * crashring_clock_stop - stop watching the wall clock
+ *
+ * Waits for a running check, which cannot re-arm itself afterwards. Must
+ * not be called with crashring.lock held (the check takes it).
+ */
+void crashring_clock_stop(void)
+{
+	cancel_delayed_work_sync(&cr_clock_work);
 }
 
 /**

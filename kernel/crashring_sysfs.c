@@ -48,6 +48,8 @@ static ssize_t enabled_store(struct kobject *k, struct kobj_attribute *a, const 
 		return -EBUSY;
 	}
 	WRITE_ONCE(crashring.enabled, on);
+	if (on)
+		crashring_clock_arm();
 	mutex_unlock(&crashring.lock);
 	return count;
 }
