@@ -28,6 +28,7 @@ static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 
 /* Orders the ring's stores for a reader on another CPU or after a crash. */
 #define cr_wmb()		smp_wmb()
+/* Orders the panic path's reads of a stopped CPU's stores (pairs with cr_wmb). */
 #define cr_rmb()		smp_rmb()
 #define cr_try_enter(l)		(local_cmpxchg((l), 0, 1) == 0)
 #define cr_leave(l)		local_set((l), 0)
