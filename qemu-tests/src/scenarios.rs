@@ -404,6 +404,14 @@ insmod /lib/crashring_test.ko action=printk || echo "crashring-test: insmod cras
 echo l > /proc/sysrq-trigger
 "#;
 
+/// The wall clock stepped an hour forward after recording started, as NTP
+/// or `date -s` would; after more than the module's 1 s poll, a printk line
+/// carries the wall time the guest then had.
+const CLOCK_STEP: &str = r#"date -s "@$(( $(date +%s) + 3600 ))" > /dev/null
+sleep 3
+echo "<6>crashring-clock: wall=$(date +%s)" > /dev/kmsg
+"#;
+
 /// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
 /// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
 /// its MADT does not mark them online-capable, so Linux ignores them.)
@@ -416,7 +424,7 @@ fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         region_append: "memmap=64M$0x40000000",
         module_args: "region=64M@0x40000000",
         cpus: POSSIBLE_CPUS,
-        ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + &workload_and_sysrq())
+        ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + CLOCK_STEP + &workload_and_sysrq())
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
     let said = |what: &str| run.log.lines().any(|l| l.contains(what));
@@ -438,10 +446,58 @@ fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         );
         let workload = check_region(&region)?;
         let metadata = check_printk_metadata(&region, &run.log)?;
+        let clock = check_clock_step(&region)?;
         Ok(format!(
-            "{workload}; {metadata}; stats lists all {POSSIBLE_CPUS} CPUs; previous refused to a reader across the ack"
+            "{workload}; {metadata}; {clock}; stats lists all {POSSIBLE_CPUS} CPUs"
         ))
     })
+}
+
+/// After [`CLOCK_STEP`], the region holds a `clock` event an hour (less
+/// the second `date -s` truncates) past the header's offset, and the
+/// wall time of the line printed after it is within the second the guest
+/// printed (busybox's `date` has whole seconds only).
+fn check_clock_step(region: &Region) -> Result<String> {
+    let e = region.header.endian;
+    let trace = region.decode();
+    let clock = region.wall_clock(&trace);
+    let step = clock
+        .steps()
+        .last()
+        .context("no clock event: the module did not see the wall clock step")?;
+    let moved = i128::from(step.wall_offset_ns) - i128::from(region.header.wall_offset_ns);
+    ensure!(
+        (3_599_000_000_000..=3_600_100_000_000).contains(&moved),
+        "the clock event moves the wall clock by {moved} ns, the guest stepped it 3599-3600 s"
+    );
+    let (ts, printed) = trace
+        .streams
+        .iter()
+        .flat_map(|s| &s.events)
+        .filter(|ev| ev.type_id == EVENT_PRINTK)
+        .find_map(|ev| {
+            let values = region.schema.get(ev.type_id)?.decode(ev.payload, e).ok()?;
+            let Some(Value::Str(text)) = values.get(4) else {
+                return None;
+            };
+            let wall = std::str::from_utf8(text)
+                .ok()?
+                .strip_prefix("crashring-clock: wall=")?;
+            Some((ev.ts, wall.parse::<i128>().ok()? * 1_000_000_000))
+        })
+        .context("the crashring-clock line is not in the trace")?;
+    // Printed within the second `date` said, give or take the printk.
+    let off = clock.wall_at(ts) - printed;
+    ensure!(
+        (-50_000_000..1_050_000_000).contains(&off),
+        "the line printed in wall second {printed} ns is placed at {} ns ({off} ns off)",
+        clock.wall_at(ts)
+    );
+    Ok(format!(
+        "wall clock stepped {:.3} s and recorded; a line after it placed {:.1} ms from its wall time",
+        moved as f64 / 1e9,
+        off as f64 / 1e6
+    ))
 }
 
 /// The region's boot id is the kernel's, and the [`PRINTK_METADATA`]
