@@ -48,6 +48,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: damaged_header,
     },
     Scenario {
+        name: "two-generations",
+        about: "memmap= region; two crashes without an ack fill both slots; on the third boot a reader holding previous (generation 2) across its ack is refused instead of reading on into generation 1, which is then saved whole",
+        needs_reserve_mem: false,
+        run: two_generations,
+    },
+    Scenario {
         name: "qemu-dump",
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
         needs_reserve_mem: false,
@@ -624,6 +630,87 @@ fn damaged_header(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     })
 }
 
+/// Three boots: the first two each mark and crash without acking, so
+/// both slots hold a generation; the third opens `previous` (generation
+/// 2), reads a page, acks it, which exposes generation 1, and reads again
+/// on the same open file.
+fn two_generations_script() -> String {
+    format!(
+        r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
+summary=$(head -n 1 /sys/kernel/crashring/previous_summary)
+case "$summary" in
+none*)
+  echo "crashring-test: phase record"
+  echo "generation one" > /dev/crashring
+  echo c > /proc/sysrq-trigger ;;
+"generation 1 "*)
+  echo "crashring-test: phase record again"
+  echo "generation two" > /dev/crashring
+  echo c > /proc/sysrq-trigger ;;
+*)
+  echo "crashring-test: phase recover"
+  echo "crashring-test: previous first: $summary"
+  exec 3< /sys/kernel/crashring/previous
+  dd bs=4096 count=1 <&3 >/dev/null 2>&1
+  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
+  if dd bs=4096 count=1 <&3 >/dev/null 2>&1; then
+    echo "crashring-test: previous read on across the ack"
+  else
+    echo "crashring-test: previous refused after the ack"
+  fi
+  exec 3<&-
+  echo "crashring-test: previous then: $(head -n 1 /sys/kernel/crashring/previous_summary)"
+  dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
+  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
+  echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
+  echo "{DONE}" ;;
+esac
+poweroff -f
+"#
+    )
+}
+
+fn two_generations(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        name: "two-generations",
+        script: Some(two_generations_script()),
+        ..WarmReboot::memmap(String::new())
+    };
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    let said = |what: &str| run.log.lines().any(|l| l.contains(what));
+    ensure!(
+        said("crashring-test: previous first: generation 2 ")
+            && said("crashring-test: previous then: generation 1 "),
+        "previous was not generation 2 and then, after its ack, generation 1"
+    );
+    ensure!(
+        said("crashring-test: previous refused after the ack"),
+        "a reader that opened previous at generation 2 read on into generation 1 after the ack"
+    );
+    ensure!(!said("ack failed"), "an ack was refused");
+    run.check(|image| {
+        let region = parse_saved(image)?;
+        ensure!(
+            region.header.generation == 1,
+            "saved generation {}, not 1",
+            region.header.generation
+        );
+        ensure_crashed_by_panic(&region)?;
+        let trace = region.decode();
+        let e = region.header.endian;
+        let marked = trace.streams.iter().flat_map(|s| &s.events).any(|ev| {
+            ev.type_id == EVENT_MARKER
+                && region
+                    .schema
+                    .get(ev.type_id)
+                    .and_then(|t| t.decode(ev.payload, e).ok())
+                    .is_some_and(|v| v.get(2) == Some(&Value::Str(b"generation one")))
+        });
+        ensure!(marked, "generation 1 lacks its marker");
+        Ok("generation 2 refused to a reader across its ack; generation 1 then saved whole, with its marker".into())
+    })
+}
+
 /// reserve_mem= ranges are placed by memblock at boot, so they are found
 /// again only if the next boot lays memory out the same way: nokaslr keeps
 /// the kernel image from landing in a different place (with KASLR the
@@ -655,6 +742,8 @@ pub struct WarmReboot {
     pub test_module: bool,
     /// The guest's CPUs.
     pub cpus: u32,
+    /// The whole /init body, instead of [`boot_script`]'s.
+    pub script: Option<String>,
 }
 
 impl WarmReboot {
@@ -669,6 +758,7 @@ impl WarmReboot {
             record,
             test_module: false,
             cpus: 4,
+            script: None,
         }
     }
 }
@@ -714,7 +804,10 @@ pub fn warm_reboot_run(
         .iter()
         .map(|p| (p.as_path(), "lib/crashring_test.ko"))
         .collect();
-    let script = boot_script(plan.module_args, plan.before_insmod, &plan.record);
+    let script = plan
+        .script
+        .clone()
+        .unwrap_or_else(|| boot_script(plan.module_args, plan.before_insmod, &plan.record));
     let initrd = guest::initramfs(
         sh,
         &format!("{}-{}", plan.name, k.series),
