@@ -26,6 +26,29 @@ fn patch(image: &mut [u8], at: usize, bytes: &[u8], crc_range: std::ops::Range<u
     image[crc_range.end..crc_range.end + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// `real` (256-byte pages) with a checksummed header claiming `claim`
+/// bytes, and stream 0's checksummed descriptor claiming every page of
+/// them.
+fn claiming(real: &[u8], claim: u64) -> Vec<u8> {
+    let mut image = real.to_vec();
+    patch(&mut image, 32, &claim.to_le_bytes(), 0..252);
+    let desc = descriptor_0(&image);
+    let pages = u32::try_from((claim - pages_offset(&image)) / 256).unwrap();
+    patch(&mut image, desc + 4, &pages.to_le_bytes(), desc..desc + 60);
+    image
+}
+
+/// Where stream 0's descriptor is.
+fn descriptor_0(image: &[u8]) -> usize {
+    u32::from_le_bytes(image[40..44].try_into().unwrap()) as usize
+}
+
+/// Where stream 0's pages start, as its descriptor says.
+fn pages_offset(image: &[u8]) -> u64 {
+    let desc = descriptor_0(image);
+    u64::from_le_bytes(image[desc + 8..desc + 16].try_into().unwrap())
+}
+
 #[test]
 fn a_header_claiming_gigabytes_costs_only_the_bytes_present() {
     let real = image_sized(0, 256, 8192, 20);
@@ -38,14 +61,7 @@ fn a_header_claiming_gigabytes_costs_only_the_bytes_present() {
     )
     .unwrap();
     for claim in [4u64 << 30, 16 << 30] {
-        // A checksummed header claiming `claim` bytes, and stream 0's
-        // checksummed descriptor claiming every 256-byte page of them.
-        let mut image = real.clone();
-        patch(&mut image, 32, &claim.to_le_bytes(), 0..252);
-        let desc = u32::from_le_bytes(image[40..44].try_into().unwrap()) as usize;
-        let pages_offset = u64::from_le_bytes(image[desc + 8..desc + 16].try_into().unwrap());
-        let pages = u32::try_from((claim - pages_offset) / 256).unwrap();
-        patch(&mut image, desc + 4, &pages.to_le_bytes(), desc..desc + 60);
+        let image = claiming(&real, claim);
         let path = write_tmp(&format!("claim-{}g.raw", claim >> 30), &image);
         let path = path.to_str().unwrap();
         for args in [
@@ -117,12 +133,7 @@ fn a_segment_claiming_gigabytes_of_filtered_memory_costs_only_the_bytes_present(
     // made, one run of absent pages, never one record per page.
     let claim = 4u64 << 30;
     let real = image_sized(0, 256, 8192, 20);
-    let mut image = real.clone();
-    patch(&mut image, 32, &claim.to_le_bytes(), 0..252);
-    let desc = u32::from_le_bytes(image[40..44].try_into().unwrap()) as usize;
-    let pages_offset = u64::from_le_bytes(image[desc + 8..desc + 16].try_into().unwrap());
-    let pages = u32::try_from((claim - pages_offset) / 256).unwrap();
-    patch(&mut image, desc + 4, &pages.to_le_bytes(), desc..desc + 60);
+    let image = claiming(&real, claim);
     let segment = synth::Load {
         paddr: 0,
         memsz: claim,
@@ -162,7 +173,7 @@ fn a_segment_claiming_gigabytes_of_filtered_memory_costs_only_the_bytes_present(
                 stdout.contains(&format!(", {absent} not in the dump")),
                 "{stdout}"
             );
-            let first = (0x2000 - pages_offset) / 256;
+            let first = (0x2000 - pages_offset(&image)) / 256;
             assert!(
                 stdout.contains(&format!(
                     "pages {first}.. ({absent} of them) are not in the input"

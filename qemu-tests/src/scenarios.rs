@@ -433,7 +433,7 @@ fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + CLOCK_STEP + &workload_and_sysrq())
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
-    let said = |what: &str| run.log.lines().any(|l| l.contains(what));
+    let said = |what: &str| run.said(what);
     let last = format!("cpu{} records=", POSSIBLE_CPUS - 1);
     ensure!(
         said(&last),
@@ -599,7 +599,7 @@ fn damaged_header(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         ..WarmReboot::memmap(workload_and_sysrq())
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
-    let said = |what: &str| run.log.lines().any(|l| l.contains(what));
+    let said = |what: &str| run.said(what);
     ensure!(
         said("crashring-test: flipped a bit"),
         "the second boot did not find the crashed generation to damage"
@@ -677,7 +677,7 @@ fn two_generations(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         ..WarmReboot::memmap(String::new())
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
-    let said = |what: &str| run.log.lines().any(|l| l.contains(what));
+    let said = |what: &str| run.said(what);
     ensure!(
         said("crashring-test: previous first: generation 2 ")
             && said("crashring-test: previous then: generation 1 "),
@@ -773,6 +773,11 @@ pub struct Saved {
 }
 
 impl Saved {
+    /// Whether a line of the serial log contains `what`.
+    pub fn said(&self, what: &str) -> bool {
+        self.log.lines().any(|l| l.contains(what))
+    }
+
     /// Runs `check` on the saved image, naming the files if it fails.
     pub fn check(&self, check: impl Fn(&[u8]) -> Result<String>) -> Result<String> {
         let summary = check(&self.image).with_context(|| {
