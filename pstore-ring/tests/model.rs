@@ -145,9 +145,9 @@ fn check_newest_damaged(setup: &Setup, victim: usize, k: usize) -> Result<(), Te
                 .collect();
             prop_assert_eq!(end.len(), 1, "stream {}: {:?}", i, st.losses);
             // With no readable page left, the loss spans every page the
-            // stream ever had, overwritten ones included.
+            // ring can hold.
             let pages = if st.decoded_pages().is_empty() {
-                newest[0].seq
+                newest[0].seq.min(u64::from(setup.pages))
             } else {
                 newest.len() as u64
             };

@@ -681,9 +681,14 @@ fn end_loss(
 ) -> Option<Loss> {
     let (seq, covered) = newest.map_or((0, 0), |n| (n.seq, n.covered));
     let (walked, cause) = newer_unreadable(pages, info.page_count, newest.map(|n| n.slot));
+    let ring = u64::from(info.page_count);
     let (pages_lost, events, exact) = match tail.best {
         Some(t) if t.seq >= seq => {
-            let mut pages_lost = t.seq - seq;
+            // The ring holds no more pages than it has slots.
+            let mut pages_lost = (t.seq - seq).min(ring);
+            // With no readable page, every event the stream wrote is
+            // lost, counted here (recovered + lost = written stays exact),
+            // overwritten ones included.
             let (events, mut exact) = match t.end_index {
                 Some(end) => (end.saturating_sub(covered), true),
                 None if t.seq == seq => (0, true),
@@ -718,15 +723,15 @@ fn end_loss(
     })
 }
 
-/// Why a slot cannot be read, or `None` if it can be (or is unused, or
-/// being reset): then no page newer than the newest readable one reached it.
-fn unreadable(pages: &[PageReport], slot: u32) -> Option<EndCause> {
-    match pages.get(slot as usize).map(|p| p.status) {
-        // Slots past the input's end have no report.
-        None | Some(PageStatus::Truncated) => Some(EndCause::Cut),
-        Some(PageStatus::Absent) => Some(EndCause::Absent),
-        Some(PageStatus::Corrupt) => Some(EndCause::Corrupt),
-        Some(_) => None,
+/// Why a page with this status cannot be read, or `None` if it can be (or
+/// is unused, or being reset): then no page newer than the newest readable
+/// one reached its slot.
+fn unreadable(status: PageStatus) -> Option<EndCause> {
+    match status {
+        PageStatus::Truncated => Some(EndCause::Cut),
+        PageStatus::Absent => Some(EndCause::Absent),
+        PageStatus::Corrupt => Some(EndCause::Corrupt),
+        _ => None,
     }
 }
 
@@ -734,45 +739,41 @@ fn unreadable(pages: &[PageReport], slot: u32) -> Option<EndCause> {
 /// in slot `from`: writers take slots in ring order, so those are the
 /// unreadable slots after it, up to the first that is readable (an older
 /// page), unused or being reset. With no readable page every unreadable
-/// slot counts. Returns the count and the first one's cause. Slots past the
-/// input's end are counted without a step each.
+/// slot counts. Returns the count and the first one's cause. A run of
+/// absent slots (one report) and the slots past the input's end (no
+/// report) are each counted in one step.
 fn newer_unreadable(
     pages: &[PageReport],
     page_count: u32,
     from: Option<u32>,
 ) -> (u64, Option<EndCause>) {
-    let present = u32::try_from(pages.len())
-        .unwrap_or(u32::MAX)
-        .min(page_count);
     let mut n = 0u64;
     let mut first = None;
-    let Some(from) = from else {
-        for slot in 0..present {
-            if let Some(c) = unreadable(pages, slot) {
-                n += 1;
-                first.get_or_insert(c);
-            }
-        }
-        if present < page_count {
-            n += u64::from(page_count - present);
-            first.get_or_insert(EndCause::Cut);
-        }
-        return (n, first);
+    let ranges = match from {
+        None => [(0, page_count), (0, 0)],
+        // Slots from + 1 .. page_count, then 0 .. from.
+        Some(from) => [(from.saturating_add(1), page_count), (0, from)],
     };
-    // Slots from + 1 .. page_count, then 0 .. from.
-    for (start, end) in [(from.saturating_add(1), page_count), (0, from)] {
-        for slot in start..end.min(present) {
-            match unreadable(pages, slot) {
+    for (start, end) in ranges {
+        let mut slot = start;
+        while slot < end {
+            let Some(i) = report_of(pages, slot) else {
+                // Past the input's end: every slot from here is cut off.
+                n += u64::from(end - slot);
+                first.get_or_insert(EndCause::Cut);
+                break;
+            };
+            let p = &pages[i];
+            let run_end = p.slot.saturating_add(p.slots).clamp(slot + 1, end);
+            match unreadable(p.status) {
                 Some(c) => {
-                    n += 1;
+                    n += u64::from(run_end - slot);
                     first.get_or_insert(c);
                 }
-                None => return (n, first),
+                None if from.is_some() => return (n, first),
+                None => {}
             }
-        }
-        if end > present {
-            n += u64::from(end - start.max(present));
-            first.get_or_insert(EndCause::Cut);
+            slot = run_end;
         }
     }
     (n, first)
