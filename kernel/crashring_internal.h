@@ -29,6 +29,7 @@ enum crashring_slot_state {
 	CR_SLOT_EMPTY,		/* no magic: free to record into */
 	CR_SLOT_GENERATION,	/* a generation with a valid header */
 	CR_SLOT_DAMAGED,	/* magic, but the header fails its checks */
+	CR_SLOT_UNREADABLE,	/* poisoned persistent memory: left alone */
 };
 
 struct crashring_slot {
@@ -67,6 +68,7 @@ void crashring_put_stream(void);
 int crashring_start_recording(int slot);
 void crashring_release_previous(void);
 u64 crashring_slot_bytes(const struct crashring_slot *slot);
+int crashring_read_slot(const struct crashring_slot *slot, u64 off, void *dst, size_t len);
 void crashring_note(const char *fmt, ...) __printf(1, 2);
 
 /* crashring_sources.c */

@@ -261,23 +261,49 @@ static bool cr_backed_by_memory(u8 *mem, u64 size)
 /* What @slot holds: nothing, a generation, or a generation it cannot vouch for. */
 static void cr_classify_slot(struct crashring_slot *slot)
 {
-	int err = crashring_check_header(slot->mem, slot->size);
+	struct crashring_region_header h;
+	int err = crashring_read_slot(slot, 0, &h, sizeof(h));
 
+	if (err) {
+		/* A poisoned header: what it held cannot be told, nor read. */
+		crashring_note("slot at %pa: its header cannot be read (%d); not used", &slot->phys,
+			       err);
+		slot->state = CR_SLOT_UNREADABLE;
+		return;
+	}
+	err = crashring_check_header(&h, slot->size);
 	if (err == -ENOENT) {
 		slot->state = CR_SLOT_EMPTY;
 		return;
 	}
-	if (err) {
-		slot->state = CR_SLOT_DAMAGED;
-		/*
-		 * Not trusted, but it keeps the next generation's number above
-		 * the damaged one's (crashring_start_recording()).
-		 */
-		slot->generation = ((struct crashring_region_header *)slot->mem)->generation;
-		return;
+	/*
+	 * A damaged header's generation is not trusted, but it keeps the
+	 * next generation's number above it (crashring_start_recording()).
+	 */
+	slot->state = err ? CR_SLOT_DAMAGED : CR_SLOT_GENERATION;
+	slot->generation = h.generation;
+}
+
+/**
+ * crashring_read_slot - copy bytes of a slot the writer is not using
+ * @slot: the slot
+ * @off: where in it
+ * @dst: where to
+ * @len: how many
+ *
+ * On persistent memory a poisoned line makes a plain load a machine check
+ * in kernel mode; copy_mc_to_kernel() (as the pmem driver reads) turns it
+ * into -EIO instead.
+ *
+ * Return: 0, or -EIO when some of the bytes are poisoned.
+ */
+int crashring_read_slot(const struct crashring_slot *slot, u64 off, void *dst, size_t len)
+{
+	if (!crashring.pmem) {
+		memcpy(dst, slot->mem + off, len);
+		return 0;
 	}
-	slot->state = CR_SLOT_GENERATION;
-	slot->generation = ((struct crashring_region_header *)slot->mem)->generation;
+	return copy_mc_to_kernel(dst, slot->mem + off, len) ? -EIO : 0;
 }
 
 /*
@@ -291,7 +317,7 @@ static int cr_pick_previous(int except)
 	for (i = 0; i < CRASHRING_SLOTS; i++) {
 		const struct crashring_slot *s = &crashring.slot[i];
 
-		if (i == except || s->state == CR_SLOT_EMPTY)
+		if (i == except || s->state == CR_SLOT_EMPTY || s->state == CR_SLOT_UNREADABLE)
 			continue;
 		if (best < 0 ||
 		    (s->state == CR_SLOT_GENERATION &&
@@ -326,8 +352,21 @@ u64 crashring_slot_bytes(const struct crashring_slot *slot)
  */
 static void cr_write_back_slot(int cur)
 {
-	arch_wb_cache_pmem(crashring.slot[cur].mem, crashring.slot[cur].size);
+	arch_wb_cache_pmem(crashring.slot[cur].mem, crashring_slot_bytes(&crashring.slot[cur]));
 	pmem_wmb();
+}
+
+/*
+ * Clears @slot's magic so no later boot takes it for a generation, and
+ * writes that back: otherwise a reset could bring the cleared generation
+ * back from memory the cache never wrote to.
+ */
+static void cr_clear_slot(int slot)
+{
+	memset(crashring.slot[slot].mem, 0, CRASHRING_HEADER_SIZE);
+	arch_wb_cache_pmem(crashring.slot[slot].mem, CRASHRING_HEADER_SIZE);
+	pmem_wmb();
+	crashring.slot[slot].state = CR_SLOT_EMPTY;
 }
 
 /**
@@ -408,10 +447,9 @@ void crashring_release_previous(void)
 
 	if (prev < 0)
 		return;
-	memset(crashring.slot[prev].mem, 0, CRASHRING_HEADER_SIZE);
 	pr_info("previous generation %llu%s released\n", crashring.slot[prev].generation,
 		crashring.slot[prev].state == CR_SLOT_DAMAGED ? " (damaged header)" : "");
-	crashring.slot[prev].state = CR_SLOT_EMPTY;
+	cr_clear_slot(prev);
 	crashring.prev = cr_pick_previous(crashring.cur);
 	if (crashring.cur < 0 && !crashring_start_recording(prev))
 		crashring_note("recording (re-armed after the previous generation was released)");
@@ -445,6 +483,8 @@ static int cr_choose_slots(void)
 		return 0;
 	}
 	victim = crashring.prev == 0 ? 1 : 0;
+	if (crashring.slot[victim].state == CR_SLOT_UNREADABLE)
+		return 0;
 	pr_warn("overwriting unarchived generation %llu in slot %d (overwrite_unarchived=1)\n",
 		crashring.slot[victim].generation, victim);
 	crashring.slot[victim].state = CR_SLOT_EMPTY;
@@ -559,7 +599,8 @@ static int cr_map(void)
 		crashring.slot[i].size = half;
 		crashring.slot[i].mem = (u8 *)crashring.map + i * half;
 	}
-	if (!half || !cr_backed_by_memory(crashring.map, crashring.size)) {
+	/* Persistent memory is a device's, and a plain load there may hit poison. */
+	if (!half || (!crashring.pmem && !cr_backed_by_memory(crashring.map, crashring.size))) {
 		pr_err("%pa+%llu does not hold what is written to it: it is outside the machine's RAM\n",
 		       &crashring.phys, crashring.size);
 		memunmap(crashring.map);
@@ -591,12 +632,13 @@ static int __init crashring_init(void)
 		get_random_bytes(crashring.boot_id, sizeof(crashring.boot_id));
 	}
 	crashring.sources = CR_SRC_PRINTK | CR_SRC_MARKER | CR_SRC_CRASH;
-	err = cr_choose_slots();
-	if (err)
-		goto err_free_streams;
+	/* Parameters are checked before any slot is formatted. */
 	err = crashring_sources_init();
 	if (err)
 		goto err_free_streams;
+	err = cr_choose_slots();
+	if (err)
+		goto err_sources;
 	atomic_notifier_chain_register(&panic_notifier_list, &cr_panic_nb);
 	register_die_notifier(&cr_die_nb);
 	cr_register_syscore(&cr_syscore);
@@ -611,10 +653,17 @@ err_notifiers:
 	cr_unregister_syscore(&cr_syscore);
 	unregister_die_notifier(&cr_die_nb);
 	atomic_notifier_chain_unregister(&panic_notifier_list, &cr_panic_nb);
+err_sources:
 	crashring_sources_exit();
-err_free_streams:
 	WRITE_ONCE(crashring.enabled, false);
 	crashring_clock_stop();
+	/*
+	 * The generation this load started holds nothing: left formatted, the
+	 * next load would keep it as an unarchived previous.
+	 */
+	if (crashring.cur >= 0)
+		cr_clear_slot(crashring.cur);
+err_free_streams:
 	kfree(crashring.streams);
 err_unmap:
 	memunmap(crashring.map);

@@ -426,11 +426,13 @@ void crashring_drop(struct crashring_stream *s)
  * record: closing their pages under them would let a commit land in a
  * closed page whose CRC no longer matches. Each stream is stopped first
  * (a writer that enters after the stop records nothing); cr_sync_writers()
- * then makes every writer that entered before it visible as busy, and each
- * stream is closed once its writer has left. A writer that never leaves (it
- * died inside a record) keeps its page open for the reader to salvage. May
- * sleep (cr_sync_writers); not for the panic path, where the other CPUs are
- * already stopped and crashring_close() is used directly.
+ * then waits until every writer that entered before it has left (an RCU
+ * grace period in the kernel) or, in the user-space build, makes it
+ * visible as busy; each stream is closed once its writer has left. A
+ * writer that never leaves (it died inside a record) keeps its page open
+ * for the reader to salvage. May sleep (cr_sync_writers); not for the
+ * panic path, where the other CPUs are already stopped and
+ * crashring_close() is used directly.
  */
 void crashring_stop_all(struct crashring_stream *streams, u32 n)
 {

@@ -176,8 +176,9 @@ static bool cr_prefix_match(const char *prefixes, const char *text, size_t len)
 
 /*
  * The slot of the calling context. An ftrace-based kprobe (on a function's
- * entry, as here) runs its handler in the caller's context; an int3-based
- * one runs it as an NMI on x86, so then every context shares slot 0.
+ * entry, as here) runs its handler in the caller's context; any other
+ * kind may run it as an NMI (int3 on x86), so then every context shares
+ * slot 0, and the task and frame of each entry keep them apart.
  */
 static unsigned int cr_context(void)
 {
@@ -186,7 +187,9 @@ static unsigned int cr_context(void)
 
 /*
  * Applies the KERN_<n> and KERN_CONT prefixes at @text as
- * printk_parse_prefix() does: the first level wins.
+ * printk_parse_prefix() reads them: the first level wins, and a KERN_CONT
+ * before any level makes the line take the level of the line it continues,
+ * as printk's record does when it appends the fragment.
  */
 static void cr_parse_prefix(const char *text, int *level)
 {

@@ -105,7 +105,7 @@ static ssize_t region_show(struct kobject *k, struct kobj_attribute *a, char *bu
 }
 
 /* Longest "cpuN records=... drops=...\n" line, with every number at 20 digits. */
-#define CR_STATS_LINE	128
+#define CR_STATS_LINE	160
 
 /*
  * A binary attribute, so that a machine with more CPUs than fit in one
@@ -162,8 +162,9 @@ static const char *cr_state_name(u32 state)
 
 static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
-	const struct crashring_region_header *h;
-	const struct crashring_state_block *st;
+	struct crashring_region_header h;
+	struct crashring_state_block st;
+	const struct crashring_slot *slot;
 	int prev, n;
 
 	mutex_lock(&crashring.lock);
@@ -172,24 +173,28 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 		mutex_unlock(&crashring.lock);
 		return sysfs_emit(buf, "none\n");
 	}
-	if (crashring.slot[prev].state == CR_SLOT_DAMAGED) {
+	slot = &crashring.slot[prev];
+	if (slot->state == CR_SLOT_DAMAGED) {
 		n = sysfs_emit(buf, "damaged header slot %d phys %pa size %llu: read it with crashring extract --trust-header\n",
-			       prev, &crashring.slot[prev].phys, crashring.slot[prev].size);
+			       prev, &slot->phys, slot->size);
 		mutex_unlock(&crashring.lock);
 		return n;
 	}
-	h = (void *)crashring.slot[prev].mem;
-	st = (void *)(crashring.slot[prev].mem + CRASHRING_STATE_OFFSET);
-	n = sysfs_emit(buf, "generation %llu slot %d phys %pa size %llu\n", h->generation, prev,
-		       &crashring.slot[prev].phys, h->region_size);
+	if (crashring_read_slot(slot, 0, &h, sizeof(h)) ||
+	    crashring_read_slot(slot, CRASHRING_STATE_OFFSET, &st, sizeof(st))) {
+		mutex_unlock(&crashring.lock);
+		return -EIO;
+	}
+	n = sysfs_emit(buf, "generation %llu slot %d phys %pa size %llu\n", h.generation, prev,
+		       &slot->phys, h.region_size);
 	n += sysfs_emit_at(buf, n, "kernel %.64s host %.64s cpus %u page_size %u\n",
-			   h->kernel_release, h->hostname, h->cpu_count, h->page_size);
-	if (st->crc != ~crc32_le(~0U, (void *)st, CRASHRING_STATE_SIZE - 4))
+			   h.kernel_release, h.hostname, h.cpu_count, h.page_size);
+	if (st.crc != ~crc32_le(~0U, (void *)&st, CRASHRING_STATE_SIZE - 4))
 		n += sysfs_emit_at(buf, n, "state unreadable (CRC mismatch)\n");
 	else
 		n += sysfs_emit_at(buf, n, "state %s reason %u at %llu ns on cpu %u: %.36s\n",
-				   cr_state_name(st->state), st->reason, st->crash_ns,
-				   st->crash_cpu, st->message);
+				   cr_state_name(st.state), st.reason, st.crash_ns,
+				   st.crash_cpu, st.message);
 	mutex_unlock(&crashring.lock);
 	return n;
 }
@@ -241,6 +246,7 @@ static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attri
 			     char *buf, loff_t off, size_t count)
 {
 	ssize_t n;
+	u64 size;
 	int prev;
 
 	mutex_lock(&crashring.lock);
@@ -249,8 +255,10 @@ static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attri
 		mutex_unlock(&crashring.lock);
 		return -ENOENT;
 	}
-	n = memory_read_from_buffer(buf, count, &off, crashring.slot[prev].mem,
-				    crashring_slot_bytes(&crashring.slot[prev]));
+	size = crashring_slot_bytes(&crashring.slot[prev]);
+	n = off < 0 || off >= size ? 0 : min_t(u64, count, size - off);
+	if (n && crashring_read_slot(&crashring.slot[prev], off, buf, n))
+		n = -EIO;
 	mutex_unlock(&crashring.lock);
 	return n;
 }
@@ -273,7 +281,6 @@ static struct attribute *cr_attrs[] = {
 	&cr_attr_previous_ack.attr,
 	NULL,
 };
-
 
 static struct bin_attribute cr_attr_stats = {
 	.attr = { .name = "stats", .mode = 0444 },
