@@ -423,9 +423,20 @@ echo "<6>crashring-clock: wall=$(date +%s)" > /dev/kmsg
 /// its MADT does not mark them online-capable, so Linux ignores them.)
 const POSSIBLE_CPUS: u32 = 64;
 
+/// Before the real load on each boot, one that must fail on a bad
+/// parameter and leave both slots as they were: a formatted slot left
+/// behind would make the first boot skip recording and the second find the
+/// wrong previous generation.
+const BAD_LOAD: &str = r#"if insmod /lib/crashring.ko region=64M@0x40000000 sources=bogus 2>/dev/null; then
+  echo "crashring-test: sources=bogus accepted"
+  rmmod crashring
+fi
+"#;
+
 fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let plan = WarmReboot {
         test_module: true,
+        before_insmod: BAD_LOAD,
         // 64 streams: a 64 MiB range keeps each one 512 KiB per slot.
         region_append: "memmap=64M$0x40000000",
         module_args: "region=64M@0x40000000",
@@ -434,6 +445,14 @@ fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
     let said = |what: &str| run.said(what);
+    ensure!(
+        !said("sources=bogus accepted"),
+        "a bad sources= was accepted"
+    );
+    ensure!(
+        said("crashring-test: phase record"),
+        "the first boot found a previous generation and never recorded: the failed load left one"
+    );
     let last = format!("cpu{} records=", POSSIBLE_CPUS - 1);
     ensure!(
         said(&last),
