@@ -702,7 +702,7 @@ fn an_absent_run_before_the_newest_page_costs_no_end_loss() {
     );
     assert_eq!(st.pages_with(PageStatus::Unused), 99 - newest as usize);
     // A dump that left out slots 5..50 (old pages, all before the newest).
-    let holes = vec![st.pages[5].offset..st.pages[50].offset];
+    let holes = std::iter::once(st.pages[5].offset..st.pages[50].offset).collect();
     let after = region.with_absent(holes).decode();
     let st = &after.streams[0];
     assert_eq!(st.pages_with(PageStatus::Absent), 45);
