@@ -3,11 +3,12 @@
 
 use crate::guest::{self, Initramfs, Kernel};
 use crate::qemu::Vm;
-use crate::scenarios::{check_region, workload_script, Artifacts};
+use crate::scenarios::{check_region, workload_script, Artifacts, WorkloadSeq, WORKLOAD_EVENTS};
 use anyhow::{ensure, Context, Result};
 use extractor::container;
 use extractor::discover;
 use extractor::source::FileSource;
+use pstore_ring::layout::REASON_PANIC;
 use pstore_ring::read::{HeaderTrust, Region};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -147,7 +148,20 @@ fn check_bundle(
     let _ = std::fs::remove_dir_all(&unpacked);
     std::fs::create_dir_all(&unpacked)?;
     cmd!(sh, "tar -xzf {out} -C {unpacked}").quiet().run()?;
-    let ctf = unpacked.join(&checked.top).join("kernel/ctf");
+    // The digests again, by coreutils rather than the code that wrote them.
+    let top = unpacked.join(&checked.top);
+    let listed = checked.manifest["files"].as_array().map_or(&[][..], |f| f);
+    ensure!(!listed.is_empty(), "MANIFEST.json lists no files");
+    for f in listed {
+        let path = top.join(f["path"].as_str().context("a file without a path")?);
+        let sum = cmd!(sh, "sha256sum {path}").quiet().read()?;
+        ensure!(
+            sum.split_whitespace().next() == f["sha256"].as_str(),
+            "sha256sum says {sum}; MANIFEST.json says {}",
+            f["sha256"]
+        );
+    }
+    let ctf = top.join("kernel/ctf");
     let text = cmd!(sh, "babeltrace2 {ctf}").quiet().read()?;
     let read = text.lines().filter(|l| l.starts_with('[')).count() as u64;
     ensure!(
@@ -156,7 +170,7 @@ fn check_bundle(
     );
     std::fs::remove_dir_all(&unpacked)?;
     Ok(format!(
-        "bundle of {name}: {} files, {size} bytes, checked against MANIFEST.json and README.txt; {recovered} events (babeltrace2 agrees); console log: {placed} of {lines} lines placed, aligned by {matched} printk lines (offset {} ns, spread {} ns)",
+        "bundle of {name}: {} files, {size} bytes, checked against MANIFEST.json (digests by sha256sum) and README.txt; {recovered} events (babeltrace2 agrees); console log: {placed} of {lines} lines placed, aligned by {matched} printk lines (offset {} ns, spread {} ns)",
         checked.files.len(),
         align["offset_ns"],
         align["spread_ns"]
@@ -450,23 +464,52 @@ fn run_kdump(sh: &Shell, k: &Kernel, art: &Artifacts, plan: &KdumpPlan) -> Resul
     Ok(run)
 }
 
-/// Checks the JSON lines the capture kernel's crashring wrote: every
-/// workload marker, the crash last.
+/// Checks the JSON lines the capture kernel's crashring wrote: every line
+/// an event (nothing lost), the workload's markers and printk lines each
+/// once and in order, the sysrq crash last.
 fn check_capture_trace(run: &KdumpRun, sh: &Shell, dir: &Path, input: &str) -> Result<String> {
-    let trace = std::fs::read_to_string(run.take(sh, dir, "trace.jsonl")?)?;
-    let markers = trace
-        .lines()
-        .filter(|l| l.contains("\"text\":\"workload marker "))
-        .count();
-    let crash = trace.lines().last().unwrap_or_default();
-    ensure!(
-        markers == 400 && crash.contains("\"type\":\"crash\""),
-        "the capture kernel's extract of {input} has {markers} workload markers and ends with {crash}"
-    );
+    let path = run.take(sh, dir, "trace.jsonl")?;
+    let trace = std::fs::read_to_string(&path)?;
+    check_workload_jsonl(&trace).with_context(|| {
+        format!(
+            "the capture kernel's extract of {input} ({})",
+            path.display()
+        )
+    })?;
     Ok(format!(
-        "capture kernel: crashring extract {input} gave {} lines, 400 markers, crash last",
+        "capture kernel: crashring extract {input} gave {} events, the workload's {WORKLOAD_EVENTS} markers and printk lines in order, none lost, the crash last",
         trace.lines().count()
     ))
+}
+
+/// [`recover_workload`]'s checks on `crashring extract --format jsonl`
+/// output, with the crash marker last and no loss line.
+fn check_workload_jsonl(jsonl: &str) -> Result<()> {
+    let mut seq = WorkloadSeq::default();
+    let mut last = serde_json::Value::Null;
+    for (n, line) in jsonl.lines().enumerate() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("line {} is not JSON", n + 1))?;
+        ensure!(v["kind"] == "event", "line {}: {line}", n + 1);
+        let ts = v["ts"].as_u64().unwrap_or_default();
+        let text = v["fields"]["text"].as_str().unwrap_or_default();
+        match v["type"].as_str() {
+            Some("marker") => seq.marker(text, ts)?,
+            Some("printk") => seq.printk(text, v["fields"]["level"].as_u64(), ts)?,
+            _ => {}
+        }
+        last = v;
+    }
+    seq.ensure_complete(WORKLOAD_EVENTS)?;
+    ensure!(
+        last["type"] == "crash"
+            && last["fields"]["reason"] == u64::from(REASON_PANIC)
+            && last["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("sysrq triggered crash")),
+        "the last line is not the sysrq panic's crash marker: {last}"
+    );
+    Ok(())
 }
 
 pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
@@ -553,4 +596,40 @@ pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}",
         run.took.as_secs_f64()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_workload_jsonl;
+    use crate::scenarios::WORKLOAD_EVENTS;
+
+    /// The workload's lines as `crashring extract --format jsonl` writes
+    /// them, with the crash last, after `edit` had its way.
+    fn jsonl(edit: impl Fn(&mut Vec<String>)) -> String {
+        let mut lines = Vec::new();
+        for i in 1..=WORKLOAD_EVENTS {
+            lines.push(format!(r#"{{"kind":"event","ts":{i}0,"type":"marker","fields":{{"text":"workload marker {i}"}}}}"#));
+            lines.push(format!(r#"{{"kind":"event","ts":{i}1,"type":"printk","fields":{{"level":6,"text":"crashring-workload: printk {i}"}}}}"#));
+        }
+        lines.push(r#"{"kind":"event","ts":99999,"type":"crash","fields":{"reason":1,"message":"sysrq triggered crash\n"}}"#.into());
+        edit(&mut lines);
+        lines.join("\n")
+    }
+
+    #[test]
+    fn the_workload_passes_and_every_kind_of_damage_fails() {
+        check_workload_jsonl(&jsonl(|_| {})).unwrap();
+        type Edit<'a> = &'a dyn Fn(&mut Vec<String>);
+        let broken: [(&str, Edit); 6] = [
+            ("a marker missing", &|l| drop(l.remove(10))),
+            ("a printk repeated", &|l| l.insert(4, l[3].clone())),
+            ("two swapped", &|l| l.swap(2, 4)),
+            ("a loss line", &|l| l.insert(0, r#"{"kind":"loss"}"#.into())),
+            ("the crash not last", &|l| drop(l.pop())),
+            ("a wrong level", &|l| l[1] = l[1].replace(":6,", ":4,")),
+        ];
+        for (what, edit) in broken {
+            assert!(check_workload_jsonl(&jsonl(edit)).is_err(), "{what} passed");
+        }
+    }
 }

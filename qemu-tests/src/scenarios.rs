@@ -153,10 +153,14 @@ else
   # Here, not before a panic, whose output can cut the console short.
   echo "crashring-test: stats $(wc -l < /sys/kernel/crashring/stats) lines, last $(tail -n 1 /sys/kernel/crashring/stats | cut -d ' ' -f 1)"
   crashring info /sys/kernel/crashring/previous
+  info=$?
+  crashring info --json /sys/kernel/crashring/previous > /info.json
+  json=$?
   exec 3< /sys/kernel/crashring/previous
   dd bs=4096 count=1 <&3 >/dev/null 2>&1
   dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
-  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
+  ack=0
+  echo 1 > /sys/kernel/crashring/previous_ack || {{ echo "crashring-test: ack failed"; ack=1; }}
   # A reader that opened previous before the ack must not read on into
   # whatever comes next.
   if dd bs=4096 count=1 <&3 >/dev/null 2>&1; then
@@ -168,7 +172,11 @@ else
   echo "crashring-test: status $(cat /sys/kernel/crashring/status)"
   # The verdict goes on the disk too: the console is for diagnosis (after
   # a panic reboot its output has been seen to go missing).
-  echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
+  {{
+    echo "{DONE}"
+    echo "info $info json $json ack $ack; after the ack: $(head -n 1 /sys/kernel/crashring/previous_summary)"
+    cat /info.json
+  }} | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
   echo "{DONE}"
 fi
 poweroff -f
@@ -220,21 +228,86 @@ pub fn check_warm_reboot(image: &[u8]) -> Result<String> {
 /// What a region holds of the workload's writing.
 pub struct Recovered<'a> {
     pub trace: Trace<'a>,
-    /// Markers and printk lines 1..=N found, each once, in order.
-    pub markers: u32,
-    pub printk: u32,
+    /// The workload's sequences as far as they were found.
+    pub seq: WorkloadSeq,
     /// The last event of the merged trace and its decoded fields.
     pub last: Option<(u8, Vec<Value<'a>>)>,
+}
+
+/// The workload's two numbered sequences as a trace presents them: each
+/// marker and printk line must be the next of its sequence, so any one
+/// missing, repeated, reordered or invented fails, named. Shared by the
+/// checks on a region and on the JSON lines a guest's crashring wrote.
+#[derive(Default)]
+pub struct WorkloadSeq {
+    /// Markers and printk lines 1..=N seen so far.
+    pub markers: u32,
+    pub printk: u32,
     /// The texts of markers that are not the workload's (a test module's
     /// "about to crash" markers), in order.
     pub causes: Vec<String>,
 }
 
-/// Walks a region's merged events and checks the workload's markers and
-/// printk lines form the sequences 1, 2, 3, ... with level 6: any missing,
-/// reordered or invented one fails, named. Pages a dump left out are
-/// allowed (makedumpfile's zero-page filter drops unused pages); whether
-/// events went with them is the callers' loss check.
+impl WorkloadSeq {
+    /// A marker event's text, at `ts` ns.
+    pub fn marker(&mut self, text: &str, ts: u64) -> Result<()> {
+        let Some(n) = text.strip_prefix("workload marker ") else {
+            self.causes.push(text.to_owned());
+            return Ok(());
+        };
+        let n: u32 = n
+            .parse()
+            .with_context(|| format!("marker {text:?} is not the workload's"))?;
+        let want = self.markers + 1;
+        ensure!(
+            n == want,
+            "marker {n} at {ts} ns, expected marker {want} (missing, repeated, reordered or invented)"
+        );
+        self.markers = n;
+        Ok(())
+    }
+
+    /// A printk event's text and level, at `ts` ns; lines not the
+    /// workload's are the kernel's own.
+    pub fn printk(&mut self, text: &str, level: Option<u64>, ts: u64) -> Result<()> {
+        let Some(n) = text.strip_prefix("crashring-workload: printk ") else {
+            return Ok(());
+        };
+        let n: u32 = n
+            .parse()
+            .with_context(|| format!("printk {text:?} is not the workload's"))?;
+        let want = self.printk + 1;
+        ensure!(
+            n == want,
+            "printk line {n} at {ts} ns, expected line {want} (missing, repeated, reordered or invented)"
+        );
+        ensure!(
+            level == Some(6),
+            "printk line {n} has level {level:?}, the workload wrote 6"
+        );
+        self.printk = n;
+        Ok(())
+    }
+
+    /// Both sequences are complete: `n` markers, then `n` printk lines.
+    pub fn ensure_complete(&self, n: u32) -> Result<()> {
+        ensure!(
+            self.markers == n,
+            "markers 1..={} recovered, the workload wrote {n}",
+            self.markers
+        );
+        ensure!(
+            self.printk == n,
+            "printk lines 1..={} recovered, the workload wrote {n}",
+            self.printk
+        );
+        Ok(())
+    }
+}
+
+/// Walks a region's merged events through [`WorkloadSeq`]. Pages a dump
+/// left out are allowed (makedumpfile's zero-page filter drops unused
+/// pages); whether events went with them is the callers' loss check.
 pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
     let trace = region.decode();
     let damage: Vec<_> = trace
@@ -260,9 +333,8 @@ pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
         .collect();
     ensure!(ends.is_empty(), "streams end in losses: {ends:?}");
     let e = region.header.endian;
-    let (mut next_marker, mut next_printk) = (1u32, 1u32);
+    let mut seq = WorkloadSeq::default();
     let mut last = None;
-    let mut causes = Vec::new();
     for item in merge(&trace.streams) {
         let Item::Event(ev) = item else { continue };
         let Some(ty) = region.schema.get(ev.type_id) else {
@@ -281,48 +353,19 @@ pub fn recover_workload<'a>(region: &Region<'a>) -> Result<Recovered<'a>> {
             _ => String::new(),
         };
         match ev.type_id {
-            EVENT_MARKER => {
-                let t = text(2);
-                if let Some(n) = t.strip_prefix("workload marker ") {
-                    let n: u32 = n
-                        .parse()
-                        .with_context(|| format!("marker {t:?} is not the workload's"))?;
-                    ensure!(n == next_marker, "marker {n} at {} ns, expected marker {next_marker} (missing, reordered or invented)", ev.ts);
-                    next_marker += 1;
-                } else {
-                    causes.push(t);
-                }
-            }
+            EVENT_MARKER => seq.marker(&text(2), ev.ts)?,
             EVENT_PRINTK => {
-                let t = text(4);
-                if let Some(n) = t.strip_prefix("crashring-workload: printk ") {
-                    let n: u32 = n
-                        .parse()
-                        .with_context(|| format!("printk {t:?} is not the workload's"))?;
-                    ensure!(
-                        n == next_printk,
-                        "printk line {n} at {} ns, expected line {next_printk}",
-                        ev.ts
-                    );
-                    ensure!(
-                        values.first() == Some(&Value::Unsigned(6)),
-                        "printk line {n} has level {:?}, the workload wrote 6",
-                        values.first()
-                    );
-                    next_printk += 1;
-                }
+                let level = match values.first() {
+                    Some(Value::Unsigned(l)) => Some(*l),
+                    _ => None,
+                };
+                seq.printk(&text(4), level, ev.ts)?;
             }
             _ => {}
         }
         last = Some((ev.type_id, values));
     }
-    Ok(Recovered {
-        trace,
-        markers: next_marker - 1,
-        printk: next_printk - 1,
-        last,
-        causes,
-    })
+    Ok(Recovered { trace, seq, last })
 }
 
 /// [`check_warm_reboot`] on a parsed region.
@@ -357,16 +400,7 @@ pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String
             .map(|s| &s.losses)
             .collect::<Vec<_>>()
     );
-    ensure!(
-        r.markers == WORKLOAD_EVENTS,
-        "markers 1..={} recovered, the workload wrote {WORKLOAD_EVENTS}",
-        r.markers
-    );
-    ensure!(
-        r.printk == WORKLOAD_EVENTS,
-        "printk lines 1..={} recovered, the workload wrote {WORKLOAD_EVENTS}",
-        r.printk
-    );
+    r.seq.ensure_complete(WORKLOAD_EVENTS)?;
     let (last_type, crash) = r.last.as_ref().context("no events at all")?;
     ensure!(
         *last_type == EVENT_CRASH,
@@ -388,9 +422,9 @@ pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String
     );
     if let Some(cause) = expect.cause {
         ensure!(
-            r.causes.iter().any(|c| c == cause),
+            r.seq.causes.iter().any(|c| c == cause),
             "no marker {cause:?} before the crash; markers of other sources: {:?}",
-            r.causes
+            r.seq.causes
         );
     }
     Ok(format!(
@@ -873,10 +907,13 @@ pub fn warm_reboot_run(
     let took = vm.run()?;
     let log = std::fs::read_to_string(&serial).unwrap_or_default();
     let image = std::fs::read(&out)?;
-    let done = image
+    let verdict = image
         .get((DONE_MIB << 20) as usize..)
-        .is_some_and(|tail| tail.starts_with(DONE.as_bytes()));
-    if !done {
+        .map_or(String::new(), |tail| {
+            let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+            String::from_utf8_lossy(&tail[..end]).into_owned()
+        });
+    if !verdict.starts_with(DONE) {
         let why = if !log.contains("crashring-test: phase record") {
             "the first boot never recorded"
         } else if !log.contains("crashring-test: phase recover") {
@@ -890,10 +927,66 @@ pub fn warm_reboot_run(
             qemu::tail(&serial, 40)
         );
     }
+    if plan.script.is_none() {
+        check_guest_reading(sh, &verdict, &out)
+            .with_context(|| format!("the verdict on {}", out.display()))?;
+    }
     Ok(Saved {
         image,
         serial,
         log,
         took,
     })
+}
+
+/// What [`boot_script`]'s recovery phase wrote after its verdict: the
+/// exit statuses of the guest's `crashring info` (text and JSON) and of
+/// the ack, the first line of `previous_summary` after the ack, and the
+/// JSON. The guest's crashring must have exited as the host's does on the
+/// same bytes and described the same regions, and the ack must have left
+/// no previous generation.
+fn check_guest_reading(sh: &Shell, verdict: &str, saved: &Path) -> Result<()> {
+    let mut lines = verdict.lines().skip(1);
+    let statuses = lines.next().unwrap_or_default();
+    let guest_json = lines.collect::<Vec<_>>().join("\n");
+    let crashring = crate::dumps::host_crashring(sh)?;
+    let host = std::process::Command::new(&crashring)
+        .args(["info", "--json"])
+        .arg(saved)
+        .output()?;
+    let code = host
+        .status
+        .code()
+        .context("the host's crashring info was killed")?;
+    let want = format!("info {code} json {code} ack 0; after the ack: none");
+    ensure!(
+        statuses == want,
+        "the guest said {statuses:?}; expected {want:?} (the host's crashring info exits {code} on what it saved)"
+    );
+    if code > 1 {
+        // No region to describe (a damaged header): both said so, and the
+        // scenario's own checks read it with the header's CRC ignored.
+        ensure!(
+            guest_json.is_empty(),
+            "the guest's crashring info --json printed {guest_json}"
+        );
+        return Ok(());
+    }
+    let regions = |json: &[u8]| -> Result<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_slice(json)?;
+        Ok(v["regions"].clone())
+    };
+    let (guest, host) = (
+        regions(guest_json.as_bytes()).context("the guest's info --json")?,
+        regions(&host.stdout).context("the host's info --json")?,
+    );
+    ensure!(
+        host.as_array().is_some_and(|r| r.len() == 1),
+        "the host found {host} in what the guest saved, not one region"
+    );
+    ensure!(
+        guest == host,
+        "the guest's crashring info --json describes {guest}\nthe host's, on the bytes it saved, {host}"
+    );
+    Ok(())
 }
