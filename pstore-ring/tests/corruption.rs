@@ -24,12 +24,13 @@ fn closed_image(endian: Endian, page_size: u32, streams: usize, pages: u32, seed
                 stream: (n % streams as u64) as usize,
                 shape: (n % 4) as u8,
                 size: (n % 60) as usize,
-                dt: n % 90_000,
+                dt: (n % 90_000) as i64,
             }
         })
         .collect();
     build(&Setup {
         endian,
+        word_size: 8,
         page_size,
         streams,
         pages,
@@ -39,7 +40,7 @@ fn closed_image(endian: Endian, page_size: u32, streams: usize, pages: u32, seed
 }
 
 fn written_total(m: &Model) -> u64 {
-    m.streams.iter().map(|s| s.len() as u64).sum()
+    m.want.streams.iter().map(|s| s.events.len() as u64).sum()
 }
 
 proptest! {
@@ -119,9 +120,9 @@ proptest! {
             // Same events, current pages left open.
             let ops = (0..3 * 4 * 512 / 24).map(|n| {
                 let n = n as u64 ^ seed;
-                Op::Write { stream: (n % 3) as usize, shape: (n % 4) as u8, size: (n % 60) as usize, dt: n % 90_000 }
+                Op::Write { stream: (n % 3) as usize, shape: (n % 4) as u8, size: (n % 60) as usize, dt: (n % 90_000) as i64 }
             }).collect();
-            model = build(&Setup { endian, page_size: 512, streams: 3, pages: 4, ops, close_at_end: false });
+            model = build(&Setup { endian, word_size: 8, page_size: 512, streams: 3, pages: 4, ops, close_at_end: false });
         }
         let full = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
         let whole = full.decode();
@@ -433,6 +434,7 @@ fn an_open_page_at_the_end_of_the_index_space_is_reported_not_a_panic() {
         .collect();
     let model = build(&Setup {
         endian: Endian::Little,
+        word_size: 8,
         page_size: 256,
         streams: 1,
         pages: 4,
@@ -511,7 +513,7 @@ fn a_corrupt_newest_page_is_an_exact_end_loss() {
     assert_eq!(loss.cause, Some(EndCause::Corrupt));
     assert!(loss.exact);
     assert_eq!(loss.after_ts, pages[1].last_ts);
-    assert_eq!(accounted(st), model.streams[1].len() as u64);
+    assert_eq!(accounted(st), model.want.streams[1].events.len() as u64);
 
     image[pages[1].offset as usize + 8] ^= 0x01;
     let after = Region::parse(&image, HeaderTrust::Checksummed)
@@ -521,7 +523,7 @@ fn a_corrupt_newest_page_is_an_exact_end_loss() {
     let loss = end_loss(st).expect("an end loss");
     assert_eq!(loss.events, u64::from(pages[0].records + pages[1].records));
     assert_eq!((loss.pages, loss.exact), (2, true));
-    assert_eq!(accounted(st), model.streams[1].len() as u64);
+    assert_eq!(accounted(st), model.want.streams[1].events.len() as u64);
     // The text says so.
     let mut text = String::new();
     pstore_ring::text::write_summary(
@@ -565,8 +567,8 @@ fn a_region_cut_inside_a_streams_newest_pages_reports_pages_and_events() {
     assert_eq!(loss.events, u64::from(pages[0].records + pages[1].records));
     assert_eq!(loss.cause, Some(EndCause::Cut));
     assert!(loss.exact);
-    assert_eq!(loss.at_index, model.streams[2].len() as u64);
-    assert_eq!(accounted(st), model.streams[2].len() as u64);
+    assert_eq!(loss.at_index, model.want.streams[2].events.len() as u64);
+    assert_eq!(accounted(st), model.want.streams[2].events.len() as u64);
     // The other streams lie before the cut and lose nothing at their end.
     assert!(end_loss(&part.streams[0]).is_none());
     assert!(end_loss(&part.streams[1]).is_none());
@@ -613,7 +615,7 @@ fn a_torn_tail_is_not_believed_and_the_end_is_unknown() {
     assert_eq!(loss.events, 0);
     assert_eq!(loss.cause, Some(EndCause::Corrupt));
     assert!(!after.lost_exact());
-    assert!(accounted(st) < model.streams[0].len() as u64);
+    assert!(accounted(st) < model.want.streams[0].events.len() as u64);
     let label = pstore_ring::text::LossLabel(&loss).to_string();
     assert_eq!(
         label,
@@ -678,11 +680,12 @@ fn an_absent_run_before_the_newest_page_costs_no_end_loss() {
             stream: 0,
             shape: (n % 4) as u8,
             size: (n % 60) as usize,
-            dt: n % 90_000,
+            dt: (n % 90_000) as i64,
         })
         .collect();
     let model = build(&Setup {
         endian: Endian::Little,
+        word_size: 8,
         page_size: 256,
         streams: 1,
         pages: 100,
