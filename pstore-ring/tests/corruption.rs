@@ -711,3 +711,87 @@ fn an_absent_run_before_the_newest_page_costs_no_end_loss() {
     assert_eq!(st.pages_with(PageStatus::Absent), 45);
     assert!(end_loss(st).is_none(), "{:?}", st.losses);
 }
+
+/// An open page's `count` says how many events it committed, and nothing
+/// checks its records but their own shape: the events past the point
+/// where salvage stops, or that `count` claims past `commit`, are one torn
+/// loss right after the last decoded event.
+#[test]
+fn an_open_page_counting_more_than_decodes_is_one_torn_loss() {
+    // 30 irq_handler_exit events of 12 bytes, 1 us apart (no time
+    // prefixes): 17 fill page 1, the other 13 are on page 2, left open.
+    let setup = Setup {
+        endian: Endian::Little,
+        word_size: 8,
+        page_size: 256,
+        streams: 1,
+        pages: 4,
+        ops: (0..30)
+            .map(|_| Op::Write {
+                stream: 0,
+                shape: 1,
+                size: 0,
+                dt: 1_000,
+            })
+            .collect(),
+        close_at_end: false,
+    };
+    let model = build(&setup);
+    let want = &model.want.streams[0];
+    let open = want.pages.last().unwrap();
+    assert_eq!((open.seq, open.first_index, open.count), (2, 17, 13));
+    assert!(!open.closed);
+    let page = {
+        let r = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+        r.streams[0].pages_offset as usize + 256
+    };
+    let data = page + 48;
+    fn decode(image: &[u8]) -> (StreamTrace<'_>, Vec<Problem>) {
+        let mut trace = Region::parse(image, HeaderTrust::Checksummed)
+            .unwrap()
+            .decode();
+        let problems = trace.diagnostics.into_iter().map(|d| d.problem).collect();
+        (trace.streams.remove(0), problems)
+    }
+
+    // Salvage stops at the 6th record of the open page: its type (the
+    // header word's low byte) is one the schema does not know.
+    let mut image = model.image.clone();
+    image[data + 5 * 12] = 99;
+    let (st, diags) = decode(&image);
+    assert_eq!(st.events.len(), 17 + 5);
+    assert_eq!(
+        diags,
+        [Problem::UnknownType {
+            offset: 5 * 12,
+            type_id: 99
+        }]
+    );
+    let torn = Loss {
+        stream: 0,
+        kind: LossKind::Torn,
+        events: 13 - 5,
+        pages: 0,
+        after_ts: Some(want.events[21].ts),
+        before_ts: None,
+        at_index: 22,
+        cause: None,
+        exact: true,
+    };
+    assert_eq!(st.losses, [torn]);
+
+    // Every record decodes, but `count` claims two more than `commit`
+    // covers.
+    let mut image = model.image.clone();
+    image[page + 36..page + 40].copy_from_slice(&15u32.to_le_bytes());
+    let (st, diags) = decode(&image);
+    assert_eq!(st.events.len(), 30);
+    assert!(diags.is_empty(), "{diags:?}");
+    let torn = Loss {
+        events: 2,
+        after_ts: Some(want.events[29].ts),
+        at_index: 30,
+        ..torn
+    };
+    assert_eq!(st.losses, [torn]);
+}
