@@ -142,3 +142,96 @@ fn many_wraparounds_on_tiny_rings() {
         }
     }
 }
+
+/// The property tests above prove only what their setups reach. Over a
+/// fixed sample of what `setup_strategy` generates, as many setups as a
+/// test run draws, every edge of the writer rules the model knows is hit
+/// in at least `min` setups.
+#[test]
+fn the_generators_reach_every_edge_of_the_writer_rules() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use pstore_ring::layout::{MAX_RECORD_SIZE, PAGE_HEADER_SIZE, RECORD_ALIGN};
+    use pstore_ring::write::Dropped;
+    use std::collections::BTreeMap;
+
+    let mut runner = TestRunner::deterministic();
+    let strategy = setup_strategy(600);
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for _ in 0..300 {
+        let s = strategy.new_tree(&mut runner).unwrap().current();
+        let p = predict(&s);
+        let largest = largest_record(s.page_size);
+        let data = s.page_size as usize - PAGE_HEADER_SIZE;
+        let mut hit = vec![
+            ("little-endian", s.endian == pstore_ring::Endian::Little),
+            ("big-endian", s.endian == pstore_ring::Endian::Big),
+            ("word size 4", s.word_size == 4),
+            ("word size 8", s.word_size == 8),
+            ("closed at the end", s.close_at_end),
+            ("open at the end", !s.close_at_end),
+        ];
+        // Refused for one word too many, by the page or by the length
+        // field (pages of 2048 bytes and more hold more than 255 words).
+        let too_large = |limit: usize| {
+            p.results.iter().flatten().any(|r| {
+                matches!(r, Err(Dropped::TooLarge(n)) if record_size(*n) == limit + RECORD_ALIGN)
+            })
+        };
+        hit.push((
+            "refused: a word over a page",
+            largest < MAX_RECORD_SIZE && too_large(largest),
+        ));
+        hit.push(("refused: a word over 255", too_large(MAX_RECORD_SIZE)));
+        let reserved = |r: &Result<(), Dropped>| matches!(r, Err(Dropped::ReservedType(_)));
+        hit.push((
+            "refused: reserved type",
+            p.results.iter().flatten().any(reserved),
+        ));
+        let events = || p.streams.iter().flat_map(|st| &st.events);
+        let pages = || p.streams.iter().flat_map(|st| &st.pages);
+        hit.push((
+            "largest record",
+            events().any(|w| record_size(w.payload.len()) == largest),
+        ));
+        hit.push(("page filled exactly", pages().any(|pg| pg.commit == data)));
+        hit.push(("time-extend", events().any(|w| w.prefix == 4)));
+        hit.push(("absolute time", events().any(|w| w.prefix == 12)));
+        hit.push((
+            "ring wrapped",
+            p.streams.iter().any(|st| st.pages.len() > s.pages as usize),
+        ));
+        hit.push((
+            "page opened by a drop",
+            pages().any(|pg| pg.seq > 1 && pg.count == 0 && pg.dropped > 0),
+        ));
+        // A write clamped: committed later than it asked.
+        let mut next = vec![0; s.streams];
+        let mut clamped = false;
+        for (call, r) in calls(&s).iter().zip(&p.results) {
+            if let (Call::Write { stream, ts, .. }, Some(Ok(()))) = (call, r) {
+                clamped |= p.streams[*stream].events[next[*stream]].ts > *ts;
+                next[*stream] += 1;
+            }
+        }
+        hit.push(("clamped", clamped));
+        // A close mid-stream: the stream goes on after it.
+        let mut closed = vec![false; s.streams];
+        let mut reopened = false;
+        for op in &s.ops {
+            match *op {
+                Op::Close { stream } => closed[stream] = true,
+                Op::Write { stream, .. } | Op::Drop { stream } => reopened |= closed[stream],
+            }
+        }
+        hit.push(("written after a close", reopened));
+        for (what, yes) in hit {
+            *seen.entry(what).or_default() += usize::from(yes);
+        }
+    }
+    let rare: Vec<_> = seen.iter().filter(|(_, &n)| n < 15).collect();
+    assert!(
+        rare.is_empty(),
+        "reached in too few setups: {rare:?} of {seen:?}"
+    );
+}

@@ -82,6 +82,12 @@ fn dt_strategy() -> impl Strategy<Value = i64> {
     ]
 }
 
+/// A record's bytes for a payload of `len` bytes: its header word, then
+/// the payload padded to whole words.
+pub fn record_size(len: usize) -> usize {
+    RECORD_HEADER_SIZE + len.next_multiple_of(RECORD_ALIGN)
+}
+
 /// The largest record (header included) a page of `page_size` takes: a
 /// record is at most 255 words, and it must fit the page's data.
 pub fn largest_record(page_size: u32) -> usize {
@@ -247,6 +253,9 @@ pub struct Written {
     pub payload: Vec<u8>,
     /// The `seq` of the page it lands on.
     pub seq: u64,
+    /// Bytes of time-extend (4) or absolute-time (12) record before it: 0
+    /// when the gap fits its own delta or it starts a page.
+    pub prefix: usize,
 }
 
 /// One stream as the model predicts it.
@@ -349,7 +358,7 @@ impl Sim {
             self.drop_event();
             return Err(Dropped::ReservedType(type_id));
         }
-        let body = RECORD_HEADER_SIZE + payload.len().next_multiple_of(RECORD_ALIGN);
+        let body = record_size(payload.len());
         if body > largest_record(page_size) {
             self.drop_event();
             return Err(Dropped::TooLarge(payload.len()));
@@ -365,15 +374,15 @@ impl Sim {
             12
         };
         let data = page_size as usize - PAGE_HEADER_SIZE;
-        let need = if !self.open || self.page().commit + prefix + body > data {
+        let prefix = if !self.open || self.page().commit + prefix + body > data {
             // A new page starts at the event's time: no prefix.
             self.open_next(ts);
-            body
+            0
         } else {
-            prefix + body
+            prefix
         };
         let p = self.page();
-        p.commit += need;
+        p.commit += prefix + body;
         p.count += 1;
         let seq = p.seq;
         self.time = ts;
@@ -382,6 +391,7 @@ impl Sim {
             type_id,
             payload: payload.to_vec(),
             seq,
+            prefix,
         });
         Ok(())
     }
@@ -499,6 +509,26 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
     prop_assert_eq!(trace.streams.len(), s.streams);
     for (i, (st, model)) in trace.streams.iter().zip(&want.streams).enumerate() {
         let kept = model.surviving(s.pages);
+        // Exactly the events from the oldest surviving page's first on:
+        // pages hold consecutive indexes.
+        let first = kept[0].first_index;
+        let expect = &model.events[first as usize..];
+        prop_assert_eq!(st.events.len(), expect.len(), "stream {} events", i);
+        for (k, (g, w)) in st.events.iter().zip(expect).enumerate() {
+            let index = first + k as u64;
+            prop_assert_eq!(g.index, index, "stream {} event {}", i, k);
+            prop_assert_eq!(g.ts, w.ts, "stream {} event {}", i, index);
+            prop_assert_eq!(g.type_id, w.type_id, "stream {} event {}", i, index);
+            prop_assert!(
+                same_payload(g.payload, &w.payload),
+                "stream {} event {} payload",
+                i,
+                index
+            );
+            let open = !model.pages[w.seq as usize - 1].closed;
+            prop_assert_eq!(g.salvaged, open, "stream {} event {}", i, index);
+        }
+
         // Page seq k lives in slot (k - 1) mod pages: slots are taken in
         // ring order from slot 0.
         let mut slots: Vec<(u32, u32, PageStatus, u64, u32)> = (0..s.pages)
@@ -519,24 +549,6 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
             .map(|p| (p.slot, p.slots, p.status, p.seq, p.records))
             .collect();
         prop_assert_eq!(got, slots, "stream {} pages", i);
-
-        let first = kept[0].first_index;
-        let expect = &model.events[first as usize..];
-        prop_assert_eq!(st.events.len(), expect.len(), "stream {} events", i);
-        for (k, (g, w)) in st.events.iter().zip(expect).enumerate() {
-            let index = first + k as u64;
-            prop_assert_eq!(g.index, index, "stream {} event {}", i, k);
-            prop_assert_eq!(g.ts, w.ts, "stream {} event {}", i, index);
-            prop_assert_eq!(g.type_id, w.type_id, "stream {} event {}", i, index);
-            prop_assert!(
-                same_payload(g.payload, &w.payload),
-                "stream {} event {} payload",
-                i,
-                index
-            );
-            let open = !model.pages[w.seq as usize - 1].closed;
-            prop_assert_eq!(g.salvaged, open, "stream {} event {}", i, index);
-        }
 
         // (kind, events, pages, at_index), in the reader's stream order.
         let mut losses = Vec::new();
