@@ -530,9 +530,10 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
         }
 
         // Page seq k lives in slot (k - 1) mod pages: slots are taken in
-        // ring order from slot 0.
-        let mut slots: Vec<(u32, u32, PageStatus, u64, u32)> = (0..s.pages)
-            .map(|slot| (slot, 1, PageStatus::Unused, 0, 0))
+        // ring order from slot 0. A page's first time is its first event's,
+        // or for one without events the time it was opened at.
+        let mut slots: Vec<(u32, u32, PageStatus, u64, u32, Option<u64>)> = (0..s.pages)
+            .map(|slot| (slot, 1, PageStatus::Unused, 0, 0, None))
             .collect();
         for p in kept {
             let status = if p.closed {
@@ -540,13 +541,17 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
             } else {
                 PageStatus::Salvaged
             };
+            let first_ts = match p.count {
+                0 => p.first_ts,
+                _ => model.events[p.first_index as usize].ts,
+            };
             let slot = ((p.seq - 1) % u64::from(s.pages)) as usize;
-            slots[slot] = (slot as u32, 1, status, p.seq, p.count);
+            slots[slot] = (slot as u32, 1, status, p.seq, p.count, Some(first_ts));
         }
         let got: Vec<_> = st
             .pages
             .iter()
-            .map(|p| (p.slot, p.slots, p.status, p.seq, p.records))
+            .map(|p| (p.slot, p.slots, p.status, p.seq, p.records, p.first_ts))
             .collect();
         prop_assert_eq!(got, slots, "stream {} pages", i);
 
