@@ -9,6 +9,7 @@ use common::{crashring, image_sized, write_tmp};
 use extractor::compress::decompress_page;
 use extractor::container;
 use extractor::phys::{Backing, PhysError};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Physical address of the region in the test memory.
@@ -280,19 +281,63 @@ fn damaged_kdump_headers_are_refused_naming_the_field_and_offset() {
     }
 }
 
+/// The text lines of the events on ring pages of `mem`'s region whose
+/// bytes `held` says a cut dump still holds: what reading it must keep.
+fn lines_on_held_pages(mem: &[u8], held: impl Fn(Range<u64>) -> bool) -> Vec<String> {
+    use pstore_ring::merge::Item;
+    use pstore_ring::read::{HeaderTrust, Region};
+    use pstore_ring::text::Line;
+    let region = Region::parse(&mem[REGION as usize..], HeaderTrust::Checksummed).unwrap();
+    let trace = region.decode();
+    let page_size = u64::from(region.header.page_size);
+    let mut lines = Vec::new();
+    for stream in &trace.streams {
+        for page in stream.decoded_pages() {
+            let at = REGION + page.offset;
+            if held(at..at + page_size) {
+                let events = &stream.events[page.first_event..][..page.records as usize];
+                lines.extend(
+                    events
+                        .iter()
+                        .map(|e| Line::of(&Item::Event(e), &region).to_string()),
+                );
+            }
+        }
+    }
+    lines
+}
+
+/// Where a dump's bytes for a range of physical memory end in the file.
+type StoredEnd<'a> = &'a dyn Fn(Range<u64>) -> u64;
+
 #[test]
 fn truncated_dumps_keep_everything_before_the_cut() {
     let mem = memory();
     let want = raw_text();
-    let files = [
-        ("cut.kdump", synth::kdump(&mem, &Kdump::default())),
-        (
-            "cut.elf",
-            synth::elf(&mem, &[load(0, MEM as u64)], None, 1, false),
-        ),
+    let kdump = synth::kdump(&mem, &Kdump::default());
+    let elf = synth::elf(&mem, &[load(0, MEM as u64)], None, 1, false);
+    // Where each dump's bytes for a physical range end in the file: the
+    // ELF core holds memory as one segment from `p_offset` on, the kdump
+    // file a page at a time, in order of address, after every descriptor.
+    let elf_data = u64::from_le_bytes(elf[load_offset_fields(&elf)[0]..][..8].try_into().unwrap());
+    let elf_end = |r: Range<u64>| elf_data + r.end;
+    let kdump_end = |r: Range<u64>| {
+        (r.start / 4096..r.end.div_ceil(4096))
+            .map(|pfn| {
+                let (at, size) = kdump_page_data(&kdump, pfn as usize);
+                (at + size) as u64
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let files: [(&str, &[u8], StoredEnd); 2] = [
+        ("cut.kdump", &kdump, &kdump_end),
+        ("cut.elf", &elf, &elf_end),
     ];
-    for (name, file) in files {
+    let all = lines_on_held_pages(&mem, |_| true).len();
+    for (name, file, stored_end) in files {
         let step = file.len() / 40;
+        let mut kept_some = false;
         for cut in (0..file.len())
             .step_by(step)
             .chain([1, 100, file.len() - 1])
@@ -308,7 +353,19 @@ fn truncated_dumps_keep_everything_before_the_cut() {
             if code == Some(2) {
                 assert!(!out.stderr.is_empty());
             }
+            let got: std::collections::HashSet<&str> = text.lines().collect();
+            let keep = lines_on_held_pages(&mem, |r| stored_end(r) <= cut as u64);
+            for line in &keep {
+                assert!(
+                    got.contains(line.as_str()),
+                    "{name} cut at {cut} lost: {line}"
+                );
+            }
+            kept_some |= !keep.is_empty() && keep.len() < all;
         }
+        // Some cut must fall among the ring's pages, or nothing above was
+        // checked but the two ends.
+        assert!(kept_some, "{name}: no cut left part of the ring");
     }
 }
 
