@@ -150,6 +150,7 @@ fn a_bundle_holds_exactly_what_its_manifest_and_readme_say() {
     assert_eq!(said.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&said.stdout)
         .contains(&format!("intact: {top}/ with {} files", files.len())));
+    sha256sum_agrees(&archive, manifest);
     for want in [
         "kernel 6.12.48+deb12-amd64 on signage-7",
         "Crashed: panic on CPU 1",
@@ -326,6 +327,29 @@ fn unpack(archive: &Path, name: &str) -> PathBuf {
             .arg(&dir),
     );
     dir.join(bundled(archive).0)
+}
+
+/// Checks every file MANIFEST.json lists with coreutils' `sha256sum -c`,
+/// as the README tells a recipient to: the manifest's digests are
+/// computed and checked by the same crashring code, which would agree
+/// with itself whatever hash it computed.
+fn sha256sum_agrees(archive: &Path, manifest: &serde_json::Value) {
+    let dir = unpack(archive, "bundle-sha256sum");
+    let mut list = String::new();
+    for f in manifest["files"].as_array().unwrap() {
+        let path = f["path"].as_str().unwrap();
+        let size = std::fs::metadata(dir.join(path)).unwrap().len();
+        assert_eq!(Some(size), f["size"].as_u64(), "{path}");
+        list += &format!("{}  {path}\n", f["sha256"].as_str().unwrap());
+    }
+    let sums = tmp_path("bundle-sha256sums");
+    std::fs::write(&sums, list).unwrap();
+    run_ok(
+        Command::new("sha256sum")
+            .args(["--check", "--strict", "--quiet"])
+            .arg(&sums)
+            .current_dir(&dir),
+    );
 }
 
 fn tmp_path(name: &str) -> PathBuf {
