@@ -181,9 +181,12 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// A reader the tests drive, or `None` (with a note) when it is missing
-/// outside CI; under `CI=true` a missing reader fails the test, as the
-/// project's setup installs it.
+/// Set to 1 by `cargo xtask test`, which installs the readers first: a
+/// test whose reader is missing then fails instead of skipping.
+pub const REQUIRE_READERS: &str = "CRASHRING_REQUIRE_READERS";
+
+/// A reader the tests drive, or `None` when it is not on `PATH` (see
+/// [`skip_without`]).
 pub fn reader(name: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -191,13 +194,34 @@ pub fn reader(name: &str) -> Option<PathBuf> {
             .find(|p| p.is_file())
     });
     if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{name} is missing: `cargo xtask setup` installs it"
-        );
-        eprintln!("skipping: {name} is not installed (`cargo xtask setup` installs it)");
+        skip_without(name);
     }
     found
+}
+
+/// For a test about to return early because `what` (a reader, or a file
+/// `cargo xtask setup` makes for one) is missing: fails it when readers
+/// are required ([`REQUIRE_READERS`], or `CI=true`), as a missing reader
+/// there means the setup is broken, not that the test passed.
+pub fn skip_without(what: &str) {
+    let required = std::env::var(REQUIRE_READERS).as_deref() == Ok("1")
+        || std::env::var("CI").as_deref() == Ok("true");
+    assert!(
+        !required,
+        "{what} is missing, and {REQUIRE_READERS}=1 (or CI=true) requires it: `cargo xtask setup` installs it"
+    );
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    // Written to the process's standard error, not through eprintln!,
+    // which libtest swallows for a passing test: a silent skip would read
+    // as a pass.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nSKIPPED {test}: {what} is missing (`cargo xtask setup` installs it)"
+    );
 }
 
 /// What `crashring extract --format jsonl` finds in `image`: event items,
