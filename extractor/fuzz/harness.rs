@@ -12,7 +12,10 @@
 //!
 //! Property: no panic, no hang, memory bounded by the input; every reader
 //! of the result is exercised (memory map, reads, scan, decode, text and
-//! JSON output).
+//! JSON output). What it found is returned as text (the container, its
+//! warnings and present bytes, each region's summary and diagnostics), for
+//! the regression test to check that each committed finding still reaches
+//! the code it was about.
 
 use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
 use extractor::compress::decompress_page;
@@ -156,14 +159,14 @@ fn file_of(target: Target, data: &[u8]) -> Option<Vec<u8>> {
     Some(file)
 }
 
-pub fn run(target: Target, data: &[u8]) {
+pub fn run(target: Target, data: &[u8]) -> String {
     match target {
         Target::Decompress => return decompress(data),
         Target::Logs => return logs(data),
         _ => {}
     }
     let Some(file) = file_of(target, data) else {
-        return;
+        return String::new();
     };
     let source: Arc<dyn Source> = Arc::new(file);
     let dump = match target {
@@ -179,14 +182,15 @@ pub fn run(target: Target, data: &[u8]) {
     match dump {
         Ok(dump) => exercise(&dump, &mut out),
         Err(e) => {
-            let _ = write!(out, "{e}");
+            let _ = writeln!(out, "{e}");
         }
     }
+    out
 }
 
-fn decompress(data: &[u8]) {
+fn decompress(data: &[u8]) -> String {
     let [codec, size, rest @ ..] = data else {
-        return;
+        return String::new();
     };
     let codec = [ZLIB, LZO, SNAPPY, ZSTD][usize::from(*codec) % 4];
     let mut page = vec![0u8; 512 << (size % 4)];
@@ -201,14 +205,17 @@ fn decompress(data: &[u8]) {
         }
         input
     };
-    let _ = decompress_page(codec, &input, &mut page);
+    match decompress_page(codec, &input, &mut page) {
+        Ok(()) => "decompressed".into(),
+        Err(e) => e,
+    }
 }
 
-fn logs(data: &[u8]) {
+fn logs(data: &[u8]) -> String {
     let mem = memory();
     let Ok(region) = Region::parse(&mem[REGION..REGION + REGION_SIZE], HeaderTrust::Checksummed)
     else {
-        return;
+        return String::new();
     };
     let trace = region.decode();
     let clock = extractor::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
@@ -228,25 +235,33 @@ fn logs(data: &[u8]) {
         raw_pointers: false,
     };
     let mut copy = Vec::new();
-    if extractor::logs::redact(data, &mut copy, &TextRedactor::new(&region, &rules)).is_err() {
-        return;
+    if let Err(e) = extractor::logs::redact(data, &mut copy, &TextRedactor::new(&region, &rules)) {
+        return e.to_string();
     }
-    if let Ok(log) = clock.place("fuzz", &copy[..]) {
-        assert!(log.placed.len() as u64 + log.placement.unplaced <= log.lines);
-        let mut bytes = Vec::new();
-        let _ = extractor::perfetto::log_track(&mut bytes, "fuzz", 0, &log.placed);
+    match clock.place("fuzz", &copy[..]) {
+        Ok(log) => {
+            assert!(log.placed.len() as u64 + log.placement.unplaced <= log.lines);
+            let mut bytes = Vec::new();
+            let _ = extractor::perfetto::log_track(&mut bytes, "fuzz", 0, &log.placed);
+            format!("{} of {} lines placed", log.placed.len(), log.lines)
+        }
+        Err(e) => e.to_string(),
     }
 }
 
 /// Everything the CLI would do with an opened dump.
 fn exercise(dump: &Dump, out: &mut String) {
-    let _ = (
-        dump.vmcoreinfo_value("OSRELEASE"),
-        &dump.warnings,
-        dump.cpus,
-    );
+    let _ = (dump.vmcoreinfo_value("OSRELEASE"), dump.cpus);
     let mem = &*dump.memory;
-    let _ = mem.map().present_bytes();
+    let _ = writeln!(
+        out,
+        "{}: {} bytes present",
+        dump.container,
+        mem.map().present_bytes()
+    );
+    for w in &dump.warnings {
+        let _ = writeln!(out, "{w}");
+    }
     let mut page = [0u8; 4096];
     for run in mem.map().runs().iter().take(64) {
         let _ = mem.read(run.start, &mut page);
@@ -269,12 +284,12 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
     let trace = region.decode();
     let _ = write_summary(out, &region, &trace, true);
     for d in &trace.diagnostics {
-        let _ = write!(out, "{d}");
+        let _ = writeln!(out, "{d}");
     }
     let mut bytes = Vec::new();
     let mut values = Vec::new();
     for item in merge(&trace.streams) {
-        let _ = write!(out, "{}", Line::of(&item, &region));
+        let _ = writeln!(out, "{}", Line::of(&item, &region));
         jsonl::write_item(&mut bytes, &item, &region, 0, &mut values);
     }
     // The file writers see whatever a hostile region decodes to.

@@ -6,7 +6,9 @@
 //! it with the rest, as (offset, value) pairs", which lets the fuzzer reach
 //! the page and record checks that random bytes never get past.
 //! Property: no panic, no hang, no allocation beyond what the input's size
-//! bounds; every accessor of the result is exercised.
+//! bounds; every accessor of the result is exercised. What it read is
+//! returned as text, for the regression test to check that each committed
+//! finding still reaches the code it was about.
 
 use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{HeaderTrust, Region};
@@ -47,9 +49,10 @@ fn base_image() -> Vec<u8> {
     buf
 }
 
-pub fn run(data: &[u8]) {
+pub fn run(data: &[u8]) -> String {
+    let mut out = String::new();
     let Some((&mode, rest)) = data.split_first() else {
-        return;
+        return out;
     };
     let image = if mode & 1 == 1 {
         rest.to_vec()
@@ -73,10 +76,9 @@ pub fn run(data: &[u8]) {
         };
         let trace = region.decode();
         let _ = (trace.lost_events(), trace.event_count());
-        let mut out = String::new();
         let _ = write_summary(&mut out, &region, &trace, true);
         for d in &trace.diagnostics {
-            let _ = write!(out, "{d}");
+            let _ = writeln!(out, "{d}");
         }
         for item in merge(&trace.streams) {
             if let Item::Event(e) = item {
@@ -85,7 +87,8 @@ pub fn run(data: &[u8]) {
                 }
             }
             let line = Line::of(&item, &region);
-            let _ = write!(out, "{line}");
+            let _ = writeln!(out, "{line}");
         }
     }
+    out
 }

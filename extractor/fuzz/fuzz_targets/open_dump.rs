@@ -9,4 +9,6 @@ mod synth;
 #[path = "../harness.rs"]
 mod harness;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(harness::Target::Open, data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    harness::run(harness::Target::Open, data);
+});

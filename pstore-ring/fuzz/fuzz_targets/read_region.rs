@@ -4,4 +4,6 @@
 #[path = "../harness.rs"]
 mod harness;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    harness::run(data);
+});
