@@ -222,6 +222,15 @@ fn test(sh: &Shell) -> Result<()> {
         "cargo build --quiet -p pstore-ring --no-default-features"
     )
     .run()?;
+    step("fuzz targets build (workspaces of their own, outside the checks above)");
+    for dir in ["pstore-ring/fuzz", "extractor/fuzz"] {
+        let manifest = format!("{dir}/Cargo.toml");
+        cmd!(
+            sh,
+            "cargo check --quiet --locked --bins --manifest-path {manifest}"
+        )
+        .run()?;
+    }
     step("cargo test --workspace");
     // The readers are installed by now: a test missing one fails, not skips.
     cmd!(sh, "cargo test --workspace")
