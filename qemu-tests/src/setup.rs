@@ -32,6 +32,8 @@ const TOOLS: &[&str] = &[
     "python3-venv",
     "make",
     "gcc",
+    // libfuzzer-sys compiles libFuzzer when `test` checks the fuzz targets.
+    "g++",
 ];
 
 /// The kernels the project supports, found in the archive.
