@@ -3,11 +3,11 @@
 
 // Each target uses only its part of both.
 #[allow(dead_code)]
-#[path = "../../tests/common/synth.rs"]
-mod synth;
-#[allow(dead_code)]
 #[path = "../harness.rs"]
 mod harness;
+#[allow(dead_code)]
+#[path = "../../tests/common/synth.rs"]
+mod synth;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     harness::run(harness::Target::Logs, data);
