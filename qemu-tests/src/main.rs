@@ -222,9 +222,12 @@ fn test(sh: &Shell) -> Result<()> {
         "cargo build --quiet -p pstore-ring --no-default-features"
     )
     .run()?;
-    step("fuzz targets build (workspaces of their own, outside the checks above)");
+    step(
+        "fuzz targets are formatted and build (workspaces of their own, outside the checks above)",
+    );
     for dir in ["pstore-ring/fuzz", "extractor/fuzz"] {
         let manifest = format!("{dir}/Cargo.toml");
+        cmd!(sh, "cargo fmt --check --manifest-path {manifest}").run()?;
         cmd!(
             sh,
             "cargo check --quiet --locked --bins --manifest-path {manifest}"
