@@ -74,11 +74,6 @@ impl<'a> Records<'a> {
         }
     }
 
-    /// Offset of the next unread byte: after a clean walk, `data.len()`.
-    pub fn offset(&self) -> usize {
-        self.at
-    }
-
     fn fail(&mut self, err: RecordError) -> Option<Result<RawRecord<'a>, RecordError>> {
         self.data = &[];
         self.at = 0;

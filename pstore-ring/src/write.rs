@@ -390,11 +390,6 @@ impl StreamWriter<'_> {
         self.page_count
     }
 
-    /// The slot the next record goes to.
-    pub fn current_slot(&self) -> u32 {
-        self.cur
-    }
-
     /// The sequence number of the current page.
     pub fn page_seq(&self) -> u64 {
         self.seq
@@ -732,6 +727,39 @@ mod tests {
         assert_eq!(
             format(&mut buf, &word).err(),
             Some(FormatError::WordSize(2))
+        );
+        // Each text limit: at it is accepted, one past it is refused.
+        for (n, ok) in [(31, true), (32, false), (40, false)] {
+            let name = "s".repeat(n);
+            let streams = [StreamSpec {
+                name: &name,
+                ..StreamSpec::cpu(0)
+            }];
+            let c = RegionConfig {
+                streams: &streams,
+                ..cfg(256)
+            };
+            let got = format(&mut buf, &c).err();
+            let want = (!ok).then_some(FormatError::TextTooLong("stream name"));
+            assert_eq!(got, want, "a stream name of {n} bytes");
+        }
+        for (n, ok) in [(63, true), (64, false), (70, false)] {
+            let text = "k".repeat(n);
+            let c = RegionConfig {
+                kernel_release: &text,
+                ..cfg(256)
+            };
+            let want = (!ok).then_some(FormatError::TextTooLong("kernel_release"));
+            assert_eq!(format(&mut buf, &c).err(), want, "a release of {n} bytes");
+        }
+        // What a region too small for two pages per stream needs is exact:
+        // the pages start at 0x800 here, and 2 pages of 2048 bytes follow.
+        assert_eq!(
+            format(&mut buf, &cfg(2048)).err(),
+            Some(FormatError::TooSmall {
+                need: 0x800 + 2 * 2048,
+                have: 4096
+            })
         );
     }
 
