@@ -18,6 +18,19 @@ use pstore_ring::Endian;
 use std::fmt::Write;
 use std::path::PathBuf;
 
+/// Whether this run rewrites the images. Only `UPDATE_GOLDEN=1` does; any
+/// other value fails, since `UPDATE_GOLDEN=0` or an empty value was meant
+/// as "don't", and must neither bless nor pass as a check of nothing.
+fn blessing() -> bool {
+    match std::env::var_os("UPDATE_GOLDEN") {
+        None => false,
+        Some(v) if v == "1" => true,
+        Some(v) => {
+            panic!("UPDATE_GOLDEN={v:?}: set it to 1 to bless the golden images, or unset it")
+        }
+    }
+}
+
 /// The Rust reference writer as a scenario recorder.
 struct RustWriter<'a> {
     control: RegionControl<'a>,
@@ -90,7 +103,7 @@ fn check(name: &str, endian: Endian) {
         golden_dir().join(format!("{name}.bin")),
         golden_dir().join(format!("{name}.txt")),
     );
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+    if blessing() {
         std::fs::write(&bin, &image).unwrap();
         std::fs::write(&txt, &text).unwrap();
         return;
