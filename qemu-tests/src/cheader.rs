@@ -9,11 +9,19 @@ use pstore_ring::layout::*;
 use pstore_ring::schema::{FieldKind, BUILTIN_EVENTS};
 use std::fmt::Write;
 
-struct Field {
-    name: &'static str,
+pub struct Field {
+    pub name: &'static str,
     ctype: &'static str,
     array: Option<usize>,
-    offset: usize,
+    pub offset: usize,
+    /// Taken from the Rust field's type, not from `ctype`, so FORMAT.md's
+    /// tables (`formatdoc`) describe the structs the reader really uses.
+    pub size: usize,
+}
+
+/// The size of the field `get` borrows, known from its type alone.
+fn field_size<T, F>(_get: fn(&T) -> &F) -> usize {
+    core::mem::size_of::<F>()
 }
 
 macro_rules! fields {
@@ -23,11 +31,14 @@ macro_rules! fields {
             ctype: $ctype,
             array: None $(.or(Some($n)))?,
             offset: core::mem::offset_of!($ty, $name),
+            size: field_size(|s: &$ty| &s.$name),
         }),*]
     };
 }
 
-fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
+/// Every structure of the format: its C name, its size and its fields in
+/// order.
+pub fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
     vec![
         (
             "crashring_region_header",
@@ -87,7 +98,9 @@ fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
     ]
 }
 
-fn constants() -> Vec<(&'static str, u64)> {
+/// Every constant of `layout.rs` but the magic (an array), by its name
+/// there.
+pub fn constants() -> Vec<(&'static str, u64)> {
     vec![
         ("FORMAT_VERSION", FORMAT_VERSION.into()),
         ("ENDIAN_TAG", ENDIAN_TAG.into()),
@@ -108,6 +121,8 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("RECORD_HEADER_SIZE", RECORD_HEADER_SIZE as u64),
         ("MAX_RECORD_SIZE", MAX_RECORD_SIZE as u64),
         ("MAX_STREAMS", MAX_STREAMS.into()),
+        ("MAX_EVENT_TYPES", MAX_EVENT_TYPES.into()),
+        ("MAX_FIELDS", MAX_FIELDS.into()),
         ("CLOCK_MONOTONIC", CLOCK_MONOTONIC.into()),
         ("HEADER_FLAG_TAILS", HEADER_FLAG_TAILS.into()),
         ("STATE_RUNNING", STATE_RUNNING.into()),
@@ -127,6 +142,7 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("PAGE_CLOSED", PAGE_CLOSED.into()),
         ("TAIL_OPEN", TAIL_OPEN.into()),
         ("TAIL_CLOSED", TAIL_CLOSED.into()),
+        ("TYPE_INVALID", TYPE_INVALID.into()),
         ("TYPE_PADDING", TYPE_PADDING.into()),
         ("TYPE_TIME_EXTEND", TYPE_TIME_EXTEND.into()),
         ("TYPE_TIME_ABS", TYPE_TIME_ABS.into()),

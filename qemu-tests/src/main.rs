@@ -15,6 +15,7 @@ mod cheader;
 mod crashes;
 mod demo;
 mod dumps;
+mod formatdoc;
 #[cfg(test)]
 #[path = "../../pstore-ring/golden/scenario.rs"]
 mod golden_scenario;
@@ -70,7 +71,8 @@ enum Cmd {
         #[arg(long)]
         keep: Option<PathBuf>,
     },
-    /// Regenerate kernel/crashring_format.h from pstore-ring.
+    /// Regenerate kernel/crashring_format.h, crashring_schema.h and
+    /// FORMAT.md's tables from pstore-ring.
     GenHeader,
     /// Run the benchmarks (ring writer and reader, the kernel ring code, the
     /// extractor's scan, decode and memory), each against a baseline.
@@ -117,6 +119,8 @@ fn main() -> Result<()> {
         Cmd::GenHeader => {
             sh.write_file("kernel/crashring_format.h", cheader::generate())?;
             sh.write_file("kernel/crashring_schema.h", cheader::generate_schema())?;
+            let spec = formatdoc::update(&sh.read_file(formatdoc::PATH)?)?;
+            sh.write_file(formatdoc::PATH, spec)?;
             Ok(())
         }
         Cmd::Bench => {
