@@ -13,7 +13,7 @@
 mod baseline;
 
 use pstore_ring::merge::merge;
-use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::read::{HeaderTrust, LossKind, Region};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 const RUNS: usize = 9;
 const PAGE: u32 = 4096;
 const PAGES: u32 = 256;
+/// Events written into the reader's region, more than it holds.
+const WRITTEN: u64 = 4_000_000;
 
 fn median(mut f: impl FnMut() -> Duration) -> Duration {
     let mut t: Vec<Duration> = (0..RUNS).map(|_| f()).collect();
@@ -43,23 +45,37 @@ fn config(specs: &[StreamSpec<'static>]) -> RegionConfig<'static> {
     }
 }
 
-/// Writes `n` events of `payload` bytes (type 40, 300 ns apart) into one
-/// stream; returns the time taken.
+/// Writes `n` events of `payload` bytes (the baseline module's type and
+/// times) into one stream; returns the time taken, once the region was
+/// checked to hold them.
 fn write_events(buf: &mut [u8], n: u64, payload: usize) -> Duration {
     let cfg = config(&[StreamSpec::cpu(0)]);
     let data = vec![0xA5u8; payload];
-    let mut f = write::format(buf, &cfg).unwrap();
-    let mut w = f.streams.next().unwrap();
-    let start = Instant::now();
-    for i in 0..n {
-        let _ = w.write(1_000 + i * 300, 40, black_box(&data));
-    }
-    w.close();
-    start.elapsed()
+    let mut refused = 0u64;
+    let took = {
+        let mut f = write::format(buf, &cfg).unwrap();
+        let mut w = f.streams.next().unwrap();
+        let start = Instant::now();
+        for i in 0..n {
+            let r = w.write(
+                baseline::T0 + i * baseline::STEP,
+                baseline::TYPE,
+                black_box(&data),
+            );
+            refused += u64::from(r.is_err());
+        }
+        w.close();
+        start.elapsed()
+    };
+    assert_eq!(refused, 0, "the writer refused {refused} events");
+    baseline::assert_ring_holds(buf, n, &data);
+    took
 }
 
-/// A full 4-CPU region of 64-byte-payload events.
-fn busy_region() -> (Vec<u8>, u64) {
+/// A full 4-CPU region of `lost` events (one `u64`, 12 bytes a record),
+/// how many of them it holds, and how many items (events and losses) a
+/// merge of it yields.
+fn busy_region() -> (Vec<u8>, u64, u64) {
     let specs: Vec<StreamSpec> = (0..4).map(StreamSpec::cpu).collect();
     let cfg = config(&specs);
     let mut buf = region_buf(4);
@@ -68,18 +84,28 @@ fn busy_region() -> (Vec<u8>, u64) {
         let mut f = write::format(&mut buf, &cfg).unwrap();
         let mut ws: Vec<_> = f.streams.by_ref().collect();
         let mut t = 1_000u64;
-        for i in 0..4_000_000u64 {
+        for i in 0..WRITTEN {
             t += 97;
             let w = &mut ws[(i % 4) as usize];
-            let _ = w.write_event(t, lost, &[pstore_ring::schema::Value::Unsigned(i)]);
+            w.write_event(t, lost, &[pstore_ring::schema::Value::Unsigned(i)])
+                .expect("the writer records every event");
         }
         ws.iter_mut().for_each(|w| w.close());
     }
-    let events = Region::parse(&buf, HeaderTrust::Checksummed)
+    let trace = Region::parse(&buf, HeaderTrust::Checksummed)
         .unwrap()
-        .decode()
-        .event_count() as u64;
-    (buf, events)
+        .decode();
+    // The ring keeps the newest events; the rest must be accounted for as
+    // overwritten, so the reader is timed on a region as the writer left it.
+    let overwritten: u64 = trace
+        .streams
+        .iter()
+        .map(|s| s.lost(LossKind::Overwritten))
+        .sum();
+    let events = trace.event_count() as u64;
+    assert!(events > 0 && events + overwritten == WRITTEN && trace.lost_events() == overwritten);
+    let losses: usize = trace.streams.iter().map(|s| s.losses.len()).sum();
+    (buf, events, events + losses as u64)
 }
 
 fn main() {
@@ -101,7 +127,7 @@ fn main() {
         );
     }
 
-    let (image, events) = busy_region();
+    let (image, events, items) = busy_region();
     println!(
         "\nreader: 4 streams x {PAGES} pages of {PAGE} bytes ({} MiB), {events} events of 12 bytes",
         image.len() >> 20
@@ -112,7 +138,9 @@ fn main() {
         let trace = region.decode();
         let merged = merge(&trace.streams).count();
         black_box(merged);
-        start.elapsed()
+        let took = start.elapsed();
+        assert_eq!(merged as u64, items, "the merge lost or added items");
+        took
     });
     let mut copy = vec![0u8; image.len()];
     let memcpy = median(|| {
@@ -121,6 +149,7 @@ fn main() {
         black_box(&copy);
         start.elapsed()
     });
+    assert!(copy == image, "the baseline did not copy");
     let eps = events as f64 / decode.as_secs_f64();
     let mib = |d: Duration| image.len() as f64 / d.as_secs_f64() / (1 << 20) as f64;
     println!(

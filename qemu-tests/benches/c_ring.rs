@@ -51,8 +51,8 @@ fn c_writer(payload: usize, durable: bool) -> Duration {
         let rc = unsafe {
             crashring_write(
                 s,
-                1_000 + i * 300,
-                40,
+                baseline::T0 + i * baseline::STEP,
+                baseline::TYPE,
                 black_box(data.as_ptr()).cast(),
                 payload as u32,
             )
@@ -63,6 +63,8 @@ fn c_writer(payload: usize, durable: bool) -> Duration {
     let took = start.elapsed();
     // A writer that refused events would look faster: none may be refused.
     assert_eq!(refused, 0, "the C writer refused {refused} events");
+    // Nor may it lose or garble what it accepted.
+    baseline::assert_ring_holds(region.bytes(), EVENTS, &data);
     took
 }
 
