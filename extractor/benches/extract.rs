@@ -7,30 +7,34 @@
 //!   a dense 64 MiB 4-CPU region, in events per second, against memcpy of
 //!   the region;
 //! - writers: parse, decode and each file format written (CTF, Perfetto,
-//!   Chrome JSON, trace.dat), against
-//!   babeltrace2 converting the same CTF trace to text;
+//!   Chrome JSON, trace.dat), against babeltrace2 converting the same CTF
+//!   trace to CTF (reading and writing the same format, the nearest like
+//!   for like) and to text;
 //! - memory: peak RSS of `crashring extract` on sparse raw dumps of 1 GiB
 //!   and 16 GiB holding the same 64 MiB region, against the peak RSS of
 //!   `crashring --version`.
 //!
 //! Every time is the median of several runs; only ratios are meant to be
-//! compared between machines. Scratch files go to `CRASHRING_BENCH_DIR`,
-//! or the target directory's tmp.
+//! compared between machines. No figure is printed before the work it
+//! times was checked: events written and decoded, the region found and
+//! read whole, every output read back with the count it must hold, every
+//! process exited successfully. Scratch files go to
+//! `CRASHRING_BENCH_DIR`, or the target directory's tmp.
 
 use extractor::container;
 use extractor::discover;
 use extractor::output::{write_items, Format};
 use extractor::select::Selection;
 use extractor::source::FileSource;
-use pstore_ring::read::{HeaderTrust, Region, Trace};
+use pstore_ring::read::{HeaderTrust, LossKind, Region, Trace};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::fs::File;
 use std::hint::black_box;
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +42,18 @@ const RUNS: usize = 5;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const REGION: usize = 64 << 20;
+/// Events written into the dense region: enough to wrap every ring about
+/// twice, so pages are all full.
+const WRITTEN: u64 = 6_000_000;
+
+/// What the dense region holds, checked once and then expected of every
+/// output.
+#[derive(Clone, Copy)]
+struct Counts {
+    events: u64,
+    /// Events and losses: what a merge yields and each output writes.
+    items: u64,
+}
 
 fn median(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
     let mut t: Vec<Duration> = (0..runs).map(|_| f()).collect();
@@ -64,7 +80,7 @@ fn memcpy_bandwidth() -> f64 {
 
 /// A 4-CPU region of `REGION` bytes filled to the brim with a realistic
 /// mix: IRQ entry and exit, scheduler switches, printk lines.
-fn dense_region() -> Vec<u8> {
+fn dense_region() -> (Vec<u8>, Counts) {
     let specs: Vec<StreamSpec> = (0..4).map(StreamSpec::cpu).collect();
     let cfg = RegionConfig {
         page_size: 4096,
@@ -82,11 +98,10 @@ fn dense_region() -> Vec<u8> {
     let mut f = write::format(&mut buf, &cfg).expect("region fits");
     let mut ws: Vec<_> = f.streams.by_ref().collect();
     let mut t = 1_000_000u64;
-    // Enough to wrap every ring about twice, so pages are all full.
-    for i in 0..6_000_000u64 {
+    for i in 0..WRITTEN {
         t += 37;
         let w = &mut ws[(i % 4) as usize];
-        let _ = match i % 8 {
+        let written = match i % 8 {
             0 | 4 => w.write_event(t, entry, &[Value::Unsigned(11), Value::Str(b"timer")]),
             1 | 5 => w.write_event(t, exit, &[Value::Unsigned(11), Value::Unsigned(1)]),
             2 | 6 => w.write_event(
@@ -114,14 +129,34 @@ fn dense_region() -> Vec<u8> {
                 ],
             ),
         };
+        written.expect("the writer records every event");
     }
     ws.iter_mut().for_each(|w| w.close());
-    buf
+    let trace = Region::parse(&buf, HeaderTrust::Checksummed)
+        .expect("bench region parses")
+        .decode();
+    // The rings keep the newest events; every other one must be accounted
+    // for as overwritten, so the benches time a region as written.
+    let overwritten: u64 = trace
+        .streams
+        .iter()
+        .map(|s| s.lost(LossKind::Overwritten))
+        .sum();
+    let events = trace.event_count() as u64;
+    assert!(events > 0, "no event decoded");
+    assert_eq!(
+        events + overwritten,
+        WRITTEN,
+        "events decoded + overwritten"
+    );
+    assert_eq!(trace.lost_events(), overwritten, "events lost otherwise");
+    let losses: usize = trace.streams.iter().map(|s| s.losses.len()).sum();
+    let items = events + losses as u64;
+    (buf, Counts { events, items })
 }
 
-fn decode_bench(region: &[u8], memcpy: f64) {
-    let parsed = Region::parse(region, HeaderTrust::Checksummed).expect("bench region parses");
-    let events = parsed.decode().event_count() as u64;
+fn decode_bench(region: &[u8], counts: Counts, memcpy: f64) {
+    let Counts { events, items } = counts;
     println!(
         "\ndecode: {} MiB region, 4 CPUs, {events} events (IRQ entry/exit, sched_switch, printk)",
         region.len() >> 20
@@ -131,8 +166,10 @@ fn decode_bench(region: &[u8], memcpy: f64) {
         let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
             .expect("bench region parses");
         let trace = region.decode();
-        black_box(pstore_ring::merge::merge(&trace.streams).count());
-        start.elapsed()
+        let merged = black_box(pstore_ring::merge::merge(&trace.streams).count());
+        let took = start.elapsed();
+        assert_eq!(merged as u64, items, "items merged");
+        took
     });
     println!(
         "  parse + CRC + decode + merge, one thread, no output: {:.1} M events/s; region at {:.0} MiB/s vs memcpy: ratio {:.3}",
@@ -144,7 +181,7 @@ fn decode_bench(region: &[u8], memcpy: f64) {
     for format in [Format::Text, Format::Jsonl] {
         let mut bytes = 0u64;
         let d = median(RUNS, || {
-            let mut sink = Counter(0);
+            let mut sink = Counter::default();
             let start = Instant::now();
             let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
                 .expect("bench region parses");
@@ -154,7 +191,9 @@ fn decode_bench(region: &[u8], memcpy: f64) {
                 .expect("writing to a counter cannot fail");
             drop(out);
             let took = start.elapsed();
-            bytes = sink.0;
+            // Both formats write one line per item.
+            assert_eq!(sink.lines, items, "{format:?} lines written");
+            bytes = sink.bytes;
             took
         });
         println!(
@@ -169,12 +208,18 @@ fn decode_bench(region: &[u8], memcpy: f64) {
     }
 }
 
-/// A sink that only counts, so output cost is formatting, not storage.
-struct Counter(u64);
+/// A sink that only counts bytes and lines, so output cost is formatting,
+/// not storage.
+#[derive(Default)]
+struct Counter {
+    bytes: u64,
+    lines: u64,
+}
 
 impl Write for Counter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0 += buf.len() as u64;
+        self.bytes += buf.len() as u64;
+        self.lines += memchr::memchr_iter(b'\n', buf).count() as u64;
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -224,21 +269,48 @@ fn scan_bench(dir: &Path, region: &[u8], memcpy: f64) {
     let size = 4 * GIB;
     let path = dir.join("scan-4g.raw");
     random_image(&path, size, region);
-    let mut events = 0;
+    let mut found = Vec::new();
     let d = median(3, || {
         let start = Instant::now();
         let source = Arc::new(FileSource::open(&path).expect("opening image"));
         let dump = container::open(source).expect("a raw image opens");
-        let found = discover::scan(&*dump.memory, &mut |_| {});
+        let this_run = discover::scan(&*dump.memory, &mut |_| {});
         let took = start.elapsed();
-        events = found.len();
+        found = this_run;
         took
     });
     let _ = std::fs::remove_file(&path);
+    // A scan that missed the region, found a false one or read it short
+    // would look fast.
+    let [hit] = &found[..] else {
+        panic!("{} regions found, not 1", found.len());
+    };
+    assert_eq!(
+        hit.addr,
+        size - 2 * REGION as u64,
+        "where the region was found"
+    );
+    assert!(
+        hit.absent.is_empty(),
+        "the region read with holes: {:?}",
+        hit.holes
+    );
+    // The region is as long as its header says (whole pages of the
+    // buffer); the buffer's rest is not the region's.
+    let len = Region::parse(region, HeaderTrust::Checksummed)
+        .expect("bench region parses")
+        .header
+        .region_size;
+    assert_eq!(hit.bytes.len() as u64, len, "bytes of the region read");
+    assert!(
+        region.starts_with(&hit.bytes),
+        "the region read differs from the one written"
+    );
     let bw = per_sec(size, d);
     println!(
-        "\nscan: {} GiB raw image of pseudo-random memory, {events} region found and read",
-        size / GIB
+        "\nscan: {} GiB raw image of pseudo-random memory, the region found at {:#x} and read whole",
+        size / GIB,
+        hit.addr
     );
     println!(
         "  scan {:.0} MiB/s vs memcpy {:.0} MiB/s: ratio {:.3}",
@@ -261,6 +333,11 @@ fn peak_rss_kib(args: &[&str]) -> i64 {
         .env(RSS_PROBE, args.join("\u{1f}"))
         .output()
         .expect("running the RSS probe");
+    assert!(
+        out.status.success(),
+        "the RSS probe of crashring {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .trim()
         .parse()
@@ -268,7 +345,8 @@ fn peak_rss_kib(args: &[&str]) -> i64 {
 }
 
 /// The probe's body: runs crashring with the arguments in `RSS_PROBE` and
-/// prints its peak RSS in KiB.
+/// prints its peak RSS in KiB, once crashring exited successfully (a run
+/// that failed early would look small).
 // The child is reaped by wait4, which also returns its resource usage.
 #[allow(clippy::zombie_processes)]
 fn rss_probe(args: &str) {
@@ -282,19 +360,43 @@ fn rss_probe(args: &str) {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as i32, "wait4 failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "crashring {args:?} failed: wait status {status:#x}"
+    );
     println!("{}", usage.ru_maxrss);
 }
 
-fn memory_bench(dir: &Path, region: &[u8]) {
-    println!("\nmemory: crashring extract -o /dev/null on sparse raw images holding the region");
+/// Lines in the file at `path`.
+fn count_lines(path: &Path) -> u64 {
+    let mut f = BufReader::with_capacity(1 << 20, File::open(path).expect("opening the output"));
+    let mut lines = 0;
+    loop {
+        let buf = f.fill_buf().expect("reading the output");
+        if buf.is_empty() {
+            return lines;
+        }
+        lines += memchr::memchr_iter(b'\n', buf).count() as u64;
+        let n = buf.len();
+        f.consume(n);
+    }
+}
+
+fn memory_bench(dir: &Path, region: &[u8], counts: Counts) {
+    println!("\nmemory: crashring extract -o FILE on sparse raw images holding the region");
     let base = peak_rss_kib(&["--version"]);
     println!("  baseline (crashring --version): {} MiB", base / 1024);
     for size in [GIB, 16 * GIB] {
         let path = dir.join(format!("sparse-{}g.raw", size / GIB));
         sparse_image(&path, size, region);
         let p = path.to_str().expect("UTF-8 scratch path");
-        let rss = peak_rss_kib(&["extract", p, "-o", "/dev/null"]);
+        let text = dir.join("sparse.txt");
+        let t = text.to_str().expect("UTF-8 scratch path");
+        let rss = peak_rss_kib(&["extract", p, "-o", t]);
         let _ = std::fs::remove_file(&path);
+        // The text output has a line per item: all of them were extracted.
+        assert_eq!(count_lines(&text), counts.items, "lines extracted");
+        let _ = std::fs::remove_file(&text);
         println!(
             "  {:>2} GiB image: peak RSS {} MiB ({:.1}x baseline)",
             size / GIB,
@@ -304,9 +406,6 @@ fn memory_bench(dir: &Path, region: &[u8]) {
     }
 }
 
-/// Each file writer on the dense region (parse, decode and write to the
-/// scratch directory), against babeltrace2 converting the same CTF trace
-/// to text, which is the reference reader's own speed on our output.
 /// Median time of parsing and decoding `region` and writing it with
 /// `write` to a file at `path` (which the CTF writer, making its own
 /// files, leaves empty).
@@ -328,12 +427,152 @@ fn time_writer(
     })
 }
 
+/// Runs `cmd` with its standard output piped to `count`, which reads it
+/// line by line; fails unless the command succeeds.
+fn run_counting(cmd: &mut Command, count: impl Fn(&str) -> bool) -> u64 {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (`cargo xtask setup` installs it)"));
+    let out = BufReader::with_capacity(1 << 20, child.stdout.take().expect("piped"));
+    // Lines are counted as bytes: readers print field text as it is.
+    let n = out
+        .split(b'\n')
+        .map(|l| l.expect("reading the reader's output"))
+        .filter(|l| count(&String::from_utf8_lossy(l)))
+        .count();
+    let status = child.wait().expect("waiting for the reader");
+    assert!(status.success(), "{cmd:?} failed: {status}");
+    n as u64
+}
+
+/// Events babeltrace2 reads from the CTF trace(s) under `dir`: its text
+/// output has one line per event (losses go to standard error).
+fn babeltrace2_events(dir: &Path) -> u64 {
+    run_counting(Command::new("babeltrace2").arg(dir), |_| true)
+}
+
+/// The fields of a protobuf message: (number, payload) for length-delimited
+/// ones, (number, empty) for the rest; walked to the last byte, so a cut or
+/// malformed message fails.
+fn proto_fields(b: &[u8]) -> Vec<(u64, &[u8])> {
+    fn varint(b: &[u8], at: &mut usize) -> u64 {
+        let mut v = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = b[*at];
+            *at += 1;
+            v |= u64::from(byte & 0x7F) << shift;
+            if byte < 0x80 {
+                return v;
+            }
+        }
+        panic!("a varint over 10 bytes before {at}");
+    }
+    let (mut at, mut out) = (0, Vec::new());
+    while at < b.len() {
+        let tag = varint(b, &mut at);
+        let len = match tag & 7 {
+            0 => {
+                varint(b, &mut at);
+                0
+            }
+            1 => 8,
+            2 => varint(b, &mut at) as usize,
+            5 => 4,
+            t => panic!("wire type {t} at {at}"),
+        };
+        let body = &b[at..at + len];
+        at += len;
+        out.push((tag >> 3, if tag & 7 == 2 { body } else { &[][..] }));
+    }
+    out
+}
+
+/// Items in our Perfetto trace: a `TrackEvent` packet each (printk lines,
+/// markers, crashes, losses, user events) plus every event of the
+/// `ftrace_events` bundles; track descriptors are not items.
+fn perfetto_items(bytes: &[u8]) -> u64 {
+    const PACKET: u64 = 1;
+    const FTRACE_EVENTS: u64 = 1;
+    const BUNDLE_EVENT: u64 = 2;
+    const TRACK_EVENT: u64 = 11;
+    let mut items = 0;
+    for (n, packet) in proto_fields(bytes) {
+        assert_eq!(n, PACKET, "a Trace field other than packet");
+        for (n, body) in proto_fields(packet) {
+            match n {
+                TRACK_EVENT => items += 1,
+                FTRACE_EVENTS => {
+                    let events = proto_fields(body)
+                        .iter()
+                        .filter(|f| f.0 == BUNDLE_EVENT)
+                        .count();
+                    items += events as u64;
+                }
+                _ => {}
+            }
+        }
+    }
+    items
+}
+
+/// Items in a Chrome trace JSON file as our writer lays it out (`[`, one
+/// object per line, each ending in a comma, `{}`, `]`): every line must be
+/// JSON; metadata (`"ph":"M"`) and the closing `{}` are not items.
+fn chrome_items(path: &Path) -> u64 {
+    let f = BufReader::with_capacity(1 << 20, File::open(path).expect("opening the output"));
+    let mut lines = f.lines().map(|l| l.expect("reading the output"));
+    assert_eq!(lines.next().as_deref(), Some("["));
+    let mut items = 0;
+    let mut last = String::new();
+    for line in lines {
+        if line == "]" {
+            assert_eq!(last, "{}", "the array's closing object");
+            return items;
+        }
+        let obj: serde_json::Value = serde_json::from_str(line.trim_end_matches(','))
+            .unwrap_or_else(|e| panic!("{e}: {line}"));
+        if obj.get("ph").is_some_and(|ph| ph != "M") {
+            items += 1;
+        }
+        last = line;
+    }
+    panic!("the JSON array is not closed");
+}
+
+/// Event lines of `trace-cmd report`: `comm-pid [cpu] secs.usecs: name: ...`.
+fn tracedat_events(path: &Path) -> u64 {
+    run_counting(Command::new("trace-cmd").arg("report").arg(path), |l| {
+        l.split_once("] ").is_some_and(|(_, rest)| {
+            rest.trim_start().split_once(": ").is_some_and(|(ts, _)| {
+                ts.contains('.') && ts.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            })
+        })
+    })
+}
+
+/// Median time of `cmd` (babeltrace2), which must succeed.
+fn time_command(mut cmd: impl FnMut() -> Command) -> Duration {
+    median(3, || {
+        let mut cmd = cmd();
+        let start = Instant::now();
+        let status = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let took = start.elapsed();
+        assert!(
+            status.as_ref().is_ok_and(|s| s.success()),
+            "{cmd:?}: {status:?} (`cargo xtask setup` installs babeltrace2)"
+        );
+        took
+    })
+}
+
 /// Each file writer on the dense region (parse, decode and write to the
-/// scratch directory), against babeltrace2 converting the same CTF trace
-/// to text, which is the reference reader's own speed on our output.
-fn writers_bench(dir: &Path, region: &[u8]) {
-    let parsed = Region::parse(region, HeaderTrust::Checksummed).expect("bench region parses");
-    let events = parsed.decode().event_count() as u64;
+/// scratch directory), each output then read back and counted; against
+/// babeltrace2 on our CTF trace, converting it to CTF (the same output
+/// format: reading CTF instead of decoding a region) and to text.
+fn writers_bench(dir: &Path, region: &[u8], counts: Counts) {
+    let Counts { events, items } = counts;
     println!("\nwriters: the dense region, {events} events, written to files");
     let out = dir.join("bench-ctf");
     let file = dir.join("bench-trace");
@@ -351,6 +590,11 @@ fn writers_bench(dir: &Path, region: &[u8]) {
         )
         .expect("writing CTF");
     });
+    assert_eq!(
+        babeltrace2_events(&out),
+        events,
+        "events babeltrace2 reads from our CTF"
+    );
     let ctf = per_sec(events, d);
     println!("  parse + decode + CTF: {:.1} M events/s", ctf / 1e6);
     for format in [Format::Perfetto, Format::Chrome] {
@@ -365,6 +609,15 @@ fn writers_bench(dir: &Path, region: &[u8]) {
                 extractor::chrome::end(out).expect("writing");
             }
         });
+        if format == Format::Perfetto {
+            let mut bytes = Vec::new();
+            File::open(&file)
+                .and_then(|mut f| f.read_to_end(&mut bytes))
+                .expect("reading the output");
+            assert_eq!(perfetto_items(&bytes), items, "Perfetto items");
+        } else {
+            assert_eq!(chrome_items(&file), items, "Chrome trace items");
+        }
         println!(
             "  parse + decode + {format:?}: {:.1} M events/s",
             per_sec(events, d) / 1e6
@@ -373,29 +626,46 @@ fn writers_bench(dir: &Path, region: &[u8]) {
     let d = time_writer(region, &file, |region, trace, out| {
         extractor::tracedat::write(out, region, trace, &all).expect("writing the trace.dat");
     });
+    assert_eq!(tracedat_events(&file), events, "events trace-cmd reports");
     println!(
         "  parse + decode + trace.dat: {:.1} M events/s",
         per_sec(events, d) / 1e6
     );
     let _ = std::fs::remove_file(&file);
-    let bt = median(3, || {
-        let start = Instant::now();
-        let status = Command::new("babeltrace2")
+
+    let copy = dir.join("bench-ctf-copy");
+    let bt_ctf = time_command(|| {
+        let _ = std::fs::remove_dir_all(&copy);
+        let mut cmd = Command::new("babeltrace2");
+        cmd.arg("convert")
             .arg(&out)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-        assert!(
-            status.is_ok_and(|s| s.success()),
-            "babeltrace2 could not read the trace (`cargo xtask setup` installs it)"
-        );
-        start.elapsed()
+            .arg("--component=sink.ctf.fs")
+            .arg(format!("--params=path=\"{}\"", copy.display()));
+        cmd
     });
-    let bt = per_sec(events, bt);
+    assert_eq!(
+        babeltrace2_events(&copy),
+        events,
+        "events in babeltrace2's CTF copy"
+    );
+    let _ = std::fs::remove_dir_all(&copy);
+    let bt_ctf = per_sec(events, bt_ctf);
+    let bt_text = time_command(|| {
+        let mut cmd = Command::new("babeltrace2");
+        cmd.arg(&out);
+        cmd
+    });
+    let bt_text = per_sec(events, bt_text);
     println!(
-        "  baseline, babeltrace2 CTF to text: {:.2} M events/s; CTF writer ratio {:.1}x",
-        bt / 1e6,
-        ctf / bt
+        "  baseline, babeltrace2 CTF to CTF: {:.2} M events/s; our region to CTF is {:.1}x as fast",
+        bt_ctf / 1e6,
+        ctf / bt_ctf
+    );
+    println!(
+        "  baseline, babeltrace2 CTF to text: {:.2} M events/s (its reading speed on our output); \
+         our region to CTF is {:.1}x as fast",
+        bt_text / 1e6,
+        ctf / bt_text
     );
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -417,15 +687,15 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
-    let region = dense_region();
+    let (region, counts) = dense_region();
     if wanted("decode") {
-        decode_bench(&region, memcpy);
+        decode_bench(&region, counts, memcpy);
     }
     if wanted("memory") {
-        memory_bench(&dir, &region);
+        memory_bench(&dir, &region, counts);
     }
     if wanted("writers") {
-        writers_bench(&dir, &region);
+        writers_bench(&dir, &region, counts);
     }
     if wanted("scan") {
         scan_bench(&dir, &region, memcpy);
