@@ -419,3 +419,77 @@ pub(crate) fn parse_schema(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnos
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The values and names FORMAT.md gives a state block field (section
+    /// 4, "1 running, 2 crashed, ..."), spelt as the reader prints them:
+    /// one word, hyphens for spaces.
+    fn spec_names(field: &str) -> Vec<(u32, String)> {
+        let spec = include_str!("../../FORMAT.md");
+        let section = spec
+            .split("## 4. State block")
+            .nth(1)
+            .and_then(|s| s.split("## 5.").next())
+            .expect("FORMAT.md has section 4");
+        let row = section
+            .lines()
+            .find(|l| l.contains(&format!("| `{field}` |")))
+            .unwrap_or_else(|| panic!("no `{field}` row in section 4"));
+        let meaning = row.trim_end_matches('|').rsplit('|').next().unwrap();
+        meaning
+            .trim()
+            .split(", ")
+            .map(|v| {
+                let (n, name) = v.split_once(' ').expect("`value name`");
+                (n.parse().expect("a number"), name.replace(' ', "-"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_state_has_the_name_format_md_gives_it() {
+        let spec = spec_names("state");
+        let values: Vec<u32> = spec.iter().map(|&(v, _)| v).collect();
+        assert_eq!(values, [STATE_RUNNING, STATE_CRASHED, STATE_CLEAN]);
+        let state = |state| StateInfo {
+            state,
+            reason: REASON_NONE,
+            crash_ns: 0,
+            crash_cpu: 0,
+            updates: 0,
+            message: String::new(),
+        };
+        for (value, name) in &spec {
+            assert_eq!(state(*value).state_name(), name, "state {value}");
+        }
+        for value in [0, 4, u32::MAX] {
+            assert_eq!(state(value).state_name(), "unknown", "state {value}");
+        }
+    }
+
+    #[test]
+    fn every_crash_reason_has_the_name_format_md_gives_it() {
+        let spec = spec_names("reason");
+        let values: Vec<u32> = spec.iter().map(|&(v, _)| v).collect();
+        assert_eq!(
+            values,
+            [
+                REASON_NONE,
+                REASON_PANIC,
+                REASON_OOPS,
+                REASON_DIE,
+                REASON_WATCHDOG,
+                REASON_EMERGENCY_RESTART
+            ]
+        );
+        for (value, name) in &spec {
+            assert_eq!(reason_name(*value), name, "reason {value}");
+        }
+        for value in [6, u32::MAX] {
+            assert_eq!(reason_name(value), "unknown", "reason {value}");
+        }
+    }
+}
