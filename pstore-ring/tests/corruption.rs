@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use pstore_ring::read::{
-    EndCause, HeaderTrust, Loss, LossKind, PageReport, PageStatus, Problem, Region, StreamTrace,
-    TailTable, Trace,
+    EndCause, HeaderError, HeaderTrust, Loss, LossKind, PageReport, PageStatus, Problem, Region,
+    StreamTrace, TailTable, Trace,
 };
 use pstore_ring::Endian;
 use std::collections::BTreeSet;
@@ -351,6 +351,98 @@ fn patch(image: &mut [u8], at: usize, bytes: &[u8], crc_range: std::ops::Range<u
     image[at..at + bytes.len()].copy_from_slice(bytes);
     let crc = pstore_ring::layout::crc32(&[&image[crc_range.clone()]]);
     image[crc_range.end..crc_range.end + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// What a reader made of a region's header.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Usable, with its tail table where the header put it, or refused
+    /// (which costs only the tails).
+    Usable(TailTable),
+    /// Unusable, naming this field at this offset.
+    Refused(&'static str, usize),
+}
+
+fn verdict(image: &[u8]) -> Verdict {
+    match Region::parse(image, HeaderTrust::Checksummed) {
+        Ok(r) => {
+            let reported = r.diagnostics.iter().any(|d| {
+                d.offset == 100
+                    && matches!(d.problem, Problem::InvalidField { field, .. } if field == "tail_offset")
+            });
+            assert_eq!(
+                reported,
+                r.tails == TailTable::Invalid,
+                "{:?}",
+                r.diagnostics
+            );
+            Verdict::Usable(r.tails)
+        }
+        Err(HeaderError::InvalidField { field, offset, .. }) => Verdict::Refused(field, offset),
+        Err(e) => panic!("refused for another reason: {e}"),
+    }
+}
+
+/// Every check FORMAT.md section 3 puts on a header field, at its limit
+/// and one past it: a limit off by one either way, or a check that names
+/// the wrong field, would refuse good regions or accept ones whose tables
+/// lie outside them.
+#[test]
+fn every_header_field_is_accepted_at_its_limit_and_refused_by_name_past_it() {
+    use Verdict::*;
+    let model = closed_image(Endian::Little, 256, 2, 3, 1);
+    let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+    let h = &region.header;
+    let TailTable::At(tail) = region.tails else {
+        panic!("no tail table");
+    };
+    let (size, streams) = (h.region_size, u64::from(h.stream_count));
+    // A 64-byte descriptor and two 32-byte tail copies per stream.
+    let (descs, tails) = (streams * 64, streams * 2 * 32);
+    let ok = || Usable(TailTable::At(tail));
+    // region_size 1 MiB: room for 4096 descriptors and their tails.
+    let big = (32, 8, 1 << 20);
+    /// A little-endian header field: (offset, width, value).
+    type Edit = (usize, usize, u64);
+    #[rustfmt::skip]
+    let rows: Vec<(&str, Vec<Edit>, Verdict)> = vec![
+        ("header_size 256", vec![(14, 2, 256)], ok()),
+        ("header_size 257", vec![(14, 2, 257)], Refused("header_size", 14)),
+        ("word_size 4", vec![(16, 1, 4)], ok()),
+        ("word_size 8", vec![(16, 1, 8)], ok()),
+        ("word_size 5", vec![(16, 1, 5)], Refused("word_size", 16)),
+        ("stream_count 4096", vec![big, (18, 2, 4096)], ok()),
+        ("stream_count 4097", vec![big, (18, 2, 4097)], Refused("stream_count", 18)),
+        ("stream_count 0", vec![(18, 2, 0)], Refused("stream_count", 18)),
+        ("cpu_count = stream_count", vec![(20, 2, streams)], ok()),
+        ("cpu_count > stream_count", vec![(20, 2, streams + 1)], Refused("cpu_count", 20)),
+        ("page_header_size 48", vec![(22, 2, 48)], ok()),
+        ("page_header_size 49", vec![(22, 2, 49)], Refused("page_header_size", 22)),
+        ("page_size 256", vec![(24, 4, 256)], ok()),
+        ("page_size 128", vec![(24, 4, 128)], Refused("page_size", 24)),
+        ("page_size 1 MiB", vec![(24, 4, 1 << 20)], ok()),
+        ("page_size 2 MiB", vec![(24, 4, 2 << 20)], Refused("page_size", 24)),
+        ("page_size 768", vec![(24, 4, 768)], Refused("page_size", 24)),
+        ("desc_size 64", vec![(28, 4, 64)], ok()),
+        ("desc_size 65", vec![(28, 4, 65)], Refused("desc_size", 28)),
+        ("descriptors right after the state block", vec![(40, 4, 320)], ok()),
+        ("descriptors over the state block", vec![(40, 4, 319)], Refused("desc_offset", 40)),
+        ("descriptors ending at the region's end", vec![(40, 4, size - descs)], ok()),
+        ("descriptors ending a byte past it", vec![(40, 4, size - descs + 1)], Refused("desc_offset", 40)),
+        ("schema table ending at the region's end", vec![(44, 4, size - u64::from(h.schema_size))], ok()),
+        ("schema table ending a byte past it", vec![(44, 4, size - u64::from(h.schema_size) + 1)], Refused("schema_offset", 44)),
+        ("tail table right after the state block", vec![(100, 4, 320)], Usable(TailTable::At(320))),
+        ("tail table over the state block", vec![(100, 4, 319)], Usable(TailTable::Invalid)),
+        ("tail table ending at the region's end", vec![(100, 4, size - tails)], Usable(TailTable::At(size - tails))),
+        ("tail table ending a byte past it", vec![(100, 4, size - tails + 1)], Usable(TailTable::Invalid)),
+    ];
+    for (what, edits, want) in rows {
+        let mut image = model.image.clone();
+        for (at, width, value) in edits {
+            patch(&mut image, at, &value.to_le_bytes()[..width], 0..252);
+        }
+        assert_eq!(verdict(&image), want, "{what}");
+    }
 }
 
 #[test]
