@@ -305,6 +305,106 @@ mod tests {
         assert_eq!(name_of(b"\0junk"), "_");
     }
 
+    /// A schema table of `entries` (type id, field count; every field a
+    /// `u8`) built by hand, since the writer refuses tables past the
+    /// limits.
+    fn raw_table(entries: &[(u16, u16)], e: Endian) -> Vec<u8> {
+        use crate::endian::{U16, U32};
+        use zerocopy::IntoBytes;
+        let mut table = vec![0u8; SCHEMA_HEADER_SIZE];
+        for &(id, fields) in entries {
+            let mut desc = EventDesc {
+                type_id: U16::new(e, id),
+                field_count: U16::new(e, fields),
+                flags: U32::new(e, 0),
+                name: [0; 32],
+            };
+            desc.name[0] = b'e';
+            table.extend_from_slice(desc.as_bytes());
+            for _ in 0..fields {
+                let mut fd = FieldDesc {
+                    name: [0; 20],
+                    kind: FieldKind::U8.code(),
+                    reserved: 0,
+                    size: U16::new(e, 1),
+                };
+                fd.name[0] = b'f';
+                table.extend_from_slice(fd.as_bytes());
+            }
+        }
+        let mut hdr = SchemaHeader {
+            magic: U32::new(e, SCHEMA_MAGIC),
+            count: U32::new(e, entries.len() as u32),
+            size: U32::new(e, table.len() as u32),
+            crc: U32::new(e, 0),
+        };
+        hdr.crc = U32::new(
+            e,
+            crc32(&[&hdr.as_bytes()[..12], &table[SCHEMA_HEADER_SIZE..]]),
+        );
+        table[..SCHEMA_HEADER_SIZE].copy_from_slice(hdr.as_bytes());
+        table
+    }
+
+    #[test]
+    fn a_table_of_256_entries_is_read_and_one_of_257_refused() {
+        // Ids 16..=255 make 240 types, so a table this long repeats ids;
+        // the reader lets each entry replace the definition before it, as
+        // an entry replaces a built-in's (FORMAT.md section 6).
+        let entries = |n: u16| (0..n).map(|i| (16 + i % 240, i / 240)).collect::<Vec<_>>();
+        for e in [Endian::Little, Endian::Big] {
+            let s = Schema::parse(&raw_table(&entries(256), e), e).unwrap();
+            assert_eq!(s.get(16).unwrap().fields.len(), 1, "the later entry wins");
+            assert_eq!(s.get(32).unwrap().fields.len(), 0);
+            assert_eq!(
+                Schema::parse(&raw_table(&entries(257), e), e).err(),
+                Some(SchemaError::TooMany(257))
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_type_of_32_fields_is_read_and_one_of_33_refused() {
+        for e in [Endian::Little, Endian::Big] {
+            let s = Schema::parse(&raw_table(&[(40, 32)], e), e).unwrap();
+            assert_eq!(s.get(40).unwrap().fields.len(), 32);
+            // The 33 field descriptors are all there: only the count is
+            // wrong.
+            assert_eq!(
+                Schema::parse(&raw_table(&[(40, 33)], e), e).err(),
+                Some(SchemaError::BadEntry {
+                    offset: SCHEMA_HEADER_SIZE,
+                    what: "`field_count` exceeds 32"
+                })
+            );
+        }
+    }
+
+    /// Text output and trace.dat conversion show a payload raw, naming
+    /// the field where it ends, when `misfit` finds one.
+    #[test]
+    fn misfit_names_the_first_field_a_payload_cannot_hold() {
+        let t = EventType::new(
+            40,
+            "t".into(),
+            vec![
+                Field::new("a".into(), FieldKind::U32),
+                Field::new("b".into(), FieldKind::U64),
+                Field::new("c".into(), FieldKind::Str),
+            ],
+        );
+        let e = Endian::Big;
+        let mut whole = vec![0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 3];
+        whole.extend_from_slice(b"abc");
+        assert_eq!(t.misfit(&whole, e), None);
+        assert_eq!(t.misfit(&[], e), Some(0));
+        assert_eq!(t.misfit(&whole[..11], e), Some(1));
+        assert_eq!(t.misfit(&whole[..16], e), Some(2));
+        for cut in 0..whole.len() {
+            assert_eq!(t.misfit(&whole[..cut], e), t.decode(&whole[..cut], e).err());
+        }
+    }
+
     #[test]
     fn damaged_tables_are_refused_with_the_reason() {
         let e = Endian::Little;
