@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use pstore_ring::read::{
-    EndCause, HeaderError, HeaderTrust, Loss, LossKind, PageReport, PageStatus, Problem, Region,
-    StreamTrace, TailTable, Trace,
+    Diagnostic, EndCause, HeaderError, HeaderTrust, Loss, LossKind, PageReport, PageStatus,
+    Problem, Region, StreamTrace, TailTable, Trace,
 };
 use pstore_ring::Endian;
 use std::collections::BTreeSet;
@@ -654,6 +654,24 @@ fn a_region_cut_inside_a_streams_newest_pages_reports_pages_and_events() {
         .unwrap()
         .decode();
     let st = &part.streams[2];
+    // The slots past the cut are one diagnostic, at the first of them.
+    let missing: Vec<_> = part
+        .diagnostics
+        .iter()
+        .filter(|d| matches!(d.problem, Problem::PagesMissing { .. }))
+        .collect();
+    assert_eq!(
+        missing,
+        [&Diagnostic {
+            stream: Some(2),
+            page: Some(pages[0].slot),
+            offset: pages[0].offset,
+            problem: Problem::PagesMissing {
+                from: pages[0].slot,
+                count: 5 - pages[0].slot
+            }
+        }]
+    );
     let loss = end_loss(st).expect("an end loss");
     assert_eq!(loss.pages, 2);
     assert_eq!(loss.events, u64::from(pages[0].records + pages[1].records));
