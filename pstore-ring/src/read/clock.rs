@@ -254,6 +254,30 @@ mod tests {
         assert_eq!(c.mono_at(i128::from(u64::MAX) + 996), None);
     }
 
+    /// The wall times a forward step skips were never read: each maps to
+    /// the step itself, up to the first reading of the new offset. Small
+    /// times and offsets, including negative ones, so that no product or
+    /// other combination of time and offset stands in for their sum.
+    #[test]
+    fn every_wall_time_a_forward_step_skips_maps_to_the_step() {
+        for (base, ts, off) in [
+            (100, 0, 1_000),
+            (100, 1, 1_000),
+            (0, 7, 8),
+            (-1_000, 100, -500),
+        ] {
+            let c = WallClock::from_steps(base, vec![step(ts, off)]);
+            let skipped = i128::from(ts) + i128::from(base)..=i128::from(ts) + i128::from(off);
+            for wall in skipped {
+                assert_eq!(
+                    c.mono_at(wall),
+                    Some(ts),
+                    "base {base}, step to {off} at {ts}: wall {wall}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn without_steps_the_header_offset_holds() {
         let c = WallClock::fixed(-5);
