@@ -9,7 +9,7 @@
 use crate::phys::{hole_at, Backing, PhysError, PhysMemory};
 use memmap2::MmapMut;
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
-use pstore_ring::read::{parse_header, HeaderTrust};
+use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
 use pstore_ring::scan::header_checks_out;
 use std::ops::{Deref, Range};
 
@@ -48,8 +48,12 @@ pub struct Found {
 /// Why discovery found nothing to read.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("no valid region header at physical address {addr:#x}: {why}")]
-    NoHeader { addr: u64, why: String },
+    #[error("no valid region header at physical address {addr:#x}")]
+    NoHeader {
+        addr: u64,
+        #[source]
+        why: NoHeader,
+    },
     #[error("the region at physical address {addr:#x} spans {size} bytes of the dump, more than the {MAX_REGION} this tool reads: give a smaller size with --phys ADDR:SIZE")]
     TooBig { addr: u64, size: u64 },
     #[error("no memory for the {size}-byte region at physical address {addr:#x}: {why}")]
@@ -58,6 +62,17 @@ pub enum DiscoverError {
         size: u64,
         why: std::io::Error,
     },
+}
+
+/// Why there is no region header at an address: kept as the source of
+/// [`DiscoverError::NoHeader`], so a caller can tell a hole in the dump
+/// from bytes that are not a header.
+#[derive(Debug, thiserror::Error)]
+pub enum NoHeader {
+    #[error(transparent)]
+    Unreadable(PhysError),
+    #[error(transparent)]
+    Invalid(HeaderError),
 }
 
 /// A region's bytes in anonymous memory: pages never written (the parts a
@@ -105,11 +120,11 @@ pub fn read_at(
     mem.read(addr, &mut header)
         .map_err(|e| DiscoverError::NoHeader {
             addr,
-            why: e.to_string(),
+            why: NoHeader::Unreadable(e),
         })?;
     let info = parse_header(&header, trust).map_err(|e| DiscoverError::NoHeader {
         addr,
-        why: e.to_string(),
+        why: NoHeader::Invalid(e),
     })?;
     let claimed = size.unwrap_or(info.region_size);
     let dump_end = mem.map().runs().last().map_or(0, |r| r.end);

@@ -436,9 +436,32 @@ fn phys_reads_one_region_without_scanning() {
     let out = crashring(&["extract", path.to_str().unwrap(), "--phys", "0x31000"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
+    // The cause is kept as the error's source and printed with it.
     assert!(
-        err.contains("no valid region header at physical address 0x31000"),
+        err.contains(
+            "no valid region header at physical address 0x31000: no region magic at offset 0"
+        ),
         "{err}"
+    );
+}
+
+#[test]
+fn a_missing_header_keeps_why_as_its_source() {
+    use extractor::discover::{read_at, DiscoverError, NoHeader};
+    use pstore_ring::read::{HeaderError, HeaderTrust};
+    let dump = container::open(Arc::new(memory())).unwrap();
+    let err = read_at(&*dump.memory, 0x31000, None, HeaderTrust::Checksummed).unwrap_err();
+    let source = std::error::Error::source(&err).expect("a source");
+    assert!(source.downcast_ref::<NoHeader>().is_some(), "{source:?}");
+    assert!(
+        matches!(
+            err,
+            DiscoverError::NoHeader {
+                addr: 0x31000,
+                why: NoHeader::Invalid(HeaderError::BadMagic)
+            }
+        ),
+        "{err:?}"
     );
 }
 

@@ -23,7 +23,7 @@ const MAX_SEGMENTS: u32 = 1 << 20;
 /// notes of thousands of CPUs fit with room to spare, and a file repeating
 /// note headers gets no further.
 const MAX_NOTES: u64 = 16 << 20;
-/// `e_flags` bit makedumpfile sets when it ran out of space.
+
 /// Turns present runs whose file bytes an earlier run already maps at a
 /// different physical address into lost memory, with one warning. No
 /// dumper writes that (aliases of the same memory share their physical
@@ -63,6 +63,7 @@ fn drop_reused_bytes(runs: &mut [Run], warnings: &mut Vec<String>) {
     }
 }
 
+/// `e_flags` bit makedumpfile sets when it ran out of space.
 const INCOMPLETE: u32 = 1;
 
 /// Lets `object` read headers through any [`Source`].
