@@ -10,7 +10,7 @@ use crate::phys::{hole_at, Backing, PhysError, PhysMemory};
 use memmap2::MmapMut;
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
-use pstore_ring::scan::header_checks_out;
+use pstore_ring::scan::{header_checks_out, magic_hits};
 use std::ops::{Deref, Range};
 
 /// Bytes searched per step of the scan.
@@ -285,7 +285,7 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
                     &buf
                 }
             };
-            for hit in memchr::memmem::find_iter(chunk, &MAGIC_STORED) {
+            for hit in magic_hits(chunk) {
                 let at = addr + hit as u64;
                 // Measured from each region's start: a region may end at
                 // 2^64, which is no u64.

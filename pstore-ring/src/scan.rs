@@ -5,8 +5,14 @@ use crate::layout::{crc32, endian_from_tag, HEADER_SIZE, MAGIC_STORED};
 
 /// Offsets in `haystack` where a region with a valid header starts.
 pub fn find_regions(haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    magic_hits(haystack).filter(move |&at| header_checks_out(&haystack[at..]))
+}
+
+/// Offsets in `haystack` where the stored magic starts: candidates for
+/// [`header_checks_out`], for a caller whose memory comes in pieces (a
+/// header may straddle two of them).
+pub fn magic_hits(haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
     memchr::memmem::find_iter(haystack, &MAGIC_STORED)
-        .filter(move |&at| header_checks_out(&haystack[at..]))
 }
 
 /// Whether `bytes` starts with a region header whose CRC matches.
