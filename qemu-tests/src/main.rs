@@ -10,6 +10,7 @@
 
 #[cfg(test)]
 mod c_ffi;
+mod c_model;
 mod c_ring;
 mod cheader;
 mod crashes;
@@ -22,6 +23,9 @@ mod golden_scenario;
 mod guest;
 mod pmem;
 mod qemu;
+#[cfg(test)]
+#[path = "../../pstore-ring/tests/common/mod.rs"]
+mod ring_model;
 mod scenarios;
 mod setup;
 #[cfg(test)]
