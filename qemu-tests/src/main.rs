@@ -6,7 +6,8 @@
 //!
 //! `setup` installs what everything needs; `test` runs the hermetic checks,
 //! builds the kernel module for both kernels, runs checkpatch and boots
-//! every QEMU scenario on both; `demo` is one scenario with a human summary.
+//! every QEMU scenario on both; `demo` is one scenario with a human summary;
+//! `mutants` is mutation testing, run by hand.
 
 #[cfg(test)]
 mod c_ffi;
@@ -21,6 +22,7 @@ mod formatdoc;
 #[path = "../../pstore-ring/golden/scenario.rs"]
 mod golden_scenario;
 mod guest;
+mod mutants;
 mod pmem;
 mod qemu;
 #[cfg(test)]
@@ -81,6 +83,23 @@ enum Cmd {
     /// Run the benchmarks (ring writer and reader, the kernel ring code, the
     /// extractor's scan, decode and memory), each against a baseline.
     Bench,
+    /// Mutation testing, hours on two cores (so not part of `test`):
+    /// cargo-mutants (installed if missing) over the format's reader and
+    /// writer and the extractor's containers (.cargo/mutants.toml), each
+    /// mutant against its package's hermetic tests and survivors against
+    /// the workspace's; then hand-written mutations of
+    /// kernel/crashring_ring.c against its user-space tests. Prints the
+    /// kill rate per file and the survivors, also written to
+    /// target/crashring/mutants/summary.txt.
+    Mutants {
+        /// Only mutate files matching this glob (repeatable);
+        /// `kernel/crashring_ring.c` selects the hand-written C mutations.
+        #[arg(long = "file", value_name = "GLOB")]
+        files: Vec<String>,
+        /// Passed on to cargo-mutants' first pass, e.g. `-- --shard 1/4`.
+        #[arg(last = true)]
+        extra: Vec<String>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -133,6 +152,7 @@ fn main() -> Result<()> {
             cmd!(sh, "cargo bench -p qemu-tests --bench c_ring").run()?;
             Ok(())
         }
+        Cmd::Mutants { files, extra } => mutants::run(&sh, &files, &extra),
     }
 }
 
