@@ -277,6 +277,18 @@ fn rust_mutants(sh: &Shell, out: &Path, globs: &[&String], extra: &[String]) -> 
         .collect();
     let mut widened = Vec::new();
     if !survivors.is_empty() {
+        // cargo-mutants' baseline tests only the mutated package, and sets
+        // the time limit from it: the wider oracle is checked, and timed,
+        // here.
+        eprintln!("== the workspace's hermetic tests, unmutated");
+        cmd!(sh, "cargo test --workspace --quiet --no-run").run()?;
+        let started = Instant::now();
+        cmd!(sh, "cargo test --workspace --quiet")
+            .env("PROPTEST_DISABLE_FAILURE_PERSISTENCE", "1")
+            .ignore_stdout()
+            .run()
+            .context("the workspace's tests fail unmutated")?;
+        let limit = (started.elapsed().as_secs() * 5).max(120);
         let all = out.join("all-tests");
         let mut args: Vec<String> = files
             .into_iter()
@@ -286,14 +298,15 @@ fn rust_mutants(sh: &Shell, out: &Path, globs: &[&String], extra: &[String]) -> 
             "--output".to_string(),
             all.display().to_string(),
             "--test-workspace=true".to_string(),
+            format!("--timeout={limit}"),
             "--re".to_string(),
             format!("^({})$", survivors.join("|")),
         ]);
         cargo_mutants(sh, &args)?;
         for again in read_outcomes(&all)? {
-            if again.outcome == Outcome::Caught {
+            if matches!(again.outcome, Outcome::Caught | Outcome::Timeout) {
                 if let Some(m) = mutants.iter_mut().find(|m| m.name == again.name) {
-                    m.outcome = Outcome::Caught;
+                    m.outcome = again.outcome;
                     widened.push(again.name);
                 }
             }
@@ -353,7 +366,7 @@ fn rust_report(mutants: &[Mutant], widened: &[String]) -> String {
     if !widened.is_empty() {
         let _ = writeln!(
             r,
-            "\ncaught only by another package's tests ({}):",
+            "\ncaught (or hung) only by another package's tests ({}):",
             widened.len()
         );
         for name in widened {
