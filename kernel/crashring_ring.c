@@ -600,6 +600,15 @@ void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns, u32 cra
 }
 
 /**
+ * crashring_state_valid - whether a copy of a state block passes its CRC
+ * @st: the copy (of a slot that may be damaged or another boot's)
+ */
+bool crashring_state_valid(const struct crashring_state_block *st)
+{
+	return st->crc == cr_crc2(st, CRASHRING_STATE_SIZE - 4, NULL, 0);
+}
+
+/**
  * crashring_region_size - the size a formatted region occupies
  * @mem: the region
  */

@@ -94,6 +94,7 @@ u64 crashring_region_size(const void *mem);
 int crashring_check_header(const void *mem, u64 max_size);
 void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns,
 			 u32 crash_cpu, const char *message);
+bool crashring_state_valid(const struct crashring_state_block *st);
 void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len);
 void crashring_commit(struct crashring_stream *s);
 int crashring_write(struct crashring_stream *s, u64 ts, u8 type,

@@ -22,7 +22,6 @@
 #include <linux/sysfs.h>
 #include <linux/string.h>
 #include <linux/kernel.h>
-#include <linux/crc32.h>
 #include <linux/mm.h>
 #include "crashring_internal.h"
 
@@ -187,14 +186,15 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 	}
 	n = sysfs_emit(buf, "generation %llu slot %d phys %pa size %llu\n", h.generation, prev,
 		       &slot->phys, h.region_size);
-	n += sysfs_emit_at(buf, n, "kernel %.64s host %.64s cpus %u page_size %u\n",
-			   h.kernel_release, h.hostname, h.cpu_count, h.page_size);
-	if (st.crc != ~crc32_le(~0U, (void *)&st, CRASHRING_STATE_SIZE - 4))
+	n += sysfs_emit_at(buf, n, "kernel %.*s host %.*s cpus %u page_size %u\n",
+			   (int)sizeof(h.kernel_release), h.kernel_release,
+			   (int)sizeof(h.hostname), h.hostname, h.cpu_count, h.page_size);
+	if (!crashring_state_valid(&st))
 		n += sysfs_emit_at(buf, n, "state unreadable (CRC mismatch)\n");
 	else
-		n += sysfs_emit_at(buf, n, "state %s reason %u at %llu ns on cpu %u: %.36s\n",
+		n += sysfs_emit_at(buf, n, "state %s reason %u at %llu ns on cpu %u: %.*s\n",
 				   cr_state_name(st.state), st.reason, st.crash_ns,
-				   st.crash_cpu, st.message);
+				   st.crash_cpu, (int)sizeof(st.message), st.message);
 	mutex_unlock(&crashring.lock);
 	return n;
 }

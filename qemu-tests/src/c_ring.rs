@@ -95,6 +95,27 @@ mod golden {
             );
         }
     }
+
+    /// The check the module's `previous_summary` makes of a state block
+    /// holds for the block the golden scenario wrote, and fails once any
+    /// byte the CRC covers, or the CRC itself, changes.
+    #[test]
+    fn a_state_block_is_valid_until_any_of_its_bytes_changes() {
+        use pstore_ring::layout::{STATE_OFFSET, STATE_SIZE};
+        let mut block = std::fs::read(crate::project_root().join("pstore-ring/golden/v1-le.bin"))
+            .unwrap()[STATE_OFFSET..STATE_OFFSET + STATE_SIZE]
+            .to_vec();
+        assert!(unsafe { crashring_state_valid(block.as_ptr().cast()) });
+        for at in 0..STATE_SIZE {
+            block[at] ^= 0x20;
+            let valid = unsafe { crashring_state_valid(block.as_ptr().cast()) };
+            block[at] ^= 0x20;
+            assert!(
+                !valid,
+                "a flip at byte {at} of the state block went unnoticed"
+            );
+        }
+    }
 }
 
 mod concurrency {

@@ -501,6 +501,13 @@ fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         said("crashring-test: previous refused after the ack"),
         "a reader of previous that opened it before the ack read on after it"
     );
+    ensure!(
+        run.log
+            .lines()
+            .any(|l| l.starts_with("state crashed reason 1 at ")
+                && l.trim_end().ends_with(": sysrq triggered crash")),
+        "previous_summary does not give the crashed state block's panic and message"
+    );
     run.check(|image| {
         let region = parse_saved(image)?;
         ensure!(
