@@ -822,31 +822,38 @@ fn an_absent_run_before_the_newest_page_costs_no_end_loss() {
     assert!(end_loss(st).is_none(), "{:?}", st.losses);
 }
 
+/// `streams` streams of 4 slots of 256 bytes, each given `events`
+/// irq_handler_exit events of 12 bytes, the streams taking turns 1 us
+/// apart (no time prefixes): 17 fill a page, so a stream's page `seq` s
+/// holds events 17 (s - 1) .. 17 s and lies in slot (s - 1) % 4. Numbers a
+/// test can state exactly.
+fn even_pages(streams: usize, events: usize, close_at_end: bool) -> Model {
+    build(&Setup {
+        endian: Endian::Little,
+        word_size: 8,
+        page_size: 256,
+        streams,
+        pages: 4,
+        ops: (0..streams * events)
+            .map(|n| Op::Write {
+                stream: n % streams,
+                shape: 1,
+                size: 0,
+                dt: 1_000,
+            })
+            .collect(),
+        close_at_end,
+    })
+}
+
 /// An open page's `count` says how many events it committed, and nothing
 /// checks its records but their own shape: the events past the point
 /// where salvage stops, or that `count` claims past `commit`, are one torn
 /// loss right after the last decoded event.
 #[test]
 fn an_open_page_counting_more_than_decodes_is_one_torn_loss() {
-    // 30 irq_handler_exit events of 12 bytes, 1 us apart (no time
-    // prefixes): 17 fill page 1, the other 13 are on page 2, left open.
-    let setup = Setup {
-        endian: Endian::Little,
-        word_size: 8,
-        page_size: 256,
-        streams: 1,
-        pages: 4,
-        ops: (0..30)
-            .map(|_| Op::Write {
-                stream: 0,
-                shape: 1,
-                size: 0,
-                dt: 1_000,
-            })
-            .collect(),
-        close_at_end: false,
-    };
-    let model = build(&setup);
+    // 17 events fill page 1, the other 13 are on page 2, left open.
+    let model = even_pages(1, 30, false);
     let want = &model.want.streams[0];
     let open = want.pages.last().unwrap();
     assert_eq!((open.seq, open.first_index, open.count), (2, 17, 13));
@@ -856,12 +863,11 @@ fn an_open_page_counting_more_than_decodes_is_one_torn_loss() {
         r.streams[0].pages_offset as usize + 256
     };
     let data = page + 48;
-    fn decode(image: &[u8]) -> (StreamTrace<'_>, Vec<Problem>) {
+    fn decode(image: &[u8]) -> (StreamTrace<'_>, Vec<Diagnostic>) {
         let mut trace = Region::parse(image, HeaderTrust::Checksummed)
             .unwrap()
             .decode();
-        let problems = trace.diagnostics.into_iter().map(|d| d.problem).collect();
-        (trace.streams.remove(0), problems)
+        (trace.streams.remove(0), trace.diagnostics)
     }
 
     // Salvage stops at the 6th record of the open page: its type (the
@@ -870,11 +876,18 @@ fn an_open_page_counting_more_than_decodes_is_one_torn_loss() {
     image[data + 5 * 12] = 99;
     let (st, diags) = decode(&image);
     assert_eq!(st.events.len(), 17 + 5);
+    // Reported at the page (slot 1) that holds the record, whose offset
+    // within the page's data the problem gives.
     assert_eq!(
         diags,
-        [Problem::UnknownType {
-            offset: 5 * 12,
-            type_id: 99
+        [Diagnostic {
+            stream: Some(0),
+            page: Some(1),
+            offset: page as u64,
+            problem: Problem::UnknownType {
+                offset: 5 * 12,
+                type_id: 99
+            }
         }]
     );
     let torn = Loss {
