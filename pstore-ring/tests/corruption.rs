@@ -918,3 +918,74 @@ fn an_open_page_counting_more_than_decodes_is_one_torn_loss() {
     };
     assert_eq!(st.losses, [torn]);
 }
+
+/// The region offset of slot `slot` of stream `stream` in a region built
+/// by [`even_pages`].
+fn slot_at(image: &[u8], stream: usize, slot: usize) -> usize {
+    let region = Region::parse(image, HeaderTrust::Checksummed).unwrap();
+    region.streams[stream].pages_offset as usize + slot * 256
+}
+
+/// The loss of the events before stream 0's oldest readable page, whose
+/// first event is `index` and whose seq is `seq`: overwritten or
+/// unreadable.
+fn loss_before(model: &Model, kind: LossKind, seq: u64, index: u64) -> Loss {
+    Loss {
+        stream: 0,
+        kind,
+        events: index,
+        pages: seq - 1,
+        after_ts: None,
+        before_ts: Some(model.want.streams[0].events[index as usize].ts),
+        at_index: index,
+        cause: None,
+        exact: true,
+    }
+}
+
+/// A page copied over a later slot (seq 3, slot 2, over seq 4 in slot 3)
+/// is a duplicate: the copy in the later slot is refused, reported at
+/// that slot, and the page it replaced is one page of unreadable events
+/// between seq 3 and seq 5.
+#[test]
+fn a_duplicate_page_is_reported_at_its_slot_and_costs_the_page_it_replaced() {
+    // Seqs 5, 6, 3, 4 in slots 0..4.
+    let model = even_pages(1, 90, true);
+    let mut image = model.image.clone();
+    let (from, to) = (slot_at(&image, 0, 2), slot_at(&image, 0, 3));
+    image.copy_within(from..from + 256, to);
+    let trace = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    assert_eq!(
+        trace.diagnostics,
+        [Diagnostic {
+            stream: Some(0),
+            page: Some(3),
+            offset: to as u64,
+            problem: Problem::DuplicateSeq(3),
+        }]
+    );
+    let st = &trace.streams[0];
+    assert_eq!(st.pages[3].status, PageStatus::Corrupt);
+    let ts = |i: usize| Some(model.want.streams[0].events[i].ts);
+    assert_eq!(
+        st.losses,
+        [
+            // Seqs 1 and 2 have left the ring.
+            loss_before(&model, LossKind::Overwritten, 3, 34),
+            // Seq 4: events 51..68, between seq 3's last and seq 5's first.
+            Loss {
+                stream: 0,
+                kind: LossKind::Unreadable,
+                events: 17,
+                pages: 1,
+                after_ts: ts(50),
+                before_ts: ts(68),
+                at_index: 68,
+                cause: None,
+                exact: true,
+            },
+        ]
+    );
+}
