@@ -989,3 +989,44 @@ fn a_duplicate_page_is_reported_at_its_slot_and_costs_the_page_it_replaced() {
         ]
     );
 }
+
+/// Seqs 3 and 4 (slots 2 and 3) are cut off whole: no slot is truncated,
+/// but the slots past the input are unreadable all the same, so the
+/// events before the oldest readable page (seq 5) were partly on pages
+/// the ring still held (FORMAT.md section 11, "Before P1").
+#[test]
+fn a_cut_at_a_page_boundary_makes_the_events_before_the_oldest_readable_page_unreadable() {
+    let model = even_pages(1, 90, true);
+    let cut = slot_at(&model.image, 0, 2);
+    let trace = Region::parse(&model.image[..cut], HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    let st = &trace.streams[0];
+    assert_eq!(st.pages_with(PageStatus::Truncated), 0);
+    assert_eq!(
+        st.losses,
+        [loss_before(&model, LossKind::Unreadable, 5, 68)]
+    );
+}
+
+/// A crash while the writer recycles slot 2 (FORMAT.md section 12, case
+/// 3) leaves it resetting: seq 3's events were being overwritten, and no
+/// page is unreadable, so everything before the oldest readable page
+/// (seq 4) is overwritten, not unreadable.
+#[test]
+fn a_slot_caught_resetting_leaves_the_events_before_the_oldest_readable_page_overwritten() {
+    let model = even_pages(1, 90, true);
+    let mut image = model.image.clone();
+    let at = slot_at(&image, 0, 2) + 6;
+    image[at..at + 2].copy_from_slice(&0u16.to_le_bytes());
+    let trace = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    assert!(trace.diagnostics.is_empty(), "{:?}", trace.diagnostics);
+    let st = &trace.streams[0];
+    assert_eq!(st.pages[2].status, PageStatus::Resetting);
+    assert_eq!(
+        st.losses,
+        [loss_before(&model, LossKind::Overwritten, 4, 51)]
+    );
+}
