@@ -1030,3 +1030,38 @@ fn a_slot_caught_resetting_leaves_the_events_before_the_oldest_readable_page_ove
         [loss_before(&model, LossKind::Overwritten, 4, 51)]
     );
 }
+
+/// Without tails the end of a stream is found by walking the slots after
+/// its newest readable page (seq 6, slot 1): slot 2 is cut inside, slot 3
+/// lies past the input, and both may hold newer pages, so the end loss is
+/// two pages, counted across the truncated slot and the missing ones.
+#[test]
+fn a_walk_without_tails_counts_a_truncated_slot_and_the_slots_past_the_input() {
+    let model = even_pages(1, 90, true);
+    let mut image = model.image.clone();
+    // flags bit 0 clear: no tail table.
+    patch(&mut image, 96, &0u32.to_le_bytes(), 0..252);
+    let cut = slot_at(&image, 0, 2) + 100;
+    let region = Region::parse(&image[..cut], HeaderTrust::Checksummed).unwrap();
+    assert_eq!(region.tails, TailTable::None);
+    let trace = region.decode();
+    let st = &trace.streams[0];
+    assert_eq!(st.pages[2].status, PageStatus::Truncated);
+    assert_eq!(
+        st.losses,
+        [
+            loss_before(&model, LossKind::Unreadable, 5, 68),
+            Loss {
+                stream: 0,
+                kind: LossKind::End,
+                events: 0,
+                pages: 2,
+                after_ts: Some(model.want.streams[0].events[89].ts),
+                before_ts: None,
+                at_index: 90,
+                cause: Some(EndCause::Cut),
+                exact: false,
+            },
+        ]
+    );
+}
