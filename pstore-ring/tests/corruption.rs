@@ -1065,3 +1065,63 @@ fn a_walk_without_tails_counts_a_truncated_slot_and_the_slots_past_the_input() {
         ]
     );
 }
+
+/// Copy 1 is written from a stream's first page on, so an empty one is a
+/// copy the writer should have filled: reported at that copy, of stream
+/// 1 so that the stream's place in the table counts too. It costs
+/// nothing while the pages are readable.
+#[test]
+fn an_empty_tail_copy_1_is_reported_at_its_own_offset() {
+    let model = even_pages(2, 90, true);
+    let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+    let clean = region.decode();
+    let copy = tail_copy(&region, 1, 1);
+    let mut image = model.image.clone();
+    image[copy..copy + 32].fill(0);
+    let trace = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    assert_eq!(
+        trace.diagnostics,
+        [Diagnostic {
+            stream: Some(1),
+            page: None,
+            offset: copy as u64,
+            problem: Problem::TailField {
+                copy: 1,
+                field: "seq",
+                value: 0
+            },
+        }]
+    );
+    assert_eq!(trace.streams[1].losses, clean.streams[1].losses);
+    assert_eq!(trace.event_count(), clean.event_count());
+}
+
+/// Stream 1's tail left as it was at its page 3 (persistent memory that
+/// lost the tail's cache lines, FORMAT.md section 12, case 9) while its
+/// pages went on to page 6: not believed, and reported at the start of
+/// the stream's pair of copies.
+#[test]
+fn a_tail_more_than_a_page_behind_is_reported_at_its_streams_copies() {
+    let model = even_pages(2, 90, true);
+    let earlier = even_pages(2, 40, true);
+    let region = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
+    let pair = tail_copy(&region, 1, 0);
+    let mut image = model.image.clone();
+    image[pair..pair + 64].copy_from_slice(&earlier.image[pair..pair + 64]);
+    let trace = Region::parse(&image, HeaderTrust::Checksummed)
+        .unwrap()
+        .decode();
+    assert_eq!(
+        trace.diagnostics,
+        [Diagnostic {
+            stream: Some(1),
+            page: None,
+            offset: pair as u64,
+            problem: Problem::TailBehind { tail: 3, newest: 6 },
+        }]
+    );
+    // The walk finds the older page 3 right after page 6: nothing lost.
+    assert!(end_loss(&trace.streams[1]).is_none());
+}
