@@ -18,7 +18,7 @@
 
 use crate::c_ffi::*;
 use crate::ring_model::{
-    build, calls, check_decoded, largest_record, setup_strategy, Call, Op, Setup,
+    build, calls, check_decoded, largest_record, play, setup_strategy, Call, Op, Setup, Writers,
 };
 use proptest::prelude::*;
 use pstore_ring::layout::RECORD_HEADER_SIZE;
@@ -49,6 +49,22 @@ struct CRun {
     past: Option<usize>,
 }
 
+/// The C writer's answer to a write: whether it recorded the event.
+impl Writers for CRegion {
+    type Outcome = bool;
+    fn write(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]) -> bool {
+        let s = self.stream(stream);
+        let len = payload.len() as u32;
+        unsafe { crashring_write(s, ts, type_id, payload.as_ptr().cast(), len) == 0 }
+    }
+    fn drop_event(&mut self, stream: usize) {
+        unsafe { crashring_drop(self.stream(stream)) }
+    }
+    fn close(&mut self, stream: usize) {
+        unsafe { crashring_close(self.stream(stream)) }
+    }
+}
+
 fn replay_c(
     cfg: &RegionConfig<'_>,
     size: usize,
@@ -61,37 +77,7 @@ fn replay_c(
     for i in 0..n {
         unsafe { crashring_set_durable(region.stream(i), durable) };
     }
-    let mut results = Vec::with_capacity(calls.len());
-    for call in calls {
-        results.push(match call {
-            Call::Write {
-                stream,
-                ts,
-                type_id,
-                payload,
-            } => {
-                let s = region.stream(*stream);
-                let rc = unsafe {
-                    crashring_write(
-                        s,
-                        *ts,
-                        *type_id,
-                        payload.as_ptr().cast(),
-                        payload.len() as u32,
-                    )
-                };
-                Some(rc == 0)
-            }
-            Call::Drop { stream } => {
-                unsafe { crashring_drop(region.stream(*stream)) };
-                None
-            }
-            Call::Close { stream } => {
-                unsafe { crashring_close(region.stream(*stream)) };
-                None
-            }
-        });
-    }
+    let results = play(calls, &mut region);
     match finish {
         None => {}
         Some(Finish::CloseEach) => {

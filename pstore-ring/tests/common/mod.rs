@@ -15,7 +15,7 @@ use pstore_ring::layout::{
 };
 use pstore_ring::read::{HeaderTrust, LossKind, PageStatus, Region, Trace};
 use pstore_ring::schema::{self, EventDef, FieldDef, FieldKind, Value};
-use pstore_ring::write::{self, Dropped, RegionConfig, StreamSpec};
+use pstore_ring::write::{self, Dropped, RegionConfig, StreamSpec, StreamWriter};
 use pstore_ring::Endian;
 
 pub const CUSTOM: &[EventDef<'static>] = &[EventDef {
@@ -194,6 +194,40 @@ pub fn calls(s: &Setup) -> Vec<Call> {
         });
     }
     out
+}
+
+/// Something [`Call`]s are played into, stream by stream: the model, the
+/// Rust writer, the C writer (qemu-tests' `c_model`).
+pub trait Writers {
+    /// What a write returns.
+    type Outcome;
+    fn write(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]) -> Self::Outcome;
+    fn drop_event(&mut self, stream: usize);
+    fn close(&mut self, stream: usize);
+}
+
+/// Plays `calls` into `w`: what each write returned, `None` for drops and
+/// closes.
+pub fn play<W: Writers>(calls: &[Call], w: &mut W) -> Vec<Option<W::Outcome>> {
+    calls
+        .iter()
+        .map(|call| match call {
+            Call::Write {
+                stream,
+                ts,
+                type_id,
+                payload,
+            } => Some(w.write(*stream, *ts, *type_id, payload)),
+            Call::Drop { stream } => {
+                w.drop_event(*stream);
+                None
+            }
+            Call::Close { stream } => {
+                w.close(*stream);
+                None
+            }
+        })
+        .collect()
 }
 
 /// The type and payload op `n` writes. Shape 0 is a `lost`, 1 an
@@ -397,33 +431,37 @@ impl Sim {
     }
 }
 
+/// The model's streams of one setup.
+struct Sims {
+    page_size: u32,
+    streams: Vec<Sim>,
+}
+
+impl Writers for Sims {
+    type Outcome = Result<(), Dropped>;
+    fn write(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]) -> Self::Outcome {
+        self.streams[stream].write(self.page_size, ts, type_id, payload)
+    }
+    fn drop_event(&mut self, stream: usize) {
+        self.streams[stream].drop_event();
+    }
+    fn close(&mut self, stream: usize) {
+        self.streams[stream].close();
+    }
+}
+
 /// Predicts, from the format's rules alone, what a writer does with `s`.
 pub fn predict(s: &Setup) -> Prediction {
-    let mut sims: Vec<Sim> = (0..s.streams).map(|_| Sim::new()).collect();
-    let mut results = Vec::with_capacity(s.ops.len());
-    for call in calls(s) {
-        results.push(match call {
-            Call::Write {
-                stream,
-                ts,
-                type_id,
-                payload,
-            } => Some(sims[stream].write(s.page_size, ts, type_id, &payload)),
-            Call::Drop { stream } => {
-                sims[stream].drop_event();
-                None
-            }
-            Call::Close { stream } => {
-                sims[stream].close();
-                None
-            }
-        });
-    }
+    let mut sims = Sims {
+        page_size: s.page_size,
+        streams: (0..s.streams).map(|_| Sim::new()).collect(),
+    };
+    let results = play(&calls(s), &mut sims);
     if s.close_at_end {
-        sims.iter_mut().for_each(Sim::close);
+        sims.streams.iter_mut().for_each(Sim::close);
     }
     Prediction {
-        streams: sims.into_iter().map(|sim| sim.model).collect(),
+        streams: sims.streams.into_iter().map(|sim| sim.model).collect(),
         results,
     }
 }
@@ -435,6 +473,22 @@ pub struct Model {
     /// What the writer returned for each op; `None` for drops and closes.
     pub results: Vec<Option<Result<(), Dropped>>>,
     pub want: Prediction,
+}
+
+/// The Rust writer's streams of one region.
+struct RustWriters<'a>(Vec<StreamWriter<'a>>);
+
+impl Writers for RustWriters<'_> {
+    type Outcome = Result<(), Dropped>;
+    fn write(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]) -> Self::Outcome {
+        self.0[stream].write(ts, type_id, payload)
+    }
+    fn drop_event(&mut self, stream: usize) {
+        self.0[stream].drop_event();
+    }
+    fn close(&mut self, stream: usize) {
+        self.0[stream].close();
+    }
 }
 
 pub fn build(s: &Setup) -> Model {
@@ -452,30 +506,13 @@ pub fn build(s: &Setup) -> Model {
         ..Default::default()
     };
     let mut image = vec![0u8; 64 * 1024 + s.streams * s.pages as usize * s.page_size as usize];
-    let mut results = Vec::with_capacity(s.ops.len());
+    let results;
     {
         let f = write::format(&mut image, &cfg).expect("format");
-        let mut ws: Vec<_> = f.streams.collect();
-        for call in calls(s) {
-            results.push(match call {
-                Call::Write {
-                    stream,
-                    ts,
-                    type_id,
-                    payload,
-                } => Some(ws[stream].write(ts, type_id, &payload)),
-                Call::Drop { stream } => {
-                    ws[stream].drop_event();
-                    None
-                }
-                Call::Close { stream } => {
-                    ws[stream].close();
-                    None
-                }
-            });
-        }
+        let mut ws = RustWriters(f.streams.collect());
+        results = play(&calls(s), &mut ws);
         if s.close_at_end {
-            ws.iter_mut().for_each(|w| w.close());
+            ws.0.iter_mut().for_each(|w| w.close());
         }
     }
     let region = Region::parse(&image, HeaderTrust::Checksummed).expect("fresh image parses");
