@@ -8,7 +8,8 @@ use common::synth::{self, load, Kdump, Load, LZO, PLAIN, SNAPPY, ZLIB, ZSTD};
 use common::{crashring, image_sized, write_tmp};
 use extractor::compress::decompress_page;
 use extractor::container;
-use extractor::phys::{Backing, PhysError};
+use extractor::container::flat::FlatSource;
+use extractor::phys::{Backing, PhysError, Run};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -392,12 +393,7 @@ fn a_flattened_file_cannot_claim_bitmaps_it_does_not_hold() {
     file[4096 + 96..4096 + 104].copy_from_slice(&(1u64 << 30).to_le_bytes());
     // ... in a file one tiny record stretches to 1 GiB.
     let mut flat = synth::flatten(&file);
-    flat.truncate(flat.len() - 16);
-    flat.extend((1i64 << 30).to_be_bytes());
-    flat.extend(1i64.to_be_bytes());
-    flat.push(0);
-    flat.extend((-1i64).to_be_bytes());
-    flat.extend((-1i64).to_be_bytes());
+    synth::append_record(&mut flat, 1 << 30, &[0]);
     let path = write_tmp("bitmap-claim.flat", &flat);
     let out = crashring(&["info", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
@@ -588,5 +584,158 @@ fn a_kdump_file_cut_short_says_where_and_what_it_lost() {
             && err.contains("no crashring region in")
             && err.contains("bytes of memory the dump should hold are not in it"),
         "{err}"
+    );
+}
+
+/// A present run of a raw image or ELF core: `start..end` stored plainly
+/// at file offset `offset`.
+fn stored(start: u64, end: u64, offset: u64) -> Run {
+    Run {
+        start,
+        end,
+        backing: Backing::Present,
+        offset: Some(offset),
+    }
+}
+
+#[test]
+fn a_raw_image_with_gaps_maps_them_and_its_unheld_tail_as_lost() {
+    // A reassembled flattened file that holds no dump is a raw image; a
+    // record left out in the middle and an empty record stretching the
+    // file past its last bytes are memory the image lacks, not zeros.
+    let mem: Vec<u8> = (0..0x3000u32).map(|i| (i % 251) as u8).collect();
+    let mut flat = synth::flatten_without(&mem, 0x1000..0x1800);
+    synth::append_record(&mut flat, 0x4000, &[]);
+    let source = FlatSource::open(Arc::new(flat)).unwrap();
+    let dump = container::open(Arc::new(source)).unwrap();
+    assert_eq!(dump.container, "raw memory image, 16384 bytes");
+    assert_eq!(
+        dump.memory.map().runs(),
+        [
+            stored(0, 0x1000, 0),
+            Run::lost(0x1000..0x1800),
+            stored(0x1800, 0x3000, 0x1800),
+            Run::lost(0x3000..0x4000),
+        ]
+    );
+    let mut b = [0u8; 0x10];
+    dump.memory.read(0x1ff8, &mut b).unwrap();
+    assert_eq!(b, mem[0x1ff8..0x2008]);
+}
+
+#[test]
+fn a_segment_reusing_the_bytes_of_a_later_segment_is_not_memory() {
+    let mem = memory();
+    // The third segment points at the second's bytes: the file reach the
+    // check compares against must have grown past the first segment.
+    let loads = [
+        load(0, 0x40000),
+        load(0x40000, 0x40000),
+        load(0x80000, 0x80000),
+    ];
+    let mut core = synth::elf(&mem, &loads, None, 1, false);
+    let fields = load_offset_fields(&core);
+    let second = core[fields[1]..fields[1] + 8].to_vec();
+    core[fields[2]..fields[2] + 8].copy_from_slice(&second);
+    let first = u64::from_le_bytes(core[fields[0]..fields[0] + 8].try_into().unwrap());
+    let dump = container::open(Arc::new(core)).unwrap();
+    assert_eq!(
+        dump.warnings,
+        ["1 segments (the first for 0x80000..0x100000) reuse file bytes another segment maps at a different address; their memory is treated as lost"]
+    );
+    assert_eq!(
+        dump.memory.map().runs(),
+        [stored(0, 0x80000, first), Run::lost(0x80000..0x100000)]
+    );
+}
+
+#[test]
+fn a_complete_elf_core_counts_its_segments_and_warns_of_nothing() {
+    let mem = memory();
+    let loads = [load(0, 0x80000), load(0x80000, 0x80000)];
+    let core = synth::elf(&mem, &loads, None, 3, false);
+    let data = u64::from_le_bytes(
+        core[load_offset_fields(&core)[0]..][..8]
+            .try_into()
+            .unwrap(),
+    );
+    let dump = container::open(Arc::new(core)).unwrap();
+    // Every segment stores all its memory (p_filesz == p_memsz): nothing
+    // was filtered, so this is no makedumpfile -E file.
+    assert_eq!(
+        dump.container,
+        "ELF64 core (/proc/vmcore or compatible), 2 PT_LOAD segments"
+    );
+    assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
+    assert_eq!(dump.cpus, Some(3));
+    assert_eq!(dump.memory.map().runs(), [stored(0, MEM as u64, data)]);
+}
+
+/// Why opening `file` failed.
+fn open_error(file: Vec<u8>) -> String {
+    match container::open(Arc::new(file)) {
+        Ok(dump) => panic!("opened: {}", dump.container),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_wrapping_segment_is_refused_naming_its_own_header_field() {
+    let mem = memory();
+    let loads = [load(0, 0x80000), load(0x80000, 0x80000)];
+    let good = synth::elf(&mem, &loads, None, 1, false);
+    // Program header 2 (after the notes' and the first segment's), so the
+    // offset named is that header's, not the table's start.
+    let field = load_offset_fields(&good)[1];
+    assert_eq!(field, 64 + 2 * 56 + 8);
+    let mut bad = good.clone();
+    bad[field..field + 8].copy_from_slice(&(u64::MAX - 0x1000).to_le_bytes());
+    assert_eq!(
+        open_error(bad),
+        "invalid ELF core `p_offset` at file offset 0xb8: segment wraps the file"
+    );
+    let mut bad = good;
+    let paddr = u64::MAX - 0x1000;
+    bad[field + 16..field + 24].copy_from_slice(&paddr.to_le_bytes());
+    assert_eq!(
+        open_error(bad),
+        format!("invalid ELF core `p_memsz` at file offset 0xd8: segment at {paddr:#x} wraps")
+    );
+}
+
+#[test]
+fn exactly_the_most_program_headers_accepted_open_and_one_more_is_refused() {
+    const MAX: u32 = 1 << 20;
+    let mem = memory();
+    let core = synth::elf(&mem, &[load(0, MEM as u64)], None, 1, true);
+    // Program header 1, after the notes' (e_phnum is PN_XNUM here, so
+    // `load_offset_fields` cannot count them).
+    let data = u64::from_le_bytes(core[64 + 56 + 8..][..8].try_into().unwrap());
+    // PN_XNUM: the count is section header 0's sh_info, at the file's end.
+    let count = core.len() - 64 + 44;
+    // The note and load headers again at the end of the file, then empty
+    // (PT_NULL) ones the source does not store, up to the count.
+    let with_count = |n: u32| {
+        let mut head = core.clone();
+        head[count..count + 4].copy_from_slice(&n.to_le_bytes());
+        let table = head.len() as u64;
+        head.extend_from_within(64..64 + 2 * 56);
+        head[32..40].copy_from_slice(&table.to_le_bytes());
+        let len = table + 56 * u64::from(n);
+        Arc::new(synth::ZeroTail { head, len })
+    };
+    let dump = container::open(with_count(MAX)).unwrap();
+    assert_eq!(
+        dump.container,
+        "ELF64 core (/proc/vmcore or compatible), 1 PT_LOAD segments"
+    );
+    assert_eq!(dump.memory.map().runs(), [stored(0, MEM as u64, data)]);
+    let err = match container::open(with_count(MAX + 1)) {
+        Ok(dump) => panic!("opened: {}", dump.container),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(
+        err,
+        "invalid ELF core `e_phnum` at file offset 0x38: 1048577 program headers, more than the 1048576 accepted"
     );
 }

@@ -297,3 +297,32 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         warnings,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_cursor_reads_on_from_where_its_last_read_ended() {
+        // `object` reads a string a chunk at a time through `read`, with no
+        // seek between chunks: each must follow the one before.
+        let bytes: Vec<u8> = (0..=255).collect();
+        let mut cursor = Cursor {
+            source: Arc::new(bytes),
+            pos: 0,
+        };
+        assert_eq!(cursor.seek(10), Ok(10));
+        let mut buf = [0u8; 4];
+        assert_eq!(cursor.read(&mut buf), Ok(4));
+        assert_eq!(buf, [10, 11, 12, 13]);
+        assert_eq!(cursor.read(&mut buf), Ok(4));
+        assert_eq!(buf, [14, 15, 16, 17]);
+        assert_eq!(cursor.read_exact(&mut buf), Ok(()));
+        assert_eq!(buf, [18, 19, 20, 21]);
+        // At the end, a short read, then none.
+        cursor.seek(254).unwrap();
+        assert_eq!(cursor.read(&mut buf), Ok(2));
+        assert_eq!(&buf[..2], [254, 255]);
+        assert_eq!(cursor.read(&mut buf), Ok(0));
+    }
+}

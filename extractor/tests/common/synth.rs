@@ -347,3 +347,43 @@ pub fn flatten_without(file: &[u8], gap: std::ops::Range<usize>) -> Vec<u8> {
     f.extend((-1i64).to_be_bytes());
     f
 }
+
+/// Adds a record putting `data` at reassembled `offset` to a flattened
+/// `file` (one [`flatten`] made), just before its end marker. An empty
+/// record holds nothing yet still stretches the reassembled length.
+pub fn append_record(file: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let marker = file.split_off(file.len() - 16);
+    file.extend((offset as i64).to_be_bytes());
+    file.extend((data.len() as i64).to_be_bytes());
+    file.extend(data);
+    file.extend(marker);
+}
+
+/// A source of `len` bytes: `head`, then zeros it does not store, so a
+/// test can hand a container a table of millions of empty entries.
+pub struct ZeroTail {
+    pub head: Vec<u8>,
+    pub len: u64,
+}
+
+impl extractor::source::Source for ZeroTail {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf
+            .len()
+            .min(usize::try_from(self.len.saturating_sub(offset)).unwrap_or(usize::MAX));
+        let buf = &mut buf[..n];
+        buf.fill(0);
+        if let Some(head) = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.head.get(o..))
+        {
+            let k = head.len().min(n);
+            buf[..k].copy_from_slice(&head[..k]);
+        }
+        Ok(n)
+    }
+}
