@@ -739,3 +739,29 @@ fn exactly_the_most_program_headers_accepted_open_and_one_more_is_refused() {
         "invalid ELF core `e_phnum` at file offset 0x38: 1048577 program headers, more than the 1048576 accepted"
     );
 }
+
+#[test]
+fn bytes_a_flattened_core_lacks_inside_a_segment_are_lost_and_counted() {
+    let mem = memory();
+    let core = synth::elf(&mem, &[load(0, MEM as u64)], None, 1, false);
+    let data = u64::from_le_bytes(
+        core[load_offset_fields(&core)[0]..][..8]
+            .try_into()
+            .unwrap(),
+    );
+    // No record holds the segment's bytes for 0x31000..0x32800.
+    let gap = data as usize + 0x31000..data as usize + 0x32800;
+    let dump = container::open(Arc::new(synth::flatten_without(&core, gap))).unwrap();
+    assert_eq!(
+        dump.warnings,
+        ["6144 bytes of the segment for 0x0..0x100000 are not in the file"]
+    );
+    assert_eq!(
+        dump.memory.map().runs(),
+        [
+            stored(0, 0x31000, data),
+            Run::lost(0x31000..0x32800),
+            stored(0x32800, MEM as u64, data + 0x32800),
+        ]
+    );
+}
