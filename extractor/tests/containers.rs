@@ -765,3 +765,34 @@ fn bytes_a_flattened_core_lacks_inside_a_segment_are_lost_and_counted() {
         ]
     );
 }
+
+#[test]
+fn a_core_cut_short_and_flagged_incomplete_says_so_and_loses_exactly_its_tail() {
+    let mem = memory();
+    let mut core = synth::elf(&mem, &[load(0, MEM as u64)], None, 1, false);
+    let data = u64::from_le_bytes(
+        core[load_offset_fields(&core)[0]..][..8]
+            .try_into()
+            .unwrap(),
+    );
+    // e_flags bit 0: makedumpfile ran out of space, and the file ends
+    // partway through the segment.
+    core[48..52].copy_from_slice(&1u32.to_le_bytes());
+    core.truncate(data as usize + 0x31800);
+    let dump = container::open(Arc::new(core)).unwrap();
+    assert_eq!(
+        dump.container,
+        "ELF64 core (makedumpfile -E), 1 PT_LOAD segments"
+    );
+    assert_eq!(
+        dump.warnings,
+        [
+            "845824 bytes of the segment for 0x0..0x100000 are not in the file",
+            "the dump is incomplete (makedumpfile ran out of space)",
+        ]
+    );
+    assert_eq!(
+        dump.memory.map().runs(),
+        [stored(0, 0x31800, data), Run::lost(0x31800..MEM as u64)]
+    );
+}
