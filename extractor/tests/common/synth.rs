@@ -197,6 +197,8 @@ pub struct Kdump<'a> {
     pub excluded: &'a [u64],
     /// Pages an incomplete dump lost (descriptor offset 0).
     pub lost: &'a [u64],
+    /// Pages that are no RAM: clear in both bitmaps, no descriptor.
+    pub not_ram: &'a [u64],
     pub vmcoreinfo: Option<&'a str>,
     pub big_endian: bool,
 }
@@ -208,6 +210,7 @@ impl Default for Kdump<'_> {
             block: 4096,
             excluded: &[],
             lost: &[],
+            not_ram: &[],
             vmcoreinfo: None,
             big_endian: false,
         }
@@ -265,15 +268,17 @@ pub fn kdump(mem: &[u8], k: &Kdump) -> Vec<u8> {
         put64(&mut f, bs + 40, v.len() as u64);
     }
     let bitmaps = 2 * bs;
+    let ram = |pfn: usize| !k.not_ram.contains(&(pfn as u64));
+    let dumped = |pfn: usize| ram(pfn) && !k.excluded.contains(&(pfn as u64));
     for pfn in 0..pages {
-        f[bitmaps + pfn / 8] |= 1 << (pfn % 8);
-        if !k.excluded.contains(&(pfn as u64)) {
+        if ram(pfn) {
+            f[bitmaps + pfn / 8] |= 1 << (pfn % 8);
+        }
+        if dumped(pfn) {
             f[bitmaps + half + pfn / 8] |= 1 << (pfn % 8);
         }
     }
-    let dumped: Vec<usize> = (0..pages)
-        .filter(|p| !k.excluded.contains(&(*p as u64)))
-        .collect();
+    let dumped: Vec<usize> = (0..pages).filter(|&p| dumped(p)).collect();
     let descs = f.len();
     f.resize(descs + 24 * dumped.len(), 0);
     // The shared zero page comes first, as makedumpfile writes it.
@@ -385,5 +390,25 @@ impl extractor::source::Source for ZeroTail {
             buf[..k].copy_from_slice(&head[..k]);
         }
         Ok(n)
+    }
+}
+
+/// `inner`, except that reads touching `bad` fail, as a disk's bad
+/// sectors would.
+pub struct BadSectors {
+    pub inner: Vec<u8>,
+    pub bad: std::ops::Range<u64>,
+}
+
+impl extractor::source::Source for BadSectors {
+    fn len(&self) -> u64 {
+        self.inner.len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        if offset < self.bad.end && offset + buf.len() as u64 > self.bad.start {
+            return Err(std::io::Error::other("bad sector"));
+        }
+        self.inner.read_at(offset, buf)
     }
 }
