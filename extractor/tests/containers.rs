@@ -1042,3 +1042,23 @@ fn kdump_descriptors_that_cannot_be_read_lose_their_pages() {
         [paged(0, MEM as u64, Backing::Lost)]
     );
 }
+
+#[test]
+fn a_window_is_lent_up_to_the_end_of_a_run_and_never_across_it() {
+    use extractor::source::FileSource;
+    let mem = memory();
+    // Two segments the file stores back to back, at physical addresses
+    // apart: the file goes on where the first run ends, memory does not.
+    let core = synth::elf(
+        &mem,
+        &[load(0, 0x40000), load(0x80000, 0x80000)],
+        None,
+        1,
+        false,
+    );
+    let path = write_tmp("window.elf", &core);
+    let dump = container::open(Arc::new(FileSource::open(&path).unwrap())).unwrap();
+    let window = dump.memory.window(0x3f000, 0x1000).expect("a window");
+    assert_eq!(&window[..], &mem[0x3f000..0x40000]);
+    assert!(dump.memory.window(0x3f000, 0x1001).is_none());
+}
