@@ -671,6 +671,21 @@ fn a_complete_elf_core_counts_its_segments_and_warns_of_nothing() {
     assert_eq!(dump.memory.map().runs(), [stored(0, MEM as u64, data)]);
 }
 
+/// A kernel core's "CORE" notes are per CPU only when they are
+/// NT_PRSTATUS; the registers and process notes other dumpers add beside
+/// them (NT_PRFPREG, NT_PRPSINFO) are no CPUs.
+#[test]
+fn only_prstatus_notes_count_as_cpus() {
+    let mem = vec![0u8; MEM];
+    let mut notes = Vec::new();
+    for ty in [1, 2, 3, 1] {
+        synth::note(&mut notes, b"CORE", ty, &[0; 336]);
+    }
+    let core = synth::elf_with_notes(&mem, &[load(0, MEM as u64)], &notes, 1, false);
+    let dump = container::open(Arc::new(core)).unwrap();
+    assert_eq!(dump.cpus, Some(2));
+}
+
 /// Why opening `file` failed.
 fn open_error(file: Vec<u8>) -> String {
     match container::open(Arc::new(file)) {
