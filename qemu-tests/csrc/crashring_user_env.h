@@ -11,7 +11,7 @@
 #include <string.h>
 #include <stdbool.h>
 #include <errno.h>
-#include <sched.h>
+#include <time.h>
 
 typedef uint8_t __u8;
 typedef uint16_t __u16;
@@ -55,7 +55,20 @@ static inline bool cr_try_enter(local_t *l)
 #define cr_local_take(l)	__atomic_exchange_n(&(l)->v, 0, __ATOMIC_RELAXED)
 #define cr_local_read(l)	__atomic_load_n(&(l)->v, __ATOMIC_ACQUIRE)
 #define cr_sync_writers()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
-#define cr_cpu_relax()		sched_yield()
+/*
+ * A user-space writer is a thread the scheduler may hold off for a long
+ * time on a loaded machine (a kernel writer runs with preemption off and
+ * leaves within microseconds). Waiting in 100 us sleeps makes the spin
+ * budget in crashring_stop_all() last about 100 s instead of the second
+ * sched_yield() gave, so a preempted writer is waited for, not taken for
+ * one that died inside a record.
+ */
+static inline void cr_cpu_relax(void)
+{
+	struct timespec t = { .tv_sec = 0, .tv_nsec = 100000 };
+
+	nanosleep(&t, NULL);
+}
 
 /*
  * Writes cache lines back as the kernel's arch_wb_cache_pmem() does: CLWB
