@@ -21,11 +21,11 @@
 //! process exited successfully. Scratch files go to
 //! `CRASHRING_BENCH_DIR`, or the target directory's tmp.
 
-use extractor::container;
 use extractor::discover;
-use extractor::output::{write_items, Format};
-use extractor::select::Selection;
-use extractor::source::FileSource;
+use extractor::input;
+use extractor::input::source::FileSource;
+use extractor::output::select::Selection;
+use extractor::output::{write_items, Format, RegionView, Writer};
 use pstore_ring::read::{HeaderTrust, LossKind, Region, Trace};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
@@ -185,9 +185,12 @@ fn decode_bench(region: &[u8], counts: Counts, memcpy: f64) {
             let start = Instant::now();
             let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
                 .expect("bench region parses");
-            let trace = extractor::decode::decode(&region);
+            let trace = extractor::recover::decode(&region);
             let mut out = BufWriter::with_capacity(1 << 16, &mut sink);
-            write_items(&mut out, &region, &trace, &Selection::default(), format, 0)
+            let Writer::Items(writer) = format.writer() else {
+                unreachable!("text and JSON lines are written item by item")
+            };
+            write_items(&mut out, &region, &trace, &Selection::default(), writer, 0)
                 .expect("writing to a counter cannot fail");
             drop(out);
             let took = start.elapsed();
@@ -273,7 +276,7 @@ fn scan_bench(dir: &Path, region: &[u8], memcpy: f64) {
     let d = median(3, || {
         let start = Instant::now();
         let source = Arc::new(FileSource::open(&path).expect("opening image"));
-        let dump = container::open(source).expect("a raw image opens");
+        let dump = input::open(source).expect("a raw image opens");
         let this_run = discover::scan(&*dump.memory, &mut |_| {});
         let took = start.elapsed();
         found = this_run;
@@ -418,7 +421,7 @@ fn time_writer(
         let start = Instant::now();
         let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
             .expect("bench region parses");
-        let trace = extractor::decode::decode(&region);
+        let trace = extractor::recover::decode(&region);
         let file = File::create(path).expect("creating the output");
         let mut out = BufWriter::with_capacity(1 << 16, file);
         write(&region, &trace, &mut out);
@@ -579,7 +582,7 @@ fn writers_bench(dir: &Path, region: &[u8], counts: Counts) {
     let all = Selection::default();
     let d = time_writer(region, &file, |region, trace, _| {
         let _ = std::fs::remove_dir_all(&out);
-        extractor::ctf::write(
+        extractor::output::ctf::write(
             &out,
             region,
             trace,
@@ -599,15 +602,18 @@ fn writers_bench(dir: &Path, region: &[u8], counts: Counts) {
     println!("  parse + decode + CTF: {:.1} M events/s", ctf / 1e6);
     for format in [Format::Perfetto, Format::Chrome] {
         let d = time_writer(region, &file, |region, trace, out| {
-            if format == Format::Perfetto {
-                extractor::perfetto::begin(out, trace, 0).expect("writing");
-            } else {
-                extractor::chrome::begin(out, region, trace, 0).expect("writing");
-            }
-            write_items(out, region, trace, &all, format, 0).expect("writing the trace");
-            if format == Format::Chrome {
-                extractor::chrome::end(out).expect("writing");
-            }
+            let Writer::Items(writer) = format.writer() else {
+                unreachable!("Perfetto and Chrome are written item by item")
+            };
+            let view = RegionView {
+                index: 0,
+                addr: 0,
+                region,
+                trace,
+            };
+            writer.begin(out, &view, false).expect("writing");
+            write_items(out, region, trace, &all, writer, 0).expect("writing the trace");
+            writer.end(out).expect("writing");
         });
         if format == Format::Perfetto {
             let mut bytes = Vec::new();
@@ -624,7 +630,8 @@ fn writers_bench(dir: &Path, region: &[u8], counts: Counts) {
         );
     }
     let d = time_writer(region, &file, |region, trace, out| {
-        extractor::tracedat::write(out, region, trace, &all).expect("writing the trace.dat");
+        extractor::output::tracedat::write(out, region, trace, &all)
+            .expect("writing the trace.dat");
     });
     assert_eq!(tracedat_events(&file), events, "events trace-cmd reports");
     println!(

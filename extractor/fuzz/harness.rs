@@ -18,13 +18,15 @@
 //! the code it was about.
 
 use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
-use extractor::compress::decompress_page;
-use extractor::container::{self, flat::FlatSource, Dump};
 use extractor::discover::{self, Found};
-use extractor::jsonl;
-use extractor::source::Source;
+use extractor::input::kdump::codecs::decompress_page;
+use extractor::input::source::Source;
+use extractor::input::{self, flat::FlatSource, Dump};
+use extractor::output::jsonl;
+use extractor::output::select::Selection;
+use extractor::output::{tracedat, Format, RegionView, Writer};
 use pstore_ring::merge::merge;
-use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::read::{HeaderTrust, Region, Trace};
 use pstore_ring::text::{write_summary, Line};
 use std::fmt::Write;
 use std::sync::{Arc, OnceLock};
@@ -170,13 +172,13 @@ pub fn run(target: Target, data: &[u8]) -> String {
     };
     let source: Arc<dyn Source> = Arc::new(file);
     let dump = match target {
-        Target::Elf => container::elf::open(source),
-        Target::Kdump => container::kdump::open(source),
+        Target::Elf => input::elf::open(source),
+        Target::Kdump => input::kdump::open(source),
         Target::Flattened => match FlatSource::open(source) {
-            Ok(flat) => container::open(Arc::new(flat)),
+            Ok(flat) => input::open(Arc::new(flat)),
             Err(e) => Err(e),
         },
-        _ => container::open(source),
+        _ => input::open(source),
     };
     let mut out = String::new();
     match dump {
@@ -218,9 +220,9 @@ fn logs(data: &[u8]) -> String {
         return String::new();
     };
     let trace = region.decode();
-    let clock = extractor::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
+    let clock = extractor::bundle::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
     // Redacted as a bundle does, then placed from the copy.
-    use extractor::redact::{Class, Rules, TextRedactor};
+    use extractor::bundle::redact::{Class, Rules, TextRedactor};
     let rules = Rules {
         classes: vec![
             Class::DropPrefix {
@@ -235,14 +237,16 @@ fn logs(data: &[u8]) -> String {
         raw_pointers: false,
     };
     let mut copy = Vec::new();
-    if let Err(e) = extractor::logs::redact(data, &mut copy, &TextRedactor::new(&region, &rules)) {
+    if let Err(e) =
+        extractor::bundle::logs::redact(data, &mut copy, &TextRedactor::new(&region, &rules))
+    {
         return e.to_string();
     }
     match clock.place("fuzz", &copy[..]) {
         Ok(log) => {
             assert!(log.placed.len() as u64 + log.placement.unplaced <= log.lines);
             let mut bytes = Vec::new();
-            let _ = extractor::perfetto::log_track(&mut bytes, "fuzz", 0, &log.placed);
+            let _ = extractor::output::perfetto::log_track(&mut bytes, "fuzz", 0, &log.placed);
             format!("{} of {} lines placed", log.placed.len(), log.lines)
         }
         Err(e) => e.to_string(),
@@ -292,18 +296,11 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
         let _ = writeln!(out, "{}", Line::of(&item, &region));
         jsonl::write_item(&mut bytes, &item, &region, 0, &mut values);
     }
-    // The file writers see whatever a hostile region decodes to.
-    let items: Vec<_> = merge(&trace.streams).collect();
-    let _ = extractor::chrome::begin(&mut bytes, &region, &trace, 0);
-    extractor::chrome::write_items(&mut bytes, &items, &region, 0);
-    let _ = extractor::perfetto::begin(&mut bytes, &trace, 0);
-    extractor::perfetto::chunk(&mut bytes, &items, &region, 0);
-    let selection = extractor::select::Selection::default();
-    let mut file = std::io::Cursor::new(Vec::new());
-    let _ = extractor::tracedat::write(&mut file, &region, &trace, &selection);
+    // Every writer sees whatever a hostile region decodes to.
+    write_every_format(&region, &trace, &mut bytes);
 
     // Redaction rewrites hostile payloads; what it makes is written again.
-    use extractor::redact::{plan, Class, Rules};
+    use extractor::bundle::redact::{plan, Class, Rules};
     let rules = Rules {
         classes: vec![
             Class::Hash {
@@ -319,8 +316,27 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
     };
     let plan = plan(&region, &trace, &rules);
     let (region, trace) = (plan.region(&region), plan.apply(&trace));
+    write_every_format(&region, &trace, &mut bytes);
+}
+
+/// Writes the trace in every format: the stream formats into `bytes`,
+/// trace.dat into memory (file formats that need a directory, CTF, write
+/// per stream what trace.dat writes per CPU).
+fn write_every_format(region: &Region, trace: &Trace, bytes: &mut Vec<u8>) {
     let items: Vec<_> = merge(&trace.streams).collect();
-    extractor::perfetto::chunk(&mut bytes, &items, &region, 0);
+    let view = RegionView {
+        index: 0,
+        addr: 0,
+        region,
+        trace,
+    };
+    for format in Format::all() {
+        if let Writer::Items(w) = format.writer() {
+            let _ = w.begin(bytes, &view, true);
+            w.items(bytes, &items, region, 0);
+            let _ = w.end(bytes);
+        }
+    }
     let mut file = std::io::Cursor::new(Vec::new());
-    let _ = extractor::tracedat::write(&mut file, &region, &trace, &selection);
+    let _ = tracedat::write(&mut file, region, trace, &Selection::default());
 }

@@ -1,39 +1,28 @@
 //! The extractor: from a dump a field engineer was handed to ordered
 //! per-CPU traces.
 //!
-//! The layers, bottom up:
+//! The layers, bottom up (ARCHITECTURE.md draws the map):
 //!
-//! - [`source`]: bytes by file offset (a mapped file, a device, a
-//!   reassembled flattened file).
-//! - [`container`]: recognises the dump by its first bytes (ELF core,
-//!   kdump-compressed, flattened, raw) and gives a [`phys::PhysMemory`].
+//! - [`input`]: bytes by file offset ([`input::source`]) and the dump
+//!   container, recognised by its first bytes (ELF core, kdump-compressed
+//!   with its codecs, flattened, raw), giving a [`phys::PhysMemory`].
 //! - [`phys`]: one physical-memory view; holes are reported, never zeros.
 //! - [`discover`]: finds regions by address or by scanning for the magic,
 //!   and reads each out with its absent ranges.
-//! - [`select`], [`output`], [`jsonl`], [`chrome`] and [`perfetto`]: what
-//!   `crashring extract` prints; [`ctf`] writes a CTF trace directory,
-//!   [`tracedat`] a trace-cmd file.
-//! - [`bundle`]: `crashring bundle`, a bug-report archive of all of them,
-//!   after [`redact`]ion, with user [`logs`] on the trace's timeline.
+//! - [`recover`]: the input opened and its regions found ([`recover::Loaded`]),
+//!   each decoded on every core, salvaged and judged
+//!   ([`recover::Recovered`]).
+//! - [`output`]: what `crashring extract` writes, one [`output::Format`]
+//!   per file behind one seam.
+//! - [`bundle`]: `crashring bundle`, a bug-report archive of several
+//!   outputs, after redaction, with user logs on the trace's timeline.
 //!
-//! Decoding, salvage and merging are `pstore-ring`'s; [`decode`] spreads
-//! a region's streams over the cores.
+//! Decoding, salvage and merging are `pstore-ring`'s.
 
 pub mod bundle;
-pub mod chrome;
-pub mod compress;
-pub mod container;
-pub mod ctf;
-pub mod decode;
 pub mod discover;
-pub mod jsonl;
-pub mod logs;
-pub mod lzo;
+pub mod input;
 pub mod output;
-pub mod parallel;
-pub mod perfetto;
+mod parallel;
 pub mod phys;
-pub mod redact;
-pub mod select;
-pub mod source;
-pub mod tracedat;
+pub mod recover;

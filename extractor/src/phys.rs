@@ -7,7 +7,7 @@
 //! in the dump at all. Nothing is ever filled with zeros on the reader's
 //! behalf.
 
-use crate::source::{SourceError, Window};
+use crate::input::source::{SourceError, Window};
 use std::fmt;
 
 /// What a dump holds for a range of physical memory.

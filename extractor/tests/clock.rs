@@ -187,7 +187,7 @@ fn wall_clock_log_lines_land_on_the_monotonic_time_they_were_written_at() {
     let mem = stepped_image();
     let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
     let trace = region.decode();
-    let clock = extractor::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
+    let clock = extractor::bundle::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
     let us = |wall_ns: i64| wall_ns / 1_000;
     let log = format!(
         "{{\"MESSAGE\":\"before\",\"_BOOT_ID\":\"ff\",\"__REALTIME_TIMESTAMP\":\"{}\"}}\n\

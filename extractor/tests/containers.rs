@@ -6,9 +6,9 @@ mod common;
 
 use common::synth::{self, load, Kdump, Load, LZO, PLAIN, SNAPPY, ZLIB, ZSTD};
 use common::{crashring, image_sized, write_tmp};
-use extractor::compress::decompress_page;
-use extractor::container;
-use extractor::container::flat::FlatSource;
+use extractor::input;
+use extractor::input::flat::FlatSource;
+use extractor::input::kdump::codecs::decompress_page;
 use extractor::phys::{Backing, PhysError, Run};
 use std::ops::Range;
 use std::sync::Arc;
@@ -157,7 +157,7 @@ fn pages_makedumpfile_e_leaves_out_are_holes_not_zeros() {
         load(0x34000, 0xcc000),
     ];
     let core = synth::elf(&mem, &loads, None, 1, false);
-    let dump = container::open(Arc::new(core.clone())).unwrap();
+    let dump = input::open(Arc::new(core.clone())).unwrap();
     let mut b = [0u8; 8];
     match dump.memory.read(0x33100, &mut b) {
         Err(PhysError::Hole { addr, backing }) => {
@@ -228,7 +228,7 @@ fn kdump_excluded_and_lost_pages_are_told_apart() {
         ..Default::default()
     };
     let file = synth::kdump(&mem, &k);
-    let dump = container::open(Arc::new(file.clone())).unwrap();
+    let dump = input::open(Arc::new(file.clone())).unwrap();
     assert!(dump.warnings.iter().any(|w| w.contains("incomplete")));
     let mut b = [0u8; 4];
     let hole = |addr| match dump.memory.read(addr, &mut [0u8; 4]) {
@@ -445,7 +445,7 @@ fn phys_reads_one_region_without_scanning() {
 fn a_missing_header_keeps_why_as_its_source() {
     use extractor::discover::{read_at, DiscoverError, NoHeader};
     use pstore_ring::read::{HeaderError, HeaderTrust};
-    let dump = container::open(Arc::new(memory())).unwrap();
+    let dump = input::open(Arc::new(memory())).unwrap();
     let err = read_at(&*dump.memory, 0x31000, None, HeaderTrust::Checksummed).unwrap_err();
     let source = std::error::Error::source(&err).expect("a source");
     assert!(source.downcast_ref::<NoHeader>().is_some(), "{source:?}");
@@ -607,7 +607,7 @@ fn a_raw_image_with_gaps_maps_them_and_its_unheld_tail_as_lost() {
     let mut flat = synth::flatten_without(&mem, 0x1000..0x1800);
     synth::append_record(&mut flat, 0x4000, &[]);
     let source = FlatSource::open(Arc::new(flat)).unwrap();
-    let dump = container::open(Arc::new(source)).unwrap();
+    let dump = input::open(Arc::new(source)).unwrap();
     assert_eq!(dump.container, "raw memory image, 16384 bytes");
     assert_eq!(
         dump.memory.map().runs(),
@@ -638,7 +638,7 @@ fn a_segment_reusing_the_bytes_of_a_later_segment_is_not_memory() {
     let second = core[fields[1]..fields[1] + 8].to_vec();
     core[fields[2]..fields[2] + 8].copy_from_slice(&second);
     let first = u64::from_le_bytes(core[fields[0]..fields[0] + 8].try_into().unwrap());
-    let dump = container::open(Arc::new(core)).unwrap();
+    let dump = input::open(Arc::new(core)).unwrap();
     assert_eq!(
         dump.warnings,
         ["1 segments (the first for 0x80000..0x100000) reuse file bytes another segment maps at a different address; their memory is treated as lost"]
@@ -659,7 +659,7 @@ fn a_complete_elf_core_counts_its_segments_and_warns_of_nothing() {
             .try_into()
             .unwrap(),
     );
-    let dump = container::open(Arc::new(core)).unwrap();
+    let dump = input::open(Arc::new(core)).unwrap();
     // Every segment stores all its memory (p_filesz == p_memsz): nothing
     // was filtered, so this is no makedumpfile -E file.
     assert_eq!(
@@ -682,13 +682,13 @@ fn only_prstatus_notes_count_as_cpus() {
         synth::note(&mut notes, b"CORE", ty, &[0; 336]);
     }
     let core = synth::elf_with_notes(&mem, &[load(0, MEM as u64)], &notes, 1, false);
-    let dump = container::open(Arc::new(core)).unwrap();
+    let dump = input::open(Arc::new(core)).unwrap();
     assert_eq!(dump.cpus, Some(2));
 }
 
 /// Why opening `file` failed.
 fn open_error(file: Vec<u8>) -> String {
-    match container::open(Arc::new(file)) {
+    match input::open(Arc::new(file)) {
         Ok(dump) => panic!("opened: {}", dump.container),
         Err(e) => e.to_string(),
     }
@@ -739,13 +739,13 @@ fn exactly_the_most_program_headers_accepted_open_and_one_more_is_refused() {
         let len = table + 56 * u64::from(n);
         Arc::new(synth::ZeroTail { head, len })
     };
-    let dump = container::open(with_count(MAX)).unwrap();
+    let dump = input::open(with_count(MAX)).unwrap();
     assert_eq!(
         dump.container,
         "ELF64 core (/proc/vmcore or compatible), 1 PT_LOAD segments"
     );
     assert_eq!(dump.memory.map().runs(), [stored(0, MEM as u64, data)]);
-    let err = match container::open(with_count(MAX + 1)) {
+    let err = match input::open(with_count(MAX + 1)) {
         Ok(dump) => panic!("opened: {}", dump.container),
         Err(e) => e.to_string(),
     };
@@ -766,7 +766,7 @@ fn bytes_a_flattened_core_lacks_inside_a_segment_are_lost_and_counted() {
     );
     // No record holds the segment's bytes for 0x31000..0x32800.
     let gap = data as usize + 0x31000..data as usize + 0x32800;
-    let dump = container::open(Arc::new(synth::flatten_without(&core, gap))).unwrap();
+    let dump = input::open(Arc::new(synth::flatten_without(&core, gap))).unwrap();
     assert_eq!(
         dump.warnings,
         ["6144 bytes of the segment for 0x0..0x100000 are not in the file"]
@@ -794,7 +794,7 @@ fn a_core_cut_short_and_flagged_incomplete_says_so_and_loses_exactly_its_tail() 
     // partway through the segment.
     core[48..52].copy_from_slice(&1u32.to_le_bytes());
     core.truncate(data as usize + 0x31800);
-    let dump = container::open(Arc::new(core)).unwrap();
+    let dump = input::open(Arc::new(core)).unwrap();
     assert_eq!(
         dump.container,
         "ELF64 core (makedumpfile -E), 1 PT_LOAD segments"
@@ -840,7 +840,7 @@ fn a_kdump_file_gives_its_kernel_notes_cpus_and_excluded_runs_exactly() {
         excluded: &excluded,
         ..Default::default()
     };
-    let dump = container::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
+    let dump = input::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
     assert_eq!(
         dump.container,
         "kdump-compressed dump v6, 4096-byte pages, kernel 6.12.0 (x86_64)"
@@ -877,7 +877,7 @@ fn pages_that_are_no_ram_are_outside_a_kdump_file_and_whole_bytes_of_excluded_pa
         excluded: &excluded,
         ..Default::default()
     };
-    let dump = container::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
+    let dump = input::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
     assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
     assert_eq!(
         dump.memory.map().runs(),
@@ -904,7 +904,7 @@ fn a_vmcoreinfo_of_exactly_1_mib_is_read_and_one_byte_more_is_not() {
     file[4096 + 32..4096 + 40].copy_from_slice(&at.to_le_bytes());
     for (size, want) in [(1u64 << 20, Some(&info[..1 << 20])), ((1 << 20) + 1, None)] {
         file[4096 + 40..4096 + 48].copy_from_slice(&size.to_le_bytes());
-        let dump = container::open(Arc::new(file.clone())).unwrap();
+        let dump = input::open(Arc::new(file.clone())).unwrap();
         assert_eq!(
             dump.vmcoreinfo.as_deref().map(str::as_bytes),
             want,
@@ -960,7 +960,7 @@ fn pages_an_incomplete_kdump_never_wrote_are_lost_each_where_it_is() {
         lost: &[0x32, 0x33, 0x35],
         ..Default::default()
     };
-    let dump = container::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
+    let dump = input::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
     assert_eq!(
         dump.warnings,
         ["the dump is incomplete (makedumpfile ran out of space): pages it did not write are lost"]
@@ -989,7 +989,7 @@ fn a_kdump_file_cut_among_its_descriptors_loses_every_page_but_a_corrupt_one() {
     file[d99 + 8..d99 + 12].copy_from_slice(&0u32.to_le_bytes());
     let cut = d99 + 24 + 10;
     file.truncate(cut);
-    let dump = container::open(Arc::new(file)).unwrap();
+    let dump = input::open(Arc::new(file)).unwrap();
     assert_eq!(
         dump.warnings,
         [format!("the file is cut short: it ends at offset {cut:#x}, before the descriptors or data of 255 dumped pages (the first at physical address 0x0); they are lost")]
@@ -1023,7 +1023,7 @@ fn a_kdump_file_of_more_descriptors_than_one_read_step_maps_every_page() {
         block: 512,
         ..Default::default()
     };
-    let dump = container::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
+    let dump = input::open(Arc::new(synth::kdump(&mem, &k))).unwrap();
     assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
     assert_eq!(
         dump.memory.map().runs(),
@@ -1047,7 +1047,7 @@ fn kdump_descriptors_that_cannot_be_read_lose_their_pages() {
         inner: file,
         bad: descs..descs + 24 * 256,
     };
-    let dump = container::open(Arc::new(source)).unwrap();
+    let dump = input::open(Arc::new(source)).unwrap();
     assert_eq!(
         dump.warnings,
         ["256 dumped pages (the first at physical address 0x0) have descriptors or data the input does not hold; they are lost"]
@@ -1060,7 +1060,7 @@ fn kdump_descriptors_that_cannot_be_read_lose_their_pages() {
 
 #[test]
 fn a_window_is_lent_up_to_the_end_of_a_run_and_never_across_it() {
-    use extractor::source::FileSource;
+    use extractor::input::source::FileSource;
     let mem = memory();
     // Two segments the file stores back to back, at physical addresses
     // apart: the file goes on where the first run ends, memory does not.
@@ -1072,7 +1072,7 @@ fn a_window_is_lent_up_to_the_end_of_a_run_and_never_across_it() {
         false,
     );
     let path = write_tmp("window.elf", &core);
-    let dump = container::open(Arc::new(FileSource::open(&path).unwrap())).unwrap();
+    let dump = input::open(Arc::new(FileSource::open(&path).unwrap())).unwrap();
     let window = dump.memory.window(0x3f000, 0x1000).expect("a window");
     assert_eq!(&window[..], &mem[0x3f000..0x40000]);
     assert!(dump.memory.window(0x3f000, 0x1001).is_none());

@@ -5,9 +5,9 @@ use crate::guest::{self, Initramfs, Kernel};
 use crate::qemu::Vm;
 use crate::scenarios::{check_region, workload_script, Artifacts, WorkloadSeq, WORKLOAD_EVENTS};
 use anyhow::{ensure, Context, Result};
-use extractor::container;
 use extractor::discover;
-use extractor::source::FileSource;
+use extractor::input;
+use extractor::input::source::FileSource;
 use pstore_ring::layout::REASON_PANIC;
 use pstore_ring::read::{HeaderTrust, Region};
 use std::path::{Path, PathBuf};
@@ -68,7 +68,7 @@ pub fn check_dump(
         );
     }
     let source = Arc::new(FileSource::open(dump)?);
-    let opened = container::open(source)?;
+    let opened = input::open(source)?;
     let found = match addr {
         Some(a) => discover::read_at(&*opened.memory, a, None, HeaderTrust::Checksummed)?,
         None => discover::scan(&*opened.memory, &mut |_| {})

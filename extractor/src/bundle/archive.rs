@@ -1,7 +1,8 @@
 //! Deterministic `.tar.gz` archives and the private staging directory a
 //! bundle's files are written to first.
 
-use crate::output::{create_new, parent_of};
+use crate::output::create_new;
+use crate::output::files::parent_of;
 use flate2::write::GzEncoder;
 use flate2::{Compression, GzBuilder};
 use std::fs::File;

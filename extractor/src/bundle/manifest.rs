@@ -3,8 +3,8 @@
 //! [`super`] for the fields.
 
 use super::{BundleFile, Part};
-use crate::logs::Log;
-use crate::redact::Rules;
+use crate::bundle::logs::Log;
+use crate::bundle::redact::Rules;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::read::{reason_name, LossKind, WallClock};
 use serde_json::{json, Value};

@@ -16,9 +16,9 @@
 //!   logs/NAME              each --add-log file, redacted like the trace
 //! ```
 //!
-//! Every file is written from the redacted trace ([`crate::redact`]);
+//! Every file is written from the redacted trace ([`crate::bundle::redact`]);
 //! added logs are redacted with the same key and rules
-//! ([`crate::logs::redact`]) and placed on the timeline from that copy.
+//! ([`crate::bundle::logs::redact`]) and placed on the timeline from that copy.
 //! Files are staged in a private directory with a random name beside the
 //! output, and the archive is written under a random name there too and
 //! renamed into place when complete ([`NewFile`]), so a failed run leaves
@@ -29,17 +29,21 @@
 mod archive;
 mod check;
 mod dmesg;
+pub mod logs;
 mod manifest;
 mod readme;
+pub mod redact;
 
 pub use check::{check, CheckError, Checked};
 pub use manifest::{utc, wall};
 
-use crate::logs::{self, Log};
-use crate::output::{write_items, Format, NewFile};
-use crate::redact::{self, Counts, Rules, UnknownClass};
-use crate::select::Selection;
+use crate::output::perfetto::Perfetto;
+use crate::output::select::Selection;
+use crate::output::{write_items, ItemFormat, NewFile, RegionView};
+use crate::recover::Recovered;
+use logs::Log;
 use pstore_ring::read::{Region, Trace, WallClock};
+use redact::{Counts, Rules, UnknownClass};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -55,16 +59,6 @@ pub struct Source {
     pub vmcoreinfo_kernel: Option<String>,
     pub vmcoreinfo_crash_time: Option<String>,
     pub warnings: Vec<String>,
-}
-
-/// One recovered region to bundle.
-pub struct Recovered<'r, 'a> {
-    pub addr: u64,
-    pub region: &'r Region<'a>,
-    pub trace: &'r Trace<'a>,
-    pub damaged: bool,
-    /// The dump's holes in the region, one sentence each.
-    pub holes: Vec<String>,
 }
 
 /// A log to add: its path and its name in the bundle.
@@ -199,6 +193,17 @@ struct Part<'b> {
     tracedat: PathBuf,
 }
 
+impl<'b> Part<'b> {
+    fn view(&self) -> RegionView<'_, 'b> {
+        RegionView {
+            index: self.index,
+            addr: self.addr,
+            region: &self.region,
+            trace: &self.trace,
+        }
+    }
+}
+
 /// What was bundled.
 #[derive(Clone, Debug)]
 pub struct Summary {
@@ -224,7 +229,7 @@ pub fn write(
     if regions.is_empty() {
         return Err(BundleError::NoRegion);
     }
-    let all: Vec<&Region> = regions.iter().map(|r| r.region).collect();
+    let all: Vec<&Region> = regions.iter().map(|r| &r.region).collect();
     rules.check(&all)?;
     for (i, l) in add_logs.iter().enumerate() {
         if add_logs[..i].iter().any(|m| m.name == l.name) {
@@ -233,7 +238,7 @@ pub fn write(
     }
     let plans: Vec<redact::Plan> = regions
         .iter()
-        .map(|r| redact::plan(r.region, r.trace, rules))
+        .map(|r| redact::plan(&r.region, &r.trace, rules))
         .collect();
     let several = regions.len() > 1;
     let mut parts: Vec<Part> = regions
@@ -248,12 +253,12 @@ pub fn write(
             };
             Part {
                 index: n,
-                addr: r.addr,
-                region: plan.region(r.region),
-                trace: plan.apply(r.trace),
-                wall: r.region.wall_clock(r.trace),
-                damaged: r.damaged,
-                holes: r.holes.clone(),
+                addr: r.addr(),
+                region: plan.region(&r.region),
+                trace: plan.apply(&r.trace),
+                wall: r.region.wall_clock(&r.trace),
+                damaged: r.damaged(),
+                holes: r.found.holes.clone(),
                 redacted: plan.counts.clone(),
                 clamped: 0,
                 ctf_dir: base.join("ctf"),
@@ -285,7 +290,7 @@ pub fn write(
         let dir = staging
             .make_dirs(&p.ctf_dir)
             .what(|| format!("creating {}", p.ctf_dir.display()))?;
-        let w = crate::ctf::write(
+        let w = crate::output::ctf::write(
             &dir,
             &p.region,
             &p.trace,
@@ -308,7 +313,7 @@ pub fn write(
             .create(&p.tracedat)
             .what(|| format!("creating {}", p.tracedat.display()))?;
         let mut w = BufWriter::with_capacity(1 << 16, file);
-        crate::tracedat::write(&mut w, &p.region, &p.trace, &Selection::default())
+        crate::output::tracedat::write(&mut w, &p.region, &p.trace, &Selection::default())
             .and_then(|_| w.flush())
             .what(|| format!("writing {}", p.tracedat.display()))?;
         files.push((p.tracedat.clone(), FileKind::TraceDat));
@@ -322,7 +327,7 @@ pub fn write(
     );
     // Logs go with the first region's trace: its key, so an address in a
     // log hashes as it does in that trace.
-    let text_redactor = redact::TextRedactor::new(regions[0].region, rules);
+    let text_redactor = redact::TextRedactor::new(&regions[0].region, rules);
     let mut placed_logs = Vec::with_capacity(add_logs.len());
     for l in add_logs {
         let rel = Path::new("logs").join(&l.name);
@@ -351,18 +356,19 @@ pub fn write(
         .what(|| "creating a staging directory for the Perfetto trace".into())?;
     write_file(&perfetto_dir, pftrace, |w| {
         for p in &parts {
-            crate::perfetto::begin(w, &p.trace, p.index)?;
+            let view = p.view();
+            Perfetto.begin(w, &view, several)?;
             write_items(
                 w,
                 &p.region,
                 &p.trace,
                 &Selection::default(),
-                Format::Perfetto,
+                &Perfetto,
                 p.index,
             )?;
         }
         for (i, l) in placed_logs.iter().enumerate() {
-            crate::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
+            crate::output::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
         }
         Ok(())
     })?;

@@ -2,8 +2,8 @@
 //! person who receives it.
 
 use super::{BundleFile, FileKind, Part, Source};
-use crate::logs::Log;
-use crate::redact::Rules;
+use crate::bundle::logs::Log;
+use crate::bundle::redact::Rules;
 use pstore_ring::read::reason_name;
 use std::fmt::Write;
 

@@ -371,7 +371,7 @@ pub struct ZeroTail {
     pub len: u64,
 }
 
-impl extractor::source::Source for ZeroTail {
+impl extractor::input::source::Source for ZeroTail {
     fn len(&self) -> u64 {
         self.len
     }
@@ -400,7 +400,7 @@ pub struct BadSectors {
     pub bad: std::ops::Range<u64>,
 }
 
-impl extractor::source::Source for BadSectors {
+impl extractor::input::source::Source for BadSectors {
     fn len(&self) -> u64 {
         self.inner.len() as u64
     }

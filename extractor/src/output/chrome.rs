@@ -13,7 +13,8 @@
 //! - `ts` is microseconds on the region's clock (CLOCK_MONOTONIC), written
 //!   with three decimals so nanoseconds survive.
 
-use crate::jsonl::{decode_into, reason, write_fields, write_hex, write_string, write_u64};
+use super::RegionView;
+use crate::output::jsonl::{decode_into, reason, write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{Event, Region, StreamInfo, Trace};
@@ -36,11 +37,29 @@ fn ids(region_index: usize, info: &StreamInfo) -> (u64, u64) {
     }
 }
 
+/// The Chrome trace event format.
+pub struct Chrome;
+
+impl super::ItemFormat for Chrome {
+    fn begin(&self, out: &mut dyn Write, region: &RegionView, _several: bool) -> io::Result<()> {
+        begin(out, region.region, region.trace, region.index)
+    }
+
+    fn items(&self, out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+        write_items(out, items, region, region_index);
+    }
+
+    fn end(&self, out: &mut dyn Write) -> io::Result<()> {
+        // Every event line ends in a comma; an empty object keeps it valid.
+        out.write_all(b"{}\n]\n")
+    }
+}
+
 /// Starts the array (for the first region) and names the region's
 /// processes and threads; its items follow as [`write_items`] lines, and
-/// [`end`] closes the array.
-pub fn begin(
-    out: &mut impl Write,
+/// [`Chrome::end`] closes the array.
+fn begin(
+    out: &mut dyn Write,
     region: &Region,
     trace: &Trace,
     region_index: usize,
@@ -63,13 +82,8 @@ pub fn begin(
     out.write_all(&lines)
 }
 
-pub fn end(out: &mut impl Write) -> io::Result<()> {
-    // Every event line ends in a comma; an empty object keeps it valid.
-    out.write_all(b"{}\n]\n")
-}
-
 /// Each item as one line ending in a comma and a newline.
-pub fn write_items(out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+fn write_items(out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
     let mut values = Vec::with_capacity(16);
     for item in items {
         write_item(out, item, region, region_index, &mut values);
@@ -159,7 +173,7 @@ fn event<'a>(
         out.extend_from_slice(b"}},");
         return;
     };
-    let name = crate::perfetto::instant_name(e.type_id, t, values);
+    let name = crate::output::perfetto::instant_name(e.type_id, t, values);
     instant(out, name, &t.name, e.ts, pid, tid);
     out.extend_from_slice(b",\"args\":");
     write_fields(out, t, values);

@@ -18,7 +18,7 @@
 //!   usual loss of a flight recorder) would go unreported.
 //! - Timestamps never go backwards within a stream, because readers stop
 //!   on a backwards event: one older than its predecessor is written at its
-//!   predecessor's time and counted in [`Written::clamped`] and in the
+//!   predecessor's time and counted in [`Written::clamped`](super::Written::clamped) and in the
 //!   environment's `clamped_timestamps`.
 //! - Fields are re-encoded little-endian whatever the region's byte order;
 //!   text fields become NUL-terminated UTF-8 (invalid bytes and NULs become
@@ -36,8 +36,9 @@
 //! The output depends only on the input: the trace UUID is derived from
 //! the region's boot id, generation and place in the dump.
 
-use crate::output::NewFile;
-use crate::select::Selection;
+use super::RegionView;
+use super::{doing, NewFile, WriteError, Written};
+use crate::output::select::Selection;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{
@@ -56,16 +57,31 @@ const USER_CLASS: u32 = 1;
 /// The event class of records shown raw; schema ids are 0..=255.
 const RAW_ID: u16 = 256;
 
-/// What was written.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Written {
-    pub events: u64,
-    /// Events the packets' `events_discarded` counters account for.
-    pub discarded: u64,
-    /// Events moved forward in time to keep their stream monotonic.
-    pub clamped: u64,
-    /// Every file, metadata first, relative to the trace directory.
-    pub files: Vec<PathBuf>,
+/// CTF 1.8, one trace directory per region.
+pub struct Ctf;
+
+impl super::FileFormat for Ctf {
+    fn needs_output(&self) -> &'static str {
+        "writes a directory: give it with -o DIR"
+    }
+
+    fn region_output(&self, base: &Path, n: usize) -> PathBuf {
+        base.join(format!("region-{n}"))
+    }
+
+    fn write(
+        &self,
+        out: &Path,
+        r: &RegionView,
+        selection: &Selection,
+        source: &str,
+    ) -> Result<Written, WriteError> {
+        let wall = r.region.wall_clock(r.trace);
+        let written = write(out, r.region, r.trace, selection, source, r.index, &wall);
+        doing(written, || {
+            format!("writing a CTF trace to {}", out.display())
+        })
+    }
 }
 
 /// Writes the events of `trace` that `selection` admits as a CTF trace in
@@ -84,6 +100,7 @@ pub fn write(
     crate::output::create_dir(dir)?;
     let uuid = trace_uuid(region, region_index);
     let mut written = Written {
+        lost_as: "discarded",
         files: vec![PathBuf::from("metadata")],
         ..Written::default()
     };
@@ -114,7 +131,7 @@ pub fn write(
     for part in parts {
         let part = part?;
         written.events += part.events;
-        written.discarded = written.discarded.saturating_add(part.discarded);
+        written.lost = written.lost.saturating_add(part.lost);
         written.clamped += part.clamped;
         written.files.extend(part.files);
     }
@@ -456,7 +473,7 @@ impl StreamWriter<'_, '_, '_> {
             self.begin(&st.info, seq.saturating_add(1));
             self.finish(discarded)?;
         }
-        self.written.discarded = self.written.discarded.saturating_add(discarded);
+        self.written.lost = self.written.lost.saturating_add(discarded);
         Ok(())
     }
 

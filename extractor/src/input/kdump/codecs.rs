@@ -30,7 +30,7 @@ pub fn name(flags: u32) -> &'static str {
 pub fn decompress_page(flags: u32, input: &[u8], page: &mut [u8]) -> Result<(), String> {
     let produced = match flags & (ZLIB | LZO | SNAPPY | ZSTD) {
         ZLIB => zlib(input, page)?,
-        LZO => crate::lzo::decompress(input, page).map_err(|e| e.to_string())?,
+        LZO => crate::input::kdump::lzo::decompress(input, page).map_err(|e| e.to_string())?,
         SNAPPY => snappy(input, page)?,
         ZSTD => zstd(input, page)?,
         other => return Err(format!("unknown compression flags {other:#x}")),

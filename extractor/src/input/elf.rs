@@ -8,8 +8,8 @@
 //! (`PN_XNUM`) are counted from section header 0, as QEMU writes them.
 
 use super::{Dump, MappedMemory, OpenError};
+use crate::input::source::Source;
 use crate::phys::{Backing, MemoryMap, Run};
-use crate::source::Source;
 use object::elf::{self, FileHeader64};
 use object::read::elf::{FileHeader, NoteIterator, ProgramHeader};
 use object::read::{ReadCache, ReadCacheOps};

@@ -203,6 +203,19 @@ pub fn decode_into<'p>(
     true
 }
 
+/// JSON lines.
+pub struct Jsonl;
+
+impl super::ItemFormat for Jsonl {
+    fn items(&self, out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+        let mut values = Vec::with_capacity(16);
+        for item in items {
+            write_item(out, item, region, region_index, &mut values);
+            out.push(b'\n');
+        }
+    }
+}
+
 /// Writes one item as one JSON line (without the newline); `values` is
 /// scratch space.
 pub fn write_item<'a>(

@@ -6,7 +6,7 @@
 //! Redaction rewrites the trace, not an output format: every file of a
 //! bundle is written from the redacted trace, so none can leak what
 //! another hides. Added logs go through [`TextRedactor`], with the same
-//! key and rules (see [`crate::logs::redact`]). Hashes are keyed by a
+//! key and rules (see [`crate::bundle::logs::redact`]). Hashes are keyed by a
 //! digest of the whole region, which a bundle does not contain: the same
 //! value hashes the same way within a bundle (so a hashed pointer or
 //! device name can still be followed from event to event, and from the

@@ -16,7 +16,7 @@
 //! containers inside map them as lost memory, never as zeros.
 
 use super::OpenError;
-use crate::source::{Source, SourceError};
+use crate::input::source::{Source, SourceError};
 use std::collections::BTreeMap;
 use std::io;
 use std::ops::Range;

@@ -9,11 +9,12 @@ pub mod elf;
 pub mod flat;
 pub mod kdump;
 mod mapped;
+pub mod source;
 
 pub use mapped::MappedMemory;
 
+use crate::input::source::{Source, SourceError};
 use crate::phys::{Backing, MemoryMap, PhysMemory, Run};
-use crate::source::{Source, SourceError};
 use std::sync::Arc;
 
 /// An opened dump.

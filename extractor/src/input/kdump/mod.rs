@@ -21,10 +21,12 @@
 //! the map and reported, never zeros: an uncompressed page would otherwise
 //! read a flattened file's gap as a page of zeros.
 
+pub mod codecs;
+mod lzo;
+
 use super::{Dump, OpenError};
-use crate::compress;
+use crate::input::source::Source;
 use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysError, PhysMemory, Run};
-use crate::source::Source;
 use std::sync::{Arc, Mutex};
 
 pub const MAGIC: &[u8; 8] = b"KDUMP   ";
@@ -541,14 +543,14 @@ impl KdumpMemory {
             .read_exact_at(offset, &mut stored)
             .map_err(|e| what(e.to_string()))?;
         let page: Arc<[u8]> =
-            if flags & (compress::ZLIB | compress::LZO | compress::SNAPPY | compress::ZSTD) == 0 {
+            if flags & (codecs::ZLIB | codecs::LZO | codecs::SNAPPY | codecs::ZSTD) == 0 {
                 if u64::from(size) != self.bs {
                     return Err(what("an uncompressed page must fill the block".into()));
                 }
                 stored.into()
             } else {
                 let mut page = vec![0u8; self.bs as usize];
-                compress::decompress_page(flags, &stored, &mut page).map_err(what)?;
+                codecs::decompress_page(flags, &stored, &mut page).map_err(what)?;
                 page.into()
             };
         if let Ok(mut cache) = self.cache.lock() {

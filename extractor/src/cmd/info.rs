@@ -13,22 +13,44 @@
 //! {intact, salvaged, damaged, corrupt, truncated, resetting, absent,
 //! unused}}`.
 
+use super::InputArgs;
+use anyhow::Result;
 use extractor::bundle::{utc, wall};
-use extractor::container::Dump;
 use extractor::discover::Found;
-use extractor::jsonl::json_string;
+use extractor::input::Dump;
+use extractor::output::jsonl::json_string;
+use extractor::recover::Recovered;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::read::{reason_name, LossKind, PageStatus, Region, Trace};
 use pstore_ring::text::write_summary;
 use std::fmt::{self, Write};
+use std::io::{self, Write as _};
 use std::path::Path;
 
-pub struct View<'a> {
-    pub input: &'a Path,
-    pub dump: &'a Dump,
-    pub found: &'a [Found],
-    pub regions: &'a [Region<'a>],
-    pub traces: &'a [Trace<'a>],
+/// Describes the input and its regions: text unless `json`, with every
+/// page slot if `pages`.
+pub fn run(input: &InputArgs, json: bool, pages: bool) -> Result<u8> {
+    let loaded = input.load()?;
+    let regions = loaded.regions().collect::<Result<Vec<_>, _>>()?;
+    let view = View {
+        input: &input.input,
+        dump: &loaded.dump,
+        regions: &regions,
+    };
+    let mut text = String::new();
+    if json {
+        view.write_json(&mut text)?;
+    } else {
+        view.write_text(&mut text, pages)?;
+    }
+    io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(u8::from(regions.iter().any(Recovered::damaged)))
+}
+
+struct View<'a> {
+    input: &'a Path,
+    dump: &'a Dump,
+    regions: &'a [Recovered<'a>],
 }
 
 fn hex(v: u64) -> String {
@@ -38,15 +60,12 @@ fn hex(v: u64) -> String {
 impl View<'_> {
     /// Each region with its index, where it was found, and its trace.
     fn each_region(&self) -> impl Iterator<Item = (usize, &Found, &Region<'_>, &Trace<'_>)> {
-        self.found
+        self.regions
             .iter()
-            .zip(self.regions)
-            .zip(self.traces)
-            .enumerate()
-            .map(|(n, ((f, r), t))| (n, f, r, t))
+            .map(|r| (r.index, r.found, &r.region, &r.trace))
     }
 
-    pub fn write_text(&self, out: &mut impl Write, pages: bool) -> fmt::Result {
+    fn write_text(&self, out: &mut impl Write, pages: bool) -> fmt::Result {
         let d = self.dump;
         writeln!(out, "input: {}: {}", self.input.display(), d.container)?;
         let map = d.memory.map();
@@ -95,7 +114,7 @@ impl View<'_> {
         Ok(())
     }
 
-    pub fn write_json(&self, out: &mut impl Write) -> fmt::Result {
+    fn write_json(&self, out: &mut impl Write) -> fmt::Result {
         let d = self.dump;
         out.write_str("{\"input\":")?;
         out.write_str(&json_string(self.input.display().to_string().as_bytes()))?;

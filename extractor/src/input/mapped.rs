@@ -1,7 +1,7 @@
 //! Memory stored plainly in a file: raw images and ELF cores.
 
+use crate::input::source::{Source, Window};
 use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysError, PhysMemory};
-use crate::source::{Source, Window};
 use std::sync::Arc;
 
 /// Physical memory whose present runs are file ranges.

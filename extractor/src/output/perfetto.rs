@@ -16,6 +16,7 @@
 //!   written as trace time.
 //! - Text becomes valid UTF-8 (protobuf strings must be); bytes become hex.
 
+use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{Event, EventType, Loss, Region, Trace};
@@ -135,10 +136,23 @@ mod wire {
     }
 }
 
+/// Perfetto's protobuf trace.
+pub struct Perfetto;
+
+impl super::ItemFormat for Perfetto {
+    fn begin(&self, out: &mut dyn Write, region: &RegionView, _several: bool) -> io::Result<()> {
+        begin(out, region.trace, region.index)
+    }
+
+    fn items(&self, out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+        chunk(out, items, region, region_index);
+    }
+}
+
 /// Writes the region's track descriptors, one per stream; its items
 /// follow as [`chunk`]s. The traces of several regions (`region_index` in
 /// `crashring info` order) concatenate into one.
-pub fn begin(out: &mut impl Write, trace: &Trace, region_index: usize) -> io::Result<()> {
+fn begin(out: &mut dyn Write, trace: &Trace, region_index: usize) -> io::Result<()> {
     let mut packet = Vec::with_capacity(4096);
     for (n, st) in trace.streams.iter().enumerate() {
         wire::message(&mut packet, field::TRACE_PACKET, |p| {
@@ -160,7 +174,7 @@ pub fn begin(out: &mut impl Write, trace: &Trace, region_index: usize) -> io::Re
 }
 
 /// Writes a track named `name` holding one instant per `(time, text)`:
-/// a user log placed on the trace's timeline (see [`crate::logs`]).
+/// a user log placed on the trace's timeline (see [`crate::bundle::logs`]).
 /// `log_index` tells the logs of one trace apart.
 pub fn log_track(
     out: &mut impl Write,
@@ -215,7 +229,7 @@ pub(crate) fn instant_name<'p>(type_id: u8, t: &'p EventType, values: &[Value<'p
 /// `TrackEvent` instant. A CPU's first bundle after one of its losses has
 /// `lost_events` set; a loss with no event of its CPU after it in the run
 /// gets an empty bundle of its own that says so.
-pub fn chunk(buf: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+fn chunk(buf: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
     // Per stream: its bundle's events so far, and whether a loss precedes.
     let mut bundles: Vec<(u16, u16, Vec<&Event>, bool)> = Vec::new();
     for item in items {

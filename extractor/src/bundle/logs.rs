@@ -25,7 +25,7 @@
 //! the copy, so the Perfetto trace shows no more of a log than the copy
 //! does.
 
-use crate::redact::{Counts, TextRedactor, Verdict};
+use crate::bundle::redact::{Counts, TextRedactor, Verdict};
 use pstore_ring::read::{Region, Trace, WallClock};
 use pstore_ring::schema::{Value, EVENT_PRINTK};
 use std::collections::HashMap;
@@ -608,7 +608,7 @@ no time here
 
     #[test]
     fn kernel_messages_in_a_log_meet_the_printk_classes_and_every_line_is_scrubbed() {
-        use crate::redact::{Class, Rules};
+        use crate::bundle::redact::{Class, Rules};
         use pstore_ring::read::HeaderTrust;
         let mut mem = vec![0u8; 16 * 1024];
         let specs = [pstore_ring::write::StreamSpec::cpu(0)];

@@ -21,13 +21,16 @@
 //!
 //! The file depends only on the input.
 
-use crate::select::Selection;
+use super::select::Selection;
+use super::RegionView;
+use super::{doing, NewFile, WriteError, Written};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{Event, EventType, Region, StreamInfo, StreamTrace, Trace};
 use pstore_ring::schema::{FieldKind, Value};
 use std::fmt::Write as _;
 use std::io::{self, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 const PAGE: usize = 4096;
 /// Page header: `u64` timestamp, `u64` commit (flags in the high bits).
@@ -59,16 +62,6 @@ const HEADER_EVENT: &str = "# compressed entry header\n\
 \ttime_stamp : type == 31\n\
 \tdata max type_len  == 28\n";
 
-/// What was written.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Written {
-    pub events: u64,
-    /// Events the missed-events counts account for.
-    pub lost: u64,
-    /// Events moved forward in time to keep their stream monotonic.
-    pub clamped: u64,
-}
-
 /// The CPU number each stream gets in the file.
 fn cpu_numbers(streams: &[&StreamTrace]) -> Vec<u32> {
     let first_user = streams
@@ -89,6 +82,39 @@ fn cpu_numbers(streams: &[&StreamTrace]) -> Vec<u32> {
             }
         })
         .collect()
+}
+
+/// trace-cmd's trace.dat, one file per region.
+pub struct Tracedat;
+
+impl super::FileFormat for Tracedat {
+    fn needs_output(&self) -> &'static str {
+        "writes a file with an index: give it with -o FILE"
+    }
+
+    fn region_output(&self, base: &Path, n: usize) -> PathBuf {
+        let mut path = base.as_os_str().to_owned();
+        path.push(format!(".{n}"));
+        PathBuf::from(path)
+    }
+
+    fn write(
+        &self,
+        out: &Path,
+        r: &RegionView,
+        selection: &Selection,
+        _source: &str,
+    ) -> Result<Written, WriteError> {
+        let file = doing(NewFile::create(out), || {
+            format!("creating {}", out.display())
+        })?;
+        let mut w = io::BufWriter::with_capacity(1 << 16, file);
+        let written = write(&mut w, r.region, r.trace, selection).and_then(|written| {
+            let file = w.into_inner().map_err(io::IntoInnerError::into_error)?;
+            file.persist().map(|()| written)
+        });
+        doing(written, || format!("writing {}", out.display()))
+    }
 }
 
 /// Writes the events of `trace` that `selection` admits as a trace.dat
@@ -145,7 +171,10 @@ pub fn write(
     out.write_all(&h)?;
 
     let mut table = vec![(0u64, 0u64); cpu_count as usize];
-    let mut written = Written::default();
+    let mut written = Written {
+        lost_as: "dropped",
+        ..Written::default()
+    };
     let mut at = data_at;
     for (st, cpu) in streams.iter().zip(&cpus) {
         let mut pages = Pages::new(region, selection, &mut written);

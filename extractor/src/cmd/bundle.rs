@@ -1,0 +1,80 @@
+//! `crashring bundle`: every region and the added logs in one archive.
+
+use super::{report_clamped, report_damage, InputArgs};
+use anyhow::{Context, Result};
+use clap::Args;
+use extractor::bundle::redact::{Class, Rules};
+use extractor::bundle::{self, AddLog};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct BundleArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// The archive to write (FILE.tar.gz).
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Add a log (repeatable), placed on the trace's timeline where its
+    /// lines carry times; NAME is its name in the bundle.
+    #[arg(long = "add-log", value_name = "PATH[:NAME]", value_parser = AddLog::parse)]
+    logs: Vec<AddLog>,
+    /// Leave out or hash events (repeatable): TYPE drops its events,
+    /// TYPE.FIELD hashes that field, TYPE=PREFIX drops the events whose
+    /// text starts with PREFIX (printk=input: for input-device lines).
+    #[arg(long, value_name = "CLASS", value_parser = Class::parse)]
+    redact: Vec<Class>,
+    /// Keep kernel addresses and oops Code: bytes as they are instead
+    /// of hashing and masking them.
+    #[arg(long)]
+    raw_pointers: bool,
+}
+
+pub fn run(args: BundleArgs) -> Result<u8> {
+    let loaded = args.input.load()?;
+    let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
+    recovered.iter().for_each(report_damage);
+    let d = &loaded.dump;
+    let path = &args.input.input;
+    let source = bundle::Source {
+        file: path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        container: d.container.clone(),
+        vmcoreinfo_kernel: d.vmcoreinfo_value("OSRELEASE").map(String::from),
+        vmcoreinfo_crash_time: d.vmcoreinfo_value("CRASHTIME").map(String::from),
+        warnings: d.warnings.clone(),
+    };
+    let rules = Rules {
+        classes: args.redact,
+        raw_pointers: args.raw_pointers,
+    };
+    let output = &args.output;
+    let summary = bundle::write(output, &source, &recovered, &rules, &args.logs)
+        .with_context(|| format!("bundling into {}", output.display()))?;
+    report_clamped("CTF and trace.dat", summary.clamped);
+    for l in &summary.logs {
+        let r = &l.redaction;
+        eprintln!(
+            "crashring: logs/{}: {} of {} lines placed on the timeline; {} redacted by class, {} kernel addresses hashed, {} Code: lines masked, {} overlong lines left out",
+            l.name,
+            l.placed.len(),
+            l.lines,
+            r.counts.per_class.iter().sum::<u64>(),
+            r.counts.pointers,
+            r.counts.code_lines,
+            r.too_long
+        );
+    }
+    let redacted: u64 = summary.redacted.iter().flat_map(|c| &c.per_class).sum();
+    let pointers: u64 = summary.redacted.iter().map(|c| c.pointers).sum();
+    eprintln!(
+        "crashring: wrote {} ({}/, {} files): {} events, {} lost; {redacted} redacted by class, {pointers} kernel addresses hashed",
+        output.display(),
+        summary.top,
+        summary.files.len(),
+        summary.events,
+        summary.lost
+    );
+    Ok(u8::from(recovered.iter().any(|r| r.damaged())))
+}

@@ -1,0 +1,104 @@
+//! `crashring extract`: every region's items in one format, to standard
+//! output, a file, or a file or directory per region.
+
+use super::{report_damage, report_written, InputArgs};
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use extractor::output::select::{parse_time, Selection};
+use extractor::output::{write_items, Format, NewFile, Writer};
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ExtractArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write here instead of standard output.
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// Only this CPU's kernel stream.
+    #[arg(long, value_name = "N")]
+    cpu: Option<u16>,
+    /// Only from this time on (seconds, or 1500ms / 20us / 7ns).
+    #[arg(long, value_name = "T", value_parser = parse_time)]
+    since: Option<u64>,
+    /// Only up to this time.
+    #[arg(long, value_name = "T", value_parser = parse_time)]
+    until: Option<u64>,
+    /// Only events of this type (repeatable): printk, marker, crash, ...
+    #[arg(long = "type", value_name = "NAME")]
+    types: Vec<String>,
+}
+
+pub fn run(args: ExtractArgs) -> Result<u8> {
+    let selection = Selection {
+        cpu: args.cpu,
+        since_ns: args.since,
+        until_ns: args.until,
+        types: args.types,
+    };
+    let loaded = args.input.load()?;
+    let several = loaded.several();
+    let source = loaded.dump.container.to_string();
+    let mut bad = false;
+    match args.format.writer() {
+        Writer::Files(files) => {
+            let Some(base) = &args.output else {
+                let name = args
+                    .format
+                    .to_possible_value()
+                    .map(|v| v.get_name().to_owned());
+                bail!(
+                    "--format {} {}",
+                    name.unwrap_or_default(),
+                    files.needs_output()
+                );
+            };
+            for r in loaded.regions() {
+                let r = r?;
+                report_damage(&r);
+                bad |= r.damaged();
+                let out = if several {
+                    files.region_output(base, r.index)
+                } else {
+                    base.clone()
+                };
+                let written = files.write(&out, &r.view(), &selection, &source)?;
+                report_written(r.index, &out, &written);
+            }
+        }
+        Writer::Items(items) => {
+            let mut file = match &args.output {
+                Some(path) => Some(
+                    NewFile::create(path)
+                        .with_context(|| format!("creating {}", path.display()))?,
+                ),
+                None => None,
+            };
+            let mut stdout = io::stdout().lock();
+            let sink: &mut dyn Write = match &mut file {
+                Some(f) => f,
+                None => &mut stdout,
+            };
+            let mut out = BufWriter::with_capacity(1 << 16, sink);
+            for r in loaded.regions() {
+                let r = r?;
+                report_damage(&r);
+                bad |= r.damaged();
+                let view = r.view();
+                items.begin(&mut out, &view, several)?;
+                write_items(&mut out, &r.region, &r.trace, &selection, items, r.index)?;
+            }
+            items.end(&mut out)?;
+            out.flush()?;
+            drop(out);
+            if let (Some(file), Some(path)) = (file, &args.output) {
+                file.persist()
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+    }
+    Ok(u8::from(bad))
+}

@@ -1,0 +1,145 @@
+//! The subcommands, one file each; what they share: the input options,
+//! loading with a progress bar, and what is said on stderr.
+
+pub mod bundle;
+pub mod check_bundle;
+pub mod extract;
+pub mod info;
+pub mod verify;
+
+use anyhow::Result;
+use clap::Args;
+use extractor::output::Written;
+use extractor::recover::{self, InputSpec, Loaded, Recovered};
+use indicatif::{ProgressBar, ProgressStyle};
+use pstore_ring::read::HeaderTrust;
+use std::io::{self, IsTerminal};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct InputArgs {
+    /// A dump, an image or a device.
+    pub input: PathBuf,
+    /// Read the region at this physical address instead of scanning; SIZE
+    /// (bytes, or with K/M/G) overrides the size in its header.
+    #[arg(long, value_name = "ADDR[:SIZE]", value_parser = parse_phys)]
+    pub phys: Option<(u64, Option<u64>)>,
+    /// Use a region header whose CRC fails (with --phys).
+    #[arg(long, requires = "phys")]
+    pub trust_header: bool,
+}
+
+impl InputArgs {
+    fn spec(&self) -> InputSpec {
+        InputSpec {
+            path: self.input.clone(),
+            phys: self.phys,
+            trust: if self.trust_header {
+                HeaderTrust::Lenient
+            } else {
+                HeaderTrust::Checksummed
+            },
+        }
+    }
+
+    /// Opens the input, says what is wrong with the dump itself, and
+    /// reads its regions out (with a progress bar for a long scan).
+    pub fn load(&self) -> Result<Loaded> {
+        let spec = self.spec();
+        let dump = recover::open(&spec)?;
+        for w in &dump.warnings {
+            eprintln!("crashring: warning: {}: {w}", spec.path.display());
+        }
+        let mut bar = None;
+        let loaded = recover::find(dump, &spec, &mut |done, total| {
+            let bar = bar.get_or_insert_with(|| scan_bar(total));
+            if let Some(b) = bar {
+                b.set_position(done);
+            }
+        });
+        if let Some(Some(b)) = bar {
+            b.finish_and_clear();
+        }
+        Ok(loaded?)
+    }
+}
+
+/// A progress bar for a scan of more than 1 GiB, when someone watches.
+fn scan_bar(total: u64) -> Option<ProgressBar> {
+    (total > 1 << 30 && io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "scanning {bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    })
+}
+
+fn parse_number(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, scale) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let value = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => digits.parse(),
+    };
+    value
+        .ok()
+        .and_then(|v| v.checked_mul(scale))
+        .ok_or_else(|| format!("`{text}` is not a number (decimal, 0x hex, optional K/M/G)"))
+}
+
+fn parse_phys(text: &str) -> Result<(u64, Option<u64>), String> {
+    match text.split_once(':') {
+        Some((a, s)) => Ok((parse_number(a)?, Some(parse_number(s)?))),
+        None => Ok((parse_number(text)?, None)),
+    }
+}
+
+/// Says on stderr what the dump lacked of a region and what decoding it
+/// found wrong.
+pub fn report_damage(r: &Recovered) {
+    for h in &r.found.holes {
+        eprintln!("crashring: region {} at {:#x}: {h}", r.index, r.addr());
+    }
+    for d in &r.trace.diagnostics {
+        eprintln!("crashring: region {} at {:#x}: {d}", r.index, r.addr());
+    }
+}
+
+/// Says how many events a writer moved forward in time: trace formats
+/// need each stream's times never to go back. `whose` names the region.
+pub fn report_clamped(whose: &str, clamped: u64) {
+    if clamped > 0 {
+        eprintln!(
+            "crashring: {whose}: {clamped} events went back in time and were written at their predecessor's time (trace readers stop on a backwards event)"
+        );
+    }
+}
+
+/// Says what a file or directory writer wrote for region `n`.
+pub fn report_written(n: usize, out: &Path, w: &Written) {
+    report_clamped(&format!("region {n}"), w.clamped);
+    let files = if w.files.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} files)", w.files.len())
+    };
+    eprintln!(
+        "crashring: region {n}: wrote {} events and {} {} to {}{files}",
+        w.events,
+        w.lost,
+        w.lost_as,
+        out.display()
+    );
+}

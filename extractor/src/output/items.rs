@@ -1,0 +1,161 @@
+//! Writing a region's merged items in a format written item by item:
+//! merged on this thread, formatted on every core, written in merge order.
+
+use super::select::Selection;
+use super::ItemFormat;
+use pstore_ring::merge::{merge, Item};
+use pstore_ring::read::{Region, Trace};
+use std::io::{self, Write};
+use std::sync::mpsc;
+
+/// Items formatted per job: big enough that passing a job costs nothing
+/// next to formatting it, small enough that memory stays a few MiB.
+const CHUNK: usize = 16 * 1024;
+
+/// Writes the items of `trace` that `selection` admits; `region_index` is
+/// the region's place in `crashring info` order.
+///
+/// Merging is sequential, formatting (most of the cost) is not: this
+/// thread merges the items into chunks and deals them round-robin to one
+/// formatting thread per core, two chunks ahead, and writes the results
+/// back in the order it dealt them, so the output is the same bytes
+/// whatever the thread count. Item and text buffers go round and round
+/// rather than being allocated per chunk.
+pub fn write_items(
+    out: &mut impl Write,
+    region: &Region,
+    trace: &Trace,
+    selection: &Selection,
+    format: &dyn ItemFormat,
+    region_index: usize,
+) -> io::Result<()> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut merged = merge(&trace.streams).filter(|item| selection.admits(item, region));
+    let mut next_chunk = |items: &mut Vec<_>| refill(items, &mut merged);
+    let format_chunk = |items: &[Item], text: &mut Vec<u8>| {
+        text.clear();
+        format.items(text, items, region, region_index)
+    };
+    // A lane's thread ends only if this one has gone, or panicked.
+    let failed = || io::Error::other("a formatting thread stopped");
+    let new_job = || Job {
+        items: Vec::with_capacity(CHUNK),
+        text: Vec::with_capacity(CHUNK * 128),
+    };
+    if workers == 1 {
+        let mut job = new_job();
+        while next_chunk(&mut job.items) {
+            format_chunk(&job.items, &mut job.text);
+            out.write_all(&job.text)?;
+        }
+        return Ok(());
+    }
+    std::thread::scope(|scope| {
+        let mut lanes = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            // One job queued and one being formatted per lane.
+            let (jobs, job_rx) = mpsc::sync_channel::<Job>(1);
+            let (done_tx, done) = mpsc::sync_channel(1);
+            scope.spawn(move || {
+                for mut job in job_rx {
+                    format_chunk(&job.items, &mut job.text);
+                    if done_tx.send(job).is_err() {
+                        return;
+                    }
+                }
+            });
+            lanes.push((jobs, done));
+        }
+        // Deal two chunks to every lane, then keep each lane two ahead.
+        let mut dealt = 0usize;
+        'deal: for _ in 0..2 {
+            for (jobs, _) in &lanes {
+                let mut job = new_job();
+                if !next_chunk(&mut job.items) {
+                    break 'deal;
+                }
+                jobs.send(job).map_err(|_| failed())?;
+                dealt += 1;
+            }
+        }
+        let mut n = 0;
+        while n < dealt {
+            let (jobs, done) = &lanes[n % workers];
+            let mut job: Job = done.recv().map_err(|_| failed())?;
+            out.write_all(&job.text)?;
+            if next_chunk(&mut job.items) {
+                jobs.send(job).map_err(|_| failed())?;
+                dealt += 1;
+            }
+            n += 1;
+        }
+        Ok(())
+    })
+}
+
+/// Refills `items` with the next [`CHUNK`] merged items; false when none
+/// are left.
+fn refill<'t, 'a: 't>(
+    items: &mut Vec<Item<'t, 'a>>,
+    merged: &mut impl Iterator<Item = Item<'t, 'a>>,
+) -> bool {
+    items.clear();
+    items.extend(merged.take(CHUNK));
+    !items.is_empty()
+}
+
+/// A chunk of merged items and the text they format to.
+struct Job<'t, 'a> {
+    items: Vec<Item<'t, 'a>>,
+    text: Vec<u8>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pstore_ring::read::HeaderTrust;
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::text::Line;
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+
+    #[test]
+    fn many_chunks_come_out_in_merge_order() {
+        let specs: Vec<StreamSpec> = (0..3).map(StreamSpec::cpu).collect();
+        let cfg = RegionConfig {
+            page_size: 4096,
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut buf = vec![0u8; 8 << 20];
+        let lost = schema::builtin(schema::EVENT_LOST).unwrap();
+        {
+            let mut f = write::format(&mut buf, &cfg).unwrap();
+            let mut ws: Vec<_> = f.streams.by_ref().collect();
+            // Uneven streams and times, so the merge interleaves them.
+            for i in 0..200_000u64 {
+                let s = (i * 7 % 11 % 3) as usize;
+                let _ = ws[s].write_event(i * 13 + s as u64, lost, &[Value::Unsigned(i)]);
+            }
+            ws.iter_mut().for_each(|w| w.close());
+        }
+        let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode();
+        let mut want = Vec::new();
+        for item in merge(&trace.streams) {
+            Line::of(&item, &region).write_to(&mut want);
+            want.push(b'\n');
+        }
+        assert!(want.iter().filter(|&&b| b == b'\n').count() > 10 * CHUNK);
+        let mut got = Vec::new();
+        write_items(
+            &mut got,
+            &region,
+            &trace,
+            &Selection::default(),
+            &super::super::text::Text,
+            0,
+        )
+        .unwrap();
+        assert!(got == want);
+    }
+}

@@ -1,0 +1,220 @@
+//! From an input to recovered regions: the dump opened, its regions found
+//! and read out, and each one decoded, salvaged and judged.
+//!
+//! [`open`] opens the input, [`find`] reads its regions out, and
+//! [`Loaded::regions`] is the one per-region loop: each [`Recovered`]
+//! region is what every subcommand, output writer and the bundle take.
+
+mod decode;
+
+pub use decode::decode;
+
+use crate::discover::{self, DiscoverError, Found};
+use crate::input::source::FileSource;
+use crate::input::{self, Dump, OpenError};
+use crate::output::RegionView;
+use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, Problem, Region, Trace};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What to read: the input and, unless the regions are scanned for, where
+/// one region is.
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    pub path: PathBuf,
+    /// The region's physical address and, to override its header's, size.
+    pub phys: Option<(u64, Option<u64>)>,
+    /// Whether a region header whose CRC fails is used (with `phys`).
+    pub trust: HeaderTrust,
+}
+
+/// Why an input gave no region to recover.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("opening {}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        why: std::io::Error,
+    },
+    #[error("{} has no size to scan: give the region's address with --phys ADDR[:SIZE]", path.display())]
+    NoSize { path: PathBuf },
+    #[error("reading {}", path.display())]
+    Container {
+        path: PathBuf,
+        #[source]
+        why: OpenError,
+    },
+    #[error(transparent)]
+    Discover(#[from] DiscoverError),
+    #[error("{}", no_region(path, container, *searched, *lost, *vmcore))]
+    NoRegion {
+        path: PathBuf,
+        container: String,
+        searched: u64,
+        lost: u64,
+        /// Whether the input is a capture kernel's `/proc/vmcore`.
+        vmcore: bool,
+    },
+}
+
+fn no_region(path: &Path, container: &str, searched: u64, lost: u64, vmcore: bool) -> String {
+    let mut msg = format!(
+        "no crashring region in {} ({container}; {searched} bytes of memory searched)",
+        path.display()
+    );
+    if lost > 0 {
+        msg += &format!(
+            "; {lost} bytes of memory the dump should hold are not in it, see the warnings above"
+        );
+    }
+    if vmcore {
+        msg += "; a memmap= region is not System RAM and is not in /proc/vmcore: read it with --phys from /dev/mem";
+    }
+    msg
+}
+
+/// Opens the input as whatever dump it is.
+pub fn open(spec: &InputSpec) -> Result<Dump, LoadError> {
+    let path = &spec.path;
+    let source = FileSource::open(path).map_err(|why| LoadError::Open {
+        path: path.clone(),
+        why,
+    })?;
+    let source: Arc<dyn input::source::Source> = Arc::new(source);
+    if source.len() == u64::MAX && spec.phys.is_none() {
+        return Err(LoadError::NoSize { path: path.clone() });
+    }
+    input::open(source).map_err(|why| LoadError::Container {
+        path: path.clone(),
+        why,
+    })
+}
+
+/// An opened input and the regions read out of it.
+pub struct Loaded {
+    pub dump: Dump,
+    pub found: Vec<Found>,
+    trust: HeaderTrust,
+}
+
+/// Reads the regions out of `dump`: the one at `spec.phys`, or every one
+/// a scan of its memory finds (`progress` is told the bytes scanned and
+/// the total). Finding none is an error.
+pub fn find(
+    dump: Dump,
+    spec: &InputSpec,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Loaded, LoadError> {
+    let found = match spec.phys {
+        Some((addr, size)) => vec![discover::read_at(&*dump.memory, addr, size, spec.trust)?],
+        None => {
+            let total = dump.memory.map().present_bytes();
+            discover::scan(&*dump.memory, &mut |done| progress(done, total))
+        }
+    };
+    if found.is_empty() {
+        let map = dump.memory.map();
+        return Err(LoadError::NoRegion {
+            path: spec.path.clone(),
+            container: dump.container.clone(),
+            searched: map.present_bytes(),
+            lost: map.lost_bytes(),
+            vmcore: dump.container.starts_with("ELF64 core (/proc/vmcore"),
+        });
+    }
+    Ok(Loaded {
+        dump,
+        found,
+        trust: spec.trust,
+    })
+}
+
+/// A region whose header is unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("region at physical address {addr:#x}")]
+pub struct RecoverError {
+    pub addr: u64,
+    #[source]
+    pub why: HeaderError,
+}
+
+/// One region, recovered: where it was found, parsed over its bytes with
+/// the dump's holes marked, and decoded.
+pub struct Recovered<'a> {
+    /// Its place among the input's regions, in `crashring info` order.
+    pub index: usize,
+    pub found: &'a Found,
+    pub region: Region<'a>,
+    pub trace: Trace<'a>,
+}
+
+impl<'a> Recovered<'a> {
+    /// Parses and decodes the region `found` holds.
+    pub fn of(index: usize, found: &'a Found, trust: HeaderTrust) -> Result<Self, RecoverError> {
+        let region = Region::parse(&found.bytes, trust).map_err(|why| RecoverError {
+            addr: found.addr,
+            why,
+        })?;
+        let region = region.with_absent(found.absent.clone());
+        let trace = decode(&region);
+        Ok(Recovered {
+            index,
+            found,
+            region,
+            trace,
+        })
+    }
+
+    /// Physical address of the region's first byte.
+    pub fn addr(&self) -> u64 {
+        self.found.addr
+    }
+
+    /// The region as the output writers take it.
+    pub fn view(&self) -> RegionView<'_, 'a> {
+        RegionView {
+            index: self.index,
+            addr: self.addr(),
+            region: &self.region,
+            trace: &self.trace,
+        }
+    }
+
+    /// Whether the trace is damaged, as opposed to merely old: overwritten
+    /// and writer-dropped events are what a flight recorder does,
+    /// everything else is damage. Pages the dump's filter left out count
+    /// only if events were lost with them (makedumpfile's zero-page filter
+    /// leaves out every unused page); pages lost or cut off count always,
+    /// as nobody knows what they held. A stream whose end is lost or
+    /// unknown is damaged even when no count could be put on it.
+    pub fn damaged(&self) -> bool {
+        self.found.unaccounted
+            || self
+                .trace
+                .diagnostics
+                .iter()
+                .any(|d| !matches!(d.problem, Problem::Absent { .. }))
+            || self.trace.streams.iter().any(|s| {
+                s.lost(LossKind::Unreadable) > 0
+                    || s.lost(LossKind::Torn) > 0
+                    || s.losses.iter().any(|l| l.kind == LossKind::End)
+            })
+    }
+}
+
+impl Loaded {
+    /// Every region, recovered one at a time in `crashring info` order:
+    /// the one loop over regions.
+    pub fn regions(&self) -> impl Iterator<Item = Result<Recovered<'_>, RecoverError>> {
+        self.found
+            .iter()
+            .enumerate()
+            .map(|(n, f)| Recovered::of(n, f, self.trust))
+    }
+
+    /// Whether regions are several, so that outputs name each one.
+    pub fn several(&self) -> bool {
+        self.found.len() > 1
+    }
+}
