@@ -14,7 +14,7 @@
 
 #[path = "../../pstore-ring/benches/baseline.rs"]
 mod baseline;
-#[path = "../src/c_ffi.rs"]
+#[path = "../src/cside/c_ffi.rs"]
 mod c_ffi;
 
 use c_ffi::{crashring_close, crashring_set_durable, crashring_write, CRegion};

@@ -9,32 +9,25 @@
 //! every QEMU scenario on both; `demo` is one scenario with a human summary;
 //! `mutants` is mutation testing, run by hand.
 
+mod checks;
+mod codegen;
 #[cfg(test)]
-mod c_ffi;
-mod c_model;
-mod c_ring;
-mod cheader;
-mod crashes;
-mod demo;
-mod dumps;
-mod formatdoc;
+mod cside;
+mod env;
 #[cfg(test)]
 #[path = "../../pstore-ring/golden/scenario.rs"]
 mod golden_scenario;
-mod guest;
-mod mutants;
-mod pmem;
-mod qemu;
 #[cfg(test)]
 #[path = "../../pstore-ring/tests/common/mod.rs"]
 mod ring_model;
 mod scenarios;
-mod setup;
-#[cfg(test)]
-mod tidy;
 
 use anyhow::Result;
+use checks::mutants;
 use clap::{Parser, Subcommand};
+use codegen::{cheader, formatdoc};
+use env::{guest, setup};
+use scenarios::demo;
 use std::path::PathBuf;
 use xshell::{cmd, Shell};
 

@@ -16,7 +16,7 @@
 
 #![cfg(test)]
 
-use crate::c_ffi::*;
+use crate::cside::c_ffi::*;
 use crate::ring_model::{
     build, calls, check_decoded, largest_record, play, setup_strategy, Call, Op, Setup, Writers,
 };

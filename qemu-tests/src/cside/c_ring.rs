@@ -5,7 +5,7 @@
 
 #![cfg(test)]
 
-use crate::c_ffi::*;
+use crate::cside::c_ffi::*;
 use pstore_ring::write::RegionConfig;
 use std::ffi::{c_int, CString};
 

@@ -10,7 +10,7 @@
 //! a kind's name), so a row cannot lose its meaning by moving, and a field
 //! renamed on one side only fails instead of passing unnoticed.
 
-use crate::cheader;
+use crate::codegen::cheader;
 use anyhow::{bail, Context, Result};
 use pstore_ring::endian::{Endian, U32, U64};
 use pstore_ring::layout::*;

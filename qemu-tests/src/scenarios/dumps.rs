@@ -1,8 +1,8 @@
 //! Scenarios whose trace comes back inside a memory dump: the host's
 //! extractor must find the region in every container real tools make.
 
-use crate::guest::{self, Initramfs, Kernel};
-use crate::qemu::Vm;
+use crate::env::guest::{self, Initramfs, Kernel};
+use crate::env::qemu::Vm;
 use crate::scenarios::{check_region, workload_script, Artifacts, WorkloadSeq, WORKLOAD_EVENTS};
 use anyhow::{ensure, Context, Result};
 use extractor::discover;
@@ -318,7 +318,7 @@ struct KdumpRun {
 
 impl KdumpRun {
     fn tail(&self) -> String {
-        crate::qemu::tail(&self.serial, 40)
+        crate::env::qemu::tail(&self.serial, 40)
     }
 
     /// Whether the capture kernel reported `crashring-test: {what}` on the

@@ -3,7 +3,7 @@
 //! hard IRQ context, a CPU hung with interrupts off, and a panic while
 //! every CPU is writing flat out.
 
-use crate::guest::Kernel;
+use crate::env::guest::Kernel;
 use crate::scenarios::{
     check_region_with, ensure_crashed_by_panic, parse_saved, warm_reboot_run, workload_writes,
     Artifacts, CrashExpect, WarmReboot,

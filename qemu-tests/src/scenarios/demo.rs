@@ -5,8 +5,9 @@
 //! (`/proc/vmcore` and makedumpfile's dumps). Then it summarises both with
 //! the host's `crashring` binary.
 
-use crate::dumps::host_crashring;
-use crate::{run_scenario, setup};
+use crate::env::setup;
+use crate::run_scenario;
+use crate::scenarios::dumps::host_crashring;
 use anyhow::{Context, Result};
 use std::path::Path;
 use xshell::{cmd, Shell};

@@ -1,8 +1,13 @@
 //! The QEMU scenarios: each boots real kernels, crashes them one way, and
 //! compares what was recovered with what the guest's workload wrote.
 
-use crate::guest::{self, Initramfs, Kernel};
-use crate::qemu::{self, Vm};
+pub mod crashes;
+pub mod demo;
+pub mod dumps;
+pub mod pmem;
+
+use crate::env::guest::{self, Initramfs, Kernel};
+use crate::env::qemu::{self, Vm};
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
 use pstore_ring::merge::{merge, Item};
@@ -57,43 +62,43 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "qemu-dump",
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
         needs_reserve_mem: false,
-        run: crate::dumps::qemu_dump,
+        run: crate::scenarios::dumps::qemu_dump,
     },
     Scenario {
         name: "kdump-vmcore",
         about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads",
         needs_reserve_mem: true,
-        run: crate::dumps::kdump_vmcore,
+        run: crate::scenarios::dumps::kdump_vmcore,
     },
     Scenario {
         name: "kdump-direct",
         about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address",
         needs_reserve_mem: false,
-        run: crate::dumps::kdump_direct,
+        run: crate::scenarios::dumps::kdump_direct,
     },
     Scenario {
         name: "pmem-power-loss",
         about: "region on an emulated NVDIMM; QEMU killed mid-workload (no panic, no flush); the host reads the backing file, a second boot reads /dev/pmem0",
         needs_reserve_mem: false,
-        run: crate::pmem::pmem_power_loss,
+        run: crate::scenarios::pmem::pmem_power_loss,
     },
     Scenario {
         name: "panic-in-irq",
         about: "memmap= region; workload; a test module's timer panics in hard IRQ context; warm reboot; the trace shows the cause and the panic",
         needs_reserve_mem: false,
-        run: crate::crashes::panic_in_irq,
+        run: crate::scenarios::crashes::panic_in_irq,
     },
     Scenario {
         name: "hard-lockup",
         about: "memmap= region; workload; a test module spins CPU 1 with interrupts off until a detector panics (under TCG the perf NMI watchdog cannot run, so the RCU stall detector, armed to panic, is the one that fires)",
         needs_reserve_mem: false,
-        run: crate::crashes::hard_lockup,
+        run: crate::scenarios::crashes::hard_lockup,
     },
     Scenario {
         name: "crash-under-load",
         about: "memmap= region; a thread per CPU writes numbered events flat out; sysrq panic; every stream's events are exactly its indices, losses exact, the torn record invisible",
         needs_reserve_mem: false,
-        run: crate::crashes::crash_under_load,
+        run: crate::scenarios::crashes::crash_under_load,
     },
 ];
 
@@ -956,7 +961,7 @@ fn check_guest_reading(sh: &Shell, verdict: &str, saved: &Path) -> Result<()> {
     let mut lines = verdict.lines().skip(1);
     let statuses = lines.next().unwrap_or_default();
     let guest_json = lines.collect::<Vec<_>>().join("\n");
-    let crashring = crate::dumps::host_crashring(sh)?;
+    let crashring = crate::scenarios::dumps::host_crashring(sh)?;
     let host = std::process::Command::new(&crashring)
         .args(["info", "--json"])
         .arg(saved)

@@ -1,0 +1,4 @@
+//! Mutation testing and the tidy tests.
+pub mod mutants;
+#[cfg(test)]
+mod tidy;

@@ -1,0 +1,3 @@
+//! Generated artifacts: the C headers and FORMAT.md's tables.
+pub mod cheader;
+pub mod formatdoc;
