@@ -1,4 +1,124 @@
-//! Mutation testing and the tidy tests.
+//! The checks beyond the scenarios: `cargo xtask test` (every check
+//! there is, hermetic and QEMU) and `bench`, here; mutation testing
+//! (`mutants`, run by hand); and the tidy tests (`tidy`, rules about the
+//! source tree, run by `cargo test`).
+//!
+//! Import rule: the children import nothing from one another; the
+//! environment and the scenarios are used through their modules
+//! (`crate::env`, `crate::scenarios`).
+
+use crate::env::{guest, setup};
+use crate::scenarios;
+use anyhow::Result;
+use std::path::PathBuf;
+use xshell::{cmd, Shell};
+
 pub mod mutants;
 #[cfg(test)]
 mod tidy;
+
+fn step(what: &str) {
+    eprintln!("\n== xtask: {what}");
+}
+
+/// Builds crashring.ko for both kernels (warnings fail) and runs
+/// checkpatch on every file of the module.
+fn kernel_checks(sh: &Shell) -> Result<()> {
+    for series in ["6.12", "6.1"] {
+        let k = guest::kernel(series)?;
+        step(&format!(
+            "crashring.ko and crashring_test.ko build warning-free against {}",
+            k.release
+        ));
+        guest::build_module(sh, &k)?;
+        guest::build_test_module(sh, &k)?;
+    }
+    step("checkpatch.pl --no-tree on kernel/ and kernel/test/");
+    let checkpatch = setup::CHECKPATCH;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in ["kernel", "kernel/test"] {
+        files.extend(
+            std::fs::read_dir(sh.current_dir().join(dir))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h")),
+        );
+    }
+    cmd!(
+        sh,
+        "perl {checkpatch} --no-tree --terse --quiet -f {files...}"
+    )
+    .run()?;
+    Ok(())
+}
+
+/// `cargo xtask test`: formatting, lints, the no_std build, the fuzz
+/// targets, the workspace's tests, the kernel module's builds and
+/// checkpatch, and every QEMU scenario on both kernels.
+pub fn test(sh: &Shell) -> Result<()> {
+    step("setup: install what the tests need");
+    setup::run(sh)?;
+    step("cargo fmt --check");
+    cmd!(sh, "cargo fmt --all --check").run()?;
+    step("cargo clippy (all targets, warnings are errors)");
+    cmd!(
+        sh,
+        "cargo clippy --workspace --all-targets --quiet -- -D warnings"
+    )
+    .run()?;
+    step("pstore-ring builds with no_std and no allocator");
+    cmd!(
+        sh,
+        "cargo build --quiet -p pstore-ring --no-default-features"
+    )
+    .run()?;
+    step(
+        "fuzz targets are formatted and build (workspaces of their own, outside the checks above)",
+    );
+    for dir in ["pstore-ring/fuzz", "extractor/fuzz"] {
+        let manifest = format!("{dir}/Cargo.toml");
+        cmd!(sh, "cargo fmt --check --manifest-path {manifest}").run()?;
+        cmd!(
+            sh,
+            "cargo check --quiet --locked --bins --manifest-path {manifest}"
+        )
+        .run()?;
+    }
+    step("cargo test --workspace");
+    // The readers are installed by now: a test missing one fails, not skips.
+    cmd!(sh, "cargo test --workspace")
+        .env("CRASHRING_REQUIRE_READERS", "1")
+        .run()?;
+    kernel_checks(sh)?;
+    let mut times = Vec::new();
+    for scenario in scenarios::SCENARIOS {
+        for series in ["6.12", "6.1"] {
+            if scenario.needs_reserve_mem && series == "6.1" {
+                eprintln!(
+                    "{} does not run on 6.1: the kernel has no reserve_mem=",
+                    scenario.name
+                );
+                continue;
+            }
+            step(&format!("QEMU scenario {} on {series}", scenario.name));
+            let started = std::time::Instant::now();
+            scenarios::run(sh, scenario.name, series, None)?;
+            times.push((scenario.name, series, started.elapsed()));
+        }
+    }
+    println!("\nscenario wall times (builds included):");
+    for (name, series, took) in &times {
+        println!("  {name:<24} {series:<5} {:>6.1} s", took.as_secs_f64());
+    }
+    println!("{} passed, 0 failed", times.len());
+    Ok(())
+}
+
+/// `cargo xtask bench`: the ring writer and reader, the kernel ring code,
+/// the extractor's scan, decode and memory, each against a baseline.
+pub fn bench(sh: &Shell) -> Result<()> {
+    cmd!(sh, "cargo bench -p pstore-ring --bench ring").run()?;
+    cmd!(sh, "cargo bench -p extractor --bench extract").run()?;
+    cmd!(sh, "cargo bench -p qemu-tests --bench c_ring").run()?;
+    Ok(())
+}

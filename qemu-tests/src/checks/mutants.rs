@@ -113,7 +113,7 @@ pub fn check_c_mutations(source: &str) -> Result<()> {
         ensure!(
             n == 1,
             "C mutation `{}`: its snippet occurs {n} times in {C_SOURCE}, not once; \
-             update it in qemu-tests/src/mutants.rs",
+             update it in qemu-tests/src/checks/mutants.rs",
             m.what
         );
         ensure!(
@@ -538,7 +538,7 @@ mod tests {
     /// code exactly once.
     #[test]
     fn c_mutations_apply_to_the_current_source() {
-        let source = std::fs::read_to_string(crate::project_root().join(C_SOURCE)).unwrap();
+        let source = std::fs::read_to_string(crate::env::project_root().join(C_SOURCE)).unwrap();
         check_c_mutations(&source).unwrap();
     }
 }

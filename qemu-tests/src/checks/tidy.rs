@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    crate::project_root()
+    crate::env::project_root()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

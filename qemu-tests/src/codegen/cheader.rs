@@ -1,170 +1,15 @@
 //! Generates `kernel/crashring_format.h` from pstore-ring, the format's
 //! single source of truth: every constant, every structure with a
-//! `_Static_assert` on each field's offset (computed here by `offset_of!`
-//! on the Rust structs) and on each size, and the built-in event schema.
+//! `_Static_assert` on each field's offset (computed by `offset_of!` on the
+//! Rust structs, in [`super::structs`]) and on each size, and the built-in
+//! event schema.
 //! The C module includes it, so its layout cannot drift; a test fails when
 //! the committed header differs from what this writes.
 
+use super::{constants, structs};
 use pstore_ring::layout::*;
 use pstore_ring::schema::{FieldKind, BUILTIN_EVENTS};
 use std::fmt::Write;
-
-pub struct Field {
-    pub name: &'static str,
-    ctype: &'static str,
-    array: Option<usize>,
-    pub offset: usize,
-    /// Taken from the Rust field's type, not from `ctype`, so FORMAT.md's
-    /// tables (`formatdoc`) describe the structs the reader really uses.
-    pub size: usize,
-}
-
-/// The size of the field `get` borrows, known from its type alone.
-fn field_size<T, F>(_get: fn(&T) -> &F) -> usize {
-    core::mem::size_of::<F>()
-}
-
-macro_rules! fields {
-    ($ty:ty; $($name:ident : $ctype:literal $([$n:literal])?),* $(,)?) => {
-        vec![$(Field {
-            name: stringify!($name),
-            ctype: $ctype,
-            array: None $(.or(Some($n)))?,
-            offset: core::mem::offset_of!($ty, $name),
-            size: field_size(|s: &$ty| &s.$name),
-        }),*]
-    };
-}
-
-/// Every structure of the format: its C name, its size and its fields in
-/// order.
-pub fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
-    vec![
-        (
-            "crashring_region_header",
-            HEADER_SIZE,
-            fields!(RegionHeader;
-                magic: "__u8" [8], endian_tag: "__u32", version: "__u16", header_size: "__u16",
-                word_size: "__u8", reserved0: "__u8", stream_count: "__u16", cpu_count: "__u16",
-                page_header_size: "__u16", page_size: "__u32", desc_size: "__u32", region_size: "__u64",
-                desc_offset: "__u32", schema_offset: "__u32", schema_size: "__u32", clock_id: "__u32",
-                boot_id: "__u8" [16], generation: "__u64", created_ns: "__u64", wall_offset_ns: "__s64",
-                flags: "__u32", tail_offset: "__u32", kernel_release: "char" [64], hostname: "char" [64],
-                producer: "char" [16], reserved2: "__u32", header_crc: "__u32"),
-        ),
-        (
-            "crashring_state_block",
-            STATE_SIZE,
-            fields!(StateBlock;
-                state: "__u32", reason: "__u32", crash_ns: "__u64", crash_cpu: "__u32", updates: "__u32",
-                message: "char" [36], crc: "__u32"),
-        ),
-        (
-            "crashring_stream_desc",
-            DESC_SIZE,
-            fields!(StreamDesc;
-                kind: "__u16", cpu: "__u16", page_count: "__u32", pages_offset: "__u64", name: "char" [32],
-                pid: "__u32", flags: "__u32", reserved: "__u32", crc: "__u32"),
-        ),
-        (
-            "crashring_page_header",
-            PAGE_HEADER_SIZE,
-            fields!(PageHeader;
-                magic: "__u32", stream: "__u16", flags: "__u16", seq: "__u64", first_ts: "__u64",
-                first_index: "__u64", commit: "__u32", count: "__u32", dropped: "__u32", crc: "__u32"),
-        ),
-        (
-            "crashring_stream_tail",
-            TAIL_SIZE,
-            fields!(StreamTail;
-                seq: "__u64", first_index: "__u64", end_index: "__u64", stream: "__u16", state: "__u16",
-                crc: "__u32"),
-        ),
-        (
-            "crashring_schema_header",
-            SCHEMA_HEADER_SIZE,
-            fields!(SchemaHeader; magic: "__u32", count: "__u32", size: "__u32", crc: "__u32"),
-        ),
-        (
-            "crashring_event_desc",
-            EVENT_DESC_SIZE,
-            fields!(EventDesc; type_id: "__u16", field_count: "__u16", flags: "__u32", name: "char" [32]),
-        ),
-        (
-            "crashring_field_desc",
-            FIELD_DESC_SIZE,
-            fields!(FieldDesc; name: "char" [20], kind: "__u8", reserved: "__u8", size: "__u16"),
-        ),
-    ]
-}
-
-/// Every constant of `layout.rs` but the magic (an array), by its name
-/// there.
-pub fn constants() -> Vec<(&'static str, u64)> {
-    vec![
-        ("FORMAT_VERSION", FORMAT_VERSION.into()),
-        ("ENDIAN_TAG", ENDIAN_TAG.into()),
-        ("HEADER_SIZE", HEADER_SIZE as u64),
-        ("STATE_OFFSET", STATE_OFFSET as u64),
-        ("STATE_SIZE", STATE_SIZE as u64),
-        ("DESC_OFFSET", DESC_OFFSET as u64),
-        ("DESC_SIZE", DESC_SIZE as u64),
-        ("PAGE_HEADER_SIZE", PAGE_HEADER_SIZE as u64),
-        ("TAIL_SIZE", TAIL_SIZE as u64),
-        ("TAIL_COPIES", TAIL_COPIES as u64),
-        ("SCHEMA_HEADER_SIZE", SCHEMA_HEADER_SIZE as u64),
-        ("EVENT_DESC_SIZE", EVENT_DESC_SIZE as u64),
-        ("FIELD_DESC_SIZE", FIELD_DESC_SIZE as u64),
-        ("MIN_PAGE_SIZE", MIN_PAGE_SIZE.into()),
-        ("MAX_PAGE_SIZE", MAX_PAGE_SIZE.into()),
-        ("RECORD_ALIGN", RECORD_ALIGN as u64),
-        ("RECORD_HEADER_SIZE", RECORD_HEADER_SIZE as u64),
-        ("MAX_RECORD_SIZE", MAX_RECORD_SIZE as u64),
-        ("MAX_STREAMS", MAX_STREAMS.into()),
-        ("MAX_EVENT_TYPES", MAX_EVENT_TYPES.into()),
-        ("MAX_FIELDS", MAX_FIELDS.into()),
-        ("CLOCK_MONOTONIC", CLOCK_MONOTONIC.into()),
-        ("HEADER_FLAG_TAILS", HEADER_FLAG_TAILS.into()),
-        ("STATE_RUNNING", STATE_RUNNING.into()),
-        ("STATE_CRASHED", STATE_CRASHED.into()),
-        ("STATE_CLEAN", STATE_CLEAN.into()),
-        ("REASON_NONE", REASON_NONE.into()),
-        ("REASON_PANIC", REASON_PANIC.into()),
-        ("REASON_OOPS", REASON_OOPS.into()),
-        ("REASON_DIE", REASON_DIE.into()),
-        ("REASON_WATCHDOG", REASON_WATCHDOG.into()),
-        ("REASON_EMERGENCY_RESTART", REASON_EMERGENCY_RESTART.into()),
-        ("STREAM_KERNEL_CPU", STREAM_KERNEL_CPU.into()),
-        ("STREAM_USER", STREAM_USER.into()),
-        ("PAGE_MAGIC", PAGE_MAGIC.into()),
-        ("PAGE_RESETTING", PAGE_RESETTING.into()),
-        ("PAGE_OPEN", PAGE_OPEN.into()),
-        ("PAGE_CLOSED", PAGE_CLOSED.into()),
-        ("TAIL_OPEN", TAIL_OPEN.into()),
-        ("TAIL_CLOSED", TAIL_CLOSED.into()),
-        ("TYPE_INVALID", TYPE_INVALID.into()),
-        ("TYPE_PADDING", TYPE_PADDING.into()),
-        ("TYPE_TIME_EXTEND", TYPE_TIME_EXTEND.into()),
-        ("TYPE_TIME_ABS", TYPE_TIME_ABS.into()),
-        ("FIRST_EVENT_TYPE", FIRST_EVENT_TYPE.into()),
-        ("FIRST_CUSTOM_TYPE", FIRST_CUSTOM_TYPE.into()),
-        ("DELTA_BITS", DELTA_BITS.into()),
-        ("DELTA_MAX", DELTA_MAX),
-        ("SCHEMA_MAGIC", SCHEMA_MAGIC.into()),
-        ("FIELD_U8", FIELD_U8.into()),
-        ("FIELD_U16", FIELD_U16.into()),
-        ("FIELD_U32", FIELD_U32.into()),
-        ("FIELD_U64", FIELD_U64.into()),
-        ("FIELD_I8", FIELD_I8.into()),
-        ("FIELD_I16", FIELD_I16.into()),
-        ("FIELD_I32", FIELD_I32.into()),
-        ("FIELD_I64", FIELD_I64.into()),
-        ("FIELD_CHARS", FIELD_CHARS.into()),
-        ("FIELD_STR", FIELD_STR.into()),
-        ("FIELD_BYTES", FIELD_BYTES.into()),
-        ("FIELD_PTR", FIELD_PTR.into()),
-    ]
-}
 
 fn kind_macro(k: FieldKind) -> &'static str {
     match k {
@@ -332,7 +177,7 @@ mod tests {
             ("crashring_format.h", super::generate()),
             ("crashring_schema.h", super::generate_schema()),
         ] {
-            let path = crate::project_root().join("kernel").join(file);
+            let path = crate::env::project_root().join("kernel").join(file);
             let committed = std::fs::read_to_string(&path).unwrap_or_default();
             assert!(
                 committed == text,

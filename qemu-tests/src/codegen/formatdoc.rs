@@ -10,7 +10,6 @@
 //! a kind's name), so a row cannot lose its meaning by moving, and a field
 //! renamed on one side only fails instead of passing unnoticed.
 
-use crate::codegen::cheader;
 use anyhow::{bail, Context, Result};
 use pstore_ring::endian::{Endian, U32, U64};
 use pstore_ring::layout::*;
@@ -48,7 +47,7 @@ fn span(a: u64, b: u64) -> String {
 }
 
 fn struct_tables() -> Vec<Table> {
-    cheader::structs()
+    super::structs()
         .into_iter()
         .map(|(name, _, fields)| Table {
             name: name.trim_start_matches("crashring_").to_string(),
@@ -279,7 +278,7 @@ fn constants() -> Table {
         vec![code("MAGIC_STORED"), hex(&MAGIC_STORED).join(" ")],
     ];
     rows.extend(
-        cheader::constants()
+        super::constants()
             .into_iter()
             .map(|(name, v)| vec![code(name), format!("{v} ({v:#x})")]),
     );
@@ -436,7 +435,7 @@ mod tests {
     use super::*;
 
     fn spec() -> String {
-        std::fs::read_to_string(crate::project_root().join(PATH)).unwrap()
+        std::fs::read_to_string(crate::env::project_root().join(PATH)).unwrap()
     }
 
     #[test]
@@ -463,7 +462,7 @@ mod tests {
     #[test]
     fn every_layout_constant_is_in_the_tables() {
         let layout =
-            std::fs::read_to_string(crate::project_root().join("pstore-ring/src/layout.rs"))
+            std::fs::read_to_string(crate::env::project_root().join("pstore-ring/src/layout.rs"))
                 .unwrap();
         let table = constants();
         let listed: Vec<_> = table.rows.iter().map(|r| r[table.key].clone()).collect();
@@ -476,7 +475,7 @@ mod tests {
             .collect();
         assert!(
             missing.is_empty(),
-            "layout.rs constants missing from cheader::constants(): {missing:?}"
+            "layout.rs constants missing from codegen::constants(): {missing:?}"
         );
     }
 

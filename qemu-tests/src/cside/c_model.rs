@@ -16,16 +16,21 @@
 
 #![cfg(test)]
 
-use crate::cside::c_ffi::*;
-use crate::ring_model::{
-    build, calls, check_decoded, largest_record, play, setup_strategy, Call, Op, Setup, Writers,
-};
+/// pstore-ring's property-test model: the operation sequences, the calls
+/// they become and the prediction.
+#[path = "../../../pstore-ring/tests/common/mod.rs"]
+mod ring_model;
+
+use super::*;
 use proptest::prelude::*;
 use pstore_ring::layout::RECORD_HEADER_SIZE;
 use pstore_ring::read::{HeaderTrust, Region};
 use pstore_ring::schema::{self, EventDef, FieldDef};
 use pstore_ring::write::{RegionConfig, StreamSpec};
 use pstore_ring::Endian;
+use ring_model::{
+    build, calls, check_decoded, largest_record, play, setup_strategy, Call, Op, Setup, Writers,
+};
 
 /// How the C side ends a case that closes every page: the panic path
 /// (`crashring_close` per stream) or a clean shutdown

@@ -5,15 +5,20 @@
 
 #![cfg(test)]
 
-use crate::cside::c_ffi::*;
+use super::*;
 use pstore_ring::write::RegionConfig;
 use std::ffi::{c_int, CString};
+
+/// pstore-ring's golden scenario, which its own golden test replays
+/// through the Rust writer.
+#[path = "../../../pstore-ring/golden/scenario.rs"]
+mod golden_scenario;
 
 mod golden {
     use super::*;
     use pstore_ring::Endian;
 
-    use crate::golden_scenario as scenario;
+    use super::golden_scenario as scenario;
 
     impl scenario::Recorder for CRegion {
         fn write(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]) {
@@ -77,7 +82,7 @@ mod golden {
             "this machine's golden image is v1-le"
         );
         let want =
-            std::fs::read(crate::project_root().join("pstore-ring/golden/v1-le.bin")).unwrap();
+            std::fs::read(crate::env::project_root().join("pstore-ring/golden/v1-le.bin")).unwrap();
         // Writing every ordered step back (persistent memory) changes when
         // bytes reach memory, never which bytes.
         for durable in [false, true] {
@@ -102,9 +107,10 @@ mod golden {
     #[test]
     fn a_state_block_is_valid_until_any_of_its_bytes_changes() {
         use pstore_ring::layout::{STATE_OFFSET, STATE_SIZE};
-        let mut block = std::fs::read(crate::project_root().join("pstore-ring/golden/v1-le.bin"))
-            .unwrap()[STATE_OFFSET..STATE_OFFSET + STATE_SIZE]
-            .to_vec();
+        let mut block =
+            std::fs::read(crate::env::project_root().join("pstore-ring/golden/v1-le.bin")).unwrap()
+                [STATE_OFFSET..STATE_OFFSET + STATE_SIZE]
+                .to_vec();
         assert!(unsafe { crashring_state_valid(block.as_ptr().cast()) });
         for at in 0..STATE_SIZE {
             block[at] ^= 0x20;

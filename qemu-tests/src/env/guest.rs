@@ -2,6 +2,7 @@
 //! each, a static `crashring` binary, and busybox initramfs images made
 //! here from the host's own packages (nothing is downloaded at run time).
 
+use super::work_dir;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use xshell::{cmd, Shell};
@@ -62,10 +63,6 @@ pub fn kernel(series: &'static str) -> Result<Kernel> {
         headers: PathBuf::from(format!("/usr/src/linux-headers-{release}")),
         release,
     })
-}
-
-pub fn work_dir(sh: &Shell) -> PathBuf {
-    sh.current_dir().join("target/crashring")
 }
 
 /// Copies the files of `from` (not its folders) into `to`.
@@ -148,6 +145,19 @@ pub fn build_guest_crashring(sh: &Shell) -> Result<PathBuf> {
     )
     .run()?;
     Ok(target_dir.join(triple).join("release/crashring"))
+}
+
+/// `cargo xtask build`: crashring.ko for both kernels and the guest's
+/// crashring.
+pub fn build_all(sh: &Shell) -> Result<()> {
+    for series in ["6.12", "6.1"] {
+        let k = kernel(series)?;
+        let ko = build_module(sh, &k)?;
+        eprintln!("built {}", ko.display());
+    }
+    let bin = build_guest_crashring(sh)?;
+    eprintln!("built {}", bin.display());
+    Ok(())
 }
 
 /// A module and everything it depends on, in load order, as paths relative

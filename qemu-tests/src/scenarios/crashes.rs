@@ -3,11 +3,11 @@
 //! hard IRQ context, a CPU hung with interrupts off, and a panic while
 //! every CPU is writing flat out.
 
-use crate::env::guest::Kernel;
-use crate::scenarios::{
+use super::{
     check_region_with, ensure_crashed_by_panic, parse_saved, warm_reboot_run, workload_writes,
     Artifacts, CrashExpect, WarmReboot,
 };
+use crate::env::guest::Kernel;
 use anyhow::{ensure, Context, Result};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::read::{LossKind, Region};

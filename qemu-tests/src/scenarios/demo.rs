@@ -5,9 +5,8 @@
 //! (`/proc/vmcore` and makedumpfile's dumps). Then it summarises both with
 //! the host's `crashring` binary.
 
+use super::{host_crashring, run as run_scenario};
 use crate::env::setup;
-use crate::run_scenario;
-use crate::scenarios::dumps::host_crashring;
 use anyhow::{Context, Result};
 use std::path::Path;
 use xshell::{cmd, Shell};

@@ -1,9 +1,12 @@
 //! Scenarios whose trace comes back inside a memory dump: the host's
 //! extractor must find the region in every container real tools make.
 
+use super::{
+    check_region, check_warm_reboot, host_crashring, raw_disk, workload_script, Artifacts,
+    WorkloadSeq, WORKLOAD_EVENTS,
+};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::Vm;
-use crate::scenarios::{check_region, workload_script, Artifacts, WorkloadSeq, WORKLOAD_EVENTS};
 use anyhow::{ensure, Context, Result};
 use extractor::discover;
 use extractor::input;
@@ -17,17 +20,6 @@ use xshell::{cmd, Shell};
 
 /// The region's physical address in the dump scenarios.
 const REGION_ADDR: u64 = 0x3000_0000;
-
-/// The host's `crashring`, built in release mode (a debug build scans a
-/// gigabyte of dump slowly enough to matter).
-pub fn host_crashring(sh: &Shell) -> Result<PathBuf> {
-    cmd!(
-        sh,
-        "cargo build --quiet --release -p extractor --bin crashring"
-    )
-    .run()?;
-    Ok(sh.current_dir().join("target/release/crashring"))
-}
 
 /// Checks one dump file with the real binary and the library: `verify`
 /// exits 0, `info --json` names the region (and the crashed kernel, when
@@ -130,7 +122,7 @@ fn check_bundle(
     );
     let recovered = region["recovered"].as_u64().unwrap_or(0);
     ensure!(
-        recovered >= 2 * u64::from(crate::scenarios::WORKLOAD_EVENTS),
+        recovered >= 2 * u64::from(WORKLOAD_EVENTS),
         "the manifest counts {recovered} events, fewer than the workload wrote"
     );
     let console = &checked.manifest["logs"][0];
@@ -426,7 +418,7 @@ fn run_kdump(sh: &Shell, k: &Kernel, art: &Artifacts, plan: &KdumpPlan) -> Resul
     )?;
     let disk = art.dir.join("capture.ext2");
     let _ = std::fs::remove_file(&disk);
-    crate::scenarios::raw_disk(&disk, 3 << 30)?;
+    raw_disk(&disk, 3 << 30)?;
     cmd!(sh, "mkfs.ext2 -q -F {disk}").run()?;
     let serial = art.dir.join("serial.log");
     let vm = Vm {
@@ -587,7 +579,7 @@ pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     sh.create_dir(&out_dir)?;
     let trace_line = check_capture_trace(&run, sh, &out_dir, "/dev/mem")?;
     let copy = run.take(sh, &out_dir, "region.bin")?;
-    let summary = crate::scenarios::check_warm_reboot(&std::fs::read(&copy)?)
+    let summary = check_warm_reboot(&std::fs::read(&copy)?)
         .with_context(|| format!("checking {} read from /dev/mem", copy.display()))?;
     if !art.kept {
         let _ = std::fs::remove_file(&run.disk);
@@ -600,8 +592,7 @@ pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_workload_jsonl;
-    use crate::scenarios::WORKLOAD_EVENTS;
+    use super::{check_workload_jsonl, WORKLOAD_EVENTS};
 
     /// The workload's lines as `crashring extract --format jsonl` writes
     /// them, with the crash last, after `edit` had its way.

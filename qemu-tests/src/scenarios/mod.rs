@@ -1,13 +1,29 @@
 //! The QEMU scenarios: each boots real kernels, crashes them one way, and
 //! compares what was recovered with what the guest's workload wrote.
+//!
+//! This module owns the scenario table and running it (`cargo xtask list`,
+//! `scenario`, and each scenario of `test`), and what the scenarios share:
+//! the guest's workload and the checks of what came back ([`WorkloadSeq`],
+//! [`recover_workload`], [`check_region`]), the warm-reboot runner
+//! ([`warm_reboot_run`]) and the host's `crashring` ([`host_crashring`]).
+//! Each family of scenarios is a child: `warm_reboot` (the runner's own
+//! scenarios), `crashes` (the test module brings the kernel down), `dumps`
+//! (the trace comes back in a memory dump), `pmem` (a power cut on an
+//! NVDIMM); `demo` runs two of them with a human summary.
+//!
+//! Import rule: a child takes what it shares from here (`super::`), and
+//! the environment from `crate::env`; it never imports from a sibling.
+//! Whatever two children need lives in this file.
 
-pub mod crashes;
+mod crashes;
 pub mod demo;
-pub mod dumps;
-pub mod pmem;
+mod dumps;
+mod pmem;
+mod warm_reboot;
 
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Vm};
+use crate::env::work_dir;
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
 use pstore_ring::merge::{merge, Item};
@@ -16,7 +32,7 @@ use pstore_ring::scan::find_regions;
 use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use xshell::Shell;
+use xshell::{cmd, Shell};
 
 /// Where a scenario keeps its files.
 pub struct Artifacts {
@@ -38,67 +54,67 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "warm-reboot",
         about: "memmap= region; workload; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
         needs_reserve_mem: false,
-        run: warm_reboot,
+        run: warm_reboot::warm_reboot,
     },
     Scenario {
         name: "warm-reboot-reserve-mem",
         about: "the same with a reserve_mem= range (6.11+), found again by label on the next boot",
         needs_reserve_mem: true,
-        run: warm_reboot_reserve_mem,
+        run: warm_reboot::warm_reboot_reserve_mem,
     },
     Scenario {
         name: "damaged-header",
         about: "memmap= region; workload; sysrq panic; before the module loads again one bit of the crashed generation's header is flipped: the module keeps it as a damaged previous and records into the other slot; --trust-header recovers it all",
         needs_reserve_mem: false,
-        run: damaged_header,
+        run: warm_reboot::damaged_header,
     },
     Scenario {
         name: "two-generations",
         about: "memmap= region; two crashes without an ack fill both slots; on the third boot a reader holding previous (generation 2) across its ack is refused instead of reading on into generation 1, which is then saved whole",
         needs_reserve_mem: false,
-        run: two_generations,
+        run: warm_reboot::two_generations,
     },
     Scenario {
         name: "qemu-dump",
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
         needs_reserve_mem: false,
-        run: crate::scenarios::dumps::qemu_dump,
+        run: dumps::qemu_dump,
     },
     Scenario {
         name: "kdump-vmcore",
         about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads",
         needs_reserve_mem: true,
-        run: crate::scenarios::dumps::kdump_vmcore,
+        run: dumps::kdump_vmcore,
     },
     Scenario {
         name: "kdump-direct",
         about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address",
         needs_reserve_mem: false,
-        run: crate::scenarios::dumps::kdump_direct,
+        run: dumps::kdump_direct,
     },
     Scenario {
         name: "pmem-power-loss",
         about: "region on an emulated NVDIMM; QEMU killed mid-workload (no panic, no flush); the host reads the backing file, a second boot reads /dev/pmem0",
         needs_reserve_mem: false,
-        run: crate::scenarios::pmem::pmem_power_loss,
+        run: pmem::pmem_power_loss,
     },
     Scenario {
         name: "panic-in-irq",
         about: "memmap= region; workload; a test module's timer panics in hard IRQ context; warm reboot; the trace shows the cause and the panic",
         needs_reserve_mem: false,
-        run: crate::scenarios::crashes::panic_in_irq,
+        run: crashes::panic_in_irq,
     },
     Scenario {
         name: "hard-lockup",
         about: "memmap= region; workload; a test module spins CPU 1 with interrupts off until a detector panics (under TCG the perf NMI watchdog cannot run, so the RCU stall detector, armed to panic, is the one that fires)",
         needs_reserve_mem: false,
-        run: crate::scenarios::crashes::hard_lockup,
+        run: crashes::hard_lockup,
     },
     Scenario {
         name: "crash-under-load",
         about: "memmap= region; a thread per CPU writes numbered events flat out; sysrq panic; every stream's events are exactly its indices, losses exact, the torn record invisible",
         needs_reserve_mem: false,
-        run: crate::scenarios::crashes::crash_under_load,
+        run: crashes::crash_under_load,
     },
 ];
 
@@ -107,6 +123,38 @@ pub fn find(name: &str) -> Result<&'static Scenario> {
         let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
         format!("no scenario {name}; there are: {}", names.join(", "))
     })
+}
+
+/// Prints the table (`cargo xtask list`).
+pub fn list() {
+    for s in SCENARIOS {
+        println!("{:<24} {}", s.name, s.about);
+    }
+}
+
+/// Runs one scenario and prints its outcome; the files stay in `keep` or,
+/// without it, in target/crashring/runs.
+pub fn run(sh: &Shell, name: &str, series: &'static str, keep: Option<PathBuf>) -> Result<String> {
+    let scenario = find(name)?;
+    let k = guest::kernel(series)?;
+    ensure!(
+        !scenario.needs_reserve_mem || k.has_reserve_mem(),
+        "{name} needs reserve_mem=, which {} lacks",
+        k.release
+    );
+    let kept = keep.is_some();
+    let dir = keep.unwrap_or_else(|| work_dir(sh).join("runs").join(format!("{name}-{series}")));
+    sh.create_dir(&dir)?;
+    let dir = std::fs::canonicalize(&dir)?;
+    eprintln!(
+        "== scenario {name} on {} (files in {})",
+        k.release,
+        dir.display()
+    );
+    let summary = (scenario.run)(sh, &k, &Artifacts { dir, kept })
+        .map_err(|e| e.context(format!("scenario {name} on {}", k.release)))?;
+    println!("PASS {name} [{}]: {summary}", k.release);
+    Ok(summary)
 }
 
 /// Markers and printk lines the workload writes before it crashes the guest.
@@ -198,6 +246,17 @@ pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
     let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     f.set_len(bytes)?;
     Ok(())
+}
+
+/// The host's `crashring`, built in release mode (a debug build scans a
+/// gigabyte of dump slowly enough to matter).
+pub fn host_crashring(sh: &Shell) -> Result<PathBuf> {
+    cmd!(
+        sh,
+        "cargo build --quiet --release -p extractor --bin crashring"
+    )
+    .run()?;
+    Ok(sh.current_dir().join("target/release/crashring"))
 }
 
 /// How the kernel went down, as the crash marker and the trace must show.
@@ -440,365 +499,6 @@ pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String
     ))
 }
 
-/// Before the workload, lines whose printk metadata is easy to get wrong:
-/// the default message level set to 5 (the compiled-in default is 4), a
-/// hex dump at KERN_ERR whose level printk takes from an argument, a line
-/// at the default level, and NMI backtraces of the other CPUs (sysrq l).
-/// The boot id goes to the console, to compare with the region's.
-const PRINTK_METADATA: &str = r#"echo "crashring-test: boot_id $(cat /proc/sys/kernel/random/boot_id)"
-echo "4 5 1 7" > /proc/sys/kernel/printk
-insmod /lib/crashring_test.ko action=printk || echo "crashring-test: insmod crashring_test.ko failed"
-echo l > /proc/sysrq-trigger
-"#;
-
-/// The wall clock stepped an hour forward after recording started, as NTP
-/// or `date -s` would; after more than the module's 1 s poll, a printk line
-/// carries the wall time the guest then had.
-const CLOCK_STEP: &str = r#"date -s "@$(( $(date +%s) + 3600 ))" > /dev/null
-sleep 3
-echo "<6>crashring-clock: wall=$(date +%s)" > /dev/kmsg
-"#;
-
-/// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
-/// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
-/// its MADT does not mark them online-capable, so Linux ignores them.)
-const POSSIBLE_CPUS: u32 = 64;
-
-/// Before the real load on each boot, one that must fail on a bad
-/// parameter and leave both slots as they were: a formatted slot left
-/// behind would make the first boot skip recording and the second find the
-/// wrong previous generation.
-const BAD_LOAD: &str = r#"if insmod /lib/crashring.ko region=64M@0x40000000 sources=bogus 2>/dev/null; then
-  echo "crashring-test: sources=bogus accepted"
-  rmmod crashring
-fi
-"#;
-
-fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let plan = WarmReboot {
-        test_module: true,
-        before_insmod: BAD_LOAD,
-        // 64 streams: a 64 MiB range keeps each one 512 KiB per slot.
-        region_append: "memmap=64M$0x40000000",
-        module_args: "region=64M@0x40000000",
-        cpus: POSSIBLE_CPUS,
-        ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + CLOCK_STEP + &workload_and_sysrq())
-    };
-    let run = warm_reboot_run(sh, k, art, &plan)?;
-    let said = |what: &str| run.said(what);
-    ensure!(
-        !said("sources=bogus accepted"),
-        "a bad sources= was accepted"
-    );
-    ensure!(
-        said("crashring-test: phase record"),
-        "the first boot found a previous generation and never recorded: the failed load left one"
-    );
-    let stats = format!(
-        "crashring-test: stats {POSSIBLE_CPUS} lines, last cpu{}",
-        POSSIBLE_CPUS - 1
-    );
-    ensure!(
-        said(&stats),
-        "stats does not list all {POSSIBLE_CPUS} CPUs (a sysfs page's worth?)"
-    );
-    ensure!(
-        said("crashring-test: previous refused after the ack"),
-        "a reader of previous that opened it before the ack read on after it"
-    );
-    ensure!(
-        run.log
-            .lines()
-            .any(|l| l.starts_with("state crashed reason 1 at ")
-                && l.trim_end().ends_with(": sysrq triggered crash")),
-        "previous_summary does not give the crashed state block's panic and message"
-    );
-    run.check(|image| {
-        let region = parse_saved(image)?;
-        ensure!(
-            region.streams.len() == POSSIBLE_CPUS as usize,
-            "{} streams, the kernel has {POSSIBLE_CPUS} possible CPUs",
-            region.streams.len()
-        );
-        let workload = check_region(&region)?;
-        let metadata = check_printk_metadata(&region, &run.log)?;
-        let clock = check_clock_step(&region)?;
-        Ok(format!(
-            "{workload}; {metadata}; {clock}; stats lists all {POSSIBLE_CPUS} CPUs"
-        ))
-    })
-}
-
-/// After [`CLOCK_STEP`], the region holds a `clock` event about an hour
-/// past the header's offset, and the
-/// wall time of the line printed after it is within the second the guest
-/// printed (busybox's `date` has whole seconds only).
-fn check_clock_step(region: &Region) -> Result<String> {
-    let e = region.header.endian;
-    let trace = region.decode();
-    let clock = region.wall_clock(&trace);
-    let step = clock
-        .steps()
-        .last()
-        .context("no clock event: the module did not see the wall clock step")?;
-    let moved = i128::from(step.wall_offset_ns) - i128::from(region.header.wall_offset_ns);
-    // `date -s` sets a whole second, and runs a little after the `date`
-    // that read the clock: the step is 3600 s less up to a second, less
-    // the time busybox took in between.
-    ensure!(
-        (3_598_000_000_000..=3_600_100_000_000).contains(&moved),
-        "the clock event moves the wall clock by {moved} ns, the guest stepped it by about 3599-3600 s"
-    );
-    let (ts, printed) = trace
-        .streams
-        .iter()
-        .flat_map(|s| &s.events)
-        .filter(|ev| ev.type_id == EVENT_PRINTK)
-        .find_map(|ev| {
-            let values = region.schema.get(ev.type_id)?.decode(ev.payload, e).ok()?;
-            let Some(Value::Str(text)) = values.get(4) else {
-                return None;
-            };
-            let wall = std::str::from_utf8(text)
-                .ok()?
-                .strip_prefix("crashring-clock: wall=")?;
-            Some((ev.ts, wall.parse::<i128>().ok()? * 1_000_000_000))
-        })
-        .context("the crashring-clock line is not in the trace")?;
-    // Printed within the second `date` said, give or take the printk.
-    let off = clock.wall_at(ts) - printed;
-    ensure!(
-        (-50_000_000..1_050_000_000).contains(&off),
-        "the line printed in wall second {printed} ns is placed at {} ns ({off} ns off)",
-        clock.wall_at(ts)
-    );
-    Ok(format!(
-        "wall clock stepped {:.3} s and recorded; a line after it placed {:.1} ms from its wall time",
-        moved as f64 / 1e9,
-        off as f64 / 1e6
-    ))
-}
-
-/// The region's boot id is the kernel's, and the [`PRINTK_METADATA`]
-/// lines carry the level printk gave them: 3 for the hex dump, 5 for the
-/// default-level line, 4 for NMI backtraces (`pr_warn` in
-/// lib/nmi_backtrace.c), which are recorded with their CPU as the caller
-/// (not a task).
-fn check_printk_metadata(region: &Region, log: &str) -> Result<String> {
-    let printed = log
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("crashring-test: boot_id "))
-        .context("the guest did not print its boot id")?;
-    let boot_id: String = region
-        .header
-        .boot_id
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    ensure!(
-        boot_id == printed.replace('-', ""),
-        "the region's boot id {boot_id} is not the kernel's {printed}"
-    );
-    let e = region.header.endian;
-    let trace = region.decode();
-    let (mut hexdump, mut default, mut nmi) = (0, 0, 0);
-    for ev in trace.streams.iter().flat_map(|s| &s.events) {
-        if ev.type_id != EVENT_PRINTK {
-            continue;
-        }
-        let Some(values) = region
-            .schema
-            .get(ev.type_id)
-            .and_then(|t| t.decode(ev.payload, e).ok())
-        else {
-            continue;
-        };
-        let (Some(Value::Unsigned(level)), Some(Value::Unsigned(caller)), Some(Value::Str(text))) =
-            (values.first(), values.get(2), values.get(4))
-        else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(text);
-        let want = if text.starts_with("crashring-hexdump: ") {
-            hexdump += 1;
-            3
-        } else if text == "crashring-test: default level" {
-            default += 1;
-            5
-        } else if text.starts_with("NMI backtrace for cpu ") && caller & 0x8000_0000 != 0 {
-            nmi += 1;
-            4
-        } else {
-            continue;
-        };
-        ensure!(
-            *level == want,
-            "printk {text:?} has level {level}, printk gave it {want}"
-        );
-    }
-    ensure!(
-        hexdump == 1,
-        "{hexdump} hex dump lines recorded, the test module printed 1"
-    );
-    ensure!(
-        default == 1,
-        "{default} default-level lines recorded, the test module printed 1"
-    );
-    ensure!(nmi >= 1, "no NMI backtrace line recorded from NMI context");
-    Ok(format!(
-        "boot id {printed}; hex dump, default-level and {nmi} NMI printk lines at their levels"
-    ))
-}
-
-/// On the boot after the crash, before crashring.ko loads, one bit of the
-/// kernel release in the crashed generation's header (slot 0, at the
-/// region's start) is flipped through /dev/mem, as a decayed bit would be:
-/// its CRC fails from then on.
-const FLIP_HEADER_BIT: &str = r#"if [ $(($(devmem 0x40000000 64))) -eq $((0xB8B1ADB7ACBEADBC)) ]; then
-  v=$(devmem 0x40000068 8)
-  devmem 0x40000068 8 $((v ^ 1))
-  echo "crashring-test: flipped a bit of the previous generation's header"
-fi
-"#;
-
-/// A crashed generation whose header no longer checks out is kept, not
-/// reformatted: recording goes to the empty slot, `status` and
-/// `previous_summary` say the header is damaged, `previous` serves the
-/// whole slot, and the header read without its CRC gives every event.
-fn damaged_header(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let plan = WarmReboot {
-        name: "damaged-header",
-        before_insmod: FLIP_HEADER_BIT,
-        ..WarmReboot::memmap(workload_and_sysrq())
-    };
-    let run = warm_reboot_run(sh, k, art, &plan)?;
-    let said = |what: &str| run.said(what);
-    ensure!(
-        said("crashring-test: flipped a bit"),
-        "the second boot did not find the crashed generation to damage"
-    );
-    ensure!(
-        said("crashring-test: status before ack slot 0") && said("header is damaged"),
-        "status does not say slot 0's header is damaged"
-    );
-    ensure!(
-        said("damaged header slot 0"),
-        "previous_summary does not say the header is damaged"
-    );
-    ensure!(
-        said("recording_slot=1 recording_phys=0x0000000040800000 generation=2"),
-        "the module did not record generation 2 into the empty slot 1"
-    );
-    ensure!(!said("ack failed"), "previous_ack refused the damaged slot");
-    // `previous` starts with the slot, so the region is at offset 0.
-    run.check(|image| {
-        ensure!(
-            Region::parse(image, HeaderTrust::Checksummed).is_err(),
-            "the saved header still passes its CRC: nothing was damaged"
-        );
-        let summary = check_region(&Region::parse(image, HeaderTrust::Lenient)?)?;
-        Ok(format!(
-            "header damaged and kept; read without its CRC: {summary}"
-        ))
-    })
-}
-
-/// Three boots: the first two each mark and crash without acking, so
-/// both slots hold a generation; the third opens `previous` (generation
-/// 2), reads a page, acks it, which exposes generation 1, and reads again
-/// on the same open file.
-fn two_generations_script() -> String {
-    format!(
-        r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
-summary=$(head -n 1 /sys/kernel/crashring/previous_summary)
-case "$summary" in
-none*)
-  echo "crashring-test: phase record"
-  echo "generation one" > /dev/crashring
-  echo c > /proc/sysrq-trigger ;;
-"generation 1 "*)
-  echo "crashring-test: phase record again"
-  echo "generation two" > /dev/crashring
-  echo c > /proc/sysrq-trigger ;;
-*)
-  echo "crashring-test: phase recover"
-  echo "crashring-test: previous first: $summary"
-  exec 3< /sys/kernel/crashring/previous
-  dd bs=4096 count=1 <&3 >/dev/null 2>&1
-  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
-  if dd bs=4096 count=1 <&3 >/dev/null 2>&1; then
-    echo "crashring-test: previous read on across the ack"
-  else
-    echo "crashring-test: previous refused after the ack"
-  fi
-  exec 3<&-
-  echo "crashring-test: previous then: $(head -n 1 /sys/kernel/crashring/previous_summary)"
-  dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
-  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
-  echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
-  echo "{DONE}" ;;
-esac
-poweroff -f
-"#
-    )
-}
-
-fn two_generations(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let plan = WarmReboot {
-        name: "two-generations",
-        script: Some(two_generations_script()),
-        ..WarmReboot::memmap(String::new())
-    };
-    let run = warm_reboot_run(sh, k, art, &plan)?;
-    let said = |what: &str| run.said(what);
-    ensure!(
-        said("crashring-test: previous first: generation 2 ")
-            && said("crashring-test: previous then: generation 1 "),
-        "previous was not generation 2 and then, after its ack, generation 1"
-    );
-    ensure!(
-        said("crashring-test: previous refused after the ack"),
-        "a reader that opened previous at generation 2 read on into generation 1 after the ack"
-    );
-    ensure!(!said("ack failed"), "an ack was refused");
-    run.check(|image| {
-        let region = parse_saved(image)?;
-        ensure!(
-            region.header.generation == 1,
-            "saved generation {}, not 1",
-            region.header.generation
-        );
-        ensure_crashed_by_panic(&region)?;
-        let trace = region.decode();
-        let e = region.header.endian;
-        let marked = trace.streams.iter().flat_map(|s| &s.events).any(|ev| {
-            ev.type_id == EVENT_MARKER
-                && region
-                    .schema
-                    .get(ev.type_id)
-                    .and_then(|t| t.decode(ev.payload, e).ok())
-                    .is_some_and(|v| v.get(2) == Some(&Value::Str(b"generation one")))
-        });
-        ensure!(marked, "generation 1 lacks its marker");
-        Ok("generation 2 refused to a reader across its ack; generation 1 then saved whole, with its marker".into())
-    })
-}
-
-/// reserve_mem= ranges are placed by memblock at boot, so they are found
-/// again only if the next boot lays memory out the same way: nokaslr keeps
-/// the kernel image from landing in a different place (with KASLR the
-/// range moves on about one boot in five, per the ftrace maintainers), and
-/// an alignment of the range's size makes its place depend on less.
-fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let plan = WarmReboot {
-        region_append: "reserve_mem=16M:16M:crashring nokaslr",
-        module_args: "reserve_mem=crashring",
-        ..WarmReboot::memmap(workload_and_sysrq())
-    };
-    let run = warm_reboot_run(sh, k, art, &plan)?;
-    run.check(check_warm_reboot)
-}
-
 /// A warm-reboot scenario: where the region is, and what the first boot
 /// does to bring the kernel down.
 pub struct WarmReboot {
@@ -961,7 +661,7 @@ fn check_guest_reading(sh: &Shell, verdict: &str, saved: &Path) -> Result<()> {
     let mut lines = verdict.lines().skip(1);
     let statuses = lines.next().unwrap_or_default();
     let guest_json = lines.collect::<Vec<_>>().join("\n");
-    let crashring = crate::scenarios::dumps::host_crashring(sh)?;
+    let crashring = host_crashring(sh)?;
     let host = std::process::Command::new(&crashring)
         .args(["info", "--json"])
         .arg(saved)

@@ -2,10 +2,9 @@
 //! backing file is the "persistent" medium, and QEMU is killed in the
 //! middle of the workload, with no panic and no flush.
 
+use super::{host_crashring, raw_disk, recover_workload, Artifacts};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Vm};
-use crate::scenarios::dumps::host_crashring;
-use crate::scenarios::{raw_disk, recover_workload, Artifacts};
 use anyhow::{ensure, Context, Result};
 use pstore_ring::layout::STATE_RUNNING;
 use pstore_ring::read::{HeaderTrust, Region};

@@ -1,0 +1,373 @@
+//! The scenarios built on the warm-reboot runner alone
+//! ([`super::warm_reboot_run`]): the plain one (a bad load refused, printk
+//! metadata, a wall clock step, 64 CPUs), its reserve_mem= twin, a crashed
+//! generation whose header decayed, and two generations left unacked.
+
+use super::{
+    check_region, check_warm_reboot, ensure_crashed_by_panic, parse_saved, warm_reboot_run,
+    workload_and_sysrq, Artifacts, WarmReboot, DONE, DONE_MIB,
+};
+use crate::env::guest::Kernel;
+use anyhow::{ensure, Context, Result};
+use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::schema::{Value, EVENT_MARKER, EVENT_PRINTK};
+use xshell::Shell;
+
+/// Before the workload, lines whose printk metadata is easy to get wrong:
+/// the default message level set to 5 (the compiled-in default is 4), a
+/// hex dump at KERN_ERR whose level printk takes from an argument, a line
+/// at the default level, and NMI backtraces of the other CPUs (sysrq l).
+/// The boot id goes to the console, to compare with the region's.
+const PRINTK_METADATA: &str = r#"echo "crashring-test: boot_id $(cat /proc/sys/kernel/random/boot_id)"
+echo "4 5 1 7" > /proc/sys/kernel/printk
+insmod /lib/crashring_test.ko action=printk || echo "crashring-test: insmod crashring_test.ko failed"
+echo l > /proc/sysrq-trigger
+"#;
+
+/// The wall clock stepped an hour forward after recording started, as NTP
+/// or `date -s` would; after more than the module's 1 s poll, a printk line
+/// carries the wall time the guest then had.
+const CLOCK_STEP: &str = r#"date -s "@$(( $(date +%s) + 3600 ))" > /dev/null
+sleep 3
+echo "<6>crashring-clock: wall=$(date +%s)" > /dev/kmsg
+"#;
+
+/// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
+/// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
+/// its MADT does not mark them online-capable, so Linux ignores them.)
+const POSSIBLE_CPUS: u32 = 64;
+
+/// Before the real load on each boot, one that must fail on a bad
+/// parameter and leave both slots as they were: a formatted slot left
+/// behind would make the first boot skip recording and the second find the
+/// wrong previous generation.
+const BAD_LOAD: &str = r#"if insmod /lib/crashring.ko region=64M@0x40000000 sources=bogus 2>/dev/null; then
+  echo "crashring-test: sources=bogus accepted"
+  rmmod crashring
+fi
+"#;
+
+pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        test_module: true,
+        before_insmod: BAD_LOAD,
+        // 64 streams: a 64 MiB range keeps each one 512 KiB per slot.
+        region_append: "memmap=64M$0x40000000",
+        module_args: "region=64M@0x40000000",
+        cpus: POSSIBLE_CPUS,
+        ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + CLOCK_STEP + &workload_and_sysrq())
+    };
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    let said = |what: &str| run.said(what);
+    ensure!(
+        !said("sources=bogus accepted"),
+        "a bad sources= was accepted"
+    );
+    ensure!(
+        said("crashring-test: phase record"),
+        "the first boot found a previous generation and never recorded: the failed load left one"
+    );
+    let stats = format!(
+        "crashring-test: stats {POSSIBLE_CPUS} lines, last cpu{}",
+        POSSIBLE_CPUS - 1
+    );
+    ensure!(
+        said(&stats),
+        "stats does not list all {POSSIBLE_CPUS} CPUs (a sysfs page's worth?)"
+    );
+    ensure!(
+        said("crashring-test: previous refused after the ack"),
+        "a reader of previous that opened it before the ack read on after it"
+    );
+    ensure!(
+        run.log
+            .lines()
+            .any(|l| l.starts_with("state crashed reason 1 at ")
+                && l.trim_end().ends_with(": sysrq triggered crash")),
+        "previous_summary does not give the crashed state block's panic and message"
+    );
+    run.check(|image| {
+        let region = parse_saved(image)?;
+        ensure!(
+            region.streams.len() == POSSIBLE_CPUS as usize,
+            "{} streams, the kernel has {POSSIBLE_CPUS} possible CPUs",
+            region.streams.len()
+        );
+        let workload = check_region(&region)?;
+        let metadata = check_printk_metadata(&region, &run.log)?;
+        let clock = check_clock_step(&region)?;
+        Ok(format!(
+            "{workload}; {metadata}; {clock}; stats lists all {POSSIBLE_CPUS} CPUs"
+        ))
+    })
+}
+
+/// After [`CLOCK_STEP`], the region holds a `clock` event about an hour
+/// past the header's offset, and the
+/// wall time of the line printed after it is within the second the guest
+/// printed (busybox's `date` has whole seconds only).
+fn check_clock_step(region: &Region) -> Result<String> {
+    let e = region.header.endian;
+    let trace = region.decode();
+    let clock = region.wall_clock(&trace);
+    let step = clock
+        .steps()
+        .last()
+        .context("no clock event: the module did not see the wall clock step")?;
+    let moved = i128::from(step.wall_offset_ns) - i128::from(region.header.wall_offset_ns);
+    // `date -s` sets a whole second, and runs a little after the `date`
+    // that read the clock: the step is 3600 s less up to a second, less
+    // the time busybox took in between.
+    ensure!(
+        (3_598_000_000_000..=3_600_100_000_000).contains(&moved),
+        "the clock event moves the wall clock by {moved} ns, the guest stepped it by about 3599-3600 s"
+    );
+    let (ts, printed) = trace
+        .streams
+        .iter()
+        .flat_map(|s| &s.events)
+        .filter(|ev| ev.type_id == EVENT_PRINTK)
+        .find_map(|ev| {
+            let values = region.schema.get(ev.type_id)?.decode(ev.payload, e).ok()?;
+            let Some(Value::Str(text)) = values.get(4) else {
+                return None;
+            };
+            let wall = std::str::from_utf8(text)
+                .ok()?
+                .strip_prefix("crashring-clock: wall=")?;
+            Some((ev.ts, wall.parse::<i128>().ok()? * 1_000_000_000))
+        })
+        .context("the crashring-clock line is not in the trace")?;
+    // Printed within the second `date` said, give or take the printk.
+    let off = clock.wall_at(ts) - printed;
+    ensure!(
+        (-50_000_000..1_050_000_000).contains(&off),
+        "the line printed in wall second {printed} ns is placed at {} ns ({off} ns off)",
+        clock.wall_at(ts)
+    );
+    Ok(format!(
+        "wall clock stepped {:.3} s and recorded; a line after it placed {:.1} ms from its wall time",
+        moved as f64 / 1e9,
+        off as f64 / 1e6
+    ))
+}
+
+/// The region's boot id is the kernel's, and the [`PRINTK_METADATA`]
+/// lines carry the level printk gave them: 3 for the hex dump, 5 for the
+/// default-level line, 4 for NMI backtraces (`pr_warn` in
+/// lib/nmi_backtrace.c), which are recorded with their CPU as the caller
+/// (not a task).
+fn check_printk_metadata(region: &Region, log: &str) -> Result<String> {
+    let printed = log
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("crashring-test: boot_id "))
+        .context("the guest did not print its boot id")?;
+    let boot_id: String = region
+        .header
+        .boot_id
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    ensure!(
+        boot_id == printed.replace('-', ""),
+        "the region's boot id {boot_id} is not the kernel's {printed}"
+    );
+    let e = region.header.endian;
+    let trace = region.decode();
+    let (mut hexdump, mut default, mut nmi) = (0, 0, 0);
+    for ev in trace.streams.iter().flat_map(|s| &s.events) {
+        if ev.type_id != EVENT_PRINTK {
+            continue;
+        }
+        let Some(values) = region
+            .schema
+            .get(ev.type_id)
+            .and_then(|t| t.decode(ev.payload, e).ok())
+        else {
+            continue;
+        };
+        let (Some(Value::Unsigned(level)), Some(Value::Unsigned(caller)), Some(Value::Str(text))) =
+            (values.first(), values.get(2), values.get(4))
+        else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(text);
+        let want = if text.starts_with("crashring-hexdump: ") {
+            hexdump += 1;
+            3
+        } else if text == "crashring-test: default level" {
+            default += 1;
+            5
+        } else if text.starts_with("NMI backtrace for cpu ") && caller & 0x8000_0000 != 0 {
+            nmi += 1;
+            4
+        } else {
+            continue;
+        };
+        ensure!(
+            *level == want,
+            "printk {text:?} has level {level}, printk gave it {want}"
+        );
+    }
+    ensure!(
+        hexdump == 1,
+        "{hexdump} hex dump lines recorded, the test module printed 1"
+    );
+    ensure!(
+        default == 1,
+        "{default} default-level lines recorded, the test module printed 1"
+    );
+    ensure!(nmi >= 1, "no NMI backtrace line recorded from NMI context");
+    Ok(format!(
+        "boot id {printed}; hex dump, default-level and {nmi} NMI printk lines at their levels"
+    ))
+}
+
+/// On the boot after the crash, before crashring.ko loads, one bit of the
+/// kernel release in the crashed generation's header (slot 0, at the
+/// region's start) is flipped through /dev/mem, as a decayed bit would be:
+/// its CRC fails from then on.
+const FLIP_HEADER_BIT: &str = r#"if [ $(($(devmem 0x40000000 64))) -eq $((0xB8B1ADB7ACBEADBC)) ]; then
+  v=$(devmem 0x40000068 8)
+  devmem 0x40000068 8 $((v ^ 1))
+  echo "crashring-test: flipped a bit of the previous generation's header"
+fi
+"#;
+
+/// A crashed generation whose header no longer checks out is kept, not
+/// reformatted: recording goes to the empty slot, `status` and
+/// `previous_summary` say the header is damaged, `previous` serves the
+/// whole slot, and the header read without its CRC gives every event.
+pub fn damaged_header(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        name: "damaged-header",
+        before_insmod: FLIP_HEADER_BIT,
+        ..WarmReboot::memmap(workload_and_sysrq())
+    };
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    let said = |what: &str| run.said(what);
+    ensure!(
+        said("crashring-test: flipped a bit"),
+        "the second boot did not find the crashed generation to damage"
+    );
+    ensure!(
+        said("crashring-test: status before ack slot 0") && said("header is damaged"),
+        "status does not say slot 0's header is damaged"
+    );
+    ensure!(
+        said("damaged header slot 0"),
+        "previous_summary does not say the header is damaged"
+    );
+    ensure!(
+        said("recording_slot=1 recording_phys=0x0000000040800000 generation=2"),
+        "the module did not record generation 2 into the empty slot 1"
+    );
+    ensure!(!said("ack failed"), "previous_ack refused the damaged slot");
+    // `previous` starts with the slot, so the region is at offset 0.
+    run.check(|image| {
+        ensure!(
+            Region::parse(image, HeaderTrust::Checksummed).is_err(),
+            "the saved header still passes its CRC: nothing was damaged"
+        );
+        let summary = check_region(&Region::parse(image, HeaderTrust::Lenient)?)?;
+        Ok(format!(
+            "header damaged and kept; read without its CRC: {summary}"
+        ))
+    })
+}
+
+/// Three boots: the first two each mark and crash without acking, so
+/// both slots hold a generation; the third opens `previous` (generation
+/// 2), reads a page, acks it, which exposes generation 1, and reads again
+/// on the same open file.
+fn two_generations_script() -> String {
+    format!(
+        r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
+summary=$(head -n 1 /sys/kernel/crashring/previous_summary)
+case "$summary" in
+none*)
+  echo "crashring-test: phase record"
+  echo "generation one" > /dev/crashring
+  echo c > /proc/sysrq-trigger ;;
+"generation 1 "*)
+  echo "crashring-test: phase record again"
+  echo "generation two" > /dev/crashring
+  echo c > /proc/sysrq-trigger ;;
+*)
+  echo "crashring-test: phase recover"
+  echo "crashring-test: previous first: $summary"
+  exec 3< /sys/kernel/crashring/previous
+  dd bs=4096 count=1 <&3 >/dev/null 2>&1
+  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
+  if dd bs=4096 count=1 <&3 >/dev/null 2>&1; then
+    echo "crashring-test: previous read on across the ack"
+  else
+    echo "crashring-test: previous refused after the ack"
+  fi
+  exec 3<&-
+  echo "crashring-test: previous then: $(head -n 1 /sys/kernel/crashring/previous_summary)"
+  dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
+  echo 1 > /sys/kernel/crashring/previous_ack || echo "crashring-test: ack failed"
+  echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
+  echo "{DONE}" ;;
+esac
+poweroff -f
+"#
+    )
+}
+
+pub fn two_generations(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        name: "two-generations",
+        script: Some(two_generations_script()),
+        ..WarmReboot::memmap(String::new())
+    };
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    let said = |what: &str| run.said(what);
+    ensure!(
+        said("crashring-test: previous first: generation 2 ")
+            && said("crashring-test: previous then: generation 1 "),
+        "previous was not generation 2 and then, after its ack, generation 1"
+    );
+    ensure!(
+        said("crashring-test: previous refused after the ack"),
+        "a reader that opened previous at generation 2 read on into generation 1 after the ack"
+    );
+    ensure!(!said("ack failed"), "an ack was refused");
+    run.check(|image| {
+        let region = parse_saved(image)?;
+        ensure!(
+            region.header.generation == 1,
+            "saved generation {}, not 1",
+            region.header.generation
+        );
+        ensure_crashed_by_panic(&region)?;
+        let trace = region.decode();
+        let e = region.header.endian;
+        let marked = trace.streams.iter().flat_map(|s| &s.events).any(|ev| {
+            ev.type_id == EVENT_MARKER
+                && region
+                    .schema
+                    .get(ev.type_id)
+                    .and_then(|t| t.decode(ev.payload, e).ok())
+                    .is_some_and(|v| v.get(2) == Some(&Value::Str(b"generation one")))
+        });
+        ensure!(marked, "generation 1 lacks its marker");
+        Ok("generation 2 refused to a reader across its ack; generation 1 then saved whole, with its marker".into())
+    })
+}
+
+/// reserve_mem= ranges are placed by memblock at boot, so they are found
+/// again only if the next boot lays memory out the same way: nokaslr keeps
+/// the kernel image from landing in a different place (with KASLR the
+/// range moves on about one boot in five, per the ftrace maintainers), and
+/// an alignment of the range's size makes its place depend on less.
+pub fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        region_append: "reserve_mem=16M:16M:crashring nokaslr",
+        module_args: "reserve_mem=crashring",
+        ..WarmReboot::memmap(workload_and_sysrq())
+    };
+    let run = warm_reboot_run(sh, k, art, &plan)?;
+    run.check(check_warm_reboot)
+}
