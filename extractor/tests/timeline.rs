@@ -8,7 +8,7 @@ use common::{extract_to, jsonl_totals, reader, rich_image, skip_without, write_t
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Written by `cargo xtask setup` (qemu-tests/src/setup.rs,
+/// Written by `cargo xtask setup` (qemu-tests/src/env/setup.rs,
 /// `PERFETTO_DESCRIPTOR`) from the Perfetto Python package.
 const PERFETTO_DESCRIPTOR: &str = "/usr/local/share/crashring/perfetto/perfetto_trace.desc";
 
