@@ -931,3 +931,40 @@ fn addresses_are_hashed_in_every_field_kind_and_word_size() {
         assert!(contains(&all, text.as_bytes()) && contains(&all, code.as_bytes()));
     }
 }
+
+/// `info --json` and the manifest describe a region with one type: with
+/// nothing redacted, each region and the source are the same but for the
+/// keys only one of them has.
+#[test]
+fn info_and_the_manifest_describe_regions_alike() {
+    let image = write_tmp("bundle-alike.bin", &rich_image());
+    let info = crashring(&["info", "--json", image.to_str().unwrap()]);
+    let mut info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let (run, archive) = bundle(&image, "alike.tar.gz", &["--raw-pointers"]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let (_, files) = bundled(&archive);
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(text(&files["MANIFEST.json"])).unwrap();
+    let (info_region, bundle_region) = (&mut info["regions"][0], &mut manifest["regions"][0]);
+    let drop = |v: &mut serde_json::Value, keys: &[&str]| {
+        for k in keys {
+            assert!(
+                v.as_object_mut().unwrap().remove(*k).is_some(),
+                "{k} missing"
+            );
+        }
+    };
+    drop(info_region, &["copies"]);
+    for s in info_region["streams"].as_array_mut().unwrap() {
+        drop(s, &["pages"]);
+    }
+    drop(bundle_region, &["clamped_timestamps", "redacted", "files"]);
+    assert_eq!(info_region, bundle_region);
+    assert_eq!(info_region["crash"]["reason"], "panic");
+    assert_eq!(
+        info_region["streams"][1]["lost_by_reason"]["unreadable"],
+        12
+    );
+    info["source"]["file"] = manifest["source"]["file"].clone();
+    assert_eq!(info["source"], manifest["source"]);
+}

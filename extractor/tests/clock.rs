@@ -85,8 +85,8 @@ fn info_gives_the_crash_time_with_the_offset_after_the_step() {
     let image = write_tmp("clock-info.bin", &stepped_image());
     let info = json(&crashring(&["info", "--json", image.to_str().unwrap()]));
     let crash = &info["regions"][0]["crash"];
-    assert_eq!(crash["ns"], CRASH_AT);
-    assert_eq!(crash["utc"], "2023-11-14T23:13:30.000000000Z");
+    assert_eq!(crash["time_ns"], CRASH_AT);
+    assert_eq!(crash["time_utc"], "2023-11-14T23:13:30.000000000Z");
     let text = crashring(&["info", image.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(

@@ -96,9 +96,12 @@ fn elf_cores_read_like_the_raw_memory() {
     let path = write_tmp("info.elf", &plain);
     let out = crashring(&["info", "--json", path.to_str().unwrap()]);
     let json = String::from_utf8(out.stdout).unwrap();
-    assert!(json.contains("\"kernel\":\"6.12.0-test\""), "{json}");
+    assert!(
+        json.contains("\"vmcoreinfo_kernel\":\"6.12.0-test\""),
+        "{json}"
+    );
     assert!(json.contains("\"cpus\":4"), "{json}");
-    assert!(json.contains("\"addr\":\"0x30000\""), "{json}");
+    assert!(json.contains("\"physical_address\":\"0x30000\""), "{json}");
 }
 
 /// The file offsets of an ELF core's PT_LOAD headers' `p_offset` fields.

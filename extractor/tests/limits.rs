@@ -121,8 +121,14 @@ fn overlapping_note_segments_are_read_into_one_buffer_with_a_total_cap() {
         "{stderr}"
     );
     // What the notes hold and the region are still read.
-    assert!(stdout.contains("\"kernel\":\"6.12.0-notes\""), "{stdout}");
-    assert!(stdout.contains("\"addr\":\"0x3000\""), "{stdout}");
+    assert!(
+        stdout.contains("\"vmcoreinfo_kernel\":\"6.12.0-notes\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\"physical_address\":\"0x3000\""),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -35,11 +35,11 @@ mod readme;
 pub mod redact;
 
 pub use check::{check, CheckError, Checked};
-pub use manifest::{utc, wall};
 
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
 use crate::output::{write_items, ItemFormat, NewFile, RegionView};
+use crate::recover::report::{utc, wall};
 use crate::recover::Recovered;
 use logs::Log;
 use pstore_ring::read::{Region, Trace, WallClock};
@@ -49,17 +49,7 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// What the input was, for the manifest and README.
-#[derive(Clone, Debug, Default)]
-pub struct Source {
-    /// The input's file name (not its path: the bundle must not depend
-    /// on where the input was read from).
-    pub file: String,
-    pub container: String,
-    pub vmcoreinfo_kernel: Option<String>,
-    pub vmcoreinfo_crash_time: Option<String>,
-    pub warnings: Vec<String>,
-}
+pub use crate::recover::report::SourceReport as Source;
 
 /// A log to add: its path and its name in the bundle.
 #[derive(Clone, Debug)]
@@ -497,7 +487,7 @@ fn archive_time(part: &Part) -> u64 {
         Ok(s) if s.crash_ns != 0 => s.crash_ns,
         _ => region.header.created_ns,
     };
-    manifest::wall(ts, &part.wall)
+    wall(ts, &part.wall)
         .and_then(|w| u64::try_from(w.div_euclid(1_000_000_000)).ok())
         .unwrap_or(0)
 }
@@ -524,7 +514,7 @@ fn top_name(part: &Part) -> String {
         host
     };
     let secs = archive_time(part);
-    let stamp: String = manifest::utc(i128::from(secs) * 1_000_000_000)
+    let stamp: String = utc(i128::from(secs) * 1_000_000_000)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .take(15)

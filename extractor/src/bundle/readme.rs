@@ -4,6 +4,7 @@
 use super::{BundleFile, FileKind, Part, Source};
 use crate::bundle::logs::Log;
 use crate::bundle::redact::Rules;
+use crate::recover::report::{utc, wall};
 use pstore_ring::read::reason_name;
 use std::fmt::Write;
 
@@ -112,8 +113,8 @@ fn write_all(
         )?;
         match &p.region.state {
             Ok(st) if st.reason != 0 => {
-                let when = super::manifest::wall(st.crash_ns, &p.wall)
-                    .map_or(String::new(), |w| format!(", {}", super::manifest::utc(w)));
+                let when =
+                    wall(st.crash_ns, &p.wall).map_or(String::new(), |w| format!(", {}", utc(w)));
                 writeln!(
                     s,
                     "Crashed: {} on CPU {} at {}.{:09} s after boot{when}: {}",

@@ -33,18 +33,12 @@ pub fn run(args: BundleArgs) -> Result<u8> {
     let loaded = args.input.load()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
-    let d = &loaded.dump;
     let path = &args.input.input;
-    let source = bundle::Source {
-        file: path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        ),
-        container: d.container.clone(),
-        vmcoreinfo_kernel: d.vmcoreinfo_value("OSRELEASE").map(String::from),
-        vmcoreinfo_crash_time: d.vmcoreinfo_value("CRASHTIME").map(String::from),
-        warnings: d.warnings.clone(),
-    };
+    let file = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let source = bundle::Source::of(&loaded.dump, file);
     let rules = Rules {
         classes: args.redact,
         raw_pointers: args.raw_pointers,

@@ -14,7 +14,7 @@
 //!   with three decimals so nanoseconds survive.
 
 use super::RegionView;
-use crate::output::jsonl::{decode_into, reason, write_fields, write_hex, write_string, write_u64};
+use crate::output::jsonl::{decode_into, write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{Event, Region, StreamInfo, Trace};
@@ -113,7 +113,7 @@ pub fn write_item<'a>(
             out.extend_from_slice(b",\"pages\":");
             write_u64(out, l.pages);
             out.extend_from_slice(b",\"reason\":\"");
-            out.extend_from_slice(reason(l.kind).as_bytes());
+            out.extend_from_slice(l.kind.name().as_bytes());
             out.extend_from_slice(b"\"}},");
         }
     }

@@ -1,36 +1,11 @@
 //! `crashring extract --format jsonl`: one JSON object per line.
 //!
-//! The schema is stable; fields may be added, never renamed or removed.
-//!
-//! ```text
-//! {"kind":"event","region":0,"stream":1,"cpu":1,"ts":12000004711,
-//!  "type":"printk","salvaged":false,"fields":{"level":6,"text":"hello"}}
-//! {"kind":"loss","region":0,"stream":1,"cpu":1,"ts":12000009000,
-//!  "reason":"overwritten","events":3,"pages":1,"after_ts":null,"before_ts":12000009000,
-//!  "cause":null,"exact":true}
-//! ```
-//!
-//! - `kind`: `event` or `loss`. `region`: index in `crashring info` order.
-//! - `stream`: the stream index; `cpu`: the CPU for kernel streams, absent
-//!   for user streams, which carry `name` instead.
-//! - `ts`, `after_ts`, `before_ts`: nanoseconds on the region's clock, as
-//!   integers (exact below 2^53, 104 days of uptime; beyond that a
-//!   JavaScript reader loses precision).
-//! - `type`: the event type's name, or `type<N>` if the schema lacks it;
-//!   `fields`: by name. Integers are numbers, pointers are hex strings
-//!   (`"0xffff..."`), strings are UTF-8 with invalid bytes replaced by
-//!   U+FFFD, byte arrays are hex strings. A payload that does not fit its
-//!   type appears as `"raw"` (hex) instead of `fields`.
-//! - `salvaged`: the event came from a page that was open at the crash.
-//! - `reason`: `overwritten`, `unreadable`, `dropped`, `torn` or `end`
-//!   (after the stream's newest readable page). `cause`: for `end`, why
-//!   its pages cannot be read: `corrupt`, `absent` or `cut`; null
-//!   otherwise. `exact`: false when `events` is only a lower bound, as the
-//!   stream's end is unknown.
+//! The schema, with `info --json`'s and the bundle manifest's, is in
+//! extractor/SCHEMAS.md.
 
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{EndCause, EventType, LossKind, Region, StreamInfo};
+use pstore_ring::read::{EventType, Region, StreamInfo};
 use pstore_ring::schema::Value;
 
 /// Appends `s` as a JSON string: invalid UTF-8 becomes U+FFFD, as
@@ -145,25 +120,6 @@ fn write_stream(out: &mut Vec<u8>, stream: u16, info: Option<&StreamInfo>) {
     }
 }
 
-pub fn reason(kind: LossKind) -> &'static str {
-    match kind {
-        LossKind::Overwritten => "overwritten",
-        LossKind::Unreadable => "unreadable",
-        LossKind::Dropped => "dropped",
-        LossKind::Torn => "torn",
-        LossKind::End => "end",
-    }
-}
-
-/// An end loss's `cause` in JSON.
-pub fn cause(cause: EndCause) -> &'static str {
-    match cause {
-        EndCause::Corrupt => "corrupt",
-        EndCause::Absent => "absent",
-        EndCause::Cut => "cut",
-    }
-}
-
 fn write_opt(out: &mut Vec<u8>, v: Option<u64>) {
     match v {
         Some(v) => write_u64(out, v),
@@ -267,7 +223,7 @@ pub fn write_item<'a>(
             out.extend_from_slice(b",\"ts\":");
             write_u64(out, l.before_ts.or(l.after_ts).unwrap_or(0));
             out.extend_from_slice(b",\"reason\":\"");
-            out.extend_from_slice(reason(l.kind).as_bytes());
+            out.extend_from_slice(l.kind.name().as_bytes());
             out.extend_from_slice(b"\",\"events\":");
             write_u64(out, l.events);
             out.extend_from_slice(b",\"pages\":");
@@ -280,7 +236,7 @@ pub fn write_item<'a>(
             match l.cause {
                 Some(c) => {
                     out.push(b'"');
-                    out.extend_from_slice(cause(c).as_bytes());
+                    out.extend_from_slice(c.name().as_bytes());
                     out.push(b'"');
                 }
                 None => out.extend_from_slice(b"null"),

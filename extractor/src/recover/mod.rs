@@ -6,6 +6,7 @@
 //! region is what every subcommand, output writer and the bundle take.
 
 mod decode;
+pub mod report;
 
 pub use decode::decode;
 

@@ -86,6 +86,29 @@ pub enum LossKind {
     End,
 }
 
+impl LossKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [LossKind; 5] = [
+        LossKind::Overwritten,
+        LossKind::Unreadable,
+        LossKind::Dropped,
+        LossKind::Torn,
+        LossKind::End,
+    ];
+
+    /// The kind's name in machine-readable output (JSON lines, `info
+    /// --json`, the bundle's manifest): one word, the same everywhere.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossKind::Overwritten => "overwritten",
+            LossKind::Unreadable => "unreadable",
+            LossKind::Dropped => "dropped",
+            LossKind::Torn => "torn",
+            LossKind::End => "end",
+        }
+    }
+}
+
 /// Why the pages of an end loss cannot be read: the first of them decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndCause {
@@ -96,6 +119,17 @@ pub enum EndCause {
     Absent,
     /// The input ends before them: a cut dump or image.
     Cut,
+}
+
+impl EndCause {
+    /// The cause's name in machine-readable output.
+    pub fn name(self) -> &'static str {
+        match self {
+            EndCause::Corrupt => "corrupt",
+            EndCause::Absent => "absent",
+            EndCause::Cut => "cut",
+        }
+    }
 }
 
 /// A run of missing events in one stream.

@@ -49,13 +49,13 @@ pub fn check_dump(
     let info = cmd!(sh, "{crashring} info --json {dump}").quiet().read()?;
     if let Some(a) = addr {
         ensure!(
-            info.contains(&format!("\"addr\":\"{a:#x}\"")),
+            info.contains(&format!("\"physical_address\":\"{a:#x}\"")),
             "info does not list the region at {a:#x}: {info}"
         );
     }
     if let Some(r) = release {
         ensure!(
-            info.contains(&format!("\"kernel\":\"{r}\"")),
+            info.contains(&format!("\"vmcoreinfo_kernel\":\"{r}\"")),
             "info does not name the crashed kernel {r} from VMCOREINFO: {info}"
         );
     }

@@ -1,0 +1,258 @@
+//! One description of a recovered region, for machines: `crashring info
+//! --json` and the bundle's `MANIFEST.json` both write a [`RegionReport`]
+//! (each adds its own few keys), so a region, its crash and its losses
+//! have the same names in both. extractor/SCHEMAS.md documents the
+//! fields.
+
+use crate::input::Dump;
+use crate::output::RegionView;
+use pstore_ring::layout::STREAM_KERNEL_CPU;
+use pstore_ring::read::{reason_name, LossKind, StreamTrace, WallClock};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Display;
+
+/// What the input was.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SourceReport {
+    /// The input as named (`info`), or its file name alone (a bundle must
+    /// not depend on where the input was read from).
+    pub file: String,
+    /// What the input is, e.g. "ELF64 core (/proc/vmcore)".
+    pub container: String,
+    pub vmcoreinfo_kernel: Option<String>,
+    pub vmcoreinfo_crash_time: Option<String>,
+    /// What the user should know about the dump itself.
+    pub warnings: Vec<String>,
+}
+
+impl SourceReport {
+    /// Describes `dump`, read from `file`.
+    pub fn of(dump: &Dump, file: String) -> SourceReport {
+        SourceReport {
+            file,
+            container: dump.container.clone(),
+            vmcoreinfo_kernel: dump.vmcoreinfo_value("OSRELEASE").map(String::from),
+            vmcoreinfo_crash_time: dump.vmcoreinfo_value("CRASHTIME").map(String::from),
+            warnings: dump.warnings.clone(),
+        }
+    }
+}
+
+/// A recovered region.
+#[derive(Clone, Debug, Serialize)]
+pub struct RegionReport {
+    /// Its place among the input's regions, in `crashring info` order.
+    pub index: usize,
+    /// Of its first byte, as `0x` hex.
+    pub physical_address: String,
+    pub size: u64,
+    pub kernel_release: String,
+    pub hostname: String,
+    /// 32 hex digits.
+    pub boot_id: String,
+    pub generation: u64,
+    /// CPUs the region's header was made for.
+    pub cpus: u16,
+    pub clock: ClockReport,
+    /// The generation's state (`running`, `crashed`, ...), or
+    /// `unreadable`.
+    pub state: &'static str,
+    pub crash: Option<CrashReport>,
+    /// Whether anything beyond what a flight recorder loses by design was
+    /// lost ([`crate::recover::Recovered::damaged`]).
+    pub damaged: bool,
+    pub diagnostics: Vec<String>,
+    /// What the dump lacks of the region, one sentence each.
+    pub holes: Vec<String>,
+    pub streams: Vec<StreamReport>,
+    /// Events recovered, all streams.
+    pub recovered: usize,
+    /// Events lost, all streams (a lower bound unless every stream's
+    /// `lost_exact`).
+    pub lost: u64,
+}
+
+/// The region's clock: CLOCK_MONOTONIC, and wall-clock time by offsets.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClockReport {
+    pub domain: &'static str,
+    pub wall_offset_ns: i64,
+    pub created_ns: u64,
+    pub created_utc: Option<String>,
+    /// Only when the wall clock was stepped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
+}
+
+/// A wall-clock step a `clock` event recorded.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepReport {
+    pub ns: u64,
+    pub wall_offset_ns: i64,
+    pub utc: Option<String>,
+}
+
+/// The crash the region's state records.
+#[derive(Clone, Debug, Serialize)]
+pub struct CrashReport {
+    pub reason: &'static str,
+    pub cpu: u32,
+    /// On the region's clock.
+    pub time_ns: u64,
+    /// With the wall-clock offset in effect at the crash; null without one.
+    pub time_utc: Option<String>,
+    pub message: String,
+}
+
+/// One stream of the region.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamReport {
+    pub index: u16,
+    pub label: String,
+    /// `kernel` (a CPU's stream) or `user`.
+    pub kind: &'static str,
+    /// Kernel streams only.
+    pub cpu: Option<u16>,
+    /// User streams whose writer's pid is known.
+    pub pid: Option<u32>,
+    pub recovered: usize,
+    pub lost: u64,
+    /// False when some count is a lower bound (the stream's end is unknown).
+    pub lost_exact: bool,
+    /// Keyed by [`LossKind::name`].
+    pub lost_by_reason: BTreeMap<&'static str, u64>,
+    pub oldest_ns: Option<u64>,
+    pub newest_ns: Option<u64>,
+}
+
+/// A region's time as wall-clock time, with the offset in effect at `ts`
+/// (the header's, or a later `clock` event's), when it is known (not 0).
+pub fn wall(ts: u64, clock: &WallClock) -> Option<i128> {
+    (clock.offset_at(ts) != 0).then(|| clock.wall_at(ts))
+}
+
+/// Nanoseconds since the Unix epoch as UTC, `2026-11-22T10:11:12.123456789Z`.
+pub fn utc(ns: i128) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let nanos = ns.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian), by
+    // 400-year eras of 146097 days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i128::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+impl RegionReport {
+    /// Describes `view`, whose wall clock is `wall` (a bundle's redacted
+    /// trace keeps the unredacted trace's) and whose dump lacks `holes`.
+    pub fn of(
+        view: &RegionView,
+        wall_clock: &WallClock,
+        damaged: bool,
+        holes: &[impl Display],
+    ) -> RegionReport {
+        let (r, t) = (view.region, view.trace);
+        let h = &r.header;
+        let when = |ts: u64| wall(ts, wall_clock).map(utc);
+        let crash = match &r.state {
+            Ok(s) if s.reason != 0 => Some(CrashReport {
+                reason: reason_name(s.reason),
+                cpu: s.crash_cpu,
+                time_ns: s.crash_ns,
+                time_utc: when(s.crash_ns),
+                message: s.message.clone(),
+            }),
+            _ => None,
+        };
+        let steps = wall_clock
+            .steps()
+            .iter()
+            .map(|s| StepReport {
+                ns: s.ts,
+                wall_offset_ns: s.wall_offset_ns,
+                utc: when(s.ts),
+            })
+            .collect();
+        RegionReport {
+            index: view.index,
+            physical_address: format!("{:#x}", view.addr),
+            size: h.region_size,
+            kernel_release: h.kernel_release.clone(),
+            hostname: h.hostname.clone(),
+            boot_id: h.boot_id.iter().map(|b| format!("{b:02x}")).collect(),
+            generation: h.generation,
+            cpus: h.cpu_count,
+            clock: ClockReport {
+                domain: "CLOCK_MONOTONIC",
+                wall_offset_ns: h.wall_offset_ns,
+                created_ns: h.created_ns,
+                created_utc: when(h.created_ns),
+                steps,
+            },
+            state: r.state.as_ref().map_or("unreadable", |s| s.state_name()),
+            crash,
+            damaged,
+            diagnostics: t.diagnostics.iter().map(ToString::to_string).collect(),
+            holes: holes.iter().map(ToString::to_string).collect(),
+            streams: t.streams.iter().map(StreamReport::of).collect(),
+            recovered: t.event_count(),
+            lost: t.lost_events(),
+        }
+    }
+}
+
+impl StreamReport {
+    fn of(s: &StreamTrace) -> StreamReport {
+        let kernel = s.info.kind == STREAM_KERNEL_CPU;
+        StreamReport {
+            index: s.info.index,
+            label: s.info.label(),
+            kind: if kernel { "kernel" } else { "user" },
+            cpu: kernel.then_some(s.info.cpu),
+            pid: (!kernel && s.info.pid != 0).then_some(s.info.pid),
+            recovered: s.events.len(),
+            lost: s.lost_events(),
+            lost_exact: s.lost_exact(),
+            lost_by_reason: LossKind::ALL
+                .iter()
+                .map(|&k| (k.name(), s.lost(k)))
+                .collect(),
+            oldest_ns: s.events.first().map(|e| e.ts),
+            newest_ns: s.events.last().map(|e| e.ts),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn utc_matches_known_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(
+            utc(951_782_400_000_000_001),
+            "2000-02-29T00:00:00.000000001Z"
+        );
+        assert_eq!(
+            utc(1_795_350_896_500_000_000),
+            "2026-11-22T12:34:56.500000000Z"
+        );
+        assert_eq!(utc(-1), "1969-12-31T23:59:59.999999999Z");
+    }
+}
