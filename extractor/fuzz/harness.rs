@@ -22,7 +22,6 @@ use extractor::discover::{self, Found};
 use extractor::input::kdump::codecs::decompress_page;
 use extractor::input::source::Source;
 use extractor::input::{self, flat::FlatSource, Dump};
-use extractor::output::jsonl;
 use extractor::output::select::Selection;
 use extractor::output::{tracedat, Format, RegionView, Writer};
 use pstore_ring::merge::merge;
@@ -291,10 +290,8 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
         let _ = writeln!(out, "{d}");
     }
     let mut bytes = Vec::new();
-    let mut values = Vec::new();
     for item in merge(&trace.streams) {
         let _ = writeln!(out, "{}", Line::of(&item, &region));
-        jsonl::write_item(&mut bytes, &item, &region, 0, &mut values);
     }
     // Every writer sees whatever a hostile region decodes to.
     write_every_format(&region, &trace, &mut bytes);

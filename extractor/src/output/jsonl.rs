@@ -54,13 +54,6 @@ fn escape_runs(out: &mut Vec<u8>, mut rest: &[u8]) {
     out.extend_from_slice(rest);
 }
 
-/// `s` as a JSON string, for callers that build text through `fmt`.
-pub fn json_string(s: &[u8]) -> String {
-    let mut out = Vec::with_capacity(s.len() + 2);
-    write_string(&mut out, s);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 pub fn write_u64(out: &mut Vec<u8>, x: u64) {
     out.extend_from_slice(pstore_ring::text::decimal_str(x, &mut [0; 20]).as_bytes());
 }
@@ -252,13 +245,15 @@ pub fn write_item<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::{json_string, write_value};
+    use super::{write_string, write_value};
     use pstore_ring::schema::Value;
 
     #[test]
     fn strings_are_valid_json_whatever_the_bytes() {
+        let mut out = Vec::new();
+        write_string(&mut out, b"a\"b\\c\n\x01\xff\x7f\xc3\xa9");
         assert_eq!(
-            json_string(b"a\"b\\c\n\x01\xff\x7f\xc3\xa9"),
+            String::from_utf8(out).unwrap(),
             "\"a\\\"b\\\\c\\n\\u0001\u{fffd}\\u007f\u{e9}\""
         );
     }

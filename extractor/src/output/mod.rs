@@ -9,11 +9,11 @@
 //! Adding a format is a new file and one arm in [`Format::writer`].
 //! [`files`] makes every output file and directory.
 
-pub mod chrome;
+pub(crate) mod chrome;
 pub mod ctf;
 pub mod files;
 mod items;
-pub mod jsonl;
+pub(crate) mod jsonl;
 pub mod perfetto;
 pub mod select;
 mod text;
