@@ -8,7 +8,7 @@
 //! at). Arithmetic is in `i128`, where a `u64` time plus an `i64` offset
 //! cannot overflow; results that do not fit are `None`, never a panic.
 
-use super::Trace;
+use super::{Event, PagedTrace, Trace};
 use crate::endian::Endian;
 use crate::schema::{decode_field, FieldKind, Value, EVENT_CLOCK};
 use alloc::collections::BinaryHeap;
@@ -22,6 +22,22 @@ pub struct ClockStep {
     pub stream: u16,
     pub index: u64,
     pub wall_offset_ns: i64,
+}
+
+impl ClockStep {
+    /// The step `ev` is, if it is a `clock` event whose payload decodes,
+    /// in a region of byte order `e`.
+    pub fn of(ev: &Event<'_>, e: Endian) -> Option<ClockStep> {
+        if ev.type_id != EVENT_CLOCK {
+            return None;
+        }
+        Some(ClockStep {
+            ts: ev.ts,
+            stream: ev.stream,
+            index: ev.index,
+            wall_offset_ns: clock_offset(ev.payload, e)?,
+        })
+    }
 }
 
 /// How a stretch of wall time maps back onto the trace clock.
@@ -66,15 +82,20 @@ impl WallClock {
             .streams
             .iter()
             .flat_map(|s| &s.events)
-            .filter(|ev| ev.type_id == EVENT_CLOCK)
-            .filter_map(|ev| {
-                Some(ClockStep {
-                    ts: ev.ts,
-                    stream: ev.stream,
-                    index: ev.index,
-                    wall_offset_ns: clock_offset(ev.payload, e)?,
-                })
-            })
+            .filter_map(|ev| ClockStep::of(ev, e))
+            .collect();
+        WallClock::from_steps(base_ns, steps)
+    }
+
+    /// As [`Self::new`], from a trace decoded page by page: its streams
+    /// kept their `clock` events while decoding, so no event is walked
+    /// again.
+    pub fn of_pages(base_ns: i64, trace: &PagedTrace<'_>) -> WallClock {
+        let steps: Vec<ClockStep> = trace
+            .streams
+            .iter()
+            .flat_map(|s| s.clock_steps())
+            .copied()
             .collect();
         WallClock::from_steps(base_ns, steps)
     }

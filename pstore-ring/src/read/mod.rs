@@ -21,7 +21,11 @@ pub use region::{
     TailTable,
 };
 pub use schema::{EventType, Field, Schema, SchemaError, Values};
-pub use stream::{EndCause, Event, Loss, LossKind, PageReport, PageStatus, StreamTrace};
+pub(crate) use stream::{lost_events, pages_with};
+pub use stream::{
+    DecodedPage, EndCause, Event, Loss, LossKind, PageEvents, PageReport, PageStatus, StreamEvents,
+    StreamPages, StreamTrace,
+};
 
 use crate::record::RecordError;
 use alloc::vec::Vec;
@@ -157,6 +161,46 @@ impl Trace<'_> {
     }
 }
 
+/// Everything recovered from a region, decoded page by page: as [`Trace`],
+/// but each stream's events stay in the region's bytes, walked again when
+/// asked for, so its memory follows the region's pages, not its events.
+#[derive(Clone, Debug)]
+pub struct PagedTrace<'a> {
+    pub streams: Vec<StreamPages<'a>>,
+    /// As [`Trace::diagnostics`].
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl<'a> PagedTrace<'a> {
+    /// As [`Trace::lost_events`].
+    pub fn lost_events(&self) -> u64 {
+        self.streams
+            .iter()
+            .fold(0, |n, s| n.saturating_add(s.lost_events()))
+    }
+
+    /// As [`Trace::event_count`].
+    pub fn event_count(&self) -> usize {
+        self.streams
+            .iter()
+            .fold(0, |n, s| n.saturating_add(s.event_count()))
+    }
+
+    /// As [`Trace::lost_exact`].
+    pub fn lost_exact(&self) -> bool {
+        self.streams.iter().all(|s| s.lost_exact())
+    }
+
+    /// The same trace with every stream's events held: what
+    /// [`Region::decode`] returns.
+    pub fn to_trace(&self) -> Trace<'a> {
+        Trace {
+            streams: self.streams.iter().map(StreamPages::to_trace).collect(),
+            diagnostics: self.diagnostics.clone(),
+        }
+    }
+}
+
 impl<'a> Region<'a> {
     /// Parses the region that starts at `bytes[0]`.
     pub fn parse(bytes: &'a [u8], trust: HeaderTrust) -> Result<Region<'a>, HeaderError> {
@@ -251,6 +295,37 @@ impl<'a> Region<'a> {
     /// `clock` events of `trace` (decoded from this region).
     pub fn wall_clock(&self, trace: &Trace<'_>) -> WallClock {
         WallClock::new(self.header.wall_offset_ns, self.header.endian, trace)
+    }
+
+    /// As [`Self::wall_clock`], for a trace decoded page by page.
+    pub fn wall_clock_of_pages(&self, trace: &PagedTrace<'_>) -> WallClock {
+        WallClock::of_pages(self.header.wall_offset_ns, trace)
+    }
+
+    /// Decodes and salvages every stream, page by page, keeping no events:
+    /// [`Self::decode`] without the events, which
+    /// [`StreamPages::events`] walks again on demand.
+    pub fn decode_paged(&self) -> PagedTrace<'a> {
+        let mut diagnostics = self.diagnostics.clone();
+        let streams = self
+            .streams
+            .iter()
+            .map(|s| self.decode_stream_paged(s, &mut diagnostics))
+            .collect();
+        PagedTrace {
+            streams,
+            diagnostics,
+        }
+    }
+
+    /// As [`Self::decode_stream`], keeping no events. Streams are as
+    /// independent here: they may be decoded in parallel.
+    pub fn decode_stream_paged(
+        &self,
+        info: &StreamInfo,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> StreamPages<'a> {
+        stream::decode_paged(self, info, diagnostics)
     }
 
     /// Decodes and salvages every stream.

@@ -3,7 +3,8 @@
 //! event that is not there, including those after the newest readable page
 //! (from the stream's tail, or by walking the ring when it has none).
 
-use super::{Diagnostic, Problem, Region, StreamInfo, TailTable};
+use super::{ClockStep, Diagnostic, Problem, Region, StreamInfo, TailTable};
+use crate::endian::Endian;
 use crate::layout::*;
 use crate::record::Records;
 use alloc::vec::Vec;
@@ -168,9 +169,7 @@ pub struct StreamTrace<'a> {
 impl StreamTrace<'_> {
     /// Saturates: a hostile region can claim more than 2^64 lost events.
     pub fn lost_events(&self) -> u64 {
-        self.losses
-            .iter()
-            .fold(0, |n, l| n.saturating_add(l.events))
+        lost_events(&self.losses)
     }
 
     /// Whether [`Self::lost_events`] is exact; if not it is a lower bound,
@@ -181,10 +180,7 @@ impl StreamTrace<'_> {
 
     /// Events lost for one reason. Saturates, like [`Self::lost_events`].
     pub fn lost(&self, kind: LossKind) -> u64 {
-        self.losses
-            .iter()
-            .filter(|l| l.kind == kind)
-            .fold(0, |n, l| n.saturating_add(l.events))
+        lost(&self.losses, kind)
     }
 
     /// The pages events were decoded from, in stream order (by `seq`).
@@ -205,10 +201,7 @@ impl StreamTrace<'_> {
 
     /// Page slots with `status`, counting every slot of a run.
     pub fn pages_with(&self, status: PageStatus) -> usize {
-        self.pages
-            .iter()
-            .filter(|p| p.status == status)
-            .fold(0, |n, p| n.saturating_add(p.slots as usize))
+        pages_with(&self.pages, status)
     }
 
     /// The report covering `slot`, if the slot is in the input.
@@ -216,6 +209,239 @@ impl StreamTrace<'_> {
         report_of(&self.pages, slot).map(|i| &self.pages[i])
     }
 }
+
+/// Saturates: a hostile region can claim more than 2^64 lost events.
+pub(crate) fn lost_events(losses: &[Loss]) -> u64 {
+    losses.iter().fold(0, |n, l| n.saturating_add(l.events))
+}
+
+fn lost(losses: &[Loss], kind: LossKind) -> u64 {
+    losses
+        .iter()
+        .filter(|l| l.kind == kind)
+        .fold(0, |n, l| n.saturating_add(l.events))
+}
+
+/// Page slots with `status`, counting every slot of a run.
+pub(crate) fn pages_with(pages: &[PageReport], status: PageStatus) -> usize {
+    pages
+        .iter()
+        .filter(|p| p.status == status)
+        .fold(0, |n, p| n.saturating_add(p.slots as usize))
+}
+
+/// A page events were decoded from, with what it takes to walk them again:
+/// a page's events depend on nothing but its own header and committed
+/// bytes (the running time starts from its `first_ts`, indexes from its
+/// `first_index`), so any page can be walked alone, in any order, any
+/// number of times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodedPage<'a> {
+    pub slot: u32,
+    pub seq: u64,
+    /// The header's `first_ts`, where the page's running time starts (the
+    /// report's `first_ts` is its first event's time).
+    pub start_ts: u64,
+    /// The header's `first_index`: the page's first event's index.
+    pub first_index: u64,
+    /// Events decoded from it: the first `records` records of its walk
+    /// (the walk stopped, or salvage ended, after them).
+    pub records: u32,
+    /// Events of its stream before it, as [`PageReport::first_event`].
+    pub first_event: usize,
+    /// Whether the page was open, its events salvaged.
+    pub salvaged: bool,
+    /// The page's committed bytes, in the region.
+    data: &'a [u8],
+}
+
+/// A stream rebuilt without holding its events: what [`StreamTrace`]
+/// holds but the events, which are walked again from the region's bytes,
+/// page by page, when asked for. Its memory follows the stream's pages,
+/// not its events.
+#[derive(Clone, Debug)]
+pub struct StreamPages<'a> {
+    pub info: StreamInfo,
+    /// As [`StreamTrace::pages`].
+    pub pages: Vec<PageReport>,
+    /// The pages events were decoded from, in stream order (by `seq`):
+    /// [`StreamTrace::decoded_pages`]'s pages, walkable.
+    pub decoded: Vec<DecodedPage<'a>>,
+    /// As [`StreamTrace::losses`].
+    pub losses: Vec<Loss>,
+    /// The stream's `clock` events, kept from the one decoding walk: the
+    /// wall clock needs every one of them before the first line is out.
+    clock: Vec<ClockStep>,
+    endian: Endian,
+}
+
+impl<'a> StreamPages<'a> {
+    /// Events decoded, over all pages.
+    pub fn event_count(&self) -> usize {
+        self.decoded
+            .iter()
+            .fold(0, |n, p| n.saturating_add(p.records as usize))
+    }
+
+    /// Every event, in stream order, walked again page by page: exactly
+    /// [`StreamTrace::events`].
+    pub fn events(&self) -> StreamEvents<'_, 'a> {
+        StreamEvents {
+            stream: self.info.index,
+            endian: self.endian,
+            pages: self.decoded.iter(),
+            page: None,
+        }
+    }
+
+    /// The events of one of [`Self::decoded`]'s pages: exactly
+    /// `events[page.first_event..][..page.records]` of the stream's
+    /// [`StreamTrace`].
+    pub fn page_events(&self, page: &DecodedPage<'a>) -> PageEvents<'a> {
+        PageEvents::new(self.info.index, self.endian, page)
+    }
+
+    /// The stream's first event: its first page with any.
+    pub fn first_event(&self) -> Option<Event<'a>> {
+        let page = self.decoded.iter().find(|p| p.records > 0)?;
+        self.page_events(page).next()
+    }
+
+    /// The stream's last event: its last page with any, walked to its end.
+    pub fn last_event(&self) -> Option<Event<'a>> {
+        let page = self.decoded.iter().rev().find(|p| p.records > 0)?;
+        self.page_events(page).last()
+    }
+
+    /// The stream's `clock` events whose payload decodes, in stream order.
+    pub fn clock_steps(&self) -> &[ClockStep] {
+        &self.clock
+    }
+
+    /// The same stream with its events held: what
+    /// [`Region::decode_stream`] returns.
+    pub fn to_trace(&self) -> StreamTrace<'a> {
+        StreamTrace {
+            info: self.info.clone(),
+            pages: self.pages.clone(),
+            events: self.events().collect(),
+            losses: self.losses.clone(),
+        }
+    }
+
+    /// As [`StreamTrace::lost_events`].
+    pub fn lost_events(&self) -> u64 {
+        lost_events(&self.losses)
+    }
+
+    /// As [`StreamTrace::lost_exact`].
+    pub fn lost_exact(&self) -> bool {
+        self.losses.iter().all(|l| l.exact)
+    }
+
+    /// As [`StreamTrace::lost`].
+    pub fn lost(&self, kind: LossKind) -> u64 {
+        lost(&self.losses, kind)
+    }
+
+    /// As [`StreamTrace::pages_with`].
+    pub fn pages_with(&self, status: PageStatus) -> usize {
+        pages_with(&self.pages, status)
+    }
+
+    /// As [`StreamTrace::page`].
+    pub fn page(&self, slot: u32) -> Option<&PageReport> {
+        report_of(&self.pages, slot).map(|i| &self.pages[i])
+    }
+}
+
+/// The events of one decoded page, walked again from its bytes.
+#[derive(Clone, Debug)]
+pub struct PageEvents<'a> {
+    records: Records<'a>,
+    stream: u16,
+    first_index: u64,
+    /// Events yielded so far, and how many the page has.
+    done: u32,
+    records_total: u32,
+    salvaged: bool,
+}
+
+impl<'a> PageEvents<'a> {
+    fn new(stream: u16, endian: Endian, page: &DecodedPage<'a>) -> Self {
+        PageEvents {
+            records: Records::new(page.data, page.start_ts, endian),
+            stream,
+            first_index: page.first_index,
+            done: 0,
+            records_total: page.records,
+            salvaged: page.salvaged,
+        }
+    }
+}
+
+impl<'a> Iterator for PageEvents<'a> {
+    type Item = Event<'a>;
+
+    fn next(&mut self) -> Option<Event<'a>> {
+        if self.done >= self.records_total {
+            return None;
+        }
+        // The first `records` records decoded once, and the bytes are
+        // borrowed, so cannot have changed: they decode again. The schema
+        // checks of a salvaged page passed for each of them, so are not
+        // repeated. Should the walk end early anyway, the page just ends.
+        let rec = match self.records.next() {
+            Some(Ok(rec)) => rec,
+            _ => {
+                self.done = self.records_total;
+                return None;
+            }
+        };
+        let event = Event {
+            stream: self.stream,
+            index: self.first_index.saturating_add(u64::from(self.done)),
+            ts: rec.ts,
+            type_id: rec.type_id,
+            payload: rec.payload,
+            salvaged: self.salvaged,
+        };
+        self.done += 1;
+        Some(event)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some((self.records_total - self.done) as usize))
+    }
+}
+
+impl core::iter::FusedIterator for PageEvents<'_> {}
+
+/// A stream's events, in stream order, walked page by page: one page's
+/// walk is all it holds.
+#[derive(Clone, Debug)]
+pub struct StreamEvents<'p, 'a> {
+    stream: u16,
+    endian: Endian,
+    pages: core::slice::Iter<'p, DecodedPage<'a>>,
+    page: Option<PageEvents<'a>>,
+}
+
+impl<'a> Iterator for StreamEvents<'_, 'a> {
+    type Item = Event<'a>;
+
+    fn next(&mut self) -> Option<Event<'a>> {
+        loop {
+            if let Some(ev) = self.page.as_mut().and_then(Iterator::next) {
+                return Some(ev);
+            }
+            let page = self.pages.next()?;
+            self.page = Some(PageEvents::new(self.stream, self.endian, page));
+        }
+    }
+}
+
+impl core::iter::FusedIterator for StreamEvents<'_, '_> {}
 
 /// Where in `pages` (sorted by slot, one report per slot or run) the
 /// report covering `slot` is.
@@ -252,11 +478,65 @@ struct Readable<'a> {
     data: &'a [u8],
 }
 
+/// Decodes one stream into a [`StreamTrace`] that holds its events.
 pub(super) fn decode<'a>(
     region: &Region<'a>,
     info: &StreamInfo,
     diags: &mut Vec<Diagnostic>,
 ) -> StreamTrace<'a> {
+    let mut events = Vec::new();
+    let r = rebuild(region, info, diags, |ev| events.push(ev));
+    StreamTrace {
+        info: r.info,
+        pages: r.pages,
+        events,
+        losses: r.losses,
+    }
+}
+
+/// Decodes one stream into a [`StreamPages`]: every page is walked once,
+/// to check it and count its events, but only its `clock` events are
+/// kept; the rest are walked again on demand.
+pub(super) fn decode_paged<'a>(
+    region: &Region<'a>,
+    info: &StreamInfo,
+    diags: &mut Vec<Diagnostic>,
+) -> StreamPages<'a> {
+    let e = region.header.endian;
+    let mut clock = Vec::new();
+    let r = rebuild(region, info, diags, |ev| {
+        if let Some(step) = ClockStep::of(&ev, e) {
+            clock.push(step);
+        }
+    });
+    StreamPages {
+        info: r.info,
+        pages: r.pages,
+        decoded: r.decoded,
+        losses: r.losses,
+        clock,
+        endian: e,
+    }
+}
+
+/// A stream rebuilt, whatever becomes of its events.
+struct Rebuilt<'a> {
+    info: StreamInfo,
+    pages: Vec<PageReport>,
+    decoded: Vec<DecodedPage<'a>>,
+    losses: Vec<Loss>,
+}
+
+/// Rebuilds one stream: its page reports, decoded pages and losses, with
+/// its diagnostics appended to `diags`. Every event decoded goes to `sink`
+/// once, in stream order; both [`decode`] and [`decode_paged`] are this
+/// one walk, so what they report cannot drift apart.
+fn rebuild<'a>(
+    region: &Region<'a>,
+    info: &StreamInfo,
+    diags: &mut Vec<Diagnostic>,
+    mut sink: impl FnMut(Event<'a>),
+) -> Rebuilt<'a> {
     let h = &region.header;
     let page_size = h.page_size as u64;
     // Slots that start past the end of the input are reported together, so
@@ -376,12 +656,14 @@ pub(super) fn decode<'a>(
                 PageStatus::Corrupt | PageStatus::Truncated | PageStatus::Absent
             )
         });
-    let mut trace = StreamTrace {
+    let mut trace = Rebuilt {
         info: info.clone(),
         pages,
-        events: Vec::new(),
+        decoded: Vec::new(),
         losses: Vec::new(),
     };
+    // Events decoded so far: where the next page's start in the stream.
+    let mut first_event: usize = 0;
     let newest = readable.last().map_or(0, |r| r.seq);
     let tail = read_tail(region, info, newest, diags);
     // A believed tail newer than every readable page also tells which
@@ -403,18 +685,24 @@ pub(super) fn decode<'a>(
                 problem,
             })
         };
-        let first_event = trace.events.len();
-        let (status, stopped) = decode_page(region, info.index, r, &mut trace.events);
-        if let Some(p) = stopped {
+        let walk = decode_page(region, info.index, r, &mut sink);
+        let status = walk.status;
+        if let Some(p) = walk.stopped {
             note(p);
         }
-        let decoded = (trace.events.len() - first_event) as u32;
-        let first_ts = trace.events.get(first_event).map_or(r.first_ts, |e| e.ts);
-        let last_ts = trace
-            .events
-            .last()
-            .filter(|_| decoded > 0)
-            .map_or(r.first_ts, |e| e.ts);
+        let decoded = walk.decoded;
+        let first_ts = walk.first_ts.unwrap_or(r.first_ts);
+        let last_ts = walk.last_ts.unwrap_or(r.first_ts);
+        trace.decoded.push(DecodedPage {
+            slot: r.slot,
+            seq: r.seq,
+            start_ts: r.first_ts,
+            first_index: r.first_index,
+            records: decoded,
+            first_event,
+            salvaged: r.open,
+            data: r.data,
+        });
 
         let gap_kind;
         let (gap_events, gap_pages, after_ts) = match prev {
@@ -514,6 +802,7 @@ pub(super) fn decode<'a>(
             report.first_ts = Some(first_ts);
             report.last_ts = Some(last_ts);
         }
+        first_event = first_event.saturating_add(decoded as usize);
         prev = Some((r.seq, end, last_ts));
         let covered = r
             .first_index
@@ -884,66 +1173,85 @@ fn classify<'a>(
     }))
 }
 
-/// Appends a page's events; returns its status and what stopped the walk.
-/// A closed page keeps every well-formed record, known type or not. An open
-/// page has no CRC, so each record must also be of a known type whose
-/// fields fill its payload exactly.
+/// What walking one page found.
+struct Walk {
+    status: PageStatus,
+    /// What stopped the walk before the end of the committed bytes.
+    stopped: Option<Problem>,
+    /// Events decoded: always the first records of the walk.
+    decoded: u32,
+    /// The first and last decoded event's times.
+    first_ts: Option<u64>,
+    last_ts: Option<u64>,
+}
+
+/// Passes a page's events to `sink`; returns its status and what stopped
+/// the walk. A closed page keeps every well-formed record, known type or
+/// not. An open page has no CRC, so each record must also be of a known
+/// type whose fields fill its payload exactly.
+///
+/// The events are always the first `decoded` records the page's
+/// [`Records`] walk yields, and nothing but the page itself decides them:
+/// [`PageEvents`] relies on this to walk them again.
 fn decode_page<'a>(
     region: &Region<'a>,
     stream: u16,
     r: &Readable<'a>,
-    out: &mut Vec<Event<'a>>,
-) -> (PageStatus, Option<Problem>) {
+    sink: &mut impl FnMut(Event<'a>),
+) -> Walk {
     let e = region.header.endian;
-    // Not `(first_index..).zip(..)`: a hostile `first_index` near u64::MAX
-    // would overflow the range.
-    let mut index = r.first_index;
+    let mut walk = Walk {
+        status: if r.open {
+            PageStatus::Salvaged
+        } else {
+            PageStatus::Intact
+        },
+        stopped: None,
+        decoded: 0,
+        first_ts: None,
+        last_ts: None,
+    };
     for rec in Records::new(r.data, r.first_ts, e) {
         let rec = match rec {
             Ok(rec) => rec,
             Err(err) => {
-                let status = if r.open {
-                    PageStatus::Salvaged
-                } else {
-                    PageStatus::Damaged
-                };
-                return (status, Some(Problem::Record(err)));
+                if !r.open {
+                    walk.status = PageStatus::Damaged;
+                }
+                walk.stopped = Some(Problem::Record(err));
+                return walk;
             }
         };
         if r.open {
             let Some(ty) = region.schema.get(rec.type_id) else {
-                return (
-                    PageStatus::Salvaged,
-                    Some(Problem::UnknownType {
-                        offset: rec.offset,
-                        type_id: rec.type_id,
-                    }),
-                );
+                walk.stopped = Some(Problem::UnknownType {
+                    offset: rec.offset,
+                    type_id: rec.type_id,
+                });
+                return walk;
             };
             if !ty.matches(rec.payload, e) {
-                return (
-                    PageStatus::Salvaged,
-                    Some(Problem::PayloadMismatch {
-                        offset: rec.offset,
-                        type_id: rec.type_id,
-                    }),
-                );
+                walk.stopped = Some(Problem::PayloadMismatch {
+                    offset: rec.offset,
+                    type_id: rec.type_id,
+                });
+                return walk;
             }
         }
-        out.push(Event {
+        sink(Event {
             stream,
-            index,
+            // Not `(first_index..).zip(..)`: a hostile `first_index` near
+            // u64::MAX would overflow the range.
+            index: r.first_index.saturating_add(u64::from(walk.decoded)),
             ts: rec.ts,
             type_id: rec.type_id,
             payload: rec.payload,
             salvaged: r.open,
         });
-        index = index.saturating_add(1);
+        walk.first_ts.get_or_insert(rec.ts);
+        walk.last_ts = Some(rec.ts);
+        // A record takes at least 4 of a page's at most 2^32 bytes.
+        walk.decoded = walk.decoded.saturating_add(1);
     }
-    let status = if r.open {
-        PageStatus::Salvaged
-    } else {
-        PageStatus::Intact
-    };
-    (status, None)
+    walk
 }
