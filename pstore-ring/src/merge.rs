@@ -5,7 +5,7 @@
 //! the output is the same however the streams were produced. A loss sorts
 //! just before the event that follows it in its stream.
 
-use crate::read::{Event, Loss, StreamTrace};
+use crate::read::{Event, Loss, StreamEvents, StreamPages, StreamTrace};
 use alloc::collections::binary_heap::{BinaryHeap, PeekMut};
 use alloc::vec::Vec;
 use core::cmp::Reverse;
@@ -82,8 +82,17 @@ pub fn merge<'t, 'a>(streams: &'t [StreamTrace<'a>]) -> Merge<'t, 'a> {
 /// whichever sorts first.
 fn head(streams: &[StreamTrace<'_>], cursor: (usize, usize), s: usize) -> Option<Entry> {
     let (e, l) = cursor;
-    let event = streams[s].events.get(e).map(event_key);
-    let loss = streams[s].losses.get(l).map(loss_key);
+    let event = streams[s].events.get(e);
+    let loss = streams[s].losses.get(l);
+    pick(event, loss, s)
+}
+
+/// The heap entry for stream `s`, whose next event and next loss are
+/// these: whichever sorts first. Both merges decide here, so they order
+/// items alike.
+fn pick(event: Option<&Event<'_>>, loss: Option<&Loss>, s: usize) -> Option<Entry> {
+    let event = event.map(event_key);
+    let loss = loss.map(loss_key);
     match (event, loss) {
         (Some(ek), Some(lk)) if lk < ek => Some(entry(lk, s, false)),
         (Some(ek), _) => Some(entry(ek, s, true)),
@@ -112,6 +121,107 @@ impl<'t, 'a> Iterator for Merge<'t, 'a> {
             Item::Loss(item)
         };
         match head(streams, self.cursors[s], s) {
+            Some(next) => *top = Reverse(next),
+            None => {
+                PeekMut::pop(top);
+            }
+        }
+        Some(item)
+    }
+}
+
+/// One item of a merge of streams decoded page by page: the event itself,
+/// walked again from the region's bytes, rather than a reference to one
+/// held in a vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pulled<'t, 'a> {
+    Event(Event<'a>),
+    Loss(&'t Loss),
+}
+
+impl<'a> Pulled<'_, 'a> {
+    pub fn stream(&self) -> u16 {
+        self.as_item().stream()
+    }
+
+    /// The same item as [`merge`] yields it, for what takes an [`Item`]
+    /// (`text::Line`, filters).
+    pub fn as_item(&self) -> Item<'_, 'a> {
+        match self {
+            Pulled::Event(e) => Item::Event(e),
+            Pulled::Loss(l) => Item::Loss(l),
+        }
+    }
+}
+
+/// One stream's place in a [`PagedMerge`]: its event walk, the event it
+/// holds ready, and its next loss.
+struct Cursor<'t, 'a> {
+    events: StreamEvents<'t, 'a>,
+    event: Option<Event<'a>>,
+    loss: usize,
+}
+
+/// Iterator over streams decoded page by page, in exactly [`merge`]'s
+/// order: each stream's events are walked again one page at a time as the
+/// merge reaches them, so it holds one page walk and one event per stream,
+/// whatever the region's size.
+pub struct PagedMerge<'t, 'a> {
+    streams: &'t [StreamPages<'a>],
+    cursors: Vec<Cursor<'t, 'a>>,
+    /// One entry per stream with anything left.
+    heap: BinaryHeap<Reverse<Entry>>,
+}
+
+/// Merges streams decoded page by page into one timeline: the items
+/// [`merge`] yields for the same streams decoded whole, in the same order.
+pub fn merge_pages<'t, 'a>(streams: &'t [StreamPages<'a>]) -> PagedMerge<'t, 'a> {
+    let mut cursors: Vec<Cursor<'t, 'a>> = streams
+        .iter()
+        .map(|st| {
+            let mut events = st.events();
+            let event = events.next();
+            Cursor {
+                events,
+                event,
+                loss: 0,
+            }
+        })
+        .collect();
+    let mut heap = BinaryHeap::with_capacity(streams.len());
+    for (s, c) in cursors.iter_mut().enumerate() {
+        if let Some(h) = pick(c.event.as_ref(), streams[s].losses.first(), s) {
+            heap.push(Reverse(h));
+        }
+    }
+    PagedMerge {
+        streams,
+        cursors,
+        heap,
+    }
+}
+
+impl<'t, 'a> Iterator for PagedMerge<'t, 'a> {
+    type Item = Pulled<'t, 'a>;
+
+    fn next(&mut self) -> Option<Pulled<'t, 'a>> {
+        // As in `Merge`: the top is replaced in place by its stream's next
+        // item.
+        let mut top = self.heap.peek_mut()?;
+        let Reverse(packed) = *top;
+        let (s, is_event) = ((packed >> 1) as usize & 0xffff, packed & 1 == 1);
+        let losses = &self.streams.get(s)?.losses;
+        let c = self.cursors.get_mut(s)?;
+        let item = if is_event {
+            let ev = c.event.take()?;
+            c.event = c.events.next();
+            Pulled::Event(ev)
+        } else {
+            let loss = losses.get(c.loss)?;
+            c.loss += 1;
+            Pulled::Loss(loss)
+        };
+        match pick(c.event.as_ref(), losses.get(c.loss), s) {
             Some(next) => *top = Reverse(next),
             None => {
                 PeekMut::pop(top);
