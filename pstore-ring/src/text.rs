@@ -371,6 +371,45 @@ pub fn write_summary(
     trace: &crate::read::Trace<'_>,
     pages: bool,
 ) -> fmt::Result {
+    let streams = trace.streams.iter().map(|st| StreamSummary {
+        info: &st.info,
+        events: st.events.len(),
+        pages: &st.pages,
+        losses: &st.losses,
+    });
+    summary(out, region, streams, pages)
+}
+
+/// As [`write_summary`], for a trace decoded page by page: the same text.
+pub fn write_paged_summary(
+    out: &mut impl Write,
+    region: &crate::read::Region<'_>,
+    trace: &crate::read::PagedTrace<'_>,
+    pages: bool,
+) -> fmt::Result {
+    let streams = trace.streams.iter().map(|st| StreamSummary {
+        info: &st.info,
+        events: st.event_count(),
+        pages: &st.pages,
+        losses: &st.losses,
+    });
+    summary(out, region, streams, pages)
+}
+
+/// What a summary says of one stream, however it was decoded.
+struct StreamSummary<'s> {
+    info: &'s StreamInfo,
+    events: usize,
+    pages: &'s [crate::read::PageReport],
+    losses: &'s [Loss],
+}
+
+fn summary<'s>(
+    out: &mut impl Write,
+    region: &crate::read::Region<'_>,
+    streams: impl Iterator<Item = StreamSummary<'s>>,
+    pages: bool,
+) -> fmt::Result {
     use crate::read::{reason_name, PageStatus};
     let h = &region.header;
     let order = match h.endian {
@@ -414,15 +453,17 @@ pub fn write_summary(
         }
         Err(p) => writeln!(out, "state unreadable: {p}")?,
     }
-    for st in &trace.streams {
-        let n = |s| st.pages_with(s);
-        let at_least = if st.lost_exact() { "" } else { "at least " };
+    for st in streams {
+        let n = |s| crate::read::pages_with(st.pages, s);
+        let exact = st.losses.iter().all(|l| l.exact);
+        let lost = crate::read::lost_events(st.losses);
+        let at_least = if exact { "" } else { "at least " };
         write!(
             out,
             "{}: {} events, {at_least}{} lost; pages: {} intact, {} salvaged",
             st.info.label(),
-            st.events.len(),
-            st.lost_events(),
+            st.events,
+            lost,
             n(PageStatus::Intact),
             n(PageStatus::Salvaged)
         )?;
@@ -435,7 +476,7 @@ pub fn write_summary(
             write!(out, ", {} not in the dump", n(PageStatus::Absent))?;
         }
         writeln!(out, ", {} unused", n(PageStatus::Unused))?;
-        for l in &st.losses {
+        for l in st.losses {
             let at_least = if l.exact { "" } else { "at least " };
             write!(
                 out,
@@ -453,7 +494,7 @@ pub fn write_summary(
             writeln!(out)?;
         }
         if pages {
-            for p in &st.pages {
+            for p in st.pages {
                 if p.slots == 1 {
                     write!(out, "  page {} at {:#x}: {:?}", p.slot, p.offset, p.status)?;
                 } else {
