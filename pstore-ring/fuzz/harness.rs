@@ -6,12 +6,13 @@
 //! it with the rest, as (offset, value) pairs", which lets the fuzzer reach
 //! the page and record checks that random bytes never get past.
 //! Property: no panic, no hang, no allocation beyond what the input's size
-//! bounds; every accessor of the result is exercised. What it read is
+//! bounds; every accessor of the result is exercised; decoding page by
+//! page gives exactly what decoding whole does. What it read is
 //! returned as text, for the regression test to check that each committed
 //! finding still reaches the code it was about.
 
-use pstore_ring::merge::{merge, Item};
-use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::merge::{merge, merge_pages, Item, Pulled};
+use pstore_ring::read::{HeaderTrust, Region, Trace};
 use pstore_ring::scan::find_regions;
 use pstore_ring::schema::{self, Value};
 use pstore_ring::text::{write_summary, Line};
@@ -76,6 +77,7 @@ pub fn run(data: &[u8]) -> String {
         };
         let trace = region.decode();
         let _ = (trace.lost_events(), trace.event_count());
+        same_paged(&region, &trace);
         let _ = write_summary(&mut out, &region, &trace, true);
         for d in &trace.diagnostics {
             let _ = writeln!(out, "{d}");
@@ -91,4 +93,23 @@ pub fn run(data: &[u8]) -> String {
         }
     }
     out
+}
+
+/// Decoding page by page reports, walks and merges exactly what `trace`
+/// (the whole decoding) holds; panics, a finding, if not.
+fn same_paged(region: &Region<'_>, trace: &Trace<'_>) {
+    let paged = region.decode_paged();
+    assert_eq!(paged.diagnostics, trace.diagnostics);
+    assert_eq!(paged.streams.len(), trace.streams.len());
+    for (p, w) in paged.streams.iter().zip(&trace.streams) {
+        assert_eq!(p.pages, w.pages);
+        assert_eq!(p.losses, w.losses);
+        assert!(p.events().eq(w.events.iter().copied()), "events differ");
+    }
+    let whole = merge(&trace.streams).map(|item| match item {
+        Item::Event(e) => Pulled::Event(*e),
+        Item::Loss(l) => Pulled::Loss(l),
+    });
+    assert!(whole.eq(merge_pages(&paged.streams)), "merges differ");
+    assert_eq!(region.wall_clock_of_pages(&paged), region.wall_clock(trace));
 }
