@@ -12,7 +12,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use pstore_ring::endian::{U16, U32};
+use pstore_ring::endian::{U16, U32, U64};
 use pstore_ring::layout::{crc32, PAGE_CLOSED, PAGE_HEADER_SIZE, PAGE_OPEN, PAGE_RESETTING};
 use pstore_ring::merge::{merge, merge_pages, Item, Pulled};
 use pstore_ring::read::{
@@ -198,6 +198,12 @@ enum Damage {
         /// Whether `to` is in `from`'s stream.
         same: bool,
     },
+    /// A page's `first_index` set near the end of the index space, its
+    /// CRC recomputed: its events' indexes saturate.
+    IndexEnd {
+        page: prop::sample::Index,
+        below_max: u8,
+    },
     /// The image cut short.
     Cut(prop::sample::Index),
     /// Stretches the container could not supply.
@@ -225,6 +231,8 @@ fn damage_strategy() -> impl Strategy<Value = Damage> {
             .prop_map(|(page, record, grow)| Damage::Resize { page, record, grow }),
         2 => (any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<bool>())
             .prop_map(|(from, to, same)| Damage::Copy { from, to, same }),
+        1 => (any::<prop::sample::Index>(), 0u8..16)
+            .prop_map(|(page, below_max)| Damage::IndexEnd { page, below_max }),
         1 => any::<prop::sample::Index>().prop_map(Damage::Cut),
         1 => proptest::collection::vec((any::<prop::sample::Index>(), 1u64..5000), 1..4)
             .prop_map(Damage::Absent),
@@ -335,6 +343,12 @@ fn damaged(setup: &Setup, damage: &Damage) -> (Vec<u8>, Vec<std::ops::Range<u64>
             };
             let from = offsets[from_at];
             image.copy_within(from..from + page_size, to);
+        }
+        Damage::IndexEnd { page, below_max } => {
+            let at = offsets[page.index(offsets.len())];
+            let index = u64::MAX - u64::from(*below_max);
+            image[at + 24..at + 32].copy_from_slice(&U64::new(e, index).0);
+            fix_crc(&mut image, at, page_size, e);
         }
         Damage::Cut(at) => {
             let at = at.index(image.len() + 1);
