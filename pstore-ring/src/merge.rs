@@ -41,16 +41,20 @@ fn loss_key(l: &Loss) -> Key {
 /// A heap entry: a stream's next item, packed so that one integer
 /// comparison orders entries by time and then stream (stream indexes are
 /// distinct, so the index in stream and the loss-before-event rule, which
-/// only order items of one stream, are settled in [`head`]). The low bits
+/// only order items of one stream, are settled in [`pick`]). The low bits
 /// carry the position in the stream slice and whether the item is an
 /// event.
 type Entry = u128;
+
+/// The bits below the stream's for the position in the stream slice: 47,
+/// more than any slice holds, so no two positions share an entry.
+const POSITION: u128 = (1 << 47) - 1;
 
 fn entry(key: Key, s: usize, is_event: bool) -> Entry {
     let (ts, stream, _, _) = key;
     (u128::from(ts) << 64)
         | (u128::from(stream) << 48)
-        | ((s as u128 & 0xffff) << 1)
+        | ((s as u128 & POSITION) << 1)
         | u128::from(is_event)
 }
 
@@ -109,7 +113,7 @@ impl<'t, 'a> Iterator for Merge<'t, 'a> {
         // per item instead of a pop and a push.
         let mut top = self.heap.peek_mut()?;
         let Reverse(packed) = *top;
-        let (s, is_event) = ((packed >> 1) as usize & 0xffff, packed & 1 == 1);
+        let (s, is_event) = (((packed >> 1) & POSITION) as usize, packed & 1 == 1);
         let streams = self.streams;
         let item = if is_event {
             let item = &streams[s].events[self.cursors[s].0];
@@ -155,10 +159,11 @@ impl<'a> Pulled<'_, 'a> {
 }
 
 /// One stream's place in a [`PagedMerge`]: its event walk, the event it
-/// holds ready, and its next loss.
-struct Cursor<'t, 'a> {
-    events: StreamEvents<'t, 'a>,
+/// holds ready, and its losses with the next one's position.
+struct Cursor<'t, 'a, I> {
+    events: I,
     event: Option<Event<'a>>,
+    losses: &'t [Loss],
     loss: usize,
 }
 
@@ -166,9 +171,8 @@ struct Cursor<'t, 'a> {
 /// order: each stream's events are walked again one page at a time as the
 /// merge reaches them, so it holds one page walk and one event per stream,
 /// whatever the region's size.
-pub struct PagedMerge<'t, 'a> {
-    streams: &'t [StreamPages<'a>],
-    cursors: Vec<Cursor<'t, 'a>>,
+pub struct PagedMerge<'t, 'a, I = StreamEvents<'t, 'a>> {
+    cursors: Vec<Cursor<'t, 'a, I>>,
     /// One entry per stream with anything left.
     heap: BinaryHeap<Reverse<Entry>>,
 }
@@ -176,32 +180,44 @@ pub struct PagedMerge<'t, 'a> {
 /// Merges streams decoded page by page into one timeline: the items
 /// [`merge`] yields for the same streams decoded whole, in the same order.
 pub fn merge_pages<'t, 'a>(streams: &'t [StreamPages<'a>]) -> PagedMerge<'t, 'a> {
-    let mut cursors: Vec<Cursor<'t, 'a>> = streams
-        .iter()
-        .map(|st| {
-            let mut events = st.events();
+    merge_events(streams.iter().map(|s| (s.events(), &s.losses[..])))
+}
+
+/// Merges one timeline from each stream's events (in stream order: by
+/// index) and losses (by `at_index`), in [`merge`]'s order, whatever
+/// supplies the events: [`StreamPages::events`], or an adaptor over it
+/// that leaves some out or rewrites payloads.
+pub fn merge_events<'t, 'a, I>(
+    streams: impl IntoIterator<Item = (I, &'t [Loss])>,
+) -> PagedMerge<'t, 'a, I>
+where
+    I: Iterator<Item = Event<'a>>,
+{
+    let cursors: Vec<Cursor<'t, 'a, I>> = streams
+        .into_iter()
+        .map(|(mut events, losses)| {
             let event = events.next();
             Cursor {
                 events,
                 event,
+                losses,
                 loss: 0,
             }
         })
         .collect();
-    let mut heap = BinaryHeap::with_capacity(streams.len());
-    for (s, c) in cursors.iter_mut().enumerate() {
-        if let Some(h) = pick(c.event.as_ref(), streams[s].losses.first(), s) {
+    let mut heap = BinaryHeap::with_capacity(cursors.len());
+    for (s, c) in cursors.iter().enumerate() {
+        if let Some(h) = pick(c.event.as_ref(), c.losses.first(), s) {
             heap.push(Reverse(h));
         }
     }
-    PagedMerge {
-        streams,
-        cursors,
-        heap,
-    }
+    PagedMerge { cursors, heap }
 }
 
-impl<'t, 'a> Iterator for PagedMerge<'t, 'a> {
+impl<'t, 'a, I> Iterator for PagedMerge<'t, 'a, I>
+where
+    I: Iterator<Item = Event<'a>>,
+{
     type Item = Pulled<'t, 'a>;
 
     fn next(&mut self) -> Option<Pulled<'t, 'a>> {
@@ -209,19 +225,18 @@ impl<'t, 'a> Iterator for PagedMerge<'t, 'a> {
         // item.
         let mut top = self.heap.peek_mut()?;
         let Reverse(packed) = *top;
-        let (s, is_event) = ((packed >> 1) as usize & 0xffff, packed & 1 == 1);
-        let losses = &self.streams.get(s)?.losses;
+        let (s, is_event) = (((packed >> 1) & POSITION) as usize, packed & 1 == 1);
         let c = self.cursors.get_mut(s)?;
         let item = if is_event {
             let ev = c.event.take()?;
             c.event = c.events.next();
             Pulled::Event(ev)
         } else {
-            let loss = losses.get(c.loss)?;
+            let loss = c.losses.get(c.loss)?;
             c.loss += 1;
             Pulled::Loss(loss)
         };
-        match pick(c.event.as_ref(), losses.get(c.loss), s) {
+        match pick(c.event.as_ref(), c.losses.get(c.loss), s) {
             Some(next) => *top = Reverse(next),
             None => {
                 PeekMut::pop(top);

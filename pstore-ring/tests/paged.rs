@@ -6,7 +6,8 @@
 //! golden images), [`Region::decode_paged`] reports exactly the
 //! diagnostics, page reports and losses of [`Region::decode`], walks
 //! exactly its events page by page, and [`merge_pages`] yields exactly
-//! [`merge`]'s items in [`merge`]'s order, rendered to the same text.
+//! [`merge`]'s items in [`merge`]'s order, rendered to the same text, also
+//! when some events are left out on the way ([`merge_events`]).
 
 mod common;
 
@@ -14,7 +15,7 @@ use common::*;
 use proptest::prelude::*;
 use pstore_ring::endian::{U16, U32, U64};
 use pstore_ring::layout::{crc32, PAGE_CLOSED, PAGE_HEADER_SIZE, PAGE_OPEN, PAGE_RESETTING};
-use pstore_ring::merge::{merge, merge_pages, Item, Pulled};
+use pstore_ring::merge::{merge, merge_events, merge_pages, Item, Pulled};
 use pstore_ring::read::{
     ClockStep, Event, HeaderTrust, LossKind, PageStatus, Region, StreamPages, StreamTrace,
 };
@@ -136,6 +137,28 @@ fn same(region: &Region<'_>) -> Result<(), TestCaseError> {
         .collect();
     let got: Vec<Pulled<'_, '_>> = merge_pages(&paged.streams).collect();
     prop_assert_eq!(&got, &want, "merged items");
+
+    // Events left out on the way, as a redaction or a selection would:
+    // the same as merging streams whose vectors left them out.
+    let keep = |e: &Event<'_>| !(e.index ^ e.ts).is_multiple_of(3);
+    let mut kept = whole.streams.clone();
+    for st in &mut kept {
+        st.events.retain(keep);
+    }
+    let want: Vec<Pulled<'_, '_>> = merge(&kept)
+        .map(|item| match item {
+            Item::Event(e) => Pulled::Event(*e),
+            Item::Loss(l) => Pulled::Loss(l),
+        })
+        .collect();
+    let got: Vec<Pulled<'_, '_>> = merge_events(
+        paged
+            .streams
+            .iter()
+            .map(|st| (st.events().filter(keep), &st.losses[..])),
+    )
+    .collect();
+    prop_assert_eq!(&got, &want, "merged items, some left out");
 
     let mut text_whole = String::new();
     let mut text_paged = String::new();
