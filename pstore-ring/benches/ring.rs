@@ -4,7 +4,8 @@
 //! - writer: ns per event for 8- and 64-byte payloads, against a plain
 //!   memcpy of the same record bytes into a ring of the same size;
 //! - reader: events per second to parse, CRC-check, decode and merge a
-//!   4-CPU region, against memcpy of the whole region.
+//!   4-CPU region, whole and page by page, against memcpy of the whole
+//!   region.
 //!
 //! Every figure is the median of several runs; only the ratios are meant
 //! to be compared between machines.
@@ -12,7 +13,7 @@
 #[path = "baseline.rs"]
 mod baseline;
 
-use pstore_ring::merge::merge;
+use pstore_ring::merge::{merge, merge_pages};
 use pstore_ring::read::{HeaderTrust, LossKind, Region};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::hint::black_box;
@@ -142,6 +143,18 @@ fn main() {
         assert_eq!(merged as u64, items, "the merge lost or added items");
         took
     });
+    // The same, decoded page by page: no event vector, each page walked
+    // again as the merge reaches it.
+    let paged = median(|| {
+        let start = Instant::now();
+        let region = Region::parse(black_box(&image), HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode_paged();
+        let merged = merge_pages(&trace.streams).count();
+        black_box(merged);
+        let took = start.elapsed();
+        assert_eq!(merged as u64, items, "the paged merge lost or added items");
+        took
+    });
     let mut copy = vec![0u8; image.len()];
     let memcpy = median(|| {
         let start = Instant::now();
@@ -158,5 +171,11 @@ fn main() {
         mib(decode),
         mib(memcpy),
         mib(decode) / mib(memcpy)
+    );
+    println!(
+        "  the same page by page:        {:.1} M events/s ({:.0} MiB/s); ratio {:.3}",
+        events as f64 / paged.as_secs_f64() / 1e6,
+        mib(paged),
+        mib(paged) / mib(memcpy)
     );
 }
