@@ -14,9 +14,13 @@
 //! - [`record`]: the bounded, fused walk over one page's records.
 //! - [`write`]: formatting a region in any `&mut [u8]` and recording into it.
 //! - [`read`] (with `alloc`): parsing a region, rebuilding every stream from
-//!   page sequence numbers, salvaging open pages, and the loss report.
-//! - [`merge`] and [`text`] (with `alloc`): one timeline over all streams,
-//!   and its `trace-cmd report`-like rendering.
+//!   page sequence numbers, salvaging open pages, and the loss report;
+//!   either holding every event ([`read::Region::decode`]) or page by page
+//!   ([`read::Region::decode_paged`]), walking each page's events again
+//!   when asked, so memory follows the region's pages, not its events.
+//! - [`merge`] and [`text`] (with `alloc`): one timeline over all streams
+//!   ([`merge::merge`], or [`merge::merge_pages`] pulling from the page
+//!   walks), and its `trace-cmd report`-like rendering.
 //! - [`scan`]: finding regions inside a bigger image.
 //!
 //! Everything up to [`write`] builds with `no_std` and no allocator.
@@ -38,6 +42,13 @@
 //! assert_eq!(trace.streams[0].events.len(), 1);
 //! assert_eq!(trace.streams[0].events[0].ts, 1_000);
 //! assert_eq!(trace.lost_events(), 0);
+//!
+//! // The same, page by page: the events stay in `mem` until walked.
+//! let paged = region.decode_paged();
+//! let event = paged.streams[0].events().next().unwrap();
+//! assert_eq!((event.ts, paged.event_count()), (1_000, 1));
+//! let merged: Vec<_> = pstore_ring::merge::merge_pages(&paged.streams).collect();
+//! assert_eq!(merged, [pstore_ring::merge::Pulled::Event(event)]);
 //! ```
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
