@@ -130,6 +130,22 @@ fn digest_path(path: &Path, hash: &mut Sha256) {
     }
 }
 
+/// `bytes` with every occurrence of the scratch directory's path replaced
+/// by `<scratch>`.
+fn unplaced(bytes: &[u8], scratch: &str) -> Vec<u8> {
+    let (from, mut out, mut at) = (scratch.as_bytes(), Vec::new(), 0);
+    while at < bytes.len() {
+        if bytes[at..].starts_with(from) {
+            out.extend_from_slice(b"<scratch>");
+            at += from.len();
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    out
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -166,9 +182,10 @@ fn digests() -> BTreeMap<String, String> {
             let result = crashring(&all);
             let mut hash = Sha256::new();
             hash.update(format!("exit {:?}\n", result.status.code()));
-            hash.update(&result.stdout);
+            // `info` names its input: where the clone is must not matter.
+            hash.update(unplaced(&result.stdout, &scratch));
             hash.update(b"\0stderr\0");
-            hash.update(String::from_utf8_lossy(&result.stderr).replace(&scratch, "<scratch>"));
+            hash.update(unplaced(&result.stderr, &scratch));
             // The output and whatever was named after it (`FILE.N` per
             // region, the bundle's `.tar.gz`).
             let prefix = format!("{name}.{run}");
