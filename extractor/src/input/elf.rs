@@ -74,7 +74,8 @@ struct Cursor {
 
 impl ReadCacheOps for Cursor {
     fn len(&mut self) -> Result<u64, ()> {
-        Ok(self.source.len())
+        // A source without a size reaches as far as its reads go.
+        Ok(self.source.len().unwrap_or(u64::MAX))
     }
 
     fn seek(&mut self, pos: u64) -> Result<u64, ()> {

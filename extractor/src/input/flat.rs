@@ -100,7 +100,7 @@ impl FlatSource {
                 ));
             };
             let data = at + RECORD_HEADER;
-            let have = total.saturating_sub(data).min(size);
+            let have = total.map_or(size, |total| total.saturating_sub(data).min(size));
             let end = offset.checked_add(have).ok_or_else(|| {
                 invalid("record offset", at, format!("{offset:#x} + {size} wraps"))
             })?;
@@ -144,12 +144,12 @@ impl FlatSource {
 }
 
 impl Source for FlatSource {
-    fn len(&self) -> u64 {
-        self.len
+    fn len(&self) -> Option<u64> {
+        Some(self.len)
     }
 
-    fn held(&self) -> u64 {
-        self.held.min(self.len)
+    fn held(&self) -> Option<u64> {
+        Some(self.held.min(self.len))
     }
 
     fn held_ranges(&self, range: Range<u64>) -> Vec<Range<u64>> {
@@ -221,7 +221,7 @@ mod tests {
     }
 
     fn read_all(s: &FlatSource) -> Vec<u8> {
-        let mut out = vec![0; s.len() as usize];
+        let mut out = vec![0; s.len().unwrap() as usize];
         s.read_exact_at(0, &mut out).unwrap();
         out
     }

@@ -163,11 +163,14 @@ fn foreign(head: &[u8]) -> Option<String> {
 /// backend file, `/dev/mem`.
 fn raw(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let len = source.len();
+    // A device without a size (`/dev/mem`) reaches the top of the
+    // address space.
+    let end = len.unwrap_or(u64::MAX);
     // Only what the source holds is present: bytes a reassembled file
     // lacks are lost, not zeros to search.
     let mut runs = Vec::new();
     let mut at = 0;
-    for held in source.held_ranges(0..len) {
+    for held in source.held_ranges(0..end) {
         if held.start > at {
             runs.push(Run::lost(at..held.start));
         }
@@ -179,14 +182,13 @@ fn raw(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         });
         at = held.end;
     }
-    if at < len {
-        runs.push(Run::lost(at..len));
+    if at < end {
+        runs.push(Run::lost(at..end));
     }
     let map = MemoryMap::new(runs);
-    let container = if len == u64::MAX {
-        "raw memory device of unknown size".to_string()
-    } else {
-        format!("raw memory image, {len} bytes")
+    let container = match len {
+        None => "raw memory device of unknown size".to_string(),
+        Some(len) => format!("raw memory image, {len} bytes"),
     };
     Ok(Dump {
         container,

@@ -29,8 +29,8 @@ pub enum SourceError {
 /// Bytes at file offsets. Implementations must be safe to share: readers
 /// read concurrently and never seek.
 pub trait Source: Send + Sync {
-    /// Bytes in the source; `u64::MAX` when unknown (`/dev/mem`).
-    fn len(&self) -> u64;
+    /// Bytes in the source; `None` when it has no size (`/dev/mem`).
+    fn len(&self) -> Option<u64>;
 
     /// Reads up to `buf.len()` bytes at `offset`; fewer only at the end.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
@@ -44,7 +44,8 @@ pub trait Source: Send + Sync {
     /// Bytes the source really holds. Less than [`Source::len`] where
     /// reads of unheld bytes give zeros (a flattened file's gaps), so that
     /// readers can bound what they allocate by what the input contains.
-    fn held(&self) -> u64 {
+    /// `None` when the source has no size.
+    fn held(&self) -> Option<u64> {
         self.len()
     }
 
@@ -52,7 +53,7 @@ pub trait Source: Send + Sync {
     /// where they touch. Containers map only these as present memory: a
     /// flattened file's gaps are not in the dump, whatever they read as.
     fn held_ranges(&self, range: Range<u64>) -> Vec<Range<u64>> {
-        let end = range.end.min(self.len());
+        let end = self.len().map_or(range.end, |len| range.end.min(len));
         std::iter::once(range.start..end)
             .filter(|r| !r.is_empty())
             .collect()
@@ -60,7 +61,7 @@ pub trait Source: Send + Sync {
 
     /// Whether the source has no bytes.
     fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len() == Some(0)
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`.
@@ -98,7 +99,8 @@ impl Deref for Window {
 /// A file or device opened for reading.
 pub struct FileSource {
     file: File,
-    len: u64,
+    /// `None` for a device that has no size (`/dev/mem`).
+    len: Option<u64>,
     mappable: bool,
     /// Device DAX: `read` is not supported, every read goes through a map.
     map_only: bool,
@@ -112,13 +114,13 @@ impl FileSource {
         let mut file = File::open(path)?;
         let ty = file.metadata()?.file_type();
         let (len, mappable, map_only) = if ty.is_file() {
-            (file.metadata()?.len(), true, false)
+            (Some(file.metadata()?.len()), true, false)
         } else if ty.is_block_device() {
-            (file.seek(SeekFrom::End(0))?, false, false)
+            (Some(file.seek(SeekFrom::End(0))?), false, false)
         } else if ty.is_char_device() {
             match dax_size(path) {
-                Some(len) => (len, true, true),
-                None => (u64::MAX, false, false),
+                Some(len) => (Some(len), true, true),
+                None => (None, false, false),
             }
         } else {
             return Err(io::Error::new(
@@ -148,13 +150,18 @@ fn dax_size(path: &Path) -> Option<u64> {
 }
 
 impl Source for FileSource {
-    fn len(&self) -> u64 {
+    fn len(&self) -> Option<u64> {
         self.len
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let room = self.len.saturating_sub(offset);
-        let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = match self.len {
+            Some(len) => {
+                let room = len.saturating_sub(offset);
+                buf.len().min(usize::try_from(room).unwrap_or(usize::MAX))
+            }
+            None => buf.len(),
+        };
         if self.map_only {
             return match self.window(offset, n) {
                 Some(w) => {
@@ -168,7 +175,7 @@ impl Source for FileSource {
     }
 
     fn window(&self, offset: u64, len: usize) -> Option<Window> {
-        if !self.mappable || len == 0 || offset.checked_add(len as u64)? > self.len {
+        if !self.mappable || len == 0 || offset.checked_add(len as u64)? > self.len? {
             return None;
         }
         // SAFETY: mapping is unsafe because another process may truncate or
@@ -183,8 +190,8 @@ impl Source for FileSource {
 
 /// An in-memory source, for tests and small inputs.
 impl Source for Vec<u8> {
-    fn len(&self) -> u64 {
-        self.as_slice().len() as u64
+    fn len(&self) -> Option<u64> {
+        Some(self.as_slice().len() as u64)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {

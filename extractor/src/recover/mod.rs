@@ -83,7 +83,7 @@ pub fn open(spec: &InputSpec) -> Result<Dump, LoadError> {
         why,
     })?;
     let source: Arc<dyn input::source::Source> = Arc::new(source);
-    if source.len() == u64::MAX && spec.phys.is_none() {
+    if source.len().is_none() && spec.phys.is_none() {
         return Err(LoadError::NoSize { path: path.clone() });
     }
     input::open(source).map_err(|why| LoadError::Container {
@@ -217,5 +217,40 @@ impl Loaded {
     /// Whether regions are several, so that outputs name each one.
     pub fn several(&self) -> bool {
         self.found.len() > 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::source::Source;
+
+    #[test]
+    fn a_device_without_a_size_is_read_only_at_an_address() {
+        // A character device that is no DAX device has no size, as
+        // `/dev/mem` has none.
+        let spec = InputSpec {
+            path: PathBuf::from("/dev/zero"),
+            phys: None,
+            trust: HeaderTrust::Checksummed,
+        };
+        assert_eq!(FileSource::open(&spec.path).unwrap().len(), None);
+        match open(&spec) {
+            Err(e @ LoadError::NoSize { .. }) => assert_eq!(
+                e.to_string(),
+                "/dev/zero has no size to scan: give the region's address with --phys ADDR[:SIZE]"
+            ),
+            Err(e) => panic!("{e}"),
+            Ok(dump) => panic!("opened: {}", dump.container),
+        }
+        let spec = InputSpec {
+            phys: Some((0x1000, None)),
+            ..spec
+        };
+        let dump = open(&spec).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(dump.container, "raw memory device of unknown size");
+        let map = dump.memory.map();
+        assert_eq!(map.runs().len(), 1);
+        assert_eq!(map.runs()[0].end, u64::MAX);
     }
 }

@@ -372,8 +372,8 @@ pub struct ZeroTail {
 }
 
 impl extractor::input::source::Source for ZeroTail {
-    fn len(&self) -> u64 {
-        self.len
+    fn len(&self) -> Option<u64> {
+        Some(self.len)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -401,8 +401,8 @@ pub struct BadSectors {
 }
 
 impl extractor::input::source::Source for BadSectors {
-    fn len(&self) -> u64 {
-        self.inner.len() as u64
+    fn len(&self) -> Option<u64> {
+        Some(self.inner.len() as u64)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {

@@ -189,26 +189,22 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         ));
     }
     let desc_off = bitmap_off + 2 * half;
-    if desc_off > source.len() {
+    if let Some(len) = source.len().filter(|&len| desc_off > len) {
         return Err(invalid(
             "bitmap_blocks",
             hdr::BITMAP_BLOCKS as u64,
-            format!(
-                "the bitmaps end at {desc_off:#x}, past the end of the file ({:#x})",
-                source.len()
-            ),
+            format!("the bitmaps end at {desc_off:#x}, past the end of the file ({len:#x})"),
         ));
     }
     // Only the pages max_mapnr covers are read; bits past it are ignored.
     let used = max_mapnr.div_ceil(8);
-    if 2 * used > source.held() {
+    if let Some(held) = source.held().filter(|&held| 2 * used > held) {
         return Err(invalid(
             "max_mapnr",
             max_mapnr_at,
             format!(
-                "{max_mapnr} pages need {} bytes of bitmaps, more than the {} bytes the input holds",
+                "{max_mapnr} pages need {} bytes of bitmaps, more than the {held} bytes the input holds",
                 2 * used,
-                source.held()
             ),
         ));
     }
@@ -262,10 +258,10 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     };
     let at = |cause: Missing| first[cause as usize].unwrap_or(0);
     let cut = lost(Missing::Cut);
-    if cut > 0 {
+    // Only a source with an end can cut pages off.
+    if let Some(len) = source.len().filter(|_| cut > 0) {
         warnings.push(format!(
-            "the file is cut short: it ends at offset {:#x}, before the descriptors or data of {cut} dumped pages (the first at physical address {:#x}); they are lost",
-            source.len(),
+            "the file is cut short: it ends at offset {len:#x}, before the descriptors or data of {cut} dumped pages (the first at physical address {:#x}); they are lost",
             at(Missing::Cut)
         ));
     }
@@ -337,7 +333,8 @@ fn missing_pages(
     descs: u64,
 ) -> Vec<(std::ops::Range<u64>, Missing)> {
     let len = source.len();
-    let held = source.held_ranges(0..len);
+    // A source without a size holds whatever its offsets reach.
+    let held = source.held_ranges(0..len.unwrap_or(u64::MAX));
     // Whether the input holds all of `[start, start + size)`; `held` is
     // sorted, and joined where ranges touch.
     let holds = |start: u64, size: u64| {
@@ -350,7 +347,9 @@ fn missing_pages(
         Some((r, c)) if r.end == rank && *c == cause => r.end += 1,
         _ => out.push((rank..rank + 1, cause)),
     };
-    let in_file = (len.saturating_sub(desc_off) / DESC_SIZE).min(descs);
+    let in_file = len.map_or(descs, |len| {
+        (len.saturating_sub(desc_off) / DESC_SIZE).min(descs)
+    });
     let mut buf = vec![0u8; (DESC_CHUNK.min(in_file) * DESC_SIZE) as usize];
     let mut rank = 0;
     while rank < in_file {
@@ -376,7 +375,7 @@ fn missing_pages(
                 note(rank, Missing::Unwritten);
             } else if size == 0 || size > bs {
                 // Corrupt, not missing: reading the page says so.
-            } else if offset.saturating_add(size) > len {
+            } else if len.is_some_and(|len| offset.saturating_add(size) > len) {
                 note(rank, Missing::Cut);
             } else if !holds(offset, size) {
                 note(rank, Missing::Gap);
