@@ -223,6 +223,55 @@ fn flattened_elf_reads_too() {
 }
 
 #[test]
+fn the_container_kind_is_what_decides_the_proc_vmcore_hint() {
+    use extractor::input::{ContainerKind, ElfOrigin};
+    use extractor::recover::{self, InputSpec};
+    use pstore_ring::read::HeaderTrust;
+    // Memory with no region in it.
+    let mem = vec![0u8; MEM];
+    let core = synth::elf(&mem, &[load(0, MEM as u64)], None, 2, false);
+    let mut notes = Vec::new();
+    synth::note(&mut notes, b"QEMU", 0, &[0; 8]);
+    let qemu = synth::elf_with_notes(&mem, &[load(0, MEM as u64)], &notes, 1, false);
+    let kdump = synth::kdump(&mem, &Kdump::default());
+    let cases = [
+        (core.clone(), ContainerKind::Elf(ElfOrigin::Vmcore)),
+        (qemu, ContainerKind::Elf(ElfOrigin::Qemu)),
+        (
+            synth::flatten(&core),
+            ContainerKind::Flattened(Box::new(ContainerKind::Elf(ElfOrigin::Vmcore))),
+        ),
+        (kdump.clone(), ContainerKind::Kdump),
+        (
+            synth::flatten(&kdump),
+            ContainerKind::Flattened(Box::new(ContainerKind::Kdump)),
+        ),
+        (mem, ContainerKind::Raw),
+    ];
+    let hint = "a memmap= region is not System RAM and is not in /proc/vmcore";
+    for (file, kind) in cases {
+        let dump = input::open(Arc::new(file)).unwrap();
+        assert_eq!(dump.kind, kind, "{}", dump.container);
+        // Only an ELF core that nothing marks as another tool's is taken
+        // for /proc/vmcore, and only then is its memmap= hint given.
+        let spec = InputSpec {
+            path: "dump".into(),
+            phys: None,
+            trust: HeaderTrust::Checksummed,
+        };
+        let err = match recover::find(dump, &spec, &mut |_, _| {}) {
+            Ok(_) => panic!("a region found in {kind:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(err.contains(hint), kind.is_vmcore(), "{kind:?}: {err}");
+        assert_eq!(
+            kind.is_vmcore(),
+            kind == ContainerKind::Elf(ElfOrigin::Vmcore)
+        );
+    }
+}
+
+#[test]
 fn kdump_excluded_and_lost_pages_are_told_apart() {
     let mem = memory();
     let k = Kdump {

@@ -7,7 +7,7 @@
 //! direct map) are read from the first one. More than 65534 segments
 //! (`PN_XNUM`) are counted from section header 0, as QEMU writes them.
 
-use super::{Dump, MappedMemory, OpenError};
+use super::{ContainerKind, Dump, ElfOrigin, MappedMemory, OpenError};
 use crate::input::source::Source;
 use crate::phys::{Backing, MemoryMap, Run};
 use object::elf::{self, FileHeader64};
@@ -284,14 +284,15 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         );
     }
     let origin = if qemu_notes {
-        "QEMU dump-guest-memory"
+        ElfOrigin::Qemu
     } else if filtered || flags & INCOMPLETE != 0 {
-        "makedumpfile -E"
+        ElfOrigin::Makedumpfile
     } else {
-        "/proc/vmcore or compatible"
+        ElfOrigin::Vmcore
     };
     Ok(Dump {
         container: format!("ELF64 core ({origin}), {loads} PT_LOAD segments"),
+        kind: ContainerKind::Elf(origin),
         memory: Box::new(MappedMemory::new(source, MemoryMap::new(runs))),
         vmcoreinfo,
         cpus: (prstatus > 0).then_some(prstatus),

@@ -15,12 +15,16 @@ pub use mapped::MappedMemory;
 
 use crate::input::source::{Source, SourceError};
 use crate::phys::{Backing, MemoryMap, PhysMemory, Run};
+use std::fmt;
 use std::sync::Arc;
 
 /// An opened dump.
 pub struct Dump {
-    /// One line saying what the input is, e.g. "ELF64 core (/proc/vmcore)".
+    /// One line saying what the input is, e.g. "ELF64 core (/proc/vmcore)",
+    /// for people: decisions are taken on [`Dump::kind`].
     pub container: String,
+    /// What the container is.
+    pub kind: ContainerKind,
     pub memory: Box<dyn PhysMemory>,
     /// The crashed kernel's VMCOREINFO note, when the dump carries one.
     pub vmcoreinfo: Option<String>,
@@ -29,6 +33,50 @@ pub struct Dump {
     /// Things the user should know about the dump itself (incomplete,
     /// filtered, split), one sentence each.
     pub warnings: Vec<String>,
+}
+
+/// What kind of container a dump came in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContainerKind {
+    /// An ELF64 core.
+    Elf(ElfOrigin),
+    /// makedumpfile's kdump-compressed format.
+    Kdump,
+    /// makedumpfile's flattened format, holding this container once
+    /// reassembled.
+    Flattened(Box<ContainerKind>),
+    /// A raw memory image or device: byte N is physical address N.
+    Raw,
+}
+
+impl ContainerKind {
+    /// Whether the input is a capture kernel's `/proc/vmcore` (or a plain
+    /// copy of one), which holds System RAM only.
+    pub fn is_vmcore(&self) -> bool {
+        *self == ContainerKind::Elf(ElfOrigin::Vmcore)
+    }
+}
+
+/// Who wrote an ELF core, as far as the core tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElfOrigin {
+    /// QEMU `dump-guest-memory` (it leaves notes named "QEMU").
+    Qemu,
+    /// `makedumpfile -E` (memory filtered out, or the dump incomplete).
+    Makedumpfile,
+    /// Nothing says otherwise: a capture kernel's `/proc/vmcore` or a
+    /// copy of one.
+    Vmcore,
+}
+
+impl fmt::Display for ElfOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ElfOrigin::Qemu => "QEMU dump-guest-memory",
+            ElfOrigin::Makedumpfile => "makedumpfile -E",
+            ElfOrigin::Vmcore => "/proc/vmcore or compatible",
+        })
+    }
 }
 
 impl Dump {
@@ -92,6 +140,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
             false => OpenError::Unsupported(format!("{e} ({})", warnings.join("; "))),
         })?;
         dump.container = format!("makedumpfile flattened format holding {}", dump.container);
+        dump.kind = ContainerKind::Flattened(Box::new(dump.kind));
         dump.warnings.splice(0..0, warnings);
         return Ok(dump);
     }
@@ -192,6 +241,7 @@ fn raw(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     };
     Ok(Dump {
         container,
+        kind: ContainerKind::Raw,
         memory: Box::new(MappedMemory::new(source, map)),
         vmcoreinfo: None,
         cpus: None,

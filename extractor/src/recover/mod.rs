@@ -121,7 +121,7 @@ pub fn find(
             container: dump.container.clone(),
             searched: map.present_bytes(),
             lost: map.lost_bytes(),
-            vmcore: dump.container.starts_with("ELF64 core (/proc/vmcore"),
+            vmcore: dump.kind.is_vmcore(),
         });
     }
     Ok(Loaded {

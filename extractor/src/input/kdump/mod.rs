@@ -24,7 +24,7 @@
 pub mod codecs;
 mod lzo;
 
-use super::{Dump, OpenError};
+use super::{ContainerKind, Dump, OpenError};
 use crate::input::source::Source;
 use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysError, PhysMemory, Run};
 use std::sync::{Arc, Mutex};
@@ -283,6 +283,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     }
     Ok(Dump {
         container,
+        kind: ContainerKind::Kdump,
         memory: Box::new(KdumpMemory {
             source,
             big: h.big,
