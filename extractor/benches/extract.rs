@@ -289,7 +289,7 @@ fn scan_bench(dir: &Path, region: &[u8], memcpy: f64) {
         panic!("{} regions found, not 1", found.len());
     };
     assert_eq!(
-        hit.addr,
+        hit.addr.0,
         size - 2 * REGION as u64,
         "where the region was found"
     );

@@ -24,6 +24,7 @@ use extractor::input::source::Source;
 use extractor::input::{self, flat::FlatSource, Dump};
 use extractor::output::select::Selection;
 use extractor::output::{tracedat, Format, RegionView, Writer};
+use extractor::phys::PhysAddr;
 use pstore_ring::merge::merge;
 use pstore_ring::read::{HeaderTrust, Region, Trace};
 use pstore_ring::text::{write_summary, Line};
@@ -268,12 +269,12 @@ fn exercise(dump: &Dump, out: &mut String) {
     let mut page = [0u8; 4096];
     for run in mem.map().runs().iter().take(64) {
         let _ = mem.read(run.start, &mut page);
-        let _ = mem.read(run.end.saturating_sub(100), &mut page);
+        let _ = mem.read(PhysAddr(run.end.0.saturating_sub(100)), &mut page);
     }
     for found in discover::scan(mem, &mut |_| {}) {
         decode(&found, HeaderTrust::Checksummed, out);
     }
-    if let Ok(found) = discover::read_at(mem, REGION as u64, None, HeaderTrust::Lenient) {
+    if let Ok(found) = discover::read_at(mem, PhysAddr(REGION as u64), None, HeaderTrust::Lenient) {
         decode(&found, HeaderTrust::Lenient, out);
     }
 }

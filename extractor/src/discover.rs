@@ -6,7 +6,7 @@
 //! bytes the dump does not hold become absent ranges that the reader
 //! reports, never zeros it decodes.
 
-use crate::phys::{hole_at, Backing, PhysError, PhysMemory};
+use crate::phys::{hole_at, Backing, PhysAddr, PhysError, PhysMemory};
 use memmap2::MmapMut;
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
@@ -28,7 +28,7 @@ pub const MAX_REGION: u64 = 4 << 30;
 #[derive(Debug)]
 pub struct Found {
     /// Physical address of the region's first byte.
-    pub addr: u64,
+    pub addr: PhysAddr,
     /// The region's bytes; absent ranges hold zeros that must not be used.
     pub bytes: RegionBytes,
     /// Region-relative ranges the dump does not hold.
@@ -42,7 +42,7 @@ pub struct Found {
     pub unaccounted: bool,
     /// Addresses of byte-identical copies of this region's header found
     /// elsewhere (a copy in the page cache, a saved file in RAM).
-    pub copies: Vec<u64>,
+    pub copies: Vec<PhysAddr>,
 }
 
 /// Why discovery found nothing to read.
@@ -50,15 +50,15 @@ pub struct Found {
 pub enum DiscoverError {
     #[error("no valid region header at physical address {addr:#x}")]
     NoHeader {
-        addr: u64,
+        addr: PhysAddr,
         #[source]
         why: NoHeader,
     },
     #[error("the region at physical address {addr:#x} spans {size} bytes of the dump, more than the {MAX_REGION} this tool reads: give a smaller size with --phys ADDR:SIZE")]
-    TooBig { addr: u64, size: u64 },
+    TooBig { addr: PhysAddr, size: u64 },
     #[error("no memory for the {size}-byte region at physical address {addr:#x}: {why}")]
     NoMemory {
-        addr: u64,
+        addr: PhysAddr,
         size: u64,
         why: std::io::Error,
     },
@@ -112,7 +112,7 @@ impl Deref for RegionBytes {
 /// follow the dump, whatever size the (checksummed) header claims.
 pub fn read_at(
     mem: &dyn PhysMemory,
-    addr: u64,
+    addr: PhysAddr,
     size: Option<u64>,
     trust: HeaderTrust,
 ) -> Result<Found, DiscoverError> {
@@ -127,8 +127,8 @@ pub fn read_at(
         why: NoHeader::Invalid(e),
     })?;
     let claimed = size.unwrap_or(info.region_size);
-    let dump_end = mem.map().runs().last().map_or(0, |r| r.end);
-    let readable = dump_end.saturating_sub(addr).min(claimed);
+    let dump_end = mem.map().runs().last().map_or(PhysAddr(0), |r| r.end);
+    let readable = dump_end.checked_offset_from(addr).unwrap_or(0).min(claimed);
     if readable > MAX_REGION {
         return Err(DiscoverError::TooBig {
             addr,
@@ -145,7 +145,12 @@ pub fn read_at(
 
 /// Reads the first `region.len()` bytes of a region of `claimed` bytes;
 /// the rest is reported as holes.
-fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: RegionBytes) -> Found {
+fn read_region(
+    mem: &dyn PhysMemory,
+    addr: PhysAddr,
+    claimed: u64,
+    mut region: RegionBytes,
+) -> Found {
     let bytes = region.as_mut();
     let readable = bytes.len();
     let mut absent: Vec<Range<u64>> = Vec::new();
@@ -162,7 +167,7 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: Region
         }
         let end = at + n;
         while at < end {
-            let g = (end - at).min(GRANULE - (addr as usize + at) % GRANULE);
+            let g = (end - at).min(GRANULE - (addr.0 as usize + at) % GRANULE);
             if let Err(e) = mem.read(addr + at as u64, &mut bytes[at..at + g]) {
                 // Only a read that stopped part-way wrote anything; leaving
                 // untouched pages alone keeps them free.
@@ -197,7 +202,7 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: Region
     // that claims them is reported as running past the top, and no address
     // is ever computed for them.
     let readable = readable as u64;
-    let room = Some(0u64.wrapping_sub(addr))
+    let room = Some(0u64.wrapping_sub(addr.0))
         .filter(|&r| r != 0)
         .unwrap_or(u64::MAX)
         .min(claimed);
@@ -231,7 +236,7 @@ fn read_region(mem: &dyn PhysMemory, addr: u64, claimed: u64, mut region: Region
 fn skip_hole(
     mem: &dyn PhysMemory,
     e: &PhysError,
-    addr: u64,
+    addr: PhysAddr,
     from: usize,
     readable: usize,
 ) -> usize {
@@ -244,7 +249,7 @@ fn skip_hole(
     };
     map.hole_end(at)
         .filter(|_| same)
-        .map(|end| (end - end % GRANULE as u64).saturating_sub(addr))
+        .map(|end| (end.0 - end.0 % GRANULE as u64).saturating_sub(addr.0))
         .map(|end| end.min(readable as u64) as usize)
         .map_or(from, |end| end.max(from))
 }
@@ -290,7 +295,7 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
                 // Measured from each region's start: a region may end at
                 // 2^64, which is no u64.
                 if found.iter().any(|f| {
-                    at.checked_sub(f.addr)
+                    at.checked_offset_from(f.addr)
                         .is_some_and(|into| into < f.bytes.len() as u64)
                 }) {
                     continue;
@@ -304,7 +309,7 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
             } else {
                 len
             };
-            addr += step as u64;
+            addr = addr + step as u64;
             searched += step as u64;
             progress(searched);
         }
@@ -314,13 +319,13 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
 
 /// Reads `buf.len()` bytes at `addr`, leaving zeros where the dump has
 /// none (zeros hold no magic, so nothing is found there).
-fn fill_skipping_holes(mem: &dyn PhysMemory, addr: u64, buf: &mut [u8]) {
+fn fill_skipping_holes(mem: &dyn PhysMemory, addr: PhysAddr, buf: &mut [u8]) {
     if mem.read(addr, buf).is_ok() {
         return;
     }
     let mut at = 0;
     while at < buf.len() {
-        let g = (buf.len() - at).min(GRANULE - (addr as usize + at) % GRANULE);
+        let g = (buf.len() - at).min(GRANULE - (addr.0 as usize + at) % GRANULE);
         if mem.read(addr + at as u64, &mut buf[at..at + g]).is_err() {
             buf[at..at + g].fill(0);
         }
@@ -330,7 +335,7 @@ fn fill_skipping_holes(mem: &dyn PhysMemory, addr: u64, buf: &mut [u8]) {
 
 /// Reads the region at `at` if its header checks out, or notes it as a
 /// copy of one already found.
-fn consider(mem: &dyn PhysMemory, at: u64, found: &mut Vec<Found>) {
+fn consider(mem: &dyn PhysMemory, at: PhysAddr, found: &mut Vec<Found>) {
     let mut header = [0u8; HEADER_SIZE];
     if mem.read(at, &mut header).is_err() || !header_checks_out(&header) {
         return;

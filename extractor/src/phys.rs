@@ -7,8 +7,50 @@
 //! in the dump at all. Nothing is ever filled with zeros on the reader's
 //! behalf.
 
-use crate::input::source::{SourceError, Window};
+use crate::input::source::{FileOffset, SourceError, Window};
 use std::fmt;
+use std::ops::{Add, Range, Sub};
+
+/// A physical address: where a byte is in the crashed machine's memory.
+/// Not a file offset ([`FileOffset`]) nor a place in a region
+/// (`discover::RegionOffset`): only a container knows how one maps to the
+/// others.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PhysAddr(pub u64);
+
+impl PhysAddr {
+    /// The address `bytes` on, unless that is past 2^64.
+    pub fn checked_add(self, bytes: u64) -> Option<PhysAddr> {
+        self.0.checked_add(bytes).map(PhysAddr)
+    }
+
+    /// Bytes from `base` up to this address, unless `base` is above it.
+    pub fn checked_offset_from(self, base: PhysAddr) -> Option<u64> {
+        self.0.checked_sub(base.0)
+    }
+}
+
+/// The address `bytes` on.
+impl Add<u64> for PhysAddr {
+    type Output = PhysAddr;
+    fn add(self, bytes: u64) -> PhysAddr {
+        PhysAddr(self.0 + bytes)
+    }
+}
+
+/// Bytes from the right-hand address up to the left-hand one.
+impl Sub for PhysAddr {
+    type Output = u64;
+    fn sub(self, base: PhysAddr) -> u64 {
+        self.0 - base.0
+    }
+}
+
+impl fmt::LowerHex for PhysAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(&self.0, f)
+    }
+}
 
 /// What a dump holds for a range of physical memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,17 +76,17 @@ impl fmt::Display for Backing {
 /// A physical range `[start, end)` and what the dump holds for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Run {
-    pub start: u64,
-    pub end: u64,
+    pub start: PhysAddr,
+    pub end: PhysAddr,
     pub backing: Backing,
     /// Where the container stores `start` plainly, for containers that do
     /// (raw images, ELF cores); `None` for compressed pages and holes.
-    pub offset: Option<u64>,
+    pub offset: Option<FileOffset>,
 }
 
 impl Run {
     /// Memory the dump meant to hold and does not.
-    pub fn lost(range: std::ops::Range<u64>) -> Run {
+    pub fn lost(range: Range<PhysAddr>) -> Run {
         Run {
             start: range.start,
             end: range.end,
@@ -106,22 +148,23 @@ impl MemoryMap {
     }
 
     /// The run holding `addr`, if the dump covers it at all.
-    pub fn lookup(&self, addr: u64) -> Option<&Run> {
+    pub fn lookup(&self, addr: PhysAddr) -> Option<&Run> {
         let i = self.runs.partition_point(|r| r.end <= addr);
         self.runs.get(i).filter(|r| r.start <= addr)
     }
 
     /// Where the hole `addr` lies in ends, for one cause: the end of its
     /// excluded or lost run, or, when the dump does not cover `addr` at
-    /// all, the start of the next run (`u64::MAX` past the last). `None`
-    /// when `addr` is present. With [`hole_at`], a reader of a multi-GiB
-    /// hole learns its extent in one step instead of page by page.
-    pub fn hole_end(&self, addr: u64) -> Option<u64> {
+    /// all, the start of the next run (the top of the address space past
+    /// the last). `None` when `addr` is present. With [`hole_at`], a
+    /// reader of a multi-GiB hole learns its extent in one step instead of
+    /// page by page.
+    pub fn hole_end(&self, addr: PhysAddr) -> Option<PhysAddr> {
         let i = self.runs.partition_point(|r| r.end <= addr);
         match self.runs.get(i) {
             Some(r) if r.start <= addr => (r.backing != Backing::Present).then_some(r.end),
             Some(r) => Some(r.start),
-            None => Some(u64::MAX),
+            None => Some(PhysAddr(u64::MAX)),
         }
     }
 
@@ -154,18 +197,18 @@ impl MemoryMap {
 #[derive(Debug, thiserror::Error)]
 pub enum PhysError {
     #[error("physical address {addr:#x} is not in the dump")]
-    Outside { addr: u64 },
+    Outside { addr: PhysAddr },
     #[error("physical address {addr:#x}: page {backing}")]
-    Hole { addr: u64, backing: Backing },
+    Hole { addr: PhysAddr, backing: Backing },
     #[error("physical address {addr:#x}: {what}")]
-    Corrupt { addr: u64, what: String },
+    Corrupt { addr: PhysAddr, what: String },
     #[error("physical address {addr:#x}: {source}")]
-    Source { addr: u64, source: SourceError },
+    Source { addr: PhysAddr, source: SourceError },
 }
 
 impl PhysError {
     /// The first physical address that could not be read.
-    pub fn addr(&self) -> u64 {
+    pub fn addr(&self) -> PhysAddr {
         match *self {
             PhysError::Outside { addr }
             | PhysError::Hole { addr, .. }
@@ -182,11 +225,11 @@ pub trait PhysMemory: Send + Sync {
     /// Fills `buf` from `addr` on. Fails at the first byte the dump does
     /// not hold; bytes before it may have been written. An empty read
     /// succeeds.
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError>;
+    fn read(&self, addr: PhysAddr, buf: &mut [u8]) -> Result<(), PhysError>;
 
     /// A zero-copy view of present memory at `addr`, where the container
     /// stores it plainly in a mappable file. `None` means "use `read`".
-    fn window(&self, _addr: u64, _len: usize) -> Option<Window> {
+    fn window(&self, _addr: PhysAddr, _len: usize) -> Option<Window> {
         None
     }
 }
@@ -195,15 +238,15 @@ pub trait PhysMemory: Send + Sync {
 /// prefix of `rest` with the memory at `at` and returns its length (at
 /// least 1), so containers only say how far one contiguous piece goes.
 pub fn read_pieces(
-    addr: u64,
+    addr: PhysAddr,
     buf: &mut [u8],
-    mut piece: impl FnMut(u64, &mut [u8]) -> Result<usize, PhysError>,
+    mut piece: impl FnMut(PhysAddr, &mut [u8]) -> Result<usize, PhysError>,
 ) -> Result<(), PhysError> {
     let mut done = 0;
     while done < buf.len() {
-        let at = addr
-            .checked_add(done as u64)
-            .ok_or(PhysError::Outside { addr: u64::MAX })?;
+        let at = addr.checked_add(done as u64).ok_or(PhysError::Outside {
+            addr: PhysAddr(u64::MAX),
+        })?;
         done += piece(at, &mut buf[done..])?.max(1);
     }
     Ok(())
@@ -211,7 +254,7 @@ pub fn read_pieces(
 
 /// The hole error for `addr` by the map, for a container whose read found
 /// no data there.
-pub fn hole_at(map: &MemoryMap, addr: u64) -> PhysError {
+pub fn hole_at(map: &MemoryMap, addr: PhysAddr) -> PhysError {
     match map.lookup(addr) {
         Some(r) if r.backing != Backing::Present => PhysError::Hole {
             addr,
@@ -227,11 +270,30 @@ mod tests {
 
     fn run(start: u64, end: u64, backing: Backing) -> Run {
         Run {
-            start,
-            end,
+            start: PhysAddr(start),
+            end: PhysAddr(end),
             backing,
             offset: None,
         }
+    }
+
+    #[test]
+    fn addresses_print_and_count_as_the_numbers_they_wrap() {
+        let a = PhysAddr(0x3_0000);
+        // Messages print addresses with `{:#x}`; the flags pass through.
+        assert_eq!(
+            format!("{a:#x} {a:x} {a:#010x}"),
+            "0x30000 30000 0x00030000"
+        );
+        assert_eq!(a + 0x10, PhysAddr(0x3_0010));
+        assert_eq!(PhysAddr(0x3_0010) - a, 0x10);
+        assert_eq!(a.checked_add(u64::MAX), None);
+        assert_eq!(
+            PhysAddr(u64::MAX - 1).checked_add(1),
+            Some(PhysAddr(u64::MAX))
+        );
+        assert_eq!(a.checked_offset_from(PhysAddr(0x2_0000)), Some(0x1_0000));
+        assert_eq!(PhysAddr(0x2_0000).checked_offset_from(a), None);
     }
 
     #[test]
@@ -251,23 +313,24 @@ mod tests {
                 run(0x8000, 0x9000, Backing::Present),
             ]
         );
+        let at = PhysAddr;
         assert_eq!(
-            map.lookup(0x4fff).map(|r| r.backing),
+            map.lookup(at(0x4fff)).map(|r| r.backing),
             Some(Backing::Excluded)
         );
-        assert!(map.lookup(0x5000).is_none());
-        assert!(map.lookup(u64::MAX).is_none());
+        assert!(map.lookup(at(0x5000)).is_none());
+        assert!(map.lookup(at(u64::MAX)).is_none());
         assert_eq!(map.present_bytes(), 0x4000);
-        assert_eq!(map.hole_end(0x2fff), None);
-        assert_eq!(map.hole_end(0x3000), Some(0x5000));
-        assert_eq!(map.hole_end(0x5000), Some(0x8000));
-        assert_eq!(map.hole_end(0x9000), Some(u64::MAX));
+        assert_eq!(map.hole_end(at(0x2fff)), None);
+        assert_eq!(map.hole_end(at(0x3000)), Some(at(0x5000)));
+        assert_eq!(map.hole_end(at(0x5000)), Some(at(0x8000)));
+        assert_eq!(map.hole_end(at(0x9000)), Some(at(u64::MAX)));
     }
 
     #[test]
     fn file_backed_runs_join_only_where_the_file_continues() {
         let at = |start, end, offset| Run {
-            offset: Some(offset),
+            offset: Some(FileOffset(offset)),
             ..run(start, end, Backing::Present)
         };
         let map = MemoryMap::new(vec![

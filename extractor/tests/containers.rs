@@ -9,7 +9,8 @@ use common::{crashring, image_sized, write_tmp};
 use extractor::input;
 use extractor::input::flat::FlatSource;
 use extractor::input::kdump::codecs::decompress_page;
-use extractor::phys::{Backing, PhysError, Run};
+use extractor::input::source::FileOffset;
+use extractor::phys::{Backing, PhysAddr, PhysError, Run};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -162,9 +163,9 @@ fn pages_makedumpfile_e_leaves_out_are_holes_not_zeros() {
     let core = synth::elf(&mem, &loads, None, 1, false);
     let dump = input::open(Arc::new(core.clone())).unwrap();
     let mut b = [0u8; 8];
-    match dump.memory.read(0x33100, &mut b) {
+    match dump.memory.read(PhysAddr(0x33100), &mut b) {
         Err(PhysError::Hole { addr, backing }) => {
-            assert_eq!((addr, backing), (0x33100, Backing::Excluded))
+            assert_eq!((addr, backing), (PhysAddr(0x33100), Backing::Excluded))
         }
         other => panic!("{other:?}"),
     }
@@ -283,15 +284,15 @@ fn kdump_excluded_and_lost_pages_are_told_apart() {
     let dump = input::open(Arc::new(file.clone())).unwrap();
     assert!(dump.warnings.iter().any(|w| w.contains("incomplete")));
     let mut b = [0u8; 4];
-    let hole = |addr| match dump.memory.read(addr, &mut [0u8; 4]) {
+    let hole = |addr| match dump.memory.read(PhysAddr(addr), &mut [0u8; 4]) {
         Err(PhysError::Hole { backing, .. }) => Some(backing),
         _ => None,
     };
     assert_eq!(hole(0x31000), Some(Backing::Excluded));
     assert_eq!(hole(0x32010), Some(Backing::Lost));
-    assert!(dump.memory.read(0x30000, &mut b).is_ok());
+    assert!(dump.memory.read(PhysAddr(0x30000), &mut b).is_ok());
     assert!(matches!(
-        dump.memory.read(MEM as u64, &mut b),
+        dump.memory.read(PhysAddr(MEM as u64), &mut b),
         Err(PhysError::Outside { .. })
     ));
     let path = write_tmp("holes.kdump", &file);
@@ -498,14 +499,20 @@ fn a_missing_header_keeps_why_as_its_source() {
     use extractor::discover::{read_at, DiscoverError, NoHeader};
     use pstore_ring::read::{HeaderError, HeaderTrust};
     let dump = input::open(Arc::new(memory())).unwrap();
-    let err = read_at(&*dump.memory, 0x31000, None, HeaderTrust::Checksummed).unwrap_err();
+    let err = read_at(
+        &*dump.memory,
+        PhysAddr(0x31000),
+        None,
+        HeaderTrust::Checksummed,
+    )
+    .unwrap_err();
     let source = std::error::Error::source(&err).expect("a source");
     assert!(source.downcast_ref::<NoHeader>().is_some(), "{source:?}");
     assert!(
         matches!(
             err,
             DiscoverError::NoHeader {
-                addr: 0x31000,
+                addr: PhysAddr(0x31000),
                 why: NoHeader::Invalid(HeaderError::BadMagic)
             }
         ),
@@ -643,10 +650,10 @@ fn a_kdump_file_cut_short_says_where_and_what_it_lost() {
 /// at file offset `offset`.
 fn stored(start: u64, end: u64, offset: u64) -> Run {
     Run {
-        start,
-        end,
+        start: PhysAddr(start),
+        end: PhysAddr(end),
         backing: Backing::Present,
-        offset: Some(offset),
+        offset: Some(FileOffset(offset)),
     }
 }
 
@@ -665,13 +672,13 @@ fn a_raw_image_with_gaps_maps_them_and_its_unheld_tail_as_lost() {
         dump.memory.map().runs(),
         [
             stored(0, 0x1000, 0),
-            Run::lost(0x1000..0x1800),
+            lost(0x1000..0x1800),
             stored(0x1800, 0x3000, 0x1800),
-            Run::lost(0x3000..0x4000),
+            lost(0x3000..0x4000),
         ]
     );
     let mut b = [0u8; 0x10];
-    dump.memory.read(0x1ff8, &mut b).unwrap();
+    dump.memory.read(PhysAddr(0x1ff8), &mut b).unwrap();
     assert_eq!(b, mem[0x1ff8..0x2008]);
 }
 
@@ -697,7 +704,7 @@ fn a_segment_reusing_the_bytes_of_a_later_segment_is_not_memory() {
     );
     assert_eq!(
         dump.memory.map().runs(),
-        [stored(0, 0x80000, first), Run::lost(0x80000..0x100000)]
+        [stored(0, 0x80000, first), lost(0x80000..0x100000)]
     );
 }
 
@@ -827,7 +834,7 @@ fn bytes_a_flattened_core_lacks_inside_a_segment_are_lost_and_counted() {
         dump.memory.map().runs(),
         [
             stored(0, 0x31000, data),
-            Run::lost(0x31000..0x32800),
+            lost(0x31000..0x32800),
             stored(0x32800, MEM as u64, data + 0x32800),
         ]
     );
@@ -860,16 +867,21 @@ fn a_core_cut_short_and_flagged_incomplete_says_so_and_loses_exactly_its_tail() 
     );
     assert_eq!(
         dump.memory.map().runs(),
-        [stored(0, 0x31800, data), Run::lost(0x31800..MEM as u64)]
+        [stored(0, 0x31800, data), lost(0x31800..MEM as u64)]
     );
+}
+
+/// A run of memory the dump meant to hold and does not.
+fn lost(range: Range<u64>) -> Run {
+    Run::lost(PhysAddr(range.start)..PhysAddr(range.end))
 }
 
 /// A run of a kdump file's map: `start..end` held as `backing`, stored
 /// compressed (no plain file offset).
 fn paged(start: u64, end: u64, backing: Backing) -> Run {
     Run {
-        start,
-        end,
+        start: PhysAddr(start),
+        end: PhysAddr(end),
         backing,
         offset: None,
     }
@@ -911,7 +923,7 @@ fn a_kdump_file_gives_its_kernel_notes_cpus_and_excluded_runs_exactly() {
         ]
     );
     let mut b = [0u8; 0x20];
-    dump.memory.read(0x30ff0, &mut b).unwrap();
+    dump.memory.read(PhysAddr(0x30ff0), &mut b).unwrap();
     assert_eq!(b, mem[0x30ff0..0x31010]);
 }
 
@@ -940,7 +952,7 @@ fn pages_that_are_no_ram_are_outside_a_kdump_file_and_whole_bytes_of_excluded_pa
         ]
     );
     let mut b = [0u8; 0x20];
-    dump.memory.read(0x30ff0, &mut b).unwrap();
+    dump.memory.read(PhysAddr(0x30ff0), &mut b).unwrap();
     assert_eq!(b, mem[0x30ff0..0x31010]);
 }
 
@@ -1054,7 +1066,10 @@ fn a_kdump_file_cut_among_its_descriptors_loses_every_page_but_a_corrupt_one() {
             paged(0x64000, MEM as u64, Backing::Lost),
         ]
     );
-    let err = dump.memory.read(0x63000, &mut [0; 8]).unwrap_err();
+    let err = dump
+        .memory
+        .read(PhysAddr(0x63000), &mut [0; 8])
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("physical address 0x63000: page descriptor 99 at file offset {d99:#x} (data at {data:#x}, 0 bytes, flags 0x1): size is not within 1..=4096")
@@ -1083,7 +1098,7 @@ fn a_kdump_file_of_more_descriptors_than_one_read_step_maps_every_page() {
     );
     for pfn in [7u64, 4095, 4096, 4100, 4199] {
         let mut b = [0u8; 8];
-        dump.memory.read(pfn * 512, &mut b).unwrap();
+        dump.memory.read(PhysAddr(pfn * 512), &mut b).unwrap();
         assert_eq!(u64::from_le_bytes(b), pfn);
     }
 }
@@ -1125,7 +1140,10 @@ fn a_window_is_lent_up_to_the_end_of_a_run_and_never_across_it() {
     );
     let path = write_tmp("window.elf", &core);
     let dump = input::open(Arc::new(FileSource::open(&path).unwrap())).unwrap();
-    let window = dump.memory.window(0x3f000, 0x1000).expect("a window");
+    let window = dump
+        .memory
+        .window(PhysAddr(0x3f000), 0x1000)
+        .expect("a window");
     assert_eq!(&window[..], &mem[0x3f000..0x40000]);
-    assert!(dump.memory.window(0x3f000, 0x1001).is_none());
+    assert!(dump.memory.window(PhysAddr(0x3f000), 0x1001).is_none());
 }

@@ -39,6 +39,7 @@ pub use check::{check, CheckError, Checked};
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
 use crate::output::{write_items, ItemFormat, NewFile, RegionView};
+use crate::phys::PhysAddr;
 use crate::recover::report::{utc, wall};
 use crate::recover::Recovered;
 use logs::Log;
@@ -170,7 +171,7 @@ pub struct BundleFile {
 /// A region as it goes into the bundle: redacted, with what was written.
 struct Part<'b> {
     index: usize,
-    addr: u64,
+    addr: PhysAddr,
     region: Region<'b>,
     trace: Trace<'b>,
     /// From the unredacted trace: redaction leaves wall times alone.
@@ -187,7 +188,7 @@ impl<'b> Part<'b> {
     fn view(&self) -> RegionView<'_, 'b> {
         RegionView {
             index: self.index,
-            addr: self.addr,
+            addr: self.addr.0,
             region: &self.region,
             trace: &self.trace,
         }

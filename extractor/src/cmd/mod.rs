@@ -10,6 +10,7 @@ pub mod verify;
 use anyhow::Result;
 use clap::Args;
 use extractor::output::Written;
+use extractor::phys::PhysAddr;
 use extractor::recover::{self, InputSpec, Loaded, Recovered};
 use indicatif::{ProgressBar, ProgressStyle};
 use pstore_ring::read::HeaderTrust;
@@ -23,7 +24,7 @@ pub struct InputArgs {
     /// Read the region at this physical address instead of scanning; SIZE
     /// (bytes, or with K/M/G) overrides the size in its header.
     #[arg(long, value_name = "ADDR[:SIZE]", value_parser = parse_phys)]
-    pub phys: Option<(u64, Option<u64>)>,
+    pub phys: Option<(PhysAddr, Option<u64>)>,
     /// Use a region header whose CRC fails (with --phys).
     #[arg(long, requires = "phys")]
     pub trust_header: bool,
@@ -99,10 +100,10 @@ fn parse_number(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is not a number (decimal, 0x hex, optional K/M/G)"))
 }
 
-fn parse_phys(text: &str) -> Result<(u64, Option<u64>), String> {
+fn parse_phys(text: &str) -> Result<(PhysAddr, Option<u64>), String> {
     match text.split_once(':') {
-        Some((a, s)) => Ok((parse_number(a)?, Some(parse_number(s)?))),
-        None => Ok((parse_number(text)?, None)),
+        Some((a, s)) => Ok((PhysAddr(parse_number(a)?), Some(parse_number(s)?))),
+        None => Ok((PhysAddr(parse_number(text)?), None)),
     }
 }
 

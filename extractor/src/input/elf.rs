@@ -8,8 +8,8 @@
 //! (`PN_XNUM`) are counted from section header 0, as QEMU writes them.
 
 use super::{ContainerKind, Dump, ElfOrigin, MappedMemory, OpenError};
-use crate::input::source::Source;
-use crate::phys::{Backing, MemoryMap, Run};
+use crate::input::source::{FileOffset, Source};
+use crate::phys::{Backing, MemoryMap, PhysAddr, Run};
 use object::elf::{self, FileHeader64};
 use object::read::elf::{FileHeader, NoteIterator, ProgramHeader};
 use object::read::{ReadCache, ReadCacheOps};
@@ -36,14 +36,16 @@ fn drop_reused_bytes(runs: &mut [Run], warnings: &mut Vec<String>) {
     order.sort_by_key(|&i| (runs[i].offset, i));
     // The run reaching furthest into the file so far: (file end, physical
     // address minus file offset).
-    let mut reach: Option<(u64, u64)> = None;
+    let mut reach: Option<(FileOffset, u64)> = None;
     let mut dropped = Vec::new();
     for i in order {
         let Some(offset) = runs[i].offset else {
             continue;
         };
         let end = offset + (runs[i].end - runs[i].start);
-        let delta = runs[i].start.wrapping_sub(offset);
+        // Two runs map the same bytes to the same memory when their
+        // addresses and offsets differ by the same amount.
+        let delta = runs[i].start.0.wrapping_sub(offset.0);
         match reach {
             Some((far, d)) if offset < far && d != delta => dropped.push(i),
             Some((far, _)) if far >= end => {}
@@ -84,20 +86,25 @@ impl ReadCacheOps for Cursor {
     }
 
     fn read(&mut self, buf: &mut [u8]) -> Result<usize, ()> {
-        let n = self.source.read_at(self.pos, buf).map_err(|_| ())?;
+        let n = self
+            .source
+            .read_at(FileOffset(self.pos), buf)
+            .map_err(|_| ())?;
         self.pos += n as u64;
         Ok(n)
     }
 
     fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), ()> {
-        self.source.read_exact_at(self.pos, buf).map_err(|_| ())?;
+        self.source
+            .read_exact_at(FileOffset(self.pos), buf)
+            .map_err(|_| ())?;
         self.pos += buf.len() as u64;
         Ok(())
     }
 }
 
 fn invalid(field: &'static str, offset: u64, why: impl Into<String>) -> OpenError {
-    OpenError::invalid("ELF core", field, offset, why)
+    OpenError::invalid("ELF core", field, FileOffset(offset), why)
 }
 
 pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
@@ -108,7 +115,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let data = &cache;
     let header = FileHeader64::<Endianness>::parse(data).map_err(|e| {
         let mut ident = [0u8; 5];
-        let class = match source.read_exact_at(0, &mut ident) {
+        let class = match source.read_exact_at(FileOffset(0), &mut ident) {
             Ok(()) if ident[4] == 1 => "a 32-bit ELF file; crashring reads ELF64 cores".to_string(),
             _ => e.to_string(),
         };
@@ -163,6 +170,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
                 if paddr == u64::MAX {
                     continue; // No physical address (kcore's vmalloc).
                 }
+                let paddr = PhysAddr(paddr);
                 let end = paddr.checked_add(memsz.max(filesz)).ok_or_else(|| {
                     invalid("p_memsz", at + 40, format!("segment at {paddr:#x} wraps"))
                 })?;
@@ -175,7 +183,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
                     start: paddr,
                     end: paddr + stored,
                     backing: Backing::Present,
-                    offset: Some(offset),
+                    offset: Some(FileOffset(offset)),
                 });
                 runs.push(Run {
                     start: paddr + stored,
@@ -194,7 +202,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
                 notes_read += size;
                 note_bytes.clear();
                 note_bytes.resize(size as usize, 0);
-                if let Err(e) = source.read_exact_at(offset, &mut note_bytes) {
+                if let Err(e) = source.read_exact_at(FileOffset(offset), &mut note_bytes) {
                     warnings.push(format!("notes at program header {i}: {e}"));
                     continue;
                 }
@@ -247,7 +255,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         let held = source.held_ranges(offset..offset.saturating_add(len));
         for h in held
             .iter()
-            .map(|h| h.start - offset + r.start..h.end - offset + r.start)
+            .map(|h| r.start + (h.start - offset)..r.start + (h.end - offset))
         {
             if h.start > at {
                 mapped.push(Run::lost(at..h.start));

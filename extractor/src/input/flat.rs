@@ -16,20 +16,20 @@
 //! containers inside map them as lost memory, never as zeros.
 
 use super::OpenError;
-use crate::input::source::{Source, SourceError};
+use crate::input::source::{FileOffset, Source, SourceError};
 use std::collections::BTreeMap;
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
 
-const RECORDS_START: u64 = 4096;
+const RECORDS_START: FileOffset = FileOffset(4096);
 const RECORD_HEADER: u64 = 16;
 
 /// A reassembled view of a flattened file.
 pub struct FlatSource {
     inner: Arc<dyn Source>,
     /// Reassembled offset → (end, offset in the flattened file).
-    pieces: BTreeMap<u64, (u64, u64)>,
+    pieces: BTreeMap<FileOffset, (FileOffset, FileOffset)>,
     len: u64,
     /// Record bytes indexed, overlaps counted twice: at most the flattened
     /// file's size.
@@ -37,21 +37,25 @@ pub struct FlatSource {
     warnings: Vec<String>,
 }
 
-fn invalid(field: &'static str, offset: u64, why: impl Into<String>) -> OpenError {
+fn invalid(field: &'static str, offset: FileOffset, why: impl Into<String>) -> OpenError {
     OpenError::invalid("flattened dump", field, offset, why)
 }
 
 impl FlatSource {
     pub fn open(inner: Arc<dyn Source>) -> Result<FlatSource, OpenError> {
         let mut head = [0u8; 32];
-        inner.read_exact_at(0, &mut head)?;
+        inner.read_exact_at(FileOffset(0), &mut head)?;
         let ty = i64::from_be_bytes(head[16..24].try_into().unwrap_or_default());
         let version = i64::from_be_bytes(head[24..32].try_into().unwrap_or_default());
         if ty != 1 {
-            return Err(invalid("type", 16, format!("{ty}, expected 1")));
+            return Err(invalid("type", FileOffset(16), format!("{ty}, expected 1")));
         }
         if version != 1 {
-            return Err(invalid("version", 24, format!("{version}, expected 1")));
+            return Err(invalid(
+                "version",
+                FileOffset(24),
+                format!("{version}, expected 1"),
+            ));
         }
         let mut flat = FlatSource {
             inner,
@@ -100,11 +104,11 @@ impl FlatSource {
                 ));
             };
             let data = at + RECORD_HEADER;
-            let have = total.map_or(size, |total| total.saturating_sub(data).min(size));
+            let have = total.map_or(size, |total| total.saturating_sub(data.0).min(size));
             let end = offset.checked_add(have).ok_or_else(|| {
                 invalid("record offset", at, format!("{offset:#x} + {size} wraps"))
             })?;
-            self.insert(offset, end, data);
+            self.insert(FileOffset(offset), FileOffset(end), data);
             self.len = self.len.max(end);
             self.held += have;
             if have < size {
@@ -118,12 +122,12 @@ impl FlatSource {
     }
 
     /// Adds a record over whatever earlier records it covers.
-    fn insert(&mut self, start: u64, end: u64, src: u64) {
+    fn insert(&mut self, start: FileOffset, end: FileOffset, src: FileOffset) {
         if start == end {
             return;
         }
         // Trim or split earlier pieces that overlap [start, end).
-        let overlapping: Vec<(u64, (u64, u64))> = self
+        let overlapping: Vec<(FileOffset, (FileOffset, FileOffset))> = self
             .pieces
             .range(..end)
             .rev()
@@ -152,8 +156,8 @@ impl Source for FlatSource {
         Some(self.held.min(self.len))
     }
 
-    fn held_ranges(&self, range: Range<u64>) -> Vec<Range<u64>> {
-        let mut out: Vec<Range<u64>> = Vec::new();
+    fn held_ranges(&self, range: Range<FileOffset>) -> Vec<Range<FileOffset>> {
+        let mut out: Vec<Range<FileOffset>> = Vec::new();
         let first = self
             .pieces
             .range(..=range.start)
@@ -172,10 +176,10 @@ impl Source for FlatSource {
         out
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_at(&self, offset: FileOffset, buf: &mut [u8]) -> io::Result<usize> {
         let n = buf
             .len()
-            .min(usize::try_from(self.len.saturating_sub(offset)).unwrap_or(usize::MAX));
+            .min(usize::try_from(self.len.saturating_sub(offset.0)).unwrap_or(usize::MAX));
         let buf = &mut buf[..n];
         buf.fill(0);
         let end = offset + n as u64;
@@ -222,7 +226,7 @@ mod tests {
 
     fn read_all(s: &FlatSource) -> Vec<u8> {
         let mut out = vec![0; s.len().unwrap() as usize];
-        s.read_exact_at(0, &mut out).unwrap();
+        s.read_exact_at(FileOffset(0), &mut out).unwrap();
         out
     }
 
@@ -242,7 +246,7 @@ mod tests {
         assert!(s.warnings().is_empty());
         assert_eq!(read_all(&s), b"heLLo woRLDxx\0\0\0\0\0\0\0!");
         let mut mid = [0u8; 4];
-        s.read_exact_at(3, &mut mid).unwrap();
+        s.read_exact_at(FileOffset(3), &mut mid).unwrap();
         assert_eq!(&mid, b"Lo w");
     }
 

@@ -1,7 +1,7 @@
 //! Memory stored plainly in a file: raw images and ELF cores.
 
-use crate::input::source::{Source, Window};
-use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysError, PhysMemory};
+use crate::input::source::{FileOffset, Source, Window};
+use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysAddr, PhysError, PhysMemory};
 use std::sync::Arc;
 
 /// Physical memory whose present runs are file ranges.
@@ -16,7 +16,7 @@ impl MappedMemory {
     }
 
     /// The file offset of `addr` and how many bytes follow it plainly.
-    fn locate(&self, addr: u64) -> Result<(u64, u64), PhysError> {
+    fn locate(&self, addr: PhysAddr) -> Result<(FileOffset, u64), PhysError> {
         match self.map.lookup(addr) {
             Some(r) if r.backing == Backing::Present => {
                 let offset = r.offset.ok_or_else(|| hole_at(&self.map, addr))?;
@@ -32,7 +32,7 @@ impl PhysMemory for MappedMemory {
         &self.map
     }
 
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError> {
+    fn read(&self, addr: PhysAddr, buf: &mut [u8]) -> Result<(), PhysError> {
         read_pieces(addr, buf, |at, rest| {
             let (offset, room) = self.locate(at)?;
             let n = rest.len().min(usize::try_from(room).unwrap_or(usize::MAX));
@@ -43,7 +43,7 @@ impl PhysMemory for MappedMemory {
         })
     }
 
-    fn window(&self, addr: u64, len: usize) -> Option<Window> {
+    fn window(&self, addr: PhysAddr, len: usize) -> Option<Window> {
         let (offset, room) = self.locate(addr).ok()?;
         if (len as u64) > room {
             return None;

@@ -13,8 +13,8 @@ pub mod source;
 
 pub use mapped::MappedMemory;
 
-use crate::input::source::{Source, SourceError};
-use crate::phys::{Backing, MemoryMap, PhysMemory, Run};
+use crate::input::source::{FileOffset, Source, SourceError};
+use crate::phys::{Backing, MemoryMap, PhysAddr, PhysMemory, Run};
 use std::fmt;
 use std::sync::Arc;
 
@@ -98,7 +98,7 @@ pub enum OpenError {
     Invalid {
         format: &'static str,
         field: &'static str,
-        offset: u64,
+        offset: FileOffset,
         why: String,
     },
     #[error("{0}")]
@@ -109,7 +109,7 @@ impl OpenError {
     pub(crate) fn invalid(
         format: &'static str,
         field: &'static str,
-        offset: u64,
+        offset: FileOffset,
         why: impl Into<String>,
     ) -> OpenError {
         OpenError::Invalid {
@@ -127,10 +127,12 @@ const FLAT_MAGIC: &[u8; 16] = b"makedumpfile\0\0\0\0";
 /// container are raw memory images: byte N is physical address N.
 pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let mut head = [0u8; 16];
-    let got = source.read_at(0, &mut head).map_err(|e| SourceError::Io {
-        offset: 0,
-        source: e,
-    })?;
+    let got = source
+        .read_at(FileOffset(0), &mut head)
+        .map_err(|e| SourceError::Io {
+            offset: FileOffset(0),
+            source: e,
+        })?;
     let head = &head[..got];
     if head.starts_with(FLAT_MAGIC) {
         let flat = Arc::new(flat::FlatSource::open(source)?);
@@ -166,10 +168,12 @@ fn open_structured(source: &Arc<dyn Source>, head: &[u8]) -> Result<Option<Dump>
 
 fn open_reassembled(flat: Arc<flat::FlatSource>) -> Result<Dump, OpenError> {
     let mut head = [0u8; 16];
-    let got = flat.read_at(0, &mut head).map_err(|e| SourceError::Io {
-        offset: 0,
-        source: e,
-    })?;
+    let got = flat
+        .read_at(FileOffset(0), &mut head)
+        .map_err(|e| SourceError::Io {
+            offset: FileOffset(0),
+            source: e,
+        })?;
     let source: Arc<dyn Source> = flat;
     open_structured(&source, &head[..got])?.ok_or_else(|| {
         OpenError::Unsupported(
@@ -217,22 +221,24 @@ fn raw(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let end = len.unwrap_or(u64::MAX);
     // Only what the source holds is present: bytes a reassembled file
     // lacks are lost, not zeros to search.
+    // Byte N of the image is physical address N.
+    let addr = |offset: FileOffset| PhysAddr(offset.0);
     let mut runs = Vec::new();
-    let mut at = 0;
-    for held in source.held_ranges(0..end) {
-        if held.start > at {
-            runs.push(Run::lost(at..held.start));
+    let mut at = PhysAddr(0);
+    for held in source.held_ranges(FileOffset(0)..FileOffset(end)) {
+        if addr(held.start) > at {
+            runs.push(Run::lost(at..addr(held.start)));
         }
         runs.push(Run {
-            start: held.start,
-            end: held.end,
+            start: addr(held.start),
+            end: addr(held.end),
             backing: Backing::Present,
             offset: Some(held.start),
         });
-        at = held.end;
+        at = addr(held.end);
     }
-    if at < end {
-        runs.push(Run::lost(at..end));
+    if at < PhysAddr(end) {
+        runs.push(Run::lost(at..PhysAddr(end)));
     }
     let map = MemoryMap::new(runs);
     let container = match len {

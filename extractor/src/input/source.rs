@@ -7,23 +7,67 @@
 //! Block devices (`/dev/pmem*`) and `/dev/mem` are read with `pread`.
 
 use memmap2::{Mmap, MmapOptions};
+use std::fmt;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
-use std::ops::{Deref, Range};
+use std::ops::{Add, Deref, Range, Sub};
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
+
+/// A byte's place in a source: an offset into the file as it is read
+/// (for a flattened file, into the file it reassembles to). Not a physical
+/// address: a container says where memory is stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileOffset(pub u64);
+
+impl FileOffset {
+    /// The offset `bytes` on, unless that is past 2^64.
+    pub fn checked_add(self, bytes: u64) -> Option<FileOffset> {
+        self.0.checked_add(bytes).map(FileOffset)
+    }
+
+    /// The offset `bytes` on, or the last one there is.
+    pub fn saturating_add(self, bytes: u64) -> FileOffset {
+        FileOffset(self.0.saturating_add(bytes))
+    }
+}
+
+/// The offset `bytes` on.
+impl Add<u64> for FileOffset {
+    type Output = FileOffset;
+    fn add(self, bytes: u64) -> FileOffset {
+        FileOffset(self.0 + bytes)
+    }
+}
+
+/// Bytes from the right-hand offset up to the left-hand one.
+impl Sub for FileOffset {
+    type Output = u64;
+    fn sub(self, base: FileOffset) -> u64 {
+        self.0 - base.0
+    }
+}
+
+impl fmt::LowerHex for FileOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(&self.0, f)
+    }
+}
 
 /// Why bytes could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("file offset {offset:#x}: the input ends after {got} of {wanted} bytes")]
     Truncated {
-        offset: u64,
+        offset: FileOffset,
         wanted: usize,
         got: usize,
     },
     #[error("reading file offset {offset:#x}: {source}")]
-    Io { offset: u64, source: io::Error },
+    Io {
+        offset: FileOffset,
+        source: io::Error,
+    },
 }
 
 /// Bytes at file offsets. Implementations must be safe to share: readers
@@ -33,11 +77,11 @@ pub trait Source: Send + Sync {
     fn len(&self) -> Option<u64>;
 
     /// Reads up to `buf.len()` bytes at `offset`; fewer only at the end.
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+    fn read_at(&self, offset: FileOffset, buf: &mut [u8]) -> io::Result<usize>;
 
     /// A zero-copy view of `len` bytes at `offset`, where the source can
     /// lend one. `None` means "copy with `read_at` instead".
-    fn window(&self, _offset: u64, _len: usize) -> Option<Window> {
+    fn window(&self, _offset: FileOffset, _len: usize) -> Option<Window> {
         None
     }
 
@@ -52,8 +96,10 @@ pub trait Source: Send + Sync {
     /// The parts of `range` the source really holds, in order and joined
     /// where they touch. Containers map only these as present memory: a
     /// flattened file's gaps are not in the dump, whatever they read as.
-    fn held_ranges(&self, range: Range<u64>) -> Vec<Range<u64>> {
-        let end = self.len().map_or(range.end, |len| range.end.min(len));
+    fn held_ranges(&self, range: Range<FileOffset>) -> Vec<Range<FileOffset>> {
+        let end = self
+            .len()
+            .map_or(range.end, |len| range.end.min(FileOffset(len)));
         std::iter::once(range.start..end)
             .filter(|r| !r.is_empty())
             .collect()
@@ -65,7 +111,7 @@ pub trait Source: Send + Sync {
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`.
-    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+    fn read_exact_at(&self, offset: FileOffset, buf: &mut [u8]) -> Result<(), SourceError> {
         let mut got = 0;
         while got < buf.len() {
             let at = offset.saturating_add(got as u64);
@@ -154,10 +200,10 @@ impl Source for FileSource {
         self.len
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_at(&self, offset: FileOffset, buf: &mut [u8]) -> io::Result<usize> {
         let n = match self.len {
             Some(len) => {
-                let room = len.saturating_sub(offset);
+                let room = len.saturating_sub(offset.0);
                 buf.len().min(usize::try_from(room).unwrap_or(usize::MAX))
             }
             None => buf.len(),
@@ -171,11 +217,11 @@ impl Source for FileSource {
                 None => Ok(0),
             };
         }
-        self.file.read_at(&mut buf[..n], offset)
+        self.file.read_at(&mut buf[..n], offset.0)
     }
 
-    fn window(&self, offset: u64, len: usize) -> Option<Window> {
-        if !self.mappable || len == 0 || offset.checked_add(len as u64)? > self.len? {
+    fn window(&self, offset: FileOffset, len: usize) -> Option<Window> {
+        if !self.mappable || len == 0 || offset.0.checked_add(len as u64)? > self.len? {
             return None;
         }
         // SAFETY: mapping is unsafe because another process may truncate or
@@ -183,7 +229,7 @@ impl Source for FileSource {
         // writes while we read them; if one does, we see changed bytes,
         // which every parser here treats as untrusted anyway. A truncation
         // under us would fault: the same risk every mmap reader accepts.
-        let map = unsafe { MmapOptions::new().offset(offset).len(len).map(&self.file) };
+        let map = unsafe { MmapOptions::new().offset(offset.0).len(len).map(&self.file) };
         map.ok().map(Window)
     }
 }
@@ -194,12 +240,43 @@ impl Source for Vec<u8> {
         Some(self.as_slice().len() as u64)
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let Some(rest) = usize::try_from(offset).ok().and_then(|o| self.get(o..)) else {
+    fn read_at(&self, offset: FileOffset, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(rest) = usize::try_from(offset.0).ok().and_then(|o| self.get(o..)) else {
             return Ok(0);
         };
         let n = rest.len().min(buf.len());
         buf[..n].copy_from_slice(&rest[..n]);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_print_and_count_as_the_numbers_they_wrap() {
+        let o = FileOffset(0x1ac);
+        assert_eq!(format!("{o:#x} {o:x}"), "0x1ac 1ac");
+        assert_eq!(o + 4, FileOffset(0x1b0));
+        assert_eq!(FileOffset(0x1b0) - o, 4);
+        assert_eq!(o.checked_add(u64::MAX), None);
+        assert_eq!(o.saturating_add(u64::MAX), FileOffset(u64::MAX));
+    }
+
+    #[test]
+    fn a_short_source_says_where_and_how_much_it_lacked() {
+        let source = vec![7u8; 10];
+        let mut buf = [0u8; 4];
+        source.read_exact_at(FileOffset(6), &mut buf).unwrap();
+        let err = source.read_exact_at(FileOffset(8), &mut buf).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "file offset 0x8: the input ends after 2 of 4 bytes"
+        );
+        assert_eq!(
+            source.held_ranges(FileOffset(4)..FileOffset(20)),
+            [FileOffset(4)..FileOffset(10)]
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::discover::{self, DiscoverError, Found};
 use crate::input::source::FileSource;
 use crate::input::{self, Dump, OpenError};
 use crate::output::RegionView;
+use crate::phys::PhysAddr;
 use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, Problem, Region, Trace};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use std::sync::Arc;
 pub struct InputSpec {
     pub path: PathBuf,
     /// The region's physical address and, to override its header's, size.
-    pub phys: Option<(u64, Option<u64>)>,
+    pub phys: Option<(PhysAddr, Option<u64>)>,
     /// Whether a region header whose CRC fails is used (with `phys`).
     pub trust: HeaderTrust,
 }
@@ -135,7 +136,7 @@ pub fn find(
 #[derive(Debug, thiserror::Error)]
 #[error("region at physical address {addr:#x}")]
 pub struct RecoverError {
-    pub addr: u64,
+    pub addr: PhysAddr,
     #[source]
     pub why: HeaderError,
 }
@@ -168,7 +169,7 @@ impl<'a> Recovered<'a> {
     }
 
     /// Physical address of the region's first byte.
-    pub fn addr(&self) -> u64 {
+    pub fn addr(&self) -> PhysAddr {
         self.found.addr
     }
 
@@ -176,7 +177,7 @@ impl<'a> Recovered<'a> {
     pub fn view(&self) -> RegionView<'_, 'a> {
         RegionView {
             index: self.index,
-            addr: self.addr(),
+            addr: self.addr().0,
             region: &self.region,
             trace: &self.trace,
         }
@@ -244,13 +245,13 @@ mod tests {
             Ok(dump) => panic!("opened: {}", dump.container),
         }
         let spec = InputSpec {
-            phys: Some((0x1000, None)),
+            phys: Some((PhysAddr(0x1000), None)),
             ..spec
         };
         let dump = open(&spec).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(dump.container, "raw memory device of unknown size");
         let map = dump.memory.map();
         assert_eq!(map.runs().len(), 1);
-        assert_eq!(map.runs()[0].end, u64::MAX);
+        assert_eq!(map.runs()[0].end, PhysAddr(u64::MAX));
     }
 }

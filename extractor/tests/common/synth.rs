@@ -376,7 +376,12 @@ impl extractor::input::source::Source for ZeroTail {
         Some(self.len)
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    fn read_at(
+        &self,
+        offset: extractor::input::source::FileOffset,
+        buf: &mut [u8],
+    ) -> std::io::Result<usize> {
+        let offset = offset.0;
         let n = buf
             .len()
             .min(usize::try_from(self.len.saturating_sub(offset)).unwrap_or(usize::MAX));
@@ -405,8 +410,12 @@ impl extractor::input::source::Source for BadSectors {
         Some(self.inner.len() as u64)
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        if offset < self.bad.end && offset + buf.len() as u64 > self.bad.start {
+    fn read_at(
+        &self,
+        offset: extractor::input::source::FileOffset,
+        buf: &mut [u8],
+    ) -> std::io::Result<usize> {
+        if offset.0 < self.bad.end && offset.0 + buf.len() as u64 > self.bad.start {
             return Err(std::io::Error::other("bad sector"));
         }
         self.inner.read_at(offset, buf)

@@ -11,6 +11,7 @@ use anyhow::{ensure, Context, Result};
 use extractor::discover;
 use extractor::input;
 use extractor::input::source::FileSource;
+use extractor::phys::PhysAddr;
 use pstore_ring::layout::REASON_PANIC;
 use pstore_ring::read::{HeaderTrust, Region};
 use std::path::{Path, PathBuf};
@@ -62,7 +63,7 @@ pub fn check_dump(
     let source = Arc::new(FileSource::open(dump)?);
     let opened = input::open(source)?;
     let found = match addr {
-        Some(a) => discover::read_at(&*opened.memory, a, None, HeaderTrust::Checksummed)?,
+        Some(a) => discover::read_at(&*opened.memory, PhysAddr(a), None, HeaderTrust::Checksummed)?,
         None => discover::scan(&*opened.memory, &mut |_| {})
             .into_iter()
             .next()

@@ -25,8 +25,8 @@ pub mod codecs;
 mod lzo;
 
 use super::{ContainerKind, Dump, OpenError};
-use crate::input::source::Source;
-use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysError, PhysMemory, Run};
+use crate::input::source::{FileOffset, Source};
+use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysAddr, PhysError, PhysMemory, Run};
 use std::sync::{Arc, Mutex};
 
 pub const MAGIC: &[u8; 8] = b"KDUMP   ";
@@ -44,7 +44,7 @@ const CACHE_PAGES: usize = 64;
 /// Descriptors read per step when the file is opened.
 const DESC_CHUNK: u64 = 4096;
 
-fn invalid(field: &'static str, offset: u64, why: impl Into<String>) -> OpenError {
+fn invalid(field: &'static str, offset: FileOffset, why: impl Into<String>) -> OpenError {
     OpenError::invalid("kdump-compressed dump", field, offset, why)
 }
 
@@ -118,7 +118,7 @@ fn plausible(h: &Fields<'_>) -> bool {
 
 pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let mut head = [0u8; hdr::SIZE];
-    source.read_exact_at(0, &mut head)?;
+    source.read_exact_at(FileOffset(0), &mut head)?;
     let le = Fields {
         bytes: &head,
         big: false,
@@ -136,7 +136,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     {
         return Err(invalid(
             "header_version",
-            hdr::VERSION as u64,
+            FileOffset(hdr::VERSION as u64),
             format!("{} is not a known version", le.u32(hdr::VERSION)),
         ));
     } else if plausible_block_size(le.u32(hdr::BLOCK_SIZE - 16)) {
@@ -146,7 +146,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     } else {
         return Err(invalid(
             "block_size",
-            hdr::BLOCK_SIZE as u64,
+            FileOffset(hdr::BLOCK_SIZE as u64),
             format!("{:#x} is not a page size", le.u32(hdr::BLOCK_SIZE)),
         ));
     };
@@ -157,42 +157,61 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let status = h.u32(hdr::STATUS);
 
     let mut sub_bytes = [0u8; sub::SIZE];
-    source.read_exact_at(bs, &mut sub_bytes)?;
+    source.read_exact_at(FileOffset(bs), &mut sub_bytes)?;
     let s = Fields {
         bytes: &sub_bytes,
         big: h.big,
     };
     let (max_mapnr, max_mapnr_at) = if version >= 6 {
-        (s.u64(sub::MAX_MAPNR_64), bs + sub::MAX_MAPNR_64 as u64)
+        (
+            s.u64(sub::MAX_MAPNR_64),
+            FileOffset(bs + sub::MAX_MAPNR_64 as u64),
+        )
     } else {
-        (u64::from(h.u32(hdr::MAX_MAPNR)), hdr::MAX_MAPNR as u64)
+        (
+            u64::from(h.u32(hdr::MAX_MAPNR)),
+            FileOffset(hdr::MAX_MAPNR as u64),
+        )
     };
     let bitmap_off = (1 + sub_blocks)
         .checked_mul(bs)
-        .ok_or_else(|| invalid("sub_hdr_size", hdr::SUB_HDR_SIZE as u64, "overflows"))?;
+        .map(FileOffset)
+        .ok_or_else(|| {
+            invalid(
+                "sub_hdr_size",
+                FileOffset(hdr::SUB_HDR_SIZE as u64),
+                "overflows",
+            )
+        })?;
     let half = bitmap_blocks
         .checked_mul(bs)
         .map(|b| b / 2)
-        .ok_or_else(|| invalid("bitmap_blocks", hdr::BITMAP_BLOCKS as u64, "overflows"))?;
+        .ok_or_else(|| {
+            invalid(
+                "bitmap_blocks",
+                FileOffset(hdr::BITMAP_BLOCKS as u64),
+                "overflows",
+            )
+        })?;
     if half > MAX_BITMAP {
         return Err(invalid(
             "bitmap_blocks",
-            hdr::BITMAP_BLOCKS as u64,
+            FileOffset(hdr::BITMAP_BLOCKS as u64),
             format!("bitmaps of {half} bytes each, more than the {MAX_BITMAP} accepted"),
         ));
     }
     if half.saturating_mul(8) < max_mapnr {
         return Err(invalid(
             "bitmap_blocks",
-            hdr::BITMAP_BLOCKS as u64,
+            FileOffset(hdr::BITMAP_BLOCKS as u64),
             format!("bitmaps cover {} pages, max_mapnr is {max_mapnr}", half * 8),
         ));
     }
     let desc_off = bitmap_off + 2 * half;
-    if let Some(len) = source.len().filter(|&len| desc_off > len) {
+    if let Some(len) = source.len().filter(|&len| desc_off > FileOffset(len)) {
         return Err(invalid(
             "bitmap_blocks",
-            hdr::BITMAP_BLOCKS as u64,
+            FileOffset(hdr::BITMAP_BLOCKS as u64),
             format!("the bitmaps end at {desc_off:#x}, past the end of the file ({len:#x})"),
         ));
     }
@@ -232,7 +251,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let vmcoreinfo = if version >= 3 {
         read_vmcoreinfo(
             &*source,
-            s.u64(sub::OFFSET_VMCOREINFO),
+            FileOffset(s.u64(sub::OFFSET_VMCOREINFO)),
             s.u64(sub::SIZE_VMCOREINFO),
         )
     } else {
@@ -256,7 +275,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
             .map(|(r, _)| r.end - r.start)
             .sum::<u64>()
     };
-    let at = |cause: Missing| first[cause as usize].unwrap_or(0);
+    let at = |cause: Missing| first[cause as usize].unwrap_or_default();
     let cut = lost(Missing::Cut);
     // Only a source with an end can cut pages off.
     if let Some(len) = source.len().filter(|_| cut > 0) {
@@ -301,8 +320,8 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     })
 }
 
-fn read_vmcoreinfo(source: &dyn Source, offset: u64, size: u64) -> Option<String> {
-    if offset == 0 || size == 0 || size > 1 << 20 {
+fn read_vmcoreinfo(source: &dyn Source, offset: FileOffset, size: u64) -> Option<String> {
+    if offset == FileOffset(0) || size == 0 || size > 1 << 20 {
         return None;
     }
     let mut buf = vec![0u8; size as usize];
@@ -330,15 +349,15 @@ fn missing_pages(
     source: &dyn Source,
     big: bool,
     bs: u64,
-    desc_off: u64,
+    desc_off: FileOffset,
     descs: u64,
 ) -> Vec<(std::ops::Range<u64>, Missing)> {
     let len = source.len();
     // A source without a size holds whatever its offsets reach.
-    let held = source.held_ranges(0..len.unwrap_or(u64::MAX));
+    let held = source.held_ranges(FileOffset(0)..FileOffset(len.unwrap_or(u64::MAX)));
     // Whether the input holds all of `[start, start + size)`; `held` is
     // sorted, and joined where ranges touch.
-    let holds = |start: u64, size: u64| {
+    let holds = |start: FileOffset, size: u64| {
         let i = held.partition_point(|h| h.end <= start);
         held.get(i)
             .is_some_and(|h| h.start <= start && start.saturating_add(size) <= h.end)
@@ -349,7 +368,7 @@ fn missing_pages(
         _ => out.push((rank..rank + 1, cause)),
     };
     let in_file = len.map_or(descs, |len| {
-        (len.saturating_sub(desc_off) / DESC_SIZE).min(descs)
+        (len.saturating_sub(desc_off.0) / DESC_SIZE).min(descs)
     });
     let mut buf = vec![0u8; (DESC_CHUNK.min(in_file) * DESC_SIZE) as usize];
     let mut rank = 0;
@@ -369,14 +388,14 @@ fn missing_pages(
         }
         for d in chunk.chunks_exact(DESC_SIZE as usize) {
             let f = Fields { bytes: d, big };
-            let (offset, size) = (f.u64(0), u64::from(f.u32(8)));
+            let (offset, size) = (FileOffset(f.u64(0)), u64::from(f.u32(8)));
             if !holds(desc_off + rank * DESC_SIZE, DESC_SIZE) {
                 note(rank, Missing::Gap);
-            } else if offset == 0 {
+            } else if offset == FileOffset(0) {
                 note(rank, Missing::Unwritten);
             } else if size == 0 || size > bs {
                 // Corrupt, not missing: reading the page says so.
-            } else if len.is_some_and(|len| offset.saturating_add(size) > len) {
+            } else if len.is_some_and(|len| offset.saturating_add(size) > FileOffset(len)) {
                 note(rank, Missing::Cut);
             } else if !holds(offset, size) {
                 note(rank, Missing::Gap);
@@ -411,7 +430,7 @@ fn runs(
     first_rank: u64,
     bs: u64,
     missing: &[(std::ops::Range<u64>, Missing)],
-) -> (Vec<Run>, [Option<u64>; 3]) {
+) -> (Vec<Run>, [Option<PhysAddr>; 3]) {
     let mut out: Vec<Run> = Vec::new();
     let mut first = [None; 3];
     let mut pfn = range.start;
@@ -434,7 +453,7 @@ fn runs(
             rank += 1;
             match lost {
                 Some((_, cause)) => {
-                    first[*cause as usize].get_or_insert(pfn * bs);
+                    first[*cause as usize].get_or_insert(PhysAddr(pfn * bs));
                     Some(Backing::Lost)
                 }
                 None => Some(Backing::Present),
@@ -445,9 +464,9 @@ fn runs(
             None
         };
         if let Some(backing) = backing {
-            let start = pfn * bs;
+            let start = PhysAddr(pfn * bs);
             match out.last_mut() {
-                Some(r) if r.end == start && r.backing == backing => r.end += bs,
+                Some(r) if r.end == start && r.backing == backing => r.end = r.end + bs,
                 _ => out.push(Run {
                     start,
                     end: start + bs,
@@ -465,7 +484,7 @@ pub struct KdumpMemory {
     source: Arc<dyn Source>,
     big: bool,
     bs: u64,
-    desc_off: u64,
+    desc_off: FileOffset,
     descs: u64,
     dumped: Vec<u8>,
     /// Set bits of `dumped` before each `RANK_STEP` pages.
@@ -499,7 +518,7 @@ impl KdumpMemory {
     }
 
     fn page(&self, pfn: u64) -> Result<Arc<[u8]>, PhysError> {
-        let addr = pfn * self.bs;
+        let addr = PhysAddr(pfn * self.bs);
         if let Ok(cache) = self.cache.lock() {
             if let Some((_, p)) = cache.iter().find(|(n, _)| *n == pfn) {
                 return Ok(p.clone());
@@ -523,8 +542,8 @@ impl KdumpMemory {
             bytes: &d,
             big: self.big,
         };
-        let (offset, size, flags) = (f.u64(0), f.u32(8), f.u32(12));
-        if offset == 0 {
+        let (offset, size, flags) = (FileOffset(f.u64(0)), f.u32(8), f.u32(12));
+        if offset == FileOffset(0) {
             return Err(PhysError::Hole {
                 addr,
                 backing: Backing::Lost,
@@ -568,10 +587,10 @@ impl PhysMemory for KdumpMemory {
         &self.map
     }
 
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), PhysError> {
+    fn read(&self, addr: PhysAddr, buf: &mut [u8]) -> Result<(), PhysError> {
         read_pieces(addr, buf, |at, rest| {
-            let page = self.page(at / self.bs)?;
-            let from = (at % self.bs) as usize;
+            let page = self.page(at.0 / self.bs)?;
+            let from = (at.0 % self.bs) as usize;
             let n = rest.len().min(page.len() - from);
             rest[..n].copy_from_slice(&page[from..from + n]);
             Ok(n)
