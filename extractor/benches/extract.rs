@@ -294,7 +294,7 @@ fn scan_bench(dir: &Path, region: &[u8], memcpy: f64) {
         "where the region was found"
     );
     assert!(
-        hit.absent.is_empty(),
+        hit.holes.is_empty(),
         "the region read with holes: {:?}",
         hit.holes
     );

@@ -280,11 +280,11 @@ fn exercise(dump: &Dump, out: &mut String) {
 }
 
 fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
-    let _ = (&found.holes, &found.copies, found.unaccounted);
+    let _ = (&found.holes, &found.copies, found.unaccounted());
     let Ok(region) = Region::parse(&found.bytes, trust) else {
         return;
     };
-    let region = region.with_absent(found.absent.clone());
+    let region = region.with_absent(found.absent());
     let trace = region.decode();
     let _ = write_summary(out, &region, &trace, true);
     for d in &trace.diagnostics {

@@ -11,6 +11,7 @@ use memmap2::MmapMut;
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
 use pstore_ring::scan::{header_checks_out, magic_hits};
+use std::fmt;
 use std::ops::{Deref, Range};
 
 /// Bytes searched per step of the scan.
@@ -24,25 +25,117 @@ const GRANULE: usize = 4096;
 /// everywhere).
 pub const MAX_REGION: u64 = 4 << 30;
 
+/// A byte's place in a region: bytes from the region's first byte. Not a
+/// physical address: the region may start anywhere.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RegionOffset(pub u64);
+
+impl fmt::LowerHex for RegionOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(&self.0, f)
+    }
+}
+
+/// Bytes of a region the dump does not give, and why. It prints itself
+/// as the one line `crashring` says of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hole {
+    pub range: Range<RegionOffset>,
+    pub cause: HoleCause,
+}
+
+impl fmt::Display for Hole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "region bytes {:#x}..{:#x}: {}",
+            self.range.start, self.range.end, self.cause
+        )
+    }
+}
+
+/// Why a dump does not give some bytes of a region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HoleCause {
+    /// Left out by the dump's filter ([`Backing::Excluded`]).
+    Excluded,
+    /// Meant to be written by an incomplete dump and not ([`Backing::Lost`]).
+    Lost,
+    /// Not covered by the dump at all: outside its memory map, or past
+    /// the last byte it reaches.
+    NotInDump,
+    /// Past 2^64: the bytes have no physical address.
+    PastTop,
+    /// In the dump, but reading them failed (a corrupt page, an I/O
+    /// error): what the read said.
+    Unreadable(String),
+}
+
+impl HoleCause {
+    /// What a failed read says of the bytes it could not read.
+    fn of(e: &PhysError) -> HoleCause {
+        match e {
+            PhysError::Outside { .. } => HoleCause::NotInDump,
+            PhysError::Hole {
+                backing: Backing::Excluded,
+                ..
+            } => HoleCause::Excluded,
+            PhysError::Hole {
+                backing: Backing::Lost,
+                ..
+            } => HoleCause::Lost,
+            // Present memory is no hole; a container saying otherwise is
+            // told as it said it, with the rest of what fails reads.
+            other => HoleCause::Unreadable(other.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for HoleCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HoleCause::Excluded => Backing::Excluded.fmt(f),
+            HoleCause::Lost => Backing::Lost.fmt(f),
+            HoleCause::NotInDump => f.write_str("not in the dump"),
+            HoleCause::PastTop => f.write_str("past the top of the physical address space"),
+            HoleCause::Unreadable(why) => f.write_str(why),
+        }
+    }
+}
+
 /// A region read out of a dump.
 #[derive(Debug)]
 pub struct Found {
     /// Physical address of the region's first byte.
     pub addr: PhysAddr,
-    /// The region's bytes; absent ranges hold zeros that must not be used.
+    /// The region's bytes; the holes' bytes are zeros that must not be
+    /// used.
     pub bytes: RegionBytes,
-    /// Region-relative ranges the dump does not hold.
-    pub absent: Vec<Range<u64>>,
-    /// What was missing and why, one line per hole.
-    pub holes: Vec<String>,
+    /// What the dump does not give of the region and why, in order, each
+    /// joined to the next where it continues it for the same cause.
+    pub holes: Vec<Hole>,
+    /// Addresses of byte-identical copies of this region's header found
+    /// elsewhere (a copy in the page cache, a saved file in RAM).
+    pub copies: Vec<PhysAddr>,
+}
+
+impl Found {
+    /// The holes' ranges, as the reader takes them
+    /// ([`pstore_ring::read::Region::with_absent`]).
+    pub fn absent(&self) -> Vec<Range<u64>> {
+        self.holes
+            .iter()
+            .map(|h| h.range.start.0..h.range.end.0)
+            .collect()
+    }
+
     /// Whether some absent bytes were lost or outside the dump rather than
     /// left out by the dump's filter. Filtered pages are of a kind the
     /// dump's maker chose to drop (makedumpfile's zero-page filter drops
     /// every unused ring page); lost ones held something nobody can know.
-    pub unaccounted: bool,
-    /// Addresses of byte-identical copies of this region's header found
-    /// elsewhere (a copy in the page cache, a saved file in RAM).
-    pub copies: Vec<PhysAddr>,
+    pub fn unaccounted(&self) -> bool {
+        self.holes.iter().any(|h| h.cause != HoleCause::Excluded)
+    }
 }
 
 /// Why discovery found nothing to read.
@@ -153,9 +246,7 @@ fn read_region(
 ) -> Found {
     let bytes = region.as_mut();
     let readable = bytes.len();
-    let mut absent: Vec<Range<u64>> = Vec::new();
-    let mut holes: Vec<String> = Vec::new();
-    let mut unaccounted = false;
+    let mut holes: Vec<Hole> = Vec::new();
     let mut at = 0usize;
     while at < readable {
         // Large reads first; a failure is retried granule by granule so a
@@ -178,20 +269,7 @@ fn read_region(
                 // granules are taken in one step, so work follows the runs
                 // of the map, not the size of the hole.
                 let hole = skip_hole(mem, &e, addr, at + g, readable);
-                let filtered = matches!(
-                    e,
-                    PhysError::Hole {
-                        backing: Backing::Excluded,
-                        ..
-                    }
-                );
-                unaccounted |= !filtered;
-                let why = match &e {
-                    PhysError::Outside { .. } => "not in the dump".to_string(),
-                    PhysError::Hole { backing, .. } => backing.to_string(),
-                    other => other.to_string(),
-                };
-                note_hole(&mut absent, &mut holes, at as u64..hole as u64, &why);
+                note_hole(&mut holes, at as u64..hole as u64, HoleCause::of(&e));
                 at = hole;
                 continue;
             }
@@ -207,22 +285,14 @@ fn read_region(
         .unwrap_or(u64::MAX)
         .min(claimed);
     if readable < room {
-        note_hole(&mut absent, &mut holes, readable..room, "not in the dump");
+        note_hole(&mut holes, readable..room, HoleCause::NotInDump);
     }
     if room < claimed {
-        note_hole(
-            &mut absent,
-            &mut holes,
-            room..claimed,
-            "past the top of the physical address space",
-        );
+        note_hole(&mut holes, room..claimed, HoleCause::PastTop);
     }
-    unaccounted |= readable < claimed;
     Found {
         addr,
         bytes: region,
-        absent,
-        unaccounted,
         holes,
         copies: Vec::new(),
     }
@@ -254,18 +324,16 @@ fn skip_hole(
         .map_or(from, |end| end.max(from))
 }
 
-/// Records a hole, joining it to the previous one when it continues it
-/// for the same reason.
-fn note_hole(absent: &mut Vec<Range<u64>>, holes: &mut Vec<String>, r: Range<u64>, why: &str) {
-    if let (Some(last), Some(text)) = (absent.last_mut(), holes.last_mut()) {
-        if last.end == r.start && text.ends_with(&format!(": {why}")) {
-            last.end = r.end;
-            *text = format!("region bytes {:#x}..{:#x}: {why}", last.start, last.end);
-            return;
+/// Records a hole of region bytes `r`, joining it to the previous one
+/// when it continues it for the same cause.
+fn note_hole(holes: &mut Vec<Hole>, r: Range<u64>, cause: HoleCause) {
+    let range = RegionOffset(r.start)..RegionOffset(r.end);
+    match holes.last_mut() {
+        Some(last) if last.range.end == range.start && last.cause == cause => {
+            last.range.end = range.end;
         }
+        _ => holes.push(Hole { range, cause }),
     }
-    holes.push(format!("region bytes {:#x}..{:#x}: {why}", r.start, r.end));
-    absent.push(r);
 }
 
 /// Searches all present memory for regions and reads each one. `progress`
@@ -349,5 +417,126 @@ fn consider(mem: &dyn PhysMemory, at: PhysAddr, found: &mut Vec<Found>) {
     }
     if let Ok(region) = read_at(mem, at, None, HeaderTrust::Checksummed) {
         found.push(region);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hole(start: u64, end: u64, cause: HoleCause) -> Hole {
+        Hole {
+            range: RegionOffset(start)..RegionOffset(end),
+            cause,
+        }
+    }
+
+    #[test]
+    fn a_hole_says_its_range_and_its_cause() {
+        let says = |cause| hole(0x4000, 0x5000, cause).to_string();
+        assert_eq!(
+            says(HoleCause::Excluded),
+            "region bytes 0x4000..0x5000: excluded by the dump's filter"
+        );
+        assert_eq!(
+            says(HoleCause::Lost),
+            "region bytes 0x4000..0x5000: lost (incomplete dump)"
+        );
+        assert_eq!(
+            says(HoleCause::NotInDump),
+            "region bytes 0x4000..0x5000: not in the dump"
+        );
+        assert_eq!(
+            says(HoleCause::PastTop),
+            "region bytes 0x4000..0x5000: past the top of the physical address space"
+        );
+        let corrupt = PhysError::Corrupt {
+            addr: PhysAddr(0x34000),
+            what: "page descriptor 3: size is not within 1..=4096".into(),
+        };
+        assert_eq!(
+            says(HoleCause::of(&corrupt)),
+            "region bytes 0x4000..0x5000: physical address 0x34000: page descriptor 3: size is not within 1..=4096"
+        );
+    }
+
+    #[test]
+    fn a_failed_read_gives_the_cause_of_its_hole() {
+        let addr = PhysAddr(0x1000);
+        let of = |e: PhysError| HoleCause::of(&e);
+        assert_eq!(of(PhysError::Outside { addr }), HoleCause::NotInDump);
+        let hole = |backing| PhysError::Hole { addr, backing };
+        assert_eq!(of(hole(Backing::Excluded)), HoleCause::Excluded);
+        assert_eq!(of(hole(Backing::Lost)), HoleCause::Lost);
+        let io = PhysError::Source {
+            addr,
+            source: crate::input::source::SourceError::Truncated {
+                offset: crate::input::source::FileOffset(0x200),
+                wanted: 8,
+                got: 0,
+            },
+        };
+        assert_eq!(
+            of(io),
+            HoleCause::Unreadable(
+                "physical address 0x1000: file offset 0x200: the input ends after 0 of 8 bytes"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn holes_join_only_where_one_continues_another_for_the_same_cause() {
+        let mut holes = Vec::new();
+        note_hole(&mut holes, 0x1000..0x2000, HoleCause::Excluded);
+        note_hole(&mut holes, 0x2000..0x3000, HoleCause::Excluded);
+        // Touching, another cause.
+        note_hole(&mut holes, 0x3000..0x4000, HoleCause::Lost);
+        // The same cause, not touching.
+        note_hole(&mut holes, 0x5000..0x6000, HoleCause::Lost);
+        // Reads failing alike join; failing differently do not.
+        let bad = |at: &str| HoleCause::Unreadable(format!("physical address {at}: bad"));
+        note_hole(&mut holes, 0x6000..0x7000, bad("0x6000"));
+        note_hole(&mut holes, 0x7000..0x8000, bad("0x6000"));
+        note_hole(&mut holes, 0x8000..0x9000, bad("0x8000"));
+        assert_eq!(
+            holes,
+            [
+                hole(0x1000, 0x3000, HoleCause::Excluded),
+                hole(0x3000, 0x4000, HoleCause::Lost),
+                hole(0x5000, 0x6000, HoleCause::Lost),
+                hole(0x6000, 0x8000, bad("0x6000")),
+                hole(0x8000, 0x9000, bad("0x8000")),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_holes_the_filter_made_are_accounted_for() {
+        let found = |holes: Vec<Hole>| Found {
+            addr: PhysAddr(0x30000),
+            bytes: RegionBytes::zeroed(0x3000).unwrap(),
+            holes,
+            copies: Vec::new(),
+        };
+        let filtered = found(vec![hole(0x1000, 0x2000, HoleCause::Excluded)]);
+        let absent = filtered.absent();
+        assert_eq!(absent.len(), 1);
+        assert_eq!(absent[0], 0x1000..0x2000);
+        assert!(!filtered.unaccounted());
+        for cause in [
+            HoleCause::Lost,
+            HoleCause::NotInDump,
+            HoleCause::PastTop,
+            HoleCause::Unreadable("bad".into()),
+        ] {
+            let f = found(vec![
+                hole(0x1000, 0x2000, HoleCause::Excluded),
+                hole(0x2000, 0x3000, cause),
+            ]);
+            assert_eq!(f.absent(), [0x1000..0x2000, 0x2000..0x3000]);
+            assert!(f.unaccounted());
+        }
+        assert!(!found(Vec::new()).unaccounted());
     }
 }

@@ -36,6 +36,7 @@ pub mod redact;
 
 pub use check::{check, CheckError, Checked};
 
+use crate::discover::Hole;
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
 use crate::output::{write_items, ItemFormat, NewFile, RegionView};
@@ -177,7 +178,7 @@ struct Part<'b> {
     /// From the unredacted trace: redaction leaves wall times alone.
     wall: WallClock,
     damaged: bool,
-    holes: Vec<String>,
+    holes: Vec<Hole>,
     redacted: Counts,
     clamped: u64,
     ctf_dir: PathBuf,

@@ -158,7 +158,7 @@ impl<'a> Recovered<'a> {
             addr: found.addr,
             why,
         })?;
-        let region = region.with_absent(found.absent.clone());
+        let region = region.with_absent(found.absent());
         let trace = decode(&region);
         Ok(Recovered {
             index,
@@ -191,7 +191,7 @@ impl<'a> Recovered<'a> {
     /// as nobody knows what they held. A stream whose end is lost or
     /// unknown is damaged even when no count could be put on it.
     pub fn damaged(&self) -> bool {
-        self.found.unaccounted
+        self.found.unaccounted()
             || self
                 .trace
                 .diagnostics

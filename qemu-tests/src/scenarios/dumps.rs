@@ -69,8 +69,7 @@ pub fn check_dump(
             .next()
             .context("no region found by scanning")?,
     };
-    let region =
-        Region::parse(&found.bytes, HeaderTrust::Checksummed)?.with_absent(found.absent.clone());
+    let region = Region::parse(&found.bytes, HeaderTrust::Checksummed)?.with_absent(found.absent());
     let summary = check_region(&region)?;
     let holes = if found.holes.is_empty() {
         String::new()
