@@ -61,6 +61,9 @@ macro_rules! endian_int {
 endian_int!(U16, u16, 2);
 endian_int!(U32, u32, 4);
 endian_int!(U64, u64, 8);
+// Not in the region format; for other formats read with these types
+// (makedumpfile's flattened records carry signed offsets).
+endian_int!(I64, i64, 8);
 
 /// Reads an integer at `offset` without any chance of panicking: `None` when
 /// the bytes are not all there.
@@ -88,9 +91,15 @@ mod tests {
         for e in [Endian::Little, Endian::Big] {
             assert_eq!(U32::new(e, 0x0102_0304).get(e), 0x0102_0304);
             assert_eq!(U64::new(e, u64::MAX - 5).get(e), u64::MAX - 5);
+            assert_eq!(I64::new(e, -2).get(e), -2);
         }
         assert_eq!(U32::new(Endian::Big, 0x0102_0304).0, [1, 2, 3, 4]);
         assert_eq!(U32::new(Endian::Little, 0x0102_0304).0, [4, 3, 2, 1]);
+        assert_eq!(I64::new(Endian::Big, -1).0, [0xff; 8]);
+        assert_eq!(
+            I64([0x80, 0, 0, 0, 0, 0, 0, 1]).get(Endian::Big),
+            i64::MIN + 1
+        );
     }
 
     #[test]

@@ -17,13 +17,47 @@
 
 use super::OpenError;
 use crate::input::source::{FileOffset, Source, SourceError};
+use pstore_ring::endian::{Endian, I64};
 use std::collections::BTreeMap;
 use std::io;
+use std::mem::{offset_of, size_of};
 use std::ops::Range;
 use std::sync::Arc;
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout, Unaligned};
 
+/// `struct makedumpfile_header`, at file offset 0, big-endian whatever
+/// the machine, as are the record headers.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct MakedumpfileHeader {
+    /// `signature`: "makedumpfile" NUL-padded (`SIG_LEN_MDF`, 16).
+    signature: [u8; 16],
+    /// `type`: `TYPE_FLAT_HEADER`, 1.
+    ty: I64,
+    /// `version`: `VERSION_FLAT_HEADER`, 1.
+    version: I64,
+}
+
+/// `struct makedumpfile_data_header`: one record's header; `buf_size`
+/// bytes of data follow it.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct MakedumpfileDataHeader {
+    /// Where the data belongs in the reassembled file; `END_FLAG_FLAT_HEADER`
+    /// (-1) ends the records.
+    offset: I64,
+    buf_size: I64,
+}
+
+const _: () = assert!(size_of::<MakedumpfileHeader>() == 32);
+const _: () = assert!(size_of::<MakedumpfileDataHeader>() == 16);
+
+/// The flattened format's byte order.
+const BE: Endian = Endian::Big;
+/// Where the records start: the header has a block of its own
+/// (`MAX_SIZE_MDF_HEADER`).
 const RECORDS_START: FileOffset = FileOffset(4096);
-const RECORD_HEADER: u64 = 16;
+const RECORD_HEADER: u64 = size_of::<MakedumpfileDataHeader>() as u64;
 
 /// A reassembled view of a flattened file.
 pub struct FlatSource {
@@ -43,17 +77,22 @@ fn invalid(field: &'static str, offset: FileOffset, why: impl Into<String>) -> O
 
 impl FlatSource {
     pub fn open(inner: Arc<dyn Source>) -> Result<FlatSource, OpenError> {
-        let mut head = [0u8; 32];
-        inner.read_exact_at(FileOffset(0), &mut head)?;
-        let ty = i64::from_be_bytes(head[16..24].try_into().unwrap_or_default());
-        let version = i64::from_be_bytes(head[24..32].try_into().unwrap_or_default());
+        let mut head = MakedumpfileHeader::new_zeroed();
+        inner.read_exact_at(FileOffset(0), head.as_mut_bytes())?;
+        let at = |field| FileOffset(field as u64);
+        let ty = head.ty.get(BE);
         if ty != 1 {
-            return Err(invalid("type", FileOffset(16), format!("{ty}, expected 1")));
+            return Err(invalid(
+                "type",
+                at(offset_of!(MakedumpfileHeader, ty)),
+                format!("{ty}, expected 1"),
+            ));
         }
+        let version = head.version.get(BE);
         if version != 1 {
             return Err(invalid(
                 "version",
-                FileOffset(24),
+                at(offset_of!(MakedumpfileHeader, version)),
                 format!("{version}, expected 1"),
             ));
         }
@@ -80,8 +119,8 @@ impl FlatSource {
         let total = self.inner.len();
         let mut at = RECORDS_START;
         loop {
-            let mut rh = [0u8; RECORD_HEADER as usize];
-            match self.inner.read_exact_at(at, &mut rh) {
+            let mut rh = MakedumpfileDataHeader::new_zeroed();
+            match self.inner.read_exact_at(at, rh.as_mut_bytes()) {
                 Ok(()) => {}
                 Err(SourceError::Truncated { .. }) => {
                     self.warnings.push(format!(
@@ -91,8 +130,7 @@ impl FlatSource {
                 }
                 Err(e) => return Err(e.into()),
             }
-            let offset = i64::from_be_bytes(rh[..8].try_into().unwrap_or_default());
-            let size = i64::from_be_bytes(rh[8..].try_into().unwrap_or_default());
+            let (offset, size) = (rh.offset.get(BE), rh.buf_size.get(BE));
             if offset == -1 {
                 return Ok(());
             }
@@ -257,6 +295,28 @@ mod tests {
         let s = FlatSource::open(Arc::new(f)).unwrap();
         assert_eq!(read_all(&s), b"abcdefghi");
         assert_eq!(s.warnings().len(), 1);
+    }
+
+    #[test]
+    fn headers_sit_where_makedumpfile_puts_them() {
+        assert_eq!(offset_of!(MakedumpfileHeader, ty), 16);
+        assert_eq!(offset_of!(MakedumpfileHeader, version), 24);
+        assert_eq!(size_of::<MakedumpfileHeader>(), 32);
+        assert_eq!(offset_of!(MakedumpfileDataHeader, buf_size), 8);
+        assert_eq!(size_of::<MakedumpfileDataHeader>(), 16);
+    }
+
+    #[test]
+    fn a_header_of_another_type_or_version_is_refused_naming_the_field() {
+        for (at, field) in [(16, "type"), (24, "version")] {
+            let mut f = flat(&[(0, b"ab")], true);
+            f[at..at + 8].copy_from_slice(&(-2i64).to_be_bytes());
+            let err = FlatSource::open(Arc::new(f)).err().unwrap().to_string();
+            assert_eq!(
+                err,
+                format!("invalid flattened dump `{field}` at file offset {at:#x}: -2, expected 1")
+            );
+        }
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! no RAM, if its 1st-bitmap bit is clear too). Its descriptor is found by
 //! counting the set bits before it; a prefix count every 4096 pages keeps
 //! that cheap. A descriptor with offset 0 is a page an incomplete dump
-//! lost. Only the 64-bit header layout is read, in either byte order.
+//! lost. Only the 64-bit header layout is read, in either byte order;
+//! its structures are in `layout.rs`, with makedumpfile's names.
 //!
 //! Every descriptor is read once when the file is opened, so that pages
 //! whose descriptor or data the file does not hold (a file cut short when
@@ -22,19 +23,22 @@
 //! read a flattened file's gap as a page of zeros.
 
 pub mod codecs;
+mod layout;
 mod lzo;
 
 use super::{ContainerKind, Dump, OpenError};
 use crate::input::source::{FileOffset, Source};
 use crate::phys::{hole_at, read_pieces, Backing, MemoryMap, PhysAddr, PhysError, PhysMemory, Run};
+use layout::{DiskDumpHeader, KdumpSubHeader, PageDesc, DUMP_DH_COMPRESSED_INCOMPLETE};
+use pstore_ring::endian::{Endian, U32};
+use std::mem::{offset_of, size_of};
 use std::sync::{Arc, Mutex};
+use zerocopy::{FromZeros, IntoBytes};
 
 pub const MAGIC: &[u8; 8] = b"KDUMP   ";
 
-/// Header `status` bits.
-const INCOMPLETE: u32 = 0x08;
 /// Bytes per page descriptor.
-const DESC_SIZE: u64 = 24;
+const DESC_SIZE: u64 = size_of::<PageDesc>() as u64;
 /// Pages per prefix-count entry.
 const RANK_STEP: u64 = 4096;
 /// The largest bitmap accepted, per half: 2^31 pages, 8 TiB of 4 KiB pages.
@@ -43,167 +47,110 @@ const MAX_BITMAP: u64 = 256 << 20;
 const CACHE_PAGES: usize = 64;
 /// Descriptors read per step when the file is opened.
 const DESC_CHUNK: u64 = 4096;
+/// Where a header in the 32-bit layout is taken to hold `block_size`, to
+/// say that layout is not read: 16 bytes before the 64-bit layout's, as
+/// this check has always looked. (An i386 build of `diskdump_mod.h`,
+/// with its 8-byte `timeval` 4-byte aligned, puts it 12 bytes before.)
+const BLOCK_SIZE_32: usize = offset_of!(DiskDumpHeader, block_size) - 16;
+
+/// The file offset of a `disk_dump_header` field, for messages: the
+/// header is at offset 0.
+macro_rules! header_at {
+    ($field:ident) => {
+        FileOffset(offset_of!(DiskDumpHeader, $field) as u64)
+    };
+}
 
 fn invalid(field: &'static str, offset: FileOffset, why: impl Into<String>) -> OpenError {
     OpenError::invalid("kdump-compressed dump", field, offset, why)
 }
 
-#[derive(Clone, Copy)]
-struct Fields<'a> {
-    bytes: &'a [u8],
-    big: bool,
-}
-
-impl Fields<'_> {
-    fn u32(&self, at: usize) -> u32 {
-        let b: [u8; 4] = self.bytes[at..at + 4].try_into().unwrap_or_default();
-        if self.big {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
-    }
-
-    fn u64(&self, at: usize) -> u64 {
-        let b: [u8; 8] = self.bytes[at..at + 8].try_into().unwrap_or_default();
-        if self.big {
-            u64::from_be_bytes(b)
-        } else {
-            u64::from_le_bytes(b)
-        }
-    }
-
-    fn text(&self, at: usize, len: usize) -> String {
-        let field = &self.bytes[at..at + len];
-        let end = field.iter().position(|&b| b == 0).unwrap_or(len);
-        String::from_utf8_lossy(&field[..end]).into_owned()
-    }
-}
-
-/// `disk_dump_header` (64-bit layout) field offsets.
-mod hdr {
-    pub const VERSION: usize = 8;
-    pub const RELEASE: usize = 12 + 65 * 2;
-    pub const MACHINE: usize = 12 + 65 * 4;
-    pub const STATUS: usize = 424;
-    pub const BLOCK_SIZE: usize = 428;
-    pub const SUB_HDR_SIZE: usize = 432;
-    pub const BITMAP_BLOCKS: usize = 436;
-    pub const MAX_MAPNR: usize = 440;
-    pub const NR_CPUS: usize = 460;
-    pub const SIZE: usize = 464;
-}
-
-/// `kdump_sub_header` (64-bit) field offsets.
-mod sub {
-    pub const SPLIT: usize = 12;
-    pub const OFFSET_VMCOREINFO: usize = 32;
-    pub const SIZE_VMCOREINFO: usize = 40;
-    pub const START_PFN_64: usize = 80;
-    pub const END_PFN_64: usize = 88;
-    pub const MAX_MAPNR_64: usize = 96;
-    pub const SIZE: usize = 104;
+/// A NUL-padded text field.
+fn text(field: &[u8]) -> String {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(&field[..end]).into_owned()
 }
 
 fn plausible_block_size(bs: u32) -> bool {
     bs.is_power_of_two() && (512..=1 << 20).contains(&bs)
 }
 
-/// Whether the header reads sensibly in this byte order: a page-sized
+/// Whether the header reads sensibly in byte order `e`: a page-sized
 /// block and a small version. One field alone is not enough (4096 read
 /// the wrong way round is 1 MiB, also a power of two).
-fn plausible(h: &Fields<'_>) -> bool {
-    plausible_block_size(h.u32(hdr::BLOCK_SIZE)) && (1..=64).contains(&h.u32(hdr::VERSION))
+fn plausible(h: &DiskDumpHeader, e: Endian) -> bool {
+    plausible_block_size(h.block_size.get(e)) && (1..=64).contains(&h.header_version.get(e))
 }
 
 pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
-    let mut head = [0u8; hdr::SIZE];
-    source.read_exact_at(FileOffset(0), &mut head)?;
-    let le = Fields {
-        bytes: &head,
-        big: false,
-    };
-    let be = Fields {
-        bytes: &head,
-        big: true,
-    };
-    let h = if plausible(&le) {
+    let mut h = DiskDumpHeader::new_zeroed();
+    source.read_exact_at(FileOffset(0), h.as_mut_bytes())?;
+    let le = Endian::Little;
+    let e = if plausible(&h, le) {
         le
-    } else if plausible(&be) {
-        be
-    } else if plausible_block_size(le.u32(hdr::BLOCK_SIZE))
-        || plausible_block_size(be.u32(hdr::BLOCK_SIZE))
+    } else if plausible(&h, Endian::Big) {
+        Endian::Big
+    } else if plausible_block_size(h.block_size.get(le))
+        || plausible_block_size(h.block_size.get(Endian::Big))
     {
         return Err(invalid(
             "header_version",
-            FileOffset(hdr::VERSION as u64),
-            format!("{} is not a known version", le.u32(hdr::VERSION)),
+            header_at!(header_version),
+            format!("{} is not a known version", h.header_version.get(le)),
         ));
-    } else if plausible_block_size(le.u32(hdr::BLOCK_SIZE - 16)) {
+    } else if h
+        .as_bytes()
+        .get(BLOCK_SIZE_32..BLOCK_SIZE_32 + 4)
+        .and_then(|b| b.try_into().ok())
+        .is_some_and(|b| plausible_block_size(U32(b).get(le)))
+    {
         return Err(OpenError::Unsupported(
             "the input is a kdump-compressed dump with the 32-bit header layout, which crashring does not read".into(),
         ));
     } else {
         return Err(invalid(
             "block_size",
-            FileOffset(hdr::BLOCK_SIZE as u64),
-            format!("{:#x} is not a page size", le.u32(hdr::BLOCK_SIZE)),
+            header_at!(block_size),
+            format!("{:#x} is not a page size", h.block_size.get(le)),
         ));
     };
-    let version = h.u32(hdr::VERSION);
-    let bs = u64::from(h.u32(hdr::BLOCK_SIZE));
-    let sub_blocks = u64::from(h.u32(hdr::SUB_HDR_SIZE));
-    let bitmap_blocks = u64::from(h.u32(hdr::BITMAP_BLOCKS));
-    let status = h.u32(hdr::STATUS);
+    let version = h.header_version.get(e);
+    let bs = u64::from(h.block_size.get(e));
+    let sub_blocks = u64::from(h.sub_hdr_size.get(e));
+    let bitmap_blocks = u64::from(h.bitmap_blocks.get(e));
+    let status = h.status.get(e);
 
-    let mut sub_bytes = [0u8; sub::SIZE];
-    source.read_exact_at(FileOffset(bs), &mut sub_bytes)?;
-    let s = Fields {
-        bytes: &sub_bytes,
-        big: h.big,
-    };
+    // The sub-header is block 1.
+    let sub_at = FileOffset(bs);
+    let mut s = KdumpSubHeader::new_zeroed();
+    source.read_exact_at(sub_at, s.as_mut_bytes())?;
     let (max_mapnr, max_mapnr_at) = if version >= 6 {
         (
-            s.u64(sub::MAX_MAPNR_64),
-            FileOffset(bs + sub::MAX_MAPNR_64 as u64),
+            s.max_mapnr_64.get(e),
+            sub_at + offset_of!(KdumpSubHeader, max_mapnr_64) as u64,
         )
     } else {
-        (
-            u64::from(h.u32(hdr::MAX_MAPNR)),
-            FileOffset(hdr::MAX_MAPNR as u64),
-        )
+        (u64::from(h.max_mapnr.get(e)), header_at!(max_mapnr))
     };
     let bitmap_off = (1 + sub_blocks)
         .checked_mul(bs)
         .map(FileOffset)
-        .ok_or_else(|| {
-            invalid(
-                "sub_hdr_size",
-                FileOffset(hdr::SUB_HDR_SIZE as u64),
-                "overflows",
-            )
-        })?;
+        .ok_or_else(|| invalid("sub_hdr_size", header_at!(sub_hdr_size), "overflows"))?;
     let half = bitmap_blocks
         .checked_mul(bs)
         .map(|b| b / 2)
-        .ok_or_else(|| {
-            invalid(
-                "bitmap_blocks",
-                FileOffset(hdr::BITMAP_BLOCKS as u64),
-                "overflows",
-            )
-        })?;
+        .ok_or_else(|| invalid("bitmap_blocks", header_at!(bitmap_blocks), "overflows"))?;
     if half > MAX_BITMAP {
         return Err(invalid(
             "bitmap_blocks",
-            FileOffset(hdr::BITMAP_BLOCKS as u64),
+            header_at!(bitmap_blocks),
             format!("bitmaps of {half} bytes each, more than the {MAX_BITMAP} accepted"),
         ));
     }
     if half.saturating_mul(8) < max_mapnr {
         return Err(invalid(
             "bitmap_blocks",
-            FileOffset(hdr::BITMAP_BLOCKS as u64),
+            header_at!(bitmap_blocks),
             format!("bitmaps cover {} pages, max_mapnr is {max_mapnr}", half * 8),
         ));
     }
@@ -211,7 +158,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     if let Some(len) = source.len().filter(|&len| desc_off > FileOffset(len)) {
         return Err(invalid(
             "bitmap_blocks",
-            FileOffset(hdr::BITMAP_BLOCKS as u64),
+            header_at!(bitmap_blocks),
             format!("the bitmaps end at {desc_off:#x}, past the end of the file ({len:#x})"),
         ));
     }
@@ -235,14 +182,14 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
 
     let mut warnings = Vec::new();
     let mut range = 0..max_mapnr;
-    if version >= 6 && s.u32(sub::SPLIT) != 0 {
-        let (a, b) = (s.u64(sub::START_PFN_64), s.u64(sub::END_PFN_64));
+    if version >= 6 && s.split.get(e) != 0 {
+        let (a, b) = (s.start_pfn_64.get(e), s.end_pfn_64.get(e));
         warnings.push(format!(
             "this file is one part of a split dump (pages {a:#x}..{b:#x}); the rest are in the other files"
         ));
         range = a.min(max_mapnr)..b.min(max_mapnr);
     }
-    if status & INCOMPLETE != 0 {
+    if status & DUMP_DH_COMPRESSED_INCOMPLETE != 0 {
         warnings.push(
             "the dump is incomplete (makedumpfile ran out of space): pages it did not write are lost"
                 .into(),
@@ -251,20 +198,20 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let vmcoreinfo = if version >= 3 {
         read_vmcoreinfo(
             &*source,
-            FileOffset(s.u64(sub::OFFSET_VMCOREINFO)),
-            s.u64(sub::SIZE_VMCOREINFO),
+            FileOffset(s.offset_vmcoreinfo.get(e)),
+            s.size_vmcoreinfo.get(e),
         )
     } else {
         None
     };
-    let nr_cpus = h.u32(hdr::NR_CPUS);
+    let nr_cpus = h.nr_cpus.get(e);
     let mut ranks = Vec::with_capacity((max_mapnr / RANK_STEP + 1) as usize);
     let mut count = 0u64;
     for chunk in dumped.chunks((RANK_STEP / 8) as usize) {
         ranks.push(count);
         count += chunk.iter().map(|b| u64::from(b.count_ones())).sum::<u64>();
     }
-    let missing = missing_pages(&*source, h.big, bs, desc_off, count);
+    let missing = missing_pages(&*source, e, bs, desc_off, count);
     let first_rank = rank(&dumped, &ranks, range.start);
     let (runs, first) = runs(&ram, &dumped, range, first_rank, bs, &missing);
     let map = MemoryMap::new(runs);
@@ -291,8 +238,8 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
             at(Missing::Gap)
         ));
     }
-    let machine = h.text(hdr::MACHINE, 65);
-    let release = h.text(hdr::RELEASE, 65);
+    let machine = text(&h.utsname.machine);
+    let release = text(&h.utsname.release);
     let mut container = format!("kdump-compressed dump v{version}, {bs}-byte pages");
     if !release.is_empty() {
         container += &format!(", kernel {release}");
@@ -305,7 +252,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         kind: ContainerKind::Kdump,
         memory: Box::new(KdumpMemory {
             source,
-            big: h.big,
+            endian: e,
             bs,
             desc_off,
             descs: count,
@@ -347,7 +294,7 @@ enum Missing {
 /// the file are one run, never read.
 fn missing_pages(
     source: &dyn Source,
-    big: bool,
+    e: Endian,
     bs: u64,
     desc_off: FileOffset,
     descs: u64,
@@ -370,13 +317,13 @@ fn missing_pages(
     let in_file = len.map_or(descs, |len| {
         (len.saturating_sub(desc_off.0) / DESC_SIZE).min(descs)
     });
-    let mut buf = vec![0u8; (DESC_CHUNK.min(in_file) * DESC_SIZE) as usize];
+    let mut buf = vec![PageDesc::new_zeroed(); DESC_CHUNK.min(in_file) as usize];
     let mut rank = 0;
     while rank < in_file {
         let n = (in_file - rank).min(DESC_CHUNK);
-        let chunk = &mut buf[..(n * DESC_SIZE) as usize];
+        let chunk = &mut buf[..n as usize];
         if source
-            .read_exact_at(desc_off + rank * DESC_SIZE, chunk)
+            .read_exact_at(desc_off + rank * DESC_SIZE, chunk.as_mut_bytes())
             .is_err()
         {
             // Descriptors that cannot be read are as good as absent.
@@ -386,9 +333,8 @@ fn missing_pages(
             }
             continue;
         }
-        for d in chunk.chunks_exact(DESC_SIZE as usize) {
-            let f = Fields { bytes: d, big };
-            let (offset, size) = (FileOffset(f.u64(0)), u64::from(f.u32(8)));
+        for d in chunk.iter() {
+            let (offset, size) = (FileOffset(d.offset.get(e)), u64::from(d.size.get(e)));
             if !holds(desc_off + rank * DESC_SIZE, DESC_SIZE) {
                 note(rank, Missing::Gap);
             } else if offset == FileOffset(0) {
@@ -482,7 +428,7 @@ fn runs(
 
 pub struct KdumpMemory {
     source: Arc<dyn Source>,
-    big: bool,
+    endian: Endian,
     bs: u64,
     desc_off: FileOffset,
     descs: u64,
@@ -534,15 +480,12 @@ impl KdumpMemory {
             return Err(corrupt(format!("page descriptor {index} is past the last")));
         }
         let at = self.desc_off + index * DESC_SIZE;
-        let mut d = [0u8; DESC_SIZE as usize];
+        let mut d = PageDesc::new_zeroed();
         self.source
-            .read_exact_at(at, &mut d)
+            .read_exact_at(at, d.as_mut_bytes())
             .map_err(|source| PhysError::Source { addr, source })?;
-        let f = Fields {
-            bytes: &d,
-            big: self.big,
-        };
-        let (offset, size, flags) = (FileOffset(f.u64(0)), f.u32(8), f.u32(12));
+        let e = self.endian;
+        let (offset, size, flags) = (FileOffset(d.offset.get(e)), d.size.get(e), d.flags.get(e));
         if offset == FileOffset(0) {
             return Err(PhysError::Hole {
                 addr,
