@@ -7,12 +7,14 @@
 //! reports, never zeros it decodes.
 
 use crate::phys::{hole_at, Backing, PhysAddr, PhysError, PhysMemory};
-use memmap2::MmapMut;
+use memmap2::{Mmap, UncheckedAdvice};
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
 use pstore_ring::scan::{header_checks_out, magic_hits};
 use std::fmt;
+use std::fs::File;
 use std::ops::{Deref, Range};
+use std::os::unix::fs::FileExt;
 
 /// Bytes searched per step of the scan.
 const CHUNK: usize = 8 << 20;
@@ -149,8 +151,8 @@ pub enum DiscoverError {
     },
     #[error("the region at physical address {addr:#x} spans {size} bytes of the dump, more than the {MAX_REGION} this tool reads: give a smaller size with --phys ADDR:SIZE")]
     TooBig { addr: PhysAddr, size: u64 },
-    #[error("no memory for the {size}-byte region at physical address {addr:#x}: {why}")]
-    NoMemory {
+    #[error("no room to copy the {size}-byte region at physical address {addr:#x} into a temporary file (in $TMPDIR, else /tmp): {why}")]
+    NoRoom {
         addr: PhysAddr,
         size: u64,
         why: std::io::Error,
@@ -168,31 +170,62 @@ pub enum NoHeader {
     Invalid(HeaderError),
 }
 
-/// A region's bytes in anonymous memory: pages never written (the parts a
-/// dump does not hold) stay the kernel's shared zero page, so a sparse
-/// region costs RAM only for what the dump really has.
+/// A region's bytes: a snapshot of what the dump gives, in a private
+/// temporary file (unnamed, in `$TMPDIR`) mapped read-only. Pages the dump
+/// lacks are never written, so they are holes in the file and cost no
+/// space. Being backed by a file, the pages a reader is done with can be
+/// given back ([`RegionBytes::release`]) and come back from the page cache
+/// if touched again: resident memory follows the pages in use, not the
+/// region's size.
 #[derive(Debug)]
 pub struct RegionBytes {
-    map: MmapMut,
-    len: usize,
+    /// `None` for an empty region (a mapping cannot be empty).
+    map: Option<Mmap>,
 }
 
 impl RegionBytes {
-    fn zeroed(len: usize) -> std::io::Result<RegionBytes> {
-        // A mapping cannot be empty; an empty region keeps one spare byte.
-        let map = MmapMut::map_anon(len.max(1))?;
-        Ok(RegionBytes { map, len })
+    /// An empty snapshot of `len` bytes, and the file to write it through.
+    fn create(len: u64) -> std::io::Result<(File, u64)> {
+        let file = tempfile::tempfile()?;
+        file.set_len(len)?;
+        Ok((file, len))
     }
 
-    fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.map[..self.len]
+    /// Maps the finished snapshot.
+    fn map(file: &File, len: u64) -> std::io::Result<RegionBytes> {
+        if len == 0 {
+            return Ok(RegionBytes { map: None });
+        }
+        // SAFETY: the file is our own unnamed temporary file, which nobody
+        // else can open, truncate or write.
+        let map = unsafe { Mmap::map(file)? };
+        Ok(RegionBytes { map: Some(map) })
+    }
+
+    /// Drops the pages holding `range` (widened to whole pages) from this
+    /// process's memory; reading them again faults them back in from the
+    /// file. Does nothing for a range past the end.
+    pub fn release(&self, range: Range<usize>) {
+        let Some(map) = &self.map else { return };
+        let end = range.end.min(map.len());
+        if range.start >= end {
+            return;
+        }
+        // SAFETY: MADV_DONTNEED on a read-only mapping of a file only
+        // drops page table entries: the bytes stay in the page cache and
+        // the file, and every later read of them sees the same values, so
+        // no slice borrowed from the mapping changes. It is only unsound
+        // on private writable or anonymous mappings, which zero-fill.
+        let _ = unsafe {
+            map.unchecked_advise_range(UncheckedAdvice::DontNeed, range.start, end - range.start)
+        };
     }
 }
 
 impl Deref for RegionBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.map[..self.len]
+        self.map.as_deref().unwrap_or_default()
     }
 }
 
@@ -228,58 +261,69 @@ pub fn read_at(
             size: readable,
         });
     }
-    let bytes = RegionBytes::zeroed(readable as usize).map_err(|why| DiscoverError::NoMemory {
+    let no_room = |why| DiscoverError::NoRoom {
         addr,
         size: readable,
         why,
-    })?;
-    Ok(read_region(mem, addr, claimed, bytes))
+    };
+    let (file, len) = RegionBytes::create(readable).map_err(no_room)?;
+    let holes = copy_region(mem, addr, &file, len).map_err(no_room)?;
+    let bytes = RegionBytes::map(&file, len).map_err(no_room)?;
+    Ok(found_region(addr, claimed, bytes, holes))
 }
 
-/// Reads the first `region.len()` bytes of a region of `claimed` bytes;
-/// the rest is reported as holes.
-fn read_region(
+/// Copies the `readable` bytes of the region at `addr` the dump holds into
+/// `file`, a chunk at a time, and returns the holes among them. What the
+/// dump lacks is never written, so it reads as zeros that the holes say
+/// must not be used.
+fn copy_region(
     mem: &dyn PhysMemory,
     addr: PhysAddr,
-    claimed: u64,
-    mut region: RegionBytes,
-) -> Found {
-    let bytes = region.as_mut();
-    let readable = bytes.len();
+    file: &File,
+    readable: u64,
+) -> std::io::Result<Vec<Hole>> {
+    const STEP: usize = 1 << 20;
+    let readable = readable as usize;
+    let mut buf = vec![0u8; readable.min(STEP)];
     let mut holes: Vec<Hole> = Vec::new();
     let mut at = 0usize;
     while at < readable {
         // Large reads first; a failure is retried granule by granule so a
         // hole costs only its own pages.
-        let n = (readable - at).min(1 << 20);
-        if mem.read(addr + at as u64, &mut bytes[at..at + n]).is_ok() {
+        let n = (readable - at).min(STEP);
+        if mem.read(addr + at as u64, &mut buf[..n]).is_ok() {
+            file.write_all_at(&buf[..n], at as u64)?;
             at += n;
             continue;
         }
         let end = at + n;
         while at < end {
             let g = (end - at).min(GRANULE - (addr.0 as usize + at) % GRANULE);
-            if let Err(e) = mem.read(addr + at as u64, &mut bytes[at..at + g]) {
-                // Only a read that stopped part-way wrote anything; leaving
-                // untouched pages alone keeps them free.
-                if bytes[at..at + g].iter().any(|&b| b != 0) {
-                    bytes[at..at + g].fill(0);
+            match mem.read(addr + at as u64, &mut buf[..g]) {
+                Ok(()) => file.write_all_at(&buf[..g], at as u64)?,
+                Err(e) => {
+                    // A hole of the map fails every read in it alike: its
+                    // whole granules are taken in one step, so work follows
+                    // the runs of the map, not the size of the hole.
+                    let hole = skip_hole(mem, &e, addr, at + g, readable);
+                    note_hole(&mut holes, at as u64..hole as u64, HoleCause::of(&e));
+                    at = hole;
+                    continue;
                 }
-                // A hole of the map fails every read in it alike: its whole
-                // granules are taken in one step, so work follows the runs
-                // of the map, not the size of the hole.
-                let hole = skip_hole(mem, &e, addr, at + g, readable);
-                note_hole(&mut holes, at as u64..hole as u64, HoleCause::of(&e));
-                at = hole;
-                continue;
             }
             at += g;
         }
     }
+    Ok(holes)
+}
+
+/// The region of `claimed` bytes at `addr` whose first `bytes.len()` were
+/// read, with `holes` among them; the rest is reported as holes too.
+fn found_region(addr: PhysAddr, claimed: u64, bytes: RegionBytes, mut holes: Vec<Hole>) -> Found {
     // Bytes from 2^64 - addr on have no physical address at all: a region
     // that claims them is reported as running past the top, and no address
     // is ever computed for them.
-    let readable = readable as u64;
+    let readable = bytes.len() as u64;
     let room = Some(0u64.wrapping_sub(addr.0))
         .filter(|&r| r != 0)
         .unwrap_or(u64::MAX)
@@ -292,7 +336,7 @@ fn read_region(
     }
     Found {
         addr,
-        bytes: region,
+        bytes,
         holes,
         copies: Vec::new(),
     }
@@ -512,10 +556,28 @@ mod tests {
     }
 
     #[test]
+    fn released_pages_read_back_the_same() {
+        let data: Vec<u8> = (0..5 * 4096u32).map(|i| (i * 7 % 251) as u8).collect();
+        let (file, len) = RegionBytes::create(data.len() as u64).unwrap();
+        file.write_all_at(&data[..4096], 0).unwrap();
+        file.write_all_at(&data[8192..], 8192).unwrap();
+        let bytes = RegionBytes::map(&file, len).unwrap();
+        let mut want = data.clone();
+        want[4096..8192].fill(0);
+        assert!(*bytes == want[..]);
+        bytes.release(100..9000);
+        bytes.release(0..bytes.len() + 4096);
+        assert!(*bytes == want[..]);
+        let empty = RegionBytes::map(&RegionBytes::create(0).unwrap().0, 0).unwrap();
+        assert!(empty.is_empty());
+        empty.release(0..10);
+    }
+
+    #[test]
     fn only_holes_the_filter_made_are_accounted_for() {
         let found = |holes: Vec<Hole>| Found {
             addr: PhysAddr(0x30000),
-            bytes: RegionBytes::zeroed(0x3000).unwrap(),
+            bytes: RegionBytes::map(&RegionBytes::create(0x3000).unwrap().0, 0x3000).unwrap(),
             holes,
             copies: Vec::new(),
         };

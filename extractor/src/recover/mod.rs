@@ -160,6 +160,9 @@ impl<'a> Recovered<'a> {
         })?;
         let region = region.with_absent(found.absent());
         let trace = decode(&region);
+        // Decoding touched every page once; the writers come back to them
+        // a page at a time, so none needs to stay resident meanwhile.
+        found.bytes.release(0..found.bytes.len());
         Ok(Recovered {
             index,
             found,
