@@ -10,7 +10,7 @@ use crate::phys::{hole_at, Backing, PhysAddr, PhysError, PhysMemory};
 use memmap2::{Mmap, UncheckedAdvice};
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
-use pstore_ring::scan::{header_checks_out, magic_hits};
+use pstore_ring::scan::magic_hits;
 use std::fmt;
 use std::fs::File;
 use std::ops::{Deref, Range};
@@ -248,7 +248,19 @@ pub fn read_at(
             addr,
             why: NoHeader::Unreadable(e),
         })?;
-    let info = parse_header(&header, trust).map_err(|e| DiscoverError::NoHeader {
+    read_with_header(mem, addr, &header, size, trust)
+}
+
+/// [`read_at`] with the header's bytes already read: the one place a
+/// header is checked before the region is parsed.
+fn read_with_header(
+    mem: &dyn PhysMemory,
+    addr: PhysAddr,
+    header: &[u8; HEADER_SIZE],
+    size: Option<u64>,
+    trust: HeaderTrust,
+) -> Result<Found, DiscoverError> {
+    let info = parse_header(header, trust).map_err(|e| DiscoverError::NoHeader {
         addr,
         why: NoHeader::Invalid(e),
     })?;
@@ -449,9 +461,10 @@ fn fill_skipping_holes(mem: &dyn PhysMemory, addr: PhysAddr, buf: &mut [u8]) {
 /// copy of one already found.
 fn consider(mem: &dyn PhysMemory, at: PhysAddr, found: &mut Vec<Found>) {
     let mut header = [0u8; HEADER_SIZE];
-    if mem.read(at, &mut header).is_err() || !header_checks_out(&header) {
+    if mem.read(at, &mut header).is_err() {
         return;
     }
+    // A byte-identical copy of a header found is as valid as it is.
     if let Some(f) = found
         .iter_mut()
         .find(|f| f.bytes.get(..HEADER_SIZE) == Some(&header[..]))
@@ -459,7 +472,7 @@ fn consider(mem: &dyn PhysMemory, at: PhysAddr, found: &mut Vec<Found>) {
         f.copies.push(at);
         return;
     }
-    if let Ok(region) = read_at(mem, at, None, HeaderTrust::Checksummed) {
+    if let Ok(region) = read_with_header(mem, at, &header, None, HeaderTrust::Checksummed) {
         found.push(region);
     }
 }
