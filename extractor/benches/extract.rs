@@ -26,7 +26,7 @@ use extractor::input;
 use extractor::input::source::FileSource;
 use extractor::output::select::Selection;
 use extractor::output::{write_items, Format, RegionView, Writer};
-use pstore_ring::read::{HeaderTrust, LossKind, Region, Trace};
+use pstore_ring::read::{HeaderTrust, LossKind, PagedTrace, Region};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::fs::File;
@@ -134,7 +134,7 @@ fn dense_region() -> (Vec<u8>, Counts) {
     ws.iter_mut().for_each(|w| w.close());
     let trace = Region::parse(&buf, HeaderTrust::Checksummed)
         .expect("bench region parses")
-        .decode();
+        .decode_paged();
     // The rings keep the newest events; every other one must be accounted
     // for as overwritten, so the benches time a region as written.
     let overwritten: u64 = trace
@@ -165,8 +165,8 @@ fn decode_bench(region: &[u8], counts: Counts, memcpy: f64) {
         let start = Instant::now();
         let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
             .expect("bench region parses");
-        let trace = region.decode();
-        let merged = black_box(pstore_ring::merge::merge(&trace.streams).count());
+        let trace = region.decode_paged();
+        let merged = black_box(pstore_ring::merge::merge_pages(&trace.streams).count());
         let took = start.elapsed();
         assert_eq!(merged as u64, items, "items merged");
         took
@@ -190,8 +190,13 @@ fn decode_bench(region: &[u8], counts: Counts, memcpy: f64) {
             let Writer::Items(writer) = format.writer() else {
                 unreachable!("text and JSON lines are written item by item")
             };
-            write_items(&mut out, &region, &trace, &Selection::default(), writer, 0)
-                .expect("writing to a counter cannot fail");
+            write_items(
+                &mut out,
+                &view(&region, &trace),
+                &Selection::default(),
+                writer,
+            )
+            .expect("writing to a counter cannot fail");
             drop(out);
             let took = start.elapsed();
             // Both formats write one line per item.
@@ -208,6 +213,17 @@ fn decode_bench(region: &[u8], counts: Counts, memcpy: f64) {
             memcpy / MIB as f64,
             per_sec(region.len() as u64, d) / memcpy
         );
+    }
+}
+
+/// A region and its trace as the writers take them.
+fn view<'r, 'a>(region: &'r Region<'a>, trace: &'r PagedTrace<'a>) -> RegionView<'r, 'a> {
+    RegionView {
+        index: 0,
+        addr: 0,
+        region,
+        trace,
+        overlay: None,
     }
 }
 
@@ -415,7 +431,7 @@ fn memory_bench(dir: &Path, region: &[u8], counts: Counts) {
 fn time_writer(
     region: &[u8],
     path: &Path,
-    mut write: impl FnMut(&Region, &Trace, &mut BufWriter<File>),
+    mut write: impl FnMut(&RegionView, &mut BufWriter<File>),
 ) -> Duration {
     median(RUNS, || {
         let start = Instant::now();
@@ -424,7 +440,7 @@ fn time_writer(
         let trace = extractor::recover::decode(&region);
         let file = File::create(path).expect("creating the output");
         let mut out = BufWriter::with_capacity(1 << 16, file);
-        write(&region, &trace, &mut out);
+        write(&view(&region, &trace), &mut out);
         out.flush().expect("writing the output");
         start.elapsed()
     })
@@ -580,18 +596,10 @@ fn writers_bench(dir: &Path, region: &[u8], counts: Counts) {
     let out = dir.join("bench-ctf");
     let file = dir.join("bench-trace");
     let all = Selection::default();
-    let d = time_writer(region, &file, |region, trace, _| {
+    let d = time_writer(region, &file, |view, _| {
         let _ = std::fs::remove_dir_all(&out);
-        extractor::output::ctf::write(
-            &out,
-            region,
-            trace,
-            &all,
-            "bench",
-            0,
-            &region.wall_clock(trace),
-        )
-        .expect("writing CTF");
+        let wall = view.region.wall_clock_of_pages(view.trace);
+        extractor::output::ctf::write(&out, view, &all, "bench", &wall).expect("writing CTF");
     });
     assert_eq!(
         babeltrace2_events(&out),
@@ -601,18 +609,12 @@ fn writers_bench(dir: &Path, region: &[u8], counts: Counts) {
     let ctf = per_sec(events, d);
     println!("  parse + decode + CTF: {:.1} M events/s", ctf / 1e6);
     for format in [Format::Perfetto, Format::Chrome] {
-        let d = time_writer(region, &file, |region, trace, out| {
+        let d = time_writer(region, &file, |view, out| {
             let Writer::Items(writer) = format.writer() else {
                 unreachable!("Perfetto and Chrome are written item by item")
             };
-            let view = RegionView {
-                index: 0,
-                addr: 0,
-                region,
-                trace,
-            };
-            writer.begin(out, &view, false).expect("writing");
-            write_items(out, region, trace, &all, writer, 0).expect("writing the trace");
+            writer.begin(out, view, false).expect("writing");
+            write_items(out, view, &all, writer).expect("writing the trace");
             writer.end(out).expect("writing");
         });
         if format == Format::Perfetto {
@@ -629,9 +631,8 @@ fn writers_bench(dir: &Path, region: &[u8], counts: Counts) {
             per_sec(events, d) / 1e6
         );
     }
-    let d = time_writer(region, &file, |region, trace, out| {
-        extractor::output::tracedat::write(out, region, trace, &all)
-            .expect("writing the trace.dat");
+    let d = time_writer(region, &file, |view, out| {
+        extractor::output::tracedat::write(out, view, &all).expect("writing the trace.dat");
     });
     assert_eq!(tracedat_events(&file), events, "events trace-cmd reports");
     println!(

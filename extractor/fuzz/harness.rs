@@ -23,11 +23,10 @@ use extractor::input::kdump::codecs::decompress_page;
 use extractor::input::source::Source;
 use extractor::input::{self, flat::FlatSource, Dump};
 use extractor::output::select::Selection;
-use extractor::output::{tracedat, Format, RegionView, Writer};
+use extractor::output::{tracedat, Format, Overlay, RegionView, Writer};
 use extractor::phys::PhysAddr;
-use pstore_ring::merge::merge;
-use pstore_ring::read::{HeaderTrust, Region, Trace};
-use pstore_ring::text::{write_summary, Line};
+use pstore_ring::read::{HeaderTrust, PagedTrace, Region};
+use pstore_ring::text::{write_paged_summary, Line};
 use std::fmt::Write;
 use std::sync::{Arc, OnceLock};
 
@@ -219,8 +218,12 @@ fn logs(data: &[u8]) -> String {
     else {
         return String::new();
     };
-    let trace = region.decode();
-    let clock = extractor::bundle::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
+    let trace = region.decode_paged();
+    let clock = extractor::bundle::logs::Clock::new(
+        &region,
+        trace.streams.iter().flat_map(|s| s.events()),
+        region.wall_clock_of_pages(&trace),
+    );
     // Redacted as a bundle does, then placed from the copy.
     use extractor::bundle::redact::{Class, Rules, TextRedactor};
     let rules = Rules {
@@ -285,17 +288,17 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
         return;
     };
     let region = region.with_absent(found.absent());
-    let trace = region.decode();
-    let _ = write_summary(out, &region, &trace, true);
+    let trace = region.decode_paged();
+    let _ = write_paged_summary(out, &region, &trace, true);
     for d in &trace.diagnostics {
         let _ = writeln!(out, "{d}");
     }
     let mut bytes = Vec::new();
-    for item in merge(&trace.streams) {
-        let _ = writeln!(out, "{}", Line::of(&item, &region));
+    for item in pstore_ring::merge::merge_pages(&trace.streams) {
+        let _ = writeln!(out, "{}", Line::of(&item.as_item(), &region));
     }
     // Every writer sees whatever a hostile region decodes to.
-    write_every_format(&region, &trace, &mut bytes);
+    write_every_format(&region, &trace, None, &mut bytes);
 
     // Redaction rewrites hostile payloads; what it makes is written again.
     use extractor::bundle::redact::{plan, Class, Rules};
@@ -313,21 +316,31 @@ fn decode(found: &Found, trust: HeaderTrust, out: &mut String) {
         raw_pointers: false,
     };
     let plan = plan(&region, &trace, &rules);
-    let (region, trace) = (plan.region(&region), plan.apply(&trace));
-    write_every_format(&region, &trace, &mut bytes);
+    write_every_format(
+        &plan.region(&region),
+        &trace,
+        Some(&plan.overlay),
+        &mut bytes,
+    );
 }
 
 /// Writes the trace in every format: the stream formats into `bytes`,
 /// trace.dat into memory (file formats that need a directory, CTF, write
 /// per stream what trace.dat writes per CPU).
-fn write_every_format(region: &Region, trace: &Trace, bytes: &mut Vec<u8>) {
-    let items: Vec<_> = merge(&trace.streams).collect();
+fn write_every_format(
+    region: &Region,
+    trace: &PagedTrace,
+    overlay: Option<&Overlay>,
+    bytes: &mut Vec<u8>,
+) {
     let view = RegionView {
         index: 0,
         addr: 0,
         region,
         trace,
+        overlay,
     };
+    let items: Vec<_> = view.merged().collect();
     for format in Format::all() {
         if let Writer::Items(w) = format.writer() {
             let _ = w.begin(bytes, &view, true);
@@ -336,5 +349,5 @@ fn write_every_format(region: &Region, trace: &Trace, bytes: &mut Vec<u8>) {
         }
     }
     let mut file = std::io::Cursor::new(Vec::new());
-    let _ = tracedat::write(&mut file, region, trace, &Selection::default());
+    let _ = tracedat::write(&mut file, &view, &Selection::default());
 }

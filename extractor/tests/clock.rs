@@ -186,8 +186,12 @@ fn ctf_takes_the_offset_in_effect_at_the_crash() {
 fn wall_clock_log_lines_land_on_the_monotonic_time_they_were_written_at() {
     let mem = stepped_image();
     let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
-    let trace = region.decode();
-    let clock = extractor::bundle::logs::Clock::new(&region, &trace, region.wall_clock(&trace));
+    let trace = region.decode_paged();
+    let clock = extractor::bundle::logs::Clock::new(
+        &region,
+        trace.streams.iter().flat_map(|s| s.events()),
+        region.wall_clock_of_pages(&trace),
+    );
     let us = |wall_ns: i64| wall_ns / 1_000;
     let log = format!(
         "{{\"MESSAGE\":\"before\",\"_BOOT_ID\":\"ff\",\"__REALTIME_TIMESTAMP\":\"{}\"}}\n\

@@ -2,17 +2,18 @@
 //! and `makedumpfile --dump-dmesg` print them, so the people who read
 //! those read this with no new tool.
 
-use pstore_ring::merge::{merge, Item};
-use pstore_ring::read::{Region, Trace};
+use crate::output::RegionView;
+use pstore_ring::merge::Pulled;
 use pstore_ring::schema::{Value, EVENT_PRINTK, PRINTK_CONTINUATION};
 use std::io::{self, Write};
 
-/// Writes every printk line of `trace` in time order as
+/// Writes every printk line of `view` in time order as
 /// `[seconds.micros] text`. A continuation record (`KERN_CONT`) goes on
 /// the line before it; control bytes other than tab and newline are
 /// written `\xNN`, as the kernel does in `/dev/kmsg`. Returns the lines
 /// written.
-pub fn write(out: &mut impl Write, region: &Region, trace: &Trace) -> io::Result<u64> {
+pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
+    let region = view.region;
     let Some(t) = region.schema.get(EVENT_PRINTK) else {
         return Ok(0);
     };
@@ -20,8 +21,8 @@ pub fn write(out: &mut impl Write, region: &Region, trace: &Trace) -> io::Result
     let mut line = Vec::with_capacity(256);
     let mut lines = 0;
     let mut open = false;
-    for item in merge(&trace.streams) {
-        let Item::Event(ev) = item else { continue };
+    for item in view.merged() {
+        let Pulled::Event(ev) = item else { continue };
         if ev.type_id != EVENT_PRINTK {
             continue;
         }

@@ -26,7 +26,7 @@
 //! does.
 
 use crate::bundle::redact::{Counts, TextRedactor, Verdict};
-use pstore_ring::read::{Region, Trace, WallClock};
+use pstore_ring::read::{Event, Region, WallClock};
 use pstore_ring::schema::{Value, EVENT_PRINTK};
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
@@ -236,14 +236,19 @@ pub struct Clock<'t> {
 }
 
 impl<'t> Clock<'t> {
-    /// The clock of `region`, whose (possibly redacted) `trace` supplies
+    /// The clock of `region`, whose (possibly redacted) `events` supply
     /// the printk lines bracketed times are aligned by; `wall` is its
-    /// wall clock, from the unredacted trace ([`Region::wall_clock`]).
-    pub fn new(region: &Region, trace: &'t Trace, wall: WallClock) -> Clock<'t> {
+    /// wall clock, from the unredacted trace
+    /// ([`Region::wall_clock_of_pages`]).
+    pub fn new(
+        region: &Region,
+        events: impl IntoIterator<Item = Event<'t>>,
+        wall: WallClock,
+    ) -> Clock<'t> {
         let e = region.header.endian;
         let mut printk: HashMap<&[u8], Option<u64>> = HashMap::new();
         if let Some(t) = region.schema.get(EVENT_PRINTK) {
-            for ev in trace.streams.iter().flat_map(|s| &s.events) {
+            for ev in events {
                 if ev.type_id != EVENT_PRINTK {
                     continue;
                 }

@@ -16,7 +16,8 @@
 //!   logs/NAME              each --add-log file, redacted like the trace
 //! ```
 //!
-//! Every file is written from the redacted trace ([`crate::bundle::redact`]);
+//! Every file is written through the redaction's overlay
+//! ([`crate::bundle::redact`]), page by page as `extract` writes;
 //! added logs are redacted with the same key and rules
 //! ([`crate::bundle::logs::redact`]) and placed on the timeline from that copy.
 //! Files are staged in a private directory with a random name beside the
@@ -39,12 +40,12 @@ pub use check::{check, CheckError, Checked};
 use crate::discover::Hole;
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
-use crate::output::{write_items, ItemFormat, NewFile, RegionView};
+use crate::output::{write_items, ItemFormat, NewFile, Overlay, RegionView};
 use crate::phys::PhysAddr;
 use crate::recover::report::{utc, wall};
 use crate::recover::Recovered;
 use logs::Log;
-use pstore_ring::read::{Region, Trace, WallClock};
+use pstore_ring::read::{PagedTrace, Region, WallClock};
 use redact::{Counts, Rules, UnknownClass};
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -170,11 +171,14 @@ pub struct BundleFile {
 }
 
 /// A region as it goes into the bundle: redacted, with what was written.
-struct Part<'b> {
+struct Part<'p, 'b> {
     index: usize,
     addr: PhysAddr,
+    /// With its crash message redacted.
     region: Region<'b>,
-    trace: Trace<'b>,
+    trace: &'p PagedTrace<'b>,
+    /// The redaction of the trace's events.
+    overlay: &'p Overlay,
     /// From the unredacted trace: redaction leaves wall times alone.
     wall: WallClock,
     damaged: bool,
@@ -185,13 +189,15 @@ struct Part<'b> {
     tracedat: PathBuf,
 }
 
-impl<'b> Part<'b> {
+impl<'b> Part<'_, 'b> {
+    /// The redacted region, as every file of the bundle is written from.
     fn view(&self) -> RegionView<'_, 'b> {
         RegionView {
             index: self.index,
             addr: self.addr.0,
             region: &self.region,
-            trace: &self.trace,
+            trace: self.trace,
+            overlay: Some(self.overlay),
         }
     }
 }
@@ -247,8 +253,9 @@ pub fn write(
                 index: n,
                 addr: r.addr(),
                 region: plan.region(&r.region),
-                trace: plan.apply(&r.trace),
-                wall: r.region.wall_clock(&r.trace),
+                trace: &r.trace,
+                overlay: &plan.overlay,
+                wall: r.region.wall_clock_of_pages(&r.trace),
                 damaged: r.damaged(),
                 holes: r.found.holes.clone(),
                 redacted: plan.counts.clone(),
@@ -272,7 +279,7 @@ pub fn write(
             if several {
                 writeln!(w, "# region {} at physical address {:#x}", p.index, p.addr)?;
             }
-            dmesg::write(w, &p.region, &p.trace)?;
+            dmesg::write(w, &p.view())?;
         }
         Ok(())
     })?;
@@ -284,11 +291,9 @@ pub fn write(
             .what(|| format!("creating {}", p.ctf_dir.display()))?;
         let w = crate::output::ctf::write(
             &dir,
-            &p.region,
-            &p.trace,
+            &p.view(),
             &Selection::default(),
             &source.container,
-            p.index,
             &p.wall,
         )
         .what(|| format!("writing the CTF trace {}", p.ctf_dir.display()))?;
@@ -305,18 +310,14 @@ pub fn write(
             .create(&p.tracedat)
             .what(|| format!("creating {}", p.tracedat.display()))?;
         let mut w = BufWriter::with_capacity(1 << 16, file);
-        crate::output::tracedat::write(&mut w, &p.region, &p.trace, &Selection::default())
+        crate::output::tracedat::write(&mut w, &p.view(), &Selection::default())
             .and_then(|_| w.flush())
             .what(|| format!("writing {}", p.tracedat.display()))?;
         files.push((p.tracedat.clone(), FileKind::TraceDat));
     }
 
-    let clock_part = &parts[0];
-    let clock = logs::Clock::new(
-        &clock_part.region,
-        &clock_part.trace,
-        clock_part.wall.clone(),
-    );
+    // Made for the first log, if any: it holds every printk line's text.
+    let mut clock = None;
     // Logs go with the first region's trace: its key, so an address in a
     // log hashes as it does in that trace.
     let text_redactor = redact::TextRedactor::new(&regions[0].region, rules);
@@ -334,6 +335,11 @@ pub fn write(
         // the copy does, no more.
         let copy = File::open(staging.path().join(&rel))
             .what(|| format!("reading back {}", rel.display()))?;
+        let clock = clock.get_or_insert_with(|| {
+            let view = parts[0].view();
+            let events = view.streams().flat_map(|s| s.events());
+            logs::Clock::new(view.region, events, parts[0].wall.clone())
+        });
         let mut log = clock
             .place(&l.name, BufReader::with_capacity(1 << 16, copy))
             .what(|| format!("reading back {}", rel.display()))?;
@@ -350,14 +356,7 @@ pub fn write(
         for p in &parts {
             let view = p.view();
             Perfetto.begin(w, &view, several)?;
-            write_items(
-                w,
-                &p.region,
-                &p.trace,
-                &Selection::default(),
-                &Perfetto,
-                p.index,
-            )?;
+            write_items(w, &view, &Selection::default(), &Perfetto)?;
         }
         for (i, l) in placed_logs.iter().enumerate() {
             crate::output::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
@@ -420,7 +419,7 @@ pub fn write(
     Ok(Summary {
         top,
         files: listed,
-        events: parts.iter().map(|p| p.trace.event_count() as u64).sum(),
+        events: parts.iter().map(|p| p.view().event_count() as u64).sum(),
         lost: parts
             .iter()
             .map(|p| p.trace.lost_events())

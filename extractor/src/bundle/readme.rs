@@ -131,7 +131,7 @@ fn write_all(
         writeln!(
             s,
             "Recovered {} events; {} lost (overwritten by newer ones, unreadable or\ndropped; per CPU in MANIFEST.json).{}",
-            p.trace.event_count(),
+            p.view().event_count(),
             p.trace.lost_events(),
             if p.damaged {
                 "\nThe region was damaged: see the diagnostics in MANIFEST.json."

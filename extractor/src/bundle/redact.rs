@@ -3,9 +3,9 @@
 //! addresses are hashed (as the kernel's own `%p` does) so a bundle does
 //! not give away the crashed kernel's KASLR offset.
 //!
-//! Redaction rewrites the trace, not an output format: every file of a
-//! bundle is written from the redacted trace, so none can leak what
-//! another hides. Added logs go through [`TextRedactor`], with the same
+//! Redaction rewrites the trace, not an output format: its [`Plan`] is an
+//! [`Overlay`] that every file of a bundle is written through, so none
+//! can leak what another hides. Added logs go through [`TextRedactor`], with the same
 //! key and rules (see [`crate::bundle::logs::redact`]). Hashes are keyed by a
 //! digest of the whole region, which a bundle does not contain: the same
 //! value hashes the same way within a bundle (so a hashed pointer or
@@ -37,14 +37,14 @@
 //! hex digit becomes `x` (the line keeps its shape and the `<..>` marking
 //! the faulting byte).
 
+use crate::output::Overlay;
 use pstore_ring::endian::Endian;
-use pstore_ring::read::{Event, EventType, Region, StateInfo, StreamTrace, Trace};
+use pstore_ring::read::{EventType, PagedTrace, Region, StateInfo};
 use pstore_ring::schema::{
     encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value, EVENT_PRINTK,
 };
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::ops::Range;
 
 /// One `--redact` class.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -221,13 +221,11 @@ impl Counts {
 }
 
 /// A redacted trace's rewritten payloads and left-out events, to be laid
-/// over the trace it was planned on with [`Plan::apply`].
+/// over the trace it was planned on (a [`crate::output::RegionView`]'s
+/// overlay), and its redacted crash message ([`Plan::region`]).
 pub struct Plan {
-    /// Rewritten payloads, back to back.
-    arena: Vec<u8>,
-    /// Per stream, sorted by event position: the event's new payload in
-    /// `arena`, or `None` to leave it out.
-    changes: Vec<Vec<(usize, Option<Range<usize>>)>>,
+    /// Left-out events and rewritten payloads.
+    pub overlay: Overlay,
     /// The crash message with its kernel addresses hashed.
     message: Option<String>,
     pub counts: Counts,
@@ -561,11 +559,14 @@ impl<'r> TextRedactor<'r> {
     }
 }
 
-/// Plans the redaction of `trace` (decoded from `region`) by `rules`.
-pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
+/// Plans the redaction of `trace` (decoded from `region`) by `rules`,
+/// walking its events once, page by page.
+pub fn plan(region: &Region, trace: &PagedTrace, rules: &Rules) -> Plan {
     let r = TextRedactor::new(region, rules);
     let e = region.header.endian;
-    let mut arena = Vec::new();
+    let mut overlay = Overlay::default();
+    // A rewritten payload, before it goes into the overlay.
+    let mut payload = Vec::new();
     let mut counts = r.counts();
     // Per type id: the type's definition for re-encoding, and which
     // classes apply to it.
@@ -584,11 +585,9 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
             .collect();
         defs[usize::from(t.id)] = Some((fields, classes));
     }
-    let mut changes = Vec::with_capacity(trace.streams.len());
     let mut owned: Vec<Vec<u8>> = Vec::new();
-    for stream in &trace.streams {
-        let mut stream_changes = Vec::new();
-        for (at, ev) in stream.events.iter().enumerate() {
+    for (s, stream) in trace.streams.iter().enumerate() {
+        for (at, ev) in stream.events().enumerate() {
             let typed = region
                 .schema
                 .get(ev.type_id)
@@ -601,9 +600,7 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
                 let before = counts.scrubbed();
                 r.scrub_bytes(&mut raw, &mut counts);
                 if counts.scrubbed() != before {
-                    let start = arena.len();
-                    arena.extend_from_slice(&raw);
-                    stream_changes.push((at, Some(start..arena.len())));
+                    overlay.rewrite(s, at, &raw);
                 }
                 continue;
             };
@@ -617,7 +614,7 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
                 .find(|&c| rules.classes[c].drops(text))
             {
                 counts.per_class[c] += 1;
-                stream_changes.push((at, None));
+                overlay.leave_out(s, at);
                 continue;
             }
             // Owned copies of every value this event changes.
@@ -698,18 +695,16 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
             let Ok(len) = payload_len(&def, &values) else {
                 continue;
             };
-            let start = arena.len();
-            arena.resize(start + len, 0);
-            if encode_payload(&def, &values, e, &mut arena[start..]).is_err() {
+            payload.clear();
+            payload.resize(len, 0);
+            if encode_payload(&def, &values, e, &mut payload).is_err() {
                 // Cannot happen (the length came from the same values);
                 // leaving the event out is the safe side.
-                arena.truncate(start);
-                stream_changes.push((at, None));
+                overlay.leave_out(s, at);
                 continue;
             }
-            stream_changes.push((at, Some(start..start + len)));
+            overlay.rewrite(s, at, &payload);
         }
-        changes.push(stream_changes);
     }
     let message = region.state.as_ref().ok().map(|s: &StateInfo| {
         let mut text = s.message.clone().into_bytes();
@@ -717,8 +712,7 @@ pub fn plan(region: &Region, trace: &Trace, rules: &Rules) -> Plan {
         String::from_utf8_lossy(&text).into_owned()
     });
     Plan {
-        arena,
-        changes,
+        overlay,
         message,
         counts,
     }
@@ -761,50 +755,6 @@ fn retyped<'v>(original: Value, new: &'v [u8]) -> Value<'v> {
 }
 
 impl Plan {
-    /// The trace with the plan's changes laid over it: left-out events are
-    /// gone (their pages' event ranges shrink to match), rewritten ones
-    /// carry their new payloads. Losses are untouched: redaction is not
-    /// loss.
-    pub fn apply<'b>(&'b self, trace: &Trace<'b>) -> Trace<'b> {
-        let mut out = trace.clone();
-        for (stream, changes) in out.streams.iter_mut().zip(&self.changes) {
-            if !changes.is_empty() {
-                self.apply_stream(stream, changes);
-            }
-        }
-        out
-    }
-
-    fn apply_stream<'b>(
-        &'b self,
-        stream: &mut StreamTrace<'b>,
-        changes: &[(usize, Option<Range<usize>>)],
-    ) {
-        let old: Vec<Event<'b>> = std::mem::take(&mut stream.events);
-        // kept_before[i]: events kept among the first i.
-        let mut kept_before = Vec::with_capacity(old.len() + 1);
-        let mut changes = changes.iter().peekable();
-        let mut kept = 0usize;
-        for (i, mut ev) in old.into_iter().enumerate() {
-            kept_before.push(kept);
-            match changes.next_if(|c| c.0 == i) {
-                Some((_, None)) => continue,
-                Some((_, Some(range))) => ev.payload = &self.arena[range.clone()],
-                None => {}
-            }
-            stream.events.push(ev);
-            kept += 1;
-        }
-        kept_before.push(kept);
-        let at = |i: usize| kept_before[i.min(kept_before.len() - 1)];
-        for page in &mut stream.pages {
-            let first = at(page.first_event);
-            let end = at(page.first_event.saturating_add(page.records as usize));
-            page.first_event = first;
-            page.records = (end - first) as u32;
-        }
-    }
-
     /// The region with its crash message redacted.
     pub fn region<'r>(&self, region: &Region<'r>) -> Region<'r> {
         let mut out = region.clone();
@@ -999,11 +949,17 @@ mod tests {
         for (word_size, addr) in [(8u8, 0xffff_ffff_8123_4567u64), (4, 0xc123_4567)] {
             let mem = region_with_addresses(word_size, addr);
             let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
-            let trace = region.decode();
+            let trace = region.decode_paged();
             let plan = plan(&region, &trace, &Rules::default());
             assert_eq!(plan.counts.pointers, 3, "word size {word_size}");
-            let trace = plan.apply(&trace);
-            let ev = &trace.streams[0].events[0];
+            let view = crate::output::RegionView {
+                index: 0,
+                addr: 0,
+                region: &region,
+                trace: &trace,
+                overlay: Some(&plan.overlay),
+            };
+            let ev = view.stream(0).unwrap().events().next().unwrap();
             let t = region.schema.get(40).unwrap();
             let values = t.decode(ev.payload, region.header.endian).unwrap();
             let word = Word::of(&region);
@@ -1024,13 +980,8 @@ mod tests {
                 raw_pointers: true,
                 ..Rules::default()
             };
-            let trace = region.decode();
-            assert_eq!(plan_counts(&region, &trace, &raw_rules), 0);
+            assert_eq!(super::plan(&region, &trace, &raw_rules).counts.pointers, 0);
         }
-    }
-
-    fn plan_counts(region: &Region, trace: &Trace, rules: &Rules) -> u64 {
-        plan(region, trace, rules).counts.pointers
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
                 bad |= r.damaged();
                 let view = r.view();
                 items.begin(&mut out, &view, several)?;
-                write_items(&mut out, &r.region, &r.trace, &selection, items, r.index)?;
+                write_items(&mut out, &view, &selection, items)?;
             }
             items.end(&mut out)?;
             out.flush()?;

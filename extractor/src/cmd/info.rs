@@ -11,8 +11,8 @@ use extractor::discover::Found;
 use extractor::input::Dump;
 use extractor::recover::report::{utc, wall, RegionReport, SourceReport};
 use extractor::recover::Recovered;
-use pstore_ring::read::{PageStatus, Region, StreamTrace, Trace};
-use pstore_ring::text::write_summary;
+use pstore_ring::read::{PageStatus, PagedTrace, Region, StreamPages};
+use pstore_ring::text::write_paged_summary;
 use serde_json::{json, Value};
 use std::fmt::{self, Write};
 use std::io::{self, Write as _};
@@ -46,7 +46,7 @@ struct View<'a> {
 
 impl View<'_> {
     /// Each region with its index, where it was found, and its trace.
-    fn each_region(&self) -> impl Iterator<Item = (usize, &Found, &Region<'_>, &Trace<'_>)> {
+    fn each_region(&self) -> impl Iterator<Item = (usize, &Found, &Region<'_>, &PagedTrace<'_>)> {
         self.regions
             .iter()
             .map(|r| (r.index, r.found, &r.region, &r.trace))
@@ -78,7 +78,7 @@ impl View<'_> {
         for (n, f, region, trace) in self.each_region() {
             writeln!(out, "region {n} at physical address {:#x}:", f.addr)?;
             let mut text = String::new();
-            write_summary(&mut text, region, trace, pages)?;
+            write_paged_summary(&mut text, region, trace, pages)?;
             for line in text.lines() {
                 writeln!(out, "  {line}")?;
             }
@@ -109,7 +109,7 @@ impl View<'_> {
             .regions
             .iter()
             .map(|r| {
-                let wall = r.region.wall_clock(&r.trace);
+                let wall = r.region.wall_clock_of_pages(&r.trace);
                 let report = RegionReport::of(&r.view(), &wall, r.damaged(), &r.found.holes);
                 let mut v = serde_json::to_value(report).unwrap_or_default();
                 v["copies"] = json!(r
@@ -139,7 +139,7 @@ impl View<'_> {
 const INFO_VERSION: u64 = 1;
 
 /// A stream's page slots by status.
-fn pages(st: &StreamTrace) -> Value {
+fn pages(st: &StreamPages) -> Value {
     let n = |status| st.pages_with(status);
     json!({
         "intact": n(PageStatus::Intact),
@@ -154,24 +154,24 @@ fn pages(st: &StreamTrace) -> Value {
 }
 
 /// The crash's wall-clock time, with the offset in effect at the crash.
-fn crash_utc(region: &Region, trace: &Trace) -> Option<String> {
+fn crash_utc(region: &Region, trace: &PagedTrace) -> Option<String> {
     match &region.state {
-        Ok(s) if s.reason != 0 => wall(s.crash_ns, &region.wall_clock(trace)).map(utc),
+        Ok(s) if s.reason != 0 => wall(s.crash_ns, &region.wall_clock_of_pages(trace)).map(utc),
         _ => None,
     }
 }
 
-fn span(trace: &Trace) -> Option<(u64, u64)> {
+fn span(trace: &PagedTrace) -> Option<(u64, u64)> {
     let first = trace
         .streams
         .iter()
-        .filter_map(|s| s.events.first())
+        .filter_map(|s| s.first_event())
         .map(|e| e.ts)
         .min()?;
     let last = trace
         .streams
         .iter()
-        .filter_map(|s| s.events.last())
+        .filter_map(|s| s.last_event())
         .map(|e| e.ts)
         .max()?;
     Some((first, last))

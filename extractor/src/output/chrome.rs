@@ -16,8 +16,8 @@
 use super::RegionView;
 use crate::output::jsonl::{decode_into, write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
-use pstore_ring::merge::Item;
-use pstore_ring::read::{Event, Region, StreamInfo, Trace};
+use pstore_ring::merge::{Item, Pulled};
+use pstore_ring::read::{Event, PagedTrace, Region, StreamInfo};
 use pstore_ring::schema::Value;
 use std::io::{self, Write};
 
@@ -45,7 +45,7 @@ impl super::ItemFormat for Chrome {
         begin(out, region.region, region.trace, region.index)
     }
 
-    fn items(&self, out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
         write_items(out, items, region, region_index);
     }
 
@@ -61,7 +61,7 @@ impl super::ItemFormat for Chrome {
 fn begin(
     out: &mut dyn Write,
     region: &Region,
-    trace: &Trace,
+    trace: &PagedTrace,
     region_index: usize,
 ) -> io::Result<()> {
     let mut lines = Vec::with_capacity(1024);
@@ -83,10 +83,10 @@ fn begin(
 }
 
 /// Each item as one line ending in a comma and a newline.
-fn write_items(out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+fn write_items(out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
     let mut values = Vec::with_capacity(16);
     for item in items {
-        write_item(out, item, region, region_index, &mut values);
+        write_item(out, &item.as_item(), region, region_index, &mut values);
         out.push(b'\n');
     }
 }

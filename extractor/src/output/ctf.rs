@@ -36,14 +36,12 @@
 //! The output depends only on the input: the trace UUID is derived from
 //! the region's boot id, generation and place in the dump.
 
-use super::RegionView;
 use super::{doing, NewFile, WriteError, Written};
+use super::{RegionView, StreamView};
 use crate::output::select::Selection;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{
-    reason_name, Event, EventType, Region, StreamInfo, StreamTrace, Trace, WallClock,
-};
+use pstore_ring::read::{reason_name, Event, EventType, Region, StreamInfo, WallClock};
 use pstore_ring::schema::{FieldKind, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -76,39 +74,37 @@ impl super::FileFormat for Ctf {
         selection: &Selection,
         source: &str,
     ) -> Result<Written, WriteError> {
-        let wall = r.region.wall_clock(r.trace);
-        let written = write(out, r.region, r.trace, selection, source, r.index, &wall);
+        let wall = r.region.wall_clock_of_pages(r.trace);
+        let written = write(out, r, selection, source, &wall);
         doing(written, || {
             format!("writing a CTF trace to {}", out.display())
         })
     }
 }
 
-/// Writes the events of `trace` that `selection` admits as a CTF trace in
+/// Writes the events of `view` that `selection` admits as a CTF trace in
 /// `dir` (created if missing). `source` describes the input (the
-/// container), `region_index` is the region's place in `crashring info`
-/// order.
+/// container), `wall` is the region's wall clock.
 pub fn write(
     dir: &Path,
-    region: &Region,
-    trace: &Trace,
+    view: &RegionView,
     selection: &Selection,
     source: &str,
-    region_index: usize,
     wall: &WallClock,
 ) -> io::Result<Written> {
     crate::output::create_dir(dir)?;
-    let uuid = trace_uuid(region, region_index);
+    let region = view.region;
+    let uuid = trace_uuid(region, view.index);
     let mut written = Written {
         lost_as: "discarded",
         files: vec![PathBuf::from("metadata")],
         ..Written::default()
     };
-    let streams = selection.streams(trace);
-    let has_user = streams.iter().any(|st| st.info.kind != STREAM_KERNEL_CPU);
+    let streams = selection.streams(view);
+    let has_user = streams.iter().any(|st| st.info().kind != STREAM_KERNEL_CPU);
     // Stream files are independent: one per core at a time.
     let parts = crate::parallel::map(&streams, |st| {
-        let name = stream_file_name(&st.info);
+        let name = stream_file_name(st.info());
         let mut out = BufWriter::with_capacity(1 << 16, NewFile::create(&dir.join(&name))?);
         let mut part = Written::default();
         let mut writer = StreamWriter {
@@ -137,7 +133,7 @@ pub fn write(
     }
     let clock = Clock {
         wall,
-        at: clock_time(region, trace),
+        at: clock_time(view),
     };
     let metadata = metadata(region, uuid, has_user, source, written.clamped, clock);
     let mut f = NewFile::create(&dir.join("metadata"))?;
@@ -269,13 +265,12 @@ struct Clock<'w> {
 
 /// The crash's time, or with no crash the newest event's (0 with
 /// neither): the offset in effect then is the one the trace ends with.
-fn clock_time(region: &Region, trace: &Trace) -> u64 {
-    match &region.state {
+fn clock_time(view: &RegionView) -> u64 {
+    match &view.region.state {
         Ok(s) if s.reason != 0 => s.crash_ns,
-        _ => trace
-            .streams
-            .iter()
-            .filter_map(|s| s.events.last())
+        _ => view
+            .streams()
+            .filter_map(|s| s.last_event())
             .map(|e| e.ts)
             .max()
             .unwrap_or(0),
@@ -415,53 +410,52 @@ const PACKET_SIZE: usize = CONTEXT_AT + 24;
 const DISCARDED: usize = CONTEXT_AT + 40;
 
 impl StreamWriter<'_, '_, '_> {
-    fn stream(&mut self, st: &StreamTrace) -> io::Result<()> {
-        let admitted = |e: &&Event| self.selection.admits(&Item::Event(e), self.region);
+    fn stream(&mut self, st: &StreamView) -> io::Result<()> {
+        let admitted = |e: &Event| self.selection.admits(&Item::Event(e), self.region);
         let mut losses = st
-            .losses
+            .losses()
             .iter()
             .filter(|l| self.selection.admits(&Item::Loss(l), self.region))
             .peekable();
         // One packet per recovered page, even one left empty by the
-        // selection: a gap in `packet_seq_num` means a page was lost.
-        let pages: Vec<(u64, Vec<&Event>)> = st
-            .decoded_pages()
-            .into_iter()
+        // selection: a gap in `packet_seq_num` means a page was lost. The
+        // pages are walked twice, so that no more than one is held: first
+        // for each one's first admitted event (index and time), then to
+        // write them.
+        let pages = st.decoded();
+        let firsts: Vec<Option<(u64, u64)>> = pages
+            .iter()
             .map(|p| {
-                let events = st
-                    .events
-                    .get(p.first_event..p.first_event + p.records as usize)
-                    .unwrap_or_default();
-                (p.seq, events.iter().filter(admitted).collect())
+                let first = st.page_events(p).find(admitted);
+                first.map(|e| (e.index, e.ts))
             })
             .collect();
         // Losses before the next packet's first event are this packet's.
         let mut cutoffs = vec![u64::MAX; pages.len()];
         let mut next = u64::MAX;
-        for (k, (_, events)) in pages.iter().enumerate().rev() {
+        for (k, first) in firsts.iter().enumerate().rev() {
             cutoffs[k] = next;
-            if let Some(e) = events.first() {
-                next = e.index;
+            if let Some((index, _)) = first {
+                next = *index;
             }
         }
-        let first_seq = pages.first().map_or(0, |(seq, _)| seq.saturating_sub(1));
-        self.last_ts = pages
+        let first_seq = pages.first().map_or(0, |p| p.seq.saturating_sub(1));
+        self.last_ts = firsts
             .iter()
-            .find_map(|(_, events)| events.first())
-            .map(|e| e.ts)
+            .find_map(|first| first.map(|(_, ts)| ts))
             .or_else(|| losses.peek().and_then(|l| l.before_ts.or(l.after_ts)))
             .unwrap_or(0);
         // The empty packet that sets the discarded counter's start at 0.
-        self.begin(&st.info, first_seq);
+        self.begin(st.info(), first_seq);
         self.finish(0)?;
         let mut discarded = 0u64;
-        for ((seq, events), cutoff) in pages.iter().zip(cutoffs) {
+        for (p, cutoff) in pages.iter().zip(cutoffs) {
             while let Some(l) = losses.next_if(|l| l.at_index < cutoff) {
                 discarded = discarded.saturating_add(l.events);
             }
-            self.begin(&st.info, *seq);
-            for e in events {
-                self.event(e);
+            self.begin(st.info(), p.seq);
+            for e in st.page_events(p).filter(admitted) {
+                self.event(&e);
             }
             self.finish(discarded)?;
         }
@@ -469,8 +463,8 @@ impl StreamWriter<'_, '_, '_> {
         let rest = losses.fold(0u64, |n, l| n.saturating_add(l.events));
         if rest > 0 {
             discarded = discarded.saturating_add(rest);
-            let seq = pages.last().map_or(first_seq, |(seq, _)| *seq);
-            self.begin(&st.info, seq.saturating_add(1));
+            let seq = pages.last().map_or(first_seq, |p| p.seq);
+            self.begin(st.info(), seq.saturating_add(1));
             self.finish(discarded)?;
         }
         self.written.lost = self.written.lost.saturating_add(discarded);

@@ -2,9 +2,8 @@
 //! merged on this thread, formatted on every core, written in merge order.
 
 use super::select::Selection;
-use super::ItemFormat;
-use pstore_ring::merge::{merge, Item};
-use pstore_ring::read::{Region, Trace};
+use super::{ItemFormat, RegionView};
+use pstore_ring::merge::Pulled;
 use std::io::{self, Write};
 use std::sync::mpsc;
 
@@ -12,27 +11,29 @@ use std::sync::mpsc;
 /// next to formatting it, small enough that memory stays a few MiB.
 const CHUNK: usize = 16 * 1024;
 
-/// Writes the items of `trace` that `selection` admits; `region_index` is
-/// the region's place in `crashring info` order.
+/// Writes the items of `view` that `selection` admits.
 ///
 /// Merging is sequential, formatting (most of the cost) is not: this
 /// thread merges the items into chunks and deals them round-robin to one
 /// formatting thread per core, two chunks ahead, and writes the results
 /// back in the order it dealt them, so the output is the same bytes
 /// whatever the thread count. Item and text buffers go round and round
-/// rather than being allocated per chunk.
+/// rather than being allocated per chunk. The merge pulls each stream's
+/// events page by page, so memory is the chunks in flight and a page walk
+/// per stream, whatever the region's size.
 pub fn write_items(
     out: &mut impl Write,
-    region: &Region,
-    trace: &Trace,
+    view: &RegionView,
     selection: &Selection,
     format: &dyn ItemFormat,
-    region_index: usize,
 ) -> io::Result<()> {
+    let (region, region_index) = (view.region, view.index);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut merged = merge(&trace.streams).filter(|item| selection.admits(item, region));
+    let mut merged = view
+        .merged()
+        .filter(|p| selection.admits(&p.as_item(), region));
     let mut next_chunk = |items: &mut Vec<_>| refill(items, &mut merged);
-    let format_chunk = |items: &[Item], text: &mut Vec<u8>| {
+    let format_chunk = |items: &[Pulled], text: &mut Vec<u8>| {
         text.clear();
         format.items(text, items, region, region_index)
     };
@@ -95,9 +96,9 @@ pub fn write_items(
 
 /// Refills `items` with the next [`CHUNK`] merged items; false when none
 /// are left.
-fn refill<'t, 'a: 't>(
-    items: &mut Vec<Item<'t, 'a>>,
-    merged: &mut impl Iterator<Item = Item<'t, 'a>>,
+fn refill<'t, 'a>(
+    items: &mut Vec<Pulled<'t, 'a>>,
+    merged: &mut impl Iterator<Item = Pulled<'t, 'a>>,
 ) -> bool {
     items.clear();
     items.extend(merged.take(CHUNK));
@@ -106,14 +107,15 @@ fn refill<'t, 'a: 't>(
 
 /// A chunk of merged items and the text they format to.
 struct Job<'t, 'a> {
-    items: Vec<Item<'t, 'a>>,
+    items: Vec<Pulled<'t, 'a>>,
     text: Vec<u8>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pstore_ring::read::HeaderTrust;
+    use pstore_ring::merge::merge;
+    use pstore_ring::read::{HeaderTrust, Region};
     use pstore_ring::schema::{self, Value};
     use pstore_ring::text::Line;
     use pstore_ring::write::{self, RegionConfig, StreamSpec};
@@ -140,6 +142,14 @@ mod tests {
         }
         let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
         let trace = region.decode();
+        let paged = region.decode_paged();
+        let view = RegionView {
+            index: 0,
+            addr: 0,
+            region: &region,
+            trace: &paged,
+            overlay: None,
+        };
         let mut want = Vec::new();
         for item in merge(&trace.streams) {
             Line::of(&item, &region).write_to(&mut want);
@@ -149,11 +159,9 @@ mod tests {
         let mut got = Vec::new();
         write_items(
             &mut got,
-            &region,
-            &trace,
+            &view,
             &Selection::default(),
             &super::super::text::Text,
-            0,
         )
         .unwrap();
         assert!(got == want);

@@ -4,7 +4,7 @@
 //! extractor/SCHEMAS.md.
 
 use pstore_ring::layout::STREAM_KERNEL_CPU;
-use pstore_ring::merge::Item;
+use pstore_ring::merge::{Item, Pulled};
 use pstore_ring::read::{EventType, Region, StreamInfo};
 use pstore_ring::schema::Value;
 
@@ -156,10 +156,10 @@ pub fn decode_into<'p>(
 pub struct Jsonl;
 
 impl super::ItemFormat for Jsonl {
-    fn items(&self, out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
         let mut values = Vec::with_capacity(16);
         for item in items {
-            write_item(out, item, region, region_index, &mut values);
+            write_item(out, &item.as_item(), region, region_index, &mut values);
             out.push(b'\n');
         }
     }

@@ -7,6 +7,7 @@
 //! [`write_items`]; a [`FileFormat`] writes each region's own file or
 //! directory (CTF, trace.dat) and says what it wrote in a [`Written`].
 //! Adding a format is a new file and one arm in [`Format::writer`].
+//! Every writer takes a region's events through [`view`] only.
 //! [`files`] makes every output file and directory.
 
 pub(crate) mod chrome;
@@ -18,12 +19,14 @@ pub mod perfetto;
 pub mod select;
 mod text;
 pub mod tracedat;
+pub mod view;
 
 pub use files::{create_dir, create_new, NewFile, NotAFile};
 pub use items::write_items;
+pub use view::{Overlay, RegionView, StreamView};
 
-use pstore_ring::merge::Item;
-use pstore_ring::read::{Region, Trace};
+use pstore_ring::merge::Pulled;
+use pstore_ring::read::Region;
 use select::Selection;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -43,18 +46,6 @@ pub enum Format {
     Chrome,
     /// trace-cmd's trace.dat (version 6, -o FILE) for trace-cmd and KernelShark.
     Tracedat,
-}
-
-/// One region as the writers see it: a recovered region
-/// ([`crate::recover::Recovered::view`]) or its redacted copy in a bundle.
-#[derive(Clone, Copy)]
-pub struct RegionView<'r, 'a> {
-    /// Its place among the input's regions, in `crashring info` order.
-    pub index: usize,
-    /// Physical address of its first byte.
-    pub addr: u64,
-    pub region: &'r Region<'a>,
-    pub trace: &'r Trace<'a>,
 }
 
 /// How a format is written.
@@ -95,7 +86,7 @@ pub trait ItemFormat: Sync {
 
     /// Appends `items` of region `region_index`. Called on several
     /// threads at once, each chunk of items alone.
-    fn items(&self, out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize);
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize);
 
     /// After the last region.
     fn end(&self, _out: &mut dyn Write) -> io::Result<()> {

@@ -18,8 +18,8 @@
 
 use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
-use pstore_ring::merge::Item;
-use pstore_ring::read::{Event, EventType, Loss, Region, Trace};
+use pstore_ring::merge::Pulled;
+use pstore_ring::read::{Event, EventType, Loss, PagedTrace, Region};
 use pstore_ring::schema::{self, Value};
 use std::io::{self, Write};
 
@@ -144,7 +144,7 @@ impl super::ItemFormat for Perfetto {
         begin(out, region.trace, region.index)
     }
 
-    fn items(&self, out: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
         chunk(out, items, region, region_index);
     }
 }
@@ -152,7 +152,7 @@ impl super::ItemFormat for Perfetto {
 /// Writes the region's track descriptors, one per stream; its items
 /// follow as [`chunk`]s. The traces of several regions (`region_index` in
 /// `crashring info` order) concatenate into one.
-fn begin(out: &mut dyn Write, trace: &Trace, region_index: usize) -> io::Result<()> {
+fn begin(out: &mut dyn Write, trace: &PagedTrace, region_index: usize) -> io::Result<()> {
     let mut packet = Vec::with_capacity(4096);
     for (n, st) in trace.streams.iter().enumerate() {
         wire::message(&mut packet, field::TRACE_PACKET, |p| {
@@ -229,7 +229,7 @@ pub(crate) fn instant_name<'p>(type_id: u8, t: &'p EventType, values: &[Value<'p
 /// `TrackEvent` instant. A CPU's first bundle after one of its losses has
 /// `lost_events` set; a loss with no event of its CPU after it in the run
 /// gets an empty bundle of its own that says so.
-fn chunk(buf: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize) {
+fn chunk(buf: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
     // Per stream: its bundle's events so far, and whether a loss precedes.
     let mut bundles: Vec<(u16, u16, Vec<&Event>, bool)> = Vec::new();
     for item in items {
@@ -237,7 +237,7 @@ fn chunk(buf: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize
         let kernel_cpu = info.filter(|i| i.kind == STREAM_KERNEL_CPU).map(|i| i.cpu);
         let track = track_uuid(region_index, item.stream());
         match item {
-            Item::Event(e) if kernel_cpu.is_some() && !is_named_by_text(e.type_id) => {
+            Pulled::Event(e) if kernel_cpu.is_some() && !is_named_by_text(e.type_id) => {
                 let at = match bundles.iter().position(|b| b.0 == e.stream) {
                     Some(at) => at,
                     None => {
@@ -254,8 +254,8 @@ fn chunk(buf: &mut Vec<u8>, items: &[Item], region: &Region, region_index: usize
                     b.3 = false;
                 }
             }
-            Item::Event(e) => instant(buf, region, e, track),
-            Item::Loss(l) => {
+            Pulled::Event(e) => instant(buf, region, e, track),
+            Pulled::Loss(l) => {
                 if let Some(b) = bundles.iter_mut().find(|b| b.0 == l.stream) {
                     if !b.2.is_empty() {
                         bundle(buf, region, b.1, &b.2, b.3);

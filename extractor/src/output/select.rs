@@ -1,9 +1,10 @@
 //! Which merged items `crashring extract` prints: `--cpu`, `--since`,
 //! `--until`, `--type`.
 
+use super::view::{RegionView, StreamView};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{Region, StreamTrace, Trace};
+use pstore_ring::read::Region;
 
 /// A filter over merged items. Losses pass the CPU and time filters like
 /// events but are never filtered by type: a loss may have held any type.
@@ -17,13 +18,12 @@ pub struct Selection {
 
 impl Selection {
     /// The streams `--cpu` leaves, for writers that go stream by stream.
-    pub fn streams<'t, 'a>(&self, trace: &'t Trace<'a>) -> Vec<&'t StreamTrace<'a>> {
-        trace
-            .streams
-            .iter()
+    pub fn streams<'r, 'a>(&self, view: &RegionView<'r, 'a>) -> Vec<StreamView<'r, 'a>> {
+        view.streams()
             .filter(|st| {
+                let info = st.info();
                 self.cpu
-                    .is_none_or(|c| st.info.kind == STREAM_KERNEL_CPU && st.info.cpu == c)
+                    .is_none_or(|c| info.kind == STREAM_KERNEL_CPU && info.cpu == c)
             })
             .collect()
     }

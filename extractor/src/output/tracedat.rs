@@ -22,11 +22,11 @@
 //! The file depends only on the input.
 
 use super::select::Selection;
-use super::RegionView;
 use super::{doing, NewFile, WriteError, Written};
+use super::{RegionView, StreamView};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{Event, EventType, Region, StreamInfo, StreamTrace, Trace};
+use pstore_ring::read::{Event, EventType, Region, StreamInfo};
 use pstore_ring::schema::{FieldKind, Value};
 use std::fmt::Write as _;
 use std::io::{self, Seek, SeekFrom, Write};
@@ -63,19 +63,19 @@ const HEADER_EVENT: &str = "# compressed entry header\n\
 \tdata max type_len  == 28\n";
 
 /// The CPU number each stream gets in the file.
-fn cpu_numbers(streams: &[&StreamTrace]) -> Vec<u32> {
+fn cpu_numbers(streams: &[StreamView]) -> Vec<u32> {
     let first_user = streams
         .iter()
-        .filter(|s| s.info.kind == STREAM_KERNEL_CPU)
-        .map(|s| u32::from(s.info.cpu) + 1)
+        .filter(|s| s.info().kind == STREAM_KERNEL_CPU)
+        .map(|s| u32::from(s.info().cpu) + 1)
         .max()
         .unwrap_or(0);
     let mut next_user = first_user;
     streams
         .iter()
         .map(|s| {
-            if s.info.kind == STREAM_KERNEL_CPU {
-                u32::from(s.info.cpu)
+            if s.info().kind == STREAM_KERNEL_CPU {
+                u32::from(s.info().cpu)
             } else {
                 next_user += 1;
                 next_user - 1
@@ -109,7 +109,7 @@ impl super::FileFormat for Tracedat {
             format!("creating {}", out.display())
         })?;
         let mut w = io::BufWriter::with_capacity(1 << 16, file);
-        let written = write(&mut w, r.region, r.trace, selection).and_then(|written| {
+        let written = write(&mut w, r, selection).and_then(|written| {
             let file = w.into_inner().map_err(io::IntoInnerError::into_error)?;
             file.persist().map(|()| written)
         });
@@ -117,15 +117,15 @@ impl super::FileFormat for Tracedat {
     }
 }
 
-/// Writes the events of `trace` that `selection` admits as a trace.dat
+/// Writes the events of `view` that `selection` admits as a trace.dat
 /// file.
 pub fn write(
     out: &mut (impl Write + Seek),
-    region: &Region,
-    trace: &Trace,
+    view: &RegionView,
     selection: &Selection,
 ) -> io::Result<Written> {
-    let streams = selection.streams(trace);
+    let region = view.region;
+    let streams = selection.streams(view);
     let cpus = cpu_numbers(&streams);
     let cpu_count = cpus.iter().max().map_or(0, |m| m + 1);
 
@@ -195,10 +195,10 @@ pub fn write(
 }
 
 /// `pid comm` lines for the user streams.
-fn cmdlines(streams: &[&StreamTrace]) -> String {
+fn cmdlines(streams: &[StreamView]) -> String {
     let mut s = String::new();
     for st in streams {
-        let i: &StreamInfo = &st.info;
+        let i: &StreamInfo = st.info();
         if i.kind != STREAM_KERNEL_CPU && i.pid != 0 {
             let name: String = i
                 .label()
@@ -398,15 +398,15 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
         }
     }
 
-    fn stream(&mut self, st: &StreamTrace, out: &mut impl Write) -> io::Result<()> {
-        let pid = if st.info.kind == STREAM_KERNEL_CPU {
+    fn stream(&mut self, st: &StreamView, out: &mut impl Write) -> io::Result<()> {
+        let pid = if st.info().kind == STREAM_KERNEL_CPU {
             0
         } else {
-            st.info.pid
+            st.info().pid
         };
-        let mut losses = st.losses.iter().peekable();
+        let mut losses = st.losses().iter().peekable();
         let mut rec = Vec::with_capacity(256);
-        for e in &st.events {
+        for e in st.events() {
             while let Some(l) = losses.next_if(|l| l.at_index <= e.index) {
                 if self.selection.admits(&Item::Loss(l), self.region) {
                     // The events after a loss start a page that says so.
@@ -414,10 +414,10 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
                     self.missed = self.missed.saturating_add(l.events);
                 }
             }
-            if !self.selection.admits(&Item::Event(e), self.region) {
+            if !self.selection.admits(&Item::Event(&e), self.region) {
                 continue;
             }
-            record(self.region, e, pid, &mut rec);
+            record(self.region, &e, pid, &mut rec);
             self.event(e.ts, &rec, out)?;
         }
         let rest = losses

@@ -1,17 +1,20 @@
-//! Decoding a region's streams on every core. Streams are independent, so
-//! each thread takes a share of them; the trace is assembled in stream
-//! order and is the same as [`Region::decode`]'s.
+//! Decoding a region's streams on every core, page by page. Streams are
+//! independent, so each thread takes a share of them; the trace is
+//! assembled in stream order and is the same as
+//! [`Region::decode_paged`]'s. No event is kept: writers walk them again
+//! from the region's bytes as they need them.
 
-use pstore_ring::read::{Region, Trace};
+use pstore_ring::read::{PagedTrace, Region};
 
-/// [`Region::decode`], with the streams spread over the machine's cores.
-pub fn decode<'a>(region: &Region<'a>) -> Trace<'a> {
+/// [`Region::decode_paged`], with the streams spread over the machine's
+/// cores.
+pub fn decode<'a>(region: &Region<'a>) -> PagedTrace<'a> {
     let parts = crate::parallel::map(&region.streams, |info| {
         let mut diagnostics = Vec::new();
-        let stream = region.decode_stream(info, &mut diagnostics);
+        let stream = region.decode_stream_paged(info, &mut diagnostics);
         (stream, diagnostics)
     });
-    let mut trace = Trace {
+    let mut trace = PagedTrace {
         streams: Vec::with_capacity(region.streams.len()),
         diagnostics: region.diagnostics.clone(),
     };
@@ -53,7 +56,7 @@ mod tests {
         let at = region.streams[3].pages_offset as usize + 60;
         buf[at] ^= 0xff;
         let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
-        let (seq, par) = (region.decode(), decode(&region));
+        let (seq, par) = (region.decode(), decode(&region).to_trace());
         assert!(!seq.diagnostics.is_empty());
         assert_eq!(
             format!("{:?}", seq.diagnostics),

@@ -15,7 +15,7 @@ use crate::input::source::FileSource;
 use crate::input::{self, Dump, OpenError};
 use crate::output::RegionView;
 use crate::phys::PhysAddr;
-use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, Problem, Region, Trace};
+use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, PagedTrace, Problem, Region};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -148,7 +148,7 @@ pub struct Recovered<'a> {
     pub index: usize,
     pub found: &'a Found,
     pub region: Region<'a>,
-    pub trace: Trace<'a>,
+    pub trace: PagedTrace<'a>,
 }
 
 impl<'a> Recovered<'a> {
@@ -183,6 +183,7 @@ impl<'a> Recovered<'a> {
             addr: self.addr().0,
             region: &self.region,
             trace: &self.trace,
+            overlay: None,
         }
     }
 

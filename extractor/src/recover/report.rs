@@ -5,9 +5,9 @@
 //! fields.
 
 use crate::input::Dump;
-use crate::output::RegionView;
+use crate::output::{RegionView, StreamView};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
-use pstore_ring::read::{reason_name, LossKind, StreamTrace, WallClock};
+use pstore_ring::read::{reason_name, LossKind, WallClock};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -209,31 +209,32 @@ impl RegionReport {
             damaged,
             diagnostics: t.diagnostics.iter().map(ToString::to_string).collect(),
             holes: holes.iter().map(ToString::to_string).collect(),
-            streams: t.streams.iter().map(StreamReport::of).collect(),
-            recovered: t.event_count(),
+            streams: view.streams().map(|s| StreamReport::of(&s)).collect(),
+            recovered: view.event_count(),
             lost: t.lost_events(),
         }
     }
 }
 
 impl StreamReport {
-    fn of(s: &StreamTrace) -> StreamReport {
-        let kernel = s.info.kind == STREAM_KERNEL_CPU;
+    fn of(view: &StreamView) -> StreamReport {
+        let (s, info) = (view.pages, view.info());
+        let kernel = info.kind == STREAM_KERNEL_CPU;
         StreamReport {
-            index: s.info.index,
-            label: s.info.label(),
+            index: info.index,
+            label: info.label(),
             kind: if kernel { "kernel" } else { "user" },
-            cpu: kernel.then_some(s.info.cpu),
-            pid: (!kernel && s.info.pid != 0).then_some(s.info.pid),
-            recovered: s.events.len(),
+            cpu: kernel.then_some(info.cpu),
+            pid: (!kernel && info.pid != 0).then_some(info.pid),
+            recovered: view.event_count(),
             lost: s.lost_events(),
             lost_exact: s.lost_exact(),
             lost_by_reason: LossKind::ALL
                 .iter()
                 .map(|&k| (k.name(), s.lost(k)))
                 .collect(),
-            oldest_ns: s.events.first().map(|e| e.ts),
-            newest_ns: s.events.last().map(|e| e.ts),
+            oldest_ns: view.first_event().map(|e| e.ts),
+            newest_ns: view.last_event().map(|e| e.ts),
         }
     }
 }

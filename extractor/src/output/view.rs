@@ -1,0 +1,196 @@
+//! A region as every writer sees it: its streams' events, walked again
+//! from the region's bytes page by page, with an [`Overlay`]'s changes
+//! laid over them when there is one (a bundle's redaction). Writers take
+//! events only from here, so `extract` and the bundle write through the
+//! same code, and memory follows pages, not events.
+
+use pstore_ring::merge::{merge_events, PagedMerge};
+use pstore_ring::read::{
+    DecodedPage, Event, Loss, PageEvents, PagedTrace, Region, StreamEvents, StreamInfo, StreamPages,
+};
+use std::ops::Range;
+
+/// One region as the writers see it: a recovered region
+/// ([`crate::recover::Recovered::view`]) or its redacted copy in a bundle.
+#[derive(Clone, Copy)]
+pub struct RegionView<'r, 'a> {
+    /// Its place among the input's regions, in `crashring info` order.
+    pub index: usize,
+    /// Physical address of its first byte.
+    pub addr: u64,
+    pub region: &'r Region<'a>,
+    pub trace: &'r PagedTrace<'a>,
+    /// Changes laid over the trace's events, if any.
+    pub overlay: Option<&'r Overlay>,
+}
+
+impl<'r, 'a> RegionView<'r, 'a> {
+    /// Stream `s` (its position in the trace).
+    pub fn stream(&self, s: usize) -> Option<StreamView<'r, 'a>> {
+        let pages = self.trace.streams.get(s)?;
+        let (changes, arena): (&[Change], &[u8]) = match self.overlay {
+            Some(o) => (o.changes.get(s).map_or(&[], Vec::as_slice), &o.arena),
+            None => (&[], &[]),
+        };
+        Some(StreamView {
+            pages,
+            changes,
+            arena,
+        })
+    }
+
+    /// Every stream, in the trace's order.
+    pub fn streams(&self) -> impl Iterator<Item = StreamView<'r, 'a>> + '_ {
+        (0..self.trace.streams.len()).filter_map(|s| self.stream(s))
+    }
+
+    /// Every stream's events and losses on one timeline, pulled page by
+    /// page ([`merge_events`]).
+    pub fn merged(&self) -> PagedMerge<'r, 'r, Events<'r, StreamEvents<'r, 'a>>> {
+        merge_events(self.streams().map(|s| (s.events(), s.losses())))
+    }
+
+    /// Events, all streams.
+    pub fn event_count(&self) -> usize {
+        self.streams()
+            .fold(0, |n, s| n.saturating_add(s.event_count()))
+    }
+}
+
+/// One stream of a [`RegionView`].
+#[derive(Clone, Copy)]
+pub struct StreamView<'r, 'a> {
+    /// The stream as decoded: its pages, losses and info.
+    pub pages: &'r StreamPages<'a>,
+    /// The overlay's changes to this stream.
+    changes: &'r [Change],
+    arena: &'r [u8],
+}
+
+impl<'r, 'a> StreamView<'r, 'a> {
+    pub fn info(&self) -> &'r StreamInfo {
+        &self.pages.info
+    }
+
+    /// In stream order (by `at_index`): an overlay leaves losses alone.
+    pub fn losses(&self) -> &'r [Loss] {
+        &self.pages.losses
+    }
+
+    /// The pages events were decoded from, in stream order.
+    pub fn decoded(&self) -> &'r [DecodedPage<'a>] {
+        &self.pages.decoded
+    }
+
+    /// Every event, in stream order.
+    pub fn events(&self) -> Events<'r, StreamEvents<'r, 'a>> {
+        self.overlaid(0, self.pages.events())
+    }
+
+    /// The events of one of [`Self::decoded`]'s pages.
+    pub fn page_events(&self, page: &DecodedPage<'a>) -> Events<'r, PageEvents<'a>> {
+        self.overlaid(page.first_event, self.pages.page_events(page))
+    }
+
+    /// `events`, which start at position `at` of the stream, with the
+    /// changes from there on laid over them.
+    fn overlaid<I>(&self, at: usize, events: I) -> Events<'r, I> {
+        let first = self.changes.partition_point(|c| c.at < at);
+        Events {
+            events,
+            at,
+            changes: &self.changes[first..],
+            arena: self.arena,
+        }
+    }
+
+    /// Events, over all pages.
+    pub fn event_count(&self) -> usize {
+        let left_out = self.changes.iter().filter(|c| c.payload.is_none()).count();
+        self.pages.event_count().saturating_sub(left_out)
+    }
+
+    pub fn first_event(&self) -> Option<Event<'r>> {
+        self.events().next()
+    }
+
+    /// The last event: the last page with any, walked to its end.
+    pub fn last_event(&self) -> Option<Event<'r>> {
+        let pages = self.decoded().iter().rev();
+        pages.filter_map(|d| self.page_events(d).last()).next()
+    }
+}
+
+/// A stream's events with an overlay's changes laid over them: those it
+/// leaves out are skipped, those it rewrites carry their new payloads.
+#[derive(Clone, Debug)]
+pub struct Events<'r, I> {
+    events: I,
+    /// The position in the stream of the next event `events` yields.
+    at: usize,
+    /// The changes from there on, by position.
+    changes: &'r [Change],
+    arena: &'r [u8],
+}
+
+impl<'r, 'a: 'r, I: Iterator<Item = Event<'a>>> Iterator for Events<'r, I> {
+    type Item = Event<'r>;
+
+    fn next(&mut self) -> Option<Event<'r>> {
+        loop {
+            let mut ev: Event<'r> = self.events.next()?;
+            let at = self.at;
+            self.at += 1;
+            if let Some((c, rest)) = self.changes.split_first().filter(|(c, _)| c.at == at) {
+                self.changes = rest;
+                match &c.payload {
+                    Some(p) => ev.payload = &self.arena[p.clone()],
+                    None => continue,
+                }
+            }
+            return Some(ev);
+        }
+    }
+}
+
+/// Changes laid over a trace's events, by their position in their stream
+/// (as [`StreamPages::events`] yields them): events left out, and events
+/// given new payloads. Built by [`crate::bundle::redact::plan`].
+#[derive(Clone, Debug, Default)]
+pub struct Overlay {
+    /// New payloads, back to back.
+    arena: Vec<u8>,
+    /// Per stream, by position.
+    changes: Vec<Vec<Change>>,
+}
+
+#[derive(Clone, Debug)]
+struct Change {
+    at: usize,
+    /// The new payload in the arena, or `None` to leave the event out.
+    payload: Option<Range<usize>>,
+}
+
+impl Overlay {
+    /// Leaves out event `at` of stream `s`. Changes to a stream are made
+    /// in position order.
+    pub fn leave_out(&mut self, s: usize, at: usize) {
+        self.change(s, at, None);
+    }
+
+    /// Gives event `at` of stream `s` the payload `payload`.
+    pub fn rewrite(&mut self, s: usize, at: usize, payload: &[u8]) {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(payload);
+        self.change(s, at, Some(start..self.arena.len()));
+    }
+
+    fn change(&mut self, s: usize, at: usize, payload: Option<Range<usize>>) {
+        if self.changes.len() <= s {
+            self.changes.resize_with(s + 1, Vec::new);
+        }
+        let stream = &mut self.changes[s];
+        debug_assert!(stream.last().is_none_or(|c| c.at < at), "out of order");
+        stream.push(Change { at, payload });
+    }
+}
