@@ -14,10 +14,11 @@
 //! - [`record`]: the bounded, fused walk over one page's records.
 //! - [`write`]: formatting a region in any `&mut [u8]` and recording into it.
 //! - [`read`] (with `alloc`): parsing a region, rebuilding every stream from
-//!   page sequence numbers, salvaging open pages, and the loss report;
-//!   either holding every event ([`read::Region::decode`]) or page by page
-//!   ([`read::Region::decode_paged`]), walking each page's events again
-//!   when asked, so memory follows the region's pages, not its events.
+//!   page sequence numbers, salvaging open pages, and the loss report,
+//!   page by page ([`read::Region::decode_paged`]): each page's events are
+//!   walked again when asked for, so memory follows the region's pages,
+//!   not its events; [`read::Region::decode`] holds them all in vectors,
+//!   for tests and small regions.
 //! - [`merge`] and [`text`] (with `alloc`): one timeline over all streams
 //!   ([`merge::merge`], or [`merge::merge_pages`] pulling from the page
 //!   walks), and its `trace-cmd report`-like rendering.

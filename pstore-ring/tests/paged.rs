@@ -3,11 +3,14 @@
 //! clean, wrapped and clamped regions in both byte orders and word sizes,
 //! regions with bytes overwritten, pages rewritten with a matching CRC,
 //! cut, with absent stretches, corrupt newest pages, `clock` events, the
-//! golden images), [`Region::decode_paged`] reports exactly the
-//! diagnostics, page reports and losses of [`Region::decode`], walks
-//! exactly its events page by page, and [`merge_pages`] yields exactly
-//! [`merge`]'s items in [`merge`]'s order, rendered to the same text, also
-//! when some events are left out on the way ([`merge_events`]).
+//! golden images), the events walked again from each page are exactly
+//! those the decoding walk counted and timed (its page reports, its
+//! `clock` steps), each page walked alone or backwards gives its slice of
+//! the stream, [`Region::decode`] (the paged decoding walked into vectors,
+//! which the model and corruption tests hold to what was written) agrees
+//! with it in everything, and [`merge_pages`] yields exactly [`merge`]'s
+//! items in [`merge`]'s order, rendered to the same text, also when some
+//! events are left out on the way ([`merge_events`]).
 
 mod common;
 
@@ -76,6 +79,18 @@ fn same_stream(p: &StreamPages<'_>, w: &StreamTrace<'_>, e: Endian) -> Result<()
             (r.slot, r.seq, r.records, r.first_event)
         );
         let mine: Vec<Event<'_>> = p.page_events(d).collect();
+        // Walked again, the page gives every event the decoding walk
+        // counted, at the times it reported.
+        prop_assert_eq!(
+            mine.len(),
+            d.records as usize,
+            "stream {} slot {}",
+            s,
+            d.slot
+        );
+        if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
+            prop_assert_eq!((Some(first.ts), Some(last.ts)), (r.first_ts, r.last_ts));
+        }
         let theirs = w
             .events
             .get(r.first_event..r.first_event + r.records as usize);

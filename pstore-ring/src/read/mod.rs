@@ -5,10 +5,12 @@
 //! only when the header itself cannot be trusted. After that, every problem
 //! (a damaged descriptor, schema table or page, a torn record) is a
 //! [`Diagnostic`] that names the stream, the page slot and the region
-//! offset, and costs only the bytes it covers. [`Region::decode`] rebuilds
-//! each stream's pages in sequence-number order, decodes closed pages whose
-//! CRC holds, salvages the open page record by record, and reports every
-//! lost event as a [`Loss`].
+//! offset, and costs only the bytes it covers. [`Region::decode_paged`]
+//! rebuilds each stream's pages in sequence-number order, decodes closed
+//! pages whose CRC holds, salvages the open page record by record, and
+//! reports every lost event as a [`Loss`]; its events stay in the
+//! region's bytes, walked again page by page when asked for.
+//! [`Region::decode`] is the same with every event walked into a vector.
 
 mod clock;
 mod region;
@@ -303,8 +305,7 @@ impl<'a> Region<'a> {
     }
 
     /// Decodes and salvages every stream, page by page, keeping no events:
-    /// [`Self::decode`] without the events, which
-    /// [`StreamPages::events`] walks again on demand.
+    /// [`StreamPages::events`] walks them again on demand.
     pub fn decode_paged(&self) -> PagedTrace<'a> {
         let mut diagnostics = self.diagnostics.clone();
         let streams = self
@@ -318,8 +319,11 @@ impl<'a> Region<'a> {
         }
     }
 
-    /// As [`Self::decode_stream`], keeping no events. Streams are as
-    /// independent here: they may be decoded in parallel.
+    /// Decodes and salvages one stream, page by page, keeping no events,
+    /// and appends its pages' diagnostics to `diagnostics`. Streams are
+    /// independent: a caller with threads may decode them in parallel and
+    /// assemble the [`PagedTrace`] in stream order, after the region's own
+    /// diagnostics, as [`Self::decode_paged`] does.
     pub fn decode_stream_paged(
         &self,
         info: &StreamInfo,
@@ -328,29 +332,21 @@ impl<'a> Region<'a> {
         stream::decode_paged(self, info, diagnostics)
     }
 
-    /// Decodes and salvages every stream.
+    /// Decodes and salvages every stream, holding every event: the paged
+    /// decoding ([`Self::decode_paged`]) with its events walked into
+    /// vectors, for tests and small regions.
     pub fn decode(&self) -> Trace<'a> {
-        let mut diagnostics = self.diagnostics.clone();
-        let streams = self
-            .streams
-            .iter()
-            .map(|s| self.decode_stream(s, &mut diagnostics))
-            .collect();
-        Trace {
-            streams,
-            diagnostics,
-        }
+        self.decode_paged().to_trace()
     }
 
     /// Decodes and salvages one stream, appending its pages' diagnostics
-    /// to `diagnostics`. Streams are independent: a caller with threads
-    /// may decode them in parallel and assemble the [`Trace`] in stream
-    /// order, after the region's own diagnostics, as [`Self::decode`] does.
+    /// to `diagnostics`, holding its events: [`Self::decode_stream_paged`]
+    /// with its events walked into a vector.
     pub fn decode_stream(
         &self,
         info: &StreamInfo,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> StreamTrace<'a> {
-        stream::decode(self, info, diagnostics)
+        self.decode_stream_paged(info, diagnostics).to_trace()
     }
 }

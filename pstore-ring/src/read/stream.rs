@@ -478,22 +478,6 @@ struct Readable<'a> {
     data: &'a [u8],
 }
 
-/// Decodes one stream into a [`StreamTrace`] that holds its events.
-pub(super) fn decode<'a>(
-    region: &Region<'a>,
-    info: &StreamInfo,
-    diags: &mut Vec<Diagnostic>,
-) -> StreamTrace<'a> {
-    let mut events = Vec::new();
-    let r = rebuild(region, info, diags, |ev| events.push(ev));
-    StreamTrace {
-        info: r.info,
-        pages: r.pages,
-        events,
-        losses: r.losses,
-    }
-}
-
 /// Decodes one stream into a [`StreamPages`]: every page is walked once,
 /// to check it and count its events, but only its `clock` events are
 /// kept; the rest are walked again on demand.
@@ -529,8 +513,8 @@ struct Rebuilt<'a> {
 
 /// Rebuilds one stream: its page reports, decoded pages and losses, with
 /// its diagnostics appended to `diags`. Every event decoded goes to `sink`
-/// once, in stream order; both [`decode`] and [`decode_paged`] are this
-/// one walk, so what they report cannot drift apart.
+/// once, in stream order. This is the one decoding walk: a
+/// [`StreamTrace`]'s events too are [`StreamPages::events`] walked again.
 fn rebuild<'a>(
     region: &Region<'a>,
     info: &StreamInfo,
