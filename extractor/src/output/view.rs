@@ -194,3 +194,88 @@ impl Overlay {
         stream.push(Change { at, payload });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pstore_ring::read::HeaderTrust;
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+
+    /// Two streams over several small pages, each event's `count` its
+    /// number in its stream.
+    fn region() -> Vec<u8> {
+        let specs: Vec<StreamSpec> = (0..2).map(StreamSpec::cpu).collect();
+        let cfg = RegionConfig {
+            page_size: 256,
+            pages_per_stream: Some(8),
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut buf = vec![0u8; 16 * 1024];
+        let lost = schema::builtin(schema::EVENT_LOST).unwrap();
+        let mut f = write::format(&mut buf, &cfg).unwrap();
+        let mut ws: Vec<_> = f.streams.by_ref().collect();
+        for i in 0..120u64 {
+            let s = (i % 2) as usize;
+            ws[s]
+                .write_event(i * 10, lost, &[Value::Unsigned(i / 2)])
+                .unwrap();
+        }
+        ws.iter_mut().for_each(|w| w.close());
+        drop(ws);
+        buf
+    }
+
+    #[test]
+    fn an_overlay_leaves_out_and_rewrites_by_position_page_by_page_too() {
+        let buf = region();
+        let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode_paged();
+        let plain: Vec<Vec<Event>> = trace.streams.iter().map(|s| s.events().collect()).collect();
+        let n = plain[1].len();
+        assert!(trace.streams[1].decoded.len() > 2 && n > 10);
+        // Stream 1: its first and last events left out, one on every
+        // page boundary rewritten, every third one left out.
+        let mut overlay = Overlay::default();
+        let new = [0xAAu8; 8];
+        let mut want = Vec::new();
+        for (at, ev) in plain[1].iter().enumerate() {
+            let boundary = trace.streams[1].decoded.iter().any(|d| d.first_event == at);
+            if at == 0 || at == n - 1 || at % 3 == 1 {
+                overlay.leave_out(1, at);
+            } else if boundary {
+                overlay.rewrite(1, at, &new);
+                want.push(Event {
+                    payload: &new[..],
+                    ..*ev
+                });
+            } else {
+                want.push(*ev);
+            }
+        }
+        let mut view = RegionView {
+            index: 0,
+            addr: 0,
+            region: &region,
+            trace: &trace,
+            overlay: Some(&overlay),
+        };
+        let untouched = view.stream(0).unwrap();
+        assert_eq!(untouched.events().collect::<Vec<_>>(), plain[0]);
+        let s = view.stream(1).unwrap();
+        assert_eq!(s.events().collect::<Vec<_>>(), want);
+        let paged: Vec<Event> = s.decoded().iter().flat_map(|d| s.page_events(d)).collect();
+        assert_eq!(paged, want);
+        assert_eq!(s.event_count(), want.len());
+        assert_eq!(s.first_event(), want.first().copied());
+        assert_eq!(s.last_event(), want.last().copied());
+        assert_eq!(view.event_count(), plain[0].len() + want.len());
+        let merged = view.merged().filter(|p| p.stream() == 1).count();
+        assert_eq!(merged, want.len() + s.losses().len());
+        view.overlay = None;
+        let s = view.stream(1).unwrap();
+        assert_eq!(s.events().collect::<Vec<_>>(), plain[1]);
+        assert_eq!(s.last_event(), plain[1].last().copied());
+    }
+}
