@@ -12,7 +12,12 @@
 //!   for like) and to text;
 //! - memory: peak RSS of `crashring extract` on sparse raw dumps of 1 GiB
 //!   and 16 GiB holding the same 64 MiB region, against the peak RSS of
-//!   `crashring --version`.
+//!   `crashring --version`;
+//! - dense: peak RSS and time of `crashring extract --format text` (to
+//!   /dev/null) on dense regions of 256 MiB and 1 GiB, the region's own
+//!   copy told apart from what the reader adds; with
+//!   `CRASHRING_BENCH_BASELINE` naming another crashring binary (one built
+//!   before a change), the same runs of it beside them.
 //!
 //! Every time is the median of several runs; only ratios are meant to be
 //! compared between machines. No figure is printed before the work it
@@ -78,16 +83,19 @@ fn memcpy_bandwidth() -> f64 {
     per_sec(src.len() as u64, d)
 }
 
-/// A 4-CPU region of `REGION` bytes filled to the brim with a realistic
-/// mix: IRQ entry and exit, scheduler switches, printk lines.
-fn dense_region() -> (Vec<u8>, Counts) {
+/// A 4-CPU region of `size` bytes filled to the brim with a realistic
+/// mix: IRQ entry and exit, scheduler switches, printk lines; as many
+/// events per byte as [`WRITTEN`] in [`REGION`], so every ring wraps about
+/// twice.
+fn dense_region(size: usize) -> (Vec<u8>, Counts) {
+    let written = WRITTEN * (size / REGION) as u64;
     let specs: Vec<StreamSpec> = (0..4).map(StreamSpec::cpu).collect();
     let cfg = RegionConfig {
         page_size: 4096,
         streams: &specs,
         ..Default::default()
     };
-    let mut buf = vec![0u8; REGION];
+    let mut buf = vec![0u8; size];
     let def = |id| schema::builtin(id).expect("built-in event type");
     let (entry, exit, switch, printk) = (
         def(schema::EVENT_IRQ_ENTRY),
@@ -98,7 +106,7 @@ fn dense_region() -> (Vec<u8>, Counts) {
     let mut f = write::format(&mut buf, &cfg).expect("region fits");
     let mut ws: Vec<_> = f.streams.by_ref().collect();
     let mut t = 1_000_000u64;
-    for i in 0..WRITTEN {
+    for i in 0..written {
         t += 37;
         let w = &mut ws[(i % 4) as usize];
         let written = match i % 8 {
@@ -146,7 +154,7 @@ fn dense_region() -> (Vec<u8>, Counts) {
     assert!(events > 0, "no event decoded");
     assert_eq!(
         events + overwritten,
-        WRITTEN,
+        written,
         "events decoded + overwritten"
     );
     assert_eq!(trace.lost_events(), overwritten, "events lost otherwise");
@@ -343,33 +351,53 @@ fn scan_bench(dir: &Path, region: &[u8], memcpy: f64) {
 /// crashring: the copy is small when it starts crashring, and a child's
 /// peak RSS counts its parent's memory at the moment it was started.
 const RSS_PROBE: &str = "CRASHRING_BENCH_RSS_OF";
+/// With [`RSS_PROBE`]: the crashring binary to run, if not this build's.
+const RSS_PROBE_BIN: &str = "CRASHRING_BENCH_RSS_BIN";
+/// Another crashring binary to measure beside this build's (`dense`).
+const BASELINE: &str = "CRASHRING_BENCH_BASELINE";
 
 /// Peak RSS in KiB of the crashring binary run with `args`, measured by a
 /// fresh copy of this bench (see [`RSS_PROBE`]).
 fn peak_rss_kib(args: &[&str]) -> i64 {
+    probe(None, args).0
+}
+
+/// Peak RSS in KiB and wall time of `bin` (this build's crashring if
+/// `None`) run with `args`, its standard output going to /dev/null,
+/// measured by a fresh copy of this bench (see [`RSS_PROBE`]).
+fn probe(bin: Option<&Path>, args: &[&str]) -> (i64, Duration) {
     let exe = std::env::current_exe().expect("the bench's own path");
-    let out = Command::new(exe)
-        .env(RSS_PROBE, args.join("\u{1f}"))
-        .output()
-        .expect("running the RSS probe");
+    let mut cmd = Command::new(exe);
+    cmd.env(RSS_PROBE, args.join("\u{1f}"));
+    if let Some(bin) = bin {
+        cmd.env(RSS_PROBE_BIN, bin);
+    }
+    let out = cmd.output().expect("running the RSS probe");
     assert!(
         out.status.success(),
         "the RSS probe of crashring {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("the RSS probe said {:?}", out))
+    let said = String::from_utf8_lossy(&out.stdout);
+    let mut fields = said.split_whitespace().map(str::parse::<i64>);
+    match (fields.next(), fields.next()) {
+        (Some(Ok(kib)), Some(Ok(ns))) => (kib, Duration::from_nanos(ns as u64)),
+        _ => panic!("the RSS probe said {out:?}"),
+    }
 }
 
 /// The probe's body: runs crashring with the arguments in `RSS_PROBE` and
-/// prints its peak RSS in KiB, once crashring exited successfully (a run
-/// that failed early would look small).
+/// prints its peak RSS in KiB and its wall time in ns, once crashring
+/// exited successfully (a run that failed early would look small).
 // The child is reaped by wait4, which also returns its resource usage.
 #[allow(clippy::zombie_processes)]
 fn rss_probe(args: &str) {
-    let child = Command::new(env!("CARGO_BIN_EXE_crashring"))
+    let bin = std::env::var_os(RSS_PROBE_BIN).map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_crashring")),
+        PathBuf::from,
+    );
+    let start = Instant::now();
+    let child = Command::new(&bin)
         .args(args.split('\u{1f}'))
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -378,12 +406,111 @@ fn rss_probe(args: &str) {
     // SAFETY: plain FFI calls with valid pointers; waits for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let took = start.elapsed();
     assert_eq!(pid, child.id() as i32, "wait4 failed");
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "crashring {args:?} failed: wait status {status:#x}"
+        "{} {args:?} failed: wait status {status:#x}",
+        bin.display()
     );
-    println!("{}", usage.ru_maxrss);
+    println!("{} {}", usage.ru_maxrss, took.as_nanos());
+}
+
+/// Lines `bin` writes to its standard output when run with `args`; fails
+/// unless it succeeds.
+fn output_lines(bin: &Path, args: &[&str]) -> u64 {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running crashring");
+    let mut out = BufReader::with_capacity(1 << 20, child.stdout.take().expect("piped"));
+    let mut lines = 0;
+    loop {
+        let buf = out.fill_buf().expect("reading crashring's output");
+        if buf.is_empty() {
+            break;
+        }
+        lines += memchr::memchr_iter(b'\n', buf).count() as u64;
+        let n = buf.len();
+        out.consume(n);
+    }
+    let status = child.wait().expect("waiting for crashring");
+    assert!(
+        status.success(),
+        "{} {args:?} failed: {status}",
+        bin.display()
+    );
+    lines
+}
+
+/// `crashring extract --format text` on raw images each holding one dense
+/// region (256 MiB, then 1 GiB), standard output to /dev/null: peak RSS
+/// (the region's copy, as big as the region, told apart from the rest)
+/// and throughput, the median of 3 runs after one whose lines are
+/// counted; the same for the binary `CRASHRING_BENCH_BASELINE` names, if
+/// set.
+fn dense_bench(dir: &Path) {
+    let this = PathBuf::from(env!("CARGO_BIN_EXE_crashring"));
+    let baseline = std::env::var_os(BASELINE).map(PathBuf::from);
+    let mut bins = vec![("this build", this)];
+    if let Some(b) = baseline {
+        bins.push(("baseline", b));
+    }
+    println!(
+        "\ndense: crashring extract --format text > /dev/null on a raw image of one dense region"
+    );
+    for (name, bin) in &bins {
+        let base = probe(Some(bin), &["--version"]).0;
+        println!(
+            "  {name} ({}): crashring --version peaks at {:.1} MiB",
+            bin.display(),
+            base as f64 / 1024.0
+        );
+    }
+    for size in [256 * MIB as usize, GIB as usize] {
+        let (region, counts) = dense_region(size);
+        let path = dir.join(format!("dense-{}m.raw", size >> 20));
+        std::fs::write(&path, &region).expect("writing the image");
+        drop(region);
+        let p = path.to_str().expect("UTF-8 scratch path");
+        let args = ["extract", p, "--format", "text"];
+        println!(
+            "  {} MiB region, {} events, {} items:",
+            size >> 20,
+            counts.events,
+            counts.items
+        );
+        let mut figures = Vec::new();
+        for (name, bin) in &bins {
+            // The text has a line per item: all of them were extracted.
+            assert_eq!(output_lines(bin, &args), counts.items, "{name}: lines");
+            let runs: Vec<(i64, Duration)> = (0..3).map(|_| probe(Some(bin), &args)).collect();
+            let rss = runs.iter().map(|r| r.0).max().unwrap_or(0);
+            let mut times: Vec<Duration> = runs.iter().map(|r| r.1).collect();
+            times.sort();
+            let d = times[times.len() / 2];
+            let rss_mib = rss as f64 / 1024.0;
+            let region_mib = (size >> 20) as f64;
+            println!(
+                "    {name}: peak RSS {rss_mib:.0} MiB = region copy {region_mib:.0} MiB + {:.0} MiB; \
+                 {:.2} s, {:.1} M events/s, region at {:.0} MiB/s",
+                rss_mib - region_mib,
+                d.as_secs_f64(),
+                per_sec(counts.events, d) / 1e6,
+                per_sec(size as u64, d) / MIB as f64
+            );
+            figures.push((rss_mib - region_mib, d));
+        }
+        if let [(mine, t), (theirs, t0)] = figures[..] {
+            println!(
+                "    beyond the region copy, this build takes {:.2}x the baseline's memory, at {:.2}x its speed",
+                mine / theirs,
+                t0.as_secs_f64() / t.as_secs_f64()
+            );
+        }
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// Lines in the file at `path`.
@@ -695,7 +822,7 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
-    let (region, counts) = dense_region();
+    let (region, counts) = dense_region(REGION);
     if wanted("decode") {
         decode_bench(&region, counts, memcpy);
     }
@@ -707,5 +834,9 @@ fn main() {
     }
     if wanted("scan") {
         scan_bench(&dir, &region, memcpy);
+    }
+    if wanted("dense") {
+        drop(region);
+        dense_bench(&dir);
     }
 }
