@@ -15,7 +15,8 @@
 //!   `crashring --version`;
 //! - dense: peak RSS and time of `crashring extract --format text` (to
 //!   /dev/null) on dense regions of 256 MiB and 1 GiB, the region's own
-//!   copy told apart from what the reader adds; with
+//!   copy told apart from what the reader adds, and of `crashring bundle`
+//!   on the 256 MiB one, plain and redacting a quarter of its events; with
 //!   `CRASHRING_BENCH_BASELINE` naming another crashring binary (one built
 //!   before a change), the same runs of it beside them.
 //!
@@ -508,6 +509,28 @@ fn dense_bench(dir: &Path) {
                 mine / theirs,
                 t0.as_secs_f64() / t.as_secs_f64()
             );
+        }
+        if size == 256 * MIB as usize {
+            // The bundle writes every format; redacting a quarter of the
+            // events away takes an overlay of them.
+            let bundle = dir.join("dense-bundle.tar.gz");
+            let b = bundle.to_str().expect("UTF-8 scratch path");
+            for redact in [&[][..], &["--redact", "sched_switch"][..]] {
+                let mut args = vec!["bundle", p, "-o", b];
+                args.extend(redact);
+                for (name, bin) in &bins {
+                    let (rss, d) = probe(Some(bin), &args);
+                    let _ = std::fs::remove_file(&bundle);
+                    println!(
+                        "    {name}, bundle {}: peak RSS {:.0} MiB = region copy {} MiB + {:.0} MiB; {:.2} s",
+                        redact.join(" "),
+                        rss as f64 / 1024.0,
+                        size >> 20,
+                        rss as f64 / 1024.0 - (size >> 20) as f64,
+                        d.as_secs_f64()
+                    );
+                }
+            }
         }
         let _ = std::fs::remove_file(&path);
     }
