@@ -14,8 +14,9 @@
 //!   and 16 GiB holding the same 64 MiB region, against the peak RSS of
 //!   `crashring --version`;
 //! - dense: peak RSS and time of `crashring extract --format text` (to
-//!   /dev/null) on dense regions of 256 MiB and 1 GiB, the region's own
-//!   copy told apart from what the reader adds, and of `crashring bundle`
+//!   /dev/null) on dense regions of 256 MiB and 1 GiB, with the sampled
+//!   peaks of anonymous memory (what the reader allocates) and of
+//!   file-backed memory (the region's snapshot), and of `crashring bundle`
 //!   on the 256 MiB one, plain and redacting a quarter of its events; with
 //!   `CRASHRING_BENCH_BASELINE` naming another crashring binary (one built
 //!   before a change), the same runs of it beside them.
@@ -360,13 +361,25 @@ const BASELINE: &str = "CRASHRING_BENCH_BASELINE";
 /// Peak RSS in KiB of the crashring binary run with `args`, measured by a
 /// fresh copy of this bench (see [`RSS_PROBE`]).
 fn peak_rss_kib(args: &[&str]) -> i64 {
-    probe(None, args).0
+    probe(None, args).kib
 }
 
-/// Peak RSS in KiB and wall time of `bin` (this build's crashring if
-/// `None`) run with `args`, its standard output going to /dev/null,
-/// measured by a fresh copy of this bench (see [`RSS_PROBE`]).
-fn probe(bin: Option<&Path>, args: &[&str]) -> (i64, Duration) {
+/// What a probe measured of one run.
+struct Probed {
+    /// Peak RSS, KiB.
+    kib: i64,
+    took: Duration,
+    /// The peaks of anonymous and file-backed resident memory (KiB), as
+    /// sampled every few milliseconds: what the process allocated against
+    /// the pages of files it mapped (the region's snapshot).
+    anon_kib: i64,
+    file_kib: i64,
+}
+
+/// Peak RSS and wall time of `bin` (this build's crashring if `None`) run
+/// with `args`, its standard output going to /dev/null, measured by a
+/// fresh copy of this bench (see [`RSS_PROBE`]).
+fn probe(bin: Option<&Path>, args: &[&str]) -> Probed {
     let exe = std::env::current_exe().expect("the bench's own path");
     let mut cmd = Command::new(exe);
     cmd.env(RSS_PROBE, args.join("\u{1f}"));
@@ -380,16 +393,37 @@ fn probe(bin: Option<&Path>, args: &[&str]) -> (i64, Duration) {
         String::from_utf8_lossy(&out.stderr)
     );
     let said = String::from_utf8_lossy(&out.stdout);
-    let mut fields = said.split_whitespace().map(str::parse::<i64>);
-    match (fields.next(), fields.next()) {
-        (Some(Ok(kib)), Some(Ok(ns))) => (kib, Duration::from_nanos(ns as u64)),
-        _ => panic!("the RSS probe said {out:?}"),
+    let fields: Vec<i64> = said
+        .split_whitespace()
+        .map(|f| {
+            f.parse()
+                .unwrap_or_else(|_| panic!("the RSS probe said {out:?}"))
+        })
+        .collect();
+    let [kib, ns, anon_kib, file_kib] = fields[..] else {
+        panic!("the RSS probe said {out:?}");
+    };
+    Probed {
+        kib,
+        took: Duration::from_nanos(ns as u64),
+        anon_kib,
+        file_kib,
     }
 }
 
+/// A `/proc/PID/status` field in KiB, 0 if missing.
+fn status_kib(status: &str, field: &str) -> i64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The probe's body: runs crashring with the arguments in `RSS_PROBE` and
-/// prints its peak RSS in KiB and its wall time in ns, once crashring
-/// exited successfully (a run that failed early would look small).
+/// prints its peak RSS in KiB, its wall time in ns and its sampled peaks
+/// of anonymous and file-backed RSS in KiB, once crashring exited
+/// successfully (a run that failed early would look small).
 // The child is reaped by wait4, which also returns its resource usage.
 #[allow(clippy::zombie_processes)]
 fn rss_probe(args: &str) {
@@ -403,18 +437,31 @@ fn rss_probe(args: &str) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("running crashring");
+    let id = child.id() as i32;
     let mut status = 0;
     // SAFETY: plain FFI calls with valid pointers; waits for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let (mut anon, mut file) = (0, 0);
+    loop {
+        // SAFETY: as above.
+        let pid = unsafe { libc::wait4(id, &mut status, libc::WNOHANG, &mut usage) };
+        if pid == id {
+            break;
+        }
+        assert_eq!(pid, 0, "wait4 failed");
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{id}/status")) {
+            anon = anon.max(status_kib(&s, "RssAnon:"));
+            file = file.max(status_kib(&s, "RssFile:"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let took = start.elapsed();
-    assert_eq!(pid, child.id() as i32, "wait4 failed");
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{} {args:?} failed: wait status {status:#x}",
         bin.display()
     );
-    println!("{} {}", usage.ru_maxrss, took.as_nanos());
+    println!("{} {} {anon} {file}", usage.ru_maxrss, took.as_nanos());
 }
 
 /// Lines `bin` writes to its standard output when run with `args`; fails
@@ -447,8 +494,7 @@ fn output_lines(bin: &Path, args: &[&str]) -> u64 {
 
 /// `crashring extract --format text` on raw images each holding one dense
 /// region (256 MiB, then 1 GiB), standard output to /dev/null: peak RSS
-/// (the region's copy, as big as the region, told apart from the rest)
-/// and throughput, the median of 3 runs after one whose lines are
+/// (and its anonymous and file-backed parts) and throughput, the median of 3 runs after one whose lines are
 /// counted; the same for the binary `CRASHRING_BENCH_BASELINE` names, if
 /// set.
 fn dense_bench(dir: &Path) {
@@ -462,7 +508,7 @@ fn dense_bench(dir: &Path) {
         "\ndense: crashring extract --format text > /dev/null on a raw image of one dense region"
     );
     for (name, bin) in &bins {
-        let base = probe(Some(bin), &["--version"]).0;
+        let base = probe(Some(bin), &["--version"]).kib;
         println!(
             "  {name} ({}): crashring --version peaks at {:.1} MiB",
             bin.display(),
@@ -486,27 +532,29 @@ fn dense_bench(dir: &Path) {
         for (name, bin) in &bins {
             // The text has a line per item: all of them were extracted.
             assert_eq!(output_lines(bin, &args), counts.items, "{name}: lines");
-            let runs: Vec<(i64, Duration)> = (0..3).map(|_| probe(Some(bin), &args)).collect();
-            let rss = runs.iter().map(|r| r.0).max().unwrap_or(0);
-            let mut times: Vec<Duration> = runs.iter().map(|r| r.1).collect();
+            let runs: Vec<Probed> = (0..3).map(|_| probe(Some(bin), &args)).collect();
+            let peak = |f: fn(&Probed) -> i64| runs.iter().map(f).max().unwrap_or(0);
+            let (rss, anon, file) = (peak(|r| r.kib), peak(|r| r.anon_kib), peak(|r| r.file_kib));
+            let mut times: Vec<Duration> = runs.iter().map(|r| r.took).collect();
             times.sort();
             let d = times[times.len() / 2];
-            let rss_mib = rss as f64 / 1024.0;
-            let region_mib = (size >> 20) as f64;
             println!(
-                "    {name}: peak RSS {rss_mib:.0} MiB = region copy {region_mib:.0} MiB + {:.0} MiB; \
+                "    {name}: peak RSS {} MiB (sampled peaks: anonymous {} MiB, file-backed {} MiB); \
                  {:.2} s, {:.1} M events/s, region at {:.0} MiB/s",
-                rss_mib - region_mib,
+                rss >> 10,
+                anon >> 10,
+                file >> 10,
                 d.as_secs_f64(),
                 per_sec(counts.events, d) / 1e6,
                 per_sec(size as u64, d) / MIB as f64
             );
-            figures.push((rss_mib - region_mib, d));
+            figures.push((rss, anon, d));
         }
-        if let [(mine, t), (theirs, t0)] = figures[..] {
+        if let [(mine, mine_anon, t), (theirs, theirs_anon, t0)] = figures[..] {
             println!(
-                "    beyond the region copy, this build takes {:.2}x the baseline's memory, at {:.2}x its speed",
-                mine / theirs,
+                "    this build: {:.2}x the baseline's peak RSS, {:.2}x its anonymous memory, at {:.2}x its speed",
+                mine as f64 / theirs as f64,
+                mine_anon as f64 / theirs_anon as f64,
                 t0.as_secs_f64() / t.as_secs_f64()
             );
         }
@@ -519,15 +567,15 @@ fn dense_bench(dir: &Path) {
                 let mut args = vec!["bundle", p, "-o", b];
                 args.extend(redact);
                 for (name, bin) in &bins {
-                    let (rss, d) = probe(Some(bin), &args);
+                    let r = probe(Some(bin), &args);
                     let _ = std::fs::remove_file(&bundle);
                     println!(
-                        "    {name}, bundle {}: peak RSS {:.0} MiB = region copy {} MiB + {:.0} MiB; {:.2} s",
+                        "    {name}, bundle {}: peak RSS {} MiB (sampled peaks: anonymous {} MiB, file-backed {} MiB); {:.2} s",
                         redact.join(" "),
-                        rss as f64 / 1024.0,
-                        size >> 20,
-                        rss as f64 / 1024.0 - (size >> 20) as f64,
-                        d.as_secs_f64()
+                        r.kib >> 10,
+                        r.anon_kib >> 10,
+                        r.file_kib >> 10,
+                        r.took.as_secs_f64()
                     );
                 }
             }
