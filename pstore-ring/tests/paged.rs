@@ -135,8 +135,23 @@ fn same(region: &Region<'_>) -> Result<(), TestCaseError> {
     // Streams decoded one by one, as a caller with threads would.
     let mut diags = region.diagnostics.clone();
     for (info, p) in region.streams.iter().zip(&paged.streams) {
-        let one = region.decode_stream_paged(info, &mut diags);
+        // Told what it walked, page by page: each page whose header was
+        // read, and again each page whose records were.
+        let mut walked = Vec::new();
+        let one = region.decode_stream_paged_walked(info, &mut diags, &mut |r| walked.push(r));
         prop_assert_eq!((&one.pages, &one.decoded), (&p.pages, &p.decoded));
+        let size = u64::from(region.header.page_size);
+        let slot = |s: u32| {
+            let start = info.pages_offset + u64::from(s) * size;
+            start..start + size
+        };
+        let times = |r: &std::ops::Range<u64>| walked.iter().filter(|w| *w == r).count();
+        for d in &p.decoded {
+            prop_assert_eq!(times(&slot(d.slot)), 2, "slot {}", d.slot);
+        }
+        for page in p.pages.iter().filter(|pg| pg.status != PageStatus::Absent) {
+            prop_assert!(times(&slot(page.slot)) >= 1, "slot {}", page.slot);
+        }
     }
     prop_assert_eq!(&diags, &paged.diagnostics);
     prop_assert_eq!(

@@ -329,7 +329,22 @@ impl<'a> Region<'a> {
         info: &StreamInfo,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> StreamPages<'a> {
-        stream::decode_paged(self, info, diagnostics)
+        stream::decode_paged(self, info, diagnostics, &mut |_| {})
+    }
+
+    /// [`Self::decode_stream_paged`], telling `walked` each page's byte
+    /// range (region offsets) once it has read it: each page is read twice,
+    /// when its header and checksum are checked, slot by slot, and when its
+    /// records are walked, in stream order. A caller holding the region in
+    /// memory it can give back (a file mapping) may drop what was walked;
+    /// the decoded pages read it again when their events are walked.
+    pub fn decode_stream_paged_walked(
+        &self,
+        info: &StreamInfo,
+        diagnostics: &mut Vec<Diagnostic>,
+        walked: &mut dyn FnMut(core::ops::Range<u64>),
+    ) -> StreamPages<'a> {
+        stream::decode_paged(self, info, diagnostics, walked)
     }
 
     /// Decodes and salvages every stream, holding every event: the paged

@@ -8,6 +8,7 @@ use crate::endian::Endian;
 use crate::layout::*;
 use crate::record::Records;
 use alloc::vec::Vec;
+use core::ops::Range;
 use zerocopy::FromBytes;
 
 /// One recovered event. `payload` borrows from the region's bytes.
@@ -368,6 +369,7 @@ pub struct PageEvents<'a> {
 }
 
 impl<'a> PageEvents<'a> {
+    #[inline]
     fn new(stream: u16, endian: Endian, page: &DecodedPage<'a>) -> Self {
         PageEvents {
             records: Records::new(page.data, page.start_ts, endian),
@@ -383,6 +385,7 @@ impl<'a> PageEvents<'a> {
 impl<'a> Iterator for PageEvents<'a> {
     type Item = Event<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Event<'a>> {
         if self.done >= self.records_total {
             return None;
@@ -430,6 +433,7 @@ pub struct StreamEvents<'p, 'a> {
 impl<'a> Iterator for StreamEvents<'_, 'a> {
     type Item = Event<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Event<'a>> {
         loop {
             if let Some(ev) = self.page.as_mut().and_then(Iterator::next) {
@@ -485,14 +489,16 @@ pub(super) fn decode_paged<'a>(
     region: &Region<'a>,
     info: &StreamInfo,
     diags: &mut Vec<Diagnostic>,
+    walked: &mut dyn FnMut(Range<u64>),
 ) -> StreamPages<'a> {
     let e = region.header.endian;
     let mut clock = Vec::new();
-    let r = rebuild(region, info, diags, |ev| {
+    let sink = |ev: Event<'a>| {
         if let Some(step) = ClockStep::of(&ev, e) {
             clock.push(step);
         }
-    });
+    };
+    let r = rebuild(region, info, diags, sink, walked);
     StreamPages {
         info: r.info,
         pages: r.pages,
@@ -520,6 +526,7 @@ fn rebuild<'a>(
     info: &StreamInfo,
     diags: &mut Vec<Diagnostic>,
     mut sink: impl FnMut(Event<'a>),
+    walked: &mut dyn FnMut(Range<u64>),
 ) -> Rebuilt<'a> {
     let h = &region.header;
     let page_size = h.page_size as u64;
@@ -590,7 +597,9 @@ fn rebuild<'a>(
             first_ts: None,
             last_ts: None,
         };
-        match classify(region, info, offset) {
+        let class = classify(region, info, offset);
+        walked(offset..offset + page_size);
+        match class {
             Ok(Some(r)) => {
                 report.seq = r.seq;
                 report.first_ts = Some(r.first_ts);
@@ -670,6 +679,7 @@ fn rebuild<'a>(
             })
         };
         let walk = decode_page(region, info.index, r, &mut sink);
+        walked(offset..offset + page_size);
         let status = walk.status;
         if let Some(p) = walk.stopped {
             note(p);
