@@ -195,7 +195,7 @@ fn decode_bench(region: &[u8], counts: Counts, memcpy: f64) {
             let start = Instant::now();
             let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
                 .expect("bench region parses");
-            let trace = extractor::recover::decode(&region);
+            let trace = extractor::recover::decode(&region, &|_| {});
             let mut out = BufWriter::with_capacity(1 << 16, &mut sink);
             let Writer::Items(writer) = format.writer() else {
                 unreachable!("text and JSON lines are written item by item")
@@ -635,7 +635,7 @@ fn time_writer(
         let start = Instant::now();
         let region = Region::parse(black_box(region), HeaderTrust::Checksummed)
             .expect("bench region parses");
-        let trace = extractor::recover::decode(&region);
+        let trace = extractor::recover::decode(&region, &|_| {});
         let file = File::create(path).expect("creating the output");
         let mut out = BufWriter::with_capacity(1 << 16, file);
         write(&view(&region, &trace), &mut out);

@@ -15,6 +15,9 @@ use std::fmt;
 use std::fs::File;
 use std::ops::{Deref, Range};
 use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Bytes searched per step of the scan.
 const CHUNK: usize = 8 << 20;
@@ -173,14 +176,14 @@ pub enum NoHeader {
 /// A region's bytes: a snapshot of what the dump gives, in a private
 /// temporary file (unnamed, in `$TMPDIR`) mapped read-only. Pages the dump
 /// lacks are never written, so they are holes in the file and cost no
-/// space. Being backed by a file, the pages a reader is done with can be
-/// given back ([`RegionBytes::release`]) and come back from the page cache
-/// if touched again: resident memory follows the pages in use, not the
-/// region's size.
+/// space. Being backed by a file, pages can be given back
+/// ([`RegionBytes::release`], [`RegionBytes::sweep_every`]) and come back
+/// from the page cache when read again: resident memory follows the pages
+/// in use, not the region's size.
 #[derive(Debug)]
 pub struct RegionBytes {
     /// `None` for an empty region (a mapping cannot be empty).
-    map: Option<Mmap>,
+    map: Option<Arc<Mmap>>,
 }
 
 impl RegionBytes {
@@ -199,33 +202,76 @@ impl RegionBytes {
         // SAFETY: the file is our own unnamed temporary file, which nobody
         // else can open, truncate or write.
         let map = unsafe { Mmap::map(file)? };
-        Ok(RegionBytes { map: Some(map) })
+        Ok(RegionBytes {
+            map: Some(Arc::new(map)),
+        })
     }
 
     /// Drops the pages holding `range` (widened to whole pages) from this
     /// process's memory; reading them again faults them back in from the
     /// file. Does nothing for a range past the end.
     pub fn release(&self, range: Range<usize>) {
-        let Some(map) = &self.map else { return };
-        let end = range.end.min(map.len());
-        if range.start >= end {
-            return;
+        if let Some(map) = &self.map {
+            drop_pages(map, range);
         }
-        // SAFETY: MADV_DONTNEED on a read-only mapping of a file only
-        // drops page table entries: the bytes stay in the page cache and
-        // the file, and every later read of them sees the same values, so
-        // no slice borrowed from the mapping changes. It is only unsound
-        // on private writable or anonymous mappings, which zero-fill.
-        let _ = unsafe {
-            map.unchecked_advise_range(UncheckedAdvice::DontNeed, range.start, end - range.start)
+    }
+
+    /// Gives every page back every `interval` until the returned guard is
+    /// dropped. Readers walk a region page by page, a few pages per stream
+    /// at a time, and come back to none they left long ago, so resident
+    /// memory stays at what they read in one interval, whatever the
+    /// region's size; a page still in use is simply read in again.
+    pub fn sweep_every(&self, interval: Duration) -> Sweeper {
+        let Some(map) = self.map.clone() else {
+            return Sweeper { stop: None };
         };
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                drop_pages(&map, 0..map.len());
+            }
+        });
+        Sweeper {
+            stop: Some((stop, thread)),
+        }
+    }
+}
+
+/// Drops `range` of `map` from this process's memory.
+fn drop_pages(map: &Mmap, range: Range<usize>) {
+    let end = range.end.min(map.len());
+    if range.start >= end {
+        return;
+    }
+    // SAFETY: MADV_DONTNEED on a read-only mapping of a file only drops
+    // page table entries: the bytes stay in the page cache and the file,
+    // and every later read of them sees the same values, so no slice
+    // borrowed from the mapping changes. It is only unsound on private
+    // writable or anonymous mappings, which zero-fill.
+    let _ = unsafe {
+        map.unchecked_advise_range(UncheckedAdvice::DontNeed, range.start, end - range.start)
+    };
+}
+
+/// The thread [`RegionBytes::sweep_every`] started; dropping it stops the
+/// thread and waits for it.
+pub struct Sweeper {
+    stop: Option<(mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        if let Some((stop, thread)) = self.stop.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
     }
 }
 
 impl Deref for RegionBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or_default()
+        self.map.as_deref().map_or(&[], |m| &m[..])
     }
 }
 

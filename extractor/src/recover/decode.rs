@@ -5,13 +5,16 @@
 //! from the region's bytes as they need them.
 
 use pstore_ring::read::{PagedTrace, Region};
+use std::ops::Range;
 
 /// [`Region::decode_paged`], with the streams spread over the machine's
-/// cores.
-pub fn decode<'a>(region: &Region<'a>) -> PagedTrace<'a> {
+/// cores; `release` is given the byte ranges decoding has walked, in
+/// runs of at least [`RUN`] where they follow each other, to give back.
+pub fn decode<'a>(region: &Region<'a>, release: &(dyn Fn(Range<usize>) + Sync)) -> PagedTrace<'a> {
     let parts = crate::parallel::map(&region.streams, |info| {
         let mut diagnostics = Vec::new();
-        let stream = region.decode_stream_paged(info, &mut diagnostics);
+        let mut run = Run::new(release);
+        let stream = region.decode_stream_paged_walked(info, &mut diagnostics, &mut |r| run.add(r));
         (stream, diagnostics)
     });
     let mut trace = PagedTrace {
@@ -23,6 +26,56 @@ pub fn decode<'a>(region: &Region<'a>) -> PagedTrace<'a> {
         trace.diagnostics.extend(diagnostics);
     }
     trace
+}
+
+/// Bytes walked before they are given back in one call.
+const RUN: usize = 1 << 20;
+
+/// Walked byte ranges gathered into runs: a page at a time would be a
+/// system call per page.
+struct Run<'r> {
+    release: &'r (dyn Fn(Range<usize>) + Sync),
+    pending: Range<usize>,
+}
+
+impl<'r> Run<'r> {
+    fn new(release: &'r (dyn Fn(Range<usize>) + Sync)) -> Self {
+        Run {
+            release,
+            pending: 0..0,
+        }
+    }
+
+    fn add(&mut self, walked: Range<u64>) {
+        let (Ok(start), Ok(end)) = (usize::try_from(walked.start), usize::try_from(walked.end))
+        else {
+            return;
+        };
+        if self.pending.is_empty() {
+            self.pending = start..end;
+        } else if start == self.pending.end {
+            self.pending.end = end;
+        } else {
+            self.flush();
+            self.pending = start..end;
+        }
+        if self.pending.len() >= RUN {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            (self.release)(self.pending.clone());
+        }
+        self.pending = 0..0;
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 #[cfg(test)]
@@ -56,7 +109,7 @@ mod tests {
         let at = region.streams[3].pages_offset as usize + 60;
         buf[at] ^= 0xff;
         let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
-        let (seq, par) = (region.decode(), decode(&region).to_trace());
+        let (seq, par) = (region.decode(), decode(&region, &|_| {}).to_trace());
         assert!(!seq.diagnostics.is_empty());
         assert_eq!(
             format!("{:?}", seq.diagnostics),

@@ -10,7 +10,7 @@ pub mod report;
 
 pub use decode::decode;
 
-use crate::discover::{self, DiscoverError, Found};
+use crate::discover::{self, DiscoverError, Found, Sweeper};
 use crate::input::source::FileSource;
 use crate::input::{self, Dump, OpenError};
 use crate::output::RegionView;
@@ -18,6 +18,7 @@ use crate::phys::PhysAddr;
 use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, PagedTrace, Problem, Region};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What to read: the input and, unless the regions are scanned for, where
 /// one region is.
@@ -149,25 +150,31 @@ pub struct Recovered<'a> {
     pub found: &'a Found,
     pub region: Region<'a>,
     pub trace: PagedTrace<'a>,
+    /// Gives the region's pages back while it is decoded and written.
+    _sweeper: Sweeper,
 }
+
+/// How often a recovered region's pages are given back: readers walk at
+/// most a few hundred MiB/s per core, so a few MiB are resident between
+/// two sweeps, and a sweep costs a few microseconds.
+const SWEEP: Duration = Duration::from_millis(10);
 
 impl<'a> Recovered<'a> {
     /// Parses and decodes the region `found` holds.
     pub fn of(index: usize, found: &'a Found, trust: HeaderTrust) -> Result<Self, RecoverError> {
+        let sweeper = found.bytes.sweep_every(SWEEP);
         let region = Region::parse(&found.bytes, trust).map_err(|why| RecoverError {
             addr: found.addr,
             why,
         })?;
         let region = region.with_absent(found.absent());
-        let trace = decode(&region);
-        // Decoding touched every page once; the writers come back to them
-        // a page at a time, so none needs to stay resident meanwhile.
-        found.bytes.release(0..found.bytes.len());
+        let trace = decode(&region, &|walked| found.bytes.release(walked));
         Ok(Recovered {
             index,
             found,
             region,
             trace,
+            _sweeper: sweeper,
         })
     }
 
