@@ -29,10 +29,12 @@ impl Item<'_, '_> {
 /// Sort key: time, stream, index in stream, then losses before events.
 type Key = (u64, u16, u64, u8);
 
+#[inline]
 fn event_key(e: &Event<'_>) -> Key {
     (e.ts, e.stream, e.index, 1)
 }
 
+#[inline]
 fn loss_key(l: &Loss) -> Key {
     let ts = l.before_ts.or(l.after_ts).unwrap_or(0);
     (ts, l.stream, l.at_index, 0)
@@ -50,6 +52,7 @@ type Entry = u128;
 /// more than any slice holds, so no two positions share an entry.
 const POSITION: u128 = (1 << 47) - 1;
 
+#[inline]
 fn entry(key: Key, s: usize, is_event: bool) -> Entry {
     let (ts, stream, _, _) = key;
     (u128::from(ts) << 64)
@@ -94,6 +97,7 @@ fn head(streams: &[StreamTrace<'_>], cursor: (usize, usize), s: usize) -> Option
 /// The heap entry for stream `s`, whose next event and next loss are
 /// these: whichever sorts first. Both merges decide here, so they order
 /// items alike.
+#[inline]
 fn pick(event: Option<&Event<'_>>, loss: Option<&Loss>, s: usize) -> Option<Entry> {
     let event = event.map(event_key);
     let loss = loss.map(loss_key);
@@ -150,6 +154,7 @@ impl<'a> Pulled<'_, 'a> {
 
     /// The same item as [`merge`] yields it, for what takes an [`Item`]
     /// (`text::Line`, filters).
+    #[inline]
     pub fn as_item(&self) -> Item<'_, 'a> {
         match self {
             Pulled::Event(e) => Item::Event(e),

@@ -84,6 +84,7 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<RawRecord<'a>, RecordError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             let offset = self.at;

@@ -59,6 +59,29 @@ fn digits(x: u64) -> usize {
 
 /// Writes `x`'s digits at the end of `buf`, which must have room.
 fn place_digits(buf: &mut [u8], x: u64) {
+    // Most numbers written (a time's seconds and nanoseconds, CPUs, most
+    // fields) fit 32 bits, whose divisions by 100 are cheaper.
+    if let Ok(x) = u32::try_from(x) {
+        return place_digits_u32(buf, x);
+    }
+    let mut i = buf.len();
+    let mut n = x;
+    while n >= 100 {
+        let d = 2 * (n % 100) as usize;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = 2 * n as usize;
+        buf[i - 2..i].copy_from_slice(&PAIRS[d..d + 2]);
+    } else {
+        buf[i - 1] = b'0' + n as u8;
+    }
+}
+
+/// [`place_digits`] for a number that fits 32 bits.
+fn place_digits_u32(buf: &mut [u8], x: u32) {
     let mut i = buf.len();
     let mut n = x;
     while n >= 100 {

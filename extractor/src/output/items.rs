@@ -29,9 +29,10 @@ pub fn write_items(
 ) -> io::Result<()> {
     let (region, region_index) = (view.region, view.index);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let all = selection.admits_all();
     let mut merged = view
         .merged()
-        .filter(|p| selection.admits(&p.as_item(), region));
+        .filter(|p| all || selection.admits(&p.as_item(), region));
     let mut next_chunk = |items: &mut Vec<_>| refill(items, &mut merged);
     let format_chunk = |items: &[Pulled], text: &mut Vec<u8>| {
         text.clear();

@@ -28,6 +28,14 @@ impl Selection {
             .collect()
     }
 
+    /// Whether every item is admitted, so none needs asking.
+    pub fn admits_all(&self) -> bool {
+        self.cpu.is_none()
+            && self.since_ns.is_none()
+            && self.until_ns.is_none()
+            && self.types.is_empty()
+    }
+
     pub fn admits(&self, item: &Item<'_, '_>, region: &Region<'_>) -> bool {
         let info = region.streams.iter().find(|s| s.index == item.stream());
         if let Some(cpu) = self.cpu {

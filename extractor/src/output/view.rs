@@ -136,6 +136,7 @@ pub struct Events<'r, I> {
 impl<'r, 'a: 'r, I: Iterator<Item = Event<'a>>> Iterator for Events<'r, I> {
     type Item = Event<'r>;
 
+    #[inline]
     fn next(&mut self) -> Option<Event<'r>> {
         loop {
             let mut ev: Event<'r> = self.events.next()?;
