@@ -11,8 +11,9 @@
  * @text: the message; cut to what fits one record
  *
  * Safe in any context, NMI included: it never sleeps, allocates or locks.
- * An event that finds this CPU's ring busy (an interrupted write) is
- * dropped and counted.
+ * A call that interrupts another write on this CPU records on the next
+ * nesting lane; only one nested deeper than the lanes is dropped, and
+ * counted.
  */
 void crashring_log(const char *tag, const char *text);
 

@@ -33,10 +33,12 @@ static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 #define cr_try_enter(l)		(local_cmpxchg((l), 0, 1) == 0)
 #define cr_leave(l)		local_set((l), 0)
 #define cr_local_inc(l)		local_inc(l)
+#define cr_local_inc_return(l)	local_inc_return(l)
+#define cr_local_dec(l)		local_dec(l)
 #define cr_local_take(l)	local_xchg((l), 0)
 #define cr_local_read(l)	local_read(l)
 /*
- * Writers record with preemption off (crashring_this_stream()), so an RCU
+ * Writers record with preemption off (crashring_this_cpu()), so an RCU
  * grace period waits for every one that started before it.
  */
 #define cr_sync_writers()	synchronize_rcu()

@@ -50,8 +50,10 @@ struct crashring_state {
 	struct crashring_slot slot[CRASHRING_SLOTS];
 	int cur;		/* slot being recorded into, or -1 */
 	int prev;		/* slot exposed as "previous", or -1 */
-	struct crashring_stream *streams;
+	struct crashring_stream *streams;	/* stream lane * nr_cpu_ids + cpu */
 	u32 nstreams;
+	struct crashring_cpu *cpus;		/* each CPU's lanes, by CPU */
+	u32 nlanes;
 	u8 boot_id[16];
 	bool enabled;		/* recording on (sysfs "enabled") */
 	s64 wall_offset_ns;	/* the last recorded: the header's, then clock events' */
@@ -63,8 +65,8 @@ struct crashring_state {
 extern struct crashring_state crashring;
 
 /* crashring_main.c */
-struct crashring_stream *crashring_this_stream(void);
-void crashring_put_stream(void);
+struct crashring_cpu *crashring_this_cpu(void);
+void crashring_put_cpu(void);
 int crashring_start_recording(int slot);
 void crashring_release_previous(void);
 u64 crashring_slot_bytes(const struct crashring_slot *slot);

@@ -48,6 +48,14 @@ static int durable = -1;
 module_param(durable, int, 0400);
 MODULE_PARM_DESC(durable, "Write every ordered step of a record back to memory: 1 on, 0 off, -1 (default) on for persistent memory (a power cut without eADR keeps the trace)");
 
+static unsigned int nest_lanes = 5;
+module_param(nest_lanes, uint, 0400);
+MODULE_PARM_DESC(nest_lanes, "Streams per CPU, one per nesting depth (1..16): a write that interrupts N writes of its CPU records on lane N (default 5: task, softirq, irq, NMI, and an exception inside an NMI)");
+
+static unsigned int lane_pages;
+module_param(lane_pages, uint, 0400);
+MODULE_PARM_DESC(lane_pages, "Pages of each nesting lane above 0 (default 0: a 32nd of a CPU's share, at least 4)");
+
 static bool overwrite_unarchived;
 module_param(overwrite_unarchived, bool, 0400);
 MODULE_PARM_DESC(overwrite_unarchived, "When both slots hold unarchived generations, overwrite the older (default: keep both, do not record)");
@@ -75,14 +83,14 @@ void crashring_note(const char *fmt, ...)
 }
 
 /**
- * crashring_this_stream - the calling CPU's stream, preemption disabled
+ * crashring_this_cpu - the calling CPU's lanes, preemption disabled
  *
- * Return: the stream, or NULL (preemption enabled again) when not recording.
- * A non-NULL return must be paired with crashring_put_stream().
+ * Return: the lanes, or NULL (preemption enabled again) when not recording.
+ * A non-NULL return must be paired with crashring_put_cpu().
  */
-struct crashring_stream *crashring_this_stream(void)
+struct crashring_cpu *crashring_this_cpu(void)
 {
-	struct crashring_stream *streams;
+	struct crashring_cpu *cpus;
 	unsigned int cpu;
 
 	preempt_disable_notrace();
@@ -91,16 +99,16 @@ struct crashring_stream *crashring_this_stream(void)
 		preempt_enable_notrace();
 		return NULL;
 	}
-	streams = READ_ONCE(crashring.streams);
+	cpus = READ_ONCE(crashring.cpus);
 	cpu = raw_smp_processor_id();
-	if (!streams || cpu >= crashring.nstreams) {
+	if (!cpus || cpu >= nr_cpu_ids) {
 		preempt_enable_notrace();
 		return NULL;
 	}
-	return &streams[cpu];
+	return &cpus[cpu];
 }
 
-void crashring_put_stream(void)
+void crashring_put_cpu(void)
 {
 	preempt_enable_notrace();
 }
@@ -402,9 +410,12 @@ int crashring_start_recording(int slot)
 		return -ENOMEM;
 	for (i = 0; i < crashring.nstreams; i++) {
 		specs[i].kind = CRASHRING_STREAM_KERNEL_CPU;
-		specs[i].cpu = i;
+		specs[i].cpu = i % nr_cpu_ids;
+		specs[i].lane = i / nr_cpu_ids;
 	}
 	cfg.streams = specs;
+	cfg.lane_pages = lane_pages ?: max_t(u64, 4, crashring.slot[slot].size / ring_page_size /
+						  nr_cpu_ids / 32);
 	err = crashring_format(crashring.slot[slot].mem, crashring.slot[slot].size, &cfg,
 			       crashring.streams);
 	kfree(specs);
@@ -423,7 +434,7 @@ int crashring_start_recording(int slot)
 	crashring.wall_offset_ns = cfg.wall_offset_ns;
 	WRITE_ONCE(crashring.cur, slot);
 	/*
-	 * Release: a CPU that sees recording on (crashring_this_stream()) also
+	 * Release: a CPU that sees recording on (crashring_this_cpu()) also
 	 * sees the streams crashring_format() just set up, on any architecture.
 	 */
 	smp_store_release(&crashring.enabled, true);
@@ -502,8 +513,11 @@ static void cr_close_all(void)
 
 /*
  * Runs on the panicking CPU after the others were stopped, so it may close
- * their pages: their in-flight records lie past the published commit and
- * stay invisible. No locks, no allocation.
+ * their pages: their in-flight records lie past the published commit, stay
+ * invisible and are counted as dropped. The writes the panic interrupted on
+ * this CPU hold the lanes below its own, so its crash record goes on the
+ * next lane (crashring_take_innermost() frees one if none is left). No
+ * locks, no allocation.
  */
 static int cr_panic(struct notifier_block *nb, unsigned long event, void *buf)
 {
@@ -512,6 +526,7 @@ static int cr_panic(struct notifier_block *nb, unsigned long event, void *buf)
 
 	if (cur < 0)
 		return NOTIFY_DONE;
+	crashring_take_innermost(&crashring.cpus[raw_smp_processor_id()]);
 	crashring_record_crash(CRASHRING_REASON_PANIC, msg);
 	crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CRASHED,
 			    CRASHRING_REASON_PANIC, ktime_get_mono_fast_ns(),
@@ -609,6 +624,40 @@ static int cr_map(void)
 	return 0;
 }
 
+/* Every CPU's lanes: stream lane * nr_cpu_ids + cpu, lane 0 first. */
+static int cr_alloc_lanes(void)
+{
+	unsigned int cpu, lane;
+
+	if (!nest_lanes || nest_lanes > CRASHRING_MAX_LANES ||
+	    nest_lanes * nr_cpu_ids > CRASHRING_MAX_STREAMS) {
+		pr_err("nest_lanes=%u: 1..%u and at most %u streams for %u CPUs\n", nest_lanes,
+		       CRASHRING_MAX_LANES, CRASHRING_MAX_STREAMS, nr_cpu_ids);
+		return -EINVAL;
+	}
+	crashring.nlanes = nest_lanes;
+	crashring.nstreams = nest_lanes * nr_cpu_ids;
+	crashring.streams = kcalloc(crashring.nstreams, sizeof(*crashring.streams), GFP_KERNEL);
+	crashring.cpus = kcalloc(nr_cpu_ids, sizeof(*crashring.cpus), GFP_KERNEL);
+	if (!crashring.streams || !crashring.cpus) {
+		kfree(crashring.streams);
+		kfree(crashring.cpus);
+		return -ENOMEM;
+	}
+	for (cpu = 0; cpu < nr_cpu_ids; cpu++) {
+		crashring.cpus[cpu].nlanes = nest_lanes;
+		for (lane = 0; lane < nest_lanes; lane++)
+			crashring.cpus[cpu].lane[lane] = &crashring.streams[lane * nr_cpu_ids + cpu];
+	}
+	return 0;
+}
+
+static void cr_free_lanes(void)
+{
+	kfree(crashring.cpus);
+	kfree(crashring.streams);
+}
+
 static int __init crashring_init(void)
 {
 	int err;
@@ -619,12 +668,9 @@ static int __init crashring_init(void)
 	err = cr_map();
 	if (err)
 		goto err_release;
-	crashring.nstreams = nr_cpu_ids;
-	crashring.streams = kcalloc(crashring.nstreams, sizeof(*crashring.streams), GFP_KERNEL);
-	if (!crashring.streams) {
-		err = -ENOMEM;
+	err = cr_alloc_lanes();
+	if (err)
 		goto err_unmap;
-	}
 	err = cr_get_boot_id(crashring.boot_id);
 	if (err) {
 		pr_warn("boot id unknown (%s: %d): a random one is recorded, so journal lines cannot match it\n",
@@ -664,7 +710,7 @@ err_sources:
 	if (crashring.cur >= 0)
 		cr_clear_slot(crashring.cur);
 err_free_streams:
-	kfree(crashring.streams);
+	cr_free_lanes();
 err_unmap:
 	memunmap(crashring.map);
 err_release:
@@ -686,7 +732,7 @@ static void __exit crashring_exit(void)
 	/* After sysfs: nothing can re-arm it once it is cancelled. */
 	crashring_clock_stop();
 	cr_finish_clean();
-	kfree(crashring.streams);
+	cr_free_lanes();
 	memunmap(crashring.map);
 	cr_release_region();
 }

@@ -24,9 +24,15 @@ struct cr_plan {
 	u32 schema_size;
 	u32 tail_offset;
 	u64 pages_offset;
-	u32 pages_per_stream;
+	u32 pages_per_stream;	/* lane 0 and user streams */
+	u32 lane_pages;		/* every stream of a lane above 0 */
 	u64 region_size;
 };
+
+static u32 cr_stream_pages(const struct cr_plan *p, const struct crashring_stream_spec *spec)
+{
+	return spec->lane ? p->lane_pages : p->pages_per_stream;
+}
 
 /* CRC-32/IEEE over two parts, as every checksum in the format is taken. */
 static u32 cr_crc2(const void *a, size_t alen, const void *b, size_t blen)
@@ -115,8 +121,8 @@ static int cr_check_schema(const struct crashring_config *cfg)
 static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan *p)
 {
 	u32 page = cfg->page_size;
-	u64 align, stream_bytes, fit;
-	u32 i;
+	u64 align, stream_bytes, fit, lane_bytes, room;
+	u32 i, nested = 0;
 
 	if (page < CRASHRING_MIN_PAGE_SIZE || page > CRASHRING_MAX_PAGE_SIZE || (page & (page - 1)))
 		return -EINVAL;
@@ -124,9 +130,18 @@ static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan 
 		return -EINVAL;
 	if (cfg->word_size != 4 && cfg->word_size != 8)
 		return -EINVAL;
-	for (i = 0; i < cfg->nstreams; i++)
-		if (cfg->streams[i].name && strlen(cfg->streams[i].name) > 31)
+	for (i = 0; i < cfg->nstreams; i++) {
+		const struct crashring_stream_spec *spec = &cfg->streams[i];
+
+		if (spec->name && strlen(spec->name) > 31)
 			return -EINVAL;
+		if (spec->lane >= CRASHRING_MAX_LANES ||
+		    (spec->lane && spec->kind != CRASHRING_STREAM_KERNEL_CPU))
+			return -EINVAL;
+		nested += spec->lane > 0;
+	}
+	if (nested && cfg->lane_pages < 2)
+		return -EINVAL;
 	if (cr_check_schema(cfg))
 		return -EINVAL;
 	p->schema_offset = CRASHRING_DESC_OFFSET + cfg->nstreams * CRASHRING_DESC_SIZE;
@@ -136,14 +151,20 @@ static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan 
 	p->pages_offset = p->tail_offset +
 			  (u64)cfg->nstreams * CRASHRING_TAIL_COPIES * CRASHRING_TAIL_SIZE;
 	p->pages_offset = (p->pages_offset + align - 1) / align * align;
-	stream_bytes = size > p->pages_offset ? (size - p->pages_offset) / cfg->nstreams : 0;
+	p->lane_pages = nested ? cfg->lane_pages : 0;
+	lane_bytes = (u64)nested * p->lane_pages * page;
+	room = size > p->pages_offset ? size - p->pages_offset : 0;
+	if (lane_bytes > room)
+		return -ENOSPC;
+	stream_bytes = nested < cfg->nstreams ? (room - lane_bytes) / (cfg->nstreams - nested) : 0;
 	fit = stream_bytes / page;
 	if (fit > 0xffffffffULL)
 		fit = 0xffffffffULL;
 	p->pages_per_stream = cfg->pages_per_stream ? cfg->pages_per_stream : (u32)fit;
-	if (p->pages_per_stream < 2 || p->pages_per_stream > fit)
+	if (nested < cfg->nstreams && (p->pages_per_stream < 2 || p->pages_per_stream > fit))
 		return -ENOSPC;
-	p->region_size = p->pages_offset + (u64)cfg->nstreams * p->pages_per_stream * page;
+	p->region_size = p->pages_offset + lane_bytes +
+			 (u64)(cfg->nstreams - nested) * p->pages_per_stream * page;
 	return 0;
 }
 
@@ -188,7 +209,8 @@ static int cr_write_header(u8 *mem, const struct crashring_config *cfg, const st
 	for (i = 0; i < 8; i++)
 		h->magic[i] = (u8)~READ_ONCE(cr_magic_plain[i]);
 	for (i = 0; i < cfg->nstreams; i++)
-		cpus += cfg->streams[i].kind == CRASHRING_STREAM_KERNEL_CPU;
+		cpus += cfg->streams[i].kind == CRASHRING_STREAM_KERNEL_CPU &&
+			!cfg->streams[i].lane;
 	h->endian_tag = CRASHRING_ENDIAN_TAG;
 	h->version = CRASHRING_FORMAT_VERSION;
 	h->header_size = CRASHRING_HEADER_SIZE;
@@ -219,17 +241,18 @@ static int cr_write_header(u8 *mem, const struct crashring_config *cfg, const st
 }
 
 static void cr_write_desc(u8 *mem, u32 i, const struct crashring_stream_spec *spec,
-			  const struct cr_plan *p, u32 page_size)
+			  u32 page_count, u64 pages_offset)
 {
 	struct crashring_stream_desc *d =
 		(void *)(mem + CRASHRING_DESC_OFFSET + i * CRASHRING_DESC_SIZE);
 
 	d->kind = spec->kind;
 	d->cpu = spec->cpu;
-	d->page_count = p->pages_per_stream;
-	d->pages_offset = p->pages_offset + (u64)i * p->pages_per_stream * page_size;
+	d->page_count = page_count;
+	d->pages_offset = pages_offset;
 	cr_put_text(d->name, sizeof(d->name), spec->name);
 	d->pid = spec->pid;
+	d->flags = spec->lane;
 	d->crc = cr_crc2(d, CRASHRING_DESC_SIZE - 4, NULL, 0);
 }
 
@@ -336,22 +359,17 @@ static void cr_publish(struct crashring_page_header *h, u32 commit, u32 count)
 	WRITE_ONCE(*(u64 *)&h->commit, u.both);
 }
 
-/**
- * crashring_close - close the stream's current page with its CRC
- * @s: the stream, whose writer is not running: its own CPU, or a CPU that
- *     was stopped (the panic path), or one crashring_stop_all() waited for
- *
- * Uses only what the page header has published, so the panic path may call
- * it for a CPU stopped in the middle of a record: that record, not yet
- * committed, stays outside the CRC and invisible. A CPU stopped half-way
- * through opening a page leaves it resetting, or with the seq of the page
- * it replaces; such a page is left alone, so it reads as resetting
- * (FORMAT.md section 12, cases 3 and 4) instead of getting a valid CRC over
- * old events under new header fields.
+/*
+ * Closes the current page from what its header has published. With
+ * @writer_gone, the stream's writer will never run again (the panic path,
+ * a stop): the events it still owed the page are counted in `dropped`
+ * before the CRC covers it, namely the nested drops it had not folded in
+ * yet and the record it had reserved and not committed.
  */
-void crashring_close(struct crashring_stream *s)
+static void cr_close_page(struct crashring_stream *s, bool writer_gone)
 {
 	struct crashring_page_header *h, copy;
+	u64 lost;
 	u32 crc;
 
 	if (!s->open)
@@ -366,6 +384,17 @@ void crashring_close(struct crashring_stream *s)
 	if (copy.flags != CRASHRING_PAGE_OPEN || copy.seq != s->seq ||
 	    copy.commit > s->page_size - CRASHRING_PAGE_HEADER_SIZE)
 		return;
+	if (writer_gone) {
+		/* Set once the record is placed, cleared once it is published. */
+		lost = cr_local_take(&s->pending_drops) + (READ_ONCE(s->pending_end) > copy.commit);
+		if (lost) {
+			s->drops_total += lost;
+			lost += copy.dropped;
+			copy.dropped = lost > 0xffffffffULL ? 0xffffffffU : (u32)lost;
+			WRITE_ONCE(h->dropped, copy.dropped);
+		}
+		WRITE_ONCE(s->pending_end, 0);
+	}
 	copy.flags = CRASHRING_PAGE_CLOSED;
 	crc = cr_crc2(&copy, offsetof(struct crashring_page_header, crc),
 		      cr_data(s, s->cur), copy.commit);
@@ -378,6 +407,26 @@ void crashring_close(struct crashring_stream *s)
 	s->open = false;
 	cr_put_tail(s, copy.seq, copy.first_index, copy.first_index + copy.count,
 		    CRASHRING_TAIL_CLOSED);
+}
+
+/**
+ * crashring_close - close the stream's current page with its CRC, for good
+ * @s: the stream, whose writer will not run again: a CPU that was stopped
+ *     or interrupted by the panic path, or one crashring_stop_all() waited
+ *     for
+ *
+ * Uses only what the page header has published, so the panic path may call
+ * it for a writer stopped in the middle of a record: that record, not yet
+ * committed, stays outside the CRC and invisible, and is counted as
+ * dropped (FORMAT.md, "Nesting lanes"). A CPU stopped half-way through
+ * opening a page leaves it resetting, or with the seq of the page it
+ * replaces; such a page is left alone, so it reads as resetting (FORMAT.md
+ * section 12, cases 3 and 4) instead of getting a valid CRC over old
+ * events under new header fields.
+ */
+void crashring_close(struct crashring_stream *s)
+{
+	cr_close_page(s, true);
 }
 
 static void cr_add_dropped(struct crashring_stream *s, u64 n)
@@ -411,6 +460,48 @@ void crashring_drop(struct crashring_stream *s)
 	}
 	if (!READ_ONCE(s->stopped))
 		cr_add_dropped(s, 1);
+	cr_leave(&s->busy);
+}
+
+/**
+ * crashring_enter - the stream a write of the calling context records on
+ * @c: the calling CPU's lanes, preemption off
+ *
+ * A write takes the lane of its depth: the number of writes of this CPU it
+ * interrupted (FORMAT.md, "Nesting lanes"). Interrupts nest last in, first
+ * out, so that lane has no other writer until this one leaves. Depths past
+ * the last lane share it: a write there finds it busy and is counted as
+ * dropped. Every crashring_enter() is paired with crashring_leave().
+ */
+struct crashring_stream *crashring_enter(struct crashring_cpu *c)
+{
+	long depth = cr_local_inc_return(&c->depth) - 1;
+
+	return c->lane[depth < c->nlanes ? depth : c->nlanes - 1];
+}
+
+void crashring_leave(struct crashring_cpu *c)
+{
+	cr_local_dec(&c->depth);
+}
+
+/**
+ * crashring_take_innermost - make room for the panic path's own write
+ * @c: the panicking CPU's lanes
+ *
+ * The writes the panic interrupted on this CPU never resume. When they hold
+ * every lane, the innermost one is closed for good (its record in flight
+ * counted as dropped) and handed to the panic path, so that the crash
+ * record is written whatever the panic interrupted: writes at any depth
+ * past the last lane take that lane.
+ */
+void crashring_take_innermost(struct crashring_cpu *c)
+{
+	struct crashring_stream *s = c->lane[c->nlanes - 1];
+
+	if (cr_local_read(&c->depth) < c->nlanes)
+		return;
+	crashring_close(s);
 	cr_leave(&s->busy);
 }
 
@@ -492,7 +583,7 @@ void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
 		ts = s->time;
 	prefix = cr_prefix_len(ts - s->time);
 	if (!s->open || s->commit + prefix + body > cap) {
-		crashring_close(s);
+		cr_close_page(s, false);
 		cr_open_page(s, (s->cur + 1) % s->page_count, ts);
 		prefix = 0;
 	}
@@ -514,6 +605,8 @@ void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
 	       body - CRASHRING_RECORD_HEADER_SIZE - len);
 	s->reserved_len = prefix + body;
 	s->time = ts;
+	/* The record is placed: a writer that stops from here on owes it. */
+	WRITE_ONCE(s->pending_end, s->commit + s->reserved_len);
 	return rec + prefix + CRASHRING_RECORD_HEADER_SIZE;
 }
 
@@ -531,6 +624,7 @@ void crashring_commit(struct crashring_stream *s)
 	/* The record's bytes are in place before commit covers them. */
 	cr_wmb();
 	cr_publish(cr_page(s, s->cur), s->commit, s->count);
+	WRITE_ONCE(s->pending_end, 0);
 	/*
 	 * No fence of its own: the next ordered step's fence (the next
 	 * record's, a close's) orders it, and the panic and shutdown paths
@@ -631,6 +725,7 @@ int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 {
 	struct cr_plan p;
 	u8 *base = mem;
+	u64 pages_at;
 	u32 i, slot;
 	int err;
 
@@ -642,16 +737,17 @@ int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 	err = cr_write_header(base, cfg, &p);
 	if (err)
 		return err;
-	for (i = 0; i < cfg->nstreams; i++)
-		cr_write_desc(base, i, &cfg->streams[i], &p, cfg->page_size);
 	crashring_set_state(mem, CRASHRING_STATE_RUNNING, CRASHRING_REASON_NONE, 0, 0, "");
+	pages_at = p.pages_offset;
 	for (i = 0; i < cfg->nstreams; i++) {
 		struct crashring_stream *s = &streams[i];
 
 		memset(s, 0, sizeof(*s));
-		s->pages = base + p.pages_offset + (u64)i * p.pages_per_stream * cfg->page_size;
+		s->pages = base + pages_at;
 		s->page_size = cfg->page_size;
-		s->page_count = p.pages_per_stream;
+		s->page_count = cr_stream_pages(&p, &cfg->streams[i]);
+		cr_write_desc(base, i, &cfg->streams[i], s->page_count, pages_at);
+		pages_at += (u64)s->page_count * cfg->page_size;
 		s->index = i;
 		s->tails = (void *)(base + p.tail_offset +
 				    (u64)i * CRASHRING_TAIL_COPIES * CRASHRING_TAIL_SIZE);

@@ -7,16 +7,22 @@
  * source is compiled in user space by `cargo test` and checked against the
  * Rust reader and golden images.
  *
- * Concurrency: each stream has one writer at a time, its CPU. A context that
- * interrupts a write in progress on the same CPU (softirq, irq, NMI) finds
- * the stream busy, drops its event and counts it; the owner folds the count
- * into the current page's `dropped` on its next write. Nothing here sleeps,
- * allocates or takes a lock.
+ * Concurrency: each stream has one writer at a time. A CPU has one stream
+ * per nesting lane (struct crashring_cpu): a context that interrupts a
+ * write in progress on the same CPU (softirq, irq, NMI, and anything nested
+ * in those) records on the next lane, so nothing is lost to nesting. Only
+ * a write nested deeper than the last lane finds that lane busy, drops its
+ * event and counts it; the lane's owner folds the count into its page on
+ * its next write or its close. Nothing here sleeps, allocates or takes a
+ * lock.
  *
+ *   enter:   depth++ -> the lane of this depth
  *   reserve: try_enter(busy) -> room check (close + open next page)
- *            -> time prefix + record header written
+ *            -> time prefix + record header written -> pending_end
  *   caller:  fills the payload
- *   commit:  wmb -> { commit, count } in one 8-byte store -> leave(busy)
+ *   commit:  wmb -> { commit, count } in one 8-byte store -> pending_end = 0
+ *            -> leave(busy)
+ *   leave:   depth--
  *
  * Every page open and close ends by rewriting one of the stream's two tail
  * copies (wmb -> 32 bytes with their CRC), so a reader can tell how far the
@@ -44,13 +50,15 @@ struct crashring_event_def {
 struct crashring_stream_spec {
 	u16 kind;
 	u16 cpu;
+	u8 lane;	/* nesting lane of a kernel CPU stream */
 	const char *name;
 	u32 pid;
 };
 
 struct crashring_config {
 	u32 page_size;
-	u32 pages_per_stream;	/* 0: divide the region evenly */
+	u32 pages_per_stream;	/* lane 0 and user streams; 0: share what lanes leave */
+	u32 lane_pages;		/* each stream of a lane above 0 */
 	u8 word_size;
 	u16 nstreams;
 	const struct crashring_stream_spec *streams;
@@ -81,11 +89,19 @@ struct crashring_stream {
 	u32 commit;
 	u32 count;
 	u32 reserved_len;	/* bytes the pending reservation adds */
+	u32 pending_end;	/* commit the reserved record would publish; 0: none */
 	u64 bytes_total;	/* committed, for statistics */
 	u64 drops_total;	/* counted in pages, for statistics */
 	local_t busy;
 	local_t pending_drops;
 	struct crashring_stream_tail *tails;	/* the stream's two tail copies */
+};
+
+/* A CPU's streams, one per nesting lane. Ordinary memory, per CPU. */
+struct crashring_cpu {
+	local_t depth;		/* writes in progress on this CPU */
+	u32 nlanes;
+	struct crashring_stream *lane[CRASHRING_MAX_LANES];
 };
 
 int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
@@ -101,6 +117,9 @@ int crashring_write(struct crashring_stream *s, u64 ts, u8 type,
 		    const void *payload, u32 len);
 void crashring_drop(struct crashring_stream *s);
 void crashring_close(struct crashring_stream *s);
+struct crashring_stream *crashring_enter(struct crashring_cpu *c);
+void crashring_leave(struct crashring_cpu *c);
+void crashring_take_innermost(struct crashring_cpu *c);
 void crashring_stop_all(struct crashring_stream *streams, u32 n);
 void crashring_set_durable(struct crashring_stream *s, bool on);
 u32 crashring_schema_size(const struct crashring_config *cfg);

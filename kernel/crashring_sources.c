@@ -128,13 +128,15 @@ struct cr_tracepoint {
 static void cr_emit(u8 type, const void *fixed, u32 flen, const char *str, u32 slen,
 		    int cut_flag_at)
 {
-	struct crashring_stream *s = crashring_this_stream();
+	struct crashring_cpu *c = crashring_this_cpu();
+	struct crashring_stream *s;
 	u32 room, len;
 	u16 n;
 	u8 *dst;
 
-	if (!s)
+	if (!c)
 		return;
+	s = crashring_enter(c);
 	room = min_t(u32, CRASHRING_MAX_RECORD_SIZE, s->page_size - CRASHRING_PAGE_HEADER_SIZE) -
 	       CRASHRING_RECORD_HEADER_SIZE - flen - (str ? 2 : 0);
 	n = min_t(u32, slen, room);
@@ -150,7 +152,8 @@ static void cr_emit(u8 type, const void *fixed, u32 flen, const char *str, u32 s
 		}
 		crashring_commit(s);
 	}
-	crashring_put_stream();
+	crashring_leave(c);
+	crashring_put_cpu();
 }
 
 static u32 cr_caller_id(void)

@@ -128,9 +128,12 @@ static ssize_t stats_read(struct file *f, struct kobject *k, struct bin_attribut
 		struct crashring_stream *s = &crashring.streams[i];
 		u64 seq = READ_ONCE(s->seq);
 
+		n += scnprintf(text + n, cap - n, "cpu%u", i % nr_cpu_ids);
+		if (i >= nr_cpu_ids)
+			n += scnprintf(text + n, cap - n, ".lane%u", i / nr_cpu_ids);
 		n += scnprintf(text + n, cap - n,
-			       "cpu%u records=%llu bytes=%llu pages_overwritten=%llu drops=%llu\n",
-			       i, READ_ONCE(s->next_index), READ_ONCE(s->bytes_total),
+			       " records=%llu bytes=%llu pages_overwritten=%llu drops=%llu\n",
+			       READ_ONCE(s->next_index), READ_ONCE(s->bytes_total),
 			       seq > s->page_count ? seq - s->page_count : 0,
 			       READ_ONCE(s->drops_total) + (u64)cr_local_read(&s->pending_drops));
 	}

@@ -23,31 +23,32 @@ pub const FRAME: EventDef<'static> = EventDef {
     ],
 };
 
-pub const STREAMS: [StreamSpec<'static>; 3] = [
-    StreamSpec {
-        kind: 1,
-        cpu: 0,
-        name: "",
-        pid: 0,
-    },
-    StreamSpec {
-        kind: 1,
-        cpu: 1,
-        name: "",
-        pid: 0,
-    },
+/// Laid out as the kernel module lays out two CPUs with two nesting
+/// lanes, then a user stream.
+pub const STREAMS: [StreamSpec<'static>; 5] = [
+    StreamSpec::cpu(0),
+    StreamSpec::cpu(1),
+    StreamSpec::nested(0, 1),
+    StreamSpec::nested(1, 1),
     StreamSpec {
         kind: STREAM_USER,
         cpu: u16::MAX,
+        lane: 0,
         name: "weston",
         pid: 812,
     },
 ];
 
+/// The streams the scenario writes to, by index in [`STREAMS`].
+const CPU0: usize = 0;
+const CPU1: usize = 1;
+const CPU1_NESTED: usize = 3;
+const WESTON: usize = 4;
+
 pub const CUSTOM: [EventDef<'static>; 1] = [FRAME];
 
 /// The memory the scenario's region is formatted in.
-pub const BUFFER_SIZE: usize = 4096;
+pub const BUFFER_SIZE: usize = 8192;
 
 pub fn config(endian: Endian) -> RegionConfig<'static> {
     RegionConfig {
@@ -55,6 +56,7 @@ pub fn config(endian: Endian) -> RegionConfig<'static> {
         word_size: 8,
         page_size: 256,
         pages_per_stream: Some(3),
+        lane_pages: 2,
         streams: &STREAMS,
         custom_events: &CUSTOM,
         boot_id: *b"0123456789abcdef",
@@ -72,6 +74,9 @@ pub trait Recorder {
     /// Records `payload` (already encoded) as type `type_id` on `stream`.
     fn write(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]);
     fn drop_event(&mut self, stream: usize);
+    /// Reserves a record on `stream` and fills it, but never commits it:
+    /// the writer stops there for good (a panic interrupted it).
+    fn abandon(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]);
     fn close(&mut self, stream: usize);
     fn set_state(&mut self, state: u32, reason: u32, crash_ns: u64, crash_cpu: u32, message: &str);
     fn endian(&self) -> Endian;
@@ -81,6 +86,16 @@ fn event(r: &mut impl Recorder, stream: usize, ts: u64, def: &EventDef<'_>, valu
     let mut buf = [0u8; 1024];
     let n = schema::encode_payload(def, values, r.endian(), &mut buf).expect("scenario values fit");
     r.write(stream, ts, def.id, &buf[..n]);
+}
+
+fn printk(i: u64, text: &str) -> [Value<'_>; 5] {
+    [
+        Value::Unsigned(6),
+        Value::Unsigned(0),
+        Value::Unsigned(1),
+        Value::Unsigned(i),
+        Value::Str(text.as_bytes()),
+    ]
 }
 
 pub fn replay(r: &mut impl Recorder) {
@@ -95,17 +110,14 @@ pub fn replay(r: &mut impl Recorder) {
             + i * 1_000
             + if i >= 9 { 100_000 } else { 0 }
             + if i >= 11 { 20_000_000_000 } else { 0 };
-        let v = [
-            Value::Unsigned(6),
-            Value::Unsigned(0),
-            Value::Unsigned(1),
-            Value::Unsigned(i),
-            Value::Str(text.as_bytes()),
-        ];
-        event(r, 0, ts, b(schema::EVENT_PRINTK), &v);
+        event(r, CPU0, ts, b(schema::EVENT_PRINTK), &printk(i, &text));
     }
-    r.drop_event(0);
-    // cpu1: scheduler and interrupt events, then the panic marker; closed.
+    r.drop_event(CPU0);
+    // cpu1: scheduler and interrupt events; then, while its task is in the
+    // middle of a printk record, an interrupt records on lane 1 (its first
+    // event at the same time as the task's last, so the merge must put the
+    // interrupted lane first) and panics; the panic closes every page,
+    // counting the task's record in flight as dropped.
     let tw = t0 + 20_000_200_000;
     let sw = [
         Value::Signed(0),
@@ -116,40 +128,60 @@ pub fn replay(r: &mut impl Recorder) {
         Value::Chars(b"swapper/1"),
         Value::Chars(b"kworker/1:0"),
     ];
-    event(r, 1, tw, b(schema::EVENT_SCHED_SWITCH), &sw);
+    event(r, CPU1, tw, b(schema::EVENT_SCHED_SWITCH), &sw);
     event(
         r,
-        1,
+        CPU1,
         tw + 10,
         b(schema::EVENT_IRQ_ENTRY),
         &[Value::Unsigned(11), Value::Str(b"virtio0")],
     );
     event(
         r,
-        1,
+        CPU1,
         tw + 900,
         b(schema::EVENT_IRQ_EXIT),
         &[Value::Unsigned(11), Value::Unsigned(1)],
     );
-    event(r, 1, tw + 950, b(schema::EVENT_LOST), &[Value::Unsigned(3)]);
+    event(
+        r,
+        CPU1,
+        tw + 950,
+        b(schema::EVENT_LOST),
+        &[Value::Unsigned(3)],
+    );
+    let mut buf = [0u8; 64];
+    let text = printk(14, "interrupted mid-record");
+    let n = schema::encode_payload(b(schema::EVENT_PRINTK), &text, r.endian(), &mut buf)
+        .expect("scenario values fit");
+    r.abandon(CPU1, tw + 960, schema::EVENT_PRINTK, &buf[..n]);
+    event(
+        r,
+        CPU1_NESTED,
+        tw + 950,
+        b(schema::EVENT_IRQ_ENTRY),
+        &[Value::Unsigned(9), Value::Str(b"acpi")],
+    );
     let msg = "Kernel panic - not syncing: sysrq triggered crash";
     let crash = [
         Value::Unsigned(REASON_PANIC.into()),
         Value::Unsigned(1),
         Value::Str(msg.as_bytes()),
     ];
-    event(r, 1, tw + 1_000, b(schema::EVENT_CRASH), &crash);
-    r.close(1);
+    event(r, CPU1_NESTED, tw + 1_000, b(schema::EVENT_CRASH), &crash);
+    for stream in [CPU1, CPU1_NESTED] {
+        r.close(stream);
+    }
     // weston: a user marker and a custom event; left open.
     let marker = [
         Value::Unsigned(812),
         Value::Chars(b"weston"),
         Value::Str(b"frame \"42\"\n"),
     ];
-    event(r, 2, tw - 500, b(schema::EVENT_MARKER), &marker);
+    event(r, WESTON, tw - 500, b(schema::EVENT_MARKER), &marker);
     event(
         r,
-        2,
+        WESTON,
         tw - 400,
         &FRAME,
         &[Value::Unsigned(42), Value::Unsigned(1)],

@@ -88,6 +88,14 @@ pub const REASON_EMERGENCY_RESTART: u32 = 5;
 pub const STREAM_KERNEL_CPU: u16 = 1;
 pub const STREAM_USER: u16 = 2;
 
+/// `StreamDesc::flags` bits 0-3: the nesting lane of a kernel CPU stream
+/// (FORMAT.md, "Nesting lanes"). Lane 0 records what a CPU writes outside
+/// any other write; lane *d* what it writes while *d* writes of that CPU
+/// are interrupted. The other bits are 0.
+pub const DESC_LANE_MASK: u32 = 0xF;
+/// Lanes a CPU can have: the values `DESC_LANE_MASK` can hold.
+pub const MAX_LANES: u32 = 16;
+
 /// Page header magic, a `u32` in region byte order ("CRPG" little-endian).
 pub const PAGE_MAGIC: u32 = 0x4750_5243;
 /// Page states (`PageHeader::flags`). The values are far apart in Hamming

@@ -24,16 +24,26 @@ pub struct StreamSpec<'a> {
     pub kind: u16,
     /// The CPU a kernel stream records; `u16::MAX` for user streams.
     pub cpu: u16,
+    /// The nesting lane of a kernel stream: 0, or the number of writes of
+    /// the same CPU it records under (FORMAT.md, "Nesting lanes"). Lanes
+    /// above 0 get [`RegionConfig::lane_pages`] pages.
+    pub lane: u8,
     pub name: &'a str,
     pub pid: u32,
 }
 
 impl StreamSpec<'static> {
     /// A kernel stream for CPU `cpu`.
-    pub fn cpu(cpu: u16) -> Self {
+    pub const fn cpu(cpu: u16) -> Self {
+        Self::nested(cpu, 0)
+    }
+
+    /// Nesting lane `lane` of CPU `cpu`.
+    pub const fn nested(cpu: u16, lane: u8) -> Self {
         StreamSpec {
             kind: STREAM_KERNEL_CPU,
             cpu,
+            lane,
             name: "",
             pid: 0,
         }
@@ -46,8 +56,11 @@ pub struct RegionConfig<'a> {
     pub endian: Endian,
     pub word_size: u8,
     pub page_size: u32,
-    /// Pages per stream; `None` divides the whole buffer evenly.
+    /// Pages per stream of lane 0 and per user stream; `None` divides
+    /// what the nesting lanes leave evenly.
     pub pages_per_stream: Option<u32>,
+    /// Pages of each stream whose lane is above 0.
+    pub lane_pages: u32,
     pub streams: &'a [StreamSpec<'a>],
     /// Event types beyond the built-ins, ids 32..=255.
     pub custom_events: &'a [EventDef<'a>],
@@ -70,6 +83,7 @@ impl Default for RegionConfig<'_> {
             word_size: core::mem::size_of::<usize>() as u8,
             page_size: 4096,
             pages_per_stream: None,
+            lane_pages: 2,
             streams: &[],
             custom_events: &[],
             boot_id: [0; 16],
@@ -96,6 +110,10 @@ pub enum FormatError {
     WordSize(u8),
     #[error("buffer of {have} bytes is too small: {need} needed for two pages per stream")]
     TooSmall { need: u64, have: usize },
+    #[error("stream {stream}: lane {lane} is not below {MAX_LANES}, or not 0 for a user stream")]
+    Lane { stream: usize, lane: u8 },
+    #[error("nesting lanes need at least 2 pages each, {0} given")]
+    LanePages(u32),
     #[error("region size {0} does not fit the format's 64-bit offsets")]
     TooLarge(usize),
     #[error(transparent)]
@@ -135,6 +153,18 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
     if cfg.streams.iter().any(|s| s.name.len() > 31) {
         return Err(FormatError::TextTooLong("stream name"));
     }
+    if let Some((stream, s)) = cfg.streams.iter().enumerate().find(|(_, s)| {
+        u32::from(s.lane) >= MAX_LANES || (s.lane > 0 && s.kind != STREAM_KERNEL_CPU)
+    }) {
+        return Err(FormatError::Lane {
+            stream,
+            lane: s.lane,
+        });
+    }
+    let nested = cfg.streams.iter().filter(|s| s.lane > 0).count();
+    if nested > 0 && cfg.lane_pages < 2 {
+        return Err(FormatError::LanePages(cfg.lane_pages));
+    }
     let page = cfg.page_size as usize;
     let schema_offset = DESC_OFFSET + cfg.streams.len() * DESC_SIZE;
     let schema_size = schema::table_size(cfg.custom_events);
@@ -142,12 +172,20 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
     let tail_end = tail_offset + cfg.streams.len() * TAIL_COPIES * TAIL_SIZE;
     let align = page.min(4096);
     let pages_offset = tail_end.div_ceil(align) * align;
-    let stream_bytes = len.saturating_sub(pages_offset) / cfg.streams.len();
-    let fit = u32::try_from(stream_bytes / page).unwrap_or(u32::MAX);
+    let lane_bytes = (nested as u64).saturating_mul(u64::from(cfg.lane_pages) * page as u64);
+    let flat = cfg.streams.len() - nested;
+    let stream_bytes = (len as u64)
+        .saturating_sub(pages_offset as u64)
+        .saturating_sub(lane_bytes)
+        / flat.max(1) as u64;
+    let fit = u32::try_from(stream_bytes / page as u64).unwrap_or(u32::MAX);
     let pages_per_stream = cfg.pages_per_stream.unwrap_or(fit);
-    if pages_per_stream < 2 || pages_per_stream > fit {
+    if pages_offset as u64 + lane_bytes > len as u64
+        || (flat > 0 && (pages_per_stream < 2 || pages_per_stream > fit))
+    {
         let need = pages_offset as u64
-            + cfg.streams.len() as u64 * u64::from(pages_per_stream.max(2)) * page as u64;
+            + lane_bytes
+            + flat as u64 * u64::from(pages_per_stream.max(2)) * page as u64;
         return Err(FormatError::TooSmall { need, have: len });
     }
     Ok(Plan {
@@ -176,8 +214,19 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     let e = cfg.endian;
     let page = cfg.page_size as usize;
     let streams = cfg.streams.len();
-    let stream_len = p.pages_per_stream as usize * page;
-    let region_len = p.pages_offset + streams * stream_len;
+    let pages_of = |s: &StreamSpec<'_>| {
+        if s.lane > 0 {
+            cfg.lane_pages
+        } else {
+            p.pages_per_stream
+        }
+    };
+    let region_len = p.pages_offset
+        + cfg
+            .streams
+            .iter()
+            .map(|s| pages_of(s) as usize * page)
+            .sum::<usize>();
     let region_size = u64::try_from(region_len).map_err(|_| FormatError::TooLarge(region_len))?;
     let buf = &mut buf[..region_len];
 
@@ -198,7 +247,7 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     let cpus = cfg
         .streams
         .iter()
-        .filter(|s| s.kind == STREAM_KERNEL_CPU)
+        .filter(|s| s.kind == STREAM_KERNEL_CPU && s.lane == 0)
         .count();
     hdr.cpu_count = U16::new(e, cpus as u16);
     hdr.page_header_size = U16::new(e, PAGE_HEADER_SIZE as u16);
@@ -222,14 +271,17 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     hdr.header_crc = U32::new(e, crc);
     buf[..HEADER_SIZE].copy_from_slice(hdr.as_bytes());
 
+    let mut stream_at = p.pages_offset;
     for (i, s) in cfg.streams.iter().enumerate() {
         let mut d = StreamDesc::new_zeroed();
         d.kind = U16::new(e, s.kind);
         d.cpu = U16::new(e, s.cpu);
-        d.page_count = U32::new(e, p.pages_per_stream);
-        d.pages_offset = U64::new(e, (p.pages_offset + i * stream_len) as u64);
+        d.page_count = U32::new(e, pages_of(s));
+        d.pages_offset = U64::new(e, stream_at as u64);
+        stream_at += pages_of(s) as usize * page;
         put_text(&mut d.name, s.name);
         d.pid = U32::new(e, s.pid);
+        d.flags = U32::new(e, u32::from(s.lane));
         let crc = crc32(&[&d.as_bytes()[..DESC_SIZE - 4]]);
         d.crc = U32::new(e, crc);
         let at = DESC_OFFSET + i * DESC_SIZE;
@@ -238,6 +290,7 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
 
     let (meta, pages) = buf.split_at_mut(p.pages_offset);
     let (meta, tails) = meta.split_at_mut(p.tail_offset);
+    let (meta, descs) = meta.split_at_mut(DESC_OFFSET);
     let mut control = RegionControl { meta, e };
     control.set_state(STATE_RUNNING, REASON_NONE, 0, 0, "");
     for slot in pages.chunks_exact_mut(page) {
@@ -248,11 +301,11 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
         streams: StreamWriters {
             rest: pages,
             tails,
+            descs,
             next: 0,
             count: streams as u16,
             e,
             page_size: page,
-            pages: p.pages_per_stream,
             start_ts: cfg.created_ns,
         },
     })
@@ -303,11 +356,12 @@ pub struct StreamWriters<'a> {
     rest: &'a mut [u8],
     /// The tail pairs of the streams not yet handed out.
     tails: &'a mut [u8],
+    /// The descriptors, which say how many pages each stream has.
+    descs: &'a [u8],
     next: u16,
     count: u16,
     e: Endian,
     page_size: usize,
-    pages: u32,
     start_ts: u64,
 }
 
@@ -318,7 +372,10 @@ impl<'a> Iterator for StreamWriters<'a> {
         if self.next == self.count {
             return None;
         }
-        let len = self.pages as usize * self.page_size;
+        let at = usize::from(self.next) * DESC_SIZE;
+        let desc = StreamDesc::read_from_bytes(self.descs.get(at..at + DESC_SIZE)?).ok()?;
+        let pages = desc.page_count.get(self.e);
+        let len = pages as usize * self.page_size;
         let (mine, rest) = core::mem::take(&mut self.rest).split_at_mut(len);
         self.rest = rest;
         let (tail, tails) = core::mem::take(&mut self.tails).split_at_mut(TAIL_COPIES * TAIL_SIZE);
@@ -328,7 +385,7 @@ impl<'a> Iterator for StreamWriters<'a> {
             tail,
             e: self.e,
             page_size: self.page_size,
-            page_count: self.pages,
+            page_count: pages,
             stream: self.next,
             cur: 0,
             seq: 0,
@@ -337,6 +394,7 @@ impl<'a> Iterator for StreamWriters<'a> {
             commit: 0,
             count: 0,
             open: false,
+            in_flight: false,
         };
         w.open_page(0, self.start_ts);
         self.next += 1;
@@ -373,9 +431,14 @@ pub struct StreamWriter<'a> {
     commit: usize,
     count: u32,
     open: bool,
+    /// A [`Reservation`] on the current page was let go uncommitted: the
+    /// record is lost, and counted in the page's `dropped` by the next
+    /// reserve or close, as the kernel's panic path counts the record a
+    /// stopped or interrupted writer left in flight.
+    in_flight: bool,
 }
 
-impl StreamWriter<'_> {
+impl<'a> StreamWriter<'a> {
     pub fn stream(&self) -> u16 {
         self.stream
     }
@@ -452,11 +515,13 @@ impl StreamWriter<'_> {
     }
 
     /// Closes the current page: CRC first, then the flag that makes the CRC
-    /// count. Writing after a close opens the next page.
+    /// count. Writing after a close opens the next page. A record reserved
+    /// on the page and never committed is counted in its `dropped` first.
     pub fn close(&mut self) {
         if !self.open {
             return;
         }
+        self.count_in_flight();
         let e = self.e;
         let commit = self.commit;
         let slot = self.cur;
@@ -492,6 +557,13 @@ impl StreamWriter<'_> {
         h.dropped = U32::new(e, h.dropped.get(e).saturating_add(1));
     }
 
+    /// Counts the record a let-go [`Reservation`] left on the current page.
+    fn count_in_flight(&mut self) {
+        if core::mem::take(&mut self.in_flight) {
+            self.drop_event();
+        }
+    }
+
     /// Records one event whose payload is already encoded.
     pub fn write(&mut self, ts: u64, type_id: u8, payload: &[u8]) -> Result<(), Dropped> {
         self.write_with(ts, type_id, payload.len(), |dst| {
@@ -508,6 +580,25 @@ impl StreamWriter<'_> {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Dropped> {
+        let mut r = self.reserve(ts, type_id, len)?;
+        fill(r.payload());
+        r.commit();
+        Ok(())
+    }
+
+    /// Starts a record of `len` payload bytes: its time prefix, header and
+    /// padding are written past `commit`, where no reader looks, and the
+    /// payload is the caller's to fill before [`Reservation::commit`]. A
+    /// reservation let go without a commit is a record in flight when its
+    /// writer stopped: it stays invisible and is counted as dropped on its
+    /// page by the next reserve or close (FORMAT.md, "Nesting lanes").
+    pub fn reserve(
+        &mut self,
+        ts: u64,
+        type_id: u8,
+        len: usize,
+    ) -> Result<Reservation<'_, 'a>, Dropped> {
+        self.count_in_flight();
         if type_id < FIRST_EVENT_TYPE {
             self.drop_event();
             return Err(Dropped::ReservedType(type_id));
@@ -538,18 +629,46 @@ impl StreamWriter<'_> {
         let (prefix, record) = rec.split_at_mut(need - body);
         let low = write_time_prefix(prefix, delta, ts, e);
         record[..4].copy_from_slice(&U32::new(e, record_header(type_id, words, low)).0);
-        let (payload, pad) = record[4..].split_at_mut(len);
-        fill(payload);
-        pad.fill(0);
-        self.commit += need;
-        self.count += 1;
+        record[4 + len..].fill(0);
         self.time = ts;
-        self.next_index += 1;
-        let (commit, count) = (self.commit as u32, self.count);
-        let h = self.header_mut();
+        self.in_flight = true;
+        let at = start + need - body + RECORD_HEADER_SIZE;
+        Ok(Reservation {
+            payload: at..at + len,
+            len: need,
+            w: self,
+        })
+    }
+}
+
+/// A record [`StreamWriter::reserve`] placed and not yet committed.
+pub struct Reservation<'w, 'a> {
+    w: &'w mut StreamWriter<'a>,
+    /// The payload's bytes in the current page.
+    payload: core::ops::Range<usize>,
+    /// Bytes `commit` grows by: time prefix and record.
+    len: usize,
+}
+
+impl Reservation<'_, '_> {
+    /// The payload, to be filled before the commit.
+    pub fn payload(&mut self) -> &mut [u8] {
+        let slot = self.w.cur;
+        &mut self.w.page(slot)[self.payload.clone()]
+    }
+
+    /// Makes the record visible: `commit` and `count` cover it.
+    pub fn commit(self) {
+        let w = self.w;
+        let e = w.e;
+        w.in_flight = false;
+        w.commit += self.len;
+        w.count += 1;
+        w.next_index += 1;
+        let (commit, count) = (w.commit as u32, w.count);
+        let h = w.header_mut();
         h.commit = U32::new(e, commit);
         h.count = U32::new(e, count);
-        Ok(())
     }
 }
 
@@ -626,6 +745,88 @@ mod tests {
         let before = w.commit;
         f(&mut w);
         w.commit - before
+    }
+
+    fn dropped(w: &mut StreamWriter<'_>) -> u32 {
+        let e = w.e;
+        w.header_mut().dropped.get(e)
+    }
+
+    #[test]
+    fn a_reservation_let_go_is_counted_once_as_dropped_and_a_committed_one_never() {
+        let mut buf = [0u8; 8192];
+        let mut w = one_stream(&mut buf);
+        let mut r = w.reserve(10, EVENT_LOST, 8).unwrap();
+        r.payload().fill(1);
+        r.commit();
+        w.reserve(20, EVENT_LOST, 8).unwrap();
+        assert_eq!(
+            (w.next_index(), dropped(&mut w)),
+            (1, 0),
+            "counted when owed"
+        );
+        // The next reserve counts it: the writer went on without it.
+        w.write(30, EVENT_LOST, &[0; 8]).unwrap();
+        assert_eq!((w.next_index(), dropped(&mut w)), (2, 1));
+        // So does a close, before the CRC covers the header.
+        w.reserve(40, EVENT_LOST, 8).unwrap();
+        let seq = w.page_seq();
+        w.close();
+        w.write(50, EVENT_LOST, &[0; 8]).unwrap();
+        assert_eq!(w.page_seq(), seq + 1);
+        assert_eq!(dropped(&mut w), 0, "the new page owes nothing");
+        let region =
+            crate::read::Region::parse(&buf, crate::read::HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode();
+        assert!(trace.diagnostics.is_empty(), "{:?}", trace.diagnostics);
+        assert_eq!(trace.streams[0].lost(crate::read::LossKind::Dropped), 2);
+        assert_eq!(trace.streams[0].events.len(), 3);
+    }
+
+    #[test]
+    fn nesting_lanes_get_their_page_count_and_their_lane_in_the_descriptor() {
+        let specs = [
+            StreamSpec::cpu(0),
+            StreamSpec::cpu(1),
+            StreamSpec::nested(0, 1),
+            StreamSpec::nested(1, 1),
+        ];
+        let cfg = RegionConfig {
+            page_size: 256,
+            lane_pages: 3,
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut buf = vec![0u8; 16 << 10];
+        let counts: Vec<u32> = format(&mut buf, &cfg)
+            .unwrap()
+            .streams
+            .map(|w| w.page_count())
+            .collect();
+        let region =
+            crate::read::Region::parse(&buf, crate::read::HeaderTrust::Checksummed).unwrap();
+        assert_eq!(region.header.cpu_count, 2, "CPUs, not lanes");
+        let lanes: Vec<(u16, u8, u32)> = region
+            .streams
+            .iter()
+            .map(|s| (s.cpu, s.lane, s.page_count))
+            .collect();
+        let flat = counts[0];
+        assert!(flat > 3, "lane 0 gets what the lanes leave: {flat}");
+        assert_eq!(lanes, [(0, 0, flat), (1, 0, flat), (0, 1, 3), (1, 1, 3)]);
+        assert_eq!(counts, [flat, flat, 3, 3]);
+        for bad in [
+            RegionConfig {
+                lane_pages: 1,
+                ..cfg
+            },
+            RegionConfig {
+                streams: &[StreamSpec::nested(0, 16)],
+                ..cfg
+            },
+        ] {
+            assert!(format(&mut buf, &bad).is_err());
+        }
     }
 
     #[test]

@@ -45,6 +45,12 @@ impl scenario::Recorder for RustWriter<'_> {
     fn drop_event(&mut self, stream: usize) {
         self.streams[stream].drop_event();
     }
+    fn abandon(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]) {
+        let mut r = self.streams[stream]
+            .reserve(ts, type_id, payload.len())
+            .unwrap();
+        r.payload().copy_from_slice(payload);
+    }
     fn close(&mut self, stream: usize) {
         self.streams[stream].close();
     }

@@ -52,6 +52,8 @@ static inline bool cr_try_enter(local_t *l)
 
 #define cr_leave(l)		__atomic_store_n(&(l)->v, 0, __ATOMIC_RELEASE)
 #define cr_local_inc(l)		__atomic_add_fetch(&(l)->v, 1, __ATOMIC_RELAXED)
+#define cr_local_inc_return(l)	__atomic_add_fetch(&(l)->v, 1, __ATOMIC_SEQ_CST)
+#define cr_local_dec(l)		__atomic_sub_fetch(&(l)->v, 1, __ATOMIC_SEQ_CST)
 #define cr_local_take(l)	__atomic_exchange_n(&(l)->v, 0, __ATOMIC_RELAXED)
 #define cr_local_read(l)	__atomic_load_n(&(l)->v, __ATOMIC_ACQUIRE)
 #define cr_sync_writers()	__atomic_thread_fence(__ATOMIC_SEQ_CST)

@@ -17,6 +17,11 @@ size_t cr_test_sizeof_config(void)
 	return sizeof(struct crashring_config);
 }
 
+size_t cr_test_sizeof_cpu(void)
+{
+	return sizeof(struct crashring_cpu);
+}
+
 /*
  * Stopping a writer dead, as a CPU halted by another CPU's panic: the ring
  * code calls cr_stop_point() between the ordered steps of opening a page;

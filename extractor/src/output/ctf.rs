@@ -143,7 +143,9 @@ pub fn write(
 }
 
 fn stream_file_name(info: &StreamInfo) -> String {
-    if info.kind == STREAM_KERNEL_CPU {
+    if info.kind == STREAM_KERNEL_CPU && info.lane > 0 {
+        format!("kernel_{}_lane{}", info.cpu, info.lane)
+    } else if info.kind == STREAM_KERNEL_CPU {
         format!("kernel_{}", info.cpu)
     } else {
         format!("user_{}", info.index)

@@ -104,6 +104,10 @@ fn write_stream(out: &mut Vec<u8>, stream: u16, info: Option<&StreamInfo>) {
         Some(i) if i.kind == STREAM_KERNEL_CPU => {
             out.extend_from_slice(b",\"cpu\":");
             write_u64(out, i.cpu.into());
+            if i.lane > 0 {
+                out.extend_from_slice(b",\"lane\":");
+                write_u64(out, i.lane.into());
+            }
         }
         Some(i) => {
             out.extend_from_slice(b",\"name\":");

@@ -62,7 +62,8 @@ const HEADER_EVENT: &str = "# compressed entry header\n\
 \ttime_stamp : type == 31\n\
 \tdata max type_len  == 28\n";
 
-/// The CPU number each stream gets in the file.
+/// The CPU number each stream gets in the file: a kernel stream its CPU's
+/// (a CPU's nesting lanes share it), a user stream one past the CPUs.
 fn cpu_numbers(streams: &[StreamView]) -> Vec<u32> {
     let first_user = streams
         .iter()
@@ -176,11 +177,20 @@ pub fn write(
         ..Written::default()
     };
     let mut at = data_at;
-    for (st, cpu) in streams.iter().zip(&cpus) {
+    for cpu in 0..cpu_count {
+        let lanes: Vec<&StreamView> = streams
+            .iter()
+            .zip(&cpus)
+            .filter(|(_, c)| **c == cpu)
+            .map(|(st, _)| st)
+            .collect();
+        if lanes.is_empty() {
+            continue;
+        }
         let mut pages = Pages::new(region, selection, &mut written);
-        pages.stream(st, &mut *out)?;
+        pages.streams(&lanes, &mut *out)?;
         let size = pages.count * PAGE as u64;
-        table[*cpu as usize] = (if size > 0 { at } else { 0 }, size);
+        table[cpu as usize] = (if size > 0 { at } else { 0 }, size);
         at += size;
     }
     out.seek(SeekFrom::Start(table_at))?;
@@ -398,16 +408,24 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
         }
     }
 
-    fn stream(&mut self, st: &StreamView, out: &mut impl Write) -> io::Result<()> {
-        let pid = if st.info().kind == STREAM_KERNEL_CPU {
-            0
-        } else {
-            st.info().pid
-        };
-        let mut losses = st.losses().iter().peekable();
+    /// One CPU's buffer from its streams (its nesting lanes, in lane
+    /// order), merged by time; at equal times the interrupted lane first.
+    fn streams(&mut self, lanes: &[&StreamView], out: &mut impl Write) -> io::Result<()> {
+        let mut events: Vec<_> = lanes.iter().map(|st| st.events().peekable()).collect();
+        let mut losses: Vec<_> = lanes
+            .iter()
+            .map(|st| st.losses().iter().peekable())
+            .collect();
         let mut rec = Vec::with_capacity(256);
-        for e in st.events() {
-            while let Some(l) = losses.next_if(|l| l.at_index <= e.index) {
+        loop {
+            let next = events
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, it)| it.peek().map(|e| (e.ts, i)))
+                .min();
+            let Some((_, i)) = next else { break };
+            let Some(e) = events[i].next() else { break };
+            while let Some(l) = losses[i].next_if(|l| l.at_index <= e.index) {
                 if self.selection.admits(&Item::Loss(l), self.region) {
                     // The events after a loss start a page that says so.
                     self.flush(out)?;
@@ -417,10 +435,18 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
             if !self.selection.admits(&Item::Event(&e), self.region) {
                 continue;
             }
+            let info = lanes[i].info();
+            let pid = if info.kind == STREAM_KERNEL_CPU {
+                0
+            } else {
+                info.pid
+            };
             record(self.region, &e, pid, &mut rec);
             self.event(e.ts, &rec, out)?;
         }
         let rest = losses
+            .into_iter()
+            .flatten()
             .filter(|l| self.selection.admits(&Item::Loss(l), self.region))
             .fold(0u64, |n, l| n.saturating_add(l.events));
         self.missed = self.missed.saturating_add(rest);

@@ -114,6 +114,8 @@ pub struct StreamReport {
     pub kind: &'static str,
     /// Kernel streams only.
     pub cpu: Option<u16>,
+    /// Kernel streams only: the nesting lane (0 outside any other write).
+    pub lane: Option<u8>,
     /// User streams whose writer's pid is known.
     pub pid: Option<u32>,
     pub recovered: usize,
@@ -225,6 +227,7 @@ impl StreamReport {
             label: info.label(),
             kind: if kernel { "kernel" } else { "user" },
             cpu: kernel.then_some(info.cpu),
+            lane: kernel.then_some(info.lane),
             pid: (!kernel && info.pid != 0).then_some(info.pid),
             recovered: view.event_count(),
             lost: s.lost_events(),

@@ -50,6 +50,7 @@ pub fn rich_image() -> Vec<u8> {
         StreamSpec {
             kind: STREAM_USER,
             cpu: u16::MAX,
+            lane: 0,
             name: "weston",
             pid: 412,
         },

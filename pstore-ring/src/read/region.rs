@@ -115,6 +115,9 @@ pub struct StreamInfo {
     pub index: u16,
     pub kind: u16,
     pub cpu: u16,
+    /// A kernel stream's nesting lane (FORMAT.md, "Nesting lanes"): 0 for
+    /// what its CPU writes outside any other write, and for user streams.
+    pub lane: u8,
     pub page_count: u32,
     pub pages_offset: u64,
     pub name: String,
@@ -122,9 +125,12 @@ pub struct StreamInfo {
 }
 
 impl StreamInfo {
-    /// A short label: `cpu3` for kernel streams, the name for user ones.
+    /// A short label: `cpu3` for kernel streams (`cpu3.lane1` for a
+    /// nesting lane), the name for user ones.
     pub fn label(&self) -> String {
-        if self.kind == STREAM_KERNEL_CPU {
+        if self.kind == STREAM_KERNEL_CPU && self.lane > 0 {
+            alloc::format!("cpu{}.lane{}", self.cpu, self.lane)
+        } else if self.kind == STREAM_KERNEL_CPU {
             alloc::format!("cpu{}", self.cpu)
         } else if self.name.is_empty() {
             alloc::format!("stream{}", self.index)
@@ -345,6 +351,11 @@ pub(crate) fn parse_streams(
             index: i,
             kind,
             cpu: d.cpu.get(e),
+            lane: if kind == STREAM_KERNEL_CPU {
+                (d.flags.get(e) & DESC_LANE_MASK) as u8
+            } else {
+                0
+            },
             page_count,
             pages_offset,
             name: text_of(&d.name),

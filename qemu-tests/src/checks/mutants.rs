@@ -99,6 +99,21 @@ pub const C_MUTATIONS: &[CMutation] = &[
         replacement: "memcpy(&s->tails[0], &t, sizeof(t));",
     },
     CMutation {
+        what: "a nested write takes its CPU's first lane, busy or not",
+        original: "return c->lane[depth < c->nlanes ? depth : c->nlanes - 1];",
+        replacement: "return c->lane[depth < c->nlanes ? 0 : c->nlanes - 1];",
+    },
+    CMutation {
+        what: "a page closed for good forgets the record its writer had in flight",
+        original: " + (READ_ONCE(s->pending_end) > copy.commit);",
+        replacement: ";",
+    },
+    CMutation {
+        what: "the panic path finds every lane held by the writes it interrupted",
+        original: "\tcrashring_close(s);\n\tcr_leave(&s->busy);\n",
+        replacement: "\tcrashring_close(s);\n",
+    },
+    CMutation {
         what: "a writer records after crashring_stop_all()",
         original:
             "\tif (READ_ONCE(s->stopped)) {\n\t\tcr_leave(&s->busy);\n\t\treturn NULL;\n\t}\n",

@@ -162,6 +162,8 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("REASON_EMERGENCY_RESTART", REASON_EMERGENCY_RESTART.into()),
         ("STREAM_KERNEL_CPU", STREAM_KERNEL_CPU.into()),
         ("STREAM_USER", STREAM_USER.into()),
+        ("DESC_LANE_MASK", DESC_LANE_MASK.into()),
+        ("MAX_LANES", MAX_LANES.into()),
         ("PAGE_MAGIC", PAGE_MAGIC.into()),
         ("PAGE_RESETTING", PAGE_RESETTING.into()),
         ("PAGE_OPEN", PAGE_OPEN.into()),

@@ -27,6 +27,7 @@ pub struct EventDef {
 pub struct StreamSpec {
     kind: u16,
     cpu: u16,
+    lane: u8,
     name: *const c_char,
     pid: u32,
 }
@@ -35,6 +36,7 @@ pub struct StreamSpec {
 pub struct Config {
     page_size: u32,
     pages_per_stream: u32,
+    lane_pages: u32,
     word_size: u8,
     nstreams: u16,
     streams: *const StreamSpec,
@@ -53,6 +55,14 @@ pub struct Config {
 #[repr(C, align(8))]
 pub struct StreamState(pub [u8; 112]);
 
+/// `struct crashring_cpu`: a CPU's streams, one per nesting lane.
+#[repr(C)]
+pub struct CpuLanes {
+    pub depth: std::ffi::c_long,
+    pub nlanes: u32,
+    pub lane: [*mut StreamState; pstore_ring::layout::MAX_LANES as usize],
+}
+
 extern "C" {
     pub fn crashring_format(
         mem: *mut c_void,
@@ -68,6 +78,11 @@ extern "C" {
         len: u32,
     ) -> c_int;
     pub fn crashring_drop(s: *mut StreamState);
+    pub fn crashring_reserve(s: *mut StreamState, ts: u64, ty: u8, len: u32) -> *mut c_void;
+    pub fn crashring_commit(s: *mut StreamState);
+    pub fn crashring_enter(c: *mut CpuLanes) -> *mut StreamState;
+    pub fn crashring_leave(c: *mut CpuLanes);
+    pub fn crashring_take_innermost(c: *mut CpuLanes);
     pub fn crashring_close(s: *mut StreamState);
     pub fn crashring_stop_all(streams: *mut StreamState, n: u32);
     pub fn crashring_set_durable(s: *mut StreamState, on: bool);
@@ -93,6 +108,7 @@ extern "C" {
         stop_at: c_int,
     ) -> c_int;
     pub fn cr_test_sizeof_config() -> usize;
+    pub fn cr_test_sizeof_cpu() -> usize;
 }
 
 /// The kernel's `crc32_le(seed, p, n)` (no pre- or post-inversion), for the
@@ -132,6 +148,7 @@ pub fn c_config(rc: &RegionConfig<'_>) -> CConfig {
         .map(|s| StreamSpec {
             kind: s.kind,
             cpu: s.cpu,
+            lane: s.lane,
             name: cstr(s.name),
             pid: s.pid,
         })
@@ -164,6 +181,7 @@ pub fn c_config(rc: &RegionConfig<'_>) -> CConfig {
     let cfg = Config {
         page_size: rc.page_size,
         pages_per_stream: rc.pages_per_stream.unwrap_or(0),
+        lane_pages: rc.lane_pages,
         word_size: rc.word_size,
         nstreams: streams.len() as u16,
         streams: streams.as_ptr(),
@@ -200,6 +218,9 @@ impl CRegion {
         });
         assert_eq!(std::mem::size_of::<Config>(), unsafe {
             cr_test_sizeof_config()
+        });
+        assert_eq!(std::mem::size_of::<CpuLanes>(), unsafe {
+            cr_test_sizeof_cpu()
         });
         let cfg = c_config(rc);
         let mut mem = vec![0u64; bytes.div_ceil(8)];

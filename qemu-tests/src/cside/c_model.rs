@@ -135,6 +135,7 @@ fn check(setup: &Setup, finish: Finish, durable: bool) -> Result<(), TestCaseErr
         .map(|s| StreamSpec {
             kind: s.kind,
             cpu: s.cpu,
+            lane: s.lane,
             name: &s.name,
             pid: s.pid,
         })
@@ -170,6 +171,11 @@ fn check(setup: &Setup, finish: Finish, durable: bool) -> Result<(), TestCaseErr
         word_size: h.word_size,
         page_size: h.page_size,
         pages_per_stream: rust.streams.first().map(|s| s.page_count),
+        lane_pages: rust
+            .streams
+            .iter()
+            .find(|s| s.lane > 0)
+            .map_or(2, |s| s.page_count),
         streams: &specs,
         custom_events: &events,
         boot_id: h.boot_id,

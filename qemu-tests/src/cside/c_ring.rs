@@ -42,6 +42,14 @@ mod golden {
         fn drop_event(&mut self, stream: usize) {
             unsafe { crashring_drop(self.stream(stream)) }
         }
+        fn abandon(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]) {
+            let s = self.stream(stream);
+            unsafe {
+                let dst = crashring_reserve(s, ts, type_id, payload.len() as u32);
+                assert!(!dst.is_null(), "stream {stream} reserves");
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.cast(), payload.len());
+            }
+        }
         fn close(&mut self, stream: usize) {
             unsafe { crashring_close(self.stream(stream)) }
         }
@@ -130,7 +138,6 @@ mod concurrency {
     use pstore_ring::schema::{self, Value};
     use pstore_ring::write::StreamSpec;
     use pstore_ring::Endian;
-    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
     /// Moves a stream's state to the thread standing in for its CPU.
     struct Owned(*mut StreamState);
@@ -230,49 +237,128 @@ mod concurrency {
             );
         }
     }
+}
 
-    static STREAM: AtomicPtr<StreamState> = AtomicPtr::new(std::ptr::null_mut());
-    static NESTED_OK: AtomicU64 = AtomicU64::new(0);
-    static NESTED_DROPPED: AtomicU64 = AtomicU64::new(0);
-    static CLOCK: AtomicU64 = AtomicU64::new(0);
+/// Nesting lanes (FORMAT.md, "Nesting lanes"): signals stand in for the
+/// interrupts, softirqs and NMIs that start a record while their CPU is in
+/// the middle of another, at every depth the lanes have and one past it.
+mod nesting {
+    use super::*;
+    use pstore_ring::merge::{merge, Item};
+    use pstore_ring::read::{HeaderTrust, LossKind, PageStatus, Region};
+    use pstore_ring::schema;
+    use pstore_ring::write::StreamSpec;
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-    /// Stands in for an interrupt handler: records on the CPU's own stream.
-    extern "C" fn on_signal(_: c_int) {
-        let s = STREAM.load(Ordering::Relaxed);
-        let n = NESTED_OK.load(Ordering::Relaxed) + NESTED_DROPPED.load(Ordering::Relaxed);
-        // irq_handler_exit { irq = 7, ret = n }, encoded by hand: no
-        // allocation in a signal handler.
-        let mut p = [0u8; 8];
-        p[..4].copy_from_slice(&7u32.to_ne_bytes());
-        p[4..].copy_from_slice(&(n as u32).to_ne_bytes());
-        let ts = CLOCK.load(Ordering::Relaxed);
-        if unsafe { crashring_write(s, ts, schema::EVENT_IRQ_EXIT, p.as_ptr().cast(), 8) } == 0 {
-            NESTED_OK.fetch_add(1, Ordering::Relaxed);
-        } else {
-            NESTED_DROPPED.fetch_add(1, Ordering::Relaxed);
-        }
-    }
+    const LANES: usize = 4;
 
-    /// Pages of the ring below: room for 4 M owner writes of 16 bytes, so
-    /// that nothing is overwritten however long the signals take to land.
-    const NESTING_PAGES: u32 = 16 * 1024;
-
-    #[test]
-    fn an_interrupting_writer_is_recorded_or_counted_never_corrupts() {
-        let specs = [StreamSpec::cpu(0)];
+    /// CPU 0's lanes, formatted as the kernel module lays them out.
+    fn lanes_region(pages: u32) -> (CRegion, Box<CpuLanes>) {
+        let specs: Vec<StreamSpec> = (0..LANES as u8).map(|d| StreamSpec::nested(0, d)).collect();
         let rc = RegionConfig {
             page_size: 4096,
-            pages_per_stream: Some(NESTING_PAGES),
+            pages_per_stream: Some(pages),
+            lane_pages: pages,
             streams: &specs,
             ..Default::default()
         };
-        let mut region = CRegion::format(&rc, (NESTING_PAGES as usize + 64) * 4096).unwrap();
-        STREAM.store(region.stream(0), Ordering::Relaxed);
+        let mut region = CRegion::format(&rc, (LANES * pages as usize + 16) * 4096).unwrap();
+        let mut cpu = Box::new(CpuLanes {
+            depth: 0,
+            nlanes: LANES as u32,
+            lane: [std::ptr::null_mut(); pstore_ring::layout::MAX_LANES as usize],
+        });
+        for d in 0..LANES {
+            cpu.lane[d] = region.stream(d);
+        }
+        (region, cpu)
+    }
+
+    static CPU: AtomicPtr<CpuLanes> = AtomicPtr::new(std::ptr::null_mut());
+    /// The timestamp source: every record gets the next value, so the
+    /// merged trace must hold each recorded value once, in order.
+    static CLOCK: AtomicU64 = AtomicU64::new(1_000);
+    static RECORDED: [AtomicU64; LANES] = [const { AtomicU64::new(0) }; LANES];
+    /// Refusals of writes nested deeper than the lanes, and of any other.
+    static REFUSED_DEEPER: AtomicU64 = AtomicU64::new(0);
+    static REFUSED_OTHER: AtomicU64 = AtomicU64::new(0);
+    /// The signals of the chain, outermost first: each handler raises the
+    /// next while its own record is reserved and not yet committed.
+    static CHAIN: [AtomicU64; LANES + 1] = [const { AtomicU64::new(0) }; LANES + 1];
+    /// Chains that started inside one of the test thread's own writes.
+    static LANDED_INSIDE: AtomicU64 = AtomicU64::new(0);
+
+    /// One record as cr_emit() makes it: enter, reserve (timestamp read
+    /// inside), fill, commit, leave; `nest` runs between reserve and commit.
+    fn record(nest: impl FnOnce()) {
+        let c = CPU.load(Ordering::Relaxed);
+        unsafe {
+            let s = crashring_enter(c);
+            let depth = ((*c).depth - 1) as usize;
+            let lane = (*c).lane.iter().position(|&l| l == s).unwrap_or(LANES);
+            let ts = CLOCK.fetch_add(1, Ordering::SeqCst);
+            let dst = crashring_reserve(s, ts, schema::EVENT_IRQ_EXIT, 8);
+            if dst.is_null() {
+                if depth >= LANES {
+                    REFUSED_DEEPER.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    REFUSED_OTHER.fetch_add(1, Ordering::Relaxed);
+                }
+            } else {
+                // irq_handler_exit { irq = depth, ret = lane }, by hand: no
+                // allocation in a signal handler.
+                let p = [(depth as u32).to_ne_bytes(), (lane as u32).to_ne_bytes()].concat();
+                std::ptr::copy_nonoverlapping(p.as_ptr(), dst.cast(), 8);
+                nest();
+                crashring_commit(s);
+                RECORDED[lane].fetch_add(1, Ordering::Relaxed);
+            }
+            crashring_leave(c);
+        }
+    }
+
+    extern "C" fn on_signal(sig: c_int) {
+        let at = CHAIN
+            .iter()
+            .position(|c| c.load(Ordering::Relaxed) == sig as u64)
+            .unwrap_or(LANES);
+        let next = CHAIN
+            .get(at + 1)
+            .map(|c| c.load(Ordering::Relaxed) as c_int);
+        if at == 0 && unsafe { (*CPU.load(Ordering::Relaxed)).depth } > 0 {
+            LANDED_INSIDE.fetch_add(1, Ordering::Relaxed);
+        }
+        record(|| {
+            if let Some(next) = next {
+                unsafe { libc::raise(next) };
+            }
+        });
+    }
+
+    /// Pages per lane: more than every record below needs, so nothing is
+    /// overwritten and every loss the reader reports is a refusal.
+    const PAGES: u32 = 4096;
+
+    #[test]
+    fn every_nested_write_is_recorded_on_its_lane_and_merged_in_order() {
+        let (region, mut cpu) = lanes_region(PAGES);
+        CPU.store(&mut *cpu, Ordering::Relaxed);
         let handler: extern "C" fn(c_int) = on_signal;
-        unsafe { libc::signal(libc::SIGUSR1, handler as libc::sighandler_t) };
-        let payload = encode(schema::EVENT_LOST, &[Value::Unsigned(0)]);
+        let signals = [
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGRTMIN(),
+            libc::SIGRTMIN() + 1,
+            libc::SIGRTMIN() + 2,
+        ];
+        for (c, &sig) in CHAIN.iter().zip(&signals) {
+            c.store(sig as u64, Ordering::Relaxed);
+            unsafe { libc::signal(sig, handler as libc::sighandler_t) };
+        }
         let stop = AtomicBool::new(false);
         let mut main_written = 0u64;
+        // Records per lane the room allows, with a margin for prefixes.
+        let capacity = u64::from(PAGES) * (4096 - 48) / 16 / 2;
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::channel();
             let stop = &stop;
@@ -280,87 +366,148 @@ mod concurrency {
                 let target: libc::pthread_t = rx.recv().unwrap();
                 while !stop.load(Ordering::Relaxed) {
                     unsafe { libc::pthread_kill(target, libc::SIGUSR1) };
-                    std::thread::yield_now();
+                    std::thread::sleep(std::time::Duration::from_micros(20));
                 }
             });
             tx.send(unsafe { libc::pthread_self() }).unwrap();
-            let s = STREAM.load(Ordering::Relaxed);
-            // At least 100k writes, then on until the handler has both
-            // recorded and been refused: bounded by what the ring holds,
-            // not by a count the signal thread may not keep up with on a
-            // loaded machine. Some time between writes lets signals land
-            // outside a write as well as inside.
-            let both = || {
-                NESTED_OK.load(Ordering::Relaxed) > 0 && NESTED_DROPPED.load(Ordering::Relaxed) > 0
-            };
-            // Three quarters of the room: nested records and time prefixes
-            // take the rest.
-            let capacity = u64::from(NESTING_PAGES) * (4096 - 48) / 16 * 3 / 4;
-            for i in (0..capacity).take_while(|&i| i < 100_000 || !both()) {
+            // On until chains have started inside the thread's own writes
+            // (as well as between them), bounded by the room.
+            let enough = || LANDED_INSIDE.load(Ordering::Relaxed) >= 20;
+            for i in 0..capacity {
+                if i >= 20_000 && enough() {
+                    break;
+                }
                 for _ in 0..(i % 64) {
                     std::hint::spin_loop();
                 }
-                CLOCK.store(1_000 + i * 10, Ordering::Relaxed);
-                let rc = unsafe {
-                    crashring_write(
-                        s,
-                        1_000 + i * 10,
-                        schema::EVENT_LOST,
-                        payload.as_ptr().cast(),
-                        8,
-                    )
-                };
-                assert_eq!(rc, 0, "nothing else writes while the owner does");
+                record(|| {});
                 main_written += 1;
             }
             stop.store(true, Ordering::Relaxed);
         });
-        // One more owner write folds drops counted after the last one.
-        let s = STREAM.load(Ordering::Relaxed);
-        unsafe { libc::signal(libc::SIGUSR1, libc::SIG_DFL) };
+        for &sig in &signals {
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        }
+        for d in 0..LANES {
+            unsafe { crashring_close(cpu.lane[d]) };
+        }
+        let recorded: Vec<u64> = RECORDED.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+        let deeper = REFUSED_DEEPER.load(Ordering::Relaxed);
         assert_eq!(
-            unsafe {
-                crashring_write(
-                    s,
-                    u64::MAX / 2,
-                    schema::EVENT_LOST,
-                    payload.as_ptr().cast(),
-                    8,
-                )
-            },
-            0
+            REFUSED_OTHER.load(Ordering::Relaxed),
+            0,
+            "a write within the lanes was refused"
         );
-        main_written += 1;
-        let ok = NESTED_OK.load(Ordering::Relaxed);
-        let dropped = NESTED_DROPPED.load(Ordering::Relaxed);
         assert!(
-            ok > 0 && dropped > 0,
-            "nesting not exercised: {ok} recorded, {dropped} dropped"
+            recorded.iter().all(|&n| n > 0) && deeper > 0,
+            "nesting not exercised at every depth: {recorded:?} recorded by lane, {deeper} deeper"
         );
 
         let r = Region::parse(region.bytes(), HeaderTrust::Checksummed).unwrap();
         let trace = r.decode();
         assert!(trace.diagnostics.is_empty(), "{:?}", trace.diagnostics);
-        let st = &trace.streams[0];
-        let mains = st
-            .events
-            .iter()
-            .filter(|e| e.type_id == schema::EVENT_LOST)
-            .count() as u64;
-        let nested = st
-            .events
-            .iter()
-            .filter(|e| e.type_id == schema::EVENT_IRQ_EXIT)
-            .count() as u64;
-        assert_eq!(mains, main_written);
-        assert_eq!(nested, ok);
-        let drops: u64 = st.lost(LossKind::Dropped);
-        assert_eq!(
-            drops, dropped,
-            "every nested event that found the stream busy is counted"
+        for (d, st) in trace.streams.iter().enumerate() {
+            assert_eq!(st.info.lane as usize, d);
+            assert_eq!(st.events.len() as u64, recorded[d], "lane {d}");
+            for e in &st.events {
+                let lane = u32::from_ne_bytes(e.payload[4..8].try_into().unwrap());
+                assert_eq!(lane as usize, d, "event {} of lane {d}", e.index);
+            }
+            let want_dropped = if d == LANES - 1 { deeper } else { 0 };
+            assert_eq!(st.lost(LossKind::Dropped), want_dropped, "lane {d}");
+            assert_eq!(st.lost_events(), want_dropped, "lane {d}: only refusals");
+        }
+        // Merged, every recorded timestamp once and in order: the outer
+        // record (its time taken before it was interrupted) first.
+        let ts: Vec<u64> = merge(&trace.streams)
+            .filter_map(|i| match i {
+                Item::Event(e) => Some(e.ts),
+                Item::Loss(_) => None,
+            })
+            .collect();
+        assert_eq!(ts.len() as u64, recorded.iter().sum::<u64>());
+        assert!(ts.windows(2).all(|w| w[0] < w[1]), "merge out of order");
+        assert!(recorded[0] >= main_written);
+        let inside = LANDED_INSIDE.load(Ordering::Relaxed);
+        eprintln!(
+            "lanes recorded {recorded:?} ({inside} chains began inside a write), \
+             {deeper} nested deeper than the lanes, counted"
         );
-        assert_eq!(st.lost_events(), dropped);
-        eprintln!("nested writes: {ok} recorded, {dropped} dropped and counted");
+    }
+
+    /// A panic in a context nested as deep as the lanes go: every write it
+    /// interrupted stays uncommitted for good. The crash event is still
+    /// recorded, last on the CPU, and every record in flight is counted.
+    #[test]
+    fn the_panic_path_records_its_crash_whatever_it_interrupted() {
+        let (region, mut cpu) = lanes_region(4);
+        let c: *mut CpuLanes = &mut *cpu;
+        let payload = [0u8; 8];
+        unsafe {
+            for d in 0..LANES {
+                let s = crashring_enter(c);
+                assert_eq!(s, cpu.lane[d]);
+                let ok = crashring_write(
+                    s,
+                    1_000 + d as u64,
+                    schema::EVENT_IRQ_EXIT,
+                    payload.as_ptr().cast(),
+                    8,
+                );
+                assert_eq!(ok, 0);
+                let dst = crashring_reserve(s, 2_000 + d as u64, schema::EVENT_IRQ_EXIT, 8);
+                assert!(!dst.is_null(), "lane {d} reserves");
+            }
+            // One more level: no lane left, refused and counted.
+            let s = crashring_enter(c);
+            assert!(crashring_reserve(s, 3_000, schema::EVENT_IRQ_EXIT, 8).is_null());
+            crashring_leave(c);
+            // The panic path.
+            crashring_take_innermost(c);
+            let s = crashring_enter(c);
+            let msg = b"Kernel panic - not syncing: nested";
+            let mut p = vec![0u8; 8];
+            p[..4].copy_from_slice(&1u32.to_ne_bytes());
+            p.extend_from_slice(&(msg.len() as u16).to_ne_bytes());
+            p.extend_from_slice(msg);
+            assert_eq!(
+                crashring_write(
+                    s,
+                    4_000,
+                    schema::EVENT_CRASH,
+                    p.as_ptr().cast(),
+                    p.len() as u32
+                ),
+                0
+            );
+            crashring_leave(c);
+            for d in 0..LANES {
+                crashring_close(cpu.lane[d]);
+            }
+        }
+        let r = Region::parse(region.bytes(), HeaderTrust::Checksummed).unwrap();
+        let trace = r.decode();
+        assert!(trace.diagnostics.is_empty(), "{:?}", trace.diagnostics);
+        let dropped: Vec<u64> = trace
+            .streams
+            .iter()
+            .map(|s| s.lost(LossKind::Dropped))
+            .collect();
+        // Lanes 0-2: their record in flight; lane 3: its record in flight
+        // and the write nested past it.
+        assert_eq!(dropped, [1, 1, 1, 2]);
+        let last = merge(&trace.streams)
+            .filter_map(|i| match i {
+                Item::Event(e) => Some(e),
+                Item::Loss(_) => None,
+            })
+            .last()
+            .unwrap();
+        assert_eq!(last.type_id, schema::EVENT_CRASH);
+        assert_eq!(last.stream, (LANES - 1) as u16);
+        for st in &trace.streams {
+            assert_eq!(st.pages_with(PageStatus::Salvaged), 0, "every page closed");
+        }
     }
 }
 

@@ -37,6 +37,9 @@ echo "<6>crashring-clock: wall=$(date +%s)" > /dev/kmsg
 /// its MADT does not mark them online-capable, so Linux ignores them.)
 const POSSIBLE_CPUS: u32 = 64;
 
+/// The module's default `nest_lanes`: streams per CPU.
+const NEST_LANES: u32 = 5;
+
 /// Before the real load on each boot, one that must fail on a bad
 /// parameter and leave both slots as they were: a formatted slot left
 /// behind would make the first boot skip recording and the second find the
@@ -68,8 +71,10 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         "the first boot found a previous generation and never recorded: the failed load left one"
     );
     let stats = format!(
-        "crashring-test: stats {POSSIBLE_CPUS} lines, last cpu{}",
-        POSSIBLE_CPUS - 1
+        "crashring-test: stats {} lines, last cpu{}.lane{}",
+        POSSIBLE_CPUS * NEST_LANES,
+        POSSIBLE_CPUS - 1,
+        NEST_LANES - 1
     );
     ensure!(
         said(&stats),
@@ -89,8 +94,10 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     run.check(|image| {
         let region = parse_saved(image)?;
         ensure!(
-            region.streams.len() == POSSIBLE_CPUS as usize,
-            "{} streams, the kernel has {POSSIBLE_CPUS} possible CPUs",
+            region.header.cpu_count == POSSIBLE_CPUS as u16
+                && region.streams.len() == (POSSIBLE_CPUS * NEST_LANES) as usize,
+            "{} CPUs, {} streams: the kernel has {POSSIBLE_CPUS} possible CPUs, {NEST_LANES} lanes each",
+            region.header.cpu_count,
             region.streams.len()
         );
         let workload = check_region(&region)?;
