@@ -6,6 +6,11 @@
  *   action=load       a thread per online CPU logs "load cpu=C seq=S" with
  *                     crashring_log() as fast as it can, S counting from 0,
  *                     until the machine panics (the scenario triggers it)
+ *   action=nested     the load, and on every CPU a timer that logs "irq
+ *                     cpu=C seq=S" from hard IRQ context every 200 us and
+ *                     schedules a tasklet that logs "softirq cpu=C seq=S":
+ *                     writes that land in the middle of the threads' own
+ *                     (the scenario adds NMI backtraces with sysrq l)
  *   action=panic_irq  a timer panics the kernel from hard IRQ context
  *   action=lockup     CPU 1 spins with interrupts off until a lockup or
  *                     RCU stall detector panics the kernel
@@ -20,6 +25,7 @@
 
 #include <linux/cpumask.h>
 #include <linux/hrtimer.h>
+#include <linux/interrupt.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/percpu.h>
@@ -30,7 +36,7 @@
 
 static char *action = "load";
 module_param(action, charp, 0400);
-MODULE_PARM_DESC(action, "load, panic_irq, lockup or printk");
+MODULE_PARM_DESC(action, "load, nested, panic_irq, lockup or printk");
 
 /* The CPU that locks up; CPU 0 keeps the console and the timers going. */
 #define LOCKUP_CPU 1
@@ -38,6 +44,19 @@ MODULE_PARM_DESC(action, "load, panic_irq, lockup or printk");
 static DEFINE_PER_CPU(struct task_struct *, load_thread);
 static struct hrtimer panic_timer;
 static bool timer_armed;
+
+/* action=nested: each CPU's interrupt and softirq writers. */
+struct nested_writers {
+	struct hrtimer timer;
+	struct tasklet_struct tasklet;
+	u64 irq_seq;
+	u64 softirq_seq;
+};
+
+static DEFINE_PER_CPU(struct nested_writers, nested_writers);
+static bool nested_on;
+
+#define NESTED_PERIOD_NS	(200 * NSEC_PER_USEC)
 
 static int load_fn(void *unused)
 {
@@ -68,7 +87,10 @@ static int start_load(void)
 		per_cpu(load_thread, cpu) = t;
 		wake_up_process(t);
 	}
-	/* Nothing else logs: each CPU's stream holds its thread's events only. */
+	/*
+	 * With action=load nothing else logs: each CPU's stream holds its
+	 * thread's events only.
+	 */
 	return 0;
 }
 
@@ -79,6 +101,64 @@ static void stop_load(void)
 	for_each_possible_cpu(cpu) {
 		if (per_cpu(load_thread, cpu))
 			kthread_stop(per_cpu(load_thread, cpu));
+	}
+}
+
+static void nested_softirq_fn(struct tasklet_struct *t)
+{
+	struct nested_writers *w = from_tasklet(w, t, tasklet);
+	char text[48];
+
+	snprintf(text, sizeof(text), "softirq cpu=%d seq=%llu", raw_smp_processor_id(),
+		 w->softirq_seq++);
+	crashring_log("softirq", text);
+}
+
+static enum hrtimer_restart nested_irq_fn(struct hrtimer *timer)
+{
+	struct nested_writers *w = container_of(timer, struct nested_writers, timer);
+	char text[48];
+
+	snprintf(text, sizeof(text), "irq cpu=%d seq=%llu", raw_smp_processor_id(), w->irq_seq++);
+	crashring_log("irq", text);
+	tasklet_schedule(&w->tasklet);
+	hrtimer_forward_now(timer, ns_to_ktime(NESTED_PERIOD_NS));
+	return HRTIMER_RESTART;
+}
+
+/* Runs on each CPU: a pinned timer fires, and its tasklet runs, there. */
+static void start_nested_on_cpu(void *unused)
+{
+	struct nested_writers *w = this_cpu_ptr(&nested_writers);
+
+	hrtimer_start(&w->timer, ns_to_ktime(NESTED_PERIOD_NS), HRTIMER_MODE_REL_PINNED_HARD);
+}
+
+static int start_nested(void)
+{
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct nested_writers *w = per_cpu_ptr(&nested_writers, cpu);
+
+		hrtimer_init(&w->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
+		w->timer.function = nested_irq_fn;
+		tasklet_setup(&w->tasklet, nested_softirq_fn);
+	}
+	nested_on = true;
+	on_each_cpu(start_nested_on_cpu, NULL, 1);
+	return start_load();
+}
+
+static void stop_nested(void)
+{
+	unsigned int cpu;
+
+	if (!nested_on)
+		return;
+	for_each_possible_cpu(cpu) {
+		hrtimer_cancel(&per_cpu(nested_writers, cpu).timer);
+		tasklet_kill(&per_cpu(nested_writers, cpu).tasklet);
 	}
 }
 
@@ -123,6 +203,8 @@ static int __init crashring_test_init(void)
 
 	if (!strcmp(action, "load"))
 		return start_load();
+	if (!strcmp(action, "nested"))
+		return start_nested();
 	if (!strcmp(action, "panic_irq")) {
 		hrtimer_init(&panic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
 		panic_timer.function = panic_timer_fn;
@@ -144,12 +226,13 @@ static int __init crashring_test_init(void)
 		print_metadata_lines();
 		return 0;
 	}
-	pr_err("action=%s: expected load, panic_irq, lockup or printk\n", action);
+	pr_err("action=%s: expected load, nested, panic_irq, lockup or printk\n", action);
 	return -EINVAL;
 }
 
 static void __exit crashring_test_exit(void)
 {
+	stop_nested();
 	stop_load();
 	if (timer_armed)
 		hrtimer_cancel(&panic_timer);

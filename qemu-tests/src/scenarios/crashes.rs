@@ -10,8 +10,10 @@ use super::{
 use crate::env::guest::Kernel;
 use anyhow::{ensure, Context, Result};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
+use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{LossKind, Region};
-use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER};
+use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
+use std::collections::BTreeMap;
 use xshell::Shell;
 
 pub fn panic_in_irq(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
@@ -88,6 +90,149 @@ pub fn crash_under_load(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
     saved.check(|image| check_load(&parse_saved(image)?, plan.cpus))
+}
+
+pub fn nested_under_load(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    // The NMI backtraces come while every CPU's thread writes, and the
+    // second round just before the crash, so its lines are not overwritten.
+    let record = "insmod /lib/crashring_test.ko action=nested\n\
+                  sleep 1\n\
+                  echo l > /proc/sysrq-trigger\n\
+                  sleep 1\n\
+                  echo l > /proc/sysrq-trigger\n\
+                  echo c > /proc/sysrq-trigger\n"
+        .to_string();
+    let plan = WarmReboot {
+        name: "nested-under-load",
+        module_args: "region=16M@0x40000000 sources=printk,marker,sched,irq,crash",
+        test_module: true,
+        ..WarmReboot::memmap(record)
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    saved.check(|image| check_nested(&parse_saved(image)?, plan.cpus))
+}
+
+/// What crashring_test.ko's `action=nested` writers log: `KIND cpu=C
+/// seq=S`, each kind numbering its own events per CPU.
+fn numbered(text: &str) -> Option<(&str, u16, u64)> {
+    let mut words = text.split(' ');
+    let kind = words.next()?;
+    let cpu = words.next()?.strip_prefix("cpu=")?.parse().ok()?;
+    let seq = words.next()?.strip_prefix("seq=")?.parse().ok()?;
+    Some((kind, cpu, seq))
+}
+
+/// Every kernel stream (each CPU's lanes) loses nothing but overwritten
+/// pages and, where the panic stopped or interrupted a writer, its record
+/// in flight. Each writer's numbered events are in order on the merged
+/// timeline and none is missing after the oldest moment all of its CPU's
+/// lanes still cover. Nesting happened: events on lanes above 0, NMI
+/// backtrace lines from every CPU.
+fn check_nested(region: &Region, cpus: u32) -> Result<String> {
+    ensure_crashed_by_panic(region)?;
+    let trace = region.decode();
+    ensure!(
+        trace.diagnostics.is_empty(),
+        "diagnostics: {:?}",
+        trace.diagnostics
+    );
+    let e = region.header.endian;
+    let mut covered_since = vec![0u64; cpus as usize];
+    let mut by_lane = BTreeMap::<u8, usize>::new();
+    for s in &trace.streams {
+        let (cpu, lane) = (s.info.cpu, s.info.lane);
+        ensure!(
+            s.lost(LossKind::Unreadable) == 0
+                && s.lost(LossKind::Torn) == 0
+                && s.lost(LossKind::Dropped) <= 1
+                && s.losses.iter().all(|l| l.kind != LossKind::End),
+            "cpu{cpu} lane {lane}: lost more than overwritten pages and a record in flight: {:?}",
+            s.losses
+        );
+        if s.lost(LossKind::Overwritten) > 0 {
+            if let (Some(first), Some(since)) =
+                (s.events.first(), covered_since.get_mut(cpu as usize))
+            {
+                *since = (*since).max(first.ts);
+            }
+        }
+        *by_lane.entry(lane).or_default() += s.events.len();
+    }
+    let marker = region.schema.get(EVENT_MARKER).context("no marker type")?;
+    let printk = region.schema.get(EVENT_PRINTK).context("no printk type")?;
+    let mut last = BTreeMap::<(String, u16), (u64, u64)>::new();
+    let mut nmi_lines = BTreeMap::<u16, usize>::new();
+    for item in merge(&trace.streams) {
+        let Item::Event(ev) = item else { continue };
+        let info = &trace.streams[usize::from(ev.stream)].info;
+        let text = |def: &pstore_ring::read::EventType, at: usize| match def
+            .decode(ev.payload, e)
+            .ok()?
+            .get(at)
+        {
+            Some(Value::Str(t)) => Some(String::from_utf8_lossy(t).into_owned()),
+            _ => None,
+        };
+        if ev.type_id == EVENT_PRINTK {
+            if text(printk, 4).is_some_and(|t| t.contains("NMI backtrace for cpu")) {
+                *nmi_lines.entry(info.cpu).or_default() += 1;
+            }
+            continue;
+        }
+        if ev.type_id != EVENT_MARKER {
+            continue;
+        }
+        let Some(t) = text(marker, 2) else { continue };
+        let Some((kind, cpu, seq)) = numbered(&t) else {
+            continue;
+        };
+        ensure!(
+            cpu == info.cpu,
+            "{t:?} recorded on cpu{} lane {}",
+            info.cpu,
+            info.lane
+        );
+        let since = covered_since.get(usize::from(cpu)).copied().unwrap_or(0);
+        if let Some(&(prev, prev_ts)) = last.get(&(kind.to_owned(), cpu)) {
+            ensure!(
+                seq > prev,
+                "{t:?} (lane {}) merged after seq {prev}: out of order",
+                info.lane
+            );
+            ensure!(
+                prev_ts < since || seq == prev + 1,
+                "{kind} cpu={cpu}: seq {prev} then {seq} at {} ns, after every lane's oldest surviving event ({since} ns): events missing",
+                ev.ts
+            );
+        }
+        last.insert((kind.to_owned(), cpu), (seq, ev.ts));
+    }
+    for cpu in 0..cpus as u16 {
+        for kind in ["load", "irq", "softirq"] {
+            ensure!(
+                last.contains_key(&(kind.to_owned(), cpu)),
+                "no {kind} events from cpu{cpu}"
+            );
+        }
+    }
+    let nested: usize = by_lane.range(1..).map(|(_, n)| n).sum();
+    ensure!(
+        nested > 0,
+        "no event on a lane above 0: nothing nested ({by_lane:?})"
+    );
+    ensure!(
+        nmi_lines.len() == cpus as usize,
+        "NMI backtrace lines from CPUs {:?}, the guest has {cpus}",
+        nmi_lines.keys().collect::<Vec<_>>()
+    );
+    let dropped: u64 = trace
+        .streams
+        .iter()
+        .map(|s| s.lost(LossKind::Dropped))
+        .sum();
+    Ok(format!(
+        "events by lane {by_lane:?}, NMI backtrace lines by CPU {nmi_lines:?}, {dropped} records in flight at the panic, every writer's events in order and none missing"
+    ))
 }
 
 /// One stream per CPU of the guest, each holding `load cpu=C seq=S`
@@ -201,9 +346,10 @@ fn check_load(region: &Region, cpus: u32) -> Result<String> {
         );
         ensure!(loads > 0, "cpu{cpu}: no load events recovered");
         lines.push(format!(
-            "cpu{cpu} {loads} events (seq {first}..={}) after {overwritten} overwritten, {} torn",
+            "cpu{cpu} {loads} events (seq {first}..={}) after {overwritten} overwritten, {} torn, {} in flight",
             first + loads - 1,
-            s.lost(LossKind::Torn)
+            s.lost(LossKind::Torn),
+            s.lost(LossKind::Dropped)
         ));
     }
     ensure!(crashes == 1, "{crashes} crash events, expected one");

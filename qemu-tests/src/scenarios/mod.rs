@@ -116,6 +116,12 @@ pub const SCENARIOS: &[Scenario] = &[
         needs_reserve_mem: false,
         run: crashes::crash_under_load,
     },
+    Scenario {
+        name: "nested-under-load",
+        about: "memmap= region; a thread per CPU writes flat out while each CPU's timer interrupt and tasklet write into the middle of its records, sysrq NMI backtraces print on every CPU, printk, sched and irq sources on; sysrq panic; nothing dropped but records in flight, every writer's numbered events present and in order",
+        needs_reserve_mem: false,
+        run: crashes::nested_under_load,
+    },
 ];
 
 pub fn find(name: &str) -> Result<&'static Scenario> {
