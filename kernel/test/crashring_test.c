@@ -19,15 +19,29 @@
  *                     level comes in an argument) and a line at the default
  *                     level
  *
+ * With action=load or nested, crash= brings the kernel down crash_ms
+ * milliseconds later, under that load (the crash campaign):
+ *
+ *   crash=irq         panic from a timer in hard IRQ context
+ *   crash=nmi         panic from an NMI handler, on the next NMI (the
+ *                     campaign sends them with sysrq l)
+ *   crash=bug         BUG() in a kthread (panic_on_oops makes it a panic)
+ *   crash=oops        a NULL pointer write in a kthread (likewise)
+ *   crash=lockup      as action=lockup
+ *   crash=hung        a kthread sleeps uninterruptibly until the hung-task
+ *                     detector panics (hung_task_panic)
+ *
  * Each action logs a marker saying what it is about to do, so the trace
  * shows the cause next to the crash.
  */
 
 #include <linux/cpumask.h>
+#include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/interrupt.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <asm/nmi.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
 #include <linux/sched.h>
@@ -37,6 +51,14 @@
 static char *action = "load";
 module_param(action, charp, 0400);
 MODULE_PARM_DESC(action, "load, nested, panic_irq, lockup or printk");
+
+static char *crash = "";
+module_param(crash, charp, 0400);
+MODULE_PARM_DESC(crash, "With load or nested: irq, nmi, bug, oops, lockup or hung");
+
+static unsigned int crash_ms = 1000;
+module_param(crash_ms, uint, 0400);
+MODULE_PARM_DESC(crash_ms, "How long after loading crash= strikes");
 
 /* The CPU that locks up; CPU 0 keeps the console and the timers going. */
 #define LOCKUP_CPU 1
@@ -169,6 +191,40 @@ static enum hrtimer_restart panic_timer_fn(struct hrtimer *timer)
 	return HRTIMER_NORESTART;
 }
 
+static bool nmi_armed;
+
+static int crash_nmi_fn(unsigned int type, struct pt_regs *regs)
+{
+	if (!READ_ONCE(nmi_armed))
+		return NMI_DONE;
+	crashring_log("test", "panicking from an NMI handler");
+	nmi_panic(regs, "crashring-test: panic in NMI context");
+	return NMI_HANDLED;
+}
+
+static int crash_thread_fn(void *unused)
+{
+	int *nowhere = NULL;
+
+	msleep(crash_ms);
+	if (!strcmp(crash, "bug")) {
+		crashring_log("test", "BUG() in a kthread");
+		BUG();
+	}
+	if (!strcmp(crash, "oops")) {
+		crashring_log("test", "a NULL pointer write in a kthread");
+		WRITE_ONCE(*nowhere, 1);
+	}
+	if (!strcmp(crash, "hung")) {
+		crashring_log("test", "a kthread sleeps uninterruptibly for good");
+		set_current_state(TASK_UNINTERRUPTIBLE);
+		schedule();
+	}
+	while (!kthread_should_stop())
+		msleep(100);
+	return 0;
+}
+
 static int lockup_fn(void *unused)
 {
 	crashring_log("test", "CPU 1 spins with interrupts off");
@@ -197,31 +253,77 @@ static void print_metadata_lines(void)
 	print_at_default_level("crashring-test: default level\n");
 }
 
-static int __init crashring_test_init(void)
+static int start_lockup(void)
 {
 	struct task_struct *t;
 
-	if (!strcmp(action, "load"))
-		return start_load();
-	if (!strcmp(action, "nested"))
-		return start_nested();
+	if (!cpu_online(LOCKUP_CPU))
+		return -ENODEV;
+	t = kthread_create_on_cpu(lockup_fn, NULL, LOCKUP_CPU, "crashring_lockup");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	wake_up_process(t);
+	return 0;
+}
+
+static void arm_panic_timer(unsigned int ms)
+{
+	hrtimer_init(&panic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	panic_timer.function = panic_timer_fn;
+	crashring_log("test", "arming a timer that panics");
+	hrtimer_start(&panic_timer, ms_to_ktime(ms), HRTIMER_MODE_REL_HARD);
+	timer_armed = true;
+}
+
+static bool nmi_registered;
+
+/* crash= under a load: the campaign's ways down, each at crash_ms. */
+static int arm_crash(void)
+{
+	struct task_struct *t;
+	int err;
+
+	if (!*crash)
+		return 0;
+	if (!strcmp(crash, "irq")) {
+		arm_panic_timer(crash_ms);
+		return 0;
+	}
+	if (!strcmp(crash, "nmi")) {
+		err = register_nmi_handler(NMI_LOCAL, crash_nmi_fn, 0, "crashring_test");
+		if (err)
+			return err;
+		nmi_registered = true;
+		crashring_log("test", "the next NMI panics");
+		WRITE_ONCE(nmi_armed, true);
+		return 0;
+	}
+	if (!strcmp(crash, "lockup")) {
+		msleep(crash_ms);
+		return start_lockup();
+	}
+	if (strcmp(crash, "bug") && strcmp(crash, "oops") && strcmp(crash, "hung")) {
+		pr_err("crash=%s: expected irq, nmi, bug, oops, lockup or hung\n", crash);
+		return -EINVAL;
+	}
+	t = kthread_run(crash_thread_fn, NULL, "crashring_crash");
+	return PTR_ERR_OR_ZERO(t);
+}
+
+static int __init crashring_test_init(void)
+{
+	int err;
+
+	if (!strcmp(action, "load") || !strcmp(action, "nested")) {
+		err = strcmp(action, "load") ? start_nested() : start_load();
+		return err ?: arm_crash();
+	}
 	if (!strcmp(action, "panic_irq")) {
-		hrtimer_init(&panic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
-		panic_timer.function = panic_timer_fn;
-		crashring_log("test", "arming a timer that panics");
-		hrtimer_start(&panic_timer, ms_to_ktime(500), HRTIMER_MODE_REL_HARD);
-		timer_armed = true;
+		arm_panic_timer(500);
 		return 0;
 	}
-	if (!strcmp(action, "lockup")) {
-		if (!cpu_online(LOCKUP_CPU))
-			return -ENODEV;
-		t = kthread_create_on_cpu(lockup_fn, NULL, LOCKUP_CPU, "crashring_lockup");
-		if (IS_ERR(t))
-			return PTR_ERR(t);
-		wake_up_process(t);
-		return 0;
-	}
+	if (!strcmp(action, "lockup"))
+		return start_lockup();
 	if (!strcmp(action, "printk")) {
 		print_metadata_lines();
 		return 0;
@@ -234,6 +336,8 @@ static void __exit crashring_test_exit(void)
 {
 	stop_nested();
 	stop_load();
+	if (nmi_registered)
+		unregister_nmi_handler(NMI_LOCAL, "crashring_test");
 	if (timer_armed)
 		hrtimer_cancel(&panic_timer);
 }

@@ -75,6 +75,18 @@ enum Cmd {
     /// Run the benchmarks (ring writer and reader, the kernel ring code, the
     /// extractor's scan, decode and memory), each against a baseline.
     Bench,
+    /// Crashes at random moments under full load, each run drawn from a
+    /// seed (kernel, CPUs, page size, sources, load, the way down: sysrq,
+    /// hard IRQ, NMI, BUG, oops, lockup, hung task), each checked for
+    /// exactness; prints a table by crash kind and kernel, and the seed
+    /// that replays each failure.
+    Campaign {
+        #[arg(long, default_value_t = 100)]
+        runs: u64,
+        /// Run i uses seed + i.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Mutation testing, hours on two cores (so not part of `test`):
     /// cargo-mutants (installed if missing) over the format's reader and
     /// writer and the extractor's containers (.cargo/mutants.toml), each
@@ -118,6 +130,7 @@ fn main() -> Result<()> {
         }
         Cmd::GenHeader => codegen::gen_header(&sh),
         Cmd::Bench => checks::bench(&sh),
+        Cmd::Campaign { runs, seed } => checks::campaign::run(&sh, runs, seed),
         Cmd::Mutants { files, extra } => checks::mutants::run(&sh, &files, &extra),
     }
 }

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::env::guest::Kernel;
 use anyhow::{ensure, Context, Result};
-use pstore_ring::layout::STREAM_KERNEL_CPU;
+use pstore_ring::layout::{REASON_PANIC, STREAM_KERNEL_CPU};
 use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{LossKind, Region};
 use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
@@ -40,7 +40,7 @@ pub fn panic_in_irq(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
 /// (the serial log says so), so the hard-lockup detector cannot fire; the
 /// RCU stall detector, running on the other CPUs' ticks, is the closest
 /// real equivalent and is armed to panic.
-const LOCKUP_PANICS: &[&str] = &["Hard LOCKUP", "hard LOCKUP", "RCU Stall", "softlockup"];
+pub const LOCKUP_PANICS: &[&str] = &["Hard LOCKUP", "hard LOCKUP", "RCU Stall", "softlockup"];
 
 pub fn hard_lockup(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let record = workload_writes()
@@ -109,7 +109,28 @@ pub fn nested_under_load(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         ..WarmReboot::memmap(record)
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
-    saved.check(|image| check_nested(&parse_saved(image)?, plan.cpus))
+    let want = Exactness {
+        writers: NESTED_WRITERS,
+        nmi_backtraces: true,
+        nesting: true,
+        panic: &["sysrq triggered crash"],
+    };
+    saved.check(|image| check_exact(&parse_saved(image)?, plan.cpus, &want))
+}
+
+/// The numbered writers of crashring_test.ko's `action=nested`.
+pub const NESTED_WRITERS: &[&str] = &["load", "irq", "softirq"];
+
+/// What a crash under crashring_test.ko's numbered writers must leave.
+pub struct Exactness<'a> {
+    /// The writers every CPU ran (`load`, `irq`, `softirq`).
+    pub writers: &'a [&'a str],
+    /// Whether every CPU printed NMI backtrace lines (sysrq l).
+    pub nmi_backtraces: bool,
+    /// Whether some events must be on lanes above 0.
+    pub nesting: bool,
+    /// What the panic message may start with.
+    pub panic: &'a [&'a str],
 }
 
 /// What crashring_test.ko's `action=nested` writers log: `KIND cpu=C
@@ -126,9 +147,11 @@ fn numbered(text: &str) -> Option<(&str, u16, u64)> {
 /// pages and, where the panic stopped or interrupted a writer, its record
 /// in flight. Each writer's numbered events are in order on the merged
 /// timeline and none is missing after the oldest moment all of its CPU's
-/// lanes still cover. Nesting happened: events on lanes above 0, NMI
-/// backtrace lines from every CPU.
-fn check_nested(region: &Region, cpus: u32) -> Result<String> {
+/// lanes still cover; none is invented or duplicated. The panic's crash
+/// event is there once, the last event of its CPU, with the reason and
+/// message expected. As asked: events on lanes above 0, NMI backtrace
+/// lines from every CPU.
+pub fn check_exact(region: &Region, cpus: u32, want: &Exactness) -> Result<String> {
     ensure_crashed_by_panic(region)?;
     let trace = region.decode();
     ensure!(
@@ -160,11 +183,29 @@ fn check_nested(region: &Region, cpus: u32) -> Result<String> {
     }
     let marker = region.schema.get(EVENT_MARKER).context("no marker type")?;
     let printk = region.schema.get(EVENT_PRINTK).context("no printk type")?;
+    let crash_def = region.schema.get(EVENT_CRASH).context("no crash type")?;
     let mut last = BTreeMap::<(String, u16), (u64, u64)>::new();
     let mut nmi_lines = BTreeMap::<u16, usize>::new();
+    // Per CPU, whether its newest event so far is the panic's crash event.
+    let mut panicked = BTreeMap::<u16, bool>::new();
+    let mut panics = Vec::new();
     for item in merge(&trace.streams) {
         let Item::Event(ev) = item else { continue };
         let info = &trace.streams[usize::from(ev.stream)].info;
+        let is_panic = ev.type_id == EVENT_CRASH
+            && matches!(
+                crash_def.decode(ev.payload, e).ok().as_deref(),
+                Some([Value::Unsigned(r), ..]) if *r == u64::from(REASON_PANIC)
+            );
+        panicked.insert(info.cpu, is_panic);
+        if is_panic {
+            let values = crash_def.decode(ev.payload, e).unwrap_or_default();
+            let message = match values.get(2) {
+                Some(Value::Str(m)) => String::from_utf8_lossy(m).into_owned(),
+                _ => String::new(),
+            };
+            panics.push((info.cpu, message));
+        }
         let text = |def: &pstore_ring::read::EventType, at: usize| match def
             .decode(ev.payload, e)
             .ok()?
@@ -208,20 +249,35 @@ fn check_nested(region: &Region, cpus: u32) -> Result<String> {
         last.insert((kind.to_owned(), cpu), (seq, ev.ts));
     }
     for cpu in 0..cpus as u16 {
-        for kind in ["load", "irq", "softirq"] {
+        for kind in want.writers {
             ensure!(
-                last.contains_key(&(kind.to_owned(), cpu)),
+                last.contains_key(&((*kind).to_owned(), cpu)),
                 "no {kind} events from cpu{cpu}"
             );
         }
     }
+    let [(cpu, message)] = panics.as_slice() else {
+        anyhow::bail!(
+            "{} panic crash events, expected one: {panics:?}",
+            panics.len()
+        );
+    };
+    ensure!(
+        panicked.get(cpu) == Some(&true),
+        "the panic's crash event is not the last event of cpu{cpu}"
+    );
+    ensure!(
+        want.panic.iter().any(|p| message.contains(p)),
+        "the panic says {message:?}, expected one of {:?}",
+        want.panic
+    );
     let nested: usize = by_lane.range(1..).map(|(_, n)| n).sum();
     ensure!(
-        nested > 0,
+        !want.nesting || nested > 0,
         "no event on a lane above 0: nothing nested ({by_lane:?})"
     );
     ensure!(
-        nmi_lines.len() == cpus as usize,
+        !want.nmi_backtraces || nmi_lines.len() == cpus as usize,
         "NMI backtrace lines from CPUs {:?}, the guest has {cpus}",
         nmi_lines.keys().collect::<Vec<_>>()
     );
@@ -231,7 +287,7 @@ fn check_nested(region: &Region, cpus: u32) -> Result<String> {
         .map(|s| s.lost(LossKind::Dropped))
         .sum();
     Ok(format!(
-        "events by lane {by_lane:?}, NMI backtrace lines by CPU {nmi_lines:?}, {dropped} records in flight at the panic, every writer's events in order and none missing"
+        "events by lane {by_lane:?}, NMI backtrace lines by CPU {nmi_lines:?}, {dropped} records in flight at the panic, every writer's events in order and none missing, panic on cpu{cpu} last: {message:?}"
     ))
 }
 

@@ -15,7 +15,7 @@
 //! the environment from `crate::env`; it never imports from a sibling.
 //! Whatever two children need lives in this file.
 
-mod crashes;
+pub mod crashes;
 pub mod demo;
 mod dumps;
 mod pmem;
@@ -514,14 +514,14 @@ pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String
 
 /// A warm-reboot scenario: where the region is, and what the first boot
 /// does to bring the kernel down.
-pub struct WarmReboot {
-    pub name: &'static str,
-    pub region_append: &'static str,
-    pub module_args: &'static str,
+pub struct WarmReboot<'a> {
+    pub name: &'a str,
+    pub region_append: &'a str,
+    pub module_args: &'a str,
     /// More kernel command line (detectors to arm, say).
-    pub extra_append: &'static str,
+    pub extra_append: &'a str,
     /// Runs on every boot before the module loads (see [`boot_script`]).
-    pub before_insmod: &'static str,
+    pub before_insmod: &'a str,
     /// The record phase (see [`boot_script`]).
     pub record: String,
     /// Whether the guest needs crashring_test.ko at /lib.
@@ -532,9 +532,9 @@ pub struct WarmReboot {
     pub script: Option<String>,
 }
 
-impl WarmReboot {
+impl WarmReboot<'_> {
     /// A 16 MiB memmap= region at 1 GiB, which every kernel supports.
-    pub fn memmap(record: String) -> WarmReboot {
+    pub fn memmap(record: String) -> WarmReboot<'static> {
         WarmReboot {
             name: "warm-reboot",
             region_append: "memmap=16M$0x40000000",
