@@ -11,6 +11,11 @@
  *                     schedules a tasklet that logs "softirq cpu=C seq=S":
  *                     writes that land in the middle of the threads' own
  *                     (the scenario adds NMI backtraces with sysrq l)
+ *   action=cost       times cost_events records on every CPU through
+ *                     crashring_log(), ftrace's trace_puts() and
+ *                     trace_printk(), and an empty loop, and prints
+ *                     "crashring-cost: cpu=C what=W ns=N events=E" lines
+ *                     (the best of three rounds); stays loaded
  *   action=panic_irq  a timer panics the kernel from hard IRQ context
  *   action=lockup     CPU 1 spins with interrupts off until a lockup or
  *                     RCU stall detector panics the kernel
@@ -46,11 +51,16 @@
 #include <linux/printk.h>
 #include <linux/sched.h>
 #include <linux/smp.h>
+#include <linux/kernel.h>
 #include "crashring.h"
 
 static char *action = "load";
 module_param(action, charp, 0400);
-MODULE_PARM_DESC(action, "load, nested, panic_irq, lockup or printk");
+MODULE_PARM_DESC(action, "load, nested, cost, panic_irq, lockup or printk");
+
+static unsigned int cost_events = 100000;
+module_param(cost_events, uint, 0400);
+MODULE_PARM_DESC(cost_events, "Records per writer and CPU for action=cost");
 
 static char *crash = "";
 module_param(crash, charp, 0400);
@@ -182,6 +192,75 @@ static void stop_nested(void)
 		hrtimer_cancel(&per_cpu(nested_writers, cpu).timer);
 		tasklet_kill(&per_cpu(nested_writers, cpu).tasklet);
 	}
+}
+
+/*
+ * The same 32 bytes of text through each writer. trace_puts() is ftrace's
+ * cheapest text record (what a write to trace_marker stores), and
+ * trace_printk() with one argument its binary printk record.
+ */
+#define COST_TEXT "crashring cost: 32-byte payload"
+
+enum cost_writer { COST_NONE, COST_CRASHRING, COST_TRACE_PUTS, COST_TRACE_PRINTK, COST_WRITERS };
+
+static const char * const cost_names[COST_WRITERS] = {
+	"empty-loop", "crashring_log", "trace_puts", "trace_printk",
+};
+
+static u64 cost_round(enum cost_writer w)
+{
+	unsigned int i;
+	u64 t0, t1;
+
+	t0 = ktime_get_ns();
+	for (i = 0; i < cost_events; i++) {
+		switch (w) {
+		case COST_CRASHRING:
+			crashring_log("cost", COST_TEXT);
+			break;
+		case COST_TRACE_PUTS:
+			trace_puts(COST_TEXT "\n");
+			break;
+		case COST_TRACE_PRINTK:
+			trace_printk(COST_TEXT " %u\n", i);
+			break;
+		default:
+			barrier();
+			break;
+		}
+	}
+	t1 = ktime_get_ns();
+	return t1 - t0;
+}
+
+/* Runs bound to one CPU: each writer's best of three rounds, interleaved. */
+static int cost_on_cpu(void *unused)
+{
+	u64 best[COST_WRITERS];
+	int round, w;
+
+	for (w = 0; w < COST_WRITERS; w++)
+		best[w] = U64_MAX;
+	for (round = 0; round < 3; round++)
+		for (w = 0; w < COST_WRITERS; w++)
+			best[w] = min(best[w], cost_round(w));
+	for (w = 0; w < COST_WRITERS; w++)
+		pr_info("crashring-cost: cpu=%d what=%s ns=%llu events=%u\n", raw_smp_processor_id(),
+			cost_names[w], best[w], cost_events);
+	return 0;
+}
+
+static int measure_cost(void)
+{
+	unsigned int cpu;
+	int err;
+
+	for_each_online_cpu(cpu) {
+		err = smp_call_on_cpu(cpu, cost_on_cpu, NULL, false);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 static enum hrtimer_restart panic_timer_fn(struct hrtimer *timer)
@@ -318,6 +397,8 @@ static int __init crashring_test_init(void)
 		err = strcmp(action, "load") ? start_nested() : start_load();
 		return err ?: arm_crash();
 	}
+	if (!strcmp(action, "cost"))
+		return measure_cost();
 	if (!strcmp(action, "panic_irq")) {
 		arm_panic_timer(500);
 		return 0;
@@ -328,7 +409,7 @@ static int __init crashring_test_init(void)
 		print_metadata_lines();
 		return 0;
 	}
-	pr_err("action=%s: expected load, nested, panic_irq, lockup or printk\n", action);
+	pr_err("action=%s: expected load, nested, cost, panic_irq, lockup or printk\n", action);
 	return -EINVAL;
 }
 

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use xshell::{cmd, Shell};
 
 pub mod campaign;
+mod kernel_cost;
 pub mod mutants;
 #[cfg(test)]
 mod tidy;
@@ -36,20 +37,20 @@ fn kernel_checks(sh: &Shell) -> Result<()> {
     }
     step("checkpatch.pl --no-tree on kernel/ and kernel/test/");
     let checkpatch = setup::CHECKPATCH;
-    let mut files: Vec<PathBuf> = Vec::new();
-    for dir in ["kernel", "kernel/test"] {
-        files.extend(
-            std::fs::read_dir(sh.current_dir().join(dir))?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h")),
-        );
+    // The test module times ftrace's trace_printk() and trace_puts()
+    // against crashring's writer: only there are they allowed.
+    for (dir, ignore) in [("kernel", "NONE"), ("kernel/test", "TRACE_PRINTK")] {
+        let files: Vec<PathBuf> = std::fs::read_dir(sh.current_dir().join(dir))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "h"))
+            .collect();
+        cmd!(
+            sh,
+            "perl {checkpatch} --no-tree --terse --quiet --ignore {ignore} -f {files...}"
+        )
+        .run()?;
     }
-    cmd!(
-        sh,
-        "perl {checkpatch} --no-tree --terse --quiet -f {files...}"
-    )
-    .run()?;
     Ok(())
 }
 
@@ -125,10 +126,11 @@ const CAMPAIGN_BATCH: u64 = 4;
 const CAMPAIGN_SEED: u64 = 9;
 
 /// `cargo xtask bench`: the ring writer and reader, the kernel ring code,
-/// the extractor's scan, decode and memory, each against a baseline.
+/// the extractor's scan, decode and memory, each against a baseline; then
+/// the kernel writer against ftrace's in one guest.
 pub fn bench(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo bench -p pstore-ring --bench ring").run()?;
     cmd!(sh, "cargo bench -p extractor --bench extract").run()?;
     cmd!(sh, "cargo bench -p qemu-tests --bench c_ring").run()?;
-    Ok(())
+    kernel_cost::run(sh)
 }

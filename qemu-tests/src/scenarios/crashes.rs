@@ -287,7 +287,8 @@ pub fn check_exact(region: &Region, cpus: u32, want: &Exactness) -> Result<Strin
         .map(|s| s.lost(LossKind::Dropped))
         .sum();
     Ok(format!(
-        "events by lane {by_lane:?}, NMI backtrace lines by CPU {nmi_lines:?}, {dropped} records in flight at the panic, every writer's events in order and none missing, panic on cpu{cpu} last: {message:?}"
+        "events by lane {by_lane:?}, NMI backtrace lines by CPU {nmi_lines:?}, {dropped} records in flight at the panic, every writer's events in order and none missing ({} writers with events), panic on cpu{cpu} last: {message:?}",
+        last.len()
     ))
 }
 

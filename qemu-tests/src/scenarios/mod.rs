@@ -188,9 +188,9 @@ pub fn workload_and_sysrq() -> String {
 
 /// What the second boot writes at [`DONE_MIB`] MiB of its disk once it
 /// has saved the previous generation.
-const DONE: &str = "crashring-test: done";
+pub const DONE: &str = "crashring-test: done";
 /// Past the largest slot a scenario saves (a 64 MiB range's 32 MiB).
-const DONE_MIB: u64 = 40;
+pub const DONE_MIB: u64 = 40;
 /// The second boot's disk: the saved slot, then the verdict.
 const SAVE_DISK_MIB: u64 = DONE_MIB + 1;
 

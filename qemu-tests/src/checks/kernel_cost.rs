@@ -1,0 +1,137 @@
+//! The kernel writer's cost against ftrace's, in the same guest and the
+//! same boot (`cargo xtask bench`): crashring_test.ko's `action=cost` times
+//! `crashring_log()`, `trace_puts()`, `trace_printk()` and an empty loop on
+//! every CPU; then user space writes 32-byte markers with `dd` into
+//! `/dev/crashring`, tracefs' `trace_marker` and `/dev/null`.
+
+use crate::env::guest;
+use crate::scenarios::{warm_reboot_run, Artifacts, WarmReboot, DONE, DONE_MIB};
+use anyhow::{ensure, Context, Result};
+use std::collections::BTreeMap;
+use xshell::Shell;
+
+/// Records per writer, CPU and round in the kernel; writes per target in
+/// user space.
+const KERNEL_EVENTS: u32 = 100_000;
+const USER_WRITES: u32 = 100_000;
+const CPUS: u32 = 2;
+
+fn script() -> String {
+    format!(
+        r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash || echo "crashring-test: insmod failed"
+mount -t tracefs nodev /sys/kernel/tracing
+insmod /lib/crashring_test.ko action=cost cost_events={KERNEL_EVENTS}
+dmesg | grep 'crashring-cost:' | sed 's/^.*crashring-cost:/crashring-cost:/'
+for target in /dev/null /dev/crashring /sys/kernel/tracing/trace_marker; do
+  start=$(cut -d ' ' -f 1 /proc/uptime)
+  dd if=/dev/zero of=$target bs=32 count={USER_WRITES} 2>/dev/null
+  end=$(cut -d ' ' -f 1 /proc/uptime)
+  echo "crashring-cost: user target=$target start=$start end=$end writes={USER_WRITES}"
+done
+echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
+poweroff -f
+"#
+    )
+}
+
+/// `key=value` words of a `crashring-cost:` line.
+fn fields(line: &str) -> BTreeMap<&str, &str> {
+    line.split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .collect()
+}
+
+pub fn run(sh: &Shell) -> Result<()> {
+    for series in ["6.12", "6.1"] {
+        let k = guest::kernel(series)?;
+        let dir = crate::env::work_dir(sh)
+            .join("runs")
+            .join(format!("cost-{series}"));
+        sh.create_dir(&dir)?;
+        let plan = WarmReboot {
+            name: "kernel-cost",
+            test_module: true,
+            cpus: CPUS,
+            script: Some(script()),
+            ..WarmReboot::memmap(String::new())
+        };
+        let saved = warm_reboot_run(sh, &k, &Artifacts { dir, kept: false }, &plan)?;
+        let lines: Vec<&str> = saved
+            .log
+            .lines()
+            .filter_map(|l| l.split_once("crashring-cost: ").map(|(_, t)| t))
+            .collect();
+        // ns per event by writer, best CPU first kept per CPU.
+        let mut kernel = BTreeMap::<&str, Vec<f64>>::new();
+        for l in lines.iter().filter(|l| l.starts_with("cpu=")) {
+            let f = fields(l);
+            let (Some(what), Some(ns), Some(n)) = (f.get("what"), f.get("ns"), f.get("events"))
+            else {
+                continue;
+            };
+            let per = ns.parse::<f64>()? / n.parse::<f64>()?;
+            kernel.entry(what).or_default().push(per);
+        }
+        ensure!(
+            kernel.values().all(|v| v.len() == CPUS as usize) && kernel.len() == 4,
+            "cost lines missing from the serial log: {lines:?}"
+        );
+        let mean = |w: &str| {
+            kernel
+                .get(w)
+                .map_or(f64::NAN, |v| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let empty = mean("empty-loop");
+        println!(
+            "\nkernel writer, {} (QEMU TCG, {CPUS} CPUs, {KERNEL_EVENTS} records per CPU, best of 3 rounds, mean over CPUs):",
+            k.release
+        );
+        for w in ["crashring_log", "trace_puts", "trace_printk", "empty-loop"] {
+            println!(
+                "  {w:<14} {:>8.1} ns/event ({:>8.1} above the empty loop)",
+                mean(w),
+                mean(w) - empty
+            );
+        }
+        for base in ["trace_puts", "trace_printk"] {
+            println!(
+                "  crashring_log / {base}: {:.2}x",
+                (mean("crashring_log") - empty) / (mean(base) - empty)
+            );
+        }
+        let mut user = BTreeMap::<&str, f64>::new();
+        for l in lines.iter().filter(|l| l.starts_with("user ")) {
+            let f = fields(l);
+            let secs = |k: &str| -> Result<f64> {
+                f.get(k)
+                    .context("cost line without its time")?
+                    .parse::<f64>()
+                    .context("cost line time")
+            };
+            let target = f.get("target").copied().unwrap_or_default();
+            user.insert(
+                target,
+                (secs("end")? - secs("start")?) * 1e9 / f64::from(USER_WRITES),
+            );
+        }
+        ensure!(user.len() == 3, "user cost lines missing: {lines:?}");
+        println!(
+            "user markers, write() of 32 bytes ({USER_WRITES} by dd, /proc/uptime's 10 ms clock):"
+        );
+        for (target, ns) in &user {
+            println!("  {target:<34} {ns:>8.0} ns/write");
+        }
+        let null = user.get("/dev/null").copied().unwrap_or(f64::NAN);
+        let ours = user.get("/dev/crashring").copied().unwrap_or(f64::NAN);
+        let ftrace = user
+            .get("/sys/kernel/tracing/trace_marker")
+            .copied()
+            .unwrap_or(f64::NAN);
+        println!(
+            "  /dev/crashring / trace_marker: {:.2}x ({:.2}x above the /dev/null write)",
+            ours / ftrace,
+            (ours - null) / (ftrace - null)
+        );
+    }
+    Ok(())
+}
