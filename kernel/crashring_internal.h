@@ -13,7 +13,10 @@
 #define CRASHRING_INTERNAL_H
 
 #include <linux/types.h>
+#include <linux/cpumask.h>
 #include <linux/mutex.h>
+#include <linux/preempt.h>
+#include <linux/smp.h>
 #include "crashring_ring.h"
 
 #define CRASHRING_SLOTS 2
@@ -64,9 +67,38 @@ struct crashring_state {
 
 extern struct crashring_state crashring;
 
+/**
+ * crashring_this_cpu - the calling CPU's lanes, preemption disabled
+ *
+ * Return: the lanes, or NULL (preemption enabled again) when not recording.
+ * A non-NULL return must be paired with crashring_put_cpu().
+ */
+static inline struct crashring_cpu *crashring_this_cpu(void)
+{
+	struct crashring_cpu *cpus;
+	unsigned int cpu;
+
+	preempt_disable_notrace();
+	/* Pairs with the release in crashring_start_recording(). */
+	if (!smp_load_acquire(&crashring.enabled)) {
+		preempt_enable_notrace();
+		return NULL;
+	}
+	cpus = READ_ONCE(crashring.cpus);
+	cpu = raw_smp_processor_id();
+	if (!cpus || cpu >= nr_cpu_ids) {
+		preempt_enable_notrace();
+		return NULL;
+	}
+	return &cpus[cpu];
+}
+
+static inline void crashring_put_cpu(void)
+{
+	preempt_enable_notrace();
+}
+
 /* crashring_main.c */
-struct crashring_cpu *crashring_this_cpu(void);
-void crashring_put_cpu(void);
 int crashring_start_recording(int slot);
 void crashring_release_previous(void);
 u64 crashring_slot_bytes(const struct crashring_slot *slot);

@@ -82,37 +82,6 @@ void crashring_note(const char *fmt, ...)
 	pr_notice("%s\n", crashring.status);
 }
 
-/**
- * crashring_this_cpu - the calling CPU's lanes, preemption disabled
- *
- * Return: the lanes, or NULL (preemption enabled again) when not recording.
- * A non-NULL return must be paired with crashring_put_cpu().
- */
-struct crashring_cpu *crashring_this_cpu(void)
-{
-	struct crashring_cpu *cpus;
-	unsigned int cpu;
-
-	preempt_disable_notrace();
-	/* Pairs with the release in crashring_start_recording(). */
-	if (!smp_load_acquire(&crashring.enabled)) {
-		preempt_enable_notrace();
-		return NULL;
-	}
-	cpus = READ_ONCE(crashring.cpus);
-	cpu = raw_smp_processor_id();
-	if (!cpus || cpu >= nr_cpu_ids) {
-		preempt_enable_notrace();
-		return NULL;
-	}
-	return &cpus[cpu];
-}
-
-void crashring_put_cpu(void)
-{
-	preempt_enable_notrace();
-}
-
 static int cr_parse_region(phys_addr_t *phys, u64 *size)
 {
 	char *at;

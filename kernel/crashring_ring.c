@@ -587,7 +587,9 @@ void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
 		cr_open_page(s, (s->cur + 1) % s->page_count, ts);
 		prefix = 0;
 	}
-	cr_add_dropped(s, cr_local_take(&s->pending_drops));
+	/* A plain read first: the exchange is a locked instruction on x86. */
+	if (cr_local_read(&s->pending_drops))
+		cr_add_dropped(s, cr_local_take(&s->pending_drops));
 	delta = ts - s->time;
 	rec = cr_data(s, s->cur) + s->commit;
 	if (prefix == 4) {

@@ -13,7 +13,9 @@
  *                     (the scenario adds NMI backtraces with sysrq l)
  *   action=cost       times cost_events records on every CPU through
  *                     crashring_log(), ftrace's trace_puts() and
- *                     trace_printk(), and an empty loop, and prints
+ *                     trace_printk(), and an empty loop; then the parts of
+ *                     a record: the clock it reads, an empty
+ *                     crashring_log() and the CRC of 64 bytes; and prints
  *                     "crashring-cost: cpu=C what=W ns=N events=E" lines
  *                     (the best of three rounds); stays loaded
  *   action=panic_irq  a timer panics the kernel from hard IRQ context
@@ -41,6 +43,7 @@
  */
 
 #include <linux/cpumask.h>
+#include <linux/crc32.h>
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/interrupt.h>
@@ -201,11 +204,24 @@ static void stop_nested(void)
  */
 #define COST_TEXT "crashring cost: 32-byte payload"
 
-enum cost_writer { COST_NONE, COST_CRASHRING, COST_TRACE_PUTS, COST_TRACE_PRINTK, COST_WRITERS };
+/*
+ * After the writers, the parts of crashring's record: the clock every
+ * record reads, a record with empty tag and text (the fixed cost), and
+ * crc32_le() over 64 bytes (what a 64-byte record adds to its page's CRC
+ * when the page closes).
+ */
+enum cost_writer {
+	COST_NONE, COST_CRASHRING, COST_TRACE_PUTS, COST_TRACE_PRINTK,
+	COST_CLOCK, COST_CRASHRING_EMPTY, COST_CRC64, COST_WRITERS
+};
 
 static const char * const cost_names[COST_WRITERS] = {
 	"empty-loop", "crashring_log", "trace_puts", "trace_printk",
+	"clock", "crashring_log-empty", "crc32-64B",
 };
+
+static u8 cost_page[4096];
+static u64 cost_sink;
 
 static u64 cost_round(enum cost_writer w)
 {
@@ -223,6 +239,15 @@ static u64 cost_round(enum cost_writer w)
 			break;
 		case COST_TRACE_PRINTK:
 			trace_printk(COST_TEXT " %u\n", i);
+			break;
+		case COST_CLOCK:
+			cost_sink += ktime_get_mono_fast_ns();
+			break;
+		case COST_CRASHRING_EMPTY:
+			crashring_log("", "");
+			break;
+		case COST_CRC64:
+			cost_sink += crc32_le(cost_sink, cost_page + i % 64 * 64, 64);
 			break;
 		default:
 			barrier();
