@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use xshell::{cmd, Shell};
 
 pub mod campaign;
+mod capture_cost;
 mod kernel_cost;
 pub mod mutants;
 #[cfg(test)]
@@ -132,5 +133,6 @@ pub fn bench(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo bench -p pstore-ring --bench ring").run()?;
     cmd!(sh, "cargo bench -p extractor --bench extract").run()?;
     cmd!(sh, "cargo bench -p qemu-tests --bench c_ring").run()?;
-    kernel_cost::run(sh)
+    kernel_cost::run(sh)?;
+    capture_cost::run(sh)
 }

@@ -227,3 +227,52 @@ impl Drop for Running {
         }
     }
 }
+
+/// Host times at which lines first appeared in a serial log, for spans a
+/// guest clock cannot give (a crash and the reboot after it): a thread
+/// reads the log every 20 ms from [`SerialClock::watch`] on.
+pub struct SerialClock {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Option<Duration>>>,
+}
+
+impl SerialClock {
+    /// Starts watching `serial` (removed first, so that only the coming
+    /// run counts) for each of `needles`.
+    pub fn watch(serial: &Path, needles: &[&str]) -> SerialClock {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let _ = std::fs::remove_file(serial);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (path, needles) = (
+            serial.to_path_buf(),
+            needles.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+        );
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut seen = vec![None; needles.len()];
+            loop {
+                // The flag before the read: the last read comes after the
+                // stop, so a line written just before it still counts.
+                let last = stopping.load(Ordering::Acquire);
+                let log = std::fs::read_to_string(&path).unwrap_or_default();
+                for (at, needle) in seen.iter_mut().zip(&needles) {
+                    if at.is_none() && log.contains(needle.as_str()) {
+                        *at = Some(start.elapsed());
+                    }
+                }
+                if last {
+                    return seen;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        SerialClock { stop, thread }
+    }
+
+    /// Stops watching: for each needle, when it first appeared, if it did.
+    pub fn stop(self) -> Vec<Option<Duration>> {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.join().unwrap_or_default()
+    }
+}

@@ -286,25 +286,26 @@ const MAKEDUMPFILE_RUNS: &[(&str, &str)] = &[
 ];
 
 /// What differs between the kdump scenarios.
-struct KdumpPlan {
+pub(crate) struct KdumpPlan {
     /// Prefix of the initramfs names.
-    name: &'static str,
+    pub name: &'static str,
     /// Where the first kernel's region is: its command-line part and the
     /// module's arguments.
-    region_append: &'static str,
-    module_args: &'static str,
-    /// Shell lines the capture kernel runs with the results disk at /mnt.
-    capture: String,
+    pub region_append: &'static str,
+    pub module_args: &'static str,
+    /// Shell lines the capture kernel runs with the results disk at /mnt;
+    /// `say` reports a line on the console and in /mnt/status.
+    pub capture: String,
 }
 
 /// What a kdump run left: the serial log's text, the status lines the
 /// capture kernel wrote to the results disk, the disk, and how long the
 /// VM ran.
-struct KdumpRun {
-    log: String,
-    status: String,
+pub(crate) struct KdumpRun {
+    pub log: String,
+    pub status: String,
     serial: PathBuf,
-    disk: PathBuf,
+    pub disk: PathBuf,
     took: Duration,
 }
 
@@ -343,7 +344,7 @@ impl KdumpRun {
 
 /// Commands in the capture kernel that extract from `input` with the
 /// guest's crashring and save the JSON lines as /mnt/trace.jsonl.
-fn capture_extract(input: &str) -> String {
+pub(crate) fn capture_extract(input: &str) -> String {
     format!(
         r#"crashring info {input}
 crashring extract --format jsonl {input} -o /mnt/trace.jsonl
@@ -383,7 +384,12 @@ echo "crashring-test: capture kernel loaded: $(cat /sys/kernel/kexec_crash_loade
 
 /// Boots a kernel with a capture kernel loaded, runs the workload, panics,
 /// and lets the capture kernel run the plan's commands.
-fn run_kdump(sh: &Shell, k: &Kernel, art: &Artifacts, plan: &KdumpPlan) -> Result<KdumpRun> {
+pub(crate) fn run_kdump(
+    sh: &Shell,
+    k: &Kernel,
+    art: &Artifacts,
+    plan: &KdumpPlan,
+) -> Result<KdumpRun> {
     let module = guest::build_module(sh, k)?;
     let guest_crashring = guest::build_guest_crashring(sh)?;
     let capture_append = "console=ttyS0 maxcpus=1 reset_devices loglevel=4 panic=-1";

@@ -17,7 +17,7 @@
 
 pub mod crashes;
 pub mod demo;
-mod dumps;
+pub(crate) mod dumps;
 mod pmem;
 mod warm_reboot;
 
@@ -530,6 +530,9 @@ pub struct WarmReboot<'a> {
     pub cpus: u32,
     /// The whole /init body, instead of [`boot_script`]'s.
     pub script: Option<String>,
+    /// Whether the guest gets an empty ext2 disk as /dev/vdb, to write
+    /// files as a real machine would (the saved slot stays raw on vda).
+    pub ext2_disk: bool,
 }
 
 impl WarmReboot<'_> {
@@ -545,6 +548,7 @@ impl WarmReboot<'_> {
             test_module: false,
             cpus: 4,
             script: None,
+            ext2_disk: false,
         }
     }
 }
@@ -602,6 +606,13 @@ pub fn warm_reboot_run(
     } else {
         None
     };
+    let kernel_modules: &[&str] = if plan.ext2_disk {
+        // ext4 (which mounts ext2) needs crc32c, a dependency modules.dep
+        // omits.
+        &["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"]
+    } else {
+        &["virtio_pci", "virtio_blk"]
+    };
     let files: Vec<(&Path, &str)> = test_module
         .iter()
         .map(|p| (p.as_path(), "lib/crashring_test.ko"))
@@ -617,7 +628,7 @@ pub fn warm_reboot_run(
             kernel: k,
             module: &module,
             crashring: &crashring,
-            kernel_modules: &["virtio_pci", "virtio_blk"],
+            kernel_modules,
             programs: &[],
             files: &files,
             script: &script,
@@ -625,6 +636,14 @@ pub fn warm_reboot_run(
     )?;
     let out = art.dir.join("previous.img");
     raw_disk(&out, SAVE_DISK_MIB << 20)?;
+    let mut disks = vec![out.clone()];
+    if plan.ext2_disk {
+        let ext2 = art.dir.join("files.ext2");
+        let _ = std::fs::remove_file(&ext2);
+        raw_disk(&ext2, 512 << 20)?;
+        cmd!(sh, "mkfs.ext2 -q -F {ext2}").run()?;
+        disks.push(ext2);
+    }
     let serial = art.dir.join("serial.log");
     let vm = Vm {
         kernel: &k.vmlinuz,
@@ -635,7 +654,7 @@ pub fn warm_reboot_run(
         ),
         memory: "2G",
         cpus: plan.cpus,
-        disks: vec![out.clone()],
+        disks,
         extra: vec![],
         serial: serial.clone(),
         timeout: Duration::from_secs(300),
