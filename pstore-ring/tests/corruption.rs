@@ -34,6 +34,8 @@ fn closed_image(endian: Endian, page_size: u32, streams: usize, pages: u32, seed
         page_size,
         streams,
         pages,
+        lanes: 1,
+        lane_pages: 2,
         ops,
         close_at_end: true,
     })
@@ -122,7 +124,7 @@ proptest! {
                 let n = n as u64 ^ seed;
                 Op::Write { stream: (n % 3) as usize, shape: (n % 4) as u8, size: (n % 60) as usize, dt: (n % 90_000) as i64 }
             }).collect();
-            model = build(&Setup { endian, word_size: 8, page_size: 512, streams: 3, pages: 4, ops, close_at_end: false });
+            model = build(&Setup { endian, word_size: 8, page_size: 512, streams: 3, pages: 4, lanes: 1, lane_pages: 2, ops, close_at_end: false });
         }
         let full = Region::parse(&model.image, HeaderTrust::Checksummed).unwrap();
         let whole = full.decode();
@@ -530,6 +532,8 @@ fn an_open_page_at_the_end_of_the_index_space_is_reported_not_a_panic() {
         page_size: 256,
         streams: 1,
         pages: 4,
+        lanes: 1,
+        lane_pages: 2,
         ops,
         close_at_end: false,
     });
@@ -799,6 +803,8 @@ fn an_absent_run_before_the_newest_page_costs_no_end_loss() {
         page_size: 256,
         streams: 1,
         pages: 100,
+        lanes: 1,
+        lane_pages: 2,
         ops,
         close_at_end: true,
     });
@@ -834,6 +840,8 @@ fn even_pages(streams: usize, events: usize, close_at_end: bool) -> Model {
         page_size: 256,
         streams,
         pages: 4,
+        lanes: 1,
+        lane_pages: 2,
         ops: (0..streams * events)
             .map(|n| Op::Write {
                 stream: n % streams,

@@ -86,7 +86,7 @@ fn check_newest_damaged(setup: &Setup, victim: usize, k: usize) -> Result<(), Te
             // With no readable page left, the loss spans every page the
             // ring can hold.
             let pages = if st.decoded_pages().is_empty() {
-                newest[0].seq.min(u64::from(setup.pages))
+                newest[0].seq.min(u64::from(setup.pages_of(i)))
             } else {
                 newest.len() as u64
             };
@@ -135,6 +135,8 @@ fn many_wraparounds_on_tiny_rings() {
                 page_size: 256,
                 streams: 3,
                 pages: 3,
+                lanes: 1,
+                lane_pages: 2,
                 ops: ops.clone(),
                 close_at_end,
             };
@@ -199,7 +201,10 @@ fn the_generators_reach_every_edge_of_the_writer_rules() {
         hit.push(("absolute time", events().any(|w| w.prefix == 12)));
         hit.push((
             "ring wrapped",
-            p.streams.iter().any(|st| st.pages.len() > s.pages as usize),
+            p.streams
+                .iter()
+                .enumerate()
+                .any(|(i, st)| st.pages.len() > s.pages_of(i) as usize),
         ));
         hit.push((
             "page opened by a drop",
@@ -225,6 +230,14 @@ fn the_generators_reach_every_edge_of_the_writer_rules() {
             }
         }
         hit.push(("written after a close", reopened));
+        // Lanes are streams with rings of their own size.
+        hit.push((
+            "a nesting lane's ring wrapped",
+            p.streams
+                .iter()
+                .enumerate()
+                .any(|(i, st)| i >= s.cpus() && st.pages.len() > s.lane_pages as usize),
+        ));
         for (what, yes) in hit {
             *seen.entry(what).or_default() += usize::from(yes);
         }

@@ -294,14 +294,17 @@ fn damage_strategy() -> impl Strategy<Value = Damage> {
     ]
 }
 
-/// Every page slot's region offset.
-fn page_offsets(region: &Region<'_>) -> Vec<usize> {
+/// Every page slot's region offset, by stream (lanes have rings of their
+/// own size).
+fn page_rings(region: &Region<'_>) -> Vec<Vec<usize>> {
     let size = u64::from(region.header.page_size);
     region
         .streams
         .iter()
-        .flat_map(|s| {
-            (0..u64::from(s.page_count)).map(move |k| (s.pages_offset + k * size) as usize)
+        .map(|s| {
+            (0..u64::from(s.page_count))
+                .map(|k| (s.pages_offset + k * size) as usize)
+                .collect()
         })
         .collect()
 }
@@ -329,7 +332,8 @@ fn damaged(setup: &Setup, damage: &Damage) -> (Vec<u8>, Vec<std::ops::Range<u64>
     let clean = Region::parse(&image, HeaderTrust::Checksummed).expect("parses");
     let e = clean.header.endian;
     let page_size = clean.header.page_size as usize;
-    let offsets = page_offsets(&clean);
+    let rings = page_rings(&clean);
+    let offsets = rings.concat();
     // Each stream's decoded pages, newest first.
     let newest: Vec<Vec<u64>> = clean
         .decode()
@@ -387,14 +391,11 @@ fn damaged(setup: &Setup, damage: &Damage) -> (Vec<u8>, Vec<std::ops::Range<u64>
             }
         }
         Damage::Copy { from, to, same } => {
-            let from_at = from.index(offsets.len());
-            let to = if *same {
-                let ring = setup.pages as usize;
-                offsets[from_at / ring * ring + to.index(ring)]
-            } else {
-                offsets[to.index(offsets.len())]
+            let from = offsets[from.index(offsets.len())];
+            let to = match rings.iter().find(|r| r.contains(&from)) {
+                Some(ring) if *same => ring[to.index(ring.len())],
+                _ => offsets[to.index(offsets.len())],
             };
-            let from = offsets[from_at];
             image.copy_within(from..from + page_size, to);
         }
         Damage::IndexEnd { page, below_max } => {
@@ -530,6 +531,8 @@ fn many_wraparounds_decode_alike() {
                     page_size: 256,
                     streams: 3,
                     pages: 3,
+                    lanes: 1,
+                    lane_pages: 2,
                     ops: ops.clone(),
                     close_at_end,
                 };

@@ -61,12 +61,34 @@ pub struct Setup {
     /// header must carry it.
     pub word_size: u8,
     pub page_size: u32,
+    /// CPUs times `lanes`: stream lane·CPUs + CPU, as the format numbers
+    /// them.
     pub streams: usize,
+    /// Pages of each CPU's first lane.
     pub pages: u32,
+    /// Nesting lanes per CPU (1: none).
+    pub lanes: usize,
+    /// Pages of each stream of lane 1 and up.
+    pub lane_pages: u32,
     pub ops: Vec<Op>,
     /// Close every page at the end, as the panic path does; otherwise the
     /// current pages stay open, as after a power loss.
     pub close_at_end: bool,
+}
+
+impl Setup {
+    pub fn cpus(&self) -> usize {
+        self.streams / self.lanes
+    }
+
+    /// The page count of stream `stream`.
+    pub fn pages_of(&self, stream: usize) -> u32 {
+        if stream < self.cpus() {
+            self.pages
+        } else {
+            self.lane_pages
+        }
+    }
 }
 
 fn dt_strategy() -> impl Strategy<Value = i64> {
@@ -123,10 +145,20 @@ pub fn setup_strategy(max_ops: usize) -> impl Strategy<Value = Setup> {
         prop_oneof![Just(256u32), Just(512), Just(1024), Just(2048), Just(4096)],
         1usize..5,
         2u32..7,
+        (prop_oneof![3 => Just(1usize), 1 => 2usize..4], 2u32..4),
         any::<bool>(),
     )
         .prop_flat_map(
-            move |(endian, word_size, page_size, streams, pages, close_at_end)| {
+            move |(
+                endian,
+                word_size,
+                page_size,
+                cpus,
+                pages,
+                (lanes, lane_pages),
+                close_at_end,
+            )| {
+                let streams = cpus * lanes;
                 proptest::collection::vec(op_strategy(streams, page_size), 0..max_ops).prop_map(
                     move |ops| Setup {
                         endian,
@@ -134,6 +166,8 @@ pub fn setup_strategy(max_ops: usize) -> impl Strategy<Value = Setup> {
                         page_size,
                         streams,
                         pages,
+                        lanes,
+                        lane_pages,
                         ops,
                         close_at_end,
                     },
@@ -492,12 +526,16 @@ impl Writers for RustWriters<'_> {
 }
 
 pub fn build(s: &Setup) -> Model {
-    let specs: Vec<StreamSpec> = (0..s.streams).map(|i| StreamSpec::cpu(i as u16)).collect();
+    let cpus = s.cpus();
+    let specs: Vec<StreamSpec> = (0..s.streams)
+        .map(|i| StreamSpec::nested((i % cpus) as u16, (i / cpus) as u8))
+        .collect();
     let cfg = RegionConfig {
         endian: s.endian,
         word_size: s.word_size,
         page_size: s.page_size,
         pages_per_stream: Some(s.pages),
+        lane_pages: s.lane_pages,
         streams: &specs,
         custom_events: CUSTOM,
         created_ns: CREATED_NS,
@@ -505,7 +543,8 @@ pub fn build(s: &Setup) -> Model {
         hostname: "model",
         ..Default::default()
     };
-    let mut image = vec![0u8; 64 * 1024 + s.streams * s.pages as usize * s.page_size as usize];
+    let pages: usize = (0..s.streams).map(|i| s.pages_of(i) as usize).sum();
+    let mut image = vec![0u8; 64 * 1024 + pages * s.page_size as usize];
     let results;
     {
         let f = write::format(&mut image, &cfg).expect("format");
@@ -545,7 +584,8 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
     );
     prop_assert_eq!(trace.streams.len(), s.streams);
     for (i, (st, model)) in trace.streams.iter().zip(&want.streams).enumerate() {
-        let kept = model.surviving(s.pages);
+        let pages = s.pages_of(i);
+        let kept = model.surviving(pages);
         // Exactly the events from the oldest surviving page's first on:
         // pages hold consecutive indexes.
         let first = kept[0].first_index;
@@ -569,7 +609,7 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
         // Page seq k lives in slot (k - 1) mod pages: slots are taken in
         // ring order from slot 0. A page's first time is its first event's,
         // or for one without events the time it was opened at.
-        let mut slots: Vec<(u32, u32, PageStatus, u64, u32, Option<u64>)> = (0..s.pages)
+        let mut slots: Vec<(u32, u32, PageStatus, u64, u32, Option<u64>)> = (0..pages)
             .map(|slot| (slot, 1, PageStatus::Unused, 0, 0, None))
             .collect();
         for p in kept {
@@ -582,7 +622,7 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
                 0 => p.first_ts,
                 _ => model.events[p.first_index as usize].ts,
             };
-            let slot = ((p.seq - 1) % u64::from(s.pages)) as usize;
+            let slot = ((p.seq - 1) % u64::from(pages)) as usize;
             slots[slot] = (slot as u32, 1, status, p.seq, p.count, Some(first_ts));
         }
         let got: Vec<_> = st
