@@ -212,40 +212,58 @@ fn decompress(data: &[u8]) -> String {
     }
 }
 
+/// What every `logs` input is placed with: the seed region's clock and
+/// the redactor a bundle runs its logs through, built once per process
+/// (they depend only on the seed region, not on the input).
+struct LogSetup {
+    clock: extractor::bundle::logs::Clock<'static>,
+    redactor: extractor::bundle::redact::TextRedactor<'static>,
+}
+
+fn log_setup() -> Option<&'static LogSetup> {
+    use extractor::bundle::redact::{Class, Rules, TextRedactor};
+    static RULES: OnceLock<Rules> = OnceLock::new();
+    static SETUP: OnceLock<Option<LogSetup>> = OnceLock::new();
+    SETUP
+        .get_or_init(|| {
+            let mem = memory();
+            let region =
+                Region::parse(&mem[REGION..REGION + REGION_SIZE], HeaderTrust::Checksummed).ok()?;
+            let trace = region.decode_paged();
+            let clock = extractor::bundle::logs::Clock::new(
+                &region,
+                trace.streams.iter().flat_map(|s| s.events()),
+                region.wall_clock_of_pages(&trace),
+            );
+            // Redacted as a bundle does, then placed from the copy.
+            let rules = RULES.get_or_init(|| Rules {
+                classes: vec![
+                    Class::DropPrefix {
+                        event: "printk".into(),
+                        prefix: "x".into(),
+                    },
+                    Class::Hash {
+                        event: "printk".into(),
+                        field: "text".into(),
+                    },
+                ],
+                raw_pointers: false,
+            });
+            let redactor = TextRedactor::new(&region, rules);
+            Some(LogSetup { clock, redactor })
+        })
+        .as_ref()
+}
+
 fn logs(data: &[u8]) -> String {
-    let mem = memory();
-    let Ok(region) = Region::parse(&mem[REGION..REGION + REGION_SIZE], HeaderTrust::Checksummed)
-    else {
+    let Some(setup) = log_setup() else {
         return String::new();
     };
-    let trace = region.decode_paged();
-    let clock = extractor::bundle::logs::Clock::new(
-        &region,
-        trace.streams.iter().flat_map(|s| s.events()),
-        region.wall_clock_of_pages(&trace),
-    );
-    // Redacted as a bundle does, then placed from the copy.
-    use extractor::bundle::redact::{Class, Rules, TextRedactor};
-    let rules = Rules {
-        classes: vec![
-            Class::DropPrefix {
-                event: "printk".into(),
-                prefix: "x".into(),
-            },
-            Class::Hash {
-                event: "printk".into(),
-                field: "text".into(),
-            },
-        ],
-        raw_pointers: false,
-    };
     let mut copy = Vec::new();
-    if let Err(e) =
-        extractor::bundle::logs::redact(data, &mut copy, &TextRedactor::new(&region, &rules))
-    {
+    if let Err(e) = extractor::bundle::logs::redact(data, &mut copy, &setup.redactor) {
         return e.to_string();
     }
-    match clock.place("fuzz", &copy[..]) {
+    match setup.clock.place("fuzz", &copy[..]) {
         Ok(log) => {
             assert!(log.placed.len() as u64 + log.placement.unplaced <= log.lines);
             let mut bytes = Vec::new();

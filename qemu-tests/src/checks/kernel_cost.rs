@@ -41,6 +41,7 @@ fn script() -> String {
 mount -t tracefs nodev /sys/kernel/tracing
 insmod /lib/crashring_test.ko action=cost cost_events={KERNEL_EVENTS}
 dmesg | grep 'crashring-cost:' | sed 's/^.*crashring-cost:/crashring-cost:/'
+echo "crashring-cost: clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 for target in /dev/null /dev/crashring /sys/kernel/tracing/trace_marker; do
   start=$(cut -d ' ' -f 1 /proc/uptime)
   dd if=/dev/zero of=$target bs=32 count={USER_WRITES} 2>/dev/null
@@ -102,8 +103,12 @@ pub fn run(sh: &Shell) -> Result<()> {
                 .map_or(f64::NAN, |v| v.iter().sum::<f64>() / v.len() as f64)
         };
         let empty = mean("empty-loop");
+        let clocksource = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("clocksource="))
+            .unwrap_or("unknown");
         println!(
-            "\nkernel writer, {} (QEMU TCG, {CPUS} CPUs, {KERNEL_EVENTS} records per CPU, best of 3 rounds, mean over CPUs):",
+            "\nkernel writer, {} (QEMU TCG, {CPUS} CPUs, {KERNEL_EVENTS} records per CPU, best of 3 rounds, mean over CPUs; clocksource {clocksource}):",
             k.release
         );
         for w in WRITERS {
