@@ -49,6 +49,7 @@ struct crashring_state {
 	const char *source;	/* "region" or "reserve_mem" */
 	bool claimed;		/* region= range requested in /proc/iomem */
 	bool pmem;		/* the range is persistent memory */
+	bool read_only;		/* a capture kernel: never writes the range */
 	void *map;
 	struct crashring_slot slot[CRASHRING_SLOTS];
 	int cur;		/* slot being recorded into, or -1 */

@@ -24,6 +24,7 @@
 #include <linux/utsname.h>
 #include <linux/timekeeping.h>
 #include <linux/cpumask.h>
+#include <linux/crash_dump.h>
 #include <linux/smp.h>
 #include "crashring_internal.h"
 #include "crashring_compat.h"
@@ -455,6 +456,10 @@ static int cr_choose_slots(void)
 				       i, &s->phys);
 	}
 	crashring.prev = cr_pick_previous(-1);
+	if (crashring.read_only) {
+		crashring_note("capture kernel: not recording, and the region stays as the crashed kernel left it (previous_ack refused); the next boot archives it");
+		return 0;
+	}
 	for (i = 0; i < CRASHRING_SLOTS; i++)
 		if (crashring.slot[i].state == CR_SLOT_EMPTY)
 			return crashring_start_recording(i);
@@ -583,8 +588,13 @@ static int cr_map(void)
 		crashring.slot[i].size = half;
 		crashring.slot[i].mem = (u8 *)crashring.map + i * half;
 	}
-	/* Persistent memory is a device's, and a plain load there may hit poison. */
-	if (!half || (!crashring.pmem && !cr_backed_by_memory(crashring.map, crashring.size))) {
+	/*
+	 * Persistent memory is a device's, and a plain load there may hit
+	 * poison. A capture kernel writes nothing, not even the probe's
+	 * flip-and-restore, and a range it cannot read shows no generation.
+	 */
+	if (!half || (!crashring.pmem && !crashring.read_only &&
+		      !cr_backed_by_memory(crashring.map, crashring.size))) {
 		pr_err("%pa+%llu does not hold what is written to it: it is outside the machine's RAM\n",
 		       &crashring.phys, crashring.size);
 		memunmap(crashring.map);
@@ -631,6 +641,13 @@ static int __init crashring_init(void)
 {
 	int err;
 
+	/*
+	 * A kdump capture kernel boots with the crashed kernel's command line,
+	 * so it would otherwise start its own generation in the region the
+	 * capture is about to read, and the next boot would find the capture
+	 * kernel's instead of the crash.
+	 */
+	crashring.read_only = is_kdump_kernel();
 	err = cr_find_range();
 	if (err)
 		return err;

@@ -10,7 +10,8 @@
  *   status            ro  the last thing user space should know
  *   previous          ro  (0400, binary) the previous generation's region
  *   previous_summary  ro  the previous generation in one screen of text
- *   previous_ack      wo  (0200) "1": archived, release it
+ *   previous_ack      wo  (0200) "1": archived, release it (EROFS in a
+ *                     capture kernel, which leaves the range alone)
  *
  * `previous` is removed and created anew whenever the previous generation
  * changes: a reader that opened it before an ack gets -ENODEV instead of
@@ -228,6 +229,9 @@ static ssize_t previous_ack_store(struct kobject *k, struct kobj_attribute *a, c
 
 	if (kstrtobool(buf, &ack) || !ack)
 		return -EINVAL;
+	/* A capture kernel leaves the crash for the next boot to archive. */
+	if (crashring.read_only)
+		return -EROFS;
 	mutex_lock(&cr_publish_lock);
 	/*
 	 * Removing waits for readers inside previous_read(), which take

@@ -568,11 +568,29 @@ pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     // /dev/mem by address, and saves a raw copy for the host's checks.
     let input = format!("/dev/mem --phys {DIRECT_ADDR:#x}");
     let mut capture = capture_extract(&input);
+    let copy = |name: &str| {
+        format!(
+            "dd if=/dev/mem of=/mnt/{name} bs=1M skip={} count={DIRECT_MIB} 2>/dev/null\n\
+             say \"dd {name} $?\"\n",
+            DIRECT_ADDR >> 20
+        )
+    };
+    capture += &copy("region.bin");
+    // The module loaded in the capture kernel with the crashed kernel's
+    // parameters, as modules-load.d would: it must offer the crash as
+    // `previous`, refuse the ack, and leave every byte of the range alone.
     capture += &format!(
-        "dd if=/dev/mem of=/mnt/region.bin bs=1M skip={} count={DIRECT_MIB} 2>/dev/null\n\
-         say \"dd $?\"\n",
-        DIRECT_ADDR >> 20
+        r#"insmod /lib/crashring.ko region={DIRECT_MIB}M@{DIRECT_ADDR:#x}
+say "capture insmod $?"
+say "capture status $(cat /sys/kernel/crashring/status)"
+crashring extract --format jsonl /sys/kernel/crashring/previous -o /mnt/previous.jsonl 2>/dev/null
+say "capture previous extract $?"
+echo 1 > /sys/kernel/crashring/previous_ack 2>/dev/null
+say "capture ack $?"
+rmmod crashring
+"#
     );
+    capture += &copy("region-after.bin");
     let plan = KdumpPlan {
         name: "kdump-direct",
         region_append: "memmap=16M$0x40000000",
@@ -580,18 +598,44 @@ pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         capture,
     };
     let run = run_kdump(sh, k, art, &plan)?;
-    run.ensure_reported("dd 0")?;
+    run.ensure_reported("dd region.bin 0")?;
+    run.ensure_reported("dd region-after.bin 0")?;
+    run.ensure_reported("capture insmod 0")?;
+    run.ensure_reported("capture status capture kernel: not recording")?;
+    run.ensure_reported("capture previous extract 0")?;
+    // 1: the shell's status for a refused write.
+    run.ensure_reported("capture ack 1")?;
     let out_dir = art.dir.join("capture");
     sh.create_dir(&out_dir)?;
     let trace_line = check_capture_trace(&run, sh, &out_dir, "/dev/mem")?;
+    let previous = run.take(sh, &out_dir, "previous.jsonl")?;
+    check_workload_jsonl(&std::fs::read_to_string(&previous)?).with_context(|| {
+        format!(
+            "the capture kernel's extract of /sys/kernel/crashring/previous ({})",
+            previous.display()
+        )
+    })?;
     let copy = run.take(sh, &out_dir, "region.bin")?;
-    let summary = check_warm_reboot(&std::fs::read(&copy)?)
+    let after = run.take(sh, &out_dir, "region-after.bin")?;
+    let before = std::fs::read(&copy)?;
+    let changed = before
+        .iter()
+        .zip(std::fs::read(&after)?)
+        .position(|(a, b)| *a != b);
+    ensure!(
+        changed.is_none(),
+        "the module loaded in the capture kernel changed the range: byte {:#x} differs between {} and {}",
+        changed.unwrap_or_default(),
+        copy.display(),
+        after.display()
+    );
+    let summary = check_warm_reboot(&before)
         .with_context(|| format!("checking {} read from /dev/mem", copy.display()))?;
     if !art.kept {
         let _ = std::fs::remove_file(&run.disk);
     }
     Ok(format!(
-        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}",
+        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}\n  the module in the capture kernel: the same events from /sys/kernel/crashring/previous, the ack refused, every byte of the range as it was",
         run.took.as_secs_f64()
     ))
 }
