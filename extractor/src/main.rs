@@ -111,6 +111,21 @@ enum Cmd {
         #[command(flatten)]
         input: InputArgs,
     },
+    /// Make this machine record across crashes: reserve a range of RAM at
+    /// every boot (memmap= through a GRUB drop-in, placed from
+    /// /proc/iomem), and load the module over it with
+    /// crash_kexec_post_notifiers on. Root only; runs update-grub.
+    Arm(cmd::arm::ArmArgs),
+    /// Undo exactly what arm wrote (files marked as its own), then
+    /// update-grub.
+    Disarm(cmd::arm::ChangeArgs),
+    /// Armed or not, the region and its generation, an unarchived
+    /// previous one, the last bundle, and what a crash now would leave.
+    Status {
+        /// The system tree to look at.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -120,6 +135,9 @@ fn main() -> ExitCode {
         Cmd::Bundle(args) => cmd::bundle::run(args),
         Cmd::CheckBundle { archive } => cmd::check_bundle::run(&archive),
         Cmd::Verify { input } => cmd::verify::run(&input),
+        Cmd::Arm(args) => cmd::arm::arm(args),
+        Cmd::Disarm(how) => cmd::arm::disarm(how),
+        Cmd::Status { root } => cmd::arm::status(root),
     };
     match done {
         Ok(code) => ExitCode::from(code),

@@ -1,6 +1,11 @@
-//! crashring's boot-stage hooks: arming the capture kernel, the
-//! capture-kernel hook that reads the region, and the next-boot recovery
-//! service that archives the previous generation.
+//! crashring's boot-stage integration: `crashring arm` and `disarm`
+//! (reserving the region with `memmap=` through GRUB, the module's
+//! options and loading) and `crashring status`.
 //!
-//! Nothing lives here yet: the hooks arrive with the kernel module they
-//! drive (see ARCHITECTURE.md).
+//! The next-boot recovery service and the capture-kernel hooks will live
+//! here too (see ARCHITECTURE.md).
+
+pub mod arm;
+pub mod iomem;
+pub mod status;
+pub mod system;

@@ -1,6 +1,7 @@
 //! The subcommands, one file each; what they share: the input options,
 //! loading with a progress bar, and what is said on stderr.
 
+pub mod arm;
 pub mod bundle;
 pub mod check_bundle;
 pub mod extract;

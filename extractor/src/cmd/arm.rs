@@ -1,0 +1,95 @@
+//! `crashring arm`, `disarm` and `status`: the machine's side, planned and
+//! applied by kexec-hooks; this file reads the options, prints the plan or
+//! applies it, and runs update-grub.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use kexec_hooks::arm::{self, Plan};
+use kexec_hooks::system::System;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ArmArgs {
+    /// The region's size (K, M or G; a multiple of 2 MiB). Default 64M;
+    /// an armed machine keeps its range.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    size: Option<u64>,
+    #[command(flatten)]
+    how: ChangeArgs,
+}
+
+#[derive(Args)]
+pub struct ChangeArgs {
+    /// Print every change as a diff and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Work on the system tree under DIR (a copy of a machine, an image
+    /// being built) instead of /; update-grub is then left to that system.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    kexec_hooks::iomem::parse_size(text)
+        .ok_or_else(|| format!("{text:?}: expected a size such as 64M or 1G"))
+}
+
+/// Prints the plan (`--dry-run`) or applies it and regenerates GRUB's
+/// configuration when its drop-in changed.
+fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
+    for note in &plan.notes {
+        eprintln!("crashring: {note}");
+    }
+    if how.dry_run {
+        print!("{}", plan.diff());
+        if plan.grub_changed {
+            println!("# then: update-grub");
+        }
+        return Ok(());
+    }
+    plan.apply(sys)?;
+    for c in &plan.changes {
+        let verb = if c.new.is_some() { "wrote" } else { "removed" };
+        eprintln!("crashring: {verb} {}", sys.path(c.path).display());
+    }
+    if plan.grub_changed {
+        if sys.is_live() {
+            let status = std::process::Command::new("update-grub")
+                .status()
+                .context("running update-grub (no GRUB? add the drop-in's command line to your boot loader by hand)")?;
+            anyhow::ensure!(status.success(), "update-grub failed: {status}");
+        } else {
+            eprintln!(
+                "crashring: not running update-grub for {}: run it in that system",
+                how.root.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn arm(args: ArmArgs) -> Result<u8> {
+    let sys = System::new(&args.how.root);
+    let plan = arm::plan_arm(&sys, args.size, std::env::consts::ARCH)?;
+    carry_out(&plan, &args.how, &sys)?;
+    if let (Some(p), false) = (plan.placement, args.how.dry_run) {
+        if !plan.is_empty() {
+            eprintln!(
+                "crashring: armed with {p}: the range is reserved and the module loaded from the next boot on"
+            );
+        }
+    }
+    Ok(0)
+}
+
+pub fn disarm(how: ChangeArgs) -> Result<u8> {
+    let sys = System::new(&how.root);
+    let plan = arm::plan_disarm(&sys)?;
+    carry_out(&plan, &how, &sys)?;
+    Ok(0)
+}
+
+pub fn status(root: PathBuf) -> Result<u8> {
+    print!("{}", kexec_hooks::status::status(&System::new(root)));
+    Ok(0)
+}

@@ -1,0 +1,260 @@
+//! `/proc/iomem` and where in it a `memmap=` range can go.
+//!
+//! A `memmap=SIZE$ADDR` range stays put from boot to boot because the
+//! kernel takes it out of RAM before anything else is placed: the
+//! decompressor's KASLR avoids it, and memblock never hands it out. It
+//! must lie inside RAM the firmware reports on every boot (a top-level
+//! `System RAM` entry) and clear of what the running kernel has placed in
+//! that RAM (its image, a crashkernel reservation: the entries nested
+//! under it), so that arming does not depend on this boot's KASLR draw.
+
+use std::fmt;
+use std::ops::Range;
+
+/// One line of `/proc/iomem`: an inclusive range, its name, and how deep
+/// it is nested (two spaces per level).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub start: u64,
+    /// Inclusive, as the file prints it.
+    pub end: u64,
+    pub name: String,
+    pub depth: usize,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IomemError {
+    #[error("/proc/iomem line {line}: {what}: {text:?}")]
+    Line {
+        line: usize,
+        what: &'static str,
+        text: String,
+    },
+    #[error("/proc/iomem shows every address as 0: only root sees them")]
+    Hidden,
+    #[error("/proc/iomem lists no System RAM")]
+    NoRam,
+}
+
+/// Parses `/proc/iomem`'s text.
+pub fn parse(text: &str) -> Result<Vec<Resource>, IomemError> {
+    let mut out = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let bad = |what| IomemError::Line {
+            line: n + 1,
+            what,
+            text: raw.to_string(),
+        };
+        let body = raw.trim_start_matches(' ');
+        let indent = raw.len() - body.len();
+        let (range, name) = body.split_once(" : ").ok_or_else(|| bad("no \" : \""))?;
+        let (start, end) = range.split_once('-').ok_or_else(|| bad("no range"))?;
+        let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad("not hexadecimal"));
+        let (start, end) = (hex(start)?, hex(end)?);
+        if end < start {
+            return Err(bad("ends before it starts"));
+        }
+        out.push(Resource {
+            start,
+            end,
+            name: name.to_string(),
+            depth: indent / 2,
+        });
+    }
+    if !out.is_empty() && out.iter().all(|r| r.start == 0 && r.end == 0) {
+        return Err(IomemError::Hidden);
+    }
+    Ok(out)
+}
+
+/// A `memmap=` range: `size` bytes from `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub start: u64,
+    pub size: u64,
+}
+
+impl Placement {
+    pub fn range(&self) -> Range<u64> {
+        self.start..self.start + self.size
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{:#x}", size_text(self.size), self.start)
+    }
+}
+
+/// `size` as the kernel's memparse reads it: the largest unit that
+/// divides it.
+pub fn size_text(size: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (unit, suffix) in UNITS {
+        if size >= unit && size.is_multiple_of(unit) {
+            return format!("{}{suffix}", size / unit);
+        }
+    }
+    size.to_string()
+}
+
+/// Ranges are aligned to 2 MiB (a huge page) and kept off the first 16 MiB,
+/// which old DMA and the boot path use.
+pub const ALIGN: u64 = 2 << 20;
+const LOW_LIMIT: u64 = 16 << 20;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlaceError {
+    #[error(transparent)]
+    Iomem(#[from] IomemError),
+    #[error(
+        "no room for {size} bytes: no System RAM range above 16 MiB holds {size} bytes, 2 MiB aligned, clear of what the kernel placed in it (largest free stretch: {largest} bytes); try a smaller --size"
+    )]
+    NoRoom { size: u64, largest: u64 },
+}
+
+/// Where `size` bytes go: the highest 2 MiB-aligned stretch inside a
+/// top-level System RAM entry, clear of every entry nested in it. The
+/// highest, because the kernel and its allocations fill RAM from the
+/// bottom and crashkernel= is placed top-down below 4 GiB, so the top of
+/// the highest RAM moves least between boots.
+pub fn place(resources: &[Resource], size: u64) -> Result<Placement, PlaceError> {
+    let mut best: Option<Placement> = None;
+    let mut largest = 0;
+    let mut saw_ram = false;
+    for (i, ram) in resources.iter().enumerate() {
+        if ram.depth != 0 || ram.name != "System RAM" {
+            continue;
+        }
+        saw_ram = true;
+        // What is nested in it: the entries after it, deeper than it.
+        let taken: Vec<Range<u64>> = resources[i + 1..]
+            .iter()
+            .take_while(|r| r.depth > 0)
+            .map(|r| r.start..r.end.saturating_add(1))
+            .collect();
+        let mut free: Vec<Range<u64>> =
+            std::iter::once(ram.start.max(LOW_LIMIT)..ram.end.saturating_add(1)).collect();
+        for t in &taken {
+            free = free
+                .into_iter()
+                .flat_map(|f| {
+                    [f.start..t.start.min(f.end), t.end.max(f.start)..f.end]
+                        .into_iter()
+                        .filter(|r| r.start < r.end)
+                })
+                .collect();
+        }
+        for f in free {
+            let top = f.end / ALIGN * ALIGN;
+            let start = f.start.next_multiple_of(ALIGN);
+            largest = largest.max(top.saturating_sub(start));
+            if top >= start + size && best.is_none_or(|b| top - size > b.start) {
+                best = Some(Placement {
+                    start: top - size,
+                    size,
+                });
+            }
+        }
+    }
+    if !saw_ram {
+        return Err(IomemError::NoRam.into());
+    }
+    best.ok_or(PlaceError::NoRoom { size, largest })
+}
+
+/// Parses a size as the kernel's memparse does: a number (decimal, or hex
+/// with 0x) and an optional K, M or G.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'K' | 'k') => (&t[..i], 10),
+        (i, 'M' | 'm') => (&t[..i], 20),
+        (i, 'G' | 'g') => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n = match digits.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+        None => digits.parse().ok()?,
+    };
+    n.checked_mul(1u64 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOST: &str = include_str!("../tests/data/iomem-host");
+    const QEMU: &str = include_str!("../tests/data/iomem-qemu");
+
+    #[test]
+    fn reads_nesting_and_ranges() {
+        let r = parse(HOST).unwrap();
+        let code = r.iter().find(|r| r.name == "Kernel code").unwrap();
+        assert_eq!(
+            (code.start, code.end, code.depth),
+            (0x100_0000, 0x220_90c7, 1)
+        );
+        assert_eq!(r.iter().filter(|r| r.name == "System RAM").count(), 3);
+    }
+
+    #[test]
+    fn places_at_the_top_of_the_highest_ram_clear_of_the_kernel() {
+        let host = place(&parse(HOST).unwrap(), 16 << 20).unwrap();
+        assert_eq!(host.range(), 0x6_3f00_0000..0x6_4000_0000);
+        // An 8 GiB QEMU guest whose KASLR put the kernel above 4 GiB.
+        let qemu = place(&parse(QEMU).unwrap(), 64 << 20).unwrap();
+        assert_eq!(qemu.range(), 0x2_3c00_0000..0x2_4000_0000);
+    }
+
+    #[test]
+    fn never_overlaps_a_nested_entry_or_leaves_its_ram() {
+        let text = "00001000-0009fbff : System RAM\n\
+                    00100000-07ffffff : System RAM\n\
+                    \x20 06000000-07dfffff : Crash kernel\n\
+                    \x20 01000000-01ffffff : Kernel code\n";
+        let r = parse(text).unwrap();
+        // Above the crashkernel there is 2 MiB; below it, 16..32 MiB is the
+        // kernel's, so 32..96 MiB is the highest room for 16 MiB.
+        let p = place(&r, 16 << 20).unwrap();
+        assert_eq!(p.range(), 0x500_0000..0x600_0000);
+        assert_eq!(place(&r, 2 << 20).unwrap().range(), 0x7e0_0000..0x800_0000);
+        assert_eq!(
+            place(&r, 96 << 20),
+            Err(PlaceError::NoRoom {
+                size: 96 << 20,
+                largest: 64 << 20
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_use() {
+        assert_eq!(
+            parse("00000000-00000000 : System RAM\n00000000-00000000 : Reserved\n"),
+            Err(IomemError::Hidden)
+        );
+        assert!(matches!(
+            parse("00001000 : System RAM"),
+            Err(IomemError::Line { line: 1, .. })
+        ));
+        assert_eq!(
+            place(&parse("00000000-000fffff : Reserved\n").unwrap(), 1 << 20),
+            Err(PlaceError::Iomem(IomemError::NoRam))
+        );
+    }
+
+    #[test]
+    fn sizes_read_as_memparse_does() {
+        assert_eq!(parse_size("16M"), Some(16 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("0x1000000"), Some(16 << 20));
+        assert_eq!(parse_size("12x"), None);
+        assert_eq!(size_text(16 << 20), "16M");
+        assert_eq!(size_text(3 << 30), "3G");
+        assert_eq!(size_text(1536 << 10), "1536K");
+    }
+}

@@ -1,0 +1,272 @@
+//! `crashring status`: whether the machine is armed, what the module is
+//! recording, what waits to be archived, and what a crash now would leave.
+
+use crate::arm::{self, GRUB_DROP_IN};
+use crate::system::System;
+use std::fmt;
+
+/// Where bundles are written (the recovery service's directory).
+pub const BUNDLE_DIR: &str = "/var/lib/crashring";
+const SYSFS: &str = "/sys/kernel/crashring";
+
+/// What `status` found, one line per item.
+#[derive(Debug, Default)]
+pub struct Status {
+    pub items: Vec<(&'static str, String)>,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (what, text) in &self.items {
+            writeln!(f, "{what:<10} {text}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A file's first line, `Err` with the reason when it cannot be read.
+fn first_line(sys: &System, path: &str) -> Result<Option<String>, String> {
+    match sys.read(path) {
+        Ok(text) => Ok(text.map(|t| t.lines().next().unwrap_or_default().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(format!("{path}: root only"))
+        }
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
+/// The `key=value` word `key` of a line.
+fn word<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+pub fn status(sys: &System) -> Status {
+    let mut s = Status::default();
+    let cmdline = sys.read("/proc/cmdline").ok().flatten().unwrap_or_default();
+    let drop_in = sys.read(GRUB_DROP_IN).ok().flatten();
+    let armed = drop_in.as_deref().and_then(arm::armed_range);
+    let reserved_now = armed.is_some_and(|p| {
+        cmdline.split_whitespace().any(|w| {
+            w.strip_prefix("memmap=")
+                .and_then(|m| m.split_once('$'))
+                .and_then(|(size, addr)| {
+                    Some((
+                        crate::iomem::parse_size(size)?,
+                        crate::iomem::parse_size(addr)?,
+                    ))
+                })
+                == Some((p.size, p.start))
+        })
+    });
+    s.items.push((
+        "armed",
+        match (armed, reserved_now) {
+            (Some(p), true) => format!("yes, memmap {p} ({GRUB_DROP_IN}), reserved in this boot"),
+            (Some(p), false) => format!(
+                "yes, memmap {p} ({GRUB_DROP_IN}); not on this boot's command line: takes effect after update-grub and a reboot"
+            ),
+            (None, _) => "no (crashring arm reserves a range at every boot)".into(),
+        },
+    ));
+    let loaded = sys.path(SYSFS).is_dir();
+    let region = first_line(sys, &format!("{SYSFS}/region"));
+    let recording = loaded
+        && first_line(sys, &format!("{SYSFS}/enabled"))
+            .ok()
+            .flatten()
+            .as_deref()
+            == Some("1");
+    s.items.push((
+        "module",
+        if !loaded {
+            "not loaded".into()
+        } else {
+            let status = first_line(sys, &format!("{SYSFS}/status"))
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            format!(
+                "loaded, {}; {status}",
+                if recording {
+                    "recording"
+                } else {
+                    "not recording"
+                }
+            )
+        },
+    ));
+    if loaded {
+        s.items.push((
+            "region",
+            match &region {
+                Ok(Some(line)) => {
+                    let field = |k| word(line, k).unwrap_or("?");
+                    match word(line, "generation") {
+                        Some(g) => format!(
+                            "{} bytes at {} ({}), generation {g} in slot {}",
+                            field("size"),
+                            field("phys"),
+                            field("source"),
+                            field("recording_slot")
+                        ),
+                        None => format!(
+                            "{} bytes at {} ({}), no generation being recorded",
+                            field("size"),
+                            field("phys"),
+                            field("source")
+                        ),
+                    }
+                }
+                Ok(None) => "unknown".into(),
+                Err(why) => why.clone(),
+            },
+        ));
+        let previous = first_line(sys, &format!("{SYSFS}/previous_summary"));
+        s.items.push((
+            "previous",
+            match previous {
+                Ok(Some(l)) if l.starts_with("none") => "none waiting to be archived".into(),
+                Ok(Some(l)) => format!("unarchived: {l}"),
+                Ok(None) => "unknown".into(),
+                Err(why) => why,
+            },
+        ));
+    }
+    s.items.push(("bundle", last_bundle(sys)));
+    let kdump = first_line(sys, "/sys/kernel/kexec_crash_loaded")
+        .ok()
+        .flatten()
+        .as_deref()
+        == Some("1");
+    let notifiers = first_line(
+        sys,
+        "/sys/module/kernel/parameters/crash_kexec_post_notifiers",
+    )
+    .ok()
+    .flatten()
+    .as_deref()
+        == Some("Y");
+    s.items
+        .push(("on crash", on_crash(recording, kdump, notifiers)));
+    s
+}
+
+/// What a crash now would leave.
+fn on_crash(recording: bool, kdump: bool, notifiers: bool) -> String {
+    let late = if notifiers {
+        ""
+    } else {
+        " (without crash_kexec_post_notifiers the crash record and the pages' closing are skipped: the open pages are salvaged record by record)"
+    };
+    match (recording, kdump) {
+        (true, true) => {
+            format!("both: the kdump kernel reads the region, and the next boot archives it{late}")
+        }
+        (true, false) => "the next boot archives the region (no kdump kernel loaded)".into(),
+        (false, true) => {
+            "kdump only: the module is not recording, so the region holds nothing new".into()
+        }
+        (false, false) => {
+            "nothing would be kept: the module is not recording and no kdump kernel is loaded"
+                .into()
+        }
+    }
+}
+
+/// The newest bundle in [`BUNDLE_DIR`].
+fn last_bundle(sys: &System) -> String {
+    let Ok(dir) = std::fs::read_dir(sys.path(BUNDLE_DIR)) else {
+        return "none".into();
+    };
+    let newest = dir
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tar.gz"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.file_name())))
+        .max();
+    match newest {
+        Some((_, name)) => format!("{BUNDLE_DIR}/{}", name.to_string_lossy()),
+        None => "none".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arm::plan_arm;
+
+    fn machine() -> (tempfile::TempDir, System) {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = System::new(dir.path());
+        sys.write("/proc/iomem", include_str!("../tests/data/iomem-qemu"))
+            .unwrap();
+        (dir, sys)
+    }
+
+    fn item(s: &Status, what: &str) -> String {
+        s.items.iter().find(|(w, _)| *w == what).unwrap().1.clone()
+    }
+
+    #[test]
+    fn an_unarmed_machine_keeps_nothing() {
+        let (_dir, sys) = machine();
+        let s = status(&sys);
+        assert!(item(&s, "armed").starts_with("no"));
+        assert_eq!(item(&s, "module"), "not loaded");
+        assert!(item(&s, "on crash").starts_with("nothing would be kept"));
+    }
+
+    #[test]
+    fn armed_recording_with_kdump_says_both() {
+        let (_dir, sys) = machine();
+        plan_arm(&sys, Some(16 << 20), "x86_64")
+            .unwrap()
+            .apply(&sys)
+            .unwrap();
+        assert!(item(&status(&sys), "armed").contains("takes effect after update-grub"));
+        sys.write(
+            "/proc/cmdline",
+            "ro quiet memmap=16M$0x23f000000 crash_kexec_post_notifiers\n",
+        )
+        .unwrap();
+        sys.write(&format!("{SYSFS}/enabled"), "1\n").unwrap();
+        sys.write(&format!("{SYSFS}/status"), "ok\n").unwrap();
+        sys.write(
+            &format!("{SYSFS}/region"),
+            "source=region phys=0x000000023f000000 size=16777216 slots=2 slot_size=8388608 cpus=10 boot_id=00 recording_slot=1 recording_phys=0x000000023f800000 generation=7\n",
+        )
+        .unwrap();
+        sys.write(
+            &format!("{SYSFS}/previous_summary"),
+            "generation 6 slot 0 phys 0x23f000000 size 8388608\nstate crashed\n",
+        )
+        .unwrap();
+        sys.write("/sys/kernel/kexec_crash_loaded", "1\n").unwrap();
+        sys.write(
+            "/sys/module/kernel/parameters/crash_kexec_post_notifiers",
+            "Y\n",
+        )
+        .unwrap();
+        sys.write(&format!("{BUNDLE_DIR}/host-20261122T2300Z.tar.gz"), "")
+            .unwrap();
+        let s = status(&sys);
+        assert!(item(&s, "armed").ends_with("reserved in this boot"), "{s}");
+        assert_eq!(item(&s, "module"), "loaded, recording; ok");
+        assert_eq!(
+            item(&s, "region"),
+            "16777216 bytes at 0x000000023f000000 (region), generation 7 in slot 1"
+        );
+        assert_eq!(
+            item(&s, "previous"),
+            "unarchived: generation 6 slot 0 phys 0x23f000000 size 8388608"
+        );
+        assert_eq!(
+            item(&s, "bundle"),
+            "/var/lib/crashring/host-20261122T2300Z.tar.gz"
+        );
+        assert_eq!(
+            item(&s, "on crash"),
+            "both: the kdump kernel reads the region, and the next boot archives it"
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! The machine's files, under a root: `/` on the machine itself, a copy
+//! of one in tests and image builders (`crashring arm --root DIR`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub struct System {
+    root: PathBuf,
+}
+
+impl System {
+    pub fn new(root: impl Into<PathBuf>) -> System {
+        System { root: root.into() }
+    }
+
+    /// Where the machine's absolute `path` is under the root.
+    pub fn path(&self, path: &str) -> PathBuf {
+        self.root.join(path.trim_start_matches('/'))
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// The file's text, or `None` if it does not exist.
+    pub fn read(&self, path: &str) -> io::Result<Option<String>> {
+        match std::fs::read_to_string(self.path(path)) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Replaces the file atomically (a temporary file in the same
+    /// directory, renamed over it), mode 0644, creating its directory.
+    pub fn write(&self, path: &str, text: &str) -> io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dest = self.path(path);
+        let dir = dest.parent().unwrap_or(&self.root);
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(text.as_bytes())?;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&dest).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// Removes the file; one already gone is fine.
+    pub fn remove(&self, path: &str) -> io::Result<()> {
+        match std::fs::remove_file(self.path(path)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every file under the root with its contents, sorted (directories
+    /// themselves are not compared).
+    pub fn snapshot(&self) -> io::Result<Vec<(PathBuf, Vec<u8>)>> {
+        fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) -> io::Result<()> {
+            for entry in std::fs::read_dir(dir)? {
+                let path = entry?.path();
+                if path.is_dir() {
+                    walk(&path, out)?;
+                } else {
+                    out.push((path.clone(), std::fs::read(&path)?));
+                }
+            }
+            Ok(())
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out)?;
+        out.sort();
+        Ok(out)
+    }
+}
