@@ -78,7 +78,7 @@ fn refusals_name_the_reason_and_exit_2() {
     for (args, says) in [
         (vec!["--size", "3M"], "multiple of 2 MiB"),
         (vec!["--size", "64G"], "no room for"),
-        (vec!["--size", "lots"], "expected a size"),
+        (vec!["--size", "lots"], "is not a number"),
     ] {
         let out = crashring(&[&["arm", "--root", &root][..], &args[..]].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -166,8 +166,8 @@ pub fn place(resources: &[Resource], size: u64) -> Result<Placement, PlaceError>
     best.ok_or(PlaceError::NoRoom { size, largest })
 }
 
-/// Parses a size as the kernel's memparse does: a number (decimal, or hex
-/// with 0x) and an optional K, M or G.
+/// Parses a size or an address as the kernel's memparse does: a number
+/// (decimal, or hex with 0x) and an optional K, M or G.
 pub fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
     let (digits, shift) = match t.char_indices().last()? {
@@ -176,7 +176,10 @@ pub fn parse_size(text: &str) -> Option<u64> {
         (i, 'G' | 'g') => (&t[..i], 30),
         _ => (t, 0),
     };
-    let n = match digits.strip_prefix("0x") {
+    let n = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
         Some(hex) => u64::from_str_radix(hex, 16).ok()?,
         None => digits.parse().ok()?,
     };
@@ -252,7 +255,9 @@ mod tests {
         assert_eq!(parse_size("16M"), Some(16 << 20));
         assert_eq!(parse_size("1G"), Some(1 << 30));
         assert_eq!(parse_size("0x1000000"), Some(16 << 20));
+        assert_eq!(parse_size("0X10k"), Some(16 << 10));
         assert_eq!(parse_size("12x"), None);
+        assert_eq!(parse_size("99999999999G"), None);
         assert_eq!(size_text(16 << 20), "16M");
         assert_eq!(size_text(3 << 30), "3G");
         assert_eq!(size_text(1536 << 10), "1536K");

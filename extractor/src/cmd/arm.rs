@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub struct ArmArgs {
     /// The region's size (K, M or G; a multiple of 2 MiB). Default 64M;
     /// an armed machine keeps its range.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_number)]
     size: Option<u64>,
     #[command(flatten)]
     how: ChangeArgs,
@@ -27,11 +27,6 @@ pub struct ChangeArgs {
     /// being built) instead of /; update-grub is then left to that system.
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
-}
-
-fn parse_size(text: &str) -> Result<u64, String> {
-    kexec_hooks::iomem::parse_size(text)
-        .ok_or_else(|| format!("{text:?}: expected a size such as 64M or 1G"))
 }
 
 /// Prints the plan (`--dry-run`) or applies it and regenerates GRUB's

@@ -81,23 +81,7 @@ fn scan_bar(total: u64) -> Option<ProgressBar> {
 }
 
 fn parse_number(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (digits, scale) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let value = match digits
-        .strip_prefix("0x")
-        .or_else(|| digits.strip_prefix("0X"))
-    {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => digits.parse(),
-    };
-    value
-        .ok()
-        .and_then(|v| v.checked_mul(scale))
+    kexec_hooks::iomem::parse_size(text)
         .ok_or_else(|| format!("`{text}` is not a number (decimal, 0x hex, optional K/M/G)"))
 }
 
