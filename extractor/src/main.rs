@@ -116,6 +116,12 @@ enum Cmd {
     /// /proc/iomem), and load the module over it with
     /// crash_kexec_post_notifiers on. Root only; runs update-grub.
     Arm(cmd::arm::ArmArgs),
+    /// Archive the previous generation the module kept (what
+    /// crashring-recover.service runs at boot): a bundle in the bundle
+    /// directory with a .json summary, checked, then acknowledged; on any
+    /// failure it stays in the region. Retention per
+    /// /etc/crashring/crashring.conf.
+    Recover(cmd::recovery::RecoverArgs),
     /// Undo exactly what arm wrote (files marked as its own), then
     /// update-grub.
     Disarm(cmd::arm::ChangeArgs),
@@ -136,6 +142,7 @@ fn main() -> ExitCode {
         Cmd::CheckBundle { archive } => cmd::check_bundle::run(&archive),
         Cmd::Verify { input } => cmd::verify::run(&input),
         Cmd::Arm(args) => cmd::arm::arm(args),
+        Cmd::Recover(args) => cmd::recovery::run(args),
         Cmd::Disarm(how) => cmd::arm::disarm(how),
         Cmd::Status { root } => cmd::arm::status(root),
     };

@@ -5,7 +5,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use extractor::bundle::redact::{Class, Rules};
 use extractor::bundle::{self, AddLog};
-use std::path::PathBuf;
+use extractor::recover::{Loaded, Recovered};
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct BundleArgs {
@@ -33,18 +34,37 @@ pub fn run(args: BundleArgs) -> Result<u8> {
     let loaded = args.input.load()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
-    let path = &args.input.input;
-    let file = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let source = bundle::Source::of(&loaded.dump, file);
     let rules = Rules {
         classes: args.redact,
         raw_pointers: args.raw_pointers,
     };
-    let output = &args.output;
-    let summary = bundle::write(output, &source, &recovered, &rules, &args.logs)
+    write(
+        &loaded,
+        &recovered,
+        &args.input.input,
+        &args.output,
+        &rules,
+        &args.logs,
+    )?;
+    Ok(u8::from(recovered.iter().any(|r| r.damaged())))
+}
+
+/// Writes the bundle of what was recovered from `input` to `output`, and
+/// says on stderr what went into it.
+pub fn write(
+    loaded: &Loaded,
+    recovered: &[Recovered],
+    input: &Path,
+    output: &Path,
+    rules: &Rules,
+    logs: &[AddLog],
+) -> Result<bundle::Summary> {
+    let file = input.file_name().map_or_else(
+        || input.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let source = bundle::Source::of(&loaded.dump, file);
+    let summary = bundle::write(output, &source, recovered, rules, logs)
         .with_context(|| format!("bundling into {}", output.display()))?;
     report_clamped("CTF and trace.dat", summary.clamped);
     for l in &summary.logs {
@@ -70,5 +90,5 @@ pub fn run(args: BundleArgs) -> Result<u8> {
         summary.events,
         summary.lost
     );
-    Ok(u8::from(recovered.iter().any(|r| r.damaged())))
+    Ok(summary)
 }

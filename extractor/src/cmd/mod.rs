@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod check_bundle;
 pub mod extract;
 pub mod info;
+pub mod recovery;
 pub mod verify;
 
 use anyhow::Result;

@@ -75,6 +75,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: warm_reboot::two_generations,
     },
     Scenario {
+        name: "recover-next-boot",
+        about: "memmap= region; workload; sysrq panic; warm reboot; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it; a second run finds nothing; the host checks the bundle off the disk",
+        needs_reserve_mem: false,
+        run: warm_reboot::recover_next_boot,
+    },
+    Scenario {
         name: "qemu-dump",
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
         needs_reserve_mem: false,

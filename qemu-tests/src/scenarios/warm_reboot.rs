@@ -378,3 +378,106 @@ pub fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Resul
     let run = warm_reboot_run(sh, k, art, &plan)?;
     run.check(check_warm_reboot)
 }
+
+/// The second boot's part of `recover-next-boot`: what
+/// crashring-recover.service runs, onto an ext2 disk, twice.
+fn recover_script() -> String {
+    format!(
+        r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
+if grep -q '^none' /sys/kernel/crashring/previous_summary; then
+  echo "crashring-test: phase record"
+{record}else
+  echo "crashring-test: phase recover"
+  mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
+  crashring recover --dir /mnt/bundles
+  echo "crashring-test: recover $?"
+  echo "crashring-test: previous after $(head -n 1 /sys/kernel/crashring/previous_summary)"
+  crashring recover --dir /mnt/bundles
+  echo "crashring-test: again $?"
+  echo "crashring-test: files $(ls /mnt/bundles | tr '\n' ' ')"
+  echo "crashring-test: modes $(stat -c %a /mnt/bundles /mnt/bundles/* | tr "\n" " ")"
+  echo "crashring-test: recording $(cat /sys/kernel/crashring/enabled)"
+  umount /mnt
+  echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
+fi
+poweroff -f
+"#,
+        record = workload_and_sysrq()
+    )
+}
+
+/// The words after `crashring-test: {what} ` on the console.
+fn said_after<'a>(log: &'a str, what: &str) -> Option<&'a str> {
+    let key = format!("crashring-test: {what} ");
+    log.lines()
+        .find_map(|l| l.split_once(key.as_str()).map(|(_, rest)| rest.trim()))
+}
+
+pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        name: "recover-next-boot",
+        cpus: 2,
+        script: Some(recover_script()),
+        ext2_disk: true,
+        ..WarmReboot::memmap(String::new())
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    let log = &saved.log;
+    for (what, want) in [
+        ("recover", "0"),
+        ("previous after", "none"),
+        ("again", "0"),
+        ("recording", "1"),
+    ] {
+        ensure!(
+            said_after(log, what) == Some(want),
+            "the guest said {what} {:?}, not {want:?}:\n{}",
+            said_after(log, what),
+            crate::env::qemu::tail(&saved.serial, 30)
+        );
+    }
+    let files: Vec<&str> = said_after(log, "files")
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let [json, bundle] = files[..] else {
+        anyhow::bail!("the bundle directory holds {files:?}, not one bundle and its summary");
+    };
+    ensure!(
+        json.strip_suffix(".json") == bundle.strip_suffix(".tar.gz"),
+        "{json} is not {bundle}'s summary"
+    );
+    ensure!(
+        said_after(log, "modes") == Some("700 600 600"),
+        "modes of the directory, summary and bundle: {:?}",
+        said_after(log, "modes")
+    );
+    // Off the ext2 disk, as a collector would find it.
+    let disk = art.dir.join("files.ext2");
+    let out = art.dir.join(bundle);
+    let _ = std::fs::remove_file(&out);
+    let req = format!("dump /bundles/{bundle} {}", out.display());
+    xshell::cmd!(sh, "debugfs -R {req} {disk}")
+        .quiet()
+        .ignore_stderr()
+        .run()?;
+    let checked = extractor::bundle::check(std::io::BufReader::new(
+        std::fs::File::open(&out).with_context(|| format!("{bundle} is not on the disk"))?,
+    ))?;
+    let region = &checked.manifest["regions"][0];
+    let recovered = region["recovered"].as_u64().unwrap_or(0);
+    ensure!(
+        region["kernel_release"] == k.release.as_str()
+            && region["crash"]["reason"] == "panic"
+            && recovered >= 2 * u64::from(super::WORKLOAD_EVENTS),
+        "the bundle's manifest does not hold the workload's {} events and the panic: {region}",
+        2 * super::WORKLOAD_EVENTS
+    );
+    if !art.kept {
+        let _ = std::fs::remove_file(&disk);
+    }
+    Ok(format!(
+        "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on; {:.1} s",
+        saved.took.as_secs_f64()
+    ))
+}

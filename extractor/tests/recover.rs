@@ -1,0 +1,177 @@
+//! `crashring recover` through the real binary, on a system tree whose
+//! `/sys/kernel/crashring` is plain files: the previous generation a
+//! region image, `previous_ack` a file the test reads back.
+
+mod common;
+
+use common::{crashring, image};
+use kexec_hooks::system::System;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+
+const SYSFS: &str = "/sys/kernel/crashring";
+const BUNDLES: &str = "/var/lib/crashring";
+
+fn machine(previous: &[u8]) -> (tempfile::TempDir, System) {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = System::new(dir.path());
+    std::fs::create_dir_all(sys.path(SYSFS)).unwrap();
+    std::fs::write(sys.path(&format!("{SYSFS}/previous")), previous).unwrap();
+    sys.write(
+        &format!("{SYSFS}/previous_summary"),
+        "generation 1 slot 0 phys 0x40000000 size 16384\n",
+    )
+    .unwrap();
+    sys.write(&format!("{SYSFS}/previous_ack"), "").unwrap();
+    (dir, sys)
+}
+
+fn recover(root: &Path) -> std::process::Output {
+    crashring(&["recover", "--root", root.to_str().unwrap()])
+}
+
+fn acked(sys: &System) -> bool {
+    sys.read(&format!("{SYSFS}/previous_ack"))
+        .unwrap()
+        .as_deref()
+        == Some("1\n")
+}
+
+fn bundles(sys: &System) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(sys.path(BUNDLES))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_crash_is_bundled_checked_summarised_journalled_then_acked_once() {
+    let (dir, sys) = machine(&image(0, true));
+    std::fs::create_dir_all(sys.path("/run/systemd/journal")).unwrap();
+    let journal = UnixDatagram::bind(sys.path("/run/systemd/journal/socket")).unwrap();
+    let out = recover(dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(acked(&sys));
+    let names = bundles(&sys);
+    assert_eq!(names.len(), 2, "{names:?}");
+    let (json, tgz) = (&names[0], &names[1]);
+    assert_eq!(json.strip_suffix(".json"), tgz.strip_suffix(".tar.gz"));
+    let bundle = sys.path(&format!("{BUNDLES}/{tgz}"));
+    assert_eq!(
+        std::fs::metadata(&bundle).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(sys.path(BUNDLES))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    let check = crashring(&["check-bundle", bundle.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", text(&check.stdout));
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sys.path(&format!("{BUNDLES}/{json}"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["summary_version"], 1);
+    assert_eq!(summary["state"], "crashed");
+    assert_eq!(summary["reason"], "panic");
+    assert_eq!(summary["bundle"], tgz.as_str());
+    let mut buf = vec![0u8; 65536];
+    let n = journal.recv(&mut buf).unwrap();
+    let message = text(&buf[..n]);
+    assert!(
+        message.contains(&format!("MESSAGE_ID={}\n", kexec_hooks::journal::RECOVERED)),
+        "{message}"
+    );
+    assert!(message.contains("CRASHRING_REASON=panic\n"), "{message}");
+
+    // The same generation again (as after a capture kernel's bundle): no
+    // second bundle, acknowledged.
+    sys.write(&format!("{SYSFS}/previous_ack"), "").unwrap();
+    let again = recover(dir.path());
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("archived already"),
+        "{}",
+        text(&again.stderr)
+    );
+    assert_eq!(bundles(&sys), names);
+    assert!(acked(&sys));
+}
+
+#[test]
+fn a_failed_recovery_leaves_the_generation_unacked_and_a_later_run_archives_it() {
+    let (dir, sys) = machine(&image(0, false));
+    // The bundle directory cannot be created: a file is in its way.
+    sys.write(BUNDLES, "not a directory").unwrap();
+    let out = recover(dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("stays in the region"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!acked(&sys));
+    sys.remove(BUNDLES).unwrap();
+    // An unreadable region is no bundle either.
+    let good = std::fs::read(sys.path(&format!("{SYSFS}/previous"))).unwrap();
+    std::fs::write(
+        sys.path(&format!("{SYSFS}/previous")),
+        vec![0u8; good.len()],
+    )
+    .unwrap();
+    assert_eq!(recover(dir.path()).status.code(), Some(2));
+    assert!(!acked(&sys));
+    std::fs::write(sys.path(&format!("{SYSFS}/previous")), good).unwrap();
+    let out = recover(dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(acked(&sys));
+    assert_eq!(bundles(&sys).len(), 2);
+}
+
+#[test]
+fn retention_keeps_max_bundles_and_nothing_waits_without_a_generation() {
+    let (dir, sys) = machine(&image(0, false));
+    sys.write("/etc/crashring/crashring.conf", "[Recover]\nMaxBundles=2\n")
+        .unwrap();
+    // Three older bundles of other generations, oldest first by mtime.
+    for (i, age) in [("a", 3), ("b", 2), ("c", 1)] {
+        let path = format!("{BUNDLES}/{i}.tar.gz");
+        sys.write(&path, "old").unwrap();
+        sys.write(&format!("{BUNDLES}/{i}.json"), "{}").unwrap();
+        let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age * 86400);
+        std::fs::File::options()
+            .write(true)
+            .open(sys.path(&path))
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    let out = recover(dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let names = bundles(&sys);
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.contains(&"c.tar.gz".to_string()) && names.contains(&"c.json".to_string()));
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with('a') || n.starts_with('b')),
+        "{names:?}"
+    );
+
+    sys.write(&format!("{SYSFS}/previous_summary"), "none\n")
+        .unwrap();
+    let idle = recover(dir.path());
+    assert!(idle.status.success());
+    assert!(text(&idle.stderr).contains("no previous generation"));
+}

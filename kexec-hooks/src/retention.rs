@@ -1,0 +1,185 @@
+//! Which bundles go once a new one is in place: the oldest first, until
+//! the count, the space used, the space left free and the age are within
+//! the limits. The new bundle is never deleted to make room for itself;
+//! if it alone breaks a limit, it stays and that is said.
+
+use crate::config::Recover;
+use std::io;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// A bundle already on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kept {
+    pub name: String,
+    /// Its bytes, with its `.json` summary.
+    pub size: u64,
+    pub age: Duration,
+}
+
+/// The file system holding the bundles, with the new bundle written.
+#[derive(Clone, Copy, Debug)]
+pub struct Fs {
+    pub size: u64,
+    pub free: u64,
+}
+
+/// What retention decided.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Pruning {
+    /// Names to delete, oldest first.
+    pub delete: Vec<String>,
+    /// Limits the new bundle breaks on its own, for the log.
+    pub over: Vec<String>,
+}
+
+/// `old` is every earlier bundle, in any order; `new_size` the new one's
+/// bytes.
+pub fn prune(old: &[Kept], new_size: u64, fs: Fs, limits: &Recover) -> Pruning {
+    let mut by_age: Vec<&Kept> = old.iter().collect();
+    // Oldest first; the name (which starts with the crash time) breaks ties.
+    by_age.sort_by(|a, b| b.age.cmp(&a.age).then(a.name.cmp(&b.name)));
+    let max_use = limits.max_use(fs.size);
+    let keep_free = limits.keep_free(fs.size);
+    let mut used: u64 = new_size + old.iter().map(|k| k.size).sum::<u64>();
+    let mut free = fs.free;
+    let mut count = old.len() + 1;
+    let mut delete = Vec::new();
+    for k in by_age {
+        let too_old = limits.max_age.is_some_and(|a| k.age > a);
+        let too_many = limits.max_bundles.is_some_and(|m| count > m);
+        if !(too_old || too_many || used > max_use || free < keep_free) {
+            break;
+        }
+        delete.push(k.name.clone());
+        used -= k.size;
+        free += k.size;
+        count -= 1;
+    }
+    let mut over = Vec::new();
+    if used > max_use {
+        over.push(format!(
+            "MaxUse ({max_use} bytes): the newest bundle alone takes {new_size}"
+        ));
+    }
+    if free < keep_free {
+        over.push(format!(
+            "KeepFree ({keep_free} bytes): {free} bytes are free with the newest bundle"
+        ));
+    }
+    Pruning { delete, over }
+}
+
+/// The bundles in `dir` (each `NAME.tar.gz`, with its `NAME.json`), but
+/// `except`.
+pub fn kept_in(dir: &Path, except: &str) -> io::Result<Vec<Kept>> {
+    let now = SystemTime::now();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(name) = file.strip_suffix(".tar.gz") else {
+            continue;
+        };
+        // A bundle being written (a dot file) is not kept yet.
+        if name == except || name.starts_with('.') {
+            continue;
+        }
+        let meta = entry.metadata()?;
+        let summary = std::fs::metadata(dir.join(format!("{name}.json"))).map_or(0, |m| m.len());
+        out.push(Kept {
+            name: name.to_string(),
+            size: meta.len() + summary,
+            age: meta
+                .modified()
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// Deletes bundle `name` and its summary.
+pub fn delete(dir: &Path, name: &str) -> io::Result<()> {
+    std::fs::remove_file(dir.join(format!("{name}.tar.gz")))?;
+    match std::fs::remove_file(dir.join(format!("{name}.json"))) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The size and free space of the file system holding `dir` (free as an
+/// unprivileged writer sees it: root's reserve does not count).
+pub fn fs_of(dir: &Path) -> io::Result<Fs> {
+    let st = rustix::fs::statvfs(dir)?;
+    Ok(Fs {
+        size: st.f_blocks.saturating_mul(st.f_frsize),
+        free: st.f_bavail.saturating_mul(st.f_frsize),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Bytes;
+
+    fn kept(name: &str, size: u64, days: u64) -> Kept {
+        Kept {
+            name: name.into(),
+            size,
+            age: Duration::from_secs(days * 86400),
+        }
+    }
+
+    const BIG: Fs = Fs {
+        size: 1 << 40,
+        free: 1 << 39,
+    };
+
+    #[test]
+    fn the_count_removes_the_oldest_and_keeps_the_new() {
+        let old = [kept("b", 10, 2), kept("a", 10, 3), kept("c", 10, 1)];
+        let limits = Recover {
+            max_bundles: Some(2),
+            ..Recover::default()
+        };
+        let p = prune(&old, 10, BIG, &limits);
+        assert_eq!(p.delete, ["a", "b"]);
+        assert!(p.over.is_empty());
+    }
+
+    #[test]
+    fn space_and_age_remove_only_as_many_as_needed() {
+        let old = [kept("a", 100, 40), kept("b", 100, 20), kept("c", 100, 10)];
+        let limits = Recover {
+            max_use: Some(Bytes::Absolute(250)),
+            max_age: Some(Duration::from_secs(30 * 86400)),
+            ..Recover::default()
+        };
+        // 400 used: "a" is too old anyway, then 300 > 250 takes "b".
+        assert_eq!(prune(&old, 100, BIG, &limits).delete, ["a", "b"]);
+        let keep_free = Recover {
+            keep_free: Some(Bytes::Absolute(150)),
+            ..Recover::default()
+        };
+        let fs = Fs {
+            size: 1000,
+            free: 20,
+        };
+        assert_eq!(prune(&old, 100, fs, &keep_free).delete, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_new_bundle_is_never_deleted_for_itself() {
+        let old = [kept("a", 100, 1)];
+        let limits = Recover {
+            max_use: Some(Bytes::Absolute(50)),
+            ..Recover::default()
+        };
+        let p = prune(&old, 80, BIG, &limits);
+        assert_eq!(p.delete, ["a"]);
+        assert_eq!(p.over.len(), 1, "{:?}", p.over);
+        assert!(p.over[0].starts_with("MaxUse (50 bytes)"));
+    }
+}
