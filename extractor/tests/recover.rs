@@ -175,3 +175,45 @@ fn retention_keeps_max_bundles_and_nothing_waits_without_a_generation() {
     assert!(idle.status.success());
     assert!(text(&idle.stderr).contains("no previous generation"));
 }
+
+#[test]
+fn a_capture_kernel_bundles_without_acking_and_the_next_boot_only_acks() {
+    // The module loaded in the capture kernel offers the crash as previous.
+    let (dir, sys) = machine(&image(0, true));
+    let capture = crashring(&[
+        "recover",
+        "--capture",
+        "--root",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(capture.status.success(), "{}", text(&capture.stderr));
+    assert!(!acked(&sys), "a capture kernel acknowledged");
+    let names = bundles(&sys);
+    assert_eq!(names.len(), 2, "{names:?}");
+    // The next boot: the same generation, acknowledged, no second bundle.
+    let next = recover(dir.path());
+    assert!(
+        text(&next.stderr).contains("archived already"),
+        "{}",
+        text(&next.stderr)
+    );
+    assert!(acked(&sys));
+    assert_eq!(bundles(&sys), names);
+
+    // Without the module (a reserve_mem= range): from /proc/vmcore.
+    let (dir, sys) = machine(&image(0, false));
+    std::fs::remove_dir_all(sys.path(SYSFS)).unwrap();
+    std::fs::create_dir_all(sys.path("/proc")).unwrap();
+    std::fs::write(sys.path("/proc/vmcore"), image(1 << 20, false)).unwrap();
+    let capture = crashring(&[
+        "recover",
+        "--capture",
+        "--root",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(capture.status.success(), "{}", text(&capture.stderr));
+    assert_eq!(bundles(&sys).len(), 2);
+    // Not in a capture kernel, /proc/vmcore is no source.
+    let plain = recover(dir.path());
+    assert!(text(&plain.stderr).contains("module is not loaded"));
+}

@@ -31,6 +31,13 @@ pub struct RecoverArgs {
     /// directory and the journal's socket are looked up under it.
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
+    /// In a kdump capture kernel (crashring-capture.service): bundle the
+    /// crashed kernel's generation from `previous` (the module loaded
+    /// there offers a memmap= range) or else from /proc/vmcore, and leave
+    /// it unacknowledged: the next boot finds the summary and only
+    /// acknowledges it.
+    #[arg(long)]
+    capture: bool,
 }
 
 /// The previous generation, as the journal and the summary name it.
@@ -61,22 +68,29 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     let summary = sys
         .read(&format!("{SYSFS}/previous_summary"))
         .context("reading the module's previous_summary")?;
-    match summary.as_deref() {
-        None => {
-            eprintln!("crashring: the module is not loaded: nothing to recover");
-            return Ok(0);
-        }
-        Some(s) if s.starts_with("none") => {
-            eprintln!("crashring: no previous generation waits to be archived");
-            return Ok(0);
-        }
-        Some(_) => {}
-    }
+    let waiting = summary.as_deref().is_some_and(|s| !s.starts_with("none"));
+    let source = if waiting {
+        Source::Previous
+    } else if args.capture && sys.path(VMCORE).exists() {
+        Source::Vmcore
+    } else {
+        eprintln!(
+            "crashring: {}",
+            match summary {
+                None => "the module is not loaded: nothing to recover",
+                Some(_) => "no previous generation waits to be archived",
+            }
+        );
+        return Ok(0);
+    };
     let socket = sys.path(journal::SOCKET);
     let dir = sys.path(&args.dir.to_string_lossy());
-    match archive(&sys, &dir) {
+    match archive(&sys, &dir, source, !args.capture) {
         Ok((g, outcome)) => {
             say_done(&socket, &g, &outcome);
+            if args.capture {
+                eprintln!("crashring: capture kernel: the generation stays in the region; the next boot finds its summary and acknowledges it");
+            }
             if let (Outcome::Bundled { path, .. }, Ok((cfg, _))) = (&outcome, config::load(&sys)) {
                 if let Some(cmd) = &cfg.on_bundle {
                     run_hook(cmd, path);
@@ -102,13 +116,35 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     }
 }
 
-fn archive(sys: &System, dir: &Path) -> Result<(Generation, Outcome)> {
+/// Where the generation is read from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The module's `previous`.
+    Previous,
+    /// A capture kernel's `/proc/vmcore`, scanned for the region.
+    Vmcore,
+}
+
+const VMCORE: &str = "/proc/vmcore";
+
+/// Archives the generation; `acknowledge` is false in a capture kernel,
+/// which must leave the region as it is.
+fn archive(
+    sys: &System,
+    dir: &Path,
+    source: Source,
+    acknowledge: bool,
+) -> Result<(Generation, Outcome)> {
     let (cfg, warnings) = config::load(sys)?;
     for w in warnings {
         eprintln!("crashring: {w}");
     }
+    let ack = || if acknowledge { ack(sys) } else { Ok(()) };
     let input = InputArgs {
-        input: sys.path(&format!("{SYSFS}/previous")),
+        input: sys.path(&match source {
+            Source::Previous => format!("{SYSFS}/previous"),
+            Source::Vmcore => VMCORE.to_string(),
+        }),
         phys: None,
         trust_header: false,
     };
@@ -132,7 +168,7 @@ fn archive(sys: &System, dir: &Path) -> Result<(Generation, Outcome)> {
         match cfg.clean {
             Clean::Keep => return Ok((g, Outcome::Kept)),
             Clean::Discard => {
-                ack(sys)?;
+                ack()?;
                 return Ok((g, Outcome::Discarded));
             }
             Clean::Bundle => {}
@@ -141,7 +177,7 @@ fn archive(sys: &System, dir: &Path) -> Result<(Generation, Outcome)> {
     create_private_dir(dir)?;
     if let Some(name) = archived_as(dir, &g)? {
         // The capture kernel's hook bundled it already.
-        ack(sys)?;
+        ack()?;
         return Ok((g, Outcome::AlreadyArchived(name)));
     }
     recovered.iter().for_each(report_damage);
@@ -170,7 +206,7 @@ fn archive(sys: &System, dir: &Path) -> Result<(Generation, Outcome)> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("syncing {}", dir.display()))?;
-    ack(sys)?;
+    ack()?;
     let fs = retention::fs_of(dir)?;
     let pruning = retention::prune(&retention::kept_in(dir, &name)?, size, fs, &cfg);
     for old in &pruning.delete {

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::Vm;
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use extractor::discover;
 use extractor::input;
 use extractor::input::source::FileSource;
@@ -355,6 +355,49 @@ say "capture verify $?"
     )
 }
 
+/// What crashring-capture.service runs in the capture kernel: a bundle
+/// of the crashed kernel's generation, nothing acknowledged.
+const CAPTURE_RECOVER: &str = r#"crashring recover --capture --dir /mnt/bundles
+say "capture recover $?"
+say "capture bundles $(ls /mnt/bundles | tr '\n' ' ')"
+"#;
+
+/// Checks the bundle [`CAPTURE_RECOVER`] left on the results disk: one
+/// bundle with its summary, intact, holding the workload and the panic.
+fn check_capture_bundle(run: &KdumpRun, sh: &Shell, dir: &Path, k: &Kernel) -> Result<String> {
+    run.ensure_reported("capture recover 0")?;
+    let line = format!("{}\n", run.status);
+    let files: Vec<&str> = line
+        .lines()
+        .find_map(|l| l.strip_prefix("crashring-test: capture bundles "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let [json, bundle] = files[..] else {
+        bail!(
+            "the capture kernel's bundle directory holds {files:?}, not one bundle and its summary"
+        );
+    };
+    ensure!(
+        json.strip_suffix(".json") == bundle.strip_suffix(".tar.gz"),
+        "{json} is not {bundle}'s summary"
+    );
+    sh.create_dir(dir.join("bundles"))?;
+    let path = run.take(sh, dir, &format!("bundles/{bundle}"))?;
+    let checked = extractor::bundle::check(std::io::BufReader::new(std::fs::File::open(&path)?))?;
+    let region = &checked.manifest["regions"][0];
+    let recovered = region["recovered"].as_u64().unwrap_or(0);
+    ensure!(
+        region["kernel_release"] == k.release.as_str()
+            && region["crash"]["reason"] == "panic"
+            && recovered >= 2 * u64::from(WORKLOAD_EVENTS),
+        "the capture kernel's bundle does not hold the workload and the panic: {region}"
+    );
+    Ok(format!(
+        "crashring recover --capture: {bundle} with its summary, intact, {recovered} events and the panic, nothing acknowledged"
+    ))
+}
+
 fn kdump_script(plan: &KdumpPlan, capture_append: &str) -> String {
     let capture = &plan.capture;
     format!(
@@ -511,7 +554,7 @@ fn check_workload_jsonl(jsonl: &str) -> Result<()> {
 }
 
 pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let mut capture = capture_extract("/proc/vmcore");
+    let mut capture = capture_extract("/proc/vmcore") + CAPTURE_RECOVER;
     for (name, args) in MAKEDUMPFILE_RUNS {
         if args.starts_with("-F") {
             capture += &format!("makedumpfile {args} /proc/vmcore > /mnt/{name}\n");
@@ -535,6 +578,7 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let out_dir = art.dir.join("capture");
     sh.create_dir(&out_dir)?;
     lines.push(check_capture_trace(&run, sh, &out_dir, "/proc/vmcore")?);
+    lines.push(check_capture_bundle(&run, sh, &out_dir, k)?);
     for (name, _) in MAKEDUMPFILE_RUNS {
         run.ensure_reported(&format!("makedumpfile {name} 0"))?;
         let path = run.take(sh, &out_dir, name)?;
@@ -587,7 +631,7 @@ crashring extract --format jsonl /sys/kernel/crashring/previous -o /mnt/previous
 say "capture previous extract $?"
 echo 1 > /sys/kernel/crashring/previous_ack 2>/dev/null
 say "capture ack $?"
-rmmod crashring
+{CAPTURE_RECOVER}rmmod crashring
 "#
     );
     capture += &copy("region-after.bin");
@@ -608,6 +652,7 @@ rmmod crashring
     let out_dir = art.dir.join("capture");
     sh.create_dir(&out_dir)?;
     let trace_line = check_capture_trace(&run, sh, &out_dir, "/dev/mem")?;
+    let bundle_line = check_capture_bundle(&run, sh, &out_dir, k)?;
     let previous = run.take(sh, &out_dir, "previous.jsonl")?;
     check_workload_jsonl(&std::fs::read_to_string(&previous)?).with_context(|| {
         format!(
@@ -635,7 +680,7 @@ rmmod crashring
         let _ = std::fs::remove_file(&run.disk);
     }
     Ok(format!(
-        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}\n  the module in the capture kernel: the same events from /sys/kernel/crashring/previous, the ack refused, every byte of the range as it was",
+        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}\n  the module in the capture kernel: the same events from /sys/kernel/crashring/previous, the ack refused, every byte of the range as it was\n  {bundle_line}",
         run.took.as_secs_f64()
     ))
 }
