@@ -31,6 +31,11 @@ fn recover(root: &Path) -> std::process::Output {
     crashring(&["recover", "--root", root.to_str().unwrap()])
 }
 
+/// As crashring-capture.service runs it in a kdump capture boot.
+fn capture(root: &Path) -> std::process::Output {
+    crashring(&["recover", "--capture", "--root", root.to_str().unwrap()])
+}
+
 fn acked(sys: &System) -> bool {
     sys.read(&format!("{SYSFS}/previous_ack"))
         .unwrap()
@@ -180,13 +185,8 @@ fn retention_keeps_max_bundles_and_nothing_waits_without_a_generation() {
 fn a_capture_kernel_bundles_without_acking_and_the_next_boot_only_acks() {
     // The module loaded in the capture kernel offers the crash as previous.
     let (dir, sys) = machine(&image(0, true));
-    let capture = crashring(&[
-        "recover",
-        "--capture",
-        "--root",
-        dir.path().to_str().unwrap(),
-    ]);
-    assert!(capture.status.success(), "{}", text(&capture.stderr));
+    let captured = capture(dir.path());
+    assert!(captured.status.success(), "{}", text(&captured.stderr));
     assert!(!acked(&sys), "a capture kernel acknowledged");
     let names = bundles(&sys);
     assert_eq!(names.len(), 2, "{names:?}");
@@ -205,13 +205,8 @@ fn a_capture_kernel_bundles_without_acking_and_the_next_boot_only_acks() {
     std::fs::remove_dir_all(sys.path(SYSFS)).unwrap();
     std::fs::create_dir_all(sys.path("/proc")).unwrap();
     std::fs::write(sys.path("/proc/vmcore"), image(1 << 20, false)).unwrap();
-    let capture = crashring(&[
-        "recover",
-        "--capture",
-        "--root",
-        dir.path().to_str().unwrap(),
-    ]);
-    assert!(capture.status.success(), "{}", text(&capture.stderr));
+    let captured = capture(dir.path());
+    assert!(captured.status.success(), "{}", text(&captured.stderr));
     assert_eq!(bundles(&sys).len(), 2);
     // Not in a capture kernel, /proc/vmcore is no source.
     let plain = recover(dir.path());
