@@ -397,6 +397,7 @@ if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: files $(ls /mnt/bundles | tr '\n' ' ')"
   echo "crashring-test: modes $(stat -c %a /mnt/bundles /mnt/bundles/* | tr "\n" " ")"
   echo "crashring-test: recording $(cat /sys/kernel/crashring/enabled)"
+  crashring status | sed 's/^/crashring-test: status /'
   umount /mnt
   echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
 fi
@@ -436,6 +437,25 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
             crate::env::qemu::tail(&saved.serial, 30)
         );
     }
+    // `crashring status` against the real sysfs: recording again, the
+    // crash archived, no kdump kernel.
+    for (what, want) in [
+        ("status module", "loaded, recording;"),
+        ("status region", "16777216 bytes at 0x"),
+        ("status previous", "none waiting to be archived"),
+        ("status on crash", "the next boot archives the region"),
+    ] {
+        let said = said_after(log, what).unwrap_or_default();
+        ensure!(
+            said.starts_with(want),
+            "crashring status said {what} {said:?}, not {want:?}..."
+        );
+    }
+    ensure!(
+        said_after(log, "status region").is_some_and(|r| r.contains(", generation ")),
+        "crashring status names no generation being recorded: {:?}",
+        said_after(log, "status region")
+    );
     let files: Vec<&str> = said_after(log, "files")
         .unwrap_or_default()
         .split_whitespace()
@@ -477,7 +497,7 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         let _ = std::fs::remove_file(&disk);
     }
     Ok(format!(
-        "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on; {:.1} s",
+        "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on, and crashring status says so; {:.1} s",
         saved.took.as_secs_f64()
     ))
 }
