@@ -132,6 +132,38 @@ enum Cmd {
         #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
     },
+    /// The manual page or a shell's completions, for packaging.
+    #[command(hide = true)]
+    Generate {
+        #[arg(value_enum)]
+        what: Generated,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Generated {
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the manual page or a shell's completions to stdout.
+fn generate(what: Generated) -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let mut cli = Cli::command();
+    let out = &mut io::stdout();
+    let shell = match what {
+        Generated::Man => {
+            clap_mangen::Man::new(cli).render(out)?;
+            return Ok(0);
+        }
+        Generated::Bash => clap_complete::Shell::Bash,
+        Generated::Zsh => clap_complete::Shell::Zsh,
+        Generated::Fish => clap_complete::Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut cli, "crashring", out);
+    Ok(0)
 }
 
 fn main() -> ExitCode {
@@ -145,6 +177,7 @@ fn main() -> ExitCode {
         Cmd::Recover(args) => cmd::recovery::run(args),
         Cmd::Disarm(how) => cmd::arm::disarm(how),
         Cmd::Status { root } => cmd::arm::status(root),
+        Cmd::Generate { what } => generate(what),
     };
     match done {
         Ok(code) => ExitCode::from(code),

@@ -72,6 +72,10 @@ enum Cmd {
     /// Regenerate kernel/crashring_format.h, crashring_schema.h and
     /// FORMAT.md's tables from pstore-ring.
     GenHeader,
+    /// Build the Debian packages crashring and crashring-dkms (cargo-deb,
+    /// installed if missing) into target/crashring/package, and check them
+    /// with lintian.
+    Package,
     /// Run the benchmarks (ring writer and reader, the kernel ring code, the
     /// extractor's scan, decode and memory), each against a baseline.
     Bench,
@@ -130,6 +134,10 @@ fn main() -> Result<()> {
         }
         Cmd::GenHeader => codegen::gen_header(&sh),
         Cmd::Bench => checks::bench(&sh),
+        Cmd::Package => {
+            env::setup::run(&sh)?;
+            checks::package::run(&sh).map(drop)
+        }
         Cmd::Campaign { runs, seed } => checks::campaign::run(&sh, runs, seed),
         Cmd::Mutants { files, extra } => checks::mutants::run(&sh, &files, &extra),
     }

@@ -17,6 +17,7 @@ pub mod campaign;
 mod capture_cost;
 mod kernel_cost;
 pub mod mutants;
+pub mod package;
 #[cfg(test)]
 mod tidy;
 
@@ -93,6 +94,8 @@ pub fn test(sh: &Shell) -> Result<()> {
         .env("CRASHRING_REQUIRE_READERS", "1")
         .run()?;
     kernel_checks(sh)?;
+    step("Debian packages: cargo xtask package, lintian");
+    package::run(sh)?;
     let mut times = Vec::new();
     for scenario in scenarios::SCENARIOS {
         for series in ["6.12", "6.1"] {

@@ -34,6 +34,8 @@ const TOOLS: &[&str] = &[
     "gcc",
     // libfuzzer-sys compiles libFuzzer when `test` checks the fuzz targets.
     "g++",
+    // `package` checks the Debian packages.
+    "lintian",
 ];
 
 /// The kernels the project supports, found in the archive.
