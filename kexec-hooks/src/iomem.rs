@@ -111,17 +111,42 @@ pub enum PlaceError {
     #[error(transparent)]
     Iomem(#[from] IomemError),
     #[error(
-        "no room for {size} bytes: no System RAM range above 16 MiB holds {size} bytes, 2 MiB aligned, clear of what the kernel placed in it (largest free stretch: {largest} bytes); try a smaller --size"
+        "no room for {size} bytes: no System RAM range above 16 MiB holds {size} bytes, 2 MiB aligned, clear of what the kernel placed in it and of the 256 MiB below 2 GiB where boot loaders put the initrd (largest free stretch: {largest} bytes); try a smaller --size"
     )]
     NoRoom { size: u64, largest: u64 },
 }
 
+/// x86's boot protocol lets a boot loader put the initrd anywhere below
+/// `initrd_addr_max` (2 GiB), and GRUB's BIOS loader and QEMU's `-initrd`
+/// put it as high as they can. The kernel's memmap= is no e820 entry they
+/// see, so a range there is overwritten by the initrd on every boot: seen
+/// in a 2 GiB Debian guest, whose 33 MiB initrd wiped the top half of a
+/// range at the top of its RAM between a crash and the recovery.
+const INITRD_LIMIT: u64 = 2 << 30;
+/// How far below the top of RAM under [`INITRD_LIMIT`] the initrd may
+/// reach: Debian's is 30-70 MiB, one with every firmware file 200.
+const INITRD_WINDOW: u64 = 256 << 20;
+
+/// The range the boot loader's initrd may take: the top [`INITRD_WINDOW`]
+/// of System RAM below [`INITRD_LIMIT`].
+fn initrd_window(resources: &[Resource]) -> Range<u64> {
+    let top = resources
+        .iter()
+        .filter(|r| r.depth == 0 && r.name == "System RAM" && r.start < INITRD_LIMIT)
+        .map(|r| r.end.saturating_add(1).min(INITRD_LIMIT))
+        .max()
+        .unwrap_or(0);
+    top.saturating_sub(INITRD_WINDOW)..top
+}
+
 /// Where `size` bytes go: the highest 2 MiB-aligned stretch inside a
-/// top-level System RAM entry, clear of every entry nested in it. The
-/// highest, because the kernel and its allocations fill RAM from the
-/// bottom and crashkernel= is placed top-down below 4 GiB, so the top of
-/// the highest RAM moves least between boots.
+/// top-level System RAM entry, clear of every entry nested in it and of
+/// the boot loader's initrd ([`initrd_window`]). The highest, because the
+/// kernel and its allocations fill RAM from the bottom and crashkernel= is
+/// placed top-down below 4 GiB, so the top of the highest RAM moves least
+/// between boots.
 pub fn place(resources: &[Resource], size: u64) -> Result<Placement, PlaceError> {
+    let initrd = initrd_window(resources);
     let mut best: Option<Placement> = None;
     let mut largest = 0;
     let mut saw_ram = false;
@@ -135,6 +160,7 @@ pub fn place(resources: &[Resource], size: u64) -> Result<Placement, PlaceError>
             .iter()
             .take_while(|r| r.depth > 0)
             .map(|r| r.start..r.end.saturating_add(1))
+            .chain([initrd.clone()])
             .collect();
         let mut free: Vec<Range<u64>> =
             std::iter::once(ram.start.max(LOW_LIMIT)..ram.end.saturating_add(1)).collect();
@@ -215,16 +241,20 @@ mod tests {
 
     #[test]
     fn never_overlaps_a_nested_entry_or_leaves_its_ram() {
+        // RAM at 4 GiB: nothing of the initrd's.
         let text = "00001000-0009fbff : System RAM\n\
-                    00100000-07ffffff : System RAM\n\
-                    \x20 06000000-07dfffff : Crash kernel\n\
-                    \x20 01000000-01ffffff : Kernel code\n";
+                    100000000-107ffffff : System RAM\n\
+                    \x20 106000000-107dfffff : Crash kernel\n\
+                    \x20 101000000-101ffffff : Kernel code\n";
         let r = parse(text).unwrap();
         // Above the crashkernel there is 2 MiB; below it, 16..32 MiB is the
         // kernel's, so 32..96 MiB is the highest room for 16 MiB.
         let p = place(&r, 16 << 20).unwrap();
-        assert_eq!(p.range(), 0x500_0000..0x600_0000);
-        assert_eq!(place(&r, 2 << 20).unwrap().range(), 0x7e0_0000..0x800_0000);
+        assert_eq!(p.range(), 0x1_0500_0000..0x1_0600_0000);
+        assert_eq!(
+            place(&r, 2 << 20).unwrap().range(),
+            0x1_07e0_0000..0x1_0800_0000
+        );
         assert_eq!(
             place(&r, 96 << 20),
             Err(PlaceError::NoRoom {
@@ -232,6 +262,22 @@ mod tests {
                 largest: 64 << 20
             })
         );
+    }
+
+    #[test]
+    fn keeps_off_where_boot_loaders_put_the_initrd() {
+        // The 2 GiB Debian guest: its initrd went to the top of its RAM.
+        let text = "00001000-0009fbff : System RAM\n\
+                    00100000-7ffdffff : System RAM\n\
+                    \x20 2b000000-2c1fffff : Kernel code\n\
+                    7ffe0000-7fffffff : Reserved\n";
+        let p = place(&parse(text).unwrap(), 64 << 20).unwrap();
+        assert_eq!(p.range(), 0x6be0_0000..0x6fe0_0000);
+        assert!(p.range().end <= 0x7ffe_0000 - (256 << 20));
+        // RAM from 2 to 3 GiB is beyond any initrd.
+        let text = "00100000-bffdffff : System RAM\n";
+        let p = place(&parse(text).unwrap(), 64 << 20).unwrap();
+        assert_eq!(p.range(), 0xbbe0_0000..0xbfe0_0000);
     }
 
     #[test]
