@@ -1,0 +1,23 @@
+#!/bin/bash
+# dracut module "crashring", for the kdump capture initramfs of Fedora and
+# RHEL's kdump-utils: add it with `dracut_args --add crashring` in
+# /etc/kdump.conf. It puts the crashring binary, its configuration and a
+# kdump pre.d hook in the initramfs; kdump-utils runs /etc/kdump/pre.d/*
+# before it saves the dump, so the crash is bundled even if makedumpfile
+# then fails or fills the disk.
+
+check() {
+	require_binaries crashring || return 1
+	# Only when asked for: a normal boot's initramfs has no use for it.
+	return 255
+}
+
+depends() {
+	return 0
+}
+
+install() {
+	inst_binary "$(command -v crashring)" /usr/bin/crashring
+	inst_multiple -o /etc/crashring/crashring.conf /etc/crashring/crashring.conf.d/*.conf
+	inst_script "$moddir/kdump-pre.sh" /etc/kdump/pre.d/50-crashring
+}
