@@ -36,6 +36,11 @@ const TOOLS: &[&str] = &[
     "g++",
     // `package` checks the Debian packages.
     "lintian",
+    // The Debian guest's root file system.
+    "mmdebstrap",
+    // Builds a capture initramfs with the dracut module kdump-utils uses
+    // (dracut-core does not replace initramfs-tools).
+    "dracut-core",
 ];
 
 /// The kernels the project supports, found in the archive.

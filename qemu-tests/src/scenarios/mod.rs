@@ -9,13 +9,15 @@
 //! Each family of scenarios is a child: `warm_reboot` (the runner's own
 //! scenarios), `crashes` (the test module brings the kernel down), `dumps`
 //! (the trace comes back in a memory dump), `pmem` (a power cut on an
-//! NVDIMM); `demo` runs two of them with a human summary.
+//! NVDIMM), `debian` (a real Debian guest with the packages installed);
+//! `demo` runs two of them with a human summary.
 //!
 //! Import rule: a child takes what it shares from here (`super::`), and
 //! the environment from `crate::env`; it never imports from a sibling.
 //! Whatever two children need lives in this file.
 
 pub mod crashes;
+mod debian;
 pub mod demo;
 pub(crate) mod dumps;
 mod pmem;
@@ -45,88 +47,105 @@ pub struct Artifacts {
 pub struct Scenario {
     pub name: &'static str,
     pub about: &'static str,
-    pub needs_reserve_mem: bool,
+    /// Why the scenario runs on the 6.12 kernel only, if it does.
+    pub only_612: Option<&'static str>,
     pub run: fn(&Shell, &Kernel, &Artifacts) -> Result<String>,
 }
+
+const NO_RESERVE_MEM: &str = "it needs reserve_mem=, which 6.1 lacks";
+/// The Debian guest installs the kernel `setup` takes from backports.
+const DEBIAN_612: &str = "the Debian guest runs the 6.12 kernel from bookworm-backports";
 
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "warm-reboot",
         about: "memmap= region; workload; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
-        needs_reserve_mem: false,
+        only_612: None,
         run: warm_reboot::warm_reboot,
     },
     Scenario {
         name: "warm-reboot-reserve-mem",
         about: "the same with a reserve_mem= range (6.11+), found again by label on the next boot",
-        needs_reserve_mem: true,
+        only_612: Some(NO_RESERVE_MEM),
         run: warm_reboot::warm_reboot_reserve_mem,
     },
     Scenario {
         name: "damaged-header",
         about: "memmap= region; workload; sysrq panic; before the module loads again one bit of the crashed generation's header is flipped: the module keeps it as a damaged previous and records into the other slot; --trust-header recovers it all",
-        needs_reserve_mem: false,
+        only_612: None,
         run: warm_reboot::damaged_header,
     },
     Scenario {
         name: "two-generations",
         about: "memmap= region; two crashes without an ack fill both slots; on the third boot a reader holding previous (generation 2) across its ack is refused instead of reading on into generation 1, which is then saved whole",
-        needs_reserve_mem: false,
+        only_612: None,
         run: warm_reboot::two_generations,
     },
     Scenario {
         name: "recover-next-boot",
         about: "memmap= region; workload; sysrq panic; warm reboot; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it; a second run finds nothing; the host checks the bundle off the disk",
-        needs_reserve_mem: false,
+        only_612: None,
         run: warm_reboot::recover_next_boot,
     },
     Scenario {
         name: "qemu-dump",
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
-        needs_reserve_mem: false,
+        only_612: None,
         run: dumps::qemu_dump,
     },
     Scenario {
         name: "kdump-vmcore",
         about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads",
-        needs_reserve_mem: true,
+        only_612: Some(NO_RESERVE_MEM),
         run: dumps::kdump_vmcore,
     },
     Scenario {
         name: "kdump-direct",
         about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address",
-        needs_reserve_mem: false,
+        only_612: None,
         run: dumps::kdump_direct,
     },
     Scenario {
         name: "pmem-power-loss",
         about: "region on an emulated NVDIMM; QEMU killed mid-workload (no panic, no flush); the host reads the backing file, a second boot reads /dev/pmem0",
-        needs_reserve_mem: false,
+        only_612: None,
         run: pmem::pmem_power_loss,
     },
     Scenario {
         name: "panic-in-irq",
         about: "memmap= region; workload; a test module's timer panics in hard IRQ context; warm reboot; the trace shows the cause and the panic",
-        needs_reserve_mem: false,
+        only_612: None,
         run: crashes::panic_in_irq,
     },
     Scenario {
         name: "hard-lockup",
         about: "memmap= region; workload; a test module spins CPU 1 with interrupts off until a detector panics (under TCG the perf NMI watchdog cannot run, so the RCU stall detector, armed to panic, is the one that fires)",
-        needs_reserve_mem: false,
+        only_612: None,
         run: crashes::hard_lockup,
     },
     Scenario {
         name: "crash-under-load",
         about: "memmap= region; a thread per CPU writes numbered events flat out; sysrq panic; every stream's events are exactly its indices, losses exact, the torn record invisible",
-        needs_reserve_mem: false,
+        only_612: None,
         run: crashes::crash_under_load,
     },
     Scenario {
         name: "nested-under-load",
         about: "memmap= region; a thread per CPU writes flat out while each CPU's timer interrupt and tasklet write into the middle of its records, sysrq NMI backtraces print on every CPU, printk, sched and irq sources on; sysrq panic; nothing dropped but records in flight, every writer's numbered events present and in order",
-        needs_reserve_mem: false,
+        only_612: None,
         run: crashes::nested_under_load,
+    },
+    Scenario {
+        name: "signage-reboot-loop",
+        about: "a Debian 12 guest with systemd: apt installs the two packages (DKMS builds the module), crashring arm, update-grub; booted as its grub.cfg says (panic=5, MaxBundles=2), it crashes three times under a writer per CPU and reboots by itself; each boot's crashring-recover.service bundles the last crash; the two newest bundles are kept, each passes check-bundle with its own boot's markers, one journal message per crash",
+        only_612: Some(DEBIAN_612),
+        run: debian::signage_reboot_loop,
+    },
+    Scenario {
+        name: "kdump-tools",
+        about: "a Debian 12 guest with kdump-tools and both packages installed and armed; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event",
+        only_612: Some(DEBIAN_612),
+        run: debian::kdump_tools,
     },
 ];
 
@@ -149,11 +168,9 @@ pub fn list() {
 pub fn run(sh: &Shell, name: &str, series: &'static str, keep: Option<PathBuf>) -> Result<String> {
     let scenario = find(name)?;
     let k = guest::kernel(series)?;
-    ensure!(
-        !scenario.needs_reserve_mem || k.has_reserve_mem(),
-        "{name} needs reserve_mem=, which {} lacks",
-        k.release
-    );
+    if let (Some(why), false) = (scenario.only_612, k.series == "6.12") {
+        bail!("{name} does not run on {}: {why}", k.release);
+    }
     let kept = keep.is_some();
     let dir = keep.unwrap_or_else(|| work_dir(sh).join("runs").join(format!("{name}-{series}")));
     sh.create_dir(&dir)?;

@@ -1,0 +1,563 @@
+//! The scenarios on a real Debian 12 guest ([`crate::env::debian`]):
+//! crashring installed as a user installs it (`apt install` of the two
+//! packages `cargo xtask package` builds, the module built by DKMS in the
+//! guest), armed with `crashring arm`, then left to itself.
+
+use super::{host_crashring, Artifacts};
+use crate::checks::package;
+use crate::env::debian::{self, Image};
+use crate::env::guest::Kernel;
+use crate::env::qemu::{self, Vm};
+use anyhow::{bail, ensure, Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use xshell::{cmd, Shell};
+
+/// Crashes in a row in `signage-reboot-loop`.
+const CRASHES: u32 = 3;
+/// The bundles the signage box keeps (`MaxBundles=`).
+const MAX_BUNDLES: usize = 2;
+
+/// The guest's CPUs and memory.
+const CPUS: u32 = 2;
+const MEMORY: &str = "2G";
+
+/// What a job script starts with: `say` prints a line the host reads.
+const PRELUDE: &str = r#"say() { echo "crashring-test: $*"; }
+export DEBIAN_FRONTEND=noninteractive
+"#;
+
+/// The end of a job: a clean power-off (retried: while apt's triggers
+/// reload systemd, systemctl can fail to reach it).
+const POWER_OFF: &str = r#"sync
+for try in 1 2 3; do systemctl poweroff && break; sleep 5; done
+"#;
+
+/// Installs the packages from /root as a user would, runs `before_arm`
+/// (the site's own configuration), arms, and powers off.
+fn install_script(before_arm: &str) -> String {
+    format!(
+        r#"{PRELUDE}cd /root
+if apt-get install -q -y ./crashring_*.deb ./crashring-dkms_*.deb > /root/apt.log 2>&1; then
+  say "installed"
+else
+  say "apt-get install failed"; tail -n 40 /root/apt.log
+fi
+say "dkms $(dkms status crashring | tr '\n' ' ')"
+{before_arm}crashring arm --dry-run
+say "dry-run $?"
+crashring arm
+say "arm $?"
+crashring arm --dry-run | sed 's/^/crashring-test: rearm /'
+crashring status | sed 's/^/crashring-test: status /'
+{POWER_OFF}"#
+    )
+}
+
+/// The words after `crashring-test: {what} ` on the console, every time
+/// they were said.
+fn said<'a>(log: &'a str, what: &str) -> Vec<&'a str> {
+    let key = format!("crashring-test: {what} ");
+    log.lines()
+        .filter_map(|l| l.split_once(key.as_str()).map(|(_, rest)| rest.trim()))
+        .collect()
+}
+
+/// A Debian guest with both packages installed by apt, the module built
+/// by DKMS and `crashring arm` run; `flavour` and `extra` name its root file
+/// system and the packages it has besides the common ones.
+struct Installed {
+    image: Image,
+    /// What the guest's grub.cfg now boots.
+    boot: debian::Boot,
+}
+
+fn install(
+    sh: &Shell,
+    k: &Kernel,
+    art: &Artifacts,
+    flavour: &str,
+    extra: &[&str],
+    before_arm: &str,
+) -> Result<Installed> {
+    let root = debian::rootfs(sh, &k.release, flavour, extra)?;
+    let debs = package::build(sh)?;
+    let image = Image::create(sh, &root, &art.dir.join("root.img"), &debs)?;
+    let job = art.dir.join("job.img");
+    debian::job_disk(&job, &install_script(before_arm))?;
+    let first = debian::first_boot(&root, &k.release);
+    let serial = art.dir.join("install.log");
+    eprintln!(
+        "debian: first boot: apt install ./crashring*.deb (DKMS builds the module), crashring arm"
+    );
+    Vm {
+        kernel: &first.kernel,
+        initrd: &first.initrd,
+        append: first.append.clone(),
+        memory: MEMORY,
+        cpus: CPUS,
+        disks: vec![image.path.clone(), job],
+        extra: vec!["-no-reboot".into()],
+        serial: serial.clone(),
+        timeout: Duration::from_secs(15 * 60),
+    }
+    .run()?;
+    let log = std::fs::read_to_string(&serial)?;
+    let one = |what: &str| said(&log, what).first().copied().unwrap_or_default();
+    ensure!(
+        log.lines()
+            .any(|l| l.trim_end().ends_with("crashring-test: installed")),
+        "apt-get install of the packages failed:\n{}",
+        qemu::tail(&serial, 40)
+    );
+    ensure!(
+        one("dkms").contains(&format!("{}, x86_64: installed", k.release)),
+        "DKMS did not build and install the module for {}: {:?}",
+        k.release,
+        one("dkms")
+    );
+    ensure!(
+        one("dry-run") == "0" && one("arm") == "0",
+        "crashring arm failed (dry run {:?}, arm {:?}):\n{}",
+        one("dry-run"),
+        one("arm"),
+        qemu::tail(&serial, 40)
+    );
+    let boot = image.grub_boot(sh, &art.dir)?;
+    Ok(Installed { image, boot })
+}
+
+/// What every boot of an armed guest reports first: its number (counted
+/// on the root file system), boot id, how crashring-recover.service ended
+/// and when it started and ended (µs of uptime), its journal messages of
+/// this boot, the bundle directory and whether the module records.
+fn boot_report() -> String {
+    let recovered = kexec_hooks::journal::RECOVERED;
+    let failed = kexec_hooks::journal::FAILED;
+    format!(
+        r#"{PRELUDE}mkdir -p /var/lib/crashring-test
+n=$(( $(cat /var/lib/crashring-test/boot 2>/dev/null || echo 0) + 1 ))
+echo $n > /var/lib/crashring-test/boot
+sync
+say "boot $n id $(tr -d - < /proc/sys/kernel/random/boot_id)"
+say "boot $n recover $(systemctl show -P Result crashring-recover.service) $(systemctl show -P ExecMainStartTimestampMonotonic crashring-recover.service) $(systemctl show -P ExecMainExitTimestampMonotonic crashring-recover.service)"
+say "boot $n journal $(journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | wc -l) failed $(journalctl -b 0 -q -o cat MESSAGE_ID={failed} | wc -l)"
+journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | sed "s/^/crashring-test: boot $n message /"
+say "boot $n bundles $(ls /var/lib/crashring | tr '\n' ' ')"
+say "boot $n recording $(cat /sys/kernel/crashring/enabled)"
+crashring status | sed "s/^/crashring-test: boot $n status /"
+"#
+    )
+}
+
+/// The per-boot part of `signage-reboot-loop`: [`boot_report`], then (for
+/// the first [`CRASHES`] boots) a writer on every CPU and a crash in the
+/// middle of it; the last boot powers off.
+fn signage_script() -> String {
+    let recovered = kexec_hooks::journal::RECOVERED;
+    format!(
+        r#"{report}if [ $n -le {CRASHES} ]; then
+  # Now: journald cannot catch up with the writers' printk lines.
+  journalctl --sync
+  for c in $(seq 0 $(( $(nproc) - 1 ))); do
+    taskset -c $c sh -c "i=1; while :; do echo \"signage boot $n cpu $c marker \$i\" > /dev/crashring; echo \"<6>signage: boot $n cpu $c printk \$i\" > /dev/kmsg; i=\$((i+1)); done" &
+  done
+  sleep 5
+  say "boot $n crashing"
+  echo c > /proc/sysrq-trigger
+fi
+journalctl -q -o cat MESSAGE_ID={recovered} | sed "s/^/crashring-test: all boots message /"
+say "loop done"
+{POWER_OFF}"#,
+        report = boot_report()
+    )
+}
+
+/// The signage box's own configuration, before `crashring arm` (which
+/// runs update-grub): reboot 5 s after a panic, keep two bundles.
+const SIGNAGE_CONFIG: &str = r#"echo 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX panic=5"' > /etc/default/grub.d/signage.cfg
+mkdir -p /etc/crashring/crashring.conf.d
+printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.conf
+"#;
+
+pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let installed = install(sh, k, art, "signage", &[], SIGNAGE_CONFIG)?;
+    let boot = &installed.boot;
+    for want in ["memmap=", "crash_kexec_post_notifiers", "panic=5"] {
+        ensure!(
+            boot.append.split(' ').any(|w| w.starts_with(want)),
+            "the armed grub.cfg boots without {want}: {}",
+            boot.append
+        );
+    }
+    let job = art.dir.join("job.img");
+    debian::job_disk(&job, &signage_script())?;
+    let serial = art.dir.join("serial.log");
+    eprintln!(
+        "debian: booting the armed guest ({}); {CRASHES} crashes, each boot recovering the last",
+        boot.append
+    );
+    let took = Vm {
+        kernel: &boot.kernel,
+        initrd: &boot.initrd,
+        append: boot.append.clone(),
+        memory: MEMORY,
+        cpus: CPUS,
+        disks: vec![installed.image.path.clone(), job],
+        // No -no-reboot: panic=5 reboots the guest, as on the box.
+        extra: vec![],
+        serial: serial.clone(),
+        timeout: Duration::from_secs(20 * 60),
+    }
+    .run()?;
+    let log = std::fs::read_to_string(&serial)?;
+    check_loop(sh, art, &installed, &log, &serial)
+        .map(|s| format!("{s}; {:.0} s", took.as_secs_f64()))
+}
+
+/// What one boot of the loop reported.
+#[derive(Default, Debug)]
+struct BootReport<'a> {
+    id: &'a str,
+    recover: &'a str,
+    journal: &'a str,
+    bundles: &'a str,
+    recording: &'a str,
+    crashed: bool,
+}
+
+fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
+    let mut boots: BTreeMap<u32, BootReport> = BTreeMap::new();
+    for rest in said(log, "boot") {
+        let Some((n, rest)) = rest.split_once(' ') else {
+            continue;
+        };
+        let Ok(n) = n.parse() else { continue };
+        let r = boots.entry(n).or_default();
+        let (what, value) = rest.split_once(' ').unwrap_or((rest, ""));
+        match what {
+            "id" => r.id = value,
+            "recover" => r.recover = value,
+            "journal" => r.journal = value,
+            "bundles" => r.bundles = value,
+            "recording" => r.recording = value,
+            "crashing" => r.crashed = true,
+            _ => {}
+        }
+    }
+    boots
+}
+
+fn check_loop(
+    sh: &Shell,
+    art: &Artifacts,
+    installed: &Installed,
+    log: &str,
+    serial: &Path,
+) -> Result<String> {
+    let boots = reports(log);
+    let fail = |what: String| -> anyhow::Error {
+        anyhow::anyhow!(
+            "{what}\nend of the serial log ({}):\n{}",
+            serial.display(),
+            qemu::tail(serial, 40)
+        )
+    };
+    if boots.len() != CRASHES as usize + 1 || !log.contains("crashring-test: loop done") {
+        return Err(fail(format!(
+            "the guest booted {} times, not {} (a crash that did not reboot, or a boot that never came up)",
+            boots.len(),
+            CRASHES + 1
+        )));
+    }
+    let mut recovery_ms = Vec::new();
+    for (&n, r) in &boots {
+        let crashed_before = n > 1;
+        ensure!(
+            r.recording == "1",
+            "boot {n}: the module is not recording ({:?})",
+            r.recording
+        );
+        ensure!(
+            r.crashed == (n <= CRASHES),
+            "boot {n}: crashed {}, expected {}",
+            r.crashed,
+            n <= CRASHES
+        );
+        let want_journal = if crashed_before {
+            "1 failed 0"
+        } else {
+            "0 failed 0"
+        };
+        ensure!(
+            r.journal == want_journal,
+            "boot {n}: the journal has {:?} recovery messages (recovered, failed), not {want_journal:?}",
+            r.journal
+        );
+        let recover: Vec<&str> = r.recover.split(' ').collect();
+        let [result, start, exit] = recover[..] else {
+            bail!("boot {n}: crashring-recover.service said {:?}", r.recover);
+        };
+        ensure!(
+            result == "success",
+            "boot {n}: crashring-recover.service ended with {result}"
+        );
+        if crashed_before {
+            let (start, exit): (u64, u64) = (start.parse()?, exit.parse()?);
+            recovery_ms.push((exit.saturating_sub(start) / 1000, exit / 1000));
+        }
+    }
+    // After the last crash: exactly the newest MaxBundles crashes' bundles.
+    let last = &boots[&(CRASHES + 1)];
+    let names: Vec<&str> = last.bundles.split_whitespace().collect();
+    let bundles: Vec<&str> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".tar.gz"))
+        .collect();
+    ensure!(
+        bundles.len() == MAX_BUNDLES && names.len() == 2 * MAX_BUNDLES,
+        "after {CRASHES} crashes with MaxBundles={MAX_BUNDLES}, /var/lib/crashring holds {names:?}"
+    );
+    let kept = installed
+        .image
+        .copy_out(sh, "/var/lib/crashring", &art.dir.join("bundles"))?;
+    let crashring = host_crashring(sh)?;
+    let mut sizes = Vec::new();
+    for (i, name) in bundles.iter().enumerate() {
+        // Kept: the crashes of the last MAX_BUNDLES boots, oldest first.
+        let crashed_boot = CRASHES - MAX_BUNDLES as u32 + 1 + i as u32;
+        let id = boots[&crashed_boot].id;
+        let archive = kept.join(format!("{name}.tar.gz"));
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(kept.join(format!("{name}.json")))?)?;
+        ensure!(
+            summary["boot_id"] == id
+                && summary["host"] == debian::HOSTNAME
+                && summary["state"] == "crashed"
+                && summary["message"] == "sysrq triggered crash",
+            "{name}.json is not boot {crashed_boot}'s crash (boot id {id}): {summary}"
+        );
+        let check = cmd!(sh, "{crashring} check-bundle {archive}")
+            .quiet()
+            .ignore_status()
+            .output()?;
+        ensure!(
+            check.status.success(),
+            "crashring check-bundle {name}.tar.gz: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        check_markers(sh, art, &archive, crashed_boot)?;
+        sizes.push(std::fs::metadata(&archive)?.len());
+    }
+    let messages = said(log, "all boots message");
+    ensure!(
+        messages.len() == CRASHES as usize,
+        "the journal holds {} recovery messages over all boots, not one per crash: {messages:?}",
+        messages.len()
+    );
+    Ok(format!(
+        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers and crash, check-bundle passes; one journal message per crash; recording on every boot"
+    ))
+}
+
+/// The bundle's CTF, as babeltrace2 reads it.
+fn unpack_ctf(sh: &Shell, art: &Artifacts, archive: &Path) -> Result<String> {
+    let unpacked = tempfile::tempdir_in(&art.dir)?;
+    let dir = unpacked.path();
+    cmd!(sh, "tar -xzf {archive} -C {dir}").quiet().run()?;
+    let top: PathBuf = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .next()
+        .context("an empty bundle")?;
+    let ctf = top.join("kernel/ctf");
+    Ok(cmd!(sh, "babeltrace2 {ctf}").quiet().read()?)
+}
+
+/// The bundle holds markers of the boot that crashed from every CPU, and
+/// none of another boot.
+fn check_markers(sh: &Shell, art: &Artifacts, archive: &Path, boot: u32) -> Result<()> {
+    let mut per_cpu = BTreeMap::new();
+    for l in unpack_ctf(sh, art, archive)?.lines() {
+        if let Some((_, rest)) = l.split_once("signage boot ") {
+            let mut w = rest.split(' ');
+            let (b, c) = (w.next(), w.nth(1));
+            ensure!(
+                b == Some(&boot.to_string()),
+                "{} holds a marker of another boot: {l}",
+                archive.display()
+            );
+            *per_cpu
+                .entry(c.unwrap_or_default().to_string())
+                .or_insert(0u32) += 1;
+        }
+    }
+    ensure!(
+        per_cpu.len() == CPUS as usize,
+        "{}: markers of boot {boot} from CPUs {per_cpu:?}, not all {CPUS}",
+        archive.display()
+    );
+    Ok(())
+}
+
+/// The per-boot part of `kdump-tools`: [`boot_report`] and what kdump-tools
+/// says; the first boot writes the numbered workload and panics (the
+/// capture kernel boots the root file system, crashring-capture.service
+/// bundles, kdump-tools saves its dump and reboots); the second says what
+/// the capture boot left and powers off.
+fn kdump_script() -> String {
+    format!(
+        r#"{report}say "boot $n kdump $(kdump-config status | tail -n 1)"
+if [ $n -eq 1 ]; then
+  journalctl --sync
+{workload}  say "boot $n crashing"
+  echo c > /proc/sysrq-trigger
+fi
+# The capture boot is the previous one in the journal.
+journalctl -b -1 -q -o cat -u crashring-capture.service -u kdump-tools-dump.service | sed "s/^/crashring-test: boot $n capture boot: /"
+say "boot $n dumps $(ls /var/crash/*/dump.* 2>/dev/null | wc -l)"
+# Which came first: the bundle's summary, or kdump-tools' dump folder.
+say "boot $n written $(stat -c %Y /var/lib/crashring/*.json) $(stat -c %W /var/crash/2*)"
+say "loop done"
+{POWER_OFF}"#,
+        report = boot_report(),
+        workload = super::workload_writes()
+    )
+}
+
+pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let installed = install(sh, k, art, "kdump", &["kdump-tools", "makedumpfile"], "")?;
+    let boot = &installed.boot;
+    for want in ["memmap=", "crash_kexec_post_notifiers", "crashkernel="] {
+        ensure!(
+            boot.append.split(' ').any(|w| w.starts_with(want)),
+            "the armed grub.cfg boots without {want}: {}",
+            boot.append
+        );
+    }
+    let job = art.dir.join("job.img");
+    debian::job_disk(&job, &kdump_script())?;
+    let serial = art.dir.join("serial.log");
+    eprintln!(
+        "debian: booting the armed guest with kdump-tools ({}); a panic, the capture boot, the next boot",
+        boot.append
+    );
+    let took = Vm {
+        kernel: &boot.kernel,
+        initrd: &boot.initrd,
+        append: boot.append.clone(),
+        memory: MEMORY,
+        cpus: CPUS,
+        disks: vec![installed.image.path.clone(), job],
+        extra: vec![],
+        serial: serial.clone(),
+        timeout: Duration::from_secs(20 * 60),
+    }
+    .run()?;
+    let log = std::fs::read_to_string(&serial)?;
+    check_kdump(sh, art, &installed, &log, &serial)
+        .with_context(|| {
+            format!(
+                "serial log {}:\n{}",
+                serial.display(),
+                qemu::tail(&serial, 40)
+            )
+        })
+        .map(|s| format!("{s}; {:.0} s", took.as_secs_f64()))
+}
+
+fn check_kdump(
+    sh: &Shell,
+    art: &Artifacts,
+    installed: &Installed,
+    log: &str,
+    _serial: &Path,
+) -> Result<String> {
+    let boots = reports(log);
+    ensure!(
+        boots.len() == 2 && log.contains("crashring-test: loop done"),
+        "{} boots reported, not 2 (the crashed one and the one after the capture)",
+        boots.len()
+    );
+    let one = |what: &str| said(log, what).first().copied().unwrap_or_default();
+    ensure!(
+        one("boot 1 kdump").contains("ready to kdump"),
+        "kdump-tools was not loaded: {:?}",
+        one("boot 1 kdump")
+    );
+    ensure!(
+        one("boot 2 dumps") == "1",
+        "kdump-tools saved {:?} dumps, not 1",
+        one("boot 2 dumps")
+    );
+    let [bundle] = boots[&2]
+        .bundles
+        .split_whitespace()
+        .filter_map(|n| n.strip_suffix(".tar.gz"))
+        .collect::<Vec<_>>()[..]
+    else {
+        bail!(
+            "after the capture boot, /var/lib/crashring holds {:?}, not one bundle",
+            boots[&2].bundles
+        );
+    };
+    let written: Vec<u64> = one("boot 2 written")
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    ensure!(
+        matches!(written[..], [summary, dump] if summary <= dump),
+        "the bundle's summary was written at {written:?}[0], after kdump-tools made its dump folder ({written:?}[1])"
+    );
+    let message = said(log, "boot 2 message");
+    ensure!(
+        message.len() == 1
+            && message[0].contains("archived already as")
+            && message[0].contains(bundle),
+        "the next boot did not find the crash already archived by the capture boot: {message:?}"
+    );
+    let kept = installed
+        .image
+        .copy_out(sh, "/var/lib/crashring", &art.dir.join("bundles"))?;
+    let archive = kept.join(format!("{bundle}.tar.gz"));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kept.join(format!("{bundle}.json")))?)?;
+    ensure!(
+        summary["boot_id"] == boots[&1].id && summary["state"] == "crashed",
+        "{bundle}.json is not boot 1's crash: {summary}"
+    );
+    let crashring = host_crashring(sh)?;
+    let check = cmd!(sh, "{crashring} check-bundle {archive}")
+        .quiet()
+        .ignore_status()
+        .output()?;
+    ensure!(
+        check.status.success(),
+        "crashring check-bundle {bundle}.tar.gz: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let ctf = unpack_ctf(sh, art, &archive)?;
+    let markers: Vec<u32> = ctf
+        .lines()
+        .filter_map(|l| {
+            l.split_once("workload marker ")?
+                .1
+                .split('"')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let want: Vec<u32> = (1..=super::WORKLOAD_EVENTS).collect();
+    ensure!(
+        markers == want,
+        "the bundle holds workload markers {:?}..., not 1 to {} in order",
+        &markers[..markers.len().min(10)],
+        super::WORKLOAD_EVENTS
+    );
+    Ok(format!(
+        "kdump-tools loaded; panic; in the capture boot crashring-capture.service bundled {bundle} before kdump-tools saved its dump; the next boot found it archived and only acknowledged; the bundle holds all {} workload markers in order and check-bundle passes",
+        super::WORKLOAD_EVENTS
+    ))
+}
