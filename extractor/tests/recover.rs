@@ -212,3 +212,57 @@ fn a_capture_kernel_bundles_without_acking_and_the_next_boot_only_acks() {
     let plain = recover(dir.path());
     assert!(text(&plain.stderr).contains("module is not loaded"));
 }
+
+/// The module's `region` line in a boot `boot` recording `generation`.
+fn recording(sys: &System, boot: &str, generation: u64) {
+    sys.write(
+        &format!("{SYSFS}/region"),
+        &format!("source=region phys=0x0000000040000000 size=16777216 slots=2 slot_size=8388608 cpus=2 boot_id={boot} recording_slot={} recording_phys=0x0000000040800000 generation={generation}\n", generation % 2),
+    )
+    .unwrap();
+}
+
+fn status(root: &Path) -> String {
+    let out = crashring(&["status", "--root", root.to_str().unwrap()]);
+    text(&out.stdout)
+}
+
+#[test]
+fn a_range_that_lost_the_last_boots_generation_is_reported() {
+    let (dir, sys) = machine(b"");
+    sys.write(&format!("{SYSFS}/previous_summary"), "none\n")
+        .unwrap();
+    std::fs::create_dir_all(sys.path("/run/systemd/journal")).unwrap();
+    let journal = UnixDatagram::bind(sys.path("/run/systemd/journal/socket")).unwrap();
+    journal.set_nonblocking(true).unwrap();
+    recording(&sys, "aa", 6);
+    assert!(recover(dir.path()).status.success());
+    assert!(status(dir.path()).contains("last boot  first boot recording here"));
+    // The next boot counts on.
+    recording(&sys, "bb", 7);
+    assert!(
+        status(dir.path()).contains("kept: this boot counts on from generation 6 (not yet noted")
+    );
+    let out = recover(dir.path());
+    assert!(out.status.success() && !text(&out.stderr).contains("LOST"));
+    assert!(status(dir.path()).contains("last boot  kept: this boot counts on from generation 6\n"));
+    // The one after finds nothing and starts again at 1.
+    recording(&sys, "cc", 1);
+    let out = recover(dir.path());
+    assert!(out.status.success(), "a lost range fails no recovery");
+    assert!(
+        text(&out.stderr)
+            .contains("LOST: the last boot recorded generation 7 at 0x0000000040000000"),
+        "{}",
+        text(&out.stderr)
+    );
+    let mut buf = [0u8; 4096];
+    let n = journal.recv(&mut buf).unwrap();
+    let message = text(&buf[..n]);
+    assert!(message.contains(&format!("MESSAGE_ID={}", kexec_hooks::journal::LOST)));
+    assert!(status(dir.path()).contains("last boot  LOST: the last boot recorded generation 7"));
+    // Once a boot: a second run says nothing more.
+    let again = recover(dir.path());
+    assert!(!text(&again.stderr).contains("LOST"));
+    assert!(journal.recv(&mut buf).is_err(), "a second journal message");
+}

@@ -15,6 +15,9 @@ pub const RECOVERED: &str = "762b8a2712294bdba5c5c45170848151";
 /// `MESSAGE_ID` of "a previous generation could not be archived, and was
 /// left in the region".
 pub const FAILED: &str = "2f0001be64f245e58407c93a0c311188";
+/// `MESSAGE_ID` of "the range did not keep the last boot's generation"
+/// (see `continuity`).
+pub const LOST: &str = "20f04a55cc7f4099aff6dd76f4697a72";
 
 /// Encodes fields as one native-protocol datagram.
 pub fn encode(fields: &[(&str, &str)]) -> Vec<u8> {

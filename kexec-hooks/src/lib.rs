@@ -2,12 +2,13 @@
 //! (reserving the region with `memmap=` through GRUB, the module's
 //! options and loading), `crashring status`, and the policy of the
 //! next-boot recovery (`crashring recover`, crashring-recover.service):
-//! its configuration, retention and journal messages.
-//!
-//! The capture-kernel hooks will live here too (see ARCHITECTURE.md).
+//! its configuration, retention, journal messages, and whether the range
+//! kept the last boot's generation; the kdump capture hooks (a systemd
+//! unit for Debian's kdump-tools, a dracut module for kdump-utils).
 
 pub mod arm;
 pub mod config;
+pub mod continuity;
 pub mod iomem;
 pub mod journal;
 pub mod retention;

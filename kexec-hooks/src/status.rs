@@ -132,6 +132,9 @@ pub fn status(sys: &System) -> Status {
                 Err(why) => why,
             },
         ));
+        if let Some(verdict) = crate::continuity::describe(sys, BUNDLE_DIR) {
+            s.items.push(("last boot", verdict));
+        }
     }
     s.items.push(("bundle", last_bundle(sys)));
     let kdump = first_line(sys, "/sys/kernel/kexec_crash_loaded")

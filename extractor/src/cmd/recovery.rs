@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::bundle::redact::Rules;
 use kexec_hooks::config::{self, Clean};
+use kexec_hooks::continuity::{self, Continuity};
 use kexec_hooks::journal;
 use kexec_hooks::retention;
 use kexec_hooks::status::BUNDLE_DIR;
@@ -65,6 +66,9 @@ enum Outcome {
 
 pub fn run(args: RecoverArgs) -> Result<u8> {
     let sys = System::new(&args.root);
+    if !args.capture {
+        note_continuity(&sys, &args.dir.to_string_lossy());
+    }
     let summary = sys
         .read(&format!("{SYSFS}/previous_summary"))
         .context("reading the module's previous_summary")?;
@@ -113,6 +117,33 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
             );
             Err(e.context("the previous generation stays in the region, unacknowledged"))
         }
+    }
+}
+
+/// Judges whether the range kept the last boot's generation (once a boot),
+/// and says so in the journal when it did not; a note that cannot be
+/// written is a warning, not a failed recovery.
+fn note_continuity(sys: &System, dir: &str) {
+    if let Err(e) = create_private_dir(&sys.path(dir)) {
+        eprintln!("crashring: {e:#}");
+        return;
+    }
+    match continuity::note(sys, dir) {
+        Ok(Some(lost @ Continuity::Lost { .. })) => {
+            let message = format!("crashring: {lost}");
+            eprintln!("{message}");
+            journal::send(
+                &sys.path(journal::SOCKET),
+                &[
+                    ("MESSAGE", &message),
+                    ("MESSAGE_ID", journal::LOST),
+                    ("PRIORITY", "4"),
+                    ("SYSLOG_IDENTIFIER", "crashring"),
+                ],
+            );
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("crashring: could not note this boot's generation in {dir}: {e}"),
     }
 }
 
