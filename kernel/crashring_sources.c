@@ -515,12 +515,17 @@ static const struct file_operations cr_marker_fops = {
 	.llseek = noop_llseek,
 };
 
-/* Anyone may add a marker, like ftrace's trace_marker; nobody reads here. */
+/*
+ * Only root, and the crashring group the package's udev rule gives the
+ * node to, may add markers: a marker takes room in the kernel's own
+ * streams, so anyone's loop of writes could overwrite the kernel's
+ * history. Nobody reads here.
+ */
 static struct miscdevice cr_marker_dev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "crashring",
 	.fops = &cr_marker_fops,
-	.mode = 0222,
+	.mode = 0660,
 };
 
 /**

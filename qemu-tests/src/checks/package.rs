@@ -24,6 +24,8 @@ const CONTENTS: [(&str, &[&str]); 2] = [
             "./usr/share/bash-completion/completions/crashring",
             "./usr/share/zsh/vendor-completions/_crashring",
             "./usr/share/fish/vendor_completions.d/crashring.fish",
+            "./usr/lib/udev/rules.d/60-crashring.rules",
+            "./usr/lib/sysusers.d/crashring.conf",
             "./usr/lib/dracut/modules.d/99crashring/module-setup.sh",
             "./usr/lib/dracut/modules.d/99crashring/kdump-pre.sh",
         ],

@@ -124,6 +124,7 @@ pub fn rootfs(sh: &Shell, release: &str, name: &str, extra: &[&str]) -> Result<P
     }
     sh.create_dir(&dir)?;
     let stage = tempfile::tempdir_in(&dir)?;
+    let log = dir.join(format!("mmdebstrap-{name}.log"));
     for (path, body) in staged_files() {
         let file = stage.path().join(path);
         sh.create_dir(file.parent().context("staged path")?)?;
@@ -163,7 +164,7 @@ pub fn rootfs(sh: &Shell, release: &str, name: &str, extra: &[&str]) -> Result<P
     .collect::<Vec<_>>();
     eprintln!(
         "debian: building a Debian 12 root file system with mmdebstrap (about 350 MiB of packages from deb.debian.org; log in {})",
-        dir.join("mmdebstrap.log").display()
+        log.display()
     );
     let out = cmd!(
         sh,
@@ -172,15 +173,12 @@ pub fn rootfs(sh: &Shell, release: &str, name: &str, extra: &[&str]) -> Result<P
     .quiet()
     .ignore_status()
     .output()?;
-    std::fs::write(
-        dir.join("mmdebstrap.log"),
-        [out.stdout, out.stderr].concat(),
-    )?;
+    std::fs::write(&log, [out.stdout, out.stderr].concat())?;
     if !out.status.success() {
         bail!(
             "mmdebstrap failed ({}); its log is {}",
             out.status,
-            dir.join("mmdebstrap.log").display()
+            log.display()
         );
     }
     std::fs::write(&stamp, recipe)?;

@@ -45,6 +45,9 @@ else
   say "apt-get install failed"; tail -n 40 /root/apt.log
 fi
 say "dkms $(dkms status crashring | tr '\n' ' ')"
+say "group $(getent group crashring | cut -d: -f1)"
+# The box's unprivileged user, allowed to add markers.
+useradd --create-home --groups crashring kiosk
 {before_arm}crashring arm --dry-run
 say "dry-run $?"
 crashring arm
@@ -147,6 +150,11 @@ journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | sed "s/^/crashring-test: boot
 say "boot $n bundles $(ls /var/lib/crashring | tr '\n' ' ')"
 say "boot $n recording $(cat /sys/kernel/crashring/enabled)"
 crashring status | sed "s/^/crashring-test: boot $n status /"
+# Who may write markers: the node's mode and owners (udev's rule), a
+# member of the group, and a user outside it.
+say "boot $n device $(stat -c '%a %U %G' /dev/crashring)"
+setpriv --reuid=kiosk --regid=kiosk --init-groups sh -c "echo 'kiosk boot $n' > /dev/crashring" && say "boot $n kiosk wrote"
+setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c "echo 'nobody boot $n' > /dev/crashring" 2>/dev/null || say "boot $n nobody refused"
 "#
     )
 }
@@ -224,6 +232,9 @@ struct BootReport<'a> {
     journal: &'a str,
     bundles: &'a str,
     recording: &'a str,
+    device: &'a str,
+    kiosk_wrote: bool,
+    nobody_refused: bool,
     crashed: bool,
 }
 
@@ -242,6 +253,9 @@ fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
             "journal" => r.journal = value,
             "bundles" => r.bundles = value,
             "recording" => r.recording = value,
+            "device" => r.device = value,
+            "kiosk" => r.kiosk_wrote = value == "wrote",
+            "nobody" => r.nobody_refused = value == "refused",
             "crashing" => r.crashed = true,
             _ => {}
         }
@@ -294,6 +308,24 @@ fn check_loop(
             r.journal == want_journal,
             "boot {n}: the journal has {:?} recovery messages (recovered, failed), not {want_journal:?}",
             r.journal
+        );
+        ensure!(
+            r.device == "660 root crashring" && r.kiosk_wrote && r.nobody_refused,
+            "boot {n}: /dev/crashring is {:?} (not 660 root crashring), the group member wrote: {}, a user outside it was refused: {}",
+            r.device,
+            r.kiosk_wrote,
+            r.nobody_refused
+        );
+        // The range kept every generation: each boot counts on.
+        let continuity = said(log, &format!("boot {n} status last boot"));
+        let want = if crashed_before {
+            "kept: this boot counts on"
+        } else {
+            "first boot recording here"
+        };
+        ensure!(
+            continuity.len() == 1 && continuity[0].starts_with(want),
+            "boot {n}: crashring status says of the last boot {continuity:?}, not {want:?}"
         );
         let recover: Vec<&str> = r.recover.split(' ').collect();
         let [result, start, exit] = recover[..] else {
@@ -375,11 +407,24 @@ fn unpack_ctf(sh: &Shell, art: &Artifacts, archive: &Path) -> Result<String> {
     Ok(cmd!(sh, "babeltrace2 {ctf}").quiet().read()?)
 }
 
-/// The bundle holds markers of the boot that crashed from every CPU, and
-/// none of another boot.
+/// The bundle holds markers of the boot that crashed from every CPU and
+/// the group member's, none of another boot, none of the user outside the
+/// group.
 fn check_markers(sh: &Shell, art: &Artifacts, archive: &Path, boot: u32) -> Result<()> {
     let mut per_cpu = BTreeMap::new();
-    for l in unpack_ctf(sh, art, archive)?.lines() {
+    let ctf = unpack_ctf(sh, art, archive)?;
+    let kiosk = format!("kiosk boot {boot}\"");
+    ensure!(
+        ctf.lines().any(|l| l.contains(&kiosk)),
+        "{} lacks the marker the group member wrote ({kiosk})",
+        archive.display()
+    );
+    ensure!(
+        !ctf.contains("nobody boot"),
+        "{} holds a marker of a user outside the group",
+        archive.display()
+    );
+    for l in ctf.lines() {
         if let Some((_, rest)) = l.split_once("signage boot ") {
             let mut w = rest.split(' ');
             let (b, c) = (w.next(), w.nth(1));
