@@ -191,37 +191,65 @@ printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.con
 
 pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let installed = install(sh, k, art, "signage", &[], SIGNAGE_CONFIG)?;
-    let boot = &installed.boot;
-    for want in ["memmap=", "crash_kexec_post_notifiers", "panic=5"] {
-        ensure!(
-            boot.append.split(' ').any(|w| w.starts_with(want)),
-            "the armed grub.cfg boots without {want}: {}",
-            boot.append
-        );
+    let run = installed.boot_armed(
+        art,
+        &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
+        &signage_script(),
+        &format!("{CRASHES} crashes, each boot recovering the last"),
+    )?;
+    check_loop(sh, art, &installed, &run.log, &run.serial)
+        .map(|s| format!("{s}; {:.0} s", run.took.as_secs_f64()))
+}
+
+/// What the armed guest's boots printed, until it powered off.
+struct Run {
+    log: String,
+    serial: PathBuf,
+    took: Duration,
+}
+
+impl Installed {
+    /// Boots the armed guest as its grub.cfg says (whose command line must
+    /// have each of `wants`) with `script` as the job of every boot, and
+    /// lets it reboot (panic=, kdump) until it powers off.
+    fn boot_armed(
+        &self,
+        art: &Artifacts,
+        wants: &[&str],
+        script: &str,
+        story: &str,
+    ) -> Result<Run> {
+        let boot = &self.boot;
+        for want in wants {
+            ensure!(
+                boot.append.split(' ').any(|w| w.starts_with(want)),
+                "the armed grub.cfg boots without {want}: {}",
+                boot.append
+            );
+        }
+        let job = art.dir.join("job.img");
+        debian::job_disk(&job, script)?;
+        let serial = art.dir.join("serial.log");
+        eprintln!("debian: booting the armed guest ({}); {story}", boot.append);
+        let took = Vm {
+            kernel: &boot.kernel,
+            initrd: &boot.initrd,
+            append: boot.append.clone(),
+            memory: MEMORY,
+            cpus: CPUS,
+            disks: vec![self.image.path.clone(), job],
+            // No -no-reboot: the guest reboots after a panic, as a box does.
+            extra: vec![],
+            serial: serial.clone(),
+            timeout: Duration::from_secs(20 * 60),
+        }
+        .run()?;
+        Ok(Run {
+            log: std::fs::read_to_string(&serial)?,
+            serial,
+            took,
+        })
     }
-    let job = art.dir.join("job.img");
-    debian::job_disk(&job, &signage_script())?;
-    let serial = art.dir.join("serial.log");
-    eprintln!(
-        "debian: booting the armed guest ({}); {CRASHES} crashes, each boot recovering the last",
-        boot.append
-    );
-    let took = Vm {
-        kernel: &boot.kernel,
-        initrd: &boot.initrd,
-        append: boot.append.clone(),
-        memory: MEMORY,
-        cpus: CPUS,
-        disks: vec![installed.image.path.clone(), job],
-        // No -no-reboot: panic=5 reboots the guest, as on the box.
-        extra: vec![],
-        serial: serial.clone(),
-        timeout: Duration::from_secs(20 * 60),
-    }
-    .run()?;
-    let log = std::fs::read_to_string(&serial)?;
-    check_loop(sh, art, &installed, &log, &serial)
-        .map(|s| format!("{s}; {:.0} s", took.as_secs_f64()))
 }
 
 /// What one boot of the loop reported.
@@ -360,24 +388,13 @@ fn check_loop(
         // Kept: the crashes of the last MAX_BUNDLES boots, oldest first.
         let crashed_boot = CRASHES - MAX_BUNDLES as u32 + 1 + i as u32;
         let id = boots[&crashed_boot].id;
-        let archive = kept.join(format!("{name}.tar.gz"));
-        let summary: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(kept.join(format!("{name}.json")))?)?;
+        let (archive, summary) = checked_bundle(sh, &crashring, &kept, name)?;
         ensure!(
             summary["boot_id"] == id
                 && summary["host"] == debian::HOSTNAME
                 && summary["state"] == "crashed"
                 && summary["message"] == "sysrq triggered crash",
             "{name}.json is not boot {crashed_boot}'s crash (boot id {id}): {summary}"
-        );
-        let check = cmd!(sh, "{crashring} check-bundle {archive}")
-            .quiet()
-            .ignore_status()
-            .output()?;
-        ensure!(
-            check.status.success(),
-            "crashring check-bundle {name}.tar.gz: {}",
-            String::from_utf8_lossy(&check.stderr)
         );
         check_markers(sh, art, &archive, crashed_boot)?;
         sizes.push(std::fs::metadata(&archive)?.len());
@@ -391,6 +408,28 @@ fn check_loop(
     Ok(format!(
         "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers and crash, check-bundle passes; one journal message per crash; recording on every boot"
     ))
+}
+
+/// Bundle `name` in the copy of the bundle directory `kept`: its path,
+/// once `crashring check-bundle` passes it, and its summary.
+fn checked_bundle(
+    sh: &Shell,
+    crashring: &Path,
+    kept: &Path,
+    name: &str,
+) -> Result<(PathBuf, serde_json::Value)> {
+    let archive = kept.join(format!("{name}.tar.gz"));
+    let summary = serde_json::from_slice(&std::fs::read(kept.join(format!("{name}.json")))?)?;
+    let check = cmd!(sh, "{crashring} check-bundle {archive}")
+        .quiet()
+        .ignore_status()
+        .output()?;
+    ensure!(
+        check.status.success(),
+        "crashring check-bundle {name}.tar.gz: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    Ok((archive, summary))
 }
 
 /// The bundle's CTF, as babeltrace2 reads it.
@@ -473,52 +512,24 @@ say "loop done"
 
 pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let installed = install(sh, k, art, "kdump", &["kdump-tools", "makedumpfile"], "")?;
-    let boot = &installed.boot;
-    for want in ["memmap=", "crash_kexec_post_notifiers", "crashkernel="] {
-        ensure!(
-            boot.append.split(' ').any(|w| w.starts_with(want)),
-            "the armed grub.cfg boots without {want}: {}",
-            boot.append
-        );
-    }
-    let job = art.dir.join("job.img");
-    debian::job_disk(&job, &kdump_script())?;
-    let serial = art.dir.join("serial.log");
-    eprintln!(
-        "debian: booting the armed guest with kdump-tools ({}); a panic, the capture boot, the next boot",
-        boot.append
-    );
-    let took = Vm {
-        kernel: &boot.kernel,
-        initrd: &boot.initrd,
-        append: boot.append.clone(),
-        memory: MEMORY,
-        cpus: CPUS,
-        disks: vec![installed.image.path.clone(), job],
-        extra: vec![],
-        serial: serial.clone(),
-        timeout: Duration::from_secs(20 * 60),
-    }
-    .run()?;
-    let log = std::fs::read_to_string(&serial)?;
-    check_kdump(sh, art, &installed, &log, &serial)
+    let run = installed.boot_armed(
+        art,
+        &["memmap=", "crash_kexec_post_notifiers", "crashkernel="],
+        &kdump_script(),
+        "kdump-tools loaded; a panic, the capture boot, the next boot",
+    )?;
+    check_kdump(sh, art, &installed, &run.log)
         .with_context(|| {
             format!(
                 "serial log {}:\n{}",
-                serial.display(),
-                qemu::tail(&serial, 40)
+                run.serial.display(),
+                qemu::tail(&run.serial, 40)
             )
         })
-        .map(|s| format!("{s}; {:.0} s", took.as_secs_f64()))
+        .map(|s| format!("{s}; {:.0} s", run.took.as_secs_f64()))
 }
 
-fn check_kdump(
-    sh: &Shell,
-    art: &Artifacts,
-    installed: &Installed,
-    log: &str,
-    _serial: &Path,
-) -> Result<String> {
+fn check_kdump(sh: &Shell, art: &Artifacts, installed: &Installed, log: &str) -> Result<String> {
     let boots = reports(log);
     ensure!(
         boots.len() == 2 && log.contains("crashring-test: loop done"),
@@ -565,22 +576,11 @@ fn check_kdump(
     let kept = installed
         .image
         .copy_out(sh, "/var/lib/crashring", &art.dir.join("bundles"))?;
-    let archive = kept.join(format!("{bundle}.tar.gz"));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(kept.join(format!("{bundle}.json")))?)?;
+    let crashring = host_crashring(sh)?;
+    let (archive, summary) = checked_bundle(sh, &crashring, &kept, bundle)?;
     ensure!(
         summary["boot_id"] == boots[&1].id && summary["state"] == "crashed",
         "{bundle}.json is not boot 1's crash: {summary}"
-    );
-    let crashring = host_crashring(sh)?;
-    let check = cmd!(sh, "{crashring} check-bundle {archive}")
-        .quiet()
-        .ignore_status()
-        .output()?;
-    ensure!(
-        check.status.success(),
-        "crashring check-bundle {bundle}.tar.gz: {}",
-        String::from_utf8_lossy(&check.stderr)
     );
     let ctf = unpack_ctf(sh, art, &archive)?;
     let markers: Vec<u32> = ctf
