@@ -566,6 +566,14 @@ fn check_kdump(sh: &Shell, art: &Artifacts, installed: &Installed, log: &str) ->
         matches!(written[..], [summary, dump] if summary <= dump),
         "the bundle's summary was written at {written:?}[0], after kdump-tools made its dump folder ({written:?}[1])"
     );
+    // The capture kernel's module wrote nothing: the next boot counted on
+    // from the crashed generation, found in the same range.
+    let continuity = said(log, "boot 2 status last boot");
+    ensure!(
+        continuity.len() == 1
+            && continuity[0].starts_with("kept: this boot counts on from generation"),
+        "after the capture boot, crashring status says of the last boot {continuity:?}"
+    );
     let message = said(log, "boot 2 message");
     ensure!(
         message.len() == 1
