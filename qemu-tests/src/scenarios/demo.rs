@@ -51,6 +51,18 @@ fn open_newest_bundle(sh: &Shell, dir: &Path) -> Result<()> {
     {
         println!("  {}", l.1.trim());
     }
+    let last_boot = log
+        .lines()
+        .rev()
+        .filter_map(|l| l.split_once("crashring-test: boot "))
+        .find_map(|(_, rest)| rest.split_once(" status "))
+        .map(|(n, _)| n.to_string())
+        .unwrap_or_default();
+    println!("crashring status on the box's last boot:");
+    let status = format!("crashring-test: boot {last_boot} status ");
+    for l in log.lines().filter_map(|l| l.split_once(status.as_str())) {
+        println!("  {}", l.1);
+    }
     let bundles = dir.join("bundles/crashring");
     let mut names: Vec<String> = std::fs::read_dir(&bundles)?
         .flatten()
