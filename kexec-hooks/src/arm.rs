@@ -21,8 +21,12 @@ pub const GRUB_DROP_IN: &str = "/etc/default/grub.d/crashring.cfg";
 pub const MODPROBE: &str = "/etc/modprobe.d/crashring.conf";
 pub const MODULES_LOAD: &str = "/etc/modules-load.d/crashring.conf";
 /// Debian's kdump-tools configuration: its presence means a capture
-/// kernel may boot with this machine's command line.
+/// kernel may boot with this machine's command line. It is not ours, so
+/// `arm` only adds a marked part to it (see [`kdump_part`]).
 pub const KDUMP_TOOLS: &str = "/etc/default/kdump-tools";
+const KDUMP_PART_BEGIN: &str =
+    "# >>> Added by `crashring arm`; `crashring disarm` removes it, to the end mark.";
+const KDUMP_PART_END: &str = "# <<< End of crashring arm's part.";
 
 /// The region's size when `--size` is not given.
 pub const DEFAULT_SIZE: u64 = 64 << 20;
@@ -167,6 +171,58 @@ fn grub_drop_in(p: Placement) -> String {
     )
 }
 
+/// What `arm` adds to kdump-tools' configuration. kdump-config builds the
+/// capture kernel's command line from /proc/cmdline and runs the kexec
+/// command through `eval`, which expands the `$` of memmap=SIZE$ADDR (to
+/// `$0`, the script's name): the capture kernel gets a bare memmap=SIZE,
+/// which takes all its memory above SIZE away, and dies before its
+/// console starts. The capture kernel needs no range reserved (the
+/// module there only reads it), so every memmap= with a `$` is left out,
+/// with what kdump-config leaves out itself and its escaping of `"`.
+fn kdump_part() -> String {
+    format!(
+        "{KDUMP_PART_BEGIN}\n\
+         # kdump-config's eval would expand the `$` of memmap=SIZE$ADDR: the\n\
+         # capture kernel's command line without it (it needs no range reserved).\n\
+         KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;s/(^| )memmap=[^ ]*[$][^ ]*//g;s/\"/\\\\\\\\\"/' /proc/cmdline)\n\
+         {KDUMP_PART_END}\n"
+    )
+}
+
+/// `text` without a part of ours.
+fn without_kdump_part(text: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.split_inclusive('\n') {
+        match line.trim_end() {
+            KDUMP_PART_BEGIN => inside = true,
+            KDUMP_PART_END if inside => inside = false,
+            _ if !inside => out.push_str(line),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// kdump-tools' configuration with our part at its end, if it exists.
+fn kdump_tools_change(sys: &System, arming: bool) -> Result<Option<Change>, ArmError> {
+    let Some(old) = read(sys, KDUMP_TOOLS)? else {
+        return Ok(None);
+    };
+    let mut new = without_kdump_part(&old);
+    if arming {
+        if !new.is_empty() && !new.ends_with('\n') {
+            new.push('\n');
+        }
+        new.push_str(&kdump_part());
+    }
+    Ok((new != old).then_some(Change {
+        path: KDUMP_TOOLS,
+        old: Some(old),
+        new: Some(new),
+    }))
+}
+
 fn modprobe(p: Placement) -> String {
     format!("{MARK}\noptions crashring region={p}\n")
 }
@@ -208,10 +264,11 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
             iomem::place(&resources, size.unwrap_or(DEFAULT_SIZE))?
         }
     };
+    let kdump = kdump_tools_change(sys, true)?;
     if read(sys, KDUMP_TOOLS)?.is_some() {
-        notes.push(
-            "kdump-tools is installed: its capture kernel boots with this command line, memmap= included, and the module loaded there leaves the range alone for the next boot to archive".into(),
-        );
+        notes.push(format!(
+            "kdump-tools is installed: its capture kernel boots with this command line but for memmap= (which kdump-config's eval would mangle; {KDUMP_TOOLS} gets a marked part for it), and the module loaded there leaves the range alone for the next boot to archive"
+        ));
     }
     let want = [
         (GRUB_DROP_IN, grub_drop_in(placement)),
@@ -229,6 +286,7 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
             });
         }
     }
+    changes.extend(kdump);
     Ok(Plan {
         grub_changed: changes.iter().any(|c| c.path == GRUB_DROP_IN),
         changes,
@@ -254,6 +312,7 @@ pub fn plan_disarm(sys: &System) -> Result<Plan, ArmError> {
             None => {}
         }
     }
+    changes.extend(kdump_tools_change(sys, false)?);
     if changes.is_empty() {
         notes.push("not armed: nothing to undo".into());
     }
@@ -402,14 +461,73 @@ mod tests {
         assert!(err.to_string().contains("only root sees them"), "{err}");
     }
 
+    /// Debian 12's /etc/default/kdump-tools, in part.
+    const KDUMP_DEFAULTS: &str =
+        "USE_KDUMP=1\nKDUMP_KERNEL=/var/lib/kdump/vmlinuz\n#KDUMP_CMDLINE=\"\"\n";
+
     #[test]
-    fn kdump_tools_is_noted() {
-        let (_dir, sys) = machine(QEMU);
-        sys.write(KDUMP_TOOLS, "USE_KDUMP=1\n").unwrap();
+    fn kdump_tools_gets_a_part_that_disarm_takes_away() {
+        let (dir, sys) = machine(QEMU);
+        sys.write(KDUMP_TOOLS, KDUMP_DEFAULTS).unwrap();
+        let before = sys.snapshot().unwrap();
         let plan = plan_arm(&sys, None, "x86_64").unwrap();
         assert!(plan
             .notes
             .iter()
             .any(|n| n.starts_with("kdump-tools is installed")));
+        assert!(plan.diff().contains(&format!("+{KDUMP_PART_BEGIN}\n")));
+        plan.apply(&sys).unwrap();
+        let armed = sys.read(KDUMP_TOOLS).unwrap().unwrap();
+        assert!(armed.starts_with(KDUMP_DEFAULTS) && armed.ends_with(&kdump_part()));
+        assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
+        plan_disarm(&sys).unwrap().apply(&sys).unwrap();
+        assert_eq!(
+            sys.snapshot().unwrap(),
+            before,
+            "in {}",
+            dir.path().display()
+        );
+    }
+
+    /// What kdump-config does with the command line (kdump_load in
+    /// kdump-tools 1.8.1): its defaults sourced, then the kexec command
+    /// built in a string and run through eval; echo stands in for kexec.
+    fn capture_command_line(defaults: &str, cmdline: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_cmdline = dir.path().join("cmdline");
+        std::fs::write(&proc_cmdline, cmdline).unwrap();
+        let script = r#"defaults="$1"; . "$defaults"
+if [ -z "$KDUMP_CMDLINE" ] ; then
+	KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;s/"/\\\\"/' "$2")
+fi
+KDUMP_CMDLINE="$KDUMP_CMDLINE reset_devices"
+KEXEC_CMD="echo --command-line=\"$KDUMP_CMDLINE\""
+eval $KEXEC_CMD"#;
+        let file = dir.path().join("kdump-tools");
+        std::fs::write(
+            &file,
+            defaults.replace("/proc/cmdline", &proc_cmdline.to_string_lossy()),
+        )
+        .unwrap();
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", script, "kdump-config"])
+            .arg(&file)
+            .arg(&proc_cmdline)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn kdump_configs_eval_gets_a_command_line_without_our_dollar() {
+        let cmdline = "root=UUID=4c1f ro memmap=64M$0x6be00000 crash_kexec_post_notifiers console=ttyS0 crashkernel=384M-:128M\n";
+        // What kdump-tools alone makes of it: a bare memmap=64M.
+        let bare = capture_command_line(KDUMP_DEFAULTS, cmdline);
+        assert!(bare.contains("memmap=64Mkdump-configx6be00000"), "{bare}");
+        let with_part = format!("{KDUMP_DEFAULTS}{}", kdump_part());
+        assert_eq!(
+            capture_command_line(&with_part, cmdline),
+            "--command-line=root=UUID=4c1f ro crash_kexec_post_notifiers console=ttyS0 reset_devices\n"
+        );
     }
 }

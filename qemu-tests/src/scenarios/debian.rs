@@ -510,8 +510,20 @@ say "loop done"
     )
 }
 
+/// Kernel messages on the console (Debian's default is `quiet`): the
+/// capture kernel inherits the command line, and what it prints is what
+/// tells a failed capture boot from a slow one.
+const VERBOSE_CONSOLE: &str = "sed -i 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT=\"\"/' /etc/default/grub\n";
+
 pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let installed = install(sh, k, art, "kdump", &["kdump-tools", "makedumpfile"], "")?;
+    let installed = install(
+        sh,
+        k,
+        art,
+        "kdump",
+        &["kdump-tools", "makedumpfile"],
+        VERBOSE_CONSOLE,
+    )?;
     let run = installed.boot_armed(
         art,
         &["memmap=", "crash_kexec_post_notifiers", "crashkernel="],
