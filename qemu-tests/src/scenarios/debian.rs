@@ -127,6 +127,17 @@ fn install(
         one("arm"),
         qemu::tail(&serial, 40)
     );
+    ensure!(
+        one("group") == "crashring",
+        "installing crashring made no crashring group: {:?}",
+        one("group")
+    );
+    // Arming an armed machine changes nothing.
+    let rearm = said(&log, "rearm");
+    ensure!(
+        rearm.is_empty(),
+        "crashring arm --dry-run after arm still shows changes: {rearm:?}"
+    );
     let boot = image.grub_boot(sh, &art.dir)?;
     Ok(Installed { image, boot })
 }
