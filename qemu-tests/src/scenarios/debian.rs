@@ -417,7 +417,7 @@ fn check_loop(
         messages.len()
     );
     Ok(format!(
-        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers and crash, check-bundle passes; one journal message per crash; recording on every boot"
+        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers from every CPU and the crashring group member's, and its crash, check-bundle passes; one journal message per crash; recording on every boot, each counting on from the last one's generation; /dev/crashring 660 root:crashring, a user outside the group refused"
     ))
 }
 
