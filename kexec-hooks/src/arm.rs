@@ -342,6 +342,16 @@ mod tests {
 
     const QEMU: &str = include_str!("../tests/data/iomem-qemu");
 
+    /// Disarming leaves every file under `root` as it was `before` arm.
+    fn disarm_restores(
+        sys: &System,
+        root: &std::path::Path,
+        before: &[(std::path::PathBuf, Vec<u8>)],
+    ) {
+        plan_disarm(sys).unwrap().apply(sys).unwrap();
+        assert_eq!(sys.snapshot().unwrap(), before, "in {}", root.display());
+    }
+
     #[test]
     fn arm_then_disarm_leaves_the_machine_as_it_was() {
         let (dir, sys) = machine(QEMU);
@@ -361,13 +371,7 @@ mod tests {
             assert!(again.is_empty(), "{:?}", again.changes);
             assert_eq!(again.placement, plan.placement);
         }
-        plan_disarm(&sys).unwrap().apply(&sys).unwrap();
-        assert_eq!(
-            sys.snapshot().unwrap(),
-            before,
-            "in {}",
-            dir.path().display()
-        );
+        disarm_restores(&sys, dir.path(), &before);
         assert!(plan_disarm(&sys).unwrap().is_empty());
     }
 
@@ -480,13 +484,7 @@ mod tests {
         let armed = sys.read(KDUMP_TOOLS).unwrap().unwrap();
         assert!(armed.starts_with(KDUMP_DEFAULTS) && armed.ends_with(&kdump_part()));
         assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
-        plan_disarm(&sys).unwrap().apply(&sys).unwrap();
-        assert_eq!(
-            sys.snapshot().unwrap(),
-            before,
-            "in {}",
-            dir.path().display()
-        );
+        disarm_restores(&sys, dir.path(), &before);
     }
 
     /// What kdump-config does with the command line (kdump_load in
