@@ -23,10 +23,21 @@ const MAX_BUNDLES: usize = 2;
 const CPUS: u32 = 2;
 const MEMORY: &str = "2G";
 
-/// What a job script starts with: `say` prints a line the host reads.
-const PRELUDE: &str = r#"say() { echo "crashring-test: $*"; }
+/// Where the guest's jobs write what they say, for the host to read off
+/// the image: on the console, the kernel's own lines can cut into them.
+const REPORT: &str = "/var/lib/crashring-test/report";
+
+/// What a job script starts with: `say` writes a line for the host, to
+/// [`REPORT`] and, for a person watching, the console.
+fn prelude() -> String {
+    format!(
+        r#"mkdir -p {dir}
+say() {{ echo "crashring-test: $*"; echo "crashring-test: $*" >> {REPORT}; }}
 export DEBIAN_FRONTEND=noninteractive
-"#;
+"#,
+        dir = REPORT.rsplit_once('/').map_or("/", |(d, _)| d)
+    )
+}
 
 /// The end of a job: a clean power-off (retried: while apt's triggers
 /// reload systemd, systemctl can fail to reach it).
@@ -38,7 +49,7 @@ for try in 1 2 3; do systemctl poweroff && break; sleep 5; done
 /// (the site's own configuration), arms, and powers off.
 fn install_script(before_arm: &str) -> String {
     format!(
-        r#"{PRELUDE}cd /root
+        r#"{prelude}cd /root
 if apt-get install -q -y ./crashring_*.deb ./crashring-dkms_*.deb > /root/apt.log 2>&1; then
   say "installed"
 else
@@ -52,9 +63,10 @@ useradd --create-home --groups crashring kiosk
 say "dry-run $?"
 crashring arm
 say "arm $?"
-crashring arm --dry-run | sed 's/^/crashring-test: rearm /'
-crashring status | sed 's/^/crashring-test: status /'
-{POWER_OFF}"#
+crashring arm --dry-run | while read -r line; do say "rearm $line"; done
+crashring status | while read -r line; do say "status $line"; done
+{POWER_OFF}"#,
+        prelude = prelude()
     )
 }
 
@@ -106,7 +118,7 @@ fn install(
         timeout: Duration::from_secs(15 * 60),
     }
     .run()?;
-    let log = std::fs::read_to_string(&serial)?;
+    let log = String::from_utf8_lossy(&image.read(sh, REPORT)?).into_owned();
     let one = |what: &str| said(&log, what).first().copied().unwrap_or_default();
     ensure!(
         log.lines()
@@ -150,23 +162,23 @@ fn boot_report() -> String {
     let recovered = kexec_hooks::journal::RECOVERED;
     let failed = kexec_hooks::journal::FAILED;
     format!(
-        r#"{PRELUDE}mkdir -p /var/lib/crashring-test
-n=$(( $(cat /var/lib/crashring-test/boot 2>/dev/null || echo 0) + 1 ))
+        r#"{prelude}n=$(( $(cat /var/lib/crashring-test/boot 2>/dev/null || echo 0) + 1 ))
 echo $n > /var/lib/crashring-test/boot
 sync
 say "boot $n id $(tr -d - < /proc/sys/kernel/random/boot_id)"
 say "boot $n recover $(systemctl show -P Result crashring-recover.service) $(systemctl show -P ExecMainStartTimestampMonotonic crashring-recover.service) $(systemctl show -P ExecMainExitTimestampMonotonic crashring-recover.service)"
 say "boot $n journal $(journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | wc -l) failed $(journalctl -b 0 -q -o cat MESSAGE_ID={failed} | wc -l)"
-journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | sed "s/^/crashring-test: boot $n message /"
+journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "boot $n message $line"; done
 say "boot $n bundles $(ls /var/lib/crashring | tr '\n' ' ')"
 say "boot $n recording $(cat /sys/kernel/crashring/enabled)"
-crashring status | sed "s/^/crashring-test: boot $n status /"
+crashring status | while read -r line; do say "boot $n status $line"; done
 # Who may write markers: the node's mode and owners (udev's rule), a
 # member of the group, and a user outside it.
 say "boot $n device $(stat -c '%a %U %G' /dev/crashring)"
 setpriv --reuid=kiosk --regid=kiosk --init-groups sh -c "echo 'kiosk boot $n' > /dev/crashring" && say "boot $n kiosk wrote"
 setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c "echo 'nobody boot $n' > /dev/crashring" 2>/dev/null || say "boot $n nobody refused"
-"#
+"#,
+        prelude = prelude()
     )
 }
 
@@ -184,9 +196,10 @@ fn signage_script() -> String {
   done
   sleep 5
   say "boot $n crashing"
+  sync {REPORT}
   echo c > /proc/sysrq-trigger
 fi
-journalctl -q -o cat MESSAGE_ID={recovered} | sed "s/^/crashring-test: all boots message /"
+journalctl -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "all boots message $line"; done
 say "loop done"
 {POWER_OFF}"#,
         report = boot_report()
@@ -203,6 +216,7 @@ printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.con
 pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let installed = install(sh, k, art, "signage", &[], SIGNAGE_CONFIG)?;
     let run = installed.boot_armed(
+        sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
         &signage_script(),
@@ -225,6 +239,7 @@ impl Installed {
     /// lets it reboot (panic=, kdump) until it powers off.
     fn boot_armed(
         &self,
+        sh: &Shell,
         art: &Artifacts,
         wants: &[&str],
         script: &str,
@@ -255,11 +270,10 @@ impl Installed {
             timeout: Duration::from_secs(20 * 60),
         }
         .run()?;
-        Ok(Run {
-            log: std::fs::read_to_string(&serial)?,
-            serial,
-            took,
-        })
+        // What the jobs said, kept beside the serial log for a person.
+        let log = String::from_utf8_lossy(&self.image.read(sh, REPORT)?).into_owned();
+        std::fs::write(art.dir.join("report.txt"), &log)?;
+        Ok(Run { log, serial, took })
     }
 }
 
@@ -295,7 +309,8 @@ fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
             "device" => r.device = value,
             "kiosk" => r.kiosk_wrote = value == "wrote",
             "nobody" => r.nobody_refused = value == "refused",
-            "crashing" => r.crashed = true,
+            // The kernel's panic may follow on the same line.
+            w if w.starts_with("crashing") => r.crashed = true,
             _ => {}
         }
     }
@@ -507,10 +522,11 @@ fn kdump_script() -> String {
 if [ $n -eq 1 ]; then
   journalctl --sync
 {workload}  say "boot $n crashing"
+  sync {REPORT}
   echo c > /proc/sysrq-trigger
 fi
 # The capture boot is the previous one in the journal.
-journalctl -b -1 -q -o cat -u crashring-capture.service -u kdump-tools-dump.service | sed "s/^/crashring-test: boot $n capture boot: /"
+journalctl -b -1 -q -o cat -u crashring-capture.service -u kdump-tools-dump.service | while read -r line; do say "boot $n capture boot: $line"; done
 say "boot $n dumps $(ls /var/crash/*/dump.* 2>/dev/null | wc -l)"
 # Which came first: the bundle's summary, or kdump-tools' dump folder.
 say "boot $n written $(stat -c %Y /var/lib/crashring/*.json) $(stat -c %W /var/crash/2*)"
@@ -536,6 +552,7 @@ pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         VERBOSE_CONSOLE,
     )?;
     let run = installed.boot_armed(
+        sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "crashkernel="],
         &kdump_script(),

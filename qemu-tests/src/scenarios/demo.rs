@@ -43,7 +43,7 @@ pub fn run(sh: &Shell) -> Result<()> {
 /// summary and README (which says how to open each file), and the end of
 /// its trace as babeltrace2 and trace-cmd read it.
 fn open_newest_bundle(sh: &Shell, dir: &Path) -> Result<()> {
-    let log = std::fs::read_to_string(dir.join("serial.log"))?;
+    let log = std::fs::read_to_string(dir.join("report.txt"))?;
     println!("the box's journal, one message per crash (journalctl MESSAGE_ID=...):");
     for l in log
         .lines()
