@@ -199,7 +199,7 @@ struct crashring_stream_desc {
 	char name[32];
 	__u32 pid;
 	__u32 flags;
-	__u32 reserved;
+	__u32 uid;
 	__u32 crc;
 };
 
@@ -218,8 +218,8 @@ _Static_assert(offsetof(struct crashring_stream_desc, pid) == 48,
 	       "crashring_stream_desc.pid");
 _Static_assert(offsetof(struct crashring_stream_desc, flags) == 52,
 	       "crashring_stream_desc.flags");
-_Static_assert(offsetof(struct crashring_stream_desc, reserved) == 56,
-	       "crashring_stream_desc.reserved");
+_Static_assert(offsetof(struct crashring_stream_desc, uid) == 56,
+	       "crashring_stream_desc.uid");
 _Static_assert(offsetof(struct crashring_stream_desc, crc) == 60,
 	       "crashring_stream_desc.crc");
 
@@ -341,5 +341,6 @@ _Static_assert(offsetof(struct crashring_field_desc, size) == 22,
 #define CRASHRING_EVENT_CRASH 21
 #define CRASHRING_EVENT_LOST 22
 #define CRASHRING_EVENT_CLOCK 23
+#define CRASHRING_EVENT_LOG 24
 
 #endif /* CRASHRING_FORMAT_H */

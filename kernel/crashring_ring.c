@@ -253,6 +253,7 @@ static void cr_write_desc(u8 *mem, u32 i, const struct crashring_stream_spec *sp
 	cr_put_text(d->name, sizeof(d->name), spec->name);
 	d->pid = spec->pid;
 	d->flags = spec->lane;
+	d->uid = spec->uid;
 	d->crc = cr_crc2(d, CRASHRING_DESC_SIZE - 4, NULL, 0);
 }
 

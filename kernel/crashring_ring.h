@@ -52,7 +52,8 @@ struct crashring_stream_spec {
 	u16 cpu;
 	u8 lane;	/* nesting lane of a kernel CPU stream */
 	const char *name;
-	u32 pid;
+	u32 pid;	/* user streams: the writing process and its user */
+	u32 uid;
 };
 
 struct crashring_config {

@@ -57,6 +57,12 @@ static const struct crashring_field_def cr_fields_clock[] = {
 	{ "wall_offset_ns", CRASHRING_FIELD_I64, 8 },
 };
 
+static const struct crashring_field_def cr_fields_log[] = {
+	{ "level", CRASHRING_FIELD_U8, 1 },
+	{ "category", CRASHRING_FIELD_CHARS, 16 },
+	{ "text", CRASHRING_FIELD_STR, 0 },
+};
+
 static const struct crashring_event_def cr_builtin[] = {
 	{ CRASHRING_EVENT_PRINTK, "printk",
 	  ARRAY_SIZE(cr_fields_printk), cr_fields_printk },
@@ -74,6 +80,8 @@ static const struct crashring_event_def cr_builtin[] = {
 	  ARRAY_SIZE(cr_fields_lost), cr_fields_lost },
 	{ CRASHRING_EVENT_CLOCK, "clock",
 	  ARRAY_SIZE(cr_fields_clock), cr_fields_clock },
+	{ CRASHRING_EVENT_LOG, "log",
+	  ARRAY_SIZE(cr_fields_log), cr_fields_log },
 };
 
 #endif /* CRASHRING_SCHEMA_H */

@@ -36,6 +36,7 @@ pub const STREAMS: [StreamSpec<'static>; 5] = [
         lane: 0,
         name: "weston",
         pid: 812,
+        uid: 1000,
     },
 ];
 

@@ -188,7 +188,7 @@ pub struct StreamDesc {
     pub name: [u8; 32],
     pub pid: U32,
     pub flags: U32,
-    pub reserved: U32,
+    pub uid: U32,
     pub crc: U32,
 }
 

@@ -66,7 +66,15 @@ impl FieldKind {
     /// Rebuilds a kind from a descriptor; `None` for an unknown code or a
     /// size that does not fit the code.
     pub fn from_descriptor(code: u8, size: u16) -> Option<FieldKind> {
-        let kind = match code {
+        let kind = Self::from_code(code, size)?;
+        (kind.size() == size).then_some(kind)
+    }
+
+    /// The kind of field code `code`; `chars` is the length of a `chars`
+    /// field, unused for the others. `None` for an unknown code or a
+    /// `chars` length no record holds.
+    pub fn from_code(code: u8, chars: u16) -> Option<FieldKind> {
+        Some(match code {
             FIELD_U8 => FieldKind::U8,
             FIELD_U16 => FieldKind::U16,
             FIELD_U32 => FieldKind::U32,
@@ -76,12 +84,13 @@ impl FieldKind {
             FIELD_I32 => FieldKind::I32,
             FIELD_I64 => FieldKind::I64,
             FIELD_PTR => FieldKind::Ptr,
-            FIELD_CHARS if size > 0 && (size as usize) < MAX_RECORD_SIZE => FieldKind::Chars(size),
+            FIELD_CHARS if chars > 0 && (chars as usize) < MAX_RECORD_SIZE => {
+                FieldKind::Chars(chars)
+            }
             FIELD_STR => FieldKind::Str,
             FIELD_BYTES => FieldKind::Bytes,
             _ => return None,
-        };
-        (kind.size() == size).then_some(kind)
+        })
     }
 }
 
@@ -114,6 +123,9 @@ pub const EVENT_CRASH: u8 = 21;
 pub const EVENT_LOST: u8 = 22;
 /// `clock`: from this event's timestamp on, wall time = ts + `wall_offset_ns`.
 pub const EVENT_CLOCK: u8 = 23;
+/// `log`: a user-space program's log line, with a syslog level (0
+/// emergency to 7 debug, as `printk`'s) and the program's own category.
+pub const EVENT_LOG: u8 = 24;
 
 /// `printk` `flags` bits.
 pub const PRINTK_TRUNCATED: u8 = 1;
@@ -185,6 +197,15 @@ pub const BUILTIN_EVENTS: &[EventDef<'static>] = &[
         id: EVENT_CLOCK,
         name: "clock",
         fields: &[field("wall_offset_ns", FieldKind::I64)],
+    },
+    EventDef {
+        id: EVENT_LOG,
+        name: "log",
+        fields: &[
+            field("level", FieldKind::U8),
+            field("category", FieldKind::Chars(16)),
+            field("text", FieldKind::Str),
+        ],
     },
 ];
 

@@ -11,10 +11,17 @@
 //! CRC before its `flags`. Every page open and close then rewrites one copy
 //! of the stream's tail, so a reader knows how far the stream went even when
 //! its newest pages are unreadable.
+//!
+//! A compiler fence keeps those stores in program order wherever the order
+//! matters: a process killed, or a CPU stopped by a panic, at any
+//! instruction leaves exactly the stores before it, and a reader of the
+//! file or the dump must find the rules kept. Nothing orders them for a
+//! reader running at the same time; none does.
 
 use crate::endian::{Endian, U16, U32, U64};
 use crate::layout::*;
 use crate::schema::{self, EventDef, SchemaDefError};
+use core::sync::atomic::{compiler_fence, Ordering};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// One stream to lay out.
@@ -29,7 +36,10 @@ pub struct StreamSpec<'a> {
     /// above 0 get [`RegionConfig::lane_pages`] pages.
     pub lane: u8,
     pub name: &'a str,
+    /// The writing process of a user stream; 0 for kernel streams.
     pub pid: u32,
+    /// The writing process's user of a user stream; 0 for kernel streams.
+    pub uid: u32,
 }
 
 impl StreamSpec<'static> {
@@ -46,6 +56,7 @@ impl StreamSpec<'static> {
             lane,
             name: "",
             pid: 0,
+            uid: 0,
         }
     }
 }
@@ -116,6 +127,8 @@ pub enum FormatError {
     LanePages(u32),
     #[error("region size {0} does not fit the format's 64-bit offsets")]
     TooLarge(usize),
+    #[error("the region's size needs pages_per_stream, which is not given")]
+    Unsized,
     #[error(transparent)]
     Schema(#[from] SchemaDefError),
 }
@@ -203,6 +216,38 @@ fn put_text(dst: &mut [u8], text: &str) {
     dst[..n].copy_from_slice(&text.as_bytes()[..n]);
 }
 
+impl Plan {
+    fn pages_of(&self, cfg: &RegionConfig<'_>, s: &StreamSpec<'_>) -> u32 {
+        if s.lane > 0 {
+            cfg.lane_pages
+        } else {
+            self.pages_per_stream
+        }
+    }
+
+    /// The region's bytes, computed wide enough that no configuration
+    /// overflows it.
+    fn region_len(&self, cfg: &RegionConfig<'_>) -> Result<usize, FormatError> {
+        let page = u128::from(cfg.page_size);
+        let len = cfg
+            .streams
+            .iter()
+            .map(|s| u128::from(self.pages_of(cfg, s)) * page)
+            .sum::<u128>()
+            + self.pages_offset as u128;
+        usize::try_from(len).map_err(|_| FormatError::TooLarge(usize::MAX))
+    }
+}
+
+/// The bytes [`format`] lays out for `cfg`, whose `pages_per_stream` must
+/// be given: what a file or mapping needs to hold before it is formatted.
+pub fn region_size(cfg: &RegionConfig<'_>) -> Result<usize, FormatError> {
+    if cfg.pages_per_stream.is_none() {
+        return Err(FormatError::Unsized);
+    }
+    plan(cfg, usize::MAX)?.region_len(cfg)
+}
+
 /// Lays out a region over `buf` and returns the handles that record into it.
 ///
 /// The region is `buf`'s length rounded down to whole pages. Every page
@@ -214,19 +259,8 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     let e = cfg.endian;
     let page = cfg.page_size as usize;
     let streams = cfg.streams.len();
-    let pages_of = |s: &StreamSpec<'_>| {
-        if s.lane > 0 {
-            cfg.lane_pages
-        } else {
-            p.pages_per_stream
-        }
-    };
-    let region_len = p.pages_offset
-        + cfg
-            .streams
-            .iter()
-            .map(|s| pages_of(s) as usize * page)
-            .sum::<usize>();
+    let pages_of = |s: &StreamSpec<'_>| p.pages_of(cfg, s);
+    let region_len = p.region_len(cfg)?;
     let region_size = u64::try_from(region_len).map_err(|_| FormatError::TooLarge(region_len))?;
     let buf = &mut buf[..region_len];
 
@@ -282,6 +316,7 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
         put_text(&mut d.name, s.name);
         d.pid = U32::new(e, s.pid);
         d.flags = U32::new(e, u32::from(s.lane));
+        d.uid = U32::new(e, s.uid);
         let crc = crc32(&[&d.as_bytes()[..DESC_SIZE - 4]]);
         d.crc = U32::new(e, crc);
         let at = DESC_OFFSET + i * DESC_SIZE;
@@ -485,6 +520,7 @@ impl<'a> StreamWriter<'a> {
         // Invalidate first, so a crash while the rest is rewritten leaves a
         // page that reads as "being reset", never as a mix of two pages.
         h.flags = U16::new(e, PAGE_RESETTING);
+        compiler_fence(Ordering::Release);
         h.magic = U32::new(e, PAGE_MAGIC);
         h.stream = U16::new(e, stream);
         h.first_ts = U64::new(e, ts);
@@ -494,6 +530,7 @@ impl<'a> StreamWriter<'a> {
         h.dropped = U32::new(e, 0);
         h.crc = U32::new(e, 0);
         h.seq = U64::new(e, seq);
+        compiler_fence(Ordering::Release);
         h.flags = U16::new(e, PAGE_OPEN);
         self.put_tail(seq, index, index, TAIL_OPEN);
     }
@@ -511,6 +548,7 @@ impl<'a> StreamWriter<'a> {
         t.state = U16::new(e, state);
         t.crc = U32::new(e, crc32(&[&t.as_bytes()[..TAIL_SIZE - 4]]));
         let at = (seq & 1) as usize * TAIL_SIZE;
+        compiler_fence(Ordering::Release);
         self.tail[at..at + TAIL_SIZE].copy_from_slice(t.as_bytes());
     }
 
@@ -536,6 +574,7 @@ impl<'a> StreamWriter<'a> {
         closed.flags = U16::new(e, PAGE_CLOSED);
         let crc = crc32(&[&closed.as_bytes()[..PAGE_HEADER_SIZE - 4], &data[..commit]]);
         h.crc = U32::new(e, crc);
+        compiler_fence(Ordering::Release);
         h.flags = U16::new(e, PAGE_CLOSED);
         self.open = false;
         // The end comes from what the header published, as in the C writer,
@@ -666,8 +705,10 @@ impl Reservation<'_, '_> {
         w.count += 1;
         w.next_index += 1;
         let (commit, count) = (w.commit as u32, w.count);
+        compiler_fence(Ordering::Release);
         let h = w.header_mut();
         h.commit = U32::new(e, commit);
+        compiler_fence(Ordering::Release);
         h.count = U32::new(e, count);
     }
 }

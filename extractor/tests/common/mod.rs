@@ -53,6 +53,7 @@ pub fn rich_image() -> Vec<u8> {
             lane: 0,
             name: "weston",
             pid: 412,
+            uid: 1000,
         },
     ];
     let f = |name, kind| FieldDef { name, kind };

@@ -122,6 +122,8 @@ pub struct StreamInfo {
     pub pages_offset: u64,
     pub name: String,
     pub pid: u32,
+    /// A user stream's writing user; 0 for kernel streams.
+    pub uid: u32,
 }
 
 impl StreamInfo {
@@ -360,6 +362,7 @@ pub(crate) fn parse_streams(
             pages_offset,
             name: text_of(&d.name),
             pid: d.pid.get(e),
+            uid: d.uid.get(e),
         });
     }
     out

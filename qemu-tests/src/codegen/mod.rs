@@ -90,7 +90,7 @@ pub fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
             DESC_SIZE,
             fields!(StreamDesc;
                 kind: "__u16", cpu: "__u16", page_count: "__u32", pages_offset: "__u64", name: "char" [32],
-                pid: "__u32", flags: "__u32", reserved: "__u32", crc: "__u32"),
+                pid: "__u32", flags: "__u32", uid: "__u32", crc: "__u32"),
         ),
         (
             "crashring_page_header",

@@ -30,6 +30,7 @@ pub struct StreamSpec {
     lane: u8,
     name: *const c_char,
     pid: u32,
+    uid: u32,
 }
 
 #[repr(C)]
@@ -151,6 +152,7 @@ pub fn c_config(rc: &RegionConfig<'_>) -> CConfig {
             lane: s.lane,
             name: cstr(s.name),
             pid: s.pid,
+            uid: s.uid,
         })
         .collect();
     let fields: Vec<Vec<FieldDef>> = rc

@@ -138,6 +138,7 @@ fn check(setup: &Setup, finish: Finish, durable: bool) -> Result<(), TestCaseErr
             lane: s.lane,
             name: &s.name,
             pid: s.pid,
+            uid: s.uid,
         })
         .collect();
     let custom: Vec<_> = rust
