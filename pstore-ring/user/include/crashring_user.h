@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * crashring-user: a program's own flight recorder in a crash-persistent
+ * region (pstore-ring/FORMAT.md, section 15), for C programs.
+ *
+ * A recorder formats a region of user streams in a file it maps (by
+ * default NAME.PID.crashring in $CRASHRING_USER_DIR or /dev/shm). Each
+ * thread takes a stream of its own and records into it with plain stores:
+ * no lock, no system call but the vDSO's clock read, no allocation. What a
+ * stream has committed stays readable when the process is killed at any
+ * point; `crashring extract FILE` reads it, on the kernel's
+ * CLOCK_MONOTONIC timeline.
+ *
+ *	struct crashring_user_config cfg = { .name = "weston" };
+ *	struct crashring_recorder *rec = crashring_recorder_create(&cfg);
+ *	struct crashring_stream *s = crashring_stream_get(rec);  // per thread
+ *	crashring_log(s, 6, "drm", "page flip on CRTC %d", 41);
+ *	crashring_stream_put(s);
+ *	crashring_recorder_destroy(rec);
+ *
+ * Build with `pkg-config --cflags --libs crashring-user`.
+ */
+#ifndef CRASHRING_USER_H
+#define CRASHRING_USER_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <linux/types.h>
+
+/* Field kinds (CRASHRING_FIELD_*), event ids (CRASHRING_EVENT_*). */
+#include "crashring_format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct crashring_recorder;
+struct crashring_stream;
+
+/* One field of a program's event type, in payload order. */
+struct crashring_field_def {
+	const char *name;	/* 1 to 19 bytes */
+	uint8_t kind;		/* CRASHRING_FIELD_* */
+	uint16_t size;		/* the length of a CRASHRING_FIELD_CHARS field */
+};
+
+/* A program's own event type, id 32 to 255. */
+struct crashring_event_def {
+	uint8_t id;
+	const char *name;	/* 1 to 31 bytes */
+	uint16_t nfields;
+	const struct crashring_field_def *fields;
+};
+
+/* Zero members take the defaults: 4 streams of 64 pages of 4096 bytes. */
+struct crashring_user_config {
+	const char *name;	/* each stream's name: NAME, or NAME.N of several */
+	const char *path;	/* the region file; NULL: the default place */
+	uint16_t streams;	/* threads that record at the same time */
+	uint32_t pages_per_stream;
+	uint32_t page_size;
+	uint16_t nevents;
+	const struct crashring_event_def *events;
+};
+
+/* The longest log line kept whole; longer ones are cut. */
+#define CRASHRING_LOG_TEXT_MAX 997
+
+/*
+ * Formats the region file and maps it. NULL with errno set on failure:
+ * EINVAL for a bad configuration, EEXIST if the file is already there
+ * (an earlier recording is never replaced), the file's error otherwise.
+ */
+struct crashring_recorder *
+crashring_recorder_create(const struct crashring_user_config *cfg);
+
+/* Closes every page and marks the region cleanly ended. Put every stream
+ * back first. */
+void crashring_recorder_destroy(struct crashring_recorder *rec);
+
+/* The calling thread's stream; NULL with errno EBUSY when all are held. */
+struct crashring_stream *crashring_stream_get(const struct crashring_recorder *rec);
+
+/* Gives the stream back; the next thread to get it continues its ring. */
+void crashring_stream_put(struct crashring_stream *s);
+
+/*
+ * Records a `log` event: level 0 (emergency) to 7 (debug), a category of
+ * up to 16 bytes, len bytes of text. 0, or -EMSGSIZE if it could not be
+ * recorded (counted as dropped in the stream).
+ */
+int crashring_log_text(struct crashring_stream *s, int level, const char *category,
+		       const char *text, size_t len);
+
+/* Records len bytes already encoded as event type_id (FORMAT.md, "Records"). */
+int crashring_write(struct crashring_stream *s, uint8_t type_id, const void *payload,
+		    size_t len);
+
+/* Formats a log line on the stack and records it. */
+static inline int crashring_vlog(struct crashring_stream *s, int level, const char *category,
+				 const char *fmt, va_list ap)
+{
+	char line[CRASHRING_LOG_TEXT_MAX + 1];
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	return crashring_log_text(s, level, category, line, (size_t)n);
+}
+
+__attribute__((format(printf, 4, 5)))
+static inline int crashring_log(struct crashring_stream *s, int level, const char *category,
+				const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = crashring_vlog(s, level, category, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRASHRING_USER_H */

@@ -1,0 +1,238 @@
+//! The C API: `include/crashring_user.h` declares these functions, and
+//! defines `crashring_log()` and `crashring_vlog()` inline over
+//! [`crashring_log_text`], since formatting a C `va_list` belongs to C.
+//!
+//! Every function takes the pointers the others returned; null pointers
+//! are refused with `-EINVAL` or null, never dereferenced.
+
+use crate::recorder::{Config, Recorder, Stream};
+use pstore_ring::schema::{EventDef, FieldDef, FieldKind};
+use std::ffi::{c_char, c_int, CStr};
+use std::path::PathBuf;
+
+/// `struct crashring_field_def`.
+#[repr(C)]
+pub struct CFieldDef {
+    name: *const c_char,
+    /// FORMAT.md's field kind code (`CRASHRING_FIELD_*`).
+    kind: u8,
+    /// The length of a `chars` field; ignored for the others.
+    size: u16,
+}
+
+/// `struct crashring_event_def`.
+#[repr(C)]
+pub struct CEventDef {
+    id: u8,
+    name: *const c_char,
+    nfields: u16,
+    fields: *const CFieldDef,
+}
+
+/// `struct crashring_user_config`. Zeros take [`Config::new`]'s values.
+#[repr(C)]
+pub struct CConfig {
+    name: *const c_char,
+    path: *const c_char,
+    streams: u16,
+    pages_per_stream: u32,
+    page_size: u32,
+    nevents: u16,
+    events: *const CEventDef,
+}
+
+/// Reads a C string, `None` for null or not UTF-8.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string that outlives `'a`.
+unsafe fn text<'a>(p: *const c_char) -> Option<&'a str> {
+    if p.is_null() {
+        return None;
+    }
+    CStr::from_ptr(p).to_str().ok()
+}
+
+/// # Safety
+/// `p` is null or points to `n` valid `T`.
+unsafe fn items<'a, T>(p: *const T, n: usize) -> &'a [T] {
+    if p.is_null() || n == 0 {
+        return &[];
+    }
+    std::slice::from_raw_parts(p, n)
+}
+
+/// The C event definitions as pstore-ring's, or `None` if one is malformed.
+///
+/// # Safety
+/// As [`crashring_recorder_create`]'s `events`.
+unsafe fn events<'a>(
+    defs: &'a [CEventDef],
+    fields: &'a mut Vec<Vec<FieldDef<'a>>>,
+) -> Option<Vec<EventDef<'a>>> {
+    for d in defs {
+        let mut fs = Vec::new();
+        for f in items(d.fields, d.nfields.into()) {
+            let kind = FieldKind::from_code(f.kind, f.size)?;
+            fs.push(FieldDef {
+                name: text(f.name)?,
+                kind,
+            });
+        }
+        fields.push(fs);
+    }
+    defs.iter()
+        .zip(fields.iter())
+        .map(|(d, fs)| {
+            Some(EventDef {
+                id: d.id,
+                name: text(d.name)?,
+                fields: fs,
+            })
+        })
+        .collect()
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: errno is thread-local and always writable.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Formats a region file and maps it; null with `errno` set on failure
+/// (`EINVAL` for a bad configuration, the file's error otherwise).
+///
+/// # Safety
+/// `cfg` is null or a valid configuration whose strings and arrays live
+/// through the call.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_recorder_create(cfg: *const CConfig) -> *mut Recorder {
+    let Some(c) = cfg.as_ref() else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let Some(name) = text(c.name) else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let mut fields = Vec::new();
+    let Some(defs) = events(items(c.events, c.nevents.into()), &mut fields) else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let defaults = Config::new(name);
+    let nonzero = |v: u32, d: u32| if v == 0 { d } else { v };
+    let config = Config {
+        path: text(c.path).map(PathBuf::from),
+        streams: if c.streams == 0 {
+            defaults.streams
+        } else {
+            c.streams
+        },
+        pages_per_stream: nonzero(c.pages_per_stream, defaults.pages_per_stream),
+        page_size: nonzero(c.page_size, defaults.page_size),
+        events: &defs,
+        ..defaults
+    };
+    match Recorder::create(&config) {
+        Ok(r) => Box::into_raw(Box::new(r)),
+        Err(crate::Error::File { source, .. }) => {
+            set_errno(source.raw_os_error().unwrap_or(libc::EIO));
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            set_errno(libc::EINVAL);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Closes every page and marks the region cleanly ended. Every stream
+/// must have been put back first.
+///
+/// # Safety
+/// `rec` is null or from [`crashring_recorder_create`], destroyed once.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_recorder_destroy(rec: *mut Recorder) {
+    if !rec.is_null() {
+        drop(Box::from_raw(rec));
+    }
+}
+
+/// The calling thread's stream, or null (`EBUSY`) when all are held.
+///
+/// # Safety
+/// `rec` is null or a live recorder, which outlives the stream.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_stream_get(rec: *const Recorder) -> *mut Stream<'static> {
+    let Some(rec) = rec.as_ref() else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    match rec.stream() {
+        Some(s) => Box::into_raw(Box::new(s)),
+        None => {
+            set_errno(libc::EBUSY);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Gives a stream back to its recorder, for another thread to continue.
+///
+/// # Safety
+/// `s` is null or from [`crashring_stream_get`], put back once.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_stream_put(s: *mut Stream<'static>) {
+    if !s.is_null() {
+        drop(Box::from_raw(s));
+    }
+}
+
+fn status(r: Result<(), crate::Dropped>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(_) => -libc::EMSGSIZE,
+    }
+}
+
+/// Records `len` bytes of `text` as a `log` event; 0, or `-EMSGSIZE` when
+/// the event could not be recorded (it is counted as dropped).
+///
+/// # Safety
+/// `s` is a stream this thread holds; `category` is null or a C string;
+/// `text` points to `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_log_text(
+    s: *mut Stream<'static>,
+    level: c_int,
+    category: *const c_char,
+    text: *const c_char,
+    len: usize,
+) -> c_int {
+    let Some(s) = s.as_mut() else {
+        return -libc::EINVAL;
+    };
+    let category = if category.is_null() {
+        &[][..]
+    } else {
+        CStr::from_ptr(category).to_bytes()
+    };
+    let text = items(text.cast::<u8>(), len);
+    status(s.log_bytes(level.clamp(0, 7) as u8, category, text))
+}
+
+/// Records `len` bytes already encoded as event type `type_id`.
+///
+/// # Safety
+/// `s` is a stream this thread holds; `payload` points to `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_write(
+    s: *mut Stream<'static>,
+    type_id: u8,
+    payload: *const u8,
+    len: usize,
+) -> c_int {
+    let Some(s) = s.as_mut() else {
+        return -libc::EINVAL;
+    };
+    status(s.write(type_id, items(payload, len)))
+}

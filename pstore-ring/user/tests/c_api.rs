@@ -1,0 +1,175 @@
+//! The C API, driven by a C program built against the installed header
+//! and the cdylib: a clean run, a run killed with SIGKILL, the refusals.
+
+use pstore_ring::layout::{STATE_CLEAN, STATE_RUNNING};
+use pstore_ring::read::{HeaderTrust, LossKind, Region, StreamTrace};
+use pstore_ring::schema::EVENT_LOG;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where `cargo test` put `libcrashring_user.so`: in `deps/`, beside the
+/// test itself. Only `cargo build` copies it up a level, so the copy there
+/// may be stale.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().to_path_buf()
+}
+
+/// The writer, finding its library by its run path alone: cargo's
+/// `LD_LIBRARY_PATH` names the level above `deps/` too.
+fn run(bin: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.env_remove("LD_LIBRARY_PATH");
+    c
+}
+
+/// Builds tests/c/writer.c with warnings as errors.
+fn writer(dir: &Path) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = dir.join("writer");
+    let lib = lib_dir();
+    let status = Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2"])
+        .arg("-I")
+        .arg(here.join("include"))
+        .arg("-I")
+        .arg(here.join("../../kernel"))
+        .arg(here.join("tests/c/writer.c"))
+        .arg("-o")
+        .arg(&out)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lcrashring_user", "-lpthread"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "cc failed");
+    out
+}
+
+/// Checks one stream of the writer's region: pairs of a `log` line and a
+/// `frame` with the same number, consecutive, nothing lost but what the
+/// ring overwrote. Returns the writer's thread and its last number.
+fn check_stream(st: &StreamTrace<'_>) -> (u64, u64) {
+    let kinds: Vec<_> = st.losses.iter().map(|l| l.kind).collect();
+    assert!(
+        kinds.iter().all(|&k| k == LossKind::Overwritten),
+        "stream {}: {:?}",
+        st.info.name,
+        st.losses
+    );
+    let mut evs = st.events.iter().peekable();
+    // The ring may have overwritten the line of the oldest pair.
+    if evs.peek().is_some_and(|e| e.type_id == 32) {
+        evs.next();
+    }
+    let (mut thread, mut last) = (None, None);
+    while let Some(line) = evs.next() {
+        assert_eq!(line.type_id, EVENT_LOG);
+        assert_eq!(line.payload[0], 6);
+        assert_eq!(&line.payload[1..7], b"render");
+        let len = u16::from_le_bytes([line.payload[17], line.payload[18]]) as usize;
+        let text = std::str::from_utf8(&line.payload[19..19 + len]).unwrap();
+        let words: Vec<&str> = text.split(' ').collect();
+        let (t, i): (u64, u64) = (words[1].parse().unwrap(), words[3].parse().unwrap());
+        assert_eq!(*thread.get_or_insert(t), t, "one thread per stream");
+        if let Some(prev) = last {
+            assert_eq!(i, prev + 1, "stream {}: a gap", st.info.name);
+        }
+        last = Some(i);
+        let Some(frame) = evs.next() else {
+            break; // killed between the line and its frame
+        };
+        assert_eq!(frame.type_id, 32);
+        assert_eq!(frame.payload[..8], i.to_le_bytes());
+        assert_eq!(&frame.payload[8..16], b"HDMI-A-1");
+    }
+    (thread.unwrap(), last.unwrap())
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn a_c_program_records_and_ends_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = writer(dir.path());
+    let region = dir.path().join("c.crashring");
+    let ok = run(&bin).arg(&region).args(["2", "3000"]).status().unwrap();
+    assert!(ok.success());
+    let bytes = read(&region);
+    let r = Region::parse(&bytes, HeaderTrust::Checksummed).unwrap();
+    assert_eq!(r.state.as_ref().unwrap().state, STATE_CLEAN);
+    assert_eq!(r.header.producer, "crashring-user");
+    assert_eq!(r.schema.get(32).unwrap().name, "frame");
+    let trace = r.decode();
+    let mut threads: Vec<u64> = trace
+        .streams
+        .iter()
+        .map(|st| {
+            assert!(st.events.iter().all(|e| !e.salvaged), "pages closed");
+            let (t, last) = check_stream(st);
+            assert_eq!(last, 2999);
+            assert!(st.lost(LossKind::Overwritten) > 0, "the ring wrapped");
+            t
+        })
+        .collect();
+    threads.sort();
+    assert_eq!(threads, [0, 1]);
+
+    // The recording is never replaced by a second run.
+    let again = run(&bin).arg(&region).args(["1", "1"]).output().unwrap();
+    assert_eq!(again.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("File exists"));
+    assert_eq!(read(&region), bytes);
+}
+
+#[test]
+fn every_committed_event_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = writer(dir.path());
+    let region = dir.path().join("k.crashring");
+    let mut child = run(&bin)
+        .arg(&region)
+        .args(["2", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each thread's newest committed pair, once both have wrapped their
+    // ring many times over.
+    let mut seen: HashMap<u64, u64> = HashMap::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let (t, i) = line.split_once(' ').unwrap();
+        seen.insert(t.parse().unwrap(), i.parse().unwrap());
+        if seen.len() == 2 && seen.values().all(|&i| i >= 50_000) {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let bytes = read(&region);
+    let r = Region::parse(&bytes, HeaderTrust::Checksummed).unwrap();
+    assert_eq!(r.state.as_ref().unwrap().state, STATE_RUNNING);
+    let trace = r.decode();
+    for st in &trace.streams {
+        let (t, last) = check_stream(st);
+        assert!(last >= seen[&t], "thread {t}: {last} < {}", seen[&t]);
+        assert!(st.events.iter().any(|e| e.salvaged), "open pages salvaged");
+    }
+}
+
+#[test]
+fn a_second_stream_of_one_is_refused_with_ebusy() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = writer(dir.path());
+    let out = run(&bin)
+        .arg(dir.path().join("b.crashring"))
+        .arg("busy")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"EBUSY\n");
+}
