@@ -71,6 +71,12 @@ fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
     assert!(text.contains("name: \"Kernel panic - not syncing: test\""));
     assert!(text.contains("event_name: \"irq_handler_entry\""));
     assert!(text.contains("name: \"weston\""));
+    // The user stream's track hangs under its process's track.
+    let process = text.find("process {").expect("a process track");
+    assert!(
+        text[process..].starts_with("process {\n      pid: 412\n      process_name: \"weston\"")
+    );
+    assert_eq!(text.matches("parent_uuid:").count(), 1);
 }
 
 #[test]

@@ -18,9 +18,13 @@ pub struct ExtractArgs {
     /// Write here instead of standard output.
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
-    /// Only this CPU's kernel stream.
+    /// Only this CPU's kernel stream (and those of --stream).
     #[arg(long, value_name = "N")]
     cpu: Option<u16>,
+    /// Only this stream (repeatable): a program's name (`weston` keeps
+    /// `weston.0`, `weston.1`, …) or a label (`cpu3`, `cpu3.lane1`).
+    #[arg(long = "stream", value_name = "NAME")]
+    streams: Vec<String>,
     /// Only from this time on (seconds, or 1500ms / 20us / 7ns).
     #[arg(long, value_name = "T", value_parser = parse_time)]
     since: Option<u64>,
@@ -35,6 +39,7 @@ pub struct ExtractArgs {
 pub fn run(args: ExtractArgs) -> Result<u8> {
     let selection = Selection {
         cpu: args.cpu,
+        streams: args.streams,
         since_ns: args.since,
         until_ns: args.until,
         types: args.types,

@@ -111,7 +111,13 @@ fn write_stream(out: &mut Vec<u8>, stream: u16, info: Option<&StreamInfo>) {
         }
         Some(i) => {
             out.extend_from_slice(b",\"name\":");
-            write_string(out, i.label().as_bytes())
+            write_string(out, i.label().as_bytes());
+            if i.pid != 0 {
+                out.extend_from_slice(b",\"pid\":");
+                write_u64(out, i.pid.into());
+                out.extend_from_slice(b",\"uid\":");
+                write_u64(out, i.uid.into());
+            }
         }
         None => {}
     }

@@ -64,6 +64,12 @@ mod field {
     pub mod track {
         pub const UUID: u32 = 1;
         pub const NAME: u32 = 2;
+        pub const PROCESS: u32 = 3;
+        pub const PARENT_UUID: u32 = 5;
+    }
+    pub mod process {
+        pub const PID: u32 = 1;
+        pub const PROCESS_NAME: u32 = 6;
     }
     pub mod track_event {
         pub const DEBUG_ANNOTATIONS: u32 = 4;
@@ -154,20 +160,42 @@ impl super::ItemFormat for Perfetto {
 /// `crashring info` order) concatenate into one.
 fn begin(out: &mut dyn Write, trace: &PagedTrace, region_index: usize) -> io::Result<()> {
     let mut packet = Vec::with_capacity(4096);
-    for (n, st) in trace.streams.iter().enumerate() {
-        wire::message(&mut packet, field::TRACE_PACKET, |p| {
+    let mut first = region_index == 0;
+    let mut descriptor = |packet: &mut Vec<u8>, fill: &mut dyn FnMut(&mut Vec<u8>)| {
+        wire::message(packet, field::TRACE_PACKET, |p| {
             wire::uint(p, field::packet::SEQUENCE_ID, SEQUENCE);
-            if n == 0 && region_index == 0 {
+            if core::mem::take(&mut first) {
                 wire::uint(p, field::packet::SEQUENCE_FLAGS, STATE_CLEARED);
             }
-            wire::message(p, field::packet::TRACK_DESCRIPTOR, |t| {
-                wire::uint(
-                    t,
-                    field::track::UUID,
-                    track_uuid(region_index, st.info.index),
-                );
-                wire::bytes(t, field::track::NAME, st.info.label().as_bytes());
+            wire::message(p, field::packet::TRACK_DESCRIPTOR, |t| fill(t));
+        });
+    };
+    // A process track for each process that wrote user streams, named
+    // after the program (the stream name up to its `.N`).
+    let mut processes = std::collections::BTreeMap::new();
+    for st in trace.streams.iter().map(|s| &s.info) {
+        if st.kind != STREAM_KERNEL_CPU && st.pid != 0 {
+            processes.entry(st.pid).or_insert(st.program());
+        }
+    }
+    for (&pid, name) in &processes {
+        descriptor(&mut packet, &mut |t| {
+            wire::uint(t, field::track::UUID, process_uuid(region_index, pid));
+            wire::message(t, field::track::PROCESS, |p| {
+                wire::uint(p, field::process::PID, pid.into());
+                wire::bytes(p, field::process::PROCESS_NAME, name.as_bytes());
             });
+        });
+    }
+    for st in &trace.streams {
+        let info = &st.info;
+        descriptor(&mut packet, &mut |t| {
+            wire::uint(t, field::track::UUID, track_uuid(region_index, info.index));
+            wire::bytes(t, field::track::NAME, info.label().as_bytes());
+            if processes.contains_key(&info.pid) && info.kind != STREAM_KERNEL_CPU {
+                let parent = process_uuid(region_index, info.pid);
+                wire::uint(t, field::track::PARENT_UUID, parent);
+            }
         });
     }
     out.write_all(&packet)
@@ -204,6 +232,12 @@ pub fn log_track(
 /// A track per stream, distinct across the regions of one dump.
 fn track_uuid(region_index: usize, stream: u16) -> u64 {
     0xC0DE_0000_0000 + ((region_index as u64) << 16) + u64::from(stream)
+}
+
+/// A process track per pid of a region's user streams, apart from the
+/// stream tracks.
+fn process_uuid(region_index: usize, pid: u32) -> u64 {
+    0xC0DF_0000_0000_0000 + ((region_index as u64) << 32) + u64::from(pid)
 }
 
 /// printk lines, markers and crashes are shown by their text.

@@ -1,36 +1,52 @@
-//! Which merged items `crashring extract` prints: `--cpu`, `--since`,
-//! `--until`, `--type`.
+//! Which merged items `crashring extract` prints: `--cpu`, `--stream`,
+//! `--since`, `--until`, `--type`.
 
 use super::view::{RegionView, StreamView};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::Region;
+use pstore_ring::read::{Region, StreamInfo};
 
-/// A filter over merged items. Losses pass the CPU and time filters like
-/// events but are never filtered by type: a loss may have held any type.
+/// A filter over merged items. Losses pass the stream and time filters
+/// like events but are never filtered by type: a loss may have held any
+/// type.
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
+    /// With `streams`, the streams kept: each names some; with neither,
+    /// every stream is kept.
     pub cpu: Option<u16>,
+    /// Stream names (`weston` also keeps `weston.0`, `weston.1`, … of a
+    /// program with several) or labels (`cpu3`, `cpu3.lane1`).
+    pub streams: Vec<String>,
     pub since_ns: Option<u64>,
     pub until_ns: Option<u64>,
     pub types: Vec<String>,
 }
 
 impl Selection {
-    /// The streams `--cpu` leaves, for writers that go stream by stream.
+    /// The streams `--cpu` and `--stream` leave, for writers that go
+    /// stream by stream.
     pub fn streams<'r, 'a>(&self, view: &RegionView<'r, 'a>) -> Vec<StreamView<'r, 'a>> {
-        view.streams()
-            .filter(|st| {
-                let info = st.info();
-                self.cpu
-                    .is_none_or(|c| info.kind == STREAM_KERNEL_CPU && info.cpu == c)
-            })
-            .collect()
+        view.streams().filter(|st| self.keeps(st.info())).collect()
+    }
+
+    fn keeps(&self, info: &StreamInfo) -> bool {
+        if self.cpu.is_none() && self.streams.is_empty() {
+            return true;
+        }
+        let kernel = info.kind == STREAM_KERNEL_CPU;
+        let cpu = self.cpu.is_some_and(|c| kernel && info.cpu == c);
+        let label = info.label();
+        let named = self
+            .streams
+            .iter()
+            .any(|n| *n == label || (!kernel && n == info.program()));
+        cpu || named
     }
 
     /// Whether every item is admitted, so none needs asking.
     pub fn admits_all(&self) -> bool {
         self.cpu.is_none()
+            && self.streams.is_empty()
             && self.since_ns.is_none()
             && self.until_ns.is_none()
             && self.types.is_empty()
@@ -38,10 +54,10 @@ impl Selection {
 
     pub fn admits(&self, item: &Item<'_, '_>, region: &Region<'_>) -> bool {
         let info = region.streams.iter().find(|s| s.index == item.stream());
-        if let Some(cpu) = self.cpu {
-            if !info.is_some_and(|i| i.kind == STREAM_KERNEL_CPU && i.cpu == cpu) {
-                return false;
-            }
+        if !info.map_or(self.cpu.is_none() && self.streams.is_empty(), |i| {
+            self.keeps(i)
+        }) {
+            return false;
         }
         let ts = match item {
             Item::Event(e) => e.ts,
@@ -99,7 +115,55 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_time;
+    use super::{parse_time, Selection};
+    use pstore_ring::layout::{STREAM_KERNEL_CPU, STREAM_USER};
+    use pstore_ring::read::StreamInfo;
+
+    fn info(index: u16, kind: u16, cpu: u16, lane: u8, name: &str) -> StreamInfo {
+        StreamInfo {
+            index,
+            kind,
+            cpu,
+            lane,
+            page_count: 2,
+            pages_offset: 0,
+            name: name.into(),
+            pid: 7,
+            uid: 1000,
+        }
+    }
+
+    #[test]
+    fn streams_are_chosen_by_cpu_program_or_label() {
+        let all = [
+            info(0, STREAM_KERNEL_CPU, 0, 0, ""),
+            info(1, STREAM_KERNEL_CPU, 1, 0, ""),
+            info(2, STREAM_KERNEL_CPU, 1, 1, ""),
+            info(3, STREAM_USER, u16::MAX, 0, "weston.0"),
+            info(4, STREAM_USER, u16::MAX, 0, "weston.1"),
+            info(5, STREAM_USER, u16::MAX, 0, "org.gnome.Shell"),
+            info(6, STREAM_USER, u16::MAX, 0, "westonx"),
+        ];
+        let kept = |cpu: Option<u16>, streams: &[&str]| {
+            let sel = Selection {
+                cpu,
+                streams: streams.iter().map(|s| s.to_string()).collect(),
+                ..Selection::default()
+            };
+            all.iter()
+                .filter(|i| sel.keeps(i))
+                .map(|i| i.index)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kept(None, &[]), [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(kept(Some(1), &[]), [1, 2]);
+        assert_eq!(kept(None, &["weston"]), [3, 4]);
+        assert_eq!(kept(None, &["weston.1"]), [4]);
+        assert_eq!(kept(None, &["org.gnome.Shell"]), [5]);
+        assert_eq!(kept(None, &["org.gnome"]), Vec::<u16>::new());
+        assert_eq!(kept(None, &["cpu1.lane1", "westonx"]), [2, 6]);
+        assert_eq!(kept(Some(0), &["weston"]), [0, 3, 4]);
+    }
 
     #[test]
     fn times_read_as_seconds_or_with_units() {

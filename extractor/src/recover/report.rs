@@ -118,6 +118,8 @@ pub struct StreamReport {
     pub lane: Option<u8>,
     /// User streams whose writer's pid is known.
     pub pid: Option<u32>,
+    /// The writer's user, with its pid.
+    pub uid: Option<u32>,
     pub recovered: usize,
     pub lost: u64,
     /// False when some count is a lower bound (the stream's end is unknown).
@@ -229,6 +231,7 @@ impl StreamReport {
             cpu: kernel.then_some(info.cpu),
             lane: kernel.then_some(info.lane),
             pid: (!kernel && info.pid != 0).then_some(info.pid),
+            uid: (!kernel && info.pid != 0).then_some(info.uid),
             recovered: view.event_count(),
             lost: s.lost_events(),
             lost_exact: s.lost_exact(),

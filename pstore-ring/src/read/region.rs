@@ -140,6 +140,15 @@ impl StreamInfo {
             self.name.clone()
         }
     }
+
+    /// A user stream's program: its name without the `.N` that numbers
+    /// the streams of a program with several (FORMAT.md, section 15).
+    pub fn program(&self) -> &str {
+        match self.name.rsplit_once('.') {
+            Some((p, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => p,
+            _ => &self.name,
+        }
+    }
 }
 
 pub(crate) fn text_of(raw: &[u8]) -> String {
