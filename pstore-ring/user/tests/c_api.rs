@@ -4,48 +4,17 @@
 use pstore_ring::layout::{STATE_CLEAN, STATE_RUNNING};
 use pstore_ring::read::{HeaderTrust, LossKind, Region, StreamTrace};
 use pstore_ring::schema::EVENT_LOG;
+mod common;
+
+use common::{build, run};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-/// Where `cargo test` put `libcrashring_user.so`: in `deps/`, beside the
-/// test itself. Only `cargo build` copies it up a level, so the copy there
-/// may be stale.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().to_path_buf()
-}
-
-/// The writer, finding its library by its run path alone: cargo's
-/// `LD_LIBRARY_PATH` names the level above `deps/` too.
-fn run(bin: &Path) -> Command {
-    let mut c = Command::new(bin);
-    c.env_remove("LD_LIBRARY_PATH");
-    c
-}
-
-/// Builds tests/c/writer.c with warnings as errors.
+/// Builds tests/c/writer.c.
 fn writer(dir: &Path) -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = dir.join("writer");
-    let lib = lib_dir();
-    let status = Command::new("cc")
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2"])
-        .arg("-I")
-        .arg(here.join("include"))
-        .arg("-I")
-        .arg(here.join("../../kernel"))
-        .arg(here.join("tests/c/writer.c"))
-        .arg("-o")
-        .arg(&out)
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lcrashring_user", "-lpthread"])
-        .status()
-        .unwrap();
-    assert!(status.success(), "cc failed");
-    out
+    build(dir, "writer", &["tests/c/writer.c"], &[])
 }
 
 /// Checks one stream of the writer's region: pairs of a `log` line and a

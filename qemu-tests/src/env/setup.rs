@@ -142,6 +142,9 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
         "qemu-system-x86".to_string(),
         format!("linux-image-{}-unsigned", k.v612),
         format!("linux-headers-{}", k.v612),
+        // The wlroots example's headers and library. Its -dev dependencies
+        // (libudev-dev) must match the backports systemd qemu brings.
+        "libwlroots-dev".to_string(),
     ]
     .into_iter()
     .filter(|p| !is_installed(sh, p))
