@@ -126,11 +126,13 @@ pub fn test(sh: &Shell) -> Result<()> {
 const CAMPAIGN_BATCH: u64 = 4;
 const CAMPAIGN_SEED: u64 = 9;
 
-/// `cargo xtask bench`: the ring writer and reader, the kernel ring code,
-/// the extractor's scan, decode and memory, each against a baseline; then
-/// the kernel writer against ftrace's in one guest.
+/// `cargo xtask bench`: the ring writer and reader, the user-space writer
+/// against LTTng-UST, the kernel ring code, the extractor's scan, decode
+/// and memory, each against a baseline; then the kernel writer against
+/// ftrace's in one guest.
 pub fn bench(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo bench -p pstore-ring --bench ring").run()?;
+    cmd!(sh, "cargo bench -p crashring-user --bench user").run()?;
     cmd!(sh, "cargo bench -p extractor --bench extract").run()?;
     cmd!(sh, "cargo bench -p qemu-tests --bench c_ring").run()?;
     kernel_cost::run(sh)?;

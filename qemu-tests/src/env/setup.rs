@@ -41,6 +41,9 @@ const TOOLS: &[&str] = &[
     // Builds a capture initramfs with the dracut module kdump-utils uses
     // (dracut-core does not replace initramfs-tools).
     "dracut-core",
+    // `bench` measures the user-space writer against LTTng-UST.
+    "liblttng-ust-dev",
+    "lttng-tools",
 ];
 
 /// The kernels the project supports, found in the archive.
