@@ -24,14 +24,23 @@ struct cr_plan {
 	u32 schema_size;
 	u32 tail_offset;
 	u64 pages_offset;
-	u32 pages_per_stream;	/* lane 0 and user streams */
+	u32 pages_per_stream;	/* lane 0, and user streams without user_pages */
 	u32 lane_pages;		/* every stream of a lane above 0 */
+	u32 user_pages;		/* every user stream; 0: pages_per_stream */
 	u64 region_size;
 };
 
+/* A stream's pages when they do not depend on what the others leave, else 0. */
+static u32 cr_fixed_pages(u32 lane_pages, u32 user_pages, const struct crashring_stream_spec *spec)
+{
+	if (spec->lane)
+		return lane_pages;
+	return spec->kind == CRASHRING_STREAM_USER ? user_pages : 0;
+}
+
 static u32 cr_stream_pages(const struct cr_plan *p, const struct crashring_stream_spec *spec)
 {
-	return spec->lane ? p->lane_pages : p->pages_per_stream;
+	return cr_fixed_pages(p->lane_pages, p->user_pages, spec) ?: p->pages_per_stream;
 }
 
 /* CRC-32/IEEE over two parts, as every checksum in the format is taken. */
@@ -121,8 +130,8 @@ static int cr_check_schema(const struct crashring_config *cfg)
 static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan *p)
 {
 	u32 page = cfg->page_size;
-	u64 align, stream_bytes, fit, lane_bytes, room;
-	u32 i, nested = 0;
+	u64 align, stream_bytes, fit, fixed_bytes = 0, room;
+	u32 i, nested = 0, flat = 0;
 
 	if (page < CRASHRING_MIN_PAGE_SIZE || page > CRASHRING_MAX_PAGE_SIZE || (page & (page - 1)))
 		return -EINVAL;
@@ -139,8 +148,10 @@ static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan 
 		    (spec->lane && spec->kind != CRASHRING_STREAM_KERNEL_CPU))
 			return -EINVAL;
 		nested += spec->lane > 0;
+		fixed_bytes += (u64)cr_fixed_pages(cfg->lane_pages, cfg->user_pages, spec) * page;
+		flat += !cr_fixed_pages(cfg->lane_pages, cfg->user_pages, spec);
 	}
-	if (nested && cfg->lane_pages < 2)
+	if ((nested && cfg->lane_pages < 2) || cfg->user_pages == 1)
 		return -EINVAL;
 	if (cr_check_schema(cfg))
 		return -EINVAL;
@@ -152,19 +163,18 @@ static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan 
 			  (u64)cfg->nstreams * CRASHRING_TAIL_COPIES * CRASHRING_TAIL_SIZE;
 	p->pages_offset = (p->pages_offset + align - 1) / align * align;
 	p->lane_pages = nested ? cfg->lane_pages : 0;
-	lane_bytes = (u64)nested * p->lane_pages * page;
+	p->user_pages = cfg->user_pages;
 	room = size > p->pages_offset ? size - p->pages_offset : 0;
-	if (lane_bytes > room)
+	if (fixed_bytes > room)
 		return -ENOSPC;
-	stream_bytes = nested < cfg->nstreams ? (room - lane_bytes) / (cfg->nstreams - nested) : 0;
+	stream_bytes = flat ? (room - fixed_bytes) / flat : 0;
 	fit = stream_bytes / page;
 	if (fit > 0xffffffffULL)
 		fit = 0xffffffffULL;
 	p->pages_per_stream = cfg->pages_per_stream ? cfg->pages_per_stream : (u32)fit;
-	if (nested < cfg->nstreams && (p->pages_per_stream < 2 || p->pages_per_stream > fit))
+	if (flat && (p->pages_per_stream < 2 || p->pages_per_stream > fit))
 		return -ENOSPC;
-	p->region_size = p->pages_offset + lane_bytes +
-			 (u64)(cfg->nstreams - nested) * p->pages_per_stream * page;
+	p->region_size = p->pages_offset + fixed_bytes + (u64)flat * p->pages_per_stream * page;
 	return 0;
 }
 

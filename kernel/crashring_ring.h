@@ -58,8 +58,9 @@ struct crashring_stream_spec {
 
 struct crashring_config {
 	u32 page_size;
-	u32 pages_per_stream;	/* lane 0 and user streams; 0: share what lanes leave */
+	u32 pages_per_stream;	/* lane 0 (and user streams without user_pages); 0: share the rest */
 	u32 lane_pages;		/* each stream of a lane above 0 */
+	u32 user_pages;		/* each user stream; 0: as lane 0 */
 	u8 word_size;
 	u16 nstreams;
 	const struct crashring_stream_spec *streams;

@@ -58,6 +58,8 @@ pub fn config(endian: Endian) -> RegionConfig<'static> {
         page_size: 256,
         pages_per_stream: Some(3),
         lane_pages: 2,
+        // The user stream sized apart from the CPUs, as in the module's pool.
+        user_pages: Some(4),
         streams: &STREAMS,
         custom_events: &CUSTOM,
         boot_id: *b"0123456789abcdef",

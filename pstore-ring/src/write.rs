@@ -67,11 +67,14 @@ pub struct RegionConfig<'a> {
     pub endian: Endian,
     pub word_size: u8,
     pub page_size: u32,
-    /// Pages per stream of lane 0 and per user stream; `None` divides
-    /// what the nesting lanes leave evenly.
+    /// Pages per stream of lane 0 (and per user stream without
+    /// `user_pages`); `None` divides what the others leave evenly.
     pub pages_per_stream: Option<u32>,
     /// Pages of each stream whose lane is above 0.
     pub lane_pages: u32,
+    /// Pages of each user stream; `None`: as lane 0. The kernel module's
+    /// pool of user streams has a size of its own.
+    pub user_pages: Option<u32>,
     pub streams: &'a [StreamSpec<'a>],
     /// Event types beyond the built-ins, ids 32..=255.
     pub custom_events: &'a [EventDef<'a>],
@@ -95,6 +98,7 @@ impl Default for RegionConfig<'_> {
             page_size: 4096,
             pages_per_stream: None,
             lane_pages: 2,
+            user_pages: None,
             streams: &[],
             custom_events: &[],
             boot_id: [0; 16],
@@ -125,6 +129,8 @@ pub enum FormatError {
     Lane { stream: usize, lane: u8 },
     #[error("nesting lanes need at least 2 pages each, {0} given")]
     LanePages(u32),
+    #[error("user streams need at least 2 pages each, {0} given")]
+    UserPages(u32),
     #[error("region size {0} does not fit the format's 64-bit offsets")]
     TooLarge(usize),
     #[error("the region's size needs pages_per_stream, which is not given")]
@@ -178,6 +184,9 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
     if nested > 0 && cfg.lane_pages < 2 {
         return Err(FormatError::LanePages(cfg.lane_pages));
     }
+    if cfg.user_pages == Some(1) || cfg.user_pages == Some(0) {
+        return Err(FormatError::UserPages(cfg.user_pages.unwrap_or(0)));
+    }
     let page = cfg.page_size as usize;
     let schema_offset = DESC_OFFSET + cfg.streams.len() * DESC_SIZE;
     let schema_size = schema::table_size(cfg.custom_events);
@@ -185,19 +194,29 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
     let tail_end = tail_offset + cfg.streams.len() * TAIL_COPIES * TAIL_SIZE;
     let align = page.min(4096);
     let pages_offset = tail_end.div_ceil(align) * align;
-    let lane_bytes = (nested as u64).saturating_mul(u64::from(cfg.lane_pages) * page as u64);
-    let flat = cfg.streams.len() - nested;
+    let fixed_bytes = cfg
+        .streams
+        .iter()
+        .filter_map(|s| fixed_pages(cfg, s))
+        .fold(0u64, |sum, n| {
+            sum.saturating_add(u64::from(n) * page as u64)
+        });
+    let flat = cfg
+        .streams
+        .iter()
+        .filter(|s| fixed_pages(cfg, s).is_none())
+        .count();
     let stream_bytes = (len as u64)
         .saturating_sub(pages_offset as u64)
-        .saturating_sub(lane_bytes)
+        .saturating_sub(fixed_bytes)
         / flat.max(1) as u64;
     let fit = u32::try_from(stream_bytes / page as u64).unwrap_or(u32::MAX);
     let pages_per_stream = cfg.pages_per_stream.unwrap_or(fit);
-    if pages_offset as u64 + lane_bytes > len as u64
+    if pages_offset as u64 + fixed_bytes > len as u64
         || (flat > 0 && (pages_per_stream < 2 || pages_per_stream > fit))
     {
         let need = pages_offset as u64
-            + lane_bytes
+            + fixed_bytes
             + flat as u64 * u64::from(pages_per_stream.max(2)) * page as u64;
         return Err(FormatError::TooSmall { need, have: len });
     }
@@ -216,13 +235,21 @@ fn put_text(dst: &mut [u8], text: &str) {
     dst[..n].copy_from_slice(&text.as_bytes()[..n]);
 }
 
+/// A stream's pages when they do not depend on what the others leave:
+/// a nesting lane's, or a user stream's when `user_pages` is given.
+fn fixed_pages(cfg: &RegionConfig<'_>, s: &StreamSpec<'_>) -> Option<u32> {
+    if s.lane > 0 {
+        Some(cfg.lane_pages)
+    } else if s.kind == STREAM_USER {
+        cfg.user_pages
+    } else {
+        None
+    }
+}
+
 impl Plan {
     fn pages_of(&self, cfg: &RegionConfig<'_>, s: &StreamSpec<'_>) -> u32 {
-        if s.lane > 0 {
-            cfg.lane_pages
-        } else {
-            self.pages_per_stream
-        }
+        fixed_pages(cfg, s).unwrap_or(self.pages_per_stream)
     }
 
     /// The region's bytes, computed wide enough that no configuration

@@ -23,7 +23,7 @@ mod ring_model;
 
 use super::*;
 use proptest::prelude::*;
-use pstore_ring::layout::RECORD_HEADER_SIZE;
+use pstore_ring::layout::{RECORD_HEADER_SIZE, STREAM_USER};
 use pstore_ring::read::{HeaderTrust, Region};
 use pstore_ring::schema::{self, EventDef, FieldDef};
 use pstore_ring::write::{RegionConfig, StreamSpec};
@@ -172,6 +172,11 @@ fn check(setup: &Setup, finish: Finish, durable: bool) -> Result<(), TestCaseErr
         word_size: h.word_size,
         page_size: h.page_size,
         pages_per_stream: rust.streams.first().map(|s| s.page_count),
+        user_pages: rust
+            .streams
+            .iter()
+            .find(|s| s.kind == STREAM_USER)
+            .map(|s| s.page_count),
         lane_pages: rust
             .streams
             .iter()
