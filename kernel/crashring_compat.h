@@ -67,4 +67,20 @@ static inline void cr_unregister_syscore(struct cr_syscore *s)
 }
 #endif
 
+/* A mapping's flags: through helpers since 6.3, written directly before. */
+#ifdef CR_HAVE_VM_FLAGS_SET
+static inline void cr_vm_flags_change(struct vm_area_struct *vma, vm_flags_t set,
+				      vm_flags_t clear)
+{
+	vm_flags_clear(vma, clear);
+	vm_flags_set(vma, set);
+}
+#else
+static inline void cr_vm_flags_change(struct vm_area_struct *vma, vm_flags_t set,
+				      vm_flags_t clear)
+{
+	vma->vm_flags = (vma->vm_flags & ~clear) | set;
+}
+#endif
+
 #endif /* CRASHRING_COMPAT_H */

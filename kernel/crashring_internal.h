@@ -14,6 +14,8 @@
 
 #include <linux/types.h>
 #include <linux/cpumask.h>
+#include <linux/fs.h>
+#include <linux/mm_types.h>
 #include <linux/mutex.h>
 #include <linux/preempt.h>
 #include <linux/smp.h>
@@ -54,8 +56,11 @@ struct crashring_state {
 	struct crashring_slot slot[CRASHRING_SLOTS];
 	int cur;		/* slot being recorded into, or -1 */
 	int prev;		/* slot exposed as "previous", or -1 */
-	struct crashring_stream *streams;	/* stream lane * nr_cpu_ids + cpu */
-	u32 nstreams;
+	/* stream lane * nr_cpu_ids + cpu, then the user stream pool */
+	struct crashring_stream *streams;
+	u32 nstreams;		/* the kernel's streams */
+	u32 nuser;		/* the pool's streams after them */
+	u32 user_pages;		/* pages of each pool stream */
 	struct crashring_cpu *cpus;		/* each CPU's lanes, by CPU */
 	u32 nlanes;
 	u8 boot_id[16];
@@ -118,6 +123,14 @@ void crashring_record_crash(u32 reason, const char *message);
 void crashring_record_clock(s64 wall_offset_ns);
 void crashring_clock_arm(void);
 void crashring_clock_stop(void);
+
+/* crashring_user.c */
+u32 crashring_user_pool(u32 page_size, u32 *pages);
+int crashring_user_init(void);
+void crashring_user_exit(void);
+long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+int crashring_user_mmap(struct file *file, struct vm_area_struct *vma);
+void crashring_user_release(struct file *file);
 
 /* crashring_sysfs.c */
 int crashring_sysfs_init(void);

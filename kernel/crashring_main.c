@@ -360,7 +360,8 @@ int crashring_start_recording(int slot)
 	struct crashring_config cfg = {
 		.page_size = ring_page_size,
 		.word_size = sizeof(long),
-		.nstreams = crashring.nstreams,
+		.nstreams = crashring.nstreams + crashring.nuser,
+		.user_pages = crashring.user_pages,
 		.created_ns = ktime_get_mono_fast_ns(),
 		.kernel_release = utsname()->release,
 		.hostname = utsname()->nodename,
@@ -375,10 +376,17 @@ int crashring_start_recording(int slot)
 	cfg.generation = generation == U64_MAX ? generation : generation + 1;
 	cfg.wall_offset_ns = ktime_get_real_ns() - cfg.created_ns;
 	memcpy(cfg.boot_id, crashring.boot_id, sizeof(cfg.boot_id));
-	specs = kcalloc(crashring.nstreams, sizeof(*specs), GFP_KERNEL);
+	specs = kcalloc(cfg.nstreams, sizeof(*specs), GFP_KERNEL);
 	if (!specs)
 		return -ENOMEM;
-	for (i = 0; i < crashring.nstreams; i++) {
+	for (i = 0; i < cfg.nstreams; i++) {
+		if (i >= crashring.nstreams) {
+			/* A free pool stream: no name, no holder yet. */
+			specs[i].kind = CRASHRING_STREAM_USER;
+			specs[i].cpu = U16_MAX;
+			specs[i].name = "";
+			continue;
+		}
 		specs[i].kind = CRASHRING_STREAM_KERNEL_CPU;
 		specs[i].cpu = i % nr_cpu_ids;
 		specs[i].lane = i / nr_cpu_ids;
@@ -390,8 +398,9 @@ int crashring_start_recording(int slot)
 			       crashring.streams);
 	kfree(specs);
 	if (err) {
-		crashring_note("cannot format slot %d (%llu bytes) for %u CPUs with %u-byte pages: %d",
-			       slot, crashring.slot[slot].size, crashring.nstreams, ring_page_size, err);
+		crashring_note("cannot format slot %d (%llu bytes) for %u streams and %u user streams of %u pages with %u-byte pages: %d",
+			       slot, crashring.slot[slot].size, crashring.nstreams, crashring.nuser,
+			       crashring.user_pages, ring_page_size, err);
 		return err;
 	}
 	if (durable > 0 || (durable < 0 && crashring.pmem)) {
@@ -603,7 +612,10 @@ static int cr_map(void)
 	return 0;
 }
 
-/* Every CPU's lanes: stream lane * nr_cpu_ids + cpu, lane 0 first. */
+/*
+ * Every CPU's lanes: stream lane * nr_cpu_ids + cpu, lane 0 first; then
+ * the pool of user streams.
+ */
 static int cr_alloc_lanes(void)
 {
 	unsigned int cpu, lane;
@@ -616,7 +628,9 @@ static int cr_alloc_lanes(void)
 	}
 	crashring.nlanes = nest_lanes;
 	crashring.nstreams = nest_lanes * nr_cpu_ids;
-	crashring.streams = kcalloc(crashring.nstreams, sizeof(*crashring.streams), GFP_KERNEL);
+	crashring.nuser = crashring_user_pool(ring_page_size, &crashring.user_pages);
+	crashring.streams = kcalloc(crashring.nstreams + crashring.nuser,
+				    sizeof(*crashring.streams), GFP_KERNEL);
 	crashring.cpus = kcalloc(nr_cpu_ids, sizeof(*crashring.cpus), GFP_KERNEL);
 	if (!crashring.streams || !crashring.cpus) {
 		kfree(crashring.streams);
@@ -657,6 +671,9 @@ static int __init crashring_init(void)
 	err = cr_alloc_lanes();
 	if (err)
 		goto err_unmap;
+	err = crashring_user_init();
+	if (err)
+		goto err_free_streams;
 	err = cr_get_boot_id(crashring.boot_id);
 	if (err) {
 		pr_warn("boot id unknown (%s: %d): a random one is recorded, so journal lines cannot match it\n",
@@ -696,6 +713,7 @@ err_sources:
 	if (crashring.cur >= 0)
 		cr_clear_slot(crashring.cur);
 err_free_streams:
+	crashring_user_exit();
 	cr_free_lanes();
 err_unmap:
 	memunmap(crashring.map);
@@ -718,6 +736,7 @@ static void __exit crashring_exit(void)
 	/* After sysfs: nothing can re-arm it once it is cancelled. */
 	crashring_clock_stop();
 	cr_finish_clean();
+	crashring_user_exit();
 	cr_free_lanes();
 	memunmap(crashring.map);
 	cr_release_region();

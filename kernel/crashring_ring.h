@@ -125,5 +125,7 @@ void crashring_take_innermost(struct crashring_cpu *c);
 void crashring_stop_all(struct crashring_stream *streams, u32 n);
 void crashring_set_durable(struct crashring_stream *s, bool on);
 u32 crashring_schema_size(const struct crashring_config *cfg);
+void crashring_reset_user_stream(void *mem, struct crashring_stream *s, const char *name,
+				 u32 pid, u32 uid, u64 ts);
 
 #endif /* CRASHRING_RING_H */

@@ -44,6 +44,8 @@
 #include <linux/preempt.h>
 #include <linux/stdarg.h>
 #include <linux/workqueue.h>
+#include <linux/ratelimit.h>
+#include <linux/capability.h>
 #include "crashring.h"
 #include "crashring_internal.h"
 
@@ -59,6 +61,18 @@ MODULE_PARM_DESC(printk_level, "Record printk lines up to this level (0 emerg ..
 static char *printk_prefix;
 module_param(printk_prefix, charp, 0400);
 MODULE_PARM_DESC(printk_prefix, "Record only printk lines starting with one of these comma-separated prefixes");
+
+static unsigned int user_markers_per_sec = 100;
+module_param(user_markers_per_sec, uint, 0400);
+MODULE_PARM_DESC(user_markers_per_sec, "Markers all unprivileged writers together may add per second (default 100)");
+
+/*
+ * Markers go into the kernel's own streams: a member of the crashring
+ * group looping on write() would otherwise overwrite the kernel's history.
+ * Unprivileged writers share this budget; beyond it a write fails with
+ * EAGAIN and records nothing. Root (CAP_SYS_ADMIN) is not limited.
+ */
+static DEFINE_RATELIMIT_STATE(cr_marker_budget, HZ, 100);
 
 static char *sources;
 module_param(sources, charp, 0400);
@@ -498,6 +512,8 @@ static ssize_t cr_marker_write(struct file *file, const char __user *ubuf, size_
 
 	if (!(READ_ONCE(crashring.sources) & CR_SRC_MARKER))
 		return -ENODEV;
+	if (!capable(CAP_SYS_ADMIN) && !__ratelimit(&cr_marker_budget))
+		return -EAGAIN;
 	text = memdup_user(ubuf, n);
 	if (IS_ERR(text))
 		return PTR_ERR(text);
@@ -509,17 +525,26 @@ static ssize_t cr_marker_write(struct file *file, const char __user *ubuf, size_
 	return count;
 }
 
+static int cr_dev_release(struct inode *inode, struct file *file)
+{
+	crashring_user_release(file);
+	return 0;
+}
+
 static const struct file_operations cr_marker_fops = {
 	.owner = THIS_MODULE,
 	.write = cr_marker_write,
+	.unlocked_ioctl = crashring_user_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = crashring_user_mmap,
+	.release = cr_dev_release,
 	.llseek = noop_llseek,
 };
 
 /*
  * Only root, and the crashring group the package's udev rule gives the
- * node to, may add markers: a marker takes room in the kernel's own
- * streams, so anyone's loop of writes could overwrite the kernel's
- * history. Nobody reads here.
+ * node to, may add markers (within cr_marker_budget) and take user
+ * streams. Nobody reads here.
  */
 static struct miscdevice cr_marker_dev = {
 	.minor = MISC_DYNAMIC_MINOR,
@@ -675,6 +700,9 @@ int crashring_sources_init(void)
 	int err;
 
 	cr_filters[0].max_level = clamp(printk_level, 0, 7);
+	cr_marker_budget.burst = user_markers_per_sec;
+	/* Refused markers are the writer's concern: no "suppressed" lines. */
+	ratelimit_set_flags(&cr_marker_budget, RATELIMIT_MSG_ON_RELEASE);
 	if (printk_prefix)
 		strscpy(cr_filters[0].prefixes, printk_prefix, sizeof(cr_filters[0].prefixes));
 	if (sources && crashring_parse_sources(sources, &want)) {

@@ -25,6 +25,11 @@
  *                     wrong, and stays loaded: a hex dump at KERN_ERR (its
  *                     level comes in an argument) and a line at the default
  *                     level
+ *   action=drm        a thread prints a DRM-style debug line,
+ *                     "[drm:drm_atomic_commit] crtc-41 flip seq=S" with
+ *                     pr_debug() (load with dyndbg=+p, as drm.debug turns
+ *                     DRM's on), every millisecond, S counting from 0,
+ *                     until the module is removed or the machine panics
  *
  * With action=load or nested, crash= brings the kernel down crash_ms
  * milliseconds later, under that load (the crash campaign):
@@ -59,7 +64,7 @@
 
 static char *action = "load";
 module_param(action, charp, 0400);
-MODULE_PARM_DESC(action, "load, nested, cost, panic_irq, lockup or printk");
+MODULE_PARM_DESC(action, "load, nested, cost, panic_irq, lockup, printk or drm");
 
 static unsigned int cost_events = 100000;
 module_param(cost_events, uint, 0400);
@@ -414,6 +419,31 @@ static int arm_crash(void)
 	return PTR_ERR_OR_ZERO(t);
 }
 
+static struct task_struct *drm_thread;
+
+static int drm_fn(void *unused)
+{
+	u32 seq = 0;
+
+	while (!kthread_should_stop()) {
+		pr_debug("[drm:drm_atomic_commit] crtc-41 flip seq=%u\n", seq++);
+		usleep_range(1000, 1100);
+	}
+	return 0;
+}
+
+static int start_drm(void)
+{
+	drm_thread = kthread_run(drm_fn, NULL, "crashring_drm");
+	if (IS_ERR(drm_thread)) {
+		int err = PTR_ERR(drm_thread);
+
+		drm_thread = NULL;
+		return err;
+	}
+	return 0;
+}
+
 static int __init crashring_test_init(void)
 {
 	int err;
@@ -434,12 +464,17 @@ static int __init crashring_test_init(void)
 		print_metadata_lines();
 		return 0;
 	}
-	pr_err("action=%s: expected load, nested, cost, panic_irq, lockup or printk\n", action);
+	if (!strcmp(action, "drm"))
+		return start_drm();
+	pr_err("action=%s: expected load, nested, cost, panic_irq, lockup, printk or drm\n",
+	       action);
 	return -EINVAL;
 }
 
 static void __exit crashring_test_exit(void)
 {
+	if (drm_thread)
+		kthread_stop(drm_thread);
 	stop_nested();
 	stop_load();
 	if (nmi_registered)

@@ -91,10 +91,14 @@ pub const STREAM_USER: u16 = 2;
 /// `StreamDesc::flags` bits 0-3: the nesting lane of a kernel CPU stream
 /// (FORMAT.md, "Nesting lanes"). Lane 0 records what a CPU writes outside
 /// any other write; lane *d* what it writes while *d* writes of that CPU
-/// are interrupted. The other bits are 0.
+/// are interrupted. The other bits are 0 but [`DESC_NO_TAILS`].
 pub const DESC_LANE_MASK: u32 = 0xF;
 /// Lanes a CPU can have: the values `DESC_LANE_MASK` can hold.
 pub const MAX_LANES: u32 = 16;
+/// `StreamDesc::flags` bit 4: the stream's writer does not keep its tail
+/// copies (a user stream of the kernel module's pool, which a process
+/// writes through a mapping of its pages alone); readers ignore them.
+pub const DESC_NO_TAILS: u32 = 0x10;
 
 /// Page header magic, a `u32` in region byte order ("CRPG" little-endian).
 pub const PAGE_MAGIC: u32 = 0x4750_5243;

@@ -442,23 +442,14 @@ impl<'a> Iterator for StreamWriters<'a> {
         self.rest = rest;
         let (tail, tails) = core::mem::take(&mut self.tails).split_at_mut(TAIL_COPIES * TAIL_SIZE);
         self.tails = tails;
-        let mut w = StreamWriter {
-            pages: mine,
-            tail,
-            e: self.e,
-            page_size: self.page_size,
-            page_count: pages,
-            stream: self.next,
-            cur: 0,
-            seq: 0,
-            next_index: 0,
-            time: self.start_ts,
-            commit: 0,
-            count: 0,
-            open: false,
-            in_flight: false,
-        };
-        w.open_page(0, self.start_ts);
+        let w = StreamWriter::start(
+            mine,
+            Some(tail),
+            self.next,
+            self.e,
+            self.page_size,
+            self.start_ts,
+        )?;
         self.next += 1;
         Some(w)
     }
@@ -479,8 +470,10 @@ pub enum Dropped {
 /// Records into one stream's ring of pages.
 pub struct StreamWriter<'a> {
     pages: &'a mut [u8],
-    /// The stream's two tail copies.
-    tail: &'a mut [u8],
+    /// The stream's two tail copies; `None` where they are not the
+    /// writer's to write (a user stream the kernel module handed out: the
+    /// tail table is the kernel's).
+    tail: Option<&'a mut [u8]>,
     e: Endian,
     page_size: usize,
     page_count: u32,
@@ -501,6 +494,52 @@ pub struct StreamWriter<'a> {
 }
 
 impl<'a> StreamWriter<'a> {
+    /// Starts stream `stream` of a region laid out elsewhere (the kernel
+    /// module's pool of user streams, say) over its `pages`, whole pages
+    /// of `page_size` bytes whose headers nothing else writes any more:
+    /// opens page 0 with `seq` 1 and index 0 at time `start_ts`, as
+    /// [`format`] starts every stream. `tail` is the stream's pair of tail
+    /// copies, or `None` if they are not the writer's. `None` when the
+    /// page size is not the format's or `pages` holds less than a page.
+    pub fn start(
+        pages: &'a mut [u8],
+        tail: Option<&'a mut [u8]>,
+        stream: u16,
+        e: Endian,
+        page_size: usize,
+        start_ts: u64,
+    ) -> Option<StreamWriter<'a>> {
+        let sizes = MIN_PAGE_SIZE as usize..=MAX_PAGE_SIZE as usize;
+        if !sizes.contains(&page_size) || pages.len() < page_size {
+            return None;
+        }
+        if tail
+            .as_ref()
+            .is_some_and(|t| t.len() < TAIL_COPIES * TAIL_SIZE)
+        {
+            return None;
+        }
+        let page_count = u32::try_from(pages.len() / page_size).ok()?;
+        let mut w = StreamWriter {
+            pages,
+            tail,
+            e,
+            page_size,
+            page_count,
+            stream,
+            cur: 0,
+            seq: 0,
+            next_index: 0,
+            time: start_ts,
+            commit: 0,
+            count: 0,
+            open: false,
+            in_flight: false,
+        };
+        w.open_page(0, start_ts);
+        Some(w)
+    }
+
     pub fn stream(&self) -> u16 {
         self.stream
     }
@@ -576,7 +615,9 @@ impl<'a> StreamWriter<'a> {
         t.crc = U32::new(e, crc32(&[&t.as_bytes()[..TAIL_SIZE - 4]]));
         let at = (seq & 1) as usize * TAIL_SIZE;
         compiler_fence(Ordering::Release);
-        self.tail[at..at + TAIL_SIZE].copy_from_slice(t.as_bytes());
+        if let Some(tail) = self.tail.as_deref_mut() {
+            tail[at..at + TAIL_SIZE].copy_from_slice(t.as_bytes());
+        }
     }
 
     /// Closes the current page: CRC first, then the flag that makes the CRC
@@ -897,6 +938,87 @@ mod tests {
         }
     }
 
+    /// The module's pool: user streams sized apart, each started again by
+    /// a process that may not write the tail table.
+    #[test]
+    fn user_streams_get_their_own_size_and_restart_without_tails() {
+        let user = StreamSpec {
+            kind: STREAM_USER,
+            cpu: u16::MAX,
+            lane: 0,
+            name: "",
+            pid: 0,
+            uid: 0,
+        };
+        let specs = [StreamSpec::cpu(0), user, user];
+        let cfg = RegionConfig {
+            page_size: 256,
+            user_pages: Some(2),
+            streams: &specs,
+            ..Default::default()
+        };
+        assert_eq!(
+            format(
+                &mut [0u8; 8192],
+                &RegionConfig {
+                    user_pages: Some(1),
+                    ..cfg
+                }
+            )
+            .err(),
+            Some(FormatError::UserPages(1))
+        );
+        let mut buf = vec![0u8; 16 << 10];
+        let size = region_size(&RegionConfig {
+            pages_per_stream: Some(5),
+            ..cfg
+        })
+        .unwrap();
+        let at = {
+            let f = format(&mut buf, &cfg).unwrap();
+            let counts: Vec<u32> = f.streams.map(|w| w.page_count()).collect();
+            assert!(
+                counts[0] > 5,
+                "the CPU gets what the pool leaves: {counts:?}"
+            );
+            assert_eq!(counts[1..], [2, 2]);
+            let region =
+                crate::read::Region::parse(&buf, crate::read::HeaderTrust::Checksummed).unwrap();
+            assert!(size < region.header.region_size as usize);
+            region.streams[2].pages_offset as usize
+        };
+        // What the module does when it hands the stream out: its
+        // descriptor says the tails are not kept.
+        let d = DESC_OFFSET + 2 * DESC_SIZE;
+        let mut desc = StreamDesc::read_from_bytes(&buf[d..d + DESC_SIZE]).unwrap();
+        desc.flags = U32::new(Endian::NATIVE, DESC_NO_TAILS);
+        desc.crc = U32::new(Endian::NATIVE, crc32(&[&desc.as_bytes()[..DESC_SIZE - 4]]));
+        buf[d..d + DESC_SIZE].copy_from_slice(desc.as_bytes());
+        let tails_before = buf[..at].to_vec();
+        let mut w =
+            StreamWriter::start(&mut buf[at..at + 512], None, 2, Endian::NATIVE, 256, 50).unwrap();
+        // A type the region's schema knows, or salvage of the open page
+        // would stop at the first record.
+        for i in 0..40u64 {
+            w.write(100 + i, EVENT_LOST, &i.to_le_bytes()).unwrap();
+        }
+        assert_eq!(
+            buf[..at],
+            tails_before[..],
+            "nothing before the pages written"
+        );
+        let region =
+            crate::read::Region::parse(&buf, crate::read::HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode();
+        let st = &trace.streams[2];
+        let kept = st.events.len() as u64;
+        assert!(kept > 0 && kept < 40);
+        assert_eq!(st.lost(crate::read::LossKind::Overwritten), 40 - kept);
+        assert_eq!(st.lost_events(), 40 - kept, "{:?}", st.losses);
+        assert!(trace.diagnostics.is_empty(), "{:?}", trace.diagnostics);
+        assert!(StreamWriter::start(&mut [0u8; 255], None, 0, Endian::NATIVE, 256, 0).is_none());
+    }
+
     #[test]
     fn an_event_with_one_u64_takes_twelve_bytes() {
         let lost = builtin(EVENT_LOST).unwrap();
@@ -1035,7 +1157,9 @@ mod tests {
     /// (seq, first_index, end_index, state) of tail copy `c`.
     fn tail(w: &StreamWriter<'_>, c: usize) -> (u64, u64, u64, u16) {
         let e = w.e;
-        let t = StreamTail::read_from_bytes(&w.tail[c * TAIL_SIZE..][..TAIL_SIZE]).unwrap();
+        let t =
+            StreamTail::read_from_bytes(&w.tail.as_deref().unwrap()[c * TAIL_SIZE..][..TAIL_SIZE])
+                .unwrap();
         let crc = crc32(&[&t.as_bytes()[..TAIL_SIZE - 4]]);
         assert_eq!(t.crc.get(e), crc, "copy {c} CRC");
         assert_eq!(t.stream.get(e), w.stream);
@@ -1048,7 +1172,12 @@ mod tests {
         let mut buf = [0u8; 8192];
         let mut w = one_stream(&mut buf);
         assert_eq!(tail(&w, 1), (1, 0, 0, TAIL_OPEN));
-        assert!(w.tail[..TAIL_SIZE].iter().all(|&b| b == 0), "copy 0 empty");
+        assert!(
+            w.tail.as_deref().unwrap()[..TAIL_SIZE]
+                .iter()
+                .all(|&b| b == 0),
+            "copy 0 empty"
+        );
         // 100-byte records: 9 fit a 976-byte page, the 10th opens page 2.
         for i in 0..10 {
             w.write(i, 40, &[7; 96]).unwrap();

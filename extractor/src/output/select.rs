@@ -130,6 +130,7 @@ mod tests {
             name: name.into(),
             pid: 7,
             uid: 1000,
+            keeps_tails: true,
         }
     }
 

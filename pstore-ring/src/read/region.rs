@@ -124,6 +124,9 @@ pub struct StreamInfo {
     pub pid: u32,
     /// A user stream's writing user; 0 for kernel streams.
     pub uid: u32,
+    /// Whether its writer keeps its tail copies (not so for a user stream
+    /// of the kernel module's pool, [`DESC_NO_TAILS`]).
+    pub keeps_tails: bool,
 }
 
 impl StreamInfo {
@@ -372,6 +375,7 @@ pub(crate) fn parse_streams(
             name: text_of(&d.name),
             pid: d.pid.get(e),
             uid: d.uid.get(e),
+            keeps_tails: d.flags.get(e) & DESC_NO_TAILS == 0,
         });
     }
     out

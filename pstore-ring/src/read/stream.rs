@@ -859,6 +859,12 @@ fn read_tail(
     diags: &mut Vec<Diagnostic>,
 ) -> Tail {
     let base = match region.tails {
+        _ if !info.keeps_tails => {
+            return Tail {
+                best: None,
+                torn: false,
+            }
+        }
         TailTable::None => {
             return Tail {
                 best: None,

@@ -3,9 +3,11 @@
  * crashring-user: a program's own flight recorder in a crash-persistent
  * region (pstore-ring/FORMAT.md, section 15), for C programs.
  *
- * A recorder formats a region of user streams in a file it maps (by
- * default NAME.PID.crashring in $CRASHRING_USER_DIR or /dev/shm). Each
- * thread takes a stream of its own and records into it with plain stores:
+ * A recorder's streams are in the region the kernel records (the
+ * crashring module's pool, for members of the crashring group), or in a
+ * region file it maps (by default NAME.PID.crashring in
+ * $CRASHRING_USER_DIR or /dev/shm). Each thread takes a stream of its own
+ * and records into it with plain stores:
  * no lock, no system call but the vDSO's clock read, no allocation. What a
  * stream has committed stays readable when the process is killed at any
  * point; `crashring extract FILE` reads it, on the kernel's
@@ -55,24 +57,35 @@ struct crashring_event_def {
 	const struct crashring_field_def *fields;
 };
 
-/* Zero members take the defaults: 4 streams of 64 pages of 4096 bytes. */
+/* Where the streams are (struct crashring_user_config.backing). */
+#define CRASHRING_USER_AUTO 0	/* the kernel's pool if it gives one, else a file */
+#define CRASHRING_USER_KERNEL 1	/* the kernel module's pool: survives a kernel panic */
+#define CRASHRING_USER_FILE 2	/* a region file of the program's own */
+
+/*
+ * Zero members take the defaults: 4 streams of 4096-byte pages, 64 pages
+ * each in a file, the pool's size in the kernel's region.
+ */
 struct crashring_user_config {
 	const char *name;	/* each stream's name: NAME, or NAME.N of several */
 	const char *path;	/* the region file; NULL: the default place */
 	uint16_t streams;	/* threads that record at the same time */
 	uint32_t pages_per_stream;
 	uint32_t page_size;
-	uint16_t nevents;
+	uint16_t nevents;	/* the program's own types: a file only */
 	const struct crashring_event_def *events;
+	uint32_t backing;	/* CRASHRING_USER_* */
 };
 
 /* The longest log line kept whole; longer ones are cut. */
 #define CRASHRING_LOG_TEXT_MAX 997
 
 /*
- * Formats the region file and maps it. NULL with errno set on failure:
- * EINVAL for a bad configuration, EEXIST if the file is already there
- * (an earlier recording is never replaced), the file's error otherwise.
+ * Makes a recorder: takes a first stream from the kernel's pool, or
+ * formats and maps a region file. NULL with errno set on failure: EINVAL
+ * for a bad configuration, EEXIST if the file is already there (an earlier
+ * recording is never replaced), the file's or the kernel's error otherwise
+ * (crashring_uapi.h lists the kernel's).
  */
 struct crashring_recorder *
 crashring_recorder_create(const struct crashring_user_config *cfg);
@@ -81,7 +94,11 @@ crashring_recorder_create(const struct crashring_user_config *cfg);
  * back first. */
 void crashring_recorder_destroy(struct crashring_recorder *rec);
 
-/* The calling thread's stream; NULL with errno EBUSY when all are held. */
+/*
+ * The calling thread's stream: a free one, or a new one from the kernel's
+ * pool; NULL with errno EBUSY when all `streams` are held, or the kernel's
+ * error.
+ */
 struct crashring_stream *crashring_stream_get(const struct crashring_recorder *rec);
 
 /* Gives the stream back; the next thread to get it continues its ring. */

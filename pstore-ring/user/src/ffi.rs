@@ -5,7 +5,7 @@
 //! Every function takes the pointers the others returned; null pointers
 //! are refused with `-EINVAL` or null, never dereferenced.
 
-use crate::recorder::{Config, Recorder, Stream};
+use crate::recorder::{Backing, Config, Recorder, Stream};
 use pstore_ring::schema::{EventDef, FieldDef, FieldKind};
 use std::ffi::{c_char, c_int, CStr};
 use std::path::PathBuf;
@@ -39,6 +39,8 @@ pub struct CConfig {
     page_size: u32,
     nevents: u16,
     events: *const CEventDef,
+    /// `CRASHRING_USER_AUTO` (0), `_KERNEL` (1) or `_FILE` (2).
+    backing: u32,
 }
 
 /// Reads a C string, `None` for null or not UTF-8.
@@ -118,6 +120,15 @@ pub unsafe extern "C" fn crashring_recorder_create(cfg: *const CConfig) -> *mut 
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     };
+    let backing = match c.backing {
+        0 => Backing::Auto,
+        1 => Backing::Kernel,
+        2 => Backing::File,
+        _ => {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+    };
     let defaults = Config::new(name);
     let nonzero = |v: u32, d: u32| if v == 0 { d } else { v };
     let config = Config {
@@ -127,21 +138,30 @@ pub unsafe extern "C" fn crashring_recorder_create(cfg: *const CConfig) -> *mut 
         } else {
             c.streams
         },
-        pages_per_stream: nonzero(c.pages_per_stream, defaults.pages_per_stream),
+        pages_per_stream: c.pages_per_stream,
         page_size: nonzero(c.page_size, defaults.page_size),
         events: &defs,
+        backing,
         ..defaults
     };
     match Recorder::create(&config) {
         Ok(r) => Box::into_raw(Box::new(r)),
-        Err(crate::Error::File { source, .. }) => {
-            set_errno(source.raw_os_error().unwrap_or(libc::EIO));
+        Err(e) => {
+            set_errno(errno_of(&e));
             std::ptr::null_mut()
         }
-        Err(_) => {
-            set_errno(libc::EINVAL);
-            std::ptr::null_mut()
+    }
+}
+
+/// The errno a C caller gets for `e`: the system's for a file or the
+/// kernel, EBUSY when every stream is held, EINVAL for a configuration.
+fn errno_of(e: &crate::Error) -> c_int {
+    match e {
+        crate::Error::File { source, .. } | crate::Error::Kernel { source } => {
+            source.raw_os_error().unwrap_or(libc::EIO)
         }
+        crate::Error::Busy => libc::EBUSY,
+        _ => libc::EINVAL,
     }
 }
 
@@ -168,9 +188,9 @@ pub unsafe extern "C" fn crashring_stream_get(rec: *const Recorder) -> *mut Stre
         return std::ptr::null_mut();
     };
     match rec.stream() {
-        Some(s) => Box::into_raw(Box::new(s)),
-        None => {
-            set_errno(libc::EBUSY);
+        Ok(s) => Box::into_raw(Box::new(s)),
+        Err(e) => {
+            set_errno(errno_of(&e));
             std::ptr::null_mut()
         }
     }

@@ -1,11 +1,15 @@
 //! A program's own flight recorder, in a crash-persistent region.
 //!
-//! A [`Recorder`] formats a region of user streams (FORMAT.md, section 15)
-//! in a file it maps into memory, `/dev/shm` by default or a DAX/pmem
-//! file, and hands each thread a [`Stream`] of its own: a thread records
-//! with plain stores into its own ring of pages, with no lock, no system
-//! call and no allocation per event. Timestamps are `CLOCK_MONOTONIC`, the
-//! clock of the kernel's streams, so `crashring extract` merges a
+//! A [`Recorder`] hands each thread a [`Stream`] of its own, a ring of
+//! pages of a crash-persistent region (FORMAT.md, section 15): a thread
+//! records with plain stores, with no lock, no system call and no
+//! allocation per event. The streams are, as [`Backing`] says, the kernel
+//! module's (its pool of user streams in the region the kernel records,
+//! mapped through `/dev/crashring`, for members of the `crashring` group:
+//! they survive a kernel panic and come back beside the kernel's CPUs), or
+//! a region file's the recorder formats and maps (`/dev/shm` by default,
+//! or a DAX/pmem file), on any machine. Timestamps are `CLOCK_MONOTONIC`,
+//! the clock of the kernel's streams, so `crashring extract` merges a
 //! program's events with the kernel's on one timeline.
 //!
 //! What a stream commits is in the file the moment it is committed: a
@@ -27,9 +31,10 @@
 
 mod clock;
 pub mod ffi;
+mod kernel;
 mod recorder;
 
 pub use clock::monotonic_ns;
 pub use pstore_ring::schema::{EventDef, FieldDef, FieldKind, Value};
 pub use pstore_ring::write::Dropped;
-pub use recorder::{Config, Error, Level, Recorder, Stream};
+pub use recorder::{Backing, Config, Error, Level, Recorder, Stream, FILE_PAGES};

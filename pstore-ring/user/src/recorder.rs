@@ -1,6 +1,6 @@
 //! The file-backed region and the per-thread streams that record into it.
 
-use crate::clock;
+use crate::{clock, kernel};
 use memmap2::MmapMut;
 use pstore_ring::layout::{REASON_NONE, STATE_CLEAN, STREAM_USER};
 use pstore_ring::schema::{self, EventDef, Value, EVENT_LOG};
@@ -15,6 +15,8 @@ use std::sync::{Mutex, PoisonError};
 /// `$CRASHRING_USER_DIR`, else `/dev/shm`.
 pub const DIR_VARIABLE: &str = "CRASHRING_USER_DIR";
 const DEFAULT_DIR: &str = "/dev/shm";
+/// Pages of a file's stream unless [`Config::pages_per_stream`] says.
+pub const FILE_PAGES: u32 = 64;
 
 /// How a [`Recorder`] lays out its region.
 #[derive(Clone, Debug)]
@@ -27,24 +29,29 @@ pub struct Config<'a> {
     pub path: Option<PathBuf>,
     /// Streams: one per thread that records at the same time.
     pub streams: u16,
-    /// Pages in each stream's ring: how far back its history reaches.
+    /// Pages in each stream's ring: how far back its history reaches; 0
+    /// for the default, [`FILE_PAGES`] in a file and the pool's size
+    /// (`user_stream_pages`, which a kernel stream cannot exceed) in the
+    /// kernel's region.
     pub pages_per_stream: u32,
     pub page_size: u32,
     /// The program's own event types, ids 32..=255, for
-    /// [`Stream::event`].
+    /// [`Stream::event`]. Only a file's schema table can describe them.
     pub events: &'a [EventDef<'a>],
+    pub backing: Backing,
 }
 
 impl<'a> Config<'a> {
-    /// Four streams of 64 pages of 4 KiB (1 MiB of history in all).
+    /// Four streams of the default size, pages of 4 KiB.
     pub fn new(name: &'a str) -> Self {
         Config {
             name,
             path: None,
             streams: 4,
-            pages_per_stream: 64,
+            pages_per_stream: 0,
             page_size: 4096,
             events: &[],
+            backing: Backing::Auto,
         }
     }
 }
@@ -61,6 +68,14 @@ pub enum Error {
     Format(#[from] FormatError),
     #[error("a recorder needs at least one stream")]
     NoStreams,
+    #[error("every stream is held")]
+    Busy,
+    #[error("{}: {source}", kernel::DEVICE)]
+    Kernel { source: std::io::Error },
+    #[error(
+        "the kernel's region cannot describe a program's own event types: record them in a file"
+    )]
+    KernelEvents,
 }
 
 /// Syslog levels, as the kernel's `printk` levels.
@@ -77,34 +92,103 @@ pub enum Level {
     Debug = 7,
 }
 
-/// A region of user streams in a memory-mapped file.
-pub struct Recorder {
+/// Where a recorder's streams are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backing {
+    /// The kernel's pool when `/dev/crashring` gives a stream (the module
+    /// is loaded and recording, the user is in the `crashring` group, and
+    /// the program has no event types of its own), else a file.
+    #[default]
+    Auto,
+    /// Streams of the kernel module's pool, in the region the kernel
+    /// records: they survive a kernel panic, next to the kernel's events.
+    Kernel,
+    /// A region file of the program's own ([`Config::path`]).
+    File,
+}
+
+/// A stream no thread holds, and what keeps its pages mapped.
+struct Held {
+    w: StreamWriter<'static>,
+    /// Declared after `w`, which points into its mapping.
+    _grant: Option<kernel::Grant>,
+}
+
+/// A file-backed region: its path, state block and mapping.
+struct RegionFile {
     path: PathBuf,
-    /// Streams no thread holds, each where its last holder left it.
-    free: Mutex<Vec<StreamWriter<'static>>>,
     control: Mutex<RegionControl<'static>>,
-    /// Declared last, so the writers above, which point into it, are
-    /// dropped before it is unmapped.
     _map: MmapMut,
 }
 
+/// Where streams come from: the kernel's pool (granted as threads ask),
+/// or a file formatted with all of them.
+enum Source {
+    Kernel {
+        name: String,
+        pages: u32,
+        /// Streams granted so far, at most [`Config::streams`].
+        granted: Mutex<u16>,
+        most: u16,
+    },
+    File(RegionFile),
+}
+
+/// A program's flight recorder: streams in the kernel's region, or in a
+/// memory-mapped file of its own.
+pub struct Recorder {
+    /// Streams no thread holds, each where its last holder left it.
+    /// Declared first, so the writers are dropped before what they point
+    /// into.
+    free: Mutex<Vec<Held>>,
+    source: Source,
+}
+
 impl Recorder {
-    /// Formats a new region file and maps it. The file is laid out under
-    /// a temporary name and renamed into place, so a reader never finds a
-    /// half-formatted region under the final name; an existing file of
-    /// that name (another run's recording) is never replaced.
+    /// Makes a recorder as [`Config::backing`] says. A file region is laid
+    /// out under a temporary name and renamed into place, so a reader
+    /// never finds a half-formatted region under the final name; an
+    /// existing file of that name (another run's recording) is never
+    /// replaced. A kernel one is given its first stream here, so that
+    /// [`Backing::Auto`] knows whether the kernel will have it.
     pub fn create(cfg: &Config<'_>) -> Result<Recorder, Error> {
         if cfg.streams == 0 {
             return Err(Error::NoStreams);
         }
+        let kernel = match cfg.backing {
+            Backing::Kernel if !cfg.events.is_empty() => return Err(Error::KernelEvents),
+            Backing::Kernel => true,
+            Backing::Auto => cfg.path.is_none() && cfg.events.is_empty(),
+            Backing::File => false,
+        };
+        if kernel {
+            let rec = Recorder {
+                free: Mutex::new(Vec::new()),
+                source: Source::Kernel {
+                    name: cfg.name.to_string(),
+                    pages: cfg.pages_per_stream,
+                    granted: Mutex::new(0),
+                    most: cfg.streams,
+                },
+            };
+            match rec.grant() {
+                Ok(held) => {
+                    rec.free_list().push(held);
+                    return Ok(rec);
+                }
+                Err(e) if cfg.backing == Backing::Kernel => return Err(e),
+                Err(_) => {}
+            }
+        }
+        Self::create_file(cfg)
+    }
+
+    fn create_file(cfg: &Config<'_>) -> Result<Recorder, Error> {
         let pid = std::process::id();
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         let names: Vec<String> = (0..cfg.streams)
-            .map(|i| match cfg.streams {
-                1 => cfg.name.to_string(),
-                _ => format!("{}.{i}", cfg.name),
-            })
+            .map(|i| stream_name(cfg.name, cfg.streams, i))
             .collect();
         let specs: Vec<StreamSpec<'_>> = names
             .iter()
@@ -121,7 +205,10 @@ impl Recorder {
         let (release, host) = clock::release_and_host();
         let region = RegionConfig {
             page_size: cfg.page_size,
-            pages_per_stream: Some(cfg.pages_per_stream),
+            pages_per_stream: Some(match cfg.pages_per_stream {
+                0 => FILE_PAGES,
+                n => n,
+            }),
             streams: &specs,
             custom_events: cfg.events,
             boot_id: clock::boot_id(),
@@ -155,8 +242,8 @@ impl Recorder {
         let mut map = unsafe { MmapMut::map_mut(staged.as_file()) }.map_err(file_error)?;
         // SAFETY: the slice covers the mapping, which never moves and
         // outlives every writer made from it: `Recorder` drops its writers
-        // before `_map`, and a `Stream` borrows the `Recorder`. Nothing
-        // else touches the mapping.
+        // before its source, and a `Stream` borrows the `Recorder`.
+        // Nothing else touches the mapping.
         let bytes: &'static mut [u8] =
             unsafe { std::slice::from_raw_parts_mut(map.as_mut_ptr(), map.len()) };
         let formatted = write::format(bytes, &region)?;
@@ -164,50 +251,116 @@ impl Recorder {
             .persist_noclobber(&path)
             .map_err(|e| file_error(e.error))?;
         // Handed out from the end: stream 0 first.
-        let mut free: Vec<_> = formatted.streams.collect();
+        let mut free: Vec<Held> = formatted
+            .streams
+            .map(|w| Held { w, _grant: None })
+            .collect();
         free.reverse();
         Ok(Recorder {
-            path,
             free: Mutex::new(free),
-            control: Mutex::new(formatted.control),
-            _map: map,
+            source: Source::File(RegionFile {
+                path,
+                control: Mutex::new(formatted.control),
+                _map: map,
+            }),
         })
     }
 
-    /// The region file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    fn free_list(&self) -> std::sync::MutexGuard<'_, Vec<Held>> {
+        self.free.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A stream for the calling thread, or `None` when every stream is
-    /// held. It goes back to the recorder when dropped, and the next
-    /// holder continues its ring.
-    pub fn stream(&self) -> Option<Stream<'_>> {
-        let w = self
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()?;
-        Some(Stream {
-            w: Some(w),
+    /// A new stream from the kernel's pool, mapped, its page 0 opened.
+    fn grant(&self) -> Result<Held, Error> {
+        let Source::Kernel {
+            name,
+            pages,
+            granted,
+            most,
+        } = &self.source
+        else {
+            return Err(Error::Busy);
+        };
+        let mut n = granted.lock().unwrap_or_else(PoisonError::into_inner);
+        if *n == *most {
+            return Err(Error::Busy);
+        }
+        let kernel_error = |source| Error::Kernel { source };
+        let mut grant =
+            kernel::grant(&stream_name(name, *most, *n), *pages).map_err(kernel_error)?;
+        // SAFETY: as for a file's mapping: it never moves, and `Held`
+        // drops the writer before the grant that maps it.
+        let bytes: &'static mut [u8] =
+            unsafe { std::slice::from_raw_parts_mut(grant.map.as_mut_ptr(), grant.map.len()) };
+        let w = StreamWriter::start(
+            bytes,
+            None,
+            grant.index,
+            pstore_ring::Endian::NATIVE,
+            grant.page_size,
+            clock::monotonic_ns(),
+        )
+        .ok_or_else(|| kernel_error(std::io::ErrorKind::InvalidData.into()))?;
+        *n += 1;
+        Ok(Held {
+            w,
+            _grant: Some(grant),
+        })
+    }
+
+    /// Whether the streams are the kernel's (else a file's).
+    pub fn is_kernel(&self) -> bool {
+        matches!(self.source, Source::Kernel { .. })
+    }
+
+    /// The region file, for a file-backed recorder.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.source {
+            Source::File(f) => Some(&f.path),
+            Source::Kernel { .. } => None,
+        }
+    }
+
+    /// A stream for the calling thread: a free one, or for a kernel
+    /// recorder a new one from the pool, up to [`Config::streams`];
+    /// [`Error::Busy`] when every one is held. It goes back to the
+    /// recorder when dropped, and the next holder continues its ring.
+    pub fn stream(&self) -> Result<Stream<'_>, Error> {
+        let held = self.free_list().pop();
+        let held = match held {
+            Some(h) => h,
+            None => self.grant()?,
+        };
+        Ok(Stream {
+            held: Some(held),
             rec: self,
         })
     }
 }
 
 impl Drop for Recorder {
-    /// A clean end: every page closed with its checksum, and the state
-    /// block says so. A process that dies instead leaves its pages open,
-    /// which a reader salvages record by record.
+    /// A clean end: every page closed with its checksum, and a file's
+    /// state block says so. A process that dies instead leaves its pages
+    /// open, which a reader salvages record by record.
     fn drop(&mut self) {
         let free = self.free.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for w in free.iter_mut() {
-            w.close();
+        for h in free.iter_mut() {
+            h.w.close();
         }
-        self.control
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .set_state(STATE_CLEAN, REASON_NONE, clock::monotonic_ns(), 0, "");
+        if let Source::File(f) = &mut self.source {
+            f.control
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .set_state(STATE_CLEAN, REASON_NONE, clock::monotonic_ns(), 0, "");
+        }
+    }
+}
+
+/// Stream `i`'s name: the program's, numbered when it has several.
+fn stream_name(name: &str, streams: u16, i: u16) -> String {
+    match streams {
+        1 => name.to_string(),
+        _ => format!("{name}.{i}"),
     }
 }
 
@@ -221,7 +374,7 @@ fn default_dir() -> PathBuf {
 /// vDSO's clock read.
 pub struct Stream<'r> {
     /// Always `Some` until dropped.
-    w: Option<StreamWriter<'static>>,
+    held: Option<Held>,
     rec: &'r Recorder,
 }
 
@@ -231,13 +384,13 @@ pub const MAX_LOG_TEXT: usize = pstore_ring::layout::MAX_RECORD_SIZE - 4 - 1 - 1
 
 impl Stream<'_> {
     fn writer(&mut self) -> &mut StreamWriter<'static> {
-        // `w` is only taken in `drop`.
-        self.w.as_mut().expect("stream in use")
+        // `held` is only taken in `drop`.
+        &mut self.held.as_mut().expect("stream in use").w
     }
 
     /// The stream's index in the region.
     pub fn index(&self) -> u16 {
-        self.w.as_ref().map_or(0, StreamWriter::stream)
+        self.held.as_ref().map_or(0, |h| h.w.stream())
     }
 
     /// Records a payload already encoded as event type `type_id`.
@@ -303,12 +456,8 @@ impl Stream<'_> {
 
 impl Drop for Stream<'_> {
     fn drop(&mut self) {
-        if let Some(w) = self.w.take() {
-            self.rec
-                .free
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(w);
+        if let Some(h) = self.held.take() {
+            self.rec.free_list().push(h);
         }
     }
 }
@@ -384,6 +533,41 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
+    /// Where /dev/crashring does not give a stream (here: no module), the
+    /// same program records into a file; asked for the kernel's, it is
+    /// told why not.
+    #[test]
+    fn without_the_kernels_pool_a_file_takes_its_place() {
+        if std::path::Path::new(kernel::DEVICE).exists() {
+            return; // a machine with the module: the fallback is not reached
+        }
+        let name = format!("fallback-{}", std::process::id());
+        let rec = Recorder::create(&Config::new(&name)).unwrap();
+        assert!(!rec.is_kernel());
+        let path = rec.path().unwrap().to_path_buf();
+        assert_eq!(path.parent(), Some(Path::new(DEFAULT_DIR)));
+        drop(rec);
+        std::fs::remove_file(path).unwrap();
+        let kernel = Config {
+            backing: Backing::Kernel,
+            ..Config::new(&name)
+        };
+        let err = Recorder::create(&kernel).err().unwrap();
+        assert!(matches!(err, Error::Kernel { .. }), "{err}");
+        let typed = Config {
+            events: &[EventDef {
+                id: 32,
+                name: "frame",
+                fields: &[],
+            }],
+            ..kernel
+        };
+        assert!(matches!(
+            Recorder::create(&typed).err(),
+            Some(Error::KernelEvents)
+        ));
+    }
+
     #[test]
     fn streams_are_handed_out_once_and_come_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -391,7 +575,7 @@ mod tests {
         let a = rec.stream().unwrap();
         let b = rec.stream().unwrap();
         assert_ne!(a.index(), b.index());
-        assert!(rec.stream().is_none());
+        assert!(matches!(rec.stream().err(), Some(Error::Busy)));
         let index = a.index();
         drop(a);
         assert_eq!(rec.stream().unwrap().index(), index);
@@ -416,7 +600,7 @@ mod tests {
                 });
             }
         });
-        let path = rec.path().to_path_buf();
+        let path = rec.path().unwrap().to_path_buf();
         drop(rec);
         let bytes = std::fs::read(path).unwrap();
         let region = Region::parse(&bytes, HeaderTrust::Checksummed).unwrap();

@@ -163,6 +163,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("STREAM_KERNEL_CPU", STREAM_KERNEL_CPU.into()),
         ("STREAM_USER", STREAM_USER.into()),
         ("DESC_LANE_MASK", DESC_LANE_MASK.into()),
+        ("DESC_NO_TAILS", DESC_NO_TAILS.into()),
         ("MAX_LANES", MAX_LANES.into()),
         ("PAGE_MAGIC", PAGE_MAGIC.into()),
         ("PAGE_RESETTING", PAGE_RESETTING.into()),

@@ -242,7 +242,14 @@ pub struct Initramfs<'a> {
 
 /// Copies `program` and the libraries it loads into the staging tree.
 fn stage_program(sh: &Shell, program: &str, stage: &Path) -> Result<()> {
-    let ldd = cmd!(sh, "ldd {program}").quiet().ignore_status().read()?;
+    // Without cargo's LD_LIBRARY_PATH (xtask runs under `cargo run`), which
+    // would name a library of target/debug where the guest looks by the
+    // program's run path.
+    let ldd = cmd!(sh, "ldd {program}")
+        .env_remove("LD_LIBRARY_PATH")
+        .quiet()
+        .ignore_status()
+        .read()?;
     let libs = ldd
         .split_whitespace()
         .filter(|t| t.starts_with('/'))

@@ -9,7 +9,8 @@
 //! Each family of scenarios is a child: `warm_reboot` (the runner's own
 //! scenarios), `crashes` (the test module brings the kernel down), `dumps`
 //! (the trace comes back in a memory dump), `pmem` (a power cut on an
-//! NVDIMM), `debian` (a real Debian guest with the packages installed);
+//! NVDIMM), `debian` (a real Debian guest with the packages installed),
+//! `user_streams` (a program's own stream from the module's pool);
 //! `demo` runs two of them with a human summary.
 //!
 //! Import rule: a child takes what it shares from here (`super::`), and
@@ -21,6 +22,7 @@ mod debian;
 pub mod demo;
 pub(crate) mod dumps;
 mod pmem;
+mod user_streams;
 mod warm_reboot;
 
 use crate::env::guest::{self, Initramfs, Kernel};
@@ -146,6 +148,12 @@ pub const SCENARIOS: &[Scenario] = &[
         about: "a Debian 12 guest with kdump-tools and both packages installed and armed; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event",
         only_612: Some(DEBIAN_612),
         run: debian::kdump_tools,
+    },
+    Scenario {
+        name: "compositor-crash",
+        about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, after checks of what it and a user outside the group may not do and a flood of its markers and stream; sysrq panic; the next boot recovers both on one timeline",
+        only_612: None,
+        run: user_streams::compositor_crash,
     },
 ];
 
@@ -556,6 +564,9 @@ pub struct WarmReboot<'a> {
     /// Whether the guest gets an empty ext2 disk as /dev/vdb, to write
     /// files as a real machine would (the saved slot stays raw on vda).
     pub ext2_disk: bool,
+    /// Host programs the guest runs, at the same paths, with their
+    /// libraries.
+    pub programs: &'a [&'a str],
 }
 
 impl WarmReboot<'_> {
@@ -572,6 +583,7 @@ impl WarmReboot<'_> {
             cpus: 4,
             script: None,
             ext2_disk: false,
+            programs: &[],
         }
     }
 }
@@ -652,7 +664,7 @@ pub fn warm_reboot_run(
             module: &module,
             crashring: &crashring,
             kernel_modules,
-            programs: &[],
+            programs: plan.programs,
             files: &files,
             script: &script,
         },

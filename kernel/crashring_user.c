@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * crashring.ko: user streams, a program's own flight recorder in the
+ * region (crashring_uapi.h, pstore-ring/FORMAT.md section 15).
+ *
+ * Every generation has a pool of user_streams streams of
+ * user_stream_pages pages after the kernel's. A member of the crashring
+ * group opens /dev/crashring, asks for a stream by ioctl, and maps exactly
+ * its pages: it records with plain stores, no system call per event. Its
+ * stores can reach nothing but those pages, so no user can overwrite the
+ * kernel's streams or another process's. A user holds at most
+ * user_streams_per_uid streams at once.
+ *
+ * The kernel never writes a user stream while it is held: it formats it
+ * when it hands it out (descriptor with name, pid and uid; page headers
+ * cleared, page 0 opened) and leaves it alone afterwards, on the panic
+ * path too (the holder's open page is salvaged by readers). Streams are
+ * held within one generation: a new one starts only while nothing is
+ * recorded, and nothing is handed out then.
+ */
+
+#include <linux/cred.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include "crashring_compat.h"
+#include "crashring_internal.h"
+#include "crashring_uapi.h"
+
+static unsigned int user_streams;
+module_param(user_streams, uint, 0444);
+MODULE_PARM_DESC(user_streams, "User streams in each generation's pool (default 0: no pool)");
+
+static unsigned int user_stream_pages = 16;
+module_param(user_stream_pages, uint, 0444);
+MODULE_PARM_DESC(user_stream_pages, "Pages of each user stream (default 16)");
+
+static unsigned int user_streams_per_uid = 2;
+module_param(user_streams_per_uid, uint, 0444);
+MODULE_PARM_DESC(user_streams_per_uid, "User streams one user may hold at once (default 2)");
+
+/* Who holds a pool stream; NULL: free. Index j is stream nstreams + j. */
+struct cr_user_slot {
+	struct file *holder;
+	kuid_t uid;
+};
+
+static struct cr_user_slot *cr_user_slots;
+
+/**
+ * crashring_user_pool - the pool's size for the next generation
+ * @page_size: the region's page size
+ * @pages: set to the pages of each pool stream
+ *
+ * Return: the number of pool streams; 0 when the page size cannot be
+ * mapped page by page (below the machine's page size).
+ */
+u32 crashring_user_pool(u32 page_size, u32 *pages)
+{
+	*pages = max(user_stream_pages, 2U);
+	if (page_size < PAGE_SIZE || page_size % PAGE_SIZE)
+		return 0;
+	return min_t(u32, user_streams, CRASHRING_MAX_STREAMS - crashring.nstreams);
+}
+
+int crashring_user_init(void)
+{
+	cr_user_slots = kcalloc(max(user_streams, 1U), sizeof(*cr_user_slots), GFP_KERNEL);
+	return cr_user_slots ? 0 : -ENOMEM;
+}
+
+void crashring_user_exit(void)
+{
+	kfree(cr_user_slots);
+}
+
+static u32 cr_held_by(kuid_t uid)
+{
+	u32 j, n = 0;
+
+	for (j = 0; j < crashring.nuser; j++)
+		n += cr_user_slots[j].holder && uid_eq(cr_user_slots[j].uid, uid);
+	return n;
+}
+
+/* The pool stream @file holds, or NULL. Called with crashring.lock held. */
+static struct cr_user_slot *cr_slot_of(struct file *file)
+{
+	u32 j;
+
+	for (j = 0; j < crashring.nuser; j++)
+		if (cr_user_slots[j].holder == file)
+			return &cr_user_slots[j];
+	return NULL;
+}
+
+static long cr_grant(struct file *file, struct crashring_user_stream *req)
+{
+	kuid_t uid = current_uid();
+	struct crashring_stream *s;
+	u32 j;
+
+	if (!(file->f_mode & FMODE_WRITE))
+		return -EBADF;
+	if (req->flags || !req->name[0] || strnlen(req->name, sizeof(req->name)) == sizeof(req->name))
+		return -EINVAL;
+	if (cr_slot_of(file))
+		return -EBUSY;
+	if (crashring.cur < 0 || !crashring.nuser || !READ_ONCE(crashring.enabled))
+		return -ENODEV;
+	s = &crashring.streams[crashring.nstreams];
+	if (req->pages > s->page_count)
+		return -EFBIG;
+	if (cr_held_by(uid) >= user_streams_per_uid)
+		return -EDQUOT;
+	for (j = 0; j < crashring.nuser && cr_user_slots[j].holder; j++)
+		;
+	if (j == crashring.nuser)
+		return -ENOSPC;
+	s += j;
+	crashring_reset_user_stream(crashring.slot[crashring.cur].mem, s, req->name,
+				    task_tgid_nr(current), from_kuid_munged(&init_user_ns, uid),
+				    ktime_get_mono_fast_ns());
+	cr_user_slots[j].holder = file;
+	cr_user_slots[j].uid = uid;
+	req->pages = s->page_count;
+	req->page_size = s->page_size;
+	req->index = s->index;
+	req->bytes = (u64)s->page_count * s->page_size;
+	return 0;
+}
+
+long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct crashring_user_stream req;
+	long err;
+
+	if (cmd != CRASHRING_IOC_USER_STREAM)
+		return -ENOTTY;
+	if (copy_from_user(&req, (void __user *)arg, sizeof(req)))
+		return -EFAULT;
+	mutex_lock(&crashring.lock);
+	err = cr_grant(file, &req);
+	mutex_unlock(&crashring.lock);
+	if (!err && copy_to_user((void __user *)arg, &req, sizeof(req)))
+		err = -EFAULT;
+	return err;
+}
+
+/*
+ * Maps exactly the stream's pages, shared, never executable, not
+ * inherited by a child, never grown by mremap().
+ */
+int crashring_user_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct crashring_slot *slot;
+	struct crashring_stream *s;
+	struct cr_user_slot *u;
+	unsigned long len = vma->vm_end - vma->vm_start;
+	phys_addr_t phys;
+	int err = -EINVAL;
+
+	mutex_lock(&crashring.lock);
+	u = cr_slot_of(file);
+	if (!u || crashring.cur < 0)
+		goto out;
+	s = &crashring.streams[crashring.nstreams + (u - cr_user_slots)];
+	slot = &crashring.slot[crashring.cur];
+	if (vma->vm_pgoff || len != (u64)s->page_count * s->page_size)
+		goto out;
+	err = -EPERM;
+	if (!(vma->vm_flags & VM_SHARED) || (vma->vm_flags & VM_EXEC))
+		goto out;
+	cr_vm_flags_change(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP, VM_MAYEXEC);
+	phys = slot->phys + (s->pages - slot->mem);
+	err = remap_pfn_range(vma, vma->vm_start, PHYS_PFN(phys), len, vma->vm_page_prot);
+out:
+	mutex_unlock(&crashring.lock);
+	return err;
+}
+
+/*
+ * The last close of a file comes after its last mapping is gone, so the
+ * stream is free only once nothing can write it.
+ */
+void crashring_user_release(struct file *file)
+{
+	struct cr_user_slot *u;
+
+	mutex_lock(&crashring.lock);
+	u = cr_slot_of(file);
+	if (u)
+		u->holder = NULL;
+	mutex_unlock(&crashring.lock);
+}

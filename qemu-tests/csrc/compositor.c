@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * The compositor-crash scenario's guest program, built against
+ * crashring_user.h and the crashring-user library. Started as root, it
+ * drops to the users it is told.
+ *
+ *   compositor security UID GID OUTSIDER
+ *	checks what an unprivileged program may and may not do with
+ *	/dev/crashring, as a member (UID, in group GID) and as OUTSIDER (in
+ *	no group), then floods markers and a stream for two seconds as the
+ *	member; prints "crashring-test: security NAME RESULT" lines
+ *   compositor run UID GID
+ *	as the member, records "frame N" lines into a kernel stream named
+ *	"compositor" until the machine goes down; every 500 frames, an
+ *	ordering point: a marker "ordering point K" through /dev/crashring,
+ *	then the line "after ordering point K"
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "crashring_uapi.h"
+#include "crashring_user.h"
+
+#define DEVICE "/dev/crashring"
+
+static void say(const char *name, const char *result)
+{
+	printf("crashring-test: security %s %s\n", name, result);
+	fflush(stdout);
+}
+
+static const char *err_name(int e)
+{
+	switch (e) {
+	case 0: return "ok";
+	case EACCES: return "EACCES";
+	case EINVAL: return "EINVAL";
+	case EPERM: return "EPERM";
+	case EBUSY: return "EBUSY";
+	case EDQUOT: return "EDQUOT";
+	case EAGAIN: return "EAGAIN";
+	default: return strerror(e);
+	}
+}
+
+static void become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
+{
+	if (setgroups(ngroups, groups) || setgid(gid) || setuid(uid)) {
+		perror("dropping privileges");
+		exit(1);
+	}
+}
+
+/* A stream by the raw ioctl: the open file, and its size in *bytes. */
+static int raw_stream(const char *name, size_t *bytes, int *err)
+{
+	struct crashring_user_stream req = { 0 };
+	int fd = open(DEVICE, O_RDWR);
+
+	*err = fd < 0 ? errno : 0;
+	if (fd < 0)
+		return -1;
+	strncpy(req.name, name, sizeof(req.name) - 1);
+	if (ioctl(fd, CRASHRING_IOC_USER_STREAM, &req)) {
+		*err = errno;
+		close(fd);
+		return -1;
+	}
+	*bytes = req.bytes;
+	return fd;
+}
+
+static int map_err(int fd, size_t len, int prot, int flags, off_t off)
+{
+	void *p = mmap(NULL, len, prot, flags, fd, off);
+
+	if (p == MAP_FAILED)
+		return errno;
+	munmap(p, len);
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void outsider(uid_t uid)
+{
+	struct crashring_user_config cfg = { .name = "outsider", .backing = CRASHRING_USER_KERNEL };
+	int fd;
+
+	become(uid, uid, NULL, 0);
+	fd = open(DEVICE, O_WRONLY);
+	say("outsider-marker", err_name(fd < 0 ? errno : 0));
+	say("outsider-stream", err_name(crashring_recorder_create(&cfg) ? 0 : errno));
+}
+
+static void member(uid_t uid, gid_t gid)
+{
+	struct crashring_user_config cfg = { .name = "flood", .backing = CRASHRING_USER_KERNEL };
+	struct crashring_recorder *rec;
+	struct crashring_stream *s;
+	unsigned long ok = 0, refused = 0, events = 0;
+	char line[96];
+	size_t bytes, b2;
+	int fd, fd2, fd3, err, marker;
+	double end;
+
+	become(uid, uid, &gid, 1);
+	fd = open("/sys/kernel/crashring/previous", O_RDONLY);
+	say("member-previous", err_name(fd < 0 ? errno : 0));
+
+	fd = raw_stream("limits", &bytes, &err);
+	say("member-stream", err_name(err));
+	if (fd < 0)
+		return;
+	say("map-beyond", err_name(map_err(fd, bytes + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, 0)));
+	say("map-offset", err_name(map_err(fd, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, 4096)));
+	say("map-exec", err_name(map_err(fd, bytes, PROT_READ | PROT_EXEC, MAP_SHARED, 0)));
+	say("map-private", err_name(map_err(fd, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, 0)));
+	say("map-exact", err_name(map_err(fd, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, 0)));
+	{
+		struct crashring_user_stream again = { .name = "again" };
+
+		say("second-on-file", err_name(ioctl(fd, CRASHRING_IOC_USER_STREAM, &again) ?
+					       errno : 0));
+	}
+	fd2 = raw_stream("second", &b2, &err);
+	say("quota-second", err_name(err));
+	fd3 = raw_stream("third", &b2, &err);
+	say("quota-third", err_name(err));
+	if (fd3 >= 0)
+		close(fd3);
+	close(fd);
+	if (fd2 >= 0)
+		close(fd2);
+	/* A released stream is no file's: a new file maps nothing. */
+	fd = open(DEVICE, O_RDWR);
+	say("map-unheld", err_name(map_err(fd, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, 0)));
+	close(fd);
+
+	/* The flood: markers and a stream, as fast as they go, for 2 s. */
+	rec = crashring_recorder_create(&cfg);
+	s = rec ? crashring_stream_get(rec) : NULL;
+	marker = open(DEVICE, O_WRONLY);
+	if (!s || marker < 0) {
+		say("flood", "no-stream");
+		return;
+	}
+	end = now() + 2;
+	while (now() < end) {
+		int i;
+
+		for (i = 0; i < 64; i++)
+			crashring_log(s, 6, "flood", "flood %lu", events++);
+		if (write(marker, "flood marker", 12) == 12)
+			ok++;
+		else if (errno == EAGAIN)
+			refused++;
+	}
+	snprintf(line, sizeof(line), "markers=%lu refused=%lu stream-events=%lu", ok, refused, events);
+	say("flood", line);
+	crashring_stream_put(s);
+	crashring_recorder_destroy(rec);
+}
+
+static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
+{
+	struct stat st;
+	int status;
+
+	if (stat("/sys/kernel/crashring/previous", &st) == 0) {
+		char mode[16];
+
+		snprintf(mode, sizeof(mode), "%o", st.st_mode & 07777);
+		say("previous-mode", mode);
+	}
+	if (fork() == 0) {
+		outsider(outsider_uid);
+		exit(0);
+	}
+	wait(&status);
+	if (fork() == 0) {
+		member(uid, gid);
+		exit(0);
+	}
+	wait(&status);
+	return 0;
+}
+
+static int run(uid_t uid, gid_t gid)
+{
+	struct crashring_user_config cfg = { .name = "compositor", .streams = 1,
+					     .backing = CRASHRING_USER_KERNEL };
+	struct crashring_recorder *rec;
+	struct crashring_stream *s;
+	unsigned int frame, point = 0;
+	int marker;
+
+	become(uid, uid, &gid, 1);
+	rec = crashring_recorder_create(&cfg);
+	s = rec ? crashring_stream_get(rec) : NULL;
+	marker = open(DEVICE, O_WRONLY);
+	if (!s || marker < 0) {
+		perror("crashring-test: compositor");
+		return 1;
+	}
+	printf("crashring-test: compositor recording\n");
+	fflush(stdout);
+	for (frame = 0;; frame++) {
+		crashring_log(s, 6, "render", "frame %u", frame);
+		if (frame % 500 == 499) {
+			char text[32];
+			int n = snprintf(text, sizeof(text), "ordering point %u", point);
+
+			/* The marker's time is taken in the kernel, during write(). */
+			if (write(marker, text, n) == n)
+				crashring_log(s, 6, "render", "after ordering point %u", point);
+			point++;
+		}
+		usleep(200);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 5 && !strcmp(argv[1], "security"))
+		return security(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+	if (argc == 4 && !strcmp(argv[1], "run"))
+		return run(atoi(argv[2]), atoi(argv[3]));
+	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | run UID GID\n");
+	return 2;
+}

@@ -1,0 +1,265 @@
+//! A compositor's flight recorder in the kernel's region: an unprivileged
+//! program (uid 1000, in the crashring group) records its own stream from
+//! the module's pool while a test module prints DRM debug lines; the
+//! kernel panics; the next boot recovers both on one timeline. Before
+//! that, what such a program, and one outside the group, may not do.
+
+use super::{host_crashring, parse_saved, warm_reboot_run, Artifacts, WarmReboot};
+use crate::env::guest::Kernel;
+use crate::env::work_dir;
+use anyhow::{bail, ensure, Context, Result};
+use pstore_ring::layout::STREAM_USER;
+use pstore_ring::merge::{merge, Item};
+use pstore_ring::read::{LossKind, Region};
+use pstore_ring::schema::{Value, EVENT_LOG, EVENT_MARKER, EVENT_PRINTK};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use xshell::{cmd, Shell};
+
+/// The compositor's user and the crashring group, as the package's
+/// sysusers.d and udev rule make them; a user in no group.
+const MEMBER: u32 = 1000;
+const GROUP: u32 = 990;
+const OUTSIDER: u32 = 1001;
+
+/// What each check of `compositor security` must answer.
+const SECURITY: &[(&str, &str)] = &[
+    ("previous-mode", "400"),
+    ("outsider-marker", "EACCES"),
+    ("outsider-stream", "EACCES"),
+    ("member-previous", "EACCES"),
+    ("member-stream", "ok"),
+    ("map-beyond", "EINVAL"),
+    ("map-offset", "EINVAL"),
+    ("map-exec", "EPERM"),
+    ("map-private", "EPERM"),
+    ("map-exact", "ok"),
+    ("second-on-file", "EBUSY"),
+    ("quota-second", "ok"),
+    ("quota-third", "EDQUOT"),
+    ("map-unheld", "EINVAL"),
+];
+
+/// qemu-tests/csrc/compositor.c against the release crashring-user
+/// library, which the guest gets at the same path.
+fn build_compositor(sh: &Shell) -> Result<PathBuf> {
+    cmd!(sh, "cargo build --quiet --release -p crashring-user").run()?;
+    let top = sh.current_dir();
+    let lib = top.join("target/release");
+    let out = work_dir(sh).join("compositor");
+    let (include, kernel, src) = (
+        top.join("pstore-ring/user/include"),
+        top.join("kernel"),
+        top.join("qemu-tests/csrc/compositor.c"),
+    );
+    let (libdir, rpath) = (
+        format!("-L{}", lib.display()),
+        format!("-Wl,-rpath,{}", lib.display()),
+    );
+    cmd!(
+        sh,
+        "cc -std=gnu11 -O2 -Wall -Wextra -Werror -I {include} -I {kernel} {src} -o {out} {libdir} {rpath} -lcrashring_user"
+    )
+    .run()?;
+    Ok(out)
+}
+
+pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let program = build_compositor(sh)?;
+    let prog = program.to_str().context("a path that is not UTF-8")?;
+    let record = format!(
+        "chgrp {GROUP} /dev/crashring\n\
+         insmod /lib/crashring_test.ko action=drm dyndbg=+p\n\
+         {prog} security {MEMBER} {GROUP} {OUTSIDER}\n\
+         {prog} run {MEMBER} {GROUP} &\n\
+         sleep 3\n\
+         echo c > /proc/sysrq-trigger\n\
+         sleep 30\n"
+    );
+    let plan = WarmReboot {
+        name: "compositor-crash",
+        module_args: "region=16M@0x40000000 user_streams=4",
+        test_module: true,
+        programs: &[prog],
+        ..WarmReboot::memmap(record)
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    let security = check_security(&saved.log)?;
+    ensure!(
+        saved.said("crashring-test: compositor recording"),
+        "the compositor never started recording"
+    );
+    let image = art.dir.join("previous.img");
+    let host = host_crashring(sh)?;
+    let extracted = cmd!(
+        sh,
+        "{host} extract --stream compositor --format jsonl {image}"
+    )
+    .quiet()
+    .ignore_status()
+    .read()?;
+    saved.check(|bytes| {
+        let region = parse_saved(bytes)?;
+        let timeline = check_timeline(&region)?;
+        let lines = extracted
+            .lines()
+            .filter(|l| l.contains("\"type\":\"log\""))
+            .count();
+        ensure!(
+            lines > 0
+                && extracted
+                    .lines()
+                    .all(|l| l.contains("\"name\":\"compositor\"")),
+            "crashring extract --stream compositor gave {lines} lines, or another stream's"
+        );
+        Ok(format!(
+            "{security}; {timeline}; extract --stream: {lines} lines"
+        ))
+    })
+}
+
+/// The answers `compositor security` printed, each as [`SECURITY`] says,
+/// and the flood refused.
+fn check_security(log: &str) -> Result<String> {
+    let answers: BTreeMap<&str, &str> = log
+        .lines()
+        .filter_map(|l| l.split_once("crashring-test: security ")?.1.split_once(' '))
+        .collect();
+    for (check, want) in SECURITY {
+        let got = answers.get(check).copied().unwrap_or("(no answer)");
+        ensure!(
+            got.trim() == *want,
+            "security check {check}: {got}, not {want}"
+        );
+    }
+    let flood = answers.get("flood").copied().unwrap_or_default();
+    let count = |key: &str| -> Option<u64> {
+        flood
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))?
+            .parse()
+            .ok()
+    };
+    let (Some(markers), Some(refused), Some(events)) =
+        (count("markers"), count("refused"), count("stream-events"))
+    else {
+        bail!("the flood did not report: {flood:?}");
+    };
+    ensure!(
+        refused > 0 && markers <= 400,
+        "the flood's markers were not limited: {markers} written, {refused} refused"
+    );
+    Ok(format!(
+        "{} refusals as expected; a 2 s flood: {markers} markers written, {refused} refused, {events} events in its own stream",
+        SECURITY.len()
+    ))
+}
+
+fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
+    match values.get(i) {
+        Some(Value::Str(s) | Value::Chars(s)) => s,
+        _ => b"",
+    }
+}
+
+/// The DRM lines all there; the compositor's stream named, its frames
+/// consecutive after what its ring overwrote; each "after ordering point
+/// K" it wrote after its marker K came back merged after that marker.
+fn check_timeline(region: &Region<'_>) -> Result<String> {
+    let trace = region.decode();
+    let e = region.header.endian;
+    let comp = trace
+        .streams
+        .iter()
+        .find(|s| s.info.kind == STREAM_USER && s.info.name == "compositor")
+        .context("no user stream named compositor")?;
+    ensure!(
+        comp.info.uid == MEMBER,
+        "the stream's uid is {}",
+        comp.info.uid
+    );
+    let bad: Vec<_> = comp
+        .losses
+        .iter()
+        .filter(|l| l.kind != LossKind::Overwritten)
+        .collect();
+    ensure!(
+        bad.is_empty(),
+        "the compositor's stream lost more than its ring: {bad:?}"
+    );
+    let log = region.schema.get(EVENT_LOG).context("no log type")?;
+    let printk = region.schema.get(EVENT_PRINTK).context("no printk type")?;
+    let marker = region.schema.get(EVENT_MARKER).context("no marker type")?;
+
+    let mut frames = Vec::new();
+    let mut drm = Vec::new();
+    // Ordering point K: where its marker and the line after it merged.
+    let mut points: BTreeMap<u64, (Option<usize>, Option<usize>)> = BTreeMap::new();
+    for (at, item) in merge(&trace.streams).enumerate() {
+        let Item::Event(ev) = item else { continue };
+        let decode = |t: &pstore_ring::read::EventType| t.decode(ev.payload, e).ok();
+        match ev.type_id {
+            EVENT_LOG if ev.stream == comp.info.index => {
+                let v = decode(log).context("a log event that does not decode")?;
+                let t = String::from_utf8_lossy(text(&v, 2)).into_owned();
+                if let Some(n) = t.strip_prefix("frame ") {
+                    frames.push(n.parse::<u64>()?);
+                } else if let Some(k) = t.strip_prefix("after ordering point ") {
+                    points.entry(k.parse()?).or_default().1 = Some(at);
+                }
+            }
+            EVENT_PRINTK => {
+                let v = decode(printk).context("a printk event that does not decode")?;
+                let t = String::from_utf8_lossy(text(&v, 4)).into_owned();
+                if let Some(s) = t
+                    .trim_end()
+                    .strip_prefix("[drm:drm_atomic_commit] crtc-41 flip seq=")
+                {
+                    drm.push(s.parse::<u64>()?);
+                }
+            }
+            EVENT_MARKER => {
+                let v = decode(marker).context("a marker that does not decode")?;
+                let t = String::from_utf8_lossy(text(&v, 2)).into_owned();
+                if let Some(k) = t.strip_prefix("ordering point ") {
+                    points.entry(k.parse()?).or_default().0 = Some(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    ensure!(frames.len() > 100, "only {} frames recovered", frames.len());
+    ensure!(
+        frames.windows(2).all(|w| w[1] == w[0] + 1),
+        "the compositor's frames are not consecutive"
+    );
+    drm.sort_unstable();
+    ensure!(
+        !drm.is_empty() && drm.iter().copied().eq(0..drm.len() as u64),
+        "DRM lines missing during the flood: {} of 0..={:?}",
+        drm.len(),
+        drm.last()
+    );
+    let both: Vec<_> = points
+        .iter()
+        .filter_map(|(k, (m, u))| Some((*k, (*m)?, (*u)?)))
+        .collect();
+    ensure!(
+        !both.is_empty(),
+        "no ordering point came back with its line after it"
+    );
+    for (k, m, u) in &both {
+        ensure!(
+            m < u,
+            "ordering point {k}: the user's line merged before the kernel's marker"
+        );
+    }
+    Ok(format!(
+        "frames {}..={} consecutive ({} lost to the ring), DRM lines 0..={} all there, {} ordering points in order",
+        frames[0],
+        frames[frames.len() - 1],
+        comp.lost(LossKind::Overwritten),
+        drm.len() - 1,
+        both.len()
+    ))
+}
