@@ -223,9 +223,14 @@ fn kdump_tools_change(sys: &System, arming: bool) -> Result<Option<Change>, ArmE
     }))
 }
 
+/// The module's options: the range, and a pool of user streams for the
+/// programs of the crashring group (crashring-user).
 fn modprobe(p: Placement) -> String {
-    format!("{MARK}\noptions crashring region={p}\n")
+    format!("{MARK}\noptions crashring region={p} user_streams={USER_STREAMS}\n")
 }
+
+/// Pool streams `arm` gives the module: 64 KiB each, 512 KiB of a slot.
+pub const USER_STREAMS: u32 = 8;
 
 fn modules_load() -> String {
     format!("{MARK}\ncrashring\n")
@@ -362,7 +367,7 @@ mod tests {
         plan.apply(&sys).unwrap();
         assert_eq!(
             sys.read(MODPROBE).unwrap().unwrap(),
-            format!("{MARK}\noptions crashring region=64M@0x23c000000\n")
+            format!("{MARK}\noptions crashring region=64M@0x23c000000 user_streams=8\n")
         );
         // Arming again changes nothing and keeps the range, with or
         // without the same --size.

@@ -1,11 +1,12 @@
 //! `cargo xtask package`: the two Debian packages, built with cargo-deb
 //! from the metadata in extractor/Cargo.toml (crashring: the CLI, its
-//! units, configuration, manual page and completions) and
+//! units, configuration, manual page and completions, and crashring-user
+//! for C programs) and
 //! kexec-hooks/Cargo.toml (crashring-dkms: the module's source for DKMS),
 //! then checked by lintian (no error allowed) and for what they must hold.
 
 use anyhow::{ensure, Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use xshell::{cmd, Shell};
 
 /// Where the packages and the files generated for them go.
@@ -28,6 +29,11 @@ const CONTENTS: [(&str, &[&str]); 2] = [
             "./usr/lib/sysusers.d/crashring.conf",
             "./usr/lib/dracut/modules.d/99crashring/module-setup.sh",
             "./usr/lib/dracut/modules.d/99crashring/kdump-pre.sh",
+            "./usr/lib/crashring/libcrashring_user.so",
+            "./usr/include/crashring/crashring_user.h",
+            "./usr/include/crashring/crashring_format.h",
+            "./usr/include/crashring/crashring_uapi.h",
+            "./usr/share/pkgconfig/crashring-user.pc",
         ],
     ),
     (
@@ -64,7 +70,7 @@ pub fn build(sh: &Shell) -> Result<Vec<PathBuf>> {
     sh.create_dir(OUT)?;
     cmd!(
         sh,
-        "cargo build --quiet --release -p extractor --bin crashring"
+        "cargo build --quiet --release -p extractor --bin crashring -p crashring-user"
     )
     .run()?;
     let crashring = "target/release/crashring";
@@ -76,6 +82,13 @@ pub fn build(sh: &Shell) -> Result<Vec<PathBuf>> {
         let text = cmd!(sh, "{crashring} generate {what}").quiet().read()?;
         sh.write_file(format!("{OUT}/{file}"), text + "\n")?;
     }
+    // cargo-deb strips the binaries it knows, not a library among the
+    // assets.
+    cmd!(
+        sh,
+        "strip --strip-unneeded -o {OUT}/libcrashring_user.so target/release/libcrashring_user.so"
+    )
+    .run()?;
     let man = cmd!(sh, "{crashring} generate man").quiet().read()?;
     sh.write_file(format!("{OUT}/crashring.1"), man + "\n")?;
     // -n: no name or time stamp, so the same tree gives the same package.
@@ -113,10 +126,55 @@ pub fn run(sh: &Shell) -> Result<Vec<PathBuf>> {
     eprintln!("lintian (errors fail):");
     let all = &debs;
     cmd!(sh, "lintian --fail-on error {all...}").run()?;
+    build_against_package(sh, &debs[0])?;
     for d in &debs {
         println!("{}", d.display());
     }
     Ok(debs)
+}
+
+/// A C program built from what the crashring package installs, found
+/// through its pkg-config file alone, records a line into a file region.
+fn build_against_package(sh: &Shell, deb: &Path) -> Result<()> {
+    eprintln!("a C program built with `pkg-config crashring-user` from the package:");
+    let root = tempfile::tempdir()?;
+    let tree = root.path().join("root");
+    cmd!(sh, "dpkg-deb -x {deb} {tree}").run()?;
+    let src = root.path().join("hello.c");
+    sh.write_file(
+        &src,
+        "#include <crashring_user.h>\n\
+         int main(int argc, char **argv)\n\
+         {\n\
+         \tstruct crashring_user_config cfg = { .name = \"hello\", .path = argv[1],\n\
+         \t\t\t\t\t     .backing = CRASHRING_USER_FILE };\n\
+         \tstruct crashring_recorder *rec = argc == 2 ? crashring_recorder_create(&cfg) : NULL;\n\
+         \tstruct crashring_stream *s = rec ? crashring_stream_get(rec) : NULL;\n\
+         \n\
+         \tif (!s || crashring_log(s, 6, \"main\", \"hello from %s\", \"C\"))\n\
+         \t\treturn 1;\n\
+         \tcrashring_stream_put(s);\n\
+         \tcrashring_recorder_destroy(rec);\n\
+         \treturn 0;\n\
+         }\n",
+    )?;
+    let bin = root.path().join("hello");
+    let flags = {
+        let _path = sh.push_env("PKG_CONFIG_PATH", tree.join("usr/share/pkgconfig"));
+        let _sysroot = sh.push_env("PKG_CONFIG_SYSROOT_DIR", &tree);
+        cmd!(sh, "pkg-config --cflags --libs crashring-user").read()?
+    };
+    let flags: Vec<&str> = flags.split_whitespace().collect();
+    cmd!(sh, "cc -Wall -Werror {src} -o {bin} {flags...}").run()?;
+    // pkg-config put the sysroot before every path, the run path's too.
+    let region = root.path().join("hello.crashring");
+    cmd!(sh, "{bin} {region}").run()?;
+    let text = cmd!(sh, "target/release/crashring extract {region}").read()?;
+    ensure!(
+        text.contains("text=\"hello from C\""),
+        "the packaged library recorded nothing: {text}"
+    );
+    Ok(())
 }
 
 #[cfg(test)]
