@@ -15,6 +15,9 @@
 //! LTTng's snapshot the newest events of each kind, or a writer that
 //! recorded nothing would look fast.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use crashring_user::{Config, Recorder};
 use pstore_ring::read::{HeaderTrust, LossKind, Region};
 use std::collections::BTreeMap;
@@ -38,33 +41,18 @@ fn sh(program: &str, args: &[&str]) -> String {
 /// writers.c built against the bench profile's cdylib and LTTng-UST.
 fn build(dir: &Path) -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lib = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let out = dir.join("writers");
-    let lttng = sh("pkg-config", &["--libs", "lttng-ust"]);
-    let status = Command::new("cc")
-        .args(["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(here.join("benches"))
-        .arg("-I")
-        .arg(here.join("include"))
-        .arg("-I")
-        .arg(here.join("../../kernel"))
-        .arg(here.join("benches/writers.c"))
-        .arg(here.join("benches/bench_tp.c"))
-        .arg("-o")
-        .arg(&out)
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-lcrashring_user")
-        .args(lttng.split_whitespace())
-        .status()
-        .unwrap();
-    assert!(status.success(), "cc writers.c failed");
-    out
+    let mut flags = vec![format!("-I{}", here.join("benches").display())];
+    flags.extend(
+        sh("pkg-config", &["--libs", "lttng-ust"])
+            .split_whitespace()
+            .map(String::from),
+    );
+    common::build(
+        dir,
+        "writers",
+        &["benches/writers.c", "benches/bench_tp.c"],
+        &flags,
+    )
 }
 
 /// A snapshot session with an overwrite-mode channel of 4 × 64 KiB (a
@@ -212,7 +200,7 @@ fn main() {
     let writers = build(dir.path());
     let region = dir.path().join("bench.crashring");
     let lttng = Lttng::start(dir.path());
-    let out = Command::new(&writers)
+    let out = common::run(&writers)
         .arg(&region)
         .args([EVENTS.to_string(), RUNS.to_string()])
         // Wait for the session daemon, so no event precedes registration.

@@ -1,12 +1,13 @@
-//! Building and running C programs against the header and the cdylib.
+//! Building and running C programs against the header and the cdylib,
+//! for the tests and benches/user.rs.
 
 #![allow(dead_code)] // Each test binary uses its own part.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where `cargo test` put `libcrashring_user.so`: in `deps/`, beside the
-/// test itself. Only `cargo build` copies it up a level, so the copy there
+/// Where `cargo test` (or `bench`) put `libcrashring_user.so`: in
+/// `deps/`, beside the test itself. Only `cargo build` copies it up a level, so the copy there
 /// may be stale.
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
