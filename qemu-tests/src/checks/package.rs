@@ -70,9 +70,11 @@ pub fn build(sh: &Shell) -> Result<Vec<PathBuf>> {
     sh.create_dir(OUT)?;
     cmd!(
         sh,
-        "cargo build --quiet --release -p extractor --bin crashring -p crashring-user"
+        "cargo build --quiet --release -p extractor --bin crashring"
     )
     .run()?;
+    // Apart: with --bin, cargo builds no library of any package named.
+    cmd!(sh, "cargo build --quiet --release -p crashring-user --lib").run()?;
     let crashring = "target/release/crashring";
     for (what, file) in [
         ("bash", "crashring.bash"),
