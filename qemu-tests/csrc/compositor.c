@@ -14,6 +14,10 @@
  *	"compositor" until the machine goes down; every 500 frames, an
  *	ordering point: a marker "ordering point K" through /dev/crashring,
  *	then the line "after ordering point K"
+ *   compositor bench N
+ *	times N events of 8 bytes into a kernel stream, then N write()s of
+ *	8 bytes to /dev/crashring, and prints
+ *	"crashring-cost: stream what=W ns=NS events=N" for each
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -234,12 +238,44 @@ static int run(uid_t uid, gid_t gid)
 	}
 }
 
+static int bench(unsigned long n)
+{
+	struct crashring_user_config cfg = { .name = "bench", .streams = 1,
+					     .backing = CRASHRING_USER_KERNEL };
+	struct crashring_recorder *rec = crashring_recorder_create(&cfg);
+	struct crashring_stream *s = rec ? crashring_stream_get(rec) : NULL;
+	int marker = open(DEVICE, O_WRONLY);
+	double t0, t1, t2;
+	uint64_t i;
+
+	if (!s || marker < 0) {
+		perror("crashring-cost: bench");
+		return 1;
+	}
+	t0 = now();
+	for (i = 0; i < n; i++)
+		if (crashring_write(s, CRASHRING_EVENT_LOST, &i, sizeof(i)))
+			return 1;
+	t1 = now();
+	for (i = 0; i < n; i++)
+		if (write(marker, &i, sizeof(i)) != sizeof(i))
+			return 1;
+	t2 = now();
+	printf("crashring-cost: stream what=user-stream ns=%.0f events=%lu\n", (t1 - t0) * 1e9, n);
+	printf("crashring-cost: stream what=marker-write ns=%.0f events=%lu\n", (t2 - t1) * 1e9, n);
+	crashring_stream_put(s);
+	crashring_recorder_destroy(rec);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "security"))
 		return security(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "run"))
 		return run(atoi(argv[2]), atoi(argv[3]));
-	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | run UID GID\n");
+	if (argc == 3 && !strcmp(argv[1], "bench"))
+		return bench(strtoul(argv[2], NULL, 10));
+	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | run UID GID | bench N\n");
 	return 2;
 }

@@ -4,7 +4,9 @@
 //! every CPU, then the parts of a crashring record (its clock, an empty
 //! record, the CRC its bytes add to their page); then user space writes
 //! 32-byte markers with `dd` into `/dev/crashring`, tracefs' `trace_marker`
-//! and `/dev/null`.
+//! and `/dev/null`; then a program (csrc/compositor.c) writes 8-byte
+//! events into a user stream of the module's pool and, for the same
+//! payloads, `write()`s to `/dev/crashring`.
 
 use crate::env::guest;
 use crate::scenarios::{warm_reboot_run, Artifacts, WarmReboot, DONE, DONE_MIB};
@@ -35,9 +37,12 @@ const PARTS: [(&str, &str); 3] = [
     ),
 ];
 
-fn script() -> String {
+/// Events the program writes each way.
+const STREAM_EVENTS: u32 = 200_000;
+
+fn script(program: &str) -> String {
     format!(
-        r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash || echo "crashring-test: insmod failed"
+        r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash user_streams=1 || echo "crashring-test: insmod failed"
 mount -t tracefs nodev /sys/kernel/tracing
 insmod /lib/crashring_test.ko action=cost cost_events={KERNEL_EVENTS}
 dmesg | grep 'crashring-cost:' | sed 's/^.*crashring-cost:/crashring-cost:/'
@@ -48,6 +53,7 @@ for target in /dev/null /dev/crashring /sys/kernel/tracing/trace_marker; do
   end=$(cut -d ' ' -f 1 /proc/uptime)
   echo "crashring-cost: user target=$target start=$start end=$end writes={USER_WRITES}"
 done
+{program} bench {STREAM_EVENTS}
 echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
 poweroff -f
 "#
@@ -62,6 +68,8 @@ fn fields(line: &str) -> BTreeMap<&str, &str> {
 }
 
 pub fn run(sh: &Shell) -> Result<()> {
+    let program = guest::build_compositor(sh)?;
+    let program = program.to_str().context("a path that is not UTF-8")?;
     for series in ["6.12", "6.1"] {
         let k = guest::kernel(series)?;
         let dir = crate::env::work_dir(sh)
@@ -72,7 +80,8 @@ pub fn run(sh: &Shell) -> Result<()> {
             name: "kernel-cost",
             test_module: true,
             cpus: CPUS,
-            script: Some(script()),
+            script: Some(script(program)),
+            programs: &[program],
             ..WarmReboot::memmap(String::new())
         };
         let saved = warm_reboot_run(sh, &k, &Artifacts { dir, kept: false }, &plan)?;
@@ -161,6 +170,23 @@ pub fn run(sh: &Shell) -> Result<()> {
             ours / ftrace,
             (ours - null) / (ftrace - null)
         );
+        let mut stream = BTreeMap::<&str, f64>::new();
+        for l in lines.iter().filter(|l| l.starts_with("stream ")) {
+            let f = fields(l);
+            if let (Some(what), Some(ns), Some(n)) = (f.get("what"), f.get("ns"), f.get("events")) {
+                stream.insert(what, ns.parse::<f64>()? / n.parse::<f64>()?);
+            }
+        }
+        let (Some(mapped), Some(write)) = (stream.get("user-stream"), stream.get("marker-write"))
+        else {
+            anyhow::bail!("user stream cost lines missing: {lines:?}");
+        };
+        println!(
+            "a program's 8-byte events ({STREAM_EVENTS} each way, CLOCK_MONOTONIC in the program):"
+        );
+        println!("  into its user stream (crashring-user, mapped) {mapped:>8.1} ns/event");
+        println!("  write() to /dev/crashring                     {write:>8.1} ns/event");
+        println!("  write() / user stream: {:.1}x", write / mapped);
     }
     Ok(())
 }

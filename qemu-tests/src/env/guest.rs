@@ -147,6 +147,30 @@ pub fn build_guest_crashring(sh: &Shell) -> Result<PathBuf> {
     Ok(target_dir.join(triple).join("release/crashring"))
 }
 
+/// qemu-tests/csrc/compositor.c against the release crashring-user
+/// library, which the guest gets at the same path.
+pub fn build_compositor(sh: &Shell) -> Result<PathBuf> {
+    cmd!(sh, "cargo build --quiet --release -p crashring-user").run()?;
+    let top = sh.current_dir();
+    let lib = top.join("target/release");
+    let out = work_dir(sh).join("compositor");
+    let (include, kernel, src) = (
+        top.join("pstore-ring/user/include"),
+        top.join("kernel"),
+        top.join("qemu-tests/csrc/compositor.c"),
+    );
+    let (libdir, rpath) = (
+        format!("-L{}", lib.display()),
+        format!("-Wl,-rpath,{}", lib.display()),
+    );
+    cmd!(
+        sh,
+        "cc -std=gnu11 -O2 -Wall -Wextra -Werror -I {include} -I {kernel} {src} -o {out} {libdir} {rpath} -lcrashring_user"
+    )
+    .run()?;
+    Ok(out)
+}
+
 /// `cargo xtask build`: crashring.ko for both kernels and the guest's
 /// crashring.
 pub fn build_all(sh: &Shell) -> Result<()> {

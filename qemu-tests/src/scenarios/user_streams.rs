@@ -5,15 +5,13 @@
 //! that, what such a program, and one outside the group, may not do.
 
 use super::{host_crashring, parse_saved, warm_reboot_run, Artifacts, WarmReboot};
-use crate::env::guest::Kernel;
-use crate::env::work_dir;
+use crate::env::guest::{self, Kernel};
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::STREAM_USER;
 use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{LossKind, Region};
 use pstore_ring::schema::{Value, EVENT_LOG, EVENT_MARKER, EVENT_PRINTK};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use xshell::{cmd, Shell};
 
 /// The compositor's user and the crashring group, as the package's
@@ -40,32 +38,8 @@ const SECURITY: &[(&str, &str)] = &[
     ("map-unheld", "EINVAL"),
 ];
 
-/// qemu-tests/csrc/compositor.c against the release crashring-user
-/// library, which the guest gets at the same path.
-fn build_compositor(sh: &Shell) -> Result<PathBuf> {
-    cmd!(sh, "cargo build --quiet --release -p crashring-user").run()?;
-    let top = sh.current_dir();
-    let lib = top.join("target/release");
-    let out = work_dir(sh).join("compositor");
-    let (include, kernel, src) = (
-        top.join("pstore-ring/user/include"),
-        top.join("kernel"),
-        top.join("qemu-tests/csrc/compositor.c"),
-    );
-    let (libdir, rpath) = (
-        format!("-L{}", lib.display()),
-        format!("-Wl,-rpath,{}", lib.display()),
-    );
-    cmd!(
-        sh,
-        "cc -std=gnu11 -O2 -Wall -Wextra -Werror -I {include} -I {kernel} {src} -o {out} {libdir} {rpath} -lcrashring_user"
-    )
-    .run()?;
-    Ok(out)
-}
-
 pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let program = build_compositor(sh)?;
+    let program = guest::build_compositor(sh)?;
     let prog = program.to_str().context("a path that is not UTF-8")?;
     let record = format!(
         "chgrp {GROUP} /dev/crashring\n\
