@@ -7,6 +7,15 @@
 //! and `/dev/null`; then a program (csrc/compositor.c) writes 8-byte
 //! events into a user stream of the module's pool and, for the same
 //! payloads, `write()`s to `/dev/crashring`.
+//!
+//! Each kernel boots twice. The timed boot runs on TCG's own clock, where
+//! an emulated instruction's cost has little to do with a real CPU's (a
+//! helper call for `rdtsc`, a softmmu lookup per load) and figures move by
+//! about 10% between runs. The counted boot runs with `-icount shift=0`:
+//! the guest's clock advances one nanosecond per guest instruction, so
+//! the same figures become instructions per event, exactly repeatable. An
+//! instruction count weighs an HPET read or a cache miss like an add, so
+//! neither figure is a hardware one; together they bound it.
 
 use crate::env::guest;
 use crate::scenarios::{warm_reboot_run, Artifacts, WarmReboot, DONE, DONE_MIB};
@@ -40,6 +49,39 @@ const PARTS: [(&str, &str); 3] = [
 /// Events the program writes each way.
 const STREAM_EVENTS: u32 = 200_000;
 
+/// How the guest's clock runs, and so what its nanoseconds measure.
+#[derive(Clone, Copy)]
+enum Clock {
+    /// TCG's real time: emulated nanoseconds.
+    Timed,
+    /// One nanosecond per guest instruction.
+    Counted,
+}
+
+impl Clock {
+    fn qemu_args(self) -> &'static [&'static str] {
+        match self {
+            Clock::Timed => &[],
+            Clock::Counted => &["-icount", "shift=0,sleep=off"],
+        }
+    }
+
+    /// What the guest's nanoseconds count.
+    fn unit(self) -> &'static str {
+        match self {
+            Clock::Timed => "ns",
+            Clock::Counted => "insns",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Clock::Timed => "QEMU TCG, timed",
+            Clock::Counted => "QEMU TCG -icount shift=0: guest instructions",
+        }
+    }
+}
+
 fn script(program: &str) -> String {
     format!(
         r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash user_streams=1 || echo "crashring-test: insmod failed"
@@ -71,122 +113,134 @@ pub fn run(sh: &Shell) -> Result<()> {
     let program = guest::build_compositor(sh)?;
     let program = program.to_str().context("a path that is not UTF-8")?;
     for series in ["6.12", "6.1"] {
-        let k = guest::kernel(series)?;
-        let dir = crate::env::work_dir(sh)
-            .join("runs")
-            .join(format!("cost-{series}"));
-        sh.create_dir(&dir)?;
-        let plan = WarmReboot {
-            name: "kernel-cost",
-            test_module: true,
-            cpus: CPUS,
-            script: Some(script(program)),
-            programs: &[program],
-            ..WarmReboot::memmap(String::new())
-        };
-        let saved = warm_reboot_run(sh, &k, &Artifacts { dir, kept: false }, &plan)?;
-        let lines: Vec<&str> = saved
-            .log
-            .lines()
-            .filter_map(|l| l.split_once("crashring-cost: ").map(|(_, t)| t))
-            .collect();
-        // ns per event by writer, best CPU first kept per CPU.
-        let mut kernel = BTreeMap::<&str, Vec<f64>>::new();
-        for l in lines.iter().filter(|l| l.starts_with("cpu=")) {
-            let f = fields(l);
-            let (Some(what), Some(ns), Some(n)) = (f.get("what"), f.get("ns"), f.get("events"))
-            else {
-                continue;
-            };
-            let per = ns.parse::<f64>()? / n.parse::<f64>()?;
-            kernel.entry(what).or_default().push(per);
+        for clock in [Clock::Timed, Clock::Counted] {
+            measure(sh, series, clock, program)?;
         }
-        ensure!(
-            kernel.values().all(|v| v.len() == CPUS as usize)
-                && kernel.len() == WRITERS.len() + PARTS.len(),
-            "cost lines missing from the serial log: {lines:?}"
-        );
-        let mean = |w: &str| {
-            kernel
-                .get(w)
-                .map_or(f64::NAN, |v| v.iter().sum::<f64>() / v.len() as f64)
-        };
-        let empty = mean("empty-loop");
-        let clocksource = lines
-            .iter()
-            .find_map(|l| l.strip_prefix("clocksource="))
-            .unwrap_or("unknown");
-        println!(
-            "\nkernel writer, {} (QEMU TCG, {CPUS} CPUs, {KERNEL_EVENTS} records per CPU, best of 3 rounds, mean over CPUs; clocksource {clocksource}):",
-            k.release
-        );
-        for w in WRITERS {
-            println!(
-                "  {w:<14} {:>8.1} ns/event ({:>8.1} above the empty loop)",
-                mean(w),
-                mean(w) - empty
-            );
-        }
-        for base in ["trace_puts", "trace_printk"] {
-            println!(
-                "  crashring_log / {base}: {:.2}x",
-                (mean("crashring_log") - empty) / (mean(base) - empty)
-            );
-        }
-        println!("  parts of crashring_log's record (above the empty loop):");
-        for (w, what) in PARTS {
-            println!("    {w:<20} {:>8.1} ns  {what}", mean(w) - empty);
-        }
-        let mut user = BTreeMap::<&str, f64>::new();
-        for l in lines.iter().filter(|l| l.starts_with("user ")) {
-            let f = fields(l);
-            let secs = |k: &str| -> Result<f64> {
-                f.get(k)
-                    .context("cost line without its time")?
-                    .parse::<f64>()
-                    .context("cost line time")
-            };
-            let target = f.get("target").copied().unwrap_or_default();
-            user.insert(
-                target,
-                (secs("end")? - secs("start")?) * 1e9 / f64::from(USER_WRITES),
-            );
-        }
-        ensure!(user.len() == 3, "user cost lines missing: {lines:?}");
-        println!(
-            "user markers, write() of 32 bytes ({USER_WRITES} by dd, /proc/uptime's 10 ms clock):"
-        );
-        for (target, ns) in &user {
-            println!("  {target:<34} {ns:>8.0} ns/write");
-        }
-        let null = user.get("/dev/null").copied().unwrap_or(f64::NAN);
-        let ours = user.get("/dev/crashring").copied().unwrap_or(f64::NAN);
-        let ftrace = user
-            .get("/sys/kernel/tracing/trace_marker")
-            .copied()
-            .unwrap_or(f64::NAN);
-        println!(
-            "  /dev/crashring / trace_marker: {:.2}x ({:.2}x above the /dev/null write)",
-            ours / ftrace,
-            (ours - null) / (ftrace - null)
-        );
-        let mut stream = BTreeMap::<&str, f64>::new();
-        for l in lines.iter().filter(|l| l.starts_with("stream ")) {
-            let f = fields(l);
-            if let (Some(what), Some(ns), Some(n)) = (f.get("what"), f.get("ns"), f.get("events")) {
-                stream.insert(what, ns.parse::<f64>()? / n.parse::<f64>()?);
-            }
-        }
-        let (Some(mapped), Some(write)) = (stream.get("user-stream"), stream.get("marker-write"))
-        else {
-            anyhow::bail!("user stream cost lines missing: {lines:?}");
-        };
-        println!(
-            "a program's 8-byte events ({STREAM_EVENTS} each way, CLOCK_MONOTONIC in the program):"
-        );
-        println!("  into its user stream (crashring-user, mapped) {mapped:>8.1} ns/event");
-        println!("  write() to /dev/crashring                     {write:>8.1} ns/event");
-        println!("  write() / user stream: {:.1}x", write / mapped);
     }
+    Ok(())
+}
+
+/// Boots `series` once with `clock` and prints what the guest measured.
+fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Result<()> {
+    let k = guest::kernel(series)?;
+    let run = match clock {
+        Clock::Timed => format!("cost-{series}"),
+        Clock::Counted => format!("cost-{series}-icount"),
+    };
+    let dir = crate::env::work_dir(sh).join("runs").join(run);
+    sh.create_dir(&dir)?;
+    let plan = WarmReboot {
+        name: "kernel-cost",
+        test_module: true,
+        cpus: CPUS,
+        script: Some(script(program)),
+        programs: &[program],
+        qemu_args: clock.qemu_args(),
+        ..WarmReboot::memmap(String::new())
+    };
+    let saved = warm_reboot_run(sh, &k, &Artifacts { dir, kept: false }, &plan)?;
+    let lines: Vec<&str> = saved
+        .log
+        .lines()
+        .filter_map(|l| l.split_once("crashring-cost: ").map(|(_, t)| t))
+        .collect();
+    let unit = clock.unit();
+    // Per event by writer, one figure per CPU.
+    let mut kernel = BTreeMap::<&str, Vec<f64>>::new();
+    for l in lines.iter().filter(|l| l.starts_with("cpu=")) {
+        let f = fields(l);
+        let (Some(what), Some(ns), Some(n)) = (f.get("what"), f.get("ns"), f.get("events")) else {
+            continue;
+        };
+        let per = ns.parse::<f64>()? / n.parse::<f64>()?;
+        kernel.entry(what).or_default().push(per);
+    }
+    ensure!(
+        kernel.values().all(|v| v.len() == CPUS as usize)
+            && kernel.len() == WRITERS.len() + PARTS.len(),
+        "cost lines missing from the serial log: {lines:?}"
+    );
+    let mean = |w: &str| {
+        kernel
+            .get(w)
+            .map_or(f64::NAN, |v| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let empty = mean("empty-loop");
+    let clocksource = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("clocksource="))
+        .unwrap_or("unknown");
+    println!(
+        "\nkernel writer, {} ({}, {CPUS} CPUs, {KERNEL_EVENTS} records per CPU, best of 3 rounds, mean over CPUs; clocksource {clocksource}):",
+        k.release,
+        clock.describe()
+    );
+    for w in WRITERS {
+        println!(
+            "  {w:<14} {:>8.1} {unit}/event ({:>8.1} above the empty loop)",
+            mean(w),
+            mean(w) - empty
+        );
+    }
+    for base in ["trace_puts", "trace_printk"] {
+        println!(
+            "  crashring_log / {base}: {:.2}x",
+            (mean("crashring_log") - empty) / (mean(base) - empty)
+        );
+    }
+    println!("  parts of crashring_log's record (above the empty loop):");
+    for (w, what) in PARTS {
+        println!("    {w:<20} {:>8.1} {unit}  {what}", mean(w) - empty);
+    }
+    let mut user = BTreeMap::<&str, f64>::new();
+    for l in lines.iter().filter(|l| l.starts_with("user ")) {
+        let f = fields(l);
+        let secs = |k: &str| -> Result<f64> {
+            f.get(k)
+                .context("cost line without its time")?
+                .parse::<f64>()
+                .context("cost line time")
+        };
+        let target = f.get("target").copied().unwrap_or_default();
+        user.insert(
+            target,
+            (secs("end")? - secs("start")?) * 1e9 / f64::from(USER_WRITES),
+        );
+    }
+    ensure!(user.len() == 3, "user cost lines missing: {lines:?}");
+    println!(
+        "user markers, write() of 32 bytes ({USER_WRITES} by dd, /proc/uptime's 10 ms clock):"
+    );
+    for (target, ns) in &user {
+        println!("  {target:<34} {ns:>8.0} {unit}/write");
+    }
+    let null = user.get("/dev/null").copied().unwrap_or(f64::NAN);
+    let ours = user.get("/dev/crashring").copied().unwrap_or(f64::NAN);
+    let ftrace = user
+        .get("/sys/kernel/tracing/trace_marker")
+        .copied()
+        .unwrap_or(f64::NAN);
+    println!(
+        "  /dev/crashring / trace_marker: {:.2}x ({:.2}x above the /dev/null write)",
+        ours / ftrace,
+        (ours - null) / (ftrace - null)
+    );
+    let mut stream = BTreeMap::<&str, f64>::new();
+    for l in lines.iter().filter(|l| l.starts_with("stream ")) {
+        let f = fields(l);
+        if let (Some(what), Some(ns), Some(n)) = (f.get("what"), f.get("ns"), f.get("events")) {
+            stream.insert(what, ns.parse::<f64>()? / n.parse::<f64>()?);
+        }
+    }
+    let (Some(mapped), Some(write)) = (stream.get("user-stream"), stream.get("marker-write"))
+    else {
+        anyhow::bail!("user stream cost lines missing: {lines:?}");
+    };
+    println!(
+        "a program's 8-byte events ({STREAM_EVENTS} each way, CLOCK_MONOTONIC in the program):"
+    );
+    println!("  into its user stream (crashring-user, mapped) {mapped:>8.1} {unit}/event");
+    println!("  write() to /dev/crashring                     {write:>8.1} {unit}/event");
+    println!("  write() / user stream: {:.1}x", write / mapped);
     Ok(())
 }

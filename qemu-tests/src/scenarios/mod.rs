@@ -567,6 +567,8 @@ pub struct WarmReboot<'a> {
     /// Host programs the guest runs, at the same paths, with their
     /// libraries.
     pub programs: &'a [&'a str],
+    /// More QEMU options (how its clock runs, say).
+    pub qemu_args: &'a [&'a str],
 }
 
 impl WarmReboot<'_> {
@@ -584,6 +586,7 @@ impl WarmReboot<'_> {
             script: None,
             ext2_disk: false,
             programs: &[],
+            qemu_args: &[],
         }
     }
 }
@@ -690,7 +693,7 @@ pub fn warm_reboot_run(
         memory: "2G",
         cpus: plan.cpus,
         disks,
-        extra: vec![],
+        extra: plan.qemu_args.iter().map(|a| a.to_string()).collect(),
         serial: serial.clone(),
         timeout: Duration::from_secs(300),
     };
