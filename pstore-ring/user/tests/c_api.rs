@@ -2,7 +2,7 @@
 //! and the cdylib: a clean run, a run killed with SIGKILL, the refusals.
 
 use pstore_ring::layout::{STATE_CLEAN, STATE_RUNNING};
-use pstore_ring::read::{HeaderTrust, LossKind, Region, StreamTrace};
+use pstore_ring::read::{HeaderTrust, LossKind, PageStatus, Region, StreamTrace};
 use pstore_ring::schema::EVENT_LOG;
 mod common;
 
@@ -126,7 +126,15 @@ fn every_committed_event_survives_sigkill() {
     for st in &trace.streams {
         let (t, last) = check_stream(st);
         assert!(last >= seen[&t], "thread {t}: {last} < {}", seen[&t]);
-        assert!(st.events.iter().any(|e| e.salvaged), "open pages salvaged");
+        // Killed mid-run, so its newest page is open, though it may hold
+        // no record yet or be caught being opened: a kill right after a
+        // page switch left no salvaged event, and failed this once.
+        assert!(
+            st.pages
+                .iter()
+                .any(|p| matches!(p.status, PageStatus::Salvaged | PageStatus::Resetting)),
+            "thread {t}: no open page"
+        );
     }
 }
 

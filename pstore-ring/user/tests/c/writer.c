@@ -8,6 +8,10 @@
  *                               "THREAD I" once line and frame I are
  *                               committed
  *   writer PATH busy            a second stream of one is refused
+ *
+ * Every thread holds its stream before any writes: a thread that finished
+ * and put its stream back before another took one would hand it on, and
+ * the two would share a stream (as the API means them to).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@ static const struct crashring_event_def events[] = {
 
 static struct crashring_recorder *rec;
 static unsigned long long count;
+static pthread_barrier_t all_held;
 
 static void *run(void *arg)
 {
@@ -42,6 +47,7 @@ static void *run(void *arg)
 		perror("crashring_stream_get");
 		exit(1);
 	}
+	pthread_barrier_wait(&all_held);
 	for (i = 0; count == 0 || i < count; i++) {
 		struct frame f = { .seq = i };
 
@@ -94,6 +100,7 @@ int main(int argc, char **argv)
 		perror("crashring_recorder_create");
 		return 3;
 	}
+	pthread_barrier_init(&all_held, NULL, n);
 	for (t = 0; t < n; t++)
 		pthread_create(&threads[t], NULL, run, (void *)t);
 	for (t = 0; t < n; t++)
