@@ -21,9 +21,19 @@
 #include <asm/local.h>
 #include <asm/processor.h>
 
+#ifdef CONFIG_X86_64
+#include <asm/cpufeature.h>
+#endif
+#include "crashring_crc.h"
+
+/* The format's CRC-32C, raw (crashring_crc.h); lib/crc32's without SSE4.2. */
 static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 {
-	return crc32_le(crc, p, len);
+#ifdef CONFIG_X86_64
+	if (static_cpu_has(X86_FEATURE_XMM4_2))
+		return cr_crc32c_sse42(crc, p, len);
+#endif
+	return __crc32c_le(crc, p, len);
 }
 
 /* Orders the ring's stores for a reader on another CPU or after a crash. */

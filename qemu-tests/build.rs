@@ -6,6 +6,7 @@ fn main() {
         "crashring_ring.c",
         "crashring_ring.h",
         "crashring_env.h",
+        "crashring_crc.h",
         "crashring_format.h",
         "crashring_schema.h",
     ] {

@@ -30,8 +30,9 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
     let mut cut = mem.clone();
     cut.truncate(0x38000);
     vec![
+        ("v2-le.bin", golden("v2-le.bin")),
+        ("v2-be.bin", golden("v2-be.bin")),
         ("v1-le.bin", golden("v1-le.bin")),
-        ("v1-be.bin", golden("v1-be.bin")),
         ("rich.bin", rich_image()),
         ("two.raw", mem.clone()),
         ("cut.raw", cut),

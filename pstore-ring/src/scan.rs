@@ -1,7 +1,7 @@
 //! Finding regions in a larger image (a dump, a memory file) by their
 //! stored magic, keeping only hits whose header CRC holds.
 
-use crate::layout::{crc32, endian_from_tag, HEADER_SIZE, MAGIC_STORED};
+use crate::layout::{endian_from_tag, Checksum, HEADER_SIZE, MAGIC_STORED};
 
 /// Offsets in `haystack` where a region with a valid header starts.
 pub fn find_regions(haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
@@ -24,5 +24,6 @@ pub fn header_checks_out(bytes: &[u8]) -> bool {
         return false;
     };
     let stored = crate::endian::u32_at(h, HEADER_SIZE - 4, e);
-    stored == Some(crc32(&[&h[..HEADER_SIZE - 4]]))
+    let checksum = crate::endian::u16_at(h, 12, e).and_then(Checksum::of_version);
+    checksum.is_some_and(|c| stored == Some(c.crc(&[&h[..HEADER_SIZE - 4]])))
 }

@@ -22,6 +22,12 @@ size_t cr_test_sizeof_cpu(void)
 	return sizeof(struct crashring_cpu);
 }
 
+/* A page's CRC as the module computes it (FORMAT.md section 1), for the bench. */
+u32 cr_test_crc(const void *p, size_t len)
+{
+	return cr_crc32(~0U, p, len) ^ ~0U;
+}
+
 /*
  * Stopping a writer dead, as a CPU halted by another CPU's panic: the ring
  * code calls cr_stop_point() between the ordered steps of opening a page;

@@ -210,7 +210,7 @@ impl<'a> Region<'a> {
         let mut diagnostics = Vec::new();
         if !header.crc_ok {
             let stored = crate::endian::u32_at(bytes, 252, header.endian).unwrap_or(0);
-            let computed = crate::layout::crc32(&[&bytes[..252]]);
+            let computed = header.checksum.crc(&[&bytes[..252]]);
             let problem = Problem::HeaderCrc { stored, computed };
             diagnostics.push(Diagnostic {
                 stream: None,
@@ -235,7 +235,7 @@ impl<'a> Region<'a> {
         let bytes = &bytes[..bytes
             .len()
             .min(usize::try_from(header.region_size).unwrap_or(usize::MAX))];
-        let state = region::parse_state(bytes, header.endian);
+        let state = region::parse_state(bytes, &header);
         let streams = region::parse_streams(bytes, &header, &mut diagnostics);
         let schema = region::parse_schema(bytes, &header, &mut diagnostics);
         let tails = region::tail_table(&header, &mut diagnostics);

@@ -22,7 +22,7 @@ pub enum HeaderError {
         "invalid region header field `endian_tag`: {0:02x?} is neither byte order of 0x0a0b0c0d"
     )]
     BadEndianTag([u8; 4]),
-    #[error("unsupported region format version {0} (this reader knows 1)")]
+    #[error("unsupported region format version {0} (this reader knows 1 and 2)")]
     UnsupportedVersion(u16),
     #[error("region header CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     Crc { stored: u32, computed: u32 },
@@ -50,6 +50,8 @@ pub enum HeaderTrust {
 pub struct HeaderInfo {
     pub endian: Endian,
     pub version: u16,
+    /// The CRC of every checksum in the region, from `version`.
+    pub checksum: Checksum,
     pub word_size: u8,
     pub stream_count: u16,
     pub cpu_count: u16,
@@ -171,11 +173,9 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
     }
     let e = endian_from_tag(h.endian_tag.0).ok_or(HeaderError::BadEndianTag(h.endian_tag.0))?;
     let version = h.version.get(e);
-    if version != FORMAT_VERSION {
-        return Err(HeaderError::UnsupportedVersion(version));
-    }
+    let checksum = Checksum::of_version(version).ok_or(HeaderError::UnsupportedVersion(version))?;
     let stored = h.header_crc.get(e);
-    let computed = crc32(&[&bytes[..HEADER_SIZE - 4]]);
+    let computed = checksum.crc(&[&bytes[..HEADER_SIZE - 4]]);
     if stored != computed && trust == HeaderTrust::Checksummed {
         return Err(HeaderError::Crc { stored, computed });
     }
@@ -256,6 +256,7 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
     Ok(HeaderInfo {
         endian: e,
         version,
+        checksum,
         word_size: h.word_size,
         stream_count: streams,
         cpu_count: cpus,
@@ -278,7 +279,8 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
     })
 }
 
-pub(crate) fn parse_state(bytes: &[u8], e: Endian) -> Result<StateInfo, Problem> {
+pub(crate) fn parse_state(bytes: &[u8], h: &HeaderInfo) -> Result<StateInfo, Problem> {
+    let e = h.endian;
     let raw = bytes
         .get(STATE_OFFSET..)
         .and_then(|r| r.get(..STATE_SIZE))
@@ -286,7 +288,7 @@ pub(crate) fn parse_state(bytes: &[u8], e: Endian) -> Result<StateInfo, Problem>
     let Ok(s) = StateBlock::read_from_bytes(raw) else {
         return Err(Problem::Truncated);
     };
-    let computed = crc32(&[&raw[..STATE_SIZE - 4]]);
+    let computed = h.checksum.crc(&[&raw[..STATE_SIZE - 4]]);
     if computed != s.crc.get(e) {
         return Err(Problem::Crc {
             stored: s.crc.get(e),
@@ -333,7 +335,7 @@ pub(crate) fn parse_streams(
             report(Problem::Truncated);
             continue;
         };
-        let computed = crc32(&[&raw[..DESC_SIZE - 4]]);
+        let computed = h.checksum.crc(&[&raw[..DESC_SIZE - 4]]);
         if computed != d.crc.get(e) {
             report(Problem::Crc {
                 stored: d.crc.get(e),
@@ -423,7 +425,7 @@ pub(crate) fn parse_schema(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnos
     let table = bytes
         .get(start..)
         .map(|t| &t[..t.len().min(h.schema_size as usize)]);
-    match table.map(|t| Schema::parse(t, h.endian)) {
+    match table.map(|t| Schema::parse(t, h.endian, h.checksum)) {
         Some(Ok(s)) => s,
         Some(Err(err)) => {
             let problem = Problem::Schema(err);

@@ -110,7 +110,7 @@ impl Schema {
     }
 
     /// The built-ins overlaid with every entry of a region's schema table.
-    pub fn parse(table: &[u8], e: Endian) -> Result<Schema, SchemaError> {
+    pub fn parse(table: &[u8], e: Endian, checksum: Checksum) -> Result<Schema, SchemaError> {
         let have = table.len();
         let (hdr, _) =
             SchemaHeader::read_from_prefix(table).map_err(|_| SchemaError::Truncated {
@@ -124,7 +124,7 @@ impl Schema {
         let Some(table) = table.get(..need).filter(|_| need >= SCHEMA_HEADER_SIZE) else {
             return Err(SchemaError::Truncated { need, have });
         };
-        let computed = crc32(&[&table[..12], &table[SCHEMA_HEADER_SIZE..]]);
+        let computed = checksum.crc(&[&table[..12], &table[SCHEMA_HEADER_SIZE..]]);
         if computed != hdr.crc.get(e) {
             return Err(SchemaError::Crc {
                 stored: hdr.crc.get(e),
@@ -279,7 +279,7 @@ mod tests {
         for e in [Endian::Little, Endian::Big] {
             let mut buf = [0u8; 4096];
             let n = write_table(&custom, e, &mut buf).unwrap();
-            let s = Schema::parse(&buf[..n], e).unwrap();
+            let s = Schema::parse(&buf[..n], e, Checksum::WRITTEN).unwrap();
             assert_eq!(s.get(40).unwrap().name, "drm_vblank");
             assert_eq!(s.get(40).unwrap().fields[1].kind, FieldKind::U64);
             assert_eq!(s.get(EVENT_PRINTK).unwrap().fields.len(), 5);
@@ -299,7 +299,7 @@ mod tests {
         }];
         let mut buf = [0u8; 4096];
         let n = write_table(&custom, Endian::Little, &mut buf).unwrap();
-        let s = Schema::parse(&buf[..n], Endian::Little).unwrap();
+        let s = Schema::parse(&buf[..n], Endian::Little, Checksum::WRITTEN).unwrap();
         assert_eq!(s.get(41).unwrap().name, "drm_vblank__");
         assert_eq!(s.get(41).unwrap().fields[0].name, "crtc_");
         assert_eq!(name_of(b"\0junk"), "_");
@@ -353,11 +353,11 @@ mod tests {
         // an entry replaces a built-in's (FORMAT.md section 6).
         let entries = |n: u16| (0..n).map(|i| (16 + i % 240, i / 240)).collect::<Vec<_>>();
         for e in [Endian::Little, Endian::Big] {
-            let s = Schema::parse(&raw_table(&entries(256), e), e).unwrap();
+            let s = Schema::parse(&raw_table(&entries(256), e), e, Checksum::WRITTEN).unwrap();
             assert_eq!(s.get(16).unwrap().fields.len(), 1, "the later entry wins");
             assert_eq!(s.get(32).unwrap().fields.len(), 0);
             assert_eq!(
-                Schema::parse(&raw_table(&entries(257), e), e).err(),
+                Schema::parse(&raw_table(&entries(257), e), e, Checksum::WRITTEN).err(),
                 Some(SchemaError::TooMany(257))
             );
         }
@@ -366,12 +366,12 @@ mod tests {
     #[test]
     fn an_event_type_of_32_fields_is_read_and_one_of_33_refused() {
         for e in [Endian::Little, Endian::Big] {
-            let s = Schema::parse(&raw_table(&[(40, 32)], e), e).unwrap();
+            let s = Schema::parse(&raw_table(&[(40, 32)], e), e, Checksum::WRITTEN).unwrap();
             assert_eq!(s.get(40).unwrap().fields.len(), 32);
             // The 33 field descriptors are all there: only the count is
             // wrong.
             assert_eq!(
-                Schema::parse(&raw_table(&[(40, 33)], e), e).err(),
+                Schema::parse(&raw_table(&[(40, 33)], e), e, Checksum::WRITTEN).err(),
                 Some(SchemaError::BadEntry {
                     offset: SCHEMA_HEADER_SIZE,
                     what: "`field_count` exceeds 32"
@@ -411,17 +411,17 @@ mod tests {
         let mut buf = [0u8; 4096];
         let n = write_table(&[], e, &mut buf).unwrap();
         assert!(matches!(
-            Schema::parse(&buf[..n - 1], e),
+            Schema::parse(&buf[..n - 1], e, Checksum::WRITTEN),
             Err(SchemaError::Truncated { .. })
         ));
         let mut flipped = buf;
         flipped[100] ^= 4;
         assert!(matches!(
-            Schema::parse(&flipped[..n], e),
+            Schema::parse(&flipped[..n], e, Checksum::WRITTEN),
             Err(SchemaError::Crc { .. })
         ));
         assert!(matches!(
-            Schema::parse(&buf[..n], Endian::Big),
+            Schema::parse(&buf[..n], Endian::Big, Checksum::WRITTEN),
             Err(SchemaError::BadMagic(_))
         ));
     }

@@ -914,7 +914,10 @@ fn read_tail(
             empty[c] = true;
             continue;
         }
-        let (stored, computed) = (t.crc.get(e), crc32(&[&raw[..TAIL_SIZE - 4]]));
+        let (stored, computed) = (
+            t.crc.get(e),
+            region.header.checksum.crc(&[&raw[..TAIL_SIZE - 4]]),
+        );
         let state = t.state.get(e);
         let bad = if stored != computed {
             Some(Problem::TailCrc {
@@ -1147,7 +1150,7 @@ fn classify<'a>(
     };
     if !open {
         let stored = ph.crc.get(e);
-        let computed = crc32(&[
+        let computed = h.checksum.crc(&[
             &zerocopy::IntoBytes::as_bytes(&ph)[..PAGE_HEADER_SIZE - 4],
             data,
         ]);

@@ -110,11 +110,13 @@ extern "C" {
         stop_at: c_int,
     ) -> c_int;
     pub fn cr_test_sizeof_config() -> usize;
+    pub fn cr_test_crc(p: *const c_void, len: usize) -> u32;
     pub fn cr_test_sizeof_cpu() -> usize;
 }
 
-/// The kernel's `crc32_le(seed, p, n)` (no pre- or post-inversion), for the
-/// user-space build: crc32fast keeps its state inverted.
+/// The kernel's `__crc32c_le(seed, p, n)` (no pre- or post-inversion), for
+/// the user-space build on a CPU without SSE4.2: crc32c takes and gives the
+/// inverted state.
 #[no_mangle]
 extern "C" fn crashring_user_crc32(seed: u32, p: *const c_void, len: usize) -> u32 {
     let data = if len == 0 {
@@ -122,9 +124,7 @@ extern "C" fn crashring_user_crc32(seed: u32, p: *const c_void, len: usize) -> u
     } else {
         unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
     };
-    let mut h = crc32fast::Hasher::new_with_initial(!seed);
-    h.update(data);
-    !h.finalize()
+    !crc32c::crc32c_append(!seed, data)
 }
 
 /// Owns everything a C `struct crashring_config` points at.

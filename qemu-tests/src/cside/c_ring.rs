@@ -87,10 +87,10 @@ mod golden {
         assert_eq!(
             Endian::NATIVE,
             Endian::Little,
-            "this machine's golden image is v1-le"
+            "this machine's golden image is v2-le"
         );
         let want =
-            std::fs::read(crate::env::project_root().join("pstore-ring/golden/v1-le.bin")).unwrap();
+            std::fs::read(crate::env::project_root().join("pstore-ring/golden/v2-le.bin")).unwrap();
         // Writing every ordered step back (persistent memory) changes when
         // bytes reach memory, never which bytes.
         for durable in [false, true] {
@@ -104,7 +104,7 @@ mod golden {
             let first = want.iter().zip(got).position(|(a, b)| a != b);
             assert!(
                 first.is_none() && want.len() == got.len(),
-                "C image (durable: {durable}) differs from v1-le.bin at {first:?}"
+                "C image (durable: {durable}) differs from v2-le.bin at {first:?}"
             );
         }
     }
@@ -116,7 +116,7 @@ mod golden {
     fn a_state_block_is_valid_until_any_of_its_bytes_changes() {
         use pstore_ring::layout::{STATE_OFFSET, STATE_SIZE};
         let mut block =
-            std::fs::read(crate::env::project_root().join("pstore-ring/golden/v1-le.bin")).unwrap()
+            std::fs::read(crate::env::project_root().join("pstore-ring/golden/v2-le.bin")).unwrap()
                 [STATE_OFFSET..STATE_OFFSET + STATE_SIZE]
                 .to_vec();
         assert!(unsafe { crashring_state_valid(block.as_ptr().cast()) });
