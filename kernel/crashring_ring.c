@@ -612,10 +612,15 @@ void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len)
 		memcpy(rec + 4, &ts, 8);
 		delta = 0;
 	}
+	/*
+	 * The padding (under a word) is zero: zero the record's last word and
+	 * let the header, then the caller's payload, cover the rest of it. A
+	 * store of 4 instead of a memset() call of a length not known here.
+	 */
+	word = 0;
+	memcpy(rec + prefix + body - 4, &word, 4);
 	word = cr_record_header(type, body / CRASHRING_RECORD_ALIGN, (u16)delta);
 	memcpy(rec + prefix, &word, 4);
-	memset(rec + prefix + CRASHRING_RECORD_HEADER_SIZE + len, 0,
-	       body - CRASHRING_RECORD_HEADER_SIZE - len);
 	s->reserved_len = prefix + body;
 	s->time = ts;
 	/* The record is placed: a writer that stops from here on owes it. */
