@@ -48,7 +48,6 @@
  */
 
 #include <linux/cpumask.h>
-#include <linux/crc32.h>
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/interrupt.h>
@@ -61,6 +60,7 @@
 #include <linux/smp.h>
 #include <linux/kernel.h>
 #include "crashring.h"
+#include "crashring_env.h"
 
 static char *action = "load";
 module_param(action, charp, 0400);
@@ -212,8 +212,8 @@ static void stop_nested(void)
 /*
  * After the writers, the parts of crashring's record: the clock every
  * record reads, a record with empty tag and text (the fixed cost), and
- * crc32_le() over 64 bytes (what a 64-byte record adds to its page's CRC
- * when the page closes).
+ * the format's CRC-32C over 64 bytes, as the module computes it (what a
+ * 64-byte record adds to its page's CRC when the page closes).
  */
 enum cost_writer {
 	COST_NONE, COST_CRASHRING, COST_TRACE_PUTS, COST_TRACE_PRINTK,
@@ -222,7 +222,7 @@ enum cost_writer {
 
 static const char * const cost_names[COST_WRITERS] = {
 	"empty-loop", "crashring_log", "trace_puts", "trace_printk",
-	"clock", "crashring_log-empty", "crc32-64B",
+	"clock", "crashring_log-empty", "crc32c-64B",
 };
 
 static u8 cost_page[4096];
@@ -252,7 +252,7 @@ static u64 cost_round(enum cost_writer w)
 			crashring_log("", "");
 			break;
 		case COST_CRC64:
-			cost_sink += crc32_le(cost_sink, cost_page + i % 64 * 64, 64);
+			cost_sink += cr_crc32(cost_sink, cost_page + i % 64 * 64, 64);
 			break;
 		default:
 			barrier();
