@@ -43,7 +43,7 @@ static u32 cr_stream_pages(const struct cr_plan *p, const struct crashring_strea
 	return cr_fixed_pages(p->lane_pages, p->user_pages, spec) ?: p->pages_per_stream;
 }
 
-/* CRC-32/IEEE over two parts, as every checksum in the format is taken. */
+/* The format's CRC-32C over two parts, as every checksum in it is taken. */
 static u32 cr_crc2(const void *a, size_t alen, const void *b, size_t blen)
 {
 	u32 crc = cr_crc32(~0U, a, alen);
