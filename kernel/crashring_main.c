@@ -412,12 +412,13 @@ int crashring_start_recording(int slot)
 	crashring.slot[slot].generation = cfg.generation;
 	crashring.wall_offset_ns = cfg.wall_offset_ns;
 	WRITE_ONCE(crashring.cur, slot);
+	/* Before recording: a panic from then on finds the panic clock set. */
+	crashring_clock_arm();
 	/*
 	 * Release: a CPU that sees recording on (crashring_this_cpu()) also
 	 * sees the streams crashring_format() just set up, on any architecture.
 	 */
 	smp_store_release(&crashring.enabled, true);
-	crashring_clock_arm();
 	pr_info("recording generation %llu in slot %d at %pa (%llu bytes, %u CPUs)\n",
 		cfg.generation, slot, &crashring.slot[slot].phys,
 		crashring_region_size(crashring.slot[slot].mem), crashring.nstreams);
@@ -495,6 +496,21 @@ static void cr_close_all(void)
 }
 
 /*
+ * The crash's time, read without the clocksource (crashring_panic_clock()),
+ * and no earlier than any event recorded: the crash event is the last of
+ * its generation, in time as in order.
+ */
+static u64 cr_panic_time(void)
+{
+	u64 now = crashring_panic_clock();
+	unsigned int i;
+
+	for (i = 0; i < crashring.nstreams; i++)
+		now = max(now, READ_ONCE(crashring.streams[i].time));
+	return now;
+}
+
+/*
  * Runs on the panicking CPU after the others were stopped, so it may close
  * their pages: their in-flight records lie past the published commit, stay
  * invisible and are counted as dropped. The writes the panic interrupted on
@@ -506,14 +522,15 @@ static int cr_panic(struct notifier_block *nb, unsigned long event, void *buf)
 {
 	int cur = READ_ONCE(crashring.cur);
 	const char *msg = buf ? buf : "panic";
+	u64 now;
 
 	if (cur < 0)
 		return NOTIFY_DONE;
+	now = cr_panic_time();
 	crashring_take_innermost(&crashring.cpus[raw_smp_processor_id()]);
-	crashring_record_crash(CRASHRING_REASON_PANIC, msg);
+	crashring_record_crash(CRASHRING_REASON_PANIC, msg, now);
 	crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CRASHED,
-			    CRASHRING_REASON_PANIC, ktime_get_mono_fast_ns(),
-			    raw_smp_processor_id(), msg);
+			    CRASHRING_REASON_PANIC, now, raw_smp_processor_id(), msg);
 	/*
 	 * Stop first, so nothing starts a record after its page was closed:
 	 * the crash marker stays the last event of the generation.
@@ -538,7 +555,8 @@ static int cr_die(struct notifier_block *nb, unsigned long val, void *data)
 
 	if (val != DIE_OOPS || cur < 0)
 		return NOTIFY_DONE;
-	crashring_record_crash(CRASHRING_REASON_OOPS, args && args->str ? args->str : "oops");
+	crashring_record_crash(CRASHRING_REASON_OOPS, args && args->str ? args->str : "oops",
+			       ktime_get_mono_fast_ns());
 	/* The oops may end in a watchdog's reset rather than a panic. */
 	cr_write_back_slot(cur);
 	return NOTIFY_DONE;

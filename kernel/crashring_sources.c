@@ -34,6 +34,7 @@
 #include <linux/uaccess.h>
 #include <linux/slab.h>
 #include <linux/sched.h>
+#include <linux/sched/clock.h>
 #include <linux/interrupt.h>
 #include <linux/printk.h>
 #include <linux/percpu.h>
@@ -134,7 +135,8 @@ struct cr_tracepoint {
 };
 
 /*
- * Records one event: @fixed bytes, then, if @str is not NULL, a str field
+ * Records one event stamped @at (0: the clock when it is written): @fixed
+ * bytes, then, if @str is not NULL, a str field
  * (u16 length, then the bytes) cut to what fits one record and one page.
  * When it is cut and @cut_flag_at is not negative, bit 0 of that byte of
  * the fixed part is set (printk's "truncated" flag).
@@ -143,8 +145,8 @@ struct cr_tracepoint {
  * copy becomes a few moves and the call's prologue goes, which took a
  * ninth of a 32-byte marker's instructions (`cargo xtask bench`).
  */
-static __always_inline void cr_emit(u8 type, const void *fixed, u32 flen, const char *str,
-				    u32 slen, int cut_flag_at)
+static __always_inline void cr_emit_at(u64 at, u8 type, const void *fixed, u32 flen,
+				       const char *str, u32 slen, int cut_flag_at)
 {
 	struct crashring_cpu *c = crashring_this_cpu();
 	struct crashring_stream *s;
@@ -159,7 +161,7 @@ static __always_inline void cr_emit(u8 type, const void *fixed, u32 flen, const 
 	       CRASHRING_RECORD_HEADER_SIZE - flen - (str ? 2 : 0);
 	n = min_t(u32, slen, room);
 	len = flen + (str ? 2 + n : 0);
-	dst = crashring_reserve(s, ktime_get_mono_fast_ns(), type, len);
+	dst = crashring_reserve(s, at ? at : ktime_get_mono_fast_ns(), type, len);
 	if (dst) {
 		memcpy(dst, fixed, flen);
 		if (n < slen && cut_flag_at >= 0)
@@ -172,6 +174,13 @@ static __always_inline void cr_emit(u8 type, const void *fixed, u32 flen, const 
 	}
 	crashring_leave(c);
 	crashring_put_cpu();
+}
+
+/* cr_emit_at(), stamped with the clock read once the record's lane is held. */
+static __always_inline void cr_emit(u8 type, const void *fixed, u32 flen, const char *str,
+				    u32 slen, int cut_flag_at)
+{
+	cr_emit_at(0, type, fixed, flen, str, slen, cut_flag_at);
 }
 
 static u32 cr_caller_id(void)
@@ -399,13 +408,15 @@ static void cr_find_tracepoint(struct tracepoint *tp, void *unused)
  * crashring_record_crash - record a crash marker on this CPU
  * @reason: CRASHRING_REASON_*
  * @message: the panic or oops message
+ * @at: its time (crashring_panic_clock() on the panic path)
  */
-void crashring_record_crash(u32 reason, const char *message)
+void crashring_record_crash(u32 reason, const char *message, u64 at)
 {
 	u32 rec[2] = { reason, raw_smp_processor_id() };
 
 	if (READ_ONCE(crashring.sources) & CR_SRC_CRASH)
-		cr_emit(CRASHRING_EVENT_CRASH, rec, sizeof(rec), message, strlen(message), -1);
+		cr_emit_at(at, CRASHRING_EVENT_CRASH, rec, sizeof(rec), message, strlen(message),
+			   -1);
 }
 
 /*
@@ -436,6 +447,68 @@ void crashring_record_crash(u32 reason, const char *message)
 static void cr_clock_check(struct work_struct *work);
 static DECLARE_DELAYED_WORK(cr_clock_work, cr_clock_check);
 
+/*
+ * The panic path's clock. It runs after the other CPUs were stopped
+ * wherever they were, and reading the clocksource can wait for one of
+ * them: where the TSC was found unstable the clocksource is the HPET, and
+ * read_hpet() (arch/x86/kernel/hpet.c), outside NMI context, waits for the
+ * CPU holding hpet.lock to publish the count it read. A CPU stopped by NMI
+ * inside that lock never does, and the panic would hang before the
+ * reboot. ktime_get_mono_fast_ns() is safe against the timekeeper, not
+ * against its clocksource. So the panic path reads local_clock()
+ * (sched_clock: the TSC or jiffies, without a lock; what printk stamps
+ * lines with) and moves it onto CLOCK_MONOTONIC by a pair of both clocks
+ * read together when recording starts and at each wall-clock check. Over
+ * the second between checks the two clocks drift apart by microseconds.
+ *
+ * Two pairs, a latch: the writer (crashring.lock held) fills the one
+ * cr_pair_seq does not name, then publishes it. The panic path reads
+ * without retrying, as its other CPUs are stopped: one stopped halfway
+ * through a fill leaves the published pair whole.
+ */
+struct cr_clock_pair {
+	u64 mono;
+	u64 local;
+};
+
+static struct cr_clock_pair cr_pairs[2];
+static unsigned int cr_pair_seq;
+
+static void cr_pair_sample(void)
+{
+	unsigned int seq = cr_pair_seq + 1;
+	struct cr_clock_pair *p = &cr_pairs[seq & 1];
+	unsigned long flags;
+
+	local_irq_save(flags);
+	p->mono = ktime_get_mono_fast_ns();
+	p->local = local_clock();
+	local_irq_restore(flags);
+	/* The pair before the sequence number that names it. */
+	smp_wmb();
+	WRITE_ONCE(cr_pair_seq, seq);
+}
+
+/**
+ * crashring_panic_clock - CLOCK_MONOTONIC without reading the clocksource
+ *
+ * Return: the last published pair's monotonic time plus the local_clock()
+ * time since (none if this CPU's local_clock() reads behind the CPU that
+ * read the pair).
+ */
+u64 crashring_panic_clock(void)
+{
+	unsigned int seq = READ_ONCE(cr_pair_seq);
+	const struct cr_clock_pair *p;
+	s64 since;
+
+	/* Pairs with cr_pair_sample()'s: the pair the number names, filled. */
+	smp_rmb();
+	p = &cr_pairs[seq & 1];
+	since = (s64)(local_clock() - p->local);
+	return p->mono + max_t(s64, since, 0);
+}
+
 /**
  * crashring_record_clock - record a clock event on this CPU
  * @wall_offset_ns: CLOCK_REALTIME - CLOCK_MONOTONIC from now on
@@ -459,6 +532,7 @@ static void cr_clock_check(struct work_struct *work)
 		crashring_record_clock(now);
 		crashring.wall_offset_ns = now;
 	}
+	cr_pair_sample();
 	mutex_unlock(&crashring.lock);
 	schedule_delayed_work(&cr_clock_work, CR_CLOCK_PERIOD);
 }
@@ -466,11 +540,13 @@ static void cr_clock_check(struct work_struct *work)
 /**
  * crashring_clock_arm - start watching the wall clock for steps
  *
- * Called when recording starts or resumes; a no-op while the check is
- * already pending.
+ * Called when recording starts or resumes, with crashring.lock held or
+ * during init: takes the panic clock's first pair, and schedules the check
+ * unless it is already pending.
  */
 void crashring_clock_arm(void)
 {
+	cr_pair_sample();
 	schedule_delayed_work(&cr_clock_work, CR_CLOCK_PERIOD);
 }
 
