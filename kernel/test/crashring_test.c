@@ -19,8 +19,10 @@
  *                     "crashring-cost: cpu=C what=W ns=N events=E" lines
  *                     (the best of three rounds); stays loaded
  *   action=panic_irq  a timer panics the kernel from hard IRQ context
- *   action=lockup     CPU 1 spins with interrupts off until a lockup or
- *                     RCU stall detector panics the kernel
+ *   action=lockup     CPU 1 spins with interrupts off, reading the clock,
+ *                     until a lockup or RCU stall detector panics the
+ *                     kernel; prints how often the panicking CPU read the
+ *                     HPET after it began stopping the others
  *   action=printk     prints lines whose printk metadata is easy to get
  *                     wrong, and stays loaded: a hex dump at KERN_ERR (its
  *                     level comes in an argument) and a line at the default
@@ -39,7 +41,8 @@
  *                     campaign sends them with sysrq l)
  *   crash=bug         BUG() in a kthread (panic_on_oops makes it a panic)
  *   crash=oops        a NULL pointer write in a kthread (likewise)
- *   crash=lockup      as action=lockup
+ *   crash=lockup      CPU 1 spins with interrupts off (not reading the
+ *                     clock) until a detector panics
  *   crash=hung        a kthread sleeps uninterruptibly until the hung-task
  *                     detector panics (hung_task_panic)
  *
@@ -51,8 +54,10 @@
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/interrupt.h>
+#include <linux/kprobes.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/panic_notifier.h>
 #include <asm/nmi.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
@@ -334,13 +339,97 @@ static int crash_thread_fn(void *unused)
 	return 0;
 }
 
-static int lockup_fn(void *unused)
+static int lockup_fn(void *poll_clock)
 {
-	crashring_log("test", "CPU 1 spins with interrupts off");
+	crashring_log("test", poll_clock ? "CPU 1 spins with interrupts off, reading the clock" :
+			      "CPU 1 spins with interrupts off");
 	local_irq_disable();
+	/*
+	 * Polling the clock, as a stuck wait with a timeout does, and with no
+	 * pause in between (where TCG would switch to another vCPU, here or
+	 * inside the read): the stop NMI then finds this CPU inside the
+	 * clocksource's read, holding hpet.lock when the clocksource is the
+	 * HPET, and the panic path must not wait for it.
+	 */
+	if (poll_clock)
+		for (;;)
+			ktime_get();
 	for (;;)
 		cpu_relax();
 	return 0;
+}
+
+/*
+ * action=lockup counts the HPET reads on the panicking CPU once it began
+ * stopping the others (crash_smp_send_stop(), which the scenario's
+ * crash_kexec_post_notifiers has panic() call): a CPU stopped by NMI may
+ * hold hpet.lock, so each is a read that could wait for good, whether or
+ * not this run's spinner was caught inside the lock. A panic notifier
+ * that runs after crashring's prints the count.
+ */
+static int stop_cpu = -1;
+static atomic_t panic_clock_reads = ATOMIC_INIT(0);
+
+static int on_crash_stop(struct kprobe *p, struct pt_regs *regs)
+{
+	WRITE_ONCE(stop_cpu, raw_smp_processor_id());
+	return 0;
+}
+
+static int on_read_hpet(struct kprobe *p, struct pt_regs *regs)
+{
+	if (READ_ONCE(stop_cpu) == raw_smp_processor_id())
+		atomic_inc(&panic_clock_reads);
+	return 0;
+}
+
+static struct kprobe stop_probe = {
+	.symbol_name = "crash_smp_send_stop",
+	.pre_handler = on_crash_stop,
+};
+
+static struct kprobe hpet_probe = {
+	.symbol_name = "read_hpet",
+	.pre_handler = on_read_hpet,
+};
+
+static int report_clock_reads(struct notifier_block *nb, unsigned long event, void *buf)
+{
+	pr_emerg("crashring-test: HPET reads on the panic path after the stop: %d\n",
+		 atomic_read(&panic_clock_reads));
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block report_nb = {
+	.notifier_call = report_clock_reads,
+	.priority = INT_MIN,
+};
+
+static bool clock_probes_on;
+
+static int watch_panic_clock(void)
+{
+	int err = register_kprobe(&stop_probe);
+
+	if (err)
+		return err;
+	err = register_kprobe(&hpet_probe);
+	if (err) {
+		unregister_kprobe(&stop_probe);
+		return err;
+	}
+	atomic_notifier_chain_register(&panic_notifier_list, &report_nb);
+	clock_probes_on = true;
+	return 0;
+}
+
+static void unwatch_panic_clock(void)
+{
+	if (!clock_probes_on)
+		return;
+	atomic_notifier_chain_unregister(&panic_notifier_list, &report_nb);
+	unregister_kprobe(&hpet_probe);
+	unregister_kprobe(&stop_probe);
 }
 
 /* A line with no level of its own: printk gives it the default. */
@@ -362,13 +451,14 @@ static void print_metadata_lines(void)
 	print_at_default_level("crashring-test: default level\n");
 }
 
-static int start_lockup(void)
+static int start_lockup(bool poll_clock)
 {
 	struct task_struct *t;
 
 	if (!cpu_online(LOCKUP_CPU))
 		return -ENODEV;
-	t = kthread_create_on_cpu(lockup_fn, NULL, LOCKUP_CPU, "crashring_lockup");
+	t = kthread_create_on_cpu(lockup_fn, poll_clock ? (void *)1 : NULL, LOCKUP_CPU,
+				  "crashring_lockup");
 	if (IS_ERR(t))
 		return PTR_ERR(t);
 	wake_up_process(t);
@@ -409,7 +499,7 @@ static int arm_crash(void)
 	}
 	if (!strcmp(crash, "lockup")) {
 		msleep(crash_ms);
-		return start_lockup();
+		return start_lockup(false);
 	}
 	if (strcmp(crash, "bug") && strcmp(crash, "oops") && strcmp(crash, "hung")) {
 		pr_err("crash=%s: expected irq, nmi, bug, oops, lockup or hung\n", crash);
@@ -458,8 +548,15 @@ static int __init crashring_test_init(void)
 		arm_panic_timer(500);
 		return 0;
 	}
-	if (!strcmp(action, "lockup"))
-		return start_lockup();
+	if (!strcmp(action, "lockup")) {
+		err = watch_panic_clock();
+		if (err)
+			return err;
+		err = start_lockup(true);
+		if (err)
+			unwatch_panic_clock();
+		return err;
+	}
 	if (!strcmp(action, "printk")) {
 		print_metadata_lines();
 		return 0;
@@ -481,6 +578,7 @@ static void __exit crashring_test_exit(void)
 		unregister_nmi_handler(NMI_LOCAL, "crashring_test");
 	if (timer_armed)
 		hrtimer_cancel(&panic_timer);
+	unwatch_panic_clock();
 }
 
 module_init(crashring_test_init);

@@ -95,8 +95,7 @@ const CRASHES: &[Crash] = &[
     Crash {
         name: "lockup",
         module_crash: Some("lockup"),
-        append: "nmi_watchdog=1 hardlockup_panic=1 softlockup_panic=1 \
-                 sysctl.kernel.panic_on_rcu_stall=1 rcupdate.rcu_cpu_stall_timeout=5",
+        append: crashes::LOCKUP_APPEND,
         panic: crashes::LOCKUP_PANICS,
         needs_two_cpus: true,
         writers_may_stall: true,

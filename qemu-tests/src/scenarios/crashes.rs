@@ -8,7 +8,7 @@ use super::{
     Artifacts, CrashExpect, WarmReboot,
 };
 use crate::env::guest::Kernel;
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::{REASON_PANIC, STREAM_KERNEL_CPU};
 use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{LossKind, Region};
@@ -42,15 +42,25 @@ pub fn panic_in_irq(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
 /// real equivalent and is armed to panic.
 pub const LOCKUP_PANICS: &[&str] = &["Hard LOCKUP", "hard LOCKUP", "RCU Stall", "softlockup"];
 
+/// The kernel command line of a lockup run: every detector armed to panic.
+pub const LOCKUP_APPEND: &str = "nmi_watchdog=1 hardlockup_panic=1 softlockup_panic=1 \
+                                 sysctl.kernel.panic_on_rcu_stall=1 rcupdate.rcu_cpu_stall_timeout=5";
+
 pub fn hard_lockup(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let record = workload_writes()
         + "dmesg | grep -i 'NMI watchdog' | sed 's/^/crashring-test: /'\n\
            insmod /lib/crashring_test.ko action=lockup\n\
            sleep 240\n";
+    // The HPET as the clocksource, as a kernel picks it wherever it finds
+    // the TSC unstable (TCG guests under load do): its read takes a lock.
+    // crash_kexec_post_notifiers, as kdump setups that keep pstore use:
+    // the panic stops the other CPUs by NMI at once, so the spinning CPU,
+    // reading the clock, is stopped inside that lock, and the panic path
+    // must record the crash without waiting for it.
+    let append = format!("{LOCKUP_APPEND} clocksource=hpet crash_kexec_post_notifiers");
     let plan = WarmReboot {
         name: "hard-lockup",
-        extra_append: "nmi_watchdog=1 hardlockup_panic=1 softlockup_panic=1 \
-                       sysctl.kernel.panic_on_rcu_stall=1 rcupdate.rcu_cpu_stall_timeout=5",
+        extra_append: &append,
         test_module: true,
         ..WarmReboot::memmap(record)
     };
@@ -65,10 +75,21 @@ pub fn hard_lockup(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             "the kernel said nothing about its NMI watchdog".to_string(),
             |t| format!("kernel: {:?}", t.trim()),
         );
+    // The test module's count, printed after crashring's panic notifier.
+    let reads = "HPET reads on the panic path after the stop: ";
+    if !saved.said(&format!("{reads}0")) {
+        let said = saved.log.lines().find(|l| l.contains(reads));
+        bail!(
+            "the panic path read the clocksource after stopping the other CPUs, where a CPU \
+             stopped inside read_hpet() would hang it: {} (serial log {})",
+            said.unwrap_or("the test module printed no count"),
+            saved.serial.display()
+        );
+    }
     let summary = saved.check(|image| {
         let expect = CrashExpect {
             messages: LOCKUP_PANICS,
-            cause: Some("CPU 1 spins with interrupts off"),
+            cause: Some("CPU 1 spins with interrupts off, reading the clock"),
         };
         check_region_with(&parse_saved(image)?, &expect)
     })?;
