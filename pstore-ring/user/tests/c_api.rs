@@ -126,15 +126,23 @@ fn every_committed_event_survives_sigkill() {
     for st in &trace.streams {
         let (t, last) = check_stream(st);
         assert!(last >= seen[&t], "thread {t}: {last} < {}", seen[&t]);
-        // Killed mid-run, so its newest page is open, though it may hold
-        // no record yet or be caught being opened: a kill right after a
-        // page switch left no salvaged event, and failed this once.
-        assert!(
-            st.pages
-                .iter()
-                .any(|p| matches!(p.status, PageStatus::Salvaged | PageStatus::Resetting)),
-            "thread {t}: no open page"
-        );
+        // Whatever instruction the kill stopped at, every page reads as
+        // closed, open (salvaged), caught being opened, or never used;
+        // none fails its checks. Its newest page need not be open: a kill
+        // between closing a page and opening the next leaves none open,
+        // and failed an earlier form of this test under load.
+        for p in &st.pages {
+            assert!(
+                matches!(
+                    p.status,
+                    PageStatus::Intact
+                        | PageStatus::Salvaged
+                        | PageStatus::Resetting
+                        | PageStatus::Unused
+                ),
+                "thread {t}: {p:?}"
+            );
+        }
     }
 }
 
