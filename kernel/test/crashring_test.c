@@ -365,9 +365,12 @@ static int lockup_fn(void *poll_clock)
  * crash_kexec_post_notifiers has panic() call): a CPU stopped by NMI may
  * hold hpet.lock, so each is a read that could wait for good, whether or
  * not this run's spinner was caught inside the lock. A panic notifier
- * that runs after crashring's prints the count.
+ * that runs after crashring's prints the count, and all HPET reads (none
+ * would mean the clocksource was not the HPET, and the count proves
+ * nothing).
  */
 static int stop_cpu = -1;
+static atomic_t hpet_reads = ATOMIC_INIT(0);
 static atomic_t panic_clock_reads = ATOMIC_INIT(0);
 
 static int on_crash_stop(struct kprobe *p, struct pt_regs *regs)
@@ -378,6 +381,7 @@ static int on_crash_stop(struct kprobe *p, struct pt_regs *regs)
 
 static int on_read_hpet(struct kprobe *p, struct pt_regs *regs)
 {
+	atomic_inc(&hpet_reads);
 	if (READ_ONCE(stop_cpu) == raw_smp_processor_id())
 		atomic_inc(&panic_clock_reads);
 	return 0;
@@ -395,8 +399,8 @@ static struct kprobe hpet_probe = {
 
 static int report_clock_reads(struct notifier_block *nb, unsigned long event, void *buf)
 {
-	pr_emerg("crashring-test: HPET reads on the panic path after the stop: %d\n",
-		 atomic_read(&panic_clock_reads));
+	pr_emerg("crashring-test: HPET reads: %d, on the panic path after the stop: %d\n",
+		 atomic_read(&hpet_reads), atomic_read(&panic_clock_reads));
 	return NOTIFY_DONE;
 }
 
