@@ -83,4 +83,20 @@ static inline void cr_vm_flags_change(struct vm_area_struct *vma, vm_flags_t set
 }
 #endif
 
+/*
+ * Before 6.3 printk_sprint() calls the console tracepoint as
+ * trace_console_rcuidle(), and the rcuidle kind of __DO_TRACE()
+ * (include/linux/tracepoint.h) WARNs once when it runs in NMI context with
+ * a probe attached, then enters SRCU and context tracking from the NMI
+ * all the same: the first line printed in NMI context (sysrq l, a
+ * hung-task or RCU-stall backtrace, perf's "interrupt took too long")
+ * would panic a machine booted with panic_on_warn. 6.3 dropped the rcuidle
+ * call ("printk: Remove trace_.*_rcuidle() usage"). Kbuild probes for it.
+ */
+#ifdef CR_CONSOLE_TRACEPOINT_RCUIDLE
+#define CR_CONSOLE_TRACEPOINT_IN_NMI false
+#else
+#define CR_CONSOLE_TRACEPOINT_IN_NMI true
+#endif
+
 #endif /* CRASHRING_COMPAT_H */

@@ -8,26 +8,29 @@
  *
  * The console tracepoint carries the text after printk stripped its level
  * prefix, and not the level. vprintk_store() decides the level the way
- * the kprobe on its entry below does: the `level` argument, else the
+ * the ftrace hook on its entry below does: the `level` argument, else the
  * KERN_<n> prefix of the formatted text (a prefix may come in through an
  * argument, as print_hex_dump()'s "%s%s%s" does), else the running
  * kernel's default message level. The tracepoint probe, which runs next
  * in the same context, picks it up (struct cr_levels: a printk that
  * interrupts or nests inside another between the two does not take its
- * level). Without the kprobe, or for a task that moved to another CPU in
+ * level). Without the hook, or for a task that moved to another CPU in
  * between, lines are recorded with level 255 (unknown).
  *
  * What the console tracepoint does not see, crashring does not record: a
  * line printk's own recursion guard drops, or one its ring buffer cannot
- * reserve room for. On 6.1 the tracepoint is the rcuidle kind, which warns
- * once (WARN_ON_ONCE, "srcu can't be used from NMI") the first time a line
- * printed in NMI context reaches any probe, then records it.
+ * reserve room for.
+ *
+ * Before 6.3 the tracepoint must stay off (CR_CONSOLE_TRACEPOINT_IN_NMI):
+ * there the hook formats each line itself, as printk_sprint() is about to,
+ * and records it. Only then does crashring record a line printk's
+ * recursion guard goes on to drop.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/module.h>
 #include <linux/kernel.h>
-#include <linux/kprobes.h>
+#include <linux/ftrace.h>
 #include <linux/tracepoint.h>
 #include <linux/miscdevice.h>
 #include <linux/fs.h>
@@ -48,6 +51,7 @@
 #include <linux/ratelimit.h>
 #include <linux/capability.h>
 #include "crashring.h"
+#include "crashring_compat.h"
 #include "crashring_internal.h"
 
 #define CR_LEVEL_UNKNOWN	255
@@ -97,7 +101,7 @@ static struct cr_filter __rcu *cr_filter = RCU_INITIALIZER(&cr_filters[0]);
 /* printk nests at most 3 deep per context (PRINTK_MAX_RECURSION); spare room. */
 #define CR_LEVEL_DEPTH	8
 
-/* A level the kprobe saw, for the vprintk_store() frame of @task at @sp. */
+/* A level the hook saw, for the vprintk_store() frame of @task at @sp. */
 struct cr_pending_level {
 	const struct task_struct *task;
 	unsigned long sp;
@@ -105,7 +109,7 @@ struct cr_pending_level {
 };
 
 /*
- * Per CPU and context, the levels of printk calls between the kprobe and
+ * Per CPU and context, the levels of printk calls between the hook and
  * the tracepoint, innermost last: a printk nested inside another (a WARN
  * that fires in the console tracepoint, say) is pushed and popped before
  * the outer one is popped. Entries of a call that never reached the
@@ -122,9 +126,24 @@ static DEFINE_PER_CPU(struct cr_levels, cr_levels) = {
 	.last = { [0 ... CR_CONTEXTS - 1] = CR_LEVEL_UNKNOWN },
 };
 static atomic64_t cr_printk_seq = ATOMIC64_INIT(0);
-static bool cr_kprobe_on;
-/* Whether the kprobe's handler runs in its caller's context (see cr_context). */
-static bool cr_kprobe_in_context;
+static bool cr_hook_on;
+
+/* printk's LOG_LINE_MAX before 6.3 (kernel/printk/internal.h): the longest line it stores. */
+#define CR_LINE_MAX		(1024 - 32)
+
+/*
+ * Where the hook formats a line, per CPU and context, when it records
+ * lines itself. Two deep: ftrace lets a callback recurse once in a context
+ * (its transition bit, for an interrupt that arrives before preempt_count
+ * says so), never twice. From alloc_percpu(): a module's static per-CPU
+ * room is a few KiB shared by every module.
+ */
+struct cr_line_buf {
+	char text[CR_CONTEXTS][2][CR_LINE_MAX];
+	u8 depth[CR_CONTEXTS];
+};
+
+static struct cr_line_buf __percpu *cr_line_bufs;
 
 struct cr_tracepoint {
 	const char *name;
@@ -204,15 +223,10 @@ static bool cr_prefix_match(const char *prefixes, const char *text, size_t len)
 	return false;
 }
 
-/*
- * The slot of the calling context. An ftrace-based kprobe (on a function's
- * entry, as here) runs its handler in the caller's context; any other
- * kind may run it as an NMI (int3 on x86), so then every context shares
- * slot 0, and the task and frame of each entry keep them apart.
- */
+/* The slot of the calling context: ftrace callbacks and probes run in their caller's. */
 static unsigned int cr_context(void)
 {
-	return cr_kprobe_in_context ? interrupt_context_level() : 0;
+	return interrupt_context_level();
 }
 
 /*
@@ -253,7 +267,7 @@ static __printf(1, 0) void cr_parse_formatted_prefix(const char *fmt, unsigned l
 	cr_parse_prefix(prefix, level);
 }
 
-/* Runs with interrupts of this context excluded: kprobe or tracepoint probe. */
+/* Runs with interrupts of this context excluded: ftrace callback or tracepoint probe. */
 static void cr_push_level(int level, unsigned long sp)
 {
 	struct cr_levels *l = this_cpu_ptr(&cr_levels);
@@ -293,7 +307,11 @@ static int cr_pop_level(unsigned int ctx)
 	return level;
 }
 
-static int cr_vprintk_store_pre(struct kprobe *kp, struct pt_regs *regs)
+/*
+ * The level vprintk_store(facility, level, dev_info, fmt, args) is about
+ * to give its line.
+ */
+static int cr_vprintk_level(struct pt_regs *regs)
 {
 	int level = (int)regs_get_kernel_argument(regs, 1);
 	const char *fmt = (const char *)regs_get_kernel_argument(regs, 3);
@@ -303,18 +321,11 @@ static int cr_vprintk_store_pre(struct kprobe *kp, struct pt_regs *regs)
 		if (level == LOGLEVEL_DEFAULT && !printk_get_level(fmt))
 			cr_parse_formatted_prefix(fmt, regs_get_kernel_argument(regs, 4), &level);
 	}
-	if (level == LOGLEVEL_DEFAULT)
-		level = default_message_loglevel;
-	cr_push_level(level, kernel_stack_pointer(regs));
-	return 0;
+	return level == LOGLEVEL_DEFAULT ? default_message_loglevel : level;
 }
 
-static struct kprobe cr_vprintk_kp = {
-	.symbol_name = "vprintk_store",
-	.pre_handler = cr_vprintk_store_pre,
-};
-
-static void cr_printk_probe(void *data, const char *text, size_t len)
+/* Records a printk line of @level (or CR_LEVEL_CONT) printed in context @ctx. */
+static void cr_record_line(unsigned int ctx, int level, const char *text, size_t len)
 {
 	struct cr_filter *f;
 	struct {
@@ -323,13 +334,7 @@ static void cr_printk_probe(void *data, const char *text, size_t len)
 		u32 caller;
 		u64 seq;
 	} __packed rec;
-	unsigned int ctx;
-	int level;
 
-	if (!(READ_ONCE(crashring.sources) & CR_SRC_PRINTK))
-		return;
-	ctx = cr_context();
-	level = cr_pop_level(ctx);
 	rec.flags = 0;
 	if (level == CR_LEVEL_CONT) {
 		level = this_cpu_read(cr_levels.last[ctx]);
@@ -338,7 +343,7 @@ static void cr_printk_probe(void *data, const char *text, size_t len)
 		level = CR_LEVEL_UNKNOWN;
 	}
 	this_cpu_write(cr_levels.last[ctx], level);
-	/* Probes run with preemption off: an RCU-sched read side. */
+	/* Callers run with preemption off: an RCU-sched read side. */
 	f = rcu_dereference_sched(cr_filter);
 	if (level != CR_LEVEL_UNKNOWN && level > f->max_level)
 		return;
@@ -348,6 +353,78 @@ static void cr_printk_probe(void *data, const char *text, size_t len)
 	rec.caller = cr_caller_id();
 	rec.seq = atomic64_inc_return(&cr_printk_seq);
 	cr_emit(CRASHRING_EVENT_PRINTK, &rec, sizeof(rec), text, len, offsetof(typeof(rec), flags));
+}
+
+/*
+ * Formats the line of the vprintk_store() call at @regs as printk_sprint()
+ * is about to (on x86-64, where the va_list argument is a pointer to its
+ * state, which va_copy() leaves for printk to read again): at most
+ * CR_LINE_MAX - 1 bytes, the trailing newline and, for the kernel's own
+ * facility, the KERN_<n> and KERN_CONT prefixes taken off. Then records it.
+ */
+static void cr_record_formatted(struct pt_regs *regs, int level)
+{
+	int facility = (int)regs_get_kernel_argument(regs, 0);
+	const char *fmt = (const char *)regs_get_kernel_argument(regs, 3);
+	unsigned long args = regs_get_kernel_argument(regs, 4);
+	unsigned int ctx = cr_context();
+	struct cr_line_buf *b = this_cpu_ptr(cr_line_bufs);
+	unsigned int d = b->depth[ctx];
+	va_list copy;
+	size_t len;
+	char *text;
+
+	if (!IS_ENABLED(CONFIG_X86_64) || !fmt || !args || d == ARRAY_SIZE(b->text[ctx]))
+		return;
+	text = b->text[ctx][d];
+	b->depth[ctx] = d + 1;
+	va_copy(copy, *(va_list *)args);
+	len = vscnprintf(text, CR_LINE_MAX, fmt, copy);
+	va_end(copy);
+	if (len && text[len - 1] == '\n')
+		len--;
+	while (!facility && len >= 2 && printk_get_level(text)) {
+		text += 2;
+		len -= 2;
+	}
+	cr_record_line(ctx, level, text, len);
+	b->depth[ctx] = d;
+}
+
+/*
+ * The ftrace callback on vprintk_store()'s entry. ftrace runs it in the
+ * caller's context with preemption off and lets each context in once
+ * (FTRACE_OPS_FL_RECURSION), so an NMI's printk is seen while a task's
+ * is in here on the same CPU; a kprobe's handler would miss it.
+ */
+static void cr_vprintk_store_entry(unsigned long ip, unsigned long parent_ip,
+				   struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	struct pt_regs *regs = ftrace_get_regs(fregs);
+	int level;
+
+	if (!regs)
+		return;
+	level = cr_vprintk_level(regs);
+	if (CR_CONSOLE_TRACEPOINT_IN_NMI)
+		cr_push_level(level, kernel_stack_pointer(regs));
+	else if (READ_ONCE(crashring.sources) & CR_SRC_PRINTK)
+		cr_record_formatted(regs, level);
+}
+
+static struct ftrace_ops cr_vprintk_ops = {
+	.func = cr_vprintk_store_entry,
+	.flags = FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_RECURSION,
+};
+
+static void cr_printk_probe(void *data, const char *text, size_t len)
+{
+	unsigned int ctx;
+
+	if (!(READ_ONCE(crashring.sources) & CR_SRC_PRINTK))
+		return;
+	ctx = cr_context();
+	cr_record_line(ctx, cr_pop_level(ctx), text, len);
 }
 
 static void cr_sched_switch_probe(void *data, bool preempt, struct task_struct *prev,
@@ -389,7 +466,8 @@ static void cr_irq_exit_probe(void *data, int irq, struct irqaction *action, int
 }
 
 static struct cr_tracepoint cr_tracepoints[] = {
-	{ "console", cr_printk_probe, CR_SRC_PRINTK },
+	/* Never attached where the vprintk_store() hook records the lines. */
+	{ "console", cr_printk_probe, CR_CONSOLE_TRACEPOINT_IN_NMI ? CR_SRC_PRINTK : 0 },
 	{ "sched_switch", cr_sched_switch_probe, CR_SRC_SCHED },
 	{ "irq_handler_entry", cr_irq_entry_probe, CR_SRC_IRQ },
 	{ "irq_handler_exit", cr_irq_exit_probe, CR_SRC_IRQ },
@@ -774,8 +852,45 @@ void crashring_show_filter(char *buf, size_t len)
 	f = rcu_dereference_sched(cr_filter);
 
 	scnprintf(buf, len, "level=%d prefix=%s%s\n", f->max_level, f->prefixes,
-		  cr_kprobe_on ? "" : " (levels unknown: vprintk_store kprobe unavailable)");
+		  cr_hook_on ? "" : CR_CONSOLE_TRACEPOINT_IN_NMI ?
+		  " (levels unknown: no vprintk_store hook)" :
+		  " (no printk lines: no vprintk_store hook)");
 	rcu_read_unlock_sched();
+}
+
+/* Attaches cr_vprintk_ops to vprintk_store(), with its line buffers if it needs them. */
+static int cr_hook_vprintk_store(void)
+{
+	/* ftrace_set_filter() may write into the pattern it parses. */
+	static unsigned char name[] = "vprintk_store";
+	int err;
+
+	if (!CR_CONSOLE_TRACEPOINT_IN_NMI) {
+		cr_line_bufs = alloc_percpu(struct cr_line_buf);
+		if (!cr_line_bufs)
+			return -ENOMEM;
+	}
+	err = ftrace_set_filter(&cr_vprintk_ops, name, sizeof(name) - 1, 1);
+	if (!err)
+		err = register_ftrace_function(&cr_vprintk_ops);
+	if (err) {
+		ftrace_free_filter(&cr_vprintk_ops);
+		free_percpu(cr_line_bufs);
+		cr_line_bufs = NULL;
+	}
+	return err;
+}
+
+/* After it returns, no callback runs or will run (ftrace waits for them). */
+static void cr_unhook_vprintk_store(void)
+{
+	if (!cr_hook_on)
+		return;
+	unregister_ftrace_function(&cr_vprintk_ops);
+	ftrace_free_filter(&cr_vprintk_ops);
+	free_percpu(cr_line_bufs);
+	cr_line_bufs = NULL;
+	cr_hook_on = false;
 }
 
 int crashring_sources_init(void)
@@ -794,13 +909,14 @@ int crashring_sources_init(void)
 		return -EINVAL;
 	}
 	for_each_kernel_tracepoint(cr_find_tracepoint, NULL);
-	cr_kprobe_on = !register_kprobe(&cr_vprintk_kp);
-	cr_kprobe_in_context = cr_kprobe_on && kprobe_ftrace(&cr_vprintk_kp);
-	if (!cr_kprobe_on)
-		pr_warn("cannot probe vprintk_store: printk levels will be recorded as unknown\n");
+	cr_hook_on = !cr_hook_vprintk_store();
+	if (!cr_hook_on)
+		pr_warn("cannot hook vprintk_store: %s\n",
+			CR_CONSOLE_TRACEPOINT_IN_NMI ? "printk levels will be recorded as unknown"
+						     : "printk lines will not be recorded");
 	err = misc_register(&cr_marker_dev);
 	if (err)
-		goto err_kprobe;
+		goto err_hook;
 	err = crashring_set_sources(want);
 	if (err)
 		goto err_sources;
@@ -811,9 +927,8 @@ err_sources:
 	/* No probe may still run when the caller frees the streams. */
 	tracepoint_synchronize_unregister();
 	misc_deregister(&cr_marker_dev);
-err_kprobe:
-	if (cr_kprobe_on)
-		unregister_kprobe(&cr_vprintk_kp);
+err_hook:
+	cr_unhook_vprintk_store();
 	return err;
 }
 
@@ -822,6 +937,5 @@ void crashring_sources_exit(void)
 	crashring_set_sources(0);
 	tracepoint_synchronize_unregister();
 	misc_deregister(&cr_marker_dev);
-	if (cr_kprobe_on)
-		unregister_kprobe(&cr_vprintk_kp);
+	cr_unhook_vprintk_store();
 }
