@@ -6,7 +6,9 @@
 //! 32-byte markers with `dd` into `/dev/crashring`, tracefs' `trace_marker`
 //! and `/dev/null`; then a program (csrc/compositor.c) writes 8-byte
 //! events into a user stream of the module's pool and, for the same
-//! payloads, `write()`s to `/dev/crashring`.
+//! payloads, `write()`s to `/dev/crashring`; last, `dd` writes printk
+//! lines into `/dev/kmsg` with nothing, crashring's printk source or
+//! ftrace's `printk:console` event capturing them.
 //!
 //! Each kernel boots twice. The timed boot runs on TCG's own clock, where
 //! an emulated instruction's cost has little to do with a real CPU's (a
@@ -55,6 +57,16 @@ const PARTS: [(&str, &str); 3] = [
 /// Events the program writes each way.
 const STREAM_EVENTS: u32 = 200_000;
 
+/// printk lines written through `/dev/kmsg` per way of capturing them:
+/// enough that /proc/uptime's 10 ms moves a line's figure by 25 ns.
+const PRINTK_LINES: u32 = 400_000;
+
+/// What captures those lines, in the order measured: nothing, crashring's
+/// printk source, ftrace's `printk:console` event. crashring stays loaded
+/// throughout, so its hook on vprintk_store() (a line's level; before 6.3
+/// its text too when the source is on) runs in every round.
+const PRINTK_CAPTURES: [&str; 3] = ["none", "crashring", "ftrace"];
+
 /// How the guest's clock runs, and so what its nanoseconds measure.
 #[derive(Clone, Copy)]
 enum Clock {
@@ -98,6 +110,7 @@ impl Clock {
 }
 
 fn script(program: &str) -> String {
+    let captures = PRINTK_CAPTURES.join(" ");
     format!(
         r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash user_streams=1 || echo "crashring-test: insmod failed"
 mount -t tracefs nodev /sys/kernel/tracing
@@ -110,6 +123,19 @@ for target in /dev/null /dev/crashring /sys/kernel/tracing/trace_marker; do
   end=$(cut -d ' ' -f 1 /proc/uptime)
   echo "crashring-cost: user target=$target start=$start end=$end writes={USER_WRITES}"
 done
+yes "<7>printk cost line 01234567890" | head -n {PRINTK_LINES} > /tmp/printk-lines
+for capture in {captures}; do
+  case $capture in
+    crashring) echo printk,marker,crash > /sys/kernel/crashring/sources ;;
+    ftrace) echo marker,crash > /sys/kernel/crashring/sources
+            echo 1 > /sys/kernel/tracing/events/printk/console/enable ;;
+  esac
+  start=$(cut -d ' ' -f 1 /proc/uptime)
+  dd if=/tmp/printk-lines of=/dev/kmsg bs=32 count={PRINTK_LINES} 2>/dev/null
+  end=$(cut -d ' ' -f 1 /proc/uptime)
+  echo "crashring-cost: printk capture=$capture start=$start end=$end lines={PRINTK_LINES}"
+done
+echo 0 > /sys/kernel/tracing/events/printk/console/enable
 {program} bench {STREAM_EVENTS}
 echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
 poweroff -f
@@ -151,6 +177,8 @@ fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Res
         script: Some(script(program)),
         programs: &[program],
         qemu_args: clock.qemu_args(),
+        // Else /dev/kmsg takes ten lines per five seconds from dd.
+        extra_append: "printk.devkmsg=on",
         ..WarmReboot::memmap(String::new())
     };
     let saved = warm_reboot_run(sh, &k, &Artifacts { dir, kept: false }, &plan)?;
@@ -210,17 +238,8 @@ fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Res
     let mut user = BTreeMap::<&str, f64>::new();
     for l in lines.iter().filter(|l| l.starts_with("user ")) {
         let f = fields(l);
-        let secs = |k: &str| -> Result<f64> {
-            f.get(k)
-                .context("cost line without its time")?
-                .parse::<f64>()
-                .context("cost line time")
-        };
         let target = f.get("target").copied().unwrap_or_default();
-        user.insert(
-            target,
-            (secs("end")? - secs("start")?) * 1e9 / f64::from(USER_WRITES),
-        );
+        user.insert(target, per_write(&f, USER_WRITES)?);
     }
     ensure!(user.len() == 3, "user cost lines missing: {lines:?}");
     println!(
@@ -257,5 +276,39 @@ fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Res
     println!("  into its user stream (crashring-user, mapped) {mapped:>8.1} {unit}/event");
     println!("  write() to /dev/crashring                     {write:>8.1} {unit}/event");
     println!("  write() / user stream: {:.1}x", write / mapped);
+    let mut printk = BTreeMap::<&str, f64>::new();
+    for l in lines.iter().filter(|l| l.starts_with("printk ")) {
+        let f = fields(l);
+        let capture = f.get("capture").copied().unwrap_or_default();
+        printk.insert(capture, per_write(&f, PRINTK_LINES)?);
+    }
+    ensure!(
+        PRINTK_CAPTURES.iter().all(|c| printk.contains_key(c)),
+        "printk cost lines missing: {lines:?}"
+    );
+    println!("printk lines, write() of 32 bytes to /dev/kmsg ({PRINTK_LINES} by dd), captured by:");
+    let none = printk["none"];
+    for c in PRINTK_CAPTURES {
+        println!(
+            "  {c:<10} {:>8.0} {unit}/line ({:>6.0} above none)",
+            printk[c],
+            printk[c] - none
+        );
+    }
+    println!(
+        "  crashring / ftrace's printk:console, above none: {:.2}x",
+        (printk["crashring"] - none) / (printk["ftrace"] - none)
+    );
     Ok(())
+}
+
+/// Nanoseconds per write of a `start=` `end=` line (/proc/uptime seconds).
+fn per_write(f: &BTreeMap<&str, &str>, writes: u32) -> Result<f64> {
+    let secs = |k: &str| -> Result<f64> {
+        f.get(k)
+            .context("cost line without its time")?
+            .parse::<f64>()
+            .context("cost line time")
+    };
+    Ok((secs("end")? - secs("start")?) * 1e9 / f64::from(writes))
 }
