@@ -23,8 +23,8 @@
  *
  * Before 6.3 the tracepoint must stay off (CR_CONSOLE_TRACEPOINT_IN_NMI):
  * there the hook formats each line itself, as printk_sprint() is about to,
- * and records it. Only then does crashring record a line printk's
- * recursion guard goes on to drop.
+ * and records it, before printk's recursion guard and ring buffer: only
+ * then is a line recorded that printk goes on to drop.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
