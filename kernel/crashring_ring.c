@@ -787,16 +787,16 @@ int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
  * @ts: now
  *
  * Rewrites the stream's descriptor (kind, CPU, pages unchanged; tails not
- * kept) with its checksum, clears every page header so nothing of an earlier holder passes
- * for the new one's, and opens page 0 again, as a new stream starts. No
- * writer may be on the stream.
+ * kept) with its checksum, zeroes every page, headers and data, so that
+ * the new holder can read nothing of an earlier holder's, an older
+ * generation's or the memory's past, and opens page 0 again, as a new
+ * stream starts. No writer may be on the stream.
  */
 void crashring_reset_user_stream(void *mem, struct crashring_stream *s, const char *name,
 				 u32 pid, u32 uid, u64 ts)
 {
 	struct crashring_stream_desc *d =
 		(void *)((u8 *)mem + CRASHRING_DESC_OFFSET + s->index * CRASHRING_DESC_SIZE);
-	u32 slot;
 
 	cr_put_text(d->name, sizeof(d->name), name);
 	d->pid = pid;
@@ -804,8 +804,7 @@ void crashring_reset_user_stream(void *mem, struct crashring_stream *s, const ch
 	/* The holder maps the pages alone: the tail table is not its to write. */
 	d->flags = CRASHRING_DESC_NO_TAILS;
 	d->crc = cr_crc2(d, CRASHRING_DESC_SIZE - 4, NULL, 0);
-	for (slot = 0; slot < s->page_count; slot++)
-		memset(cr_page(s, slot), 0, CRASHRING_PAGE_HEADER_SIZE);
+	memset(s->pages, 0, (size_t)s->page_count * s->page_size);
 	s->seq = 0;
 	s->next_index = 0;
 	s->open = false;

@@ -19,8 +19,12 @@
  * recorded, and nothing is handed out then.
  */
 
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/cc_platform.h>
 #include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/libnvdimm.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -62,6 +66,15 @@ u32 crashring_user_pool(u32 page_size, u32 *pages)
 	*pages = max(user_stream_pages, 2U);
 	if (page_size < PAGE_SIZE || page_size % PAGE_SIZE)
 		return 0;
+	/*
+	 * With host memory encryption (AMD SME) the kernel maps the reserved
+	 * range decrypted while a user mapping of it would be encrypted: the
+	 * two would read different bytes. No pool there.
+	 */
+	if (user_streams && cc_platform_has(CC_ATTR_HOST_MEM_ENCRYPT)) {
+		pr_warn("no user streams: host memory encryption is on\n");
+		return 0;
+	}
 	return min_t(u32, user_streams, CRASHRING_MAX_STREAMS - crashring.nstreams);
 }
 
@@ -102,7 +115,8 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	struct crashring_stream *s;
 	u32 j;
 
-	if (!(file->f_mode & FMODE_WRITE))
+	/* The stream is mapped shared and read back: both modes, as mmap wants. */
+	if ((file->f_mode & (FMODE_READ | FMODE_WRITE)) != (FMODE_READ | FMODE_WRITE))
 		return -EBADF;
 	if (req->flags || !req->name[0] || strnlen(req->name, sizeof(req->name)) == sizeof(req->name))
 		return -EINVAL;
@@ -120,9 +134,17 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	if (j == crashring.nuser)
 		return -ENOSPC;
 	s += j;
+	/*
+	 * Zeroes every page, data included: the new holder must not read an
+	 * earlier holder's records, an older generation's kernel text, or
+	 * what the RAM held before it was reserved. Written back, so that a
+	 * reset cannot bring the stale bytes back from memory either.
+	 */
 	crashring_reset_user_stream(crashring.slot[crashring.cur].mem, s, req->name,
 				    task_tgid_nr(current), from_kuid_munged(&init_user_ns, uid),
 				    ktime_get_mono_fast_ns());
+	arch_wb_cache_pmem(s->pages, (size_t)s->page_count * s->page_size);
+	pmem_wmb();
 	cr_user_slots[j].holder = file;
 	cr_user_slots[j].uid = uid;
 	req->pages = s->page_count;
@@ -143,9 +165,12 @@ long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 		return -EFAULT;
 	mutex_lock(&crashring.lock);
 	err = cr_grant(file, &req);
-	mutex_unlock(&crashring.lock);
-	if (!err && copy_to_user((void __user *)arg, &req, sizeof(req)))
+	/* A grant the caller never learns of would hold the stream until close. */
+	if (!err && copy_to_user((void __user *)arg, &req, sizeof(req))) {
+		cr_slot_of(file)->holder = NULL;
 		err = -EFAULT;
+	}
+	mutex_unlock(&crashring.lock);
 	return err;
 }
 
@@ -175,6 +200,14 @@ int crashring_user_mmap(struct file *file, struct vm_area_struct *vma)
 		goto out;
 	cr_vm_flags_change(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP, VM_MAYEXEC);
 	phys = slot->phys + (s->pages - slot->mem);
+	/*
+	 * remap_pfn_range() maps whole pages: a stream that does not start on
+	 * one (page data is only 4 KiB-aligned, a 16 or 64 KiB page kernel)
+	 * would map the bytes before it, another stream's, to its holder.
+	 */
+	err = -EINVAL;
+	if (!PAGE_ALIGNED(phys))
+		goto out;
 	err = remap_pfn_range(vma, vma->vm_start, PHYS_PFN(phys), len, vma->vm_page_prot);
 out:
 	mutex_unlock(&crashring.lock);

@@ -9,6 +9,12 @@
  *	/dev/crashring, as a member (UID, in group GID) and as OUTSIDER (in
  *	no group), then floods markers and a stream for two seconds as the
  *	member; prints "crashring-test: security NAME RESULT" lines
+ *   compositor fresh
+ *	takes a stream, fills its whole mapping with a pattern, releases
+ *	it, takes the same pool stream again and prints "crashring-test:
+ *	security fresh-header R" (whether the mapping starts with the page
+ *	header the module wrote for it) and "... fresh-stale R" (whether any
+ *	of the pattern survived); security runs the same as the member
  *   compositor run UID GID
  *	as the member, records "frame N" lines into a kernel stream named
  *	"compositor" until the machine goes down; every 500 frames, an
@@ -26,10 +32,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/types.h>
+#include <stddef.h>
+#include "crashring_format.h"
 #include "crashring_uapi.h"
 #include "crashring_user.h"
 
@@ -50,6 +60,7 @@ static const char *err_name(int e)
 	case EPERM: return "EPERM";
 	case EBUSY: return "EBUSY";
 	case EDQUOT: return "EDQUOT";
+	case EBADF: return "EBADF";
 	case EAGAIN: return "EAGAIN";
 	default: return strerror(e);
 	}
@@ -90,6 +101,68 @@ static int map_err(int fd, size_t len, int prot, int flags, off_t off)
 		return errno;
 	munmap(p, len);
 	return 0;
+}
+
+/* What one holder leaves in its stream for the next to look for. */
+#define STALE "crSTALE!"
+
+/* Takes a pool stream, maps it; NULL on failure, with the error said as @what. */
+static char *take_mapped(const char *what, struct crashring_user_stream *req, int *fd)
+{
+	char *p;
+
+	*fd = open(DEVICE, O_RDWR);
+	if (*fd < 0 || ioctl(*fd, CRASHRING_IOC_USER_STREAM, req)) {
+		say(what, err_name(errno));
+		return NULL;
+	}
+	p = mmap(NULL, req->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (p == MAP_FAILED) {
+		say(what, err_name(errno));
+		close(*fd);
+		return NULL;
+	}
+	return p;
+}
+
+/*
+ * A holder fills its whole stream, headers and data, with STALE and
+ * releases it; the next holder of the same pool stream (the lowest free
+ * one, both times) must map the page header the module wrote for it
+ * (not the bytes before its pages) and nothing of the first holder's.
+ */
+static void fresh(void)
+{
+	struct crashring_user_stream first = { .name = "first" }, next = { .name = "next" };
+	const struct crashring_page_header *h;
+	size_t i, stale = 0;
+	char *p, line[64];
+	int fd;
+
+	p = take_mapped("fresh-header", &first, &fd);
+	if (!p)
+		return;
+	for (i = 0; i + 8 <= first.bytes; i += 8)
+		memcpy(p + i, STALE, 8);
+	munmap(p, first.bytes);
+	close(fd);
+	p = take_mapped("fresh-header", &next, &fd);
+	if (!p)
+		return;
+	h = (const void *)p;
+	if (next.index != first.index)
+		snprintf(line, sizeof(line), "another-stream %u %u", first.index, next.index);
+	else if (h->magic != CRASHRING_PAGE_MAGIC || h->stream != next.index)
+		snprintf(line, sizeof(line), "foreign magic=%#x stream=%u", h->magic, h->stream);
+	else
+		snprintf(line, sizeof(line), "ok");
+	say("fresh-header", line);
+	for (i = 0; i + 8 <= next.bytes; i += 8)
+		stale += !memcmp(p + i, STALE, 8);
+	snprintf(line, sizeof(line), stale ? "found %zu" : "ok", stale * 8);
+	say("fresh-stale", line);
+	munmap(p, next.bytes);
+	close(fd);
 }
 
 static double now(void)
@@ -154,6 +227,15 @@ static void member(uid_t uid, gid_t gid)
 	fd = open(DEVICE, O_RDWR);
 	say("map-unheld", err_name(map_err(fd, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, 0)));
 	close(fd);
+	fd = open(DEVICE, O_WRONLY);
+	{
+		struct crashring_user_stream w = { .name = "write-only" };
+
+		say("stream-write-only", err_name(ioctl(fd, CRASHRING_IOC_USER_STREAM, &w) ?
+						  errno : 0));
+	}
+	close(fd);
+	fresh();
 
 	/* The flood: markers and a stream, as fast as they go, for 2 s. */
 	rec = crashring_recorder_create(&cfg);
@@ -180,6 +262,55 @@ static void member(uid_t uid, gid_t gid)
 	crashring_recorder_destroy(rec);
 }
 
+/*
+ * The member opens /dev/crashring and hands the file to root, which floods
+ * markers through it for a second: the budget is the opener's, so root's
+ * writes are refused past it as the member's would be.
+ */
+static void flood_through_members_file(uid_t uid, gid_t gid)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 0, line[64];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	unsigned long ok = 0, refused = 0;
+	int sv[2], fd, status;
+	double end;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv)) {
+		say("opener-budget", "no-socketpair");
+		return;
+	}
+	if (fork() == 0) {
+		become(uid, uid, &gid, 1);
+		fd = open(DEVICE, O_WRONLY);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		exit(fd < 0 || sendmsg(sv[1], &msg, 0) != 1);
+	}
+	wait(&status);
+	if (recvmsg(sv[0], &msg, 0) != 1 || !(c = CMSG_FIRSTHDR(&msg))) {
+		say("opener-budget", "no-file");
+		return;
+	}
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	end = now() + 1;
+	while (now() < end) {
+		if (write(fd, "root through a member's file", 28) == 28)
+			ok++;
+		else if (errno == EAGAIN)
+			refused++;
+	}
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+	snprintf(line, sizeof(line), refused ? "ok" : "bypassed written=%lu", ok);
+	say("opener-budget", line);
+}
+
 static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 {
 	struct stat st;
@@ -201,6 +332,7 @@ static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 		exit(0);
 	}
 	wait(&status);
+	flood_through_members_file(uid, gid);
 	return 0;
 }
 
@@ -276,6 +408,10 @@ int main(int argc, char **argv)
 		return run(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "bench"))
 		return bench(strtoul(argv[2], NULL, 10));
-	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | run UID GID | bench N\n");
+	if (argc == 2 && !strcmp(argv[1], "fresh")) {
+		fresh();
+		return 0;
+	}
+	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | bench N\n");
 	return 2;
 }
