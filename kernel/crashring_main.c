@@ -176,8 +176,21 @@ static int cr_find_range(void)
 			       reserve_mem, reserve_mem);
 			return -ENOENT;
 		}
-		crashring.phys = start;
-		crashring.size = size;
+		/*
+		 * reserve_mem=SIZE:ALIGN aligns the range to ALIGN only (64, say):
+		 * its page-aligned part is used, as region= must be page-aligned,
+		 * so that every slot and user stream starts on a page of its own.
+		 */
+		crashring.phys = PAGE_ALIGN(start);
+		crashring.size = round_down(start + size, PAGE_SIZE);
+		if (crashring.size <= crashring.phys) {
+			pr_err("reserve_mem range %pa+%pa holds no whole page\n", &start, &size);
+			return -EINVAL;
+		}
+		crashring.size -= crashring.phys;
+		if (crashring.phys != start || crashring.size != size)
+			pr_warn("reserve_mem range %pa+%pa is not page-aligned: using %pa+%llu\n",
+				&start, &size, &crashring.phys, crashring.size);
 		crashring.source = "reserve_mem";
 		return 0;
 	}

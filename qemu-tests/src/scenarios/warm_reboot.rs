@@ -7,7 +7,7 @@ use super::{
     check_region, check_warm_reboot, ensure_crashed_by_panic, parse_saved, warm_reboot_run,
     workload_and_sysrq, Artifacts, WarmReboot, DONE, DONE_MIB,
 };
-use crate::env::guest::Kernel;
+use crate::env::guest::{self, Kernel};
 use anyhow::{ensure, Context, Result};
 use pstore_ring::read::{HeaderTrust, Region};
 use pstore_ring::schema::{Value, EVENT_MARKER, EVENT_PRINTK};
@@ -367,16 +367,53 @@ pub fn two_generations(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String
 /// reserve_mem= ranges are placed by memblock at boot, so they are found
 /// again only if the next boot lays memory out the same way: nokaslr keeps
 /// the kernel image from landing in a different place (with KASLR the
-/// range moves on about one boot in five, per the ftrace maintainers), and
-/// an alignment of the range's size makes its place depend on less.
+/// range moves on about one boot in five, per the ftrace maintainers).
+/// The range's size is no multiple of a page and its alignment 64 bytes,
+/// so it starts inside a page: the module must use its page-aligned part,
+/// or a user stream's mapping would start before the stream's pages
+/// (`compositor fresh` compares its first bytes with the header the
+/// module wrote there, and looks for what the stream's last holder left).
 pub fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let program = guest::build_compositor(sh)?;
+    let prog = program.to_str().context("a path that is not UTF-8")?;
     let plan = WarmReboot {
-        region_append: "reserve_mem=16M:16M:crashring nokaslr",
-        module_args: "reserve_mem=crashring",
-        ..WarmReboot::memmap(workload_and_sysrq())
+        region_append: "reserve_mem=16000000:64:crashring nokaslr",
+        module_args: "reserve_mem=crashring user_streams=2",
+        programs: &[prog],
+        ..WarmReboot::memmap(format!("{prog} fresh\n") + &workload_and_sysrq())
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
+    for check in ["fresh-header", "fresh-stale"] {
+        let answer = run
+            .log
+            .lines()
+            .find_map(|l| Some(l.split_once(&format!("crashring-test: security {check} "))?.1))
+            .unwrap_or("(no answer)");
+        ensure!(
+            answer.trim() == "ok",
+            "a user stream on an unaligned reserve_mem= range: {check} {answer}"
+        );
+    }
+    // The region it used: the range's whole pages.
+    let region = run
+        .log
+        .lines()
+        .find_map(|l| l.split_once("crashring-test: region ").map(|(_, r)| r))
+        .context("the guest did not print the module's region")?;
+    let word = |key: &str| {
+        region
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            .unwrap_or_default()
+    };
+    let phys = u64::from_str_radix(word("phys").trim_start_matches("0x"), 16)?;
+    let size: u64 = word("size").parse()?;
+    ensure!(
+        phys % 4096 == 0 && size % 4096 == 0 && size < 16_000_000,
+        "the module used {phys:#x}+{size} of a range that is not page-aligned"
+    );
     run.check(check_warm_reboot)
+        .map(|s| format!("{s}; a user stream maps its own, zeroed pages"))
 }
 
 /// The second boot's part of `recover-next-boot`: what
