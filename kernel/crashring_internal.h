@@ -114,6 +114,8 @@ void crashring_note(const char *fmt, ...) __printf(1, 2);
 /* crashring_sources.c */
 int crashring_sources_init(void);
 void crashring_sources_exit(void);
+int crashring_dev_register(void);
+void crashring_dev_unregister(void);
 int crashring_set_sources(unsigned long want);
 int crashring_parse_sources(const char *spec, unsigned long *bits);
 int crashring_show_sources(char *buf);

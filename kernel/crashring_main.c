@@ -721,16 +721,23 @@ static int __init crashring_init(void)
 		goto err_sources;
 	atomic_notifier_chain_register(&panic_notifier_list, &cr_panic_nb);
 	register_die_notifier(&cr_die_nb);
+	register_pm_notifier(&cr_pm_nb);
 	cr_register_syscore(&cr_syscore);
 	err = crashring_sysfs_init();
 	if (err)
 		goto err_notifiers;
+	err = crashring_dev_register();
+	if (err)
+		goto err_sysfs;
 	pr_info("%s range %pa+%llu, previous generation %s\n", crashring.source, &crashring.phys,
 		crashring.size, crashring.prev >= 0 ? "kept in /sys/kernel/crashring/previous" : "none");
 	return 0;
 
+err_sysfs:
+	crashring_sysfs_exit();
 err_notifiers:
 	cr_unregister_syscore(&cr_syscore);
+	unregister_pm_notifier(&cr_pm_nb);
 	unregister_die_notifier(&cr_die_nb);
 	atomic_notifier_chain_unregister(&panic_notifier_list, &cr_panic_nb);
 err_sources:
@@ -758,9 +765,12 @@ static void __exit crashring_exit(void)
 	/*
 	 * sysfs goes first: a previous_ack racing with the unload may start
 	 * recording, and the slot it records into must be the one closed.
+	 * The device goes before it: no new stream is handed out from here.
 	 */
+	crashring_dev_unregister();
 	crashring_sysfs_exit();
 	cr_unregister_syscore(&cr_syscore);
+	unregister_pm_notifier(&cr_pm_nb);
 	unregister_die_notifier(&cr_die_nb);
 	atomic_notifier_chain_unregister(&panic_notifier_list, &cr_panic_nb);
 	crashring_sources_exit();

@@ -920,21 +920,13 @@ int crashring_sources_init(void)
 		pr_warn("cannot hook vprintk_store: %s\n",
 			CR_CONSOLE_TRACEPOINT_IN_NMI ? "printk levels will be recorded as unknown"
 						     : "printk lines will not be recorded");
-	err = misc_register(&cr_marker_dev);
-	if (err)
-		goto err_hook;
 	err = crashring_set_sources(want);
-	if (err)
-		goto err_sources;
-	return 0;
-
-err_sources:
-	crashring_set_sources(0);
-	/* No probe may still run when the caller frees the streams. */
-	tracepoint_synchronize_unregister();
-	misc_deregister(&cr_marker_dev);
-err_hook:
-	cr_unhook_vprintk_store();
+	if (err) {
+		crashring_set_sources(0);
+		/* No probe may still run when the caller frees the streams. */
+		tracepoint_synchronize_unregister();
+		cr_unhook_vprintk_store();
+	}
 	return err;
 }
 
@@ -942,6 +934,20 @@ void crashring_sources_exit(void)
 {
 	crashring_set_sources(0);
 	tracepoint_synchronize_unregister();
-	misc_deregister(&cr_marker_dev);
 	cr_unhook_vprintk_store();
+}
+
+/*
+ * /dev/crashring appears last at load and goes first at unload: once a
+ * user can open it, nothing that init might still undo (the streams a
+ * stream grant points into, say) may be freed under the open file.
+ */
+int crashring_dev_register(void)
+{
+	return misc_register(&cr_marker_dev);
+}
+
+void crashring_dev_unregister(void)
+{
+	misc_deregister(&cr_marker_dev);
 }
