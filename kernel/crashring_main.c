@@ -257,8 +257,8 @@ static void cr_classify_slot(struct crashring_slot *slot)
 
 	if (err) {
 		/* A poisoned header: what it held cannot be told, nor read. */
-		crashring_note("slot at %pa: its header cannot be read (%d); not used", &slot->phys,
-			       err);
+		crashring_note("slot %d: its header cannot be read (%d); not used",
+			       (int)(slot - crashring.slot), err);
 		slot->state = CR_SLOT_UNREADABLE;
 		return;
 	}
@@ -475,8 +475,8 @@ static int cr_choose_slots(void)
 
 		cr_classify_slot(s);
 		if (s->state == CR_SLOT_DAMAGED)
-			crashring_note("slot %d at %pa holds a generation whose header is damaged (CRC or field check failed): kept read-only; salvage it with crashring extract --trust-header, then acknowledge it (previous_ack)",
-				       i, &s->phys);
+			crashring_note("slot %d holds a generation whose header is damaged (CRC or field check failed): kept read-only; salvage it with crashring extract --trust-header, then acknowledge it (previous_ack)",
+				       i);
 	}
 	crashring.prev = cr_pick_previous(-1);
 	if (crashring.read_only) {

@@ -95,9 +95,10 @@ static ssize_t region_show(struct kobject *k, struct kobj_attribute *a, char *bu
 	int cur = READ_ONCE(crashring.cur);
 	int n;
 
-	n = sysfs_emit(buf, "source=%s phys=%pa size=%llu slots=%d slot_size=%llu cpus=%u boot_id=%16phN",
+	n = sysfs_emit(buf, "source=%s phys=%pa size=%llu slots=%d slot_size=%llu cpus=%u lanes=%u user_streams=%u boot_id=%16phN",
 		       crashring.source, &crashring.phys, crashring.size, CRASHRING_SLOTS,
-		       crashring.slot[0].size, crashring.nstreams, crashring.boot_id);
+		       crashring.slot[0].size, nr_cpu_ids, crashring.nlanes, crashring.nuser,
+		       crashring.boot_id);
 	if (cur >= 0)
 		n += sysfs_emit_at(buf, n, " recording_slot=%d recording_phys=%pa generation=%llu",
 				   cur, &crashring.slot[cur].phys, crashring.slot[cur].generation);
@@ -178,8 +179,8 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 	}
 	slot = &crashring.slot[prev];
 	if (slot->state == CR_SLOT_DAMAGED) {
-		n = sysfs_emit(buf, "damaged header slot %d phys %pa size %llu: read it with crashring extract --trust-header\n",
-			       prev, &slot->phys, slot->size);
+		n = sysfs_emit(buf, "damaged header slot %d generation %llu size %llu: read it with crashring extract --trust-header\n",
+			       prev, slot->generation, slot->size);
 		mutex_unlock(&crashring.lock);
 		return n;
 	}
@@ -188,8 +189,9 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 		mutex_unlock(&crashring.lock);
 		return -EIO;
 	}
-	n = sysfs_emit(buf, "generation %llu slot %d phys %pa size %llu\n", h.generation, prev,
-		       &slot->phys, h.region_size);
+	/* Readable by all: where the region lies is region's (0400) to say. */
+	n = sysfs_emit(buf, "generation %llu slot %d size %llu\n", h.generation, prev,
+		       h.region_size);
 	n += sysfs_emit_at(buf, n, "kernel %.*s host %.*s cpus %u page_size %u\n",
 			   (int)sizeof(h.kernel_release), h.kernel_release,
 			   (int)sizeof(h.hostname), h.hostname, h.cpu_count, h.page_size);
@@ -221,32 +223,48 @@ static int cr_publish_previous(void)
 	return sysfs_create_bin_file(cr_kobj, &cr_attr_previous);
 }
 
+/*
+ * "generation=N" releases the previous generation only while it is N
+ * (-ESTALE otherwise): a reader acknowledges what it archived, never a
+ * generation that took its place meanwhile (two recoveries at once, say).
+ * "1" releases whatever is previous.
+ */
 static ssize_t previous_ack_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
 				  size_t count)
 {
+	const char *named = str_has_prefix(buf, "generation=") ? buf + strlen("generation=") : NULL;
+	u64 want = 0;
 	bool ack;
 	int err;
 
-	if (kstrtobool(buf, &ack) || !ack)
+	if (named ? kstrtou64(named, 10, &want) : kstrtobool(buf, &ack) || !ack)
 		return -EINVAL;
 	/* A capture kernel leaves the crash for the next boot to archive. */
 	if (crashring.read_only)
 		return -EROFS;
 	mutex_lock(&cr_publish_lock);
+	/* Only an ack changes the previous generation, under cr_publish_lock. */
+	mutex_lock(&crashring.lock);
+	err = crashring.prev < 0 ? -ENOENT : 0;
+	if (!err && named && crashring.slot[crashring.prev].generation != want)
+		err = -ESTALE;
+	mutex_unlock(&crashring.lock);
+	if (err) {
+		mutex_unlock(&cr_publish_lock);
+		return err;
+	}
 	/*
 	 * Removing waits for readers inside previous_read(), which take
 	 * crashring.lock: it must not be held here.
 	 */
 	sysfs_remove_bin_file(cr_kobj, &cr_attr_previous);
 	mutex_lock(&crashring.lock);
-	err = crashring.prev < 0 ? -ENOENT : 0;
-	if (!err)
-		crashring_release_previous();
+	crashring_release_previous();
 	mutex_unlock(&crashring.lock);
 	if (cr_publish_previous())
 		pr_err("cannot re-create /sys/kernel/crashring/previous\n");
 	mutex_unlock(&cr_publish_lock);
-	return err ?: count;
+	return count;
 }
 
 static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attribute *attr,

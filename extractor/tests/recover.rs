@@ -20,7 +20,7 @@ fn machine(previous: &[u8]) -> (tempfile::TempDir, System) {
     std::fs::write(sys.path(&format!("{SYSFS}/previous")), previous).unwrap();
     sys.write(
         &format!("{SYSFS}/previous_summary"),
-        "generation 1 slot 0 phys 0x40000000 size 16384\n",
+        "generation 1 slot 0 size 16384\n",
     )
     .unwrap();
     sys.write(&format!("{SYSFS}/previous_ack"), "").unwrap();
@@ -217,7 +217,7 @@ fn a_capture_kernel_bundles_without_acking_and_the_next_boot_only_acks() {
 fn recording(sys: &System, boot: &str, generation: u64) {
     sys.write(
         &format!("{SYSFS}/region"),
-        &format!("source=region phys=0x0000000040000000 size=16777216 slots=2 slot_size=8388608 cpus=2 boot_id={boot} recording_slot={} recording_phys=0x0000000040800000 generation={generation}\n", generation % 2),
+        &format!("source=region phys=0x0000000040000000 size=16777216 slots=2 slot_size=8388608 cpus=2 lanes=5 user_streams=0 boot_id={boot} recording_slot={} recording_phys=0x0000000040800000 generation={generation}\n", generation % 2),
     )
     .unwrap();
 }

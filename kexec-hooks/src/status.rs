@@ -236,12 +236,12 @@ mod tests {
         sys.write(&format!("{SYSFS}/status"), "ok\n").unwrap();
         sys.write(
             &format!("{SYSFS}/region"),
-            "source=region phys=0x000000023f000000 size=16777216 slots=2 slot_size=8388608 cpus=10 boot_id=00 recording_slot=1 recording_phys=0x000000023f800000 generation=7\n",
+            "source=region phys=0x000000023f000000 size=16777216 slots=2 slot_size=8388608 cpus=2 lanes=5 user_streams=0 boot_id=00 recording_slot=1 recording_phys=0x000000023f800000 generation=7\n",
         )
         .unwrap();
         sys.write(
             &format!("{SYSFS}/previous_summary"),
-            "generation 6 slot 0 phys 0x23f000000 size 8388608\nstate crashed\n",
+            "generation 6 slot 0 size 8388608\nstate crashed\n",
         )
         .unwrap();
         sys.write("/sys/kernel/kexec_crash_loaded", "1\n").unwrap();
@@ -261,7 +261,7 @@ mod tests {
         );
         assert_eq!(
             item(&s, "previous"),
-            "unarchived: generation 6 slot 0 phys 0x23f000000 size 8388608"
+            "unarchived: generation 6 slot 0 size 8388608"
         );
         assert_eq!(
             item(&s, "bundle"),

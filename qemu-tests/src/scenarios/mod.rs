@@ -250,7 +250,11 @@ else
   dd bs=4096 count=1 <&3 >/dev/null 2>&1
   dd if=/sys/kernel/crashring/previous of=/dev/vda bs=1M conv=fsync 2>/dev/null
   ack=0
-  echo 1 > /sys/kernel/crashring/previous_ack || {{ echo "crashring-test: ack failed"; ack=1; }}
+  # The ack names the generation it releases; one naming another releases
+  # nothing (a second recovery that lost the race, say).
+  gen=$(head -n 1 /sys/kernel/crashring/previous_summary | sed -n 's/.*generation \([0-9]*\) .*/\1/p')
+  echo "generation=$((gen + 1))" > /sys/kernel/crashring/previous_ack 2>/dev/null && ack=2
+  echo "generation=$gen" > /sys/kernel/crashring/previous_ack || {{ echo "crashring-test: ack failed"; ack=1; }}
   # A reader that opened previous before the ack must not read on into
   # whatever comes next.
   if dd bs=4096 count=1 <&3 >/dev/null 2>&1; then
@@ -726,7 +730,8 @@ pub fn warm_reboot_run(
 
 /// What [`boot_script`]'s recovery phase wrote after its verdict: the
 /// exit statuses of the guest's `crashring info` (text and JSON) and of
-/// the ack, the first line of `previous_summary` after the ack, and the
+/// the ack (2: an ack naming another generation was taken), the first
+/// line of `previous_summary` after the ack, and the
 /// JSON. The guest's crashring must have exited as the host's does on the
 /// same bytes and described the same regions, and the ack must have left
 /// no previous generation.

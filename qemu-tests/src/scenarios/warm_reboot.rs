@@ -81,6 +81,10 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         "stats does not list all {POSSIBLE_CPUS} CPUs (a sysfs page's worth?)"
     );
     ensure!(
+        said(&format!(" cpus={POSSIBLE_CPUS} lanes={NEST_LANES} user_streams=0 ")),
+        "region does not give {POSSIBLE_CPUS} CPUs of {NEST_LANES} lanes"
+    );
+    ensure!(
         said("crashring-test: previous refused after the ack"),
         "a reader of previous that opened it before the ack read on after it"
     );
