@@ -370,6 +370,8 @@ static void cr_clear_slot(int slot)
 int crashring_start_recording(int slot)
 {
 	struct crashring_stream_spec *specs;
+	/* A 64-character host name is legal; the header keeps 63 and a NUL. */
+	char hostname[sizeof_field(struct crashring_region_header, hostname)];
 	struct crashring_config cfg = {
 		.page_size = ring_page_size,
 		.word_size = sizeof(long),
@@ -377,13 +379,14 @@ int crashring_start_recording(int slot)
 		.user_pages = crashring.user_pages,
 		.created_ns = ktime_get_mono_fast_ns(),
 		.kernel_release = utsname()->release,
-		.hostname = utsname()->nodename,
+		.hostname = hostname,
 		.producer = "crashring.ko",
 	};
 	u64 generation = 0;
 	unsigned int i;
 	int err;
 
+	strscpy(hostname, utsname()->nodename, sizeof(hostname));
 	for (i = 0; i < CRASHRING_SLOTS; i++)
 		generation = max(generation, crashring.slot[i].generation);
 	cfg.generation = generation == U64_MAX ? generation : generation + 1;

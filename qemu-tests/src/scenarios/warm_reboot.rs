@@ -50,10 +50,15 @@ const BAD_LOAD: &str = r#"if insmod /lib/crashring.ko region=64M@0x40000000 sour
 fi
 "#;
 
+/// The longest host name Linux takes (64 characters); the header's field
+/// keeps 63 and a NUL, and the module must load all the same.
+const LONG_HOSTNAME: &str = "hostname hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\n";
+
 pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let before = format!("{LONG_HOSTNAME}{BAD_LOAD}");
     let plan = WarmReboot {
         test_module: true,
-        before_insmod: BAD_LOAD,
+        before_insmod: &before,
         // 64 streams: a 64 MiB range keeps each one 512 KiB per slot.
         region_append: "memmap=64M$0x40000000",
         module_args: "region=64M@0x40000000",
@@ -104,11 +109,16 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             region.header.cpu_count,
             region.streams.len()
         );
+        ensure!(
+            region.header.hostname == "h".repeat(63),
+            "the header's host name is {:?}, not the 64-character one's first 63",
+            region.header.hostname
+        );
         let workload = check_region(&region)?;
         let metadata = check_printk_metadata(&region, &run.log)?;
         let clock = check_clock_step(&region)?;
         Ok(format!(
-            "{workload}; {metadata}; {clock}; stats lists all {POSSIBLE_CPUS} CPUs"
+            "{workload}; {metadata}; {clock}; stats lists all {POSSIBLE_CPUS} CPUs; a 64-character host name kept to 63"
         ))
     })
 }
