@@ -94,11 +94,40 @@ static int cr_parse_region(phys_addr_t *phys, u64 *size)
 	return *at ? -EINVAL : 0;
 }
 
-/* Whether all of the range lies in /proc/iomem entries of type @desc. */
+/* How much of [start, end] the /proc/iomem entries of one type cover. */
+struct cr_cover {
+	u64 next;	/* the first byte not yet counted */
+	u64 bytes;
+};
+
+/*
+ * Entries come in address order, a parent before its children: counting
+ * only what lies past what is counted already counts nested ones once.
+ */
+static int cr_add_cover(struct resource *res, void *arg)
+{
+	struct cr_cover *c = arg;
+	u64 start = max_t(u64, res->start, c->next);
+
+	if (res->end >= start) {
+		c->bytes += res->end - start + 1;
+		c->next = res->end + 1;
+	}
+	return 0;
+}
+
+/*
+ * Whether all of the range lies in /proc/iomem entries of type @desc.
+ * region_intersects() would not do: it counts a hole with no entry at
+ * all as no objection, so a range running past the end of memory passed.
+ */
 static bool cr_range_is(unsigned long desc)
 {
-	return region_intersects(crashring.phys, crashring.size, IORESOURCE_MEM, desc) ==
-	       REGION_INTERSECTS;
+	struct cr_cover c = { .next = crashring.phys };
+
+	walk_iomem_res_desc(desc, IORESOURCE_MEM, crashring.phys,
+			    crashring.phys + crashring.size - 1, &c, cr_add_cover);
+	return c.bytes == crashring.size;
 }
 
 /*

@@ -5,7 +5,7 @@
 use super::{host_crashring, raw_disk, recover_workload, Artifacts};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Vm};
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::STATE_RUNNING;
 use pstore_ring::read::{HeaderTrust, Region};
 use std::path::{Path, PathBuf};
@@ -64,9 +64,10 @@ done
 
 /// `region=` values crashring.ko must refuse, before writing anything, in
 /// boot 2, and what it says for each: the NVDIMM range while the pmem
-/// driver's namespace holds it, System RAM, an unaligned range, and the
-/// local APIC's MMIO page.
-const REFUSED: [(&str, &str); 4] = [
+/// driver's namespace holds it, System RAM, an unaligned range, the local
+/// APIC's MMIO page, and the NVDIMM with as much again past its end, where
+/// /proc/iomem has no entry at all.
+const REFUSED: [(&str, &str); 5] = [
     ("64M@0x100000000", "is in use by another driver"),
     ("16M@0x1000000", "overlaps System RAM in use"),
     ("16M@0x40000100", "must be multiples of"),
@@ -74,7 +75,26 @@ const REFUSED: [(&str, &str); 4] = [
         "4K@0xfee00000",
         "is not wholly reserved or persistent memory",
     ),
+    (
+        "128M@0x100000000",
+        "is not wholly reserved or persistent memory",
+    ),
 ];
+
+/// How the module names a `region=` value in its messages: as given, or
+/// as `%pa+SIZE` once parsed.
+fn region_names(range: &str) -> Result<[String; 2]> {
+    let (size, addr) = range.split_once('@').context("a range without @")?;
+    let (digits, unit) = size.split_at(size.len() - 1);
+    let shift = match unit {
+        "K" => 10,
+        "M" => 20,
+        _ => bail!("a size in neither K nor M: {size}"),
+    };
+    let bytes = digits.parse::<u64>()? << shift;
+    let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16)?;
+    Ok([format!("region={range}"), format!("{addr:#018x}+{bytes} ")])
+}
 
 /// Boot 2 binds the NVDIMM to the pmem driver, tries the [`REFUSED`]
 /// ranges, and reads `/dev/pmem0` with the guest's crashring; the JSON
@@ -110,9 +130,11 @@ fn check_refusals(log: &str) -> Result<()> {
             log.contains(&format!("crashring-test: region={range} refused")),
             "region={range} was not refused"
         );
+        let names = region_names(range)?;
         ensure!(
-            log.lines()
-                .any(|l| l.contains("crashring: ") && l.contains(why)),
+            log.lines().any(|l| l.contains("crashring: ")
+                && l.contains(why)
+                && names.iter().any(|n| l.contains(n.as_str()))),
             "no \"{why}\" in the kernel log for region={range}"
         );
     }
