@@ -26,6 +26,7 @@
 #include <linux/cpumask.h>
 #include <linux/crash_dump.h>
 #include <linux/smp.h>
+#include <linux/suspend.h>
 #include "crashring_internal.h"
 #include "crashring_compat.h"
 
@@ -609,6 +610,25 @@ static int cr_die(struct notifier_block *nb, unsigned long val, void *data)
 
 static struct notifier_block cr_die_nb = {
 	.notifier_call = cr_die,
+};
+
+/*
+ * Hibernation restores the streams' state (sequence numbers, open pages)
+ * as the image froze it, while the region, which is not in the image,
+ * kept what was written after the snapshot: the writer and the region
+ * would disagree from resume on. Refused while recording; unload the
+ * module (or disable recording) to hibernate.
+ */
+static int cr_pm(struct notifier_block *nb, unsigned long event, void *unused)
+{
+	if (event != PM_HIBERNATION_PREPARE || READ_ONCE(crashring.cur) < 0)
+		return NOTIFY_DONE;
+	pr_warn("hibernation refused while recording: the region is not part of the image\n");
+	return notifier_from_errno(-EBUSY);
+}
+
+static struct notifier_block cr_pm_nb = {
+	.notifier_call = cr_pm,
 };
 
 /*
