@@ -106,34 +106,52 @@ fn bytes(v: &str) -> Option<Bytes> {
     }
 }
 
-/// `30d`, `12h`, `45min`, `90s` or plain seconds, as systemd writes times.
+/// A time as systemd writes one (`systemd.time(7)`): numbers with units,
+/// summed (`1h 30min`, `2weeks`, `1month`), or plain seconds.
 fn duration(v: &str) -> Option<Duration> {
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (n, unit) = v.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" => 1,
-        "min" | "m" => 60,
-        "h" | "hour" => 3600,
-        "d" | "day" => 86400,
-        "w" | "week" => 7 * 86400,
-        _ => return None,
-    };
-    n.checked_mul(secs).map(Duration::from_secs)
+    let mut rest = v.trim();
+    let mut total: u64 = 0;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (n, tail) = rest.split_at(split);
+        let n: u64 = n.parse().ok()?;
+        let tail = tail.trim_start();
+        let end = tail
+            .find(|c: char| c.is_ascii_digit() || c == ' ')
+            .unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(end);
+        let secs = match unit {
+            "" | "s" | "sec" | "second" | "seconds" => 1,
+            "m" | "min" | "minute" | "minutes" => 60,
+            "h" | "hr" | "hour" | "hours" => 3600,
+            "d" | "day" | "days" => 86400,
+            "w" | "week" | "weeks" => 7 * 86400,
+            // systemd's month and year: 30.44 and 365.25 days.
+            "M" | "month" | "months" => 2_629_800,
+            "y" | "year" | "years" => 31_557_600,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(secs)?)?;
+        rest = next.trim_start();
+    }
+    Some(Duration::from_secs(total))
 }
 
-/// Applies one file's text onto `r`; unknown keys are returned as
-/// warnings, as systemd logs and skips them.
-pub fn apply(r: &mut Recover, file: &str, text: &str) -> Result<Vec<String>, ConfigError> {
+/// Applies one file's text onto `r`. As systemd does with its own
+/// configuration, what it cannot use (an unknown key, a value it cannot
+/// parse, a line that is no assignment) is returned as a warning and
+/// skipped: the setting keeps its earlier value, and recovery goes on.
+pub fn apply(r: &mut Recover, file: &str, text: &str) -> Vec<String> {
     let mut warnings = Vec::new();
     let mut section = String::new();
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
-        let err = |what: String| ConfigError {
-            file: file.into(),
-            line: n + 1,
-            what,
-        };
+        let at = format!("{file}:{}", n + 1);
         if line.is_empty() || line.starts_with(['#', ';']) {
             continue;
         }
@@ -141,66 +159,67 @@ pub fn apply(r: &mut Recover, file: &str, text: &str) -> Result<Vec<String>, Con
             section = name.to_string();
             continue;
         }
-        let (key, value) = line
-            .split_once('=')
-            .ok_or_else(|| err(format!("expected Key=value, found {line:?}")))?;
+        let Some((key, value)) = line.split_once('=') else {
+            warnings.push(format!("{at}: expected Key=value, found {line:?}; ignored"));
+            continue;
+        };
         let (key, value) = (key.trim(), value.trim());
         if section != "Recover" {
-            warnings.push(format!(
-                "{file}:{}: {key}= outside [Recover], ignored",
-                n + 1
-            ));
+            warnings.push(format!("{at}: {key}= outside [Recover], ignored"));
             continue;
         }
-        let bad = |what: &str| err(format!("{key}={value}: {what}"));
-        match key {
+        let applied = match key {
             "MaxUse" | "KeepFree" => {
                 let v = if value.is_empty() {
-                    None
+                    Some(None)
                 } else {
-                    Some(
-                        bytes(value)
-                            .ok_or_else(|| bad("expected bytes (K, M, G) or a percentage"))?,
-                    )
+                    bytes(value).map(Some)
                 };
-                if key == "MaxUse" {
-                    r.max_use = v;
-                } else {
-                    r.keep_free = v;
-                }
-            }
-            "MaxBundles" => {
-                r.max_bundles = match value {
-                    "" | "infinity" => None,
-                    v => Some(
-                        v.parse()
-                            .ok()
-                            .filter(|n| *n > 0)
-                            .ok_or_else(|| bad("expected a count of at least 1"))?,
-                    ),
-                }
-            }
-            "MaxAge" => {
-                r.max_age = match value {
-                    "" | "infinity" => None,
-                    v => {
-                        Some(duration(v).ok_or_else(|| bad("expected a time such as 30d or 12h"))?)
+                v.map(|v| {
+                    if key == "MaxUse" {
+                        r.max_use = v;
+                    } else {
+                        r.keep_free = v;
                     }
-                }
+                })
+                .ok_or("expected bytes (K, M, G, T, P) or a percentage")
             }
-            "Clean" => {
-                r.clean = match value {
-                    "" | "discard" => Clean::Discard,
-                    "bundle" => Clean::Bundle,
-                    "keep" => Clean::Keep,
-                    _ => return Err(bad("expected bundle, keep or discard")),
-                }
+            "MaxBundles" => match value {
+                "" | "infinity" => Some(None),
+                v => v.parse().ok().filter(|n| *n > 0).map(Some),
             }
-            "OnBundle" => r.on_bundle = (!value.is_empty()).then(|| value.to_string()),
-            _ => warnings.push(format!("{file}:{}: unknown key {key}=, ignored", n + 1)),
+            .map(|v| r.max_bundles = v)
+            .ok_or("expected a count of at least 1"),
+            "MaxAge" => match value {
+                "" | "infinity" => Some(None),
+                v => duration(v).map(Some),
+            }
+            .map(|v| r.max_age = v)
+            .ok_or("expected a time such as 30d, 1month or 1h 30min"),
+            "Clean" => match value {
+                "" | "discard" => Some(Clean::Discard),
+                "bundle" => Some(Clean::Bundle),
+                "keep" => Some(Clean::Keep),
+                _ => None,
+            }
+            .map(|v| r.clean = v)
+            .ok_or("expected bundle, keep or discard"),
+            "OnBundle" => {
+                r.on_bundle = (!value.is_empty()).then(|| value.to_string());
+                Ok(())
+            }
+            _ => {
+                warnings.push(format!("{at}: unknown key {key}=, ignored"));
+                Ok(())
+            }
+        };
+        if let Err(what) = applied {
+            warnings.push(format!(
+                "{at}: {key}={value}: {what}; ignored, the earlier value stays"
+            ));
         }
     }
-    Ok(warnings)
+    warnings
 }
 
 /// Reads the main file and then the drop-ins in name order.
@@ -224,7 +243,7 @@ pub fn load(sys: &System) -> Result<(Recover, Vec<String>), ConfigError> {
     }
     for file in files {
         if let Some(text) = sys.read(&file).map_err(|e| unreadable(&file, e))? {
-            warnings.extend(apply(&mut r, &file, &text)?);
+            warnings.extend(apply(&mut r, &file, &text));
         }
     }
     Ok((r, warnings))
@@ -276,11 +295,11 @@ mod tests {
     #[test]
     fn the_shipped_file_reads_as_the_defaults() {
         let mut r = Recover::default();
-        let warnings = apply(&mut r, "crashring.conf", include_str!("../crashring.conf")).unwrap();
+        let warnings = apply(&mut r, "crashring.conf", include_str!("../crashring.conf"));
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(r, Recover::default());
         let example = "[Recover]\nMaxUse=10%\nKeepFree=15%\nMaxBundles=infinity\nMaxAge=infinity\nClean=discard\nOnBundle=\n";
-        apply(&mut r, "example", example).unwrap();
+        assert!(apply(&mut r, "example", example).is_empty());
         assert_eq!(
             r,
             Recover {
@@ -302,13 +321,14 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_name_file_line_and_key() {
+    fn bad_values_are_named_and_skipped_keeping_the_earlier_value() {
         let mut r = Recover::default();
-        let e = apply(&mut r, "x.conf", "[Recover]\n\nMaxUse=lots\n").unwrap_err();
+        let w = apply(&mut r, "x.conf", "[Recover]\nMaxBundles=3\n\nMaxUse=lots\n");
         assert_eq!(
-            e.to_string(),
-            "x.conf:3: MaxUse=lots: expected bytes (K, M, G) or a percentage"
+            w,
+            ["x.conf:4: MaxUse=lots: expected bytes (K, M, G, T, P) or a percentage; ignored, the earlier value stays"]
         );
+        assert_eq!(r.max_bundles, Some(3));
         for bad in [
             "MaxBundles=0",
             "MaxAge=3 fortnights",
@@ -316,12 +336,32 @@ mod tests {
             "KeepFree=101%",
             "junk",
         ] {
-            assert!(
-                apply(&mut r, "x.conf", &format!("[Recover]\n{bad}\n")).is_err(),
-                "{bad}"
-            );
+            let mut r = Recover::default();
+            let w = apply(&mut r, "x.conf", &format!("[Recover]\n{bad}\n"));
+            assert_eq!(w.len(), 1, "{bad}: {w:?}");
+            assert_eq!(r, Recover::default(), "{bad}");
         }
+    }
+
+    #[test]
+    fn systemd_times_and_sizes_are_understood() {
         assert_eq!(duration("45min"), Some(Duration::from_secs(2700)));
+        assert_eq!(duration("1h 30min"), Some(Duration::from_secs(5400)));
+        assert_eq!(duration("1month"), Some(Duration::from_secs(2_629_800)));
+        assert_eq!(duration("2weeks"), Some(Duration::from_secs(14 * 86400)));
+        assert_eq!(duration("90"), Some(Duration::from_secs(90)));
+        assert_eq!(duration("3 fortnights"), None);
+        assert_eq!(duration(""), None);
         assert_eq!(bytes("64M"), Some(Bytes::Absolute(64 << 20)));
+        assert_eq!(bytes("1T"), Some(Bytes::Absolute(1 << 40)));
+        let mut r = Recover::default();
+        let w = apply(
+            &mut r,
+            "x.conf",
+            "[Recover]\nMaxAge=1month\nMaxUse=1T\nKeepFree=1h 30min\n",
+        );
+        assert_eq!(r.max_age, Some(Duration::from_secs(2_629_800)));
+        assert_eq!(r.max_use, Some(Bytes::Absolute(1 << 40)));
+        assert_eq!(w.len(), 1, "{w:?}");
     }
 }

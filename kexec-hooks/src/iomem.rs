@@ -200,6 +200,8 @@ pub fn parse_size(text: &str) -> Option<u64> {
         (i, 'K' | 'k') => (&t[..i], 10),
         (i, 'M' | 'm') => (&t[..i], 20),
         (i, 'G' | 'g') => (&t[..i], 30),
+        (i, 'T' | 't') => (&t[..i], 40),
+        (i, 'P' | 'p') => (&t[..i], 50),
         _ => (t, 0),
     };
     let n = match digits
