@@ -13,6 +13,9 @@ const SYSFS: &str = "/sys/kernel/crashring";
 #[derive(Debug, Default)]
 pub struct Status {
     pub items: Vec<(&'static str, String)>,
+    /// Why a crash now would not be kept, or an older one waits unarchived
+    /// or was lost: what a monitor polling `crashring status` alerts on.
+    pub attention: Vec<&'static str>,
 }
 
 impl fmt::Display for Status {
@@ -77,6 +80,11 @@ pub fn status(sys: &System) -> Status {
             .flatten()
             .as_deref()
             == Some("1");
+    if !loaded {
+        s.attention.push("the module is not loaded");
+    } else if !recording {
+        s.attention.push("the module is not recording");
+    }
     s.items.push((
         "module",
         if !loaded {
@@ -123,6 +131,9 @@ pub fn status(sys: &System) -> Status {
             },
         ));
         let previous = first_line(sys, &format!("{SYSFS}/previous_summary"));
+        if !matches!(&previous, Ok(Some(l)) if l.starts_with("none")) {
+            s.attention.push("a previous generation waits unarchived");
+        }
         s.items.push((
             "previous",
             match previous {
@@ -133,6 +144,10 @@ pub fn status(sys: &System) -> Status {
             },
         ));
         if let Some(verdict) = crate::continuity::describe(sys, BUNDLE_DIR) {
+            if verdict.starts_with("LOST") {
+                s.attention
+                    .push("the range lost the last boot's generation");
+            }
             s.items.push(("last boot", verdict));
         }
     }
@@ -184,7 +199,12 @@ fn last_bundle(sys: &System) -> String {
     };
     let newest = dir
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".tar.gz"))
+        // A dot file is a bundle being written, or one a killed run left.
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".tar.gz") && !name.starts_with('.')
+        })
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.file_name())))
         .max();
     match newest {

@@ -84,7 +84,13 @@ pub fn disarm(how: ChangeArgs) -> Result<u8> {
     Ok(0)
 }
 
+/// Exits 1 when something needs attention (said on stderr), so that a
+/// monitor can poll it.
 pub fn status(root: PathBuf) -> Result<u8> {
-    print!("{}", kexec_hooks::status::status(&System::new(root)));
-    Ok(0)
+    let status = kexec_hooks::status::status(&System::new(root));
+    print!("{status}");
+    for why in &status.attention {
+        eprintln!("crashring: attention: {why}");
+    }
+    Ok(u8::from(!status.attention.is_empty()))
 }
