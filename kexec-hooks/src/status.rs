@@ -237,6 +237,7 @@ mod tests {
         assert!(item(&s, "armed").starts_with("no"));
         assert_eq!(item(&s, "module"), "not loaded");
         assert!(item(&s, "on crash").starts_with("nothing would be kept"));
+        assert_eq!(s.attention, ["the module is not loaded"]);
     }
 
     #[test]
@@ -272,7 +273,12 @@ mod tests {
         .unwrap();
         sys.write(&format!("{BUNDLE_DIR}/host-20261122T2300Z.tar.gz"), "")
             .unwrap();
+        // What a killed run left, written later: no bundle.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        sys.write(&format!("{BUNDLE_DIR}/.recovering-x1.tar.gz"), "")
+            .unwrap();
         let s = status(&sys);
+        assert_eq!(s.attention, ["a previous generation waits unarchived"]);
         assert!(item(&s, "armed").ends_with("reserved in this boot"), "{s}");
         assert_eq!(item(&s, "module"), "loaded, recording; ok");
         assert_eq!(
