@@ -16,6 +16,9 @@
 //!   per file behind one seam.
 //! - [`bundle`]: `crashring bundle`, a bug-report archive of several
 //!   outputs, after redaction, with user logs on the trace's timeline.
+//! - [`recovery`]: the unattended product's `crashring recover`: every
+//!   generation the module keeps, bundled, checked, put in place and only
+//!   then acknowledged, one run at a time.
 //!
 //! Decoding, salvage and merging are `pstore-ring`'s.
 
@@ -26,3 +29,4 @@ pub mod output;
 mod parallel;
 pub mod phys;
 pub mod recover;
+pub mod recovery;

@@ -36,17 +36,20 @@ fn capture(root: &Path) -> std::process::Output {
     crashring(&["recover", "--capture", "--root", root.to_str().unwrap()])
 }
 
+/// Whether the ack named the generation the module offered.
 fn acked(sys: &System) -> bool {
     sys.read(&format!("{SYSFS}/previous_ack"))
         .unwrap()
         .as_deref()
-        == Some("1\n")
+        == Some("generation=1\n")
 }
 
 fn bundles(sys: &System) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(sys.path(BUNDLES))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        // The run's lock.
+        .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();
     names

@@ -18,6 +18,20 @@ pub const FAILED: &str = "2f0001be64f245e58407c93a0c311188";
 /// `MESSAGE_ID` of "the range did not keep the last boot's generation"
 /// (see `continuity`).
 pub const LOST: &str = "20f04a55cc7f4099aff6dd76f4697a72";
+/// `MESSAGE_ID` of "a generation was bundled already (by the capture
+/// kernel) and is now acknowledged".
+pub const ALREADY_ARCHIVED: &str = "b5c21bbab0f54da5a094d9e66352aab0";
+/// `MESSAGE_ID` of "a clean shutdown's generation was acknowledged without
+/// a bundle" (`Clean=discard`).
+pub const DISCARDED: &str = "00318a7dcf094f218c40bbd47f4f86ea";
+/// `MESSAGE_ID` of "a clean shutdown's generation stays in the region"
+/// (`Clean=keep`).
+pub const KEPT: &str = "6b8e26cd0df34cffb7204b4c50defd52";
+/// `MESSAGE_ID` of "a clean shutdown's generation that `Clean=keep` would
+/// leave was released, because the module could record nowhere else".
+pub const RELEASED_TO_RECORD: &str = "bdda47baf33c4d089c6553ffc312b9c5";
+/// `MESSAGE_ID` of "the module records nothing now" (its status says why).
+pub const NOT_RECORDING: &str = "00c65f00a86b4856ac58c5d55b9c575e";
 
 /// Encodes fields as one native-protocol datagram.
 pub fn encode(fields: &[(&str, &str)]) -> Vec<u8> {

@@ -5,7 +5,7 @@
 //! headers, PN_XNUM, lost pages) and every kind of damage. The fuzz
 //! targets start from these too.
 
-use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
+use pstore_ring::layout::{REASON_PANIC, STATE_CLEAN, STATE_CRASHED};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::io::Write;
@@ -54,6 +54,51 @@ pub fn image_sized(offset: usize, page_size: u32, size: usize, n: u64) -> Vec<u8
         1,
         "Kernel panic - not syncing: test",
     );
+    ws.iter_mut().for_each(|w| w.close());
+    mem
+}
+
+/// A small region of generation `generation` (its boot id starts with the
+/// number, so that each has a bundle name of its own), crashed by a panic
+/// or shut down cleanly.
+pub fn generation_image(generation: u64, clean: bool) -> Vec<u8> {
+    let specs = [StreamSpec::cpu(0)];
+    let mut boot_id = [0u8; 16];
+    boot_id[..8].copy_from_slice(&generation.to_be_bytes());
+    boot_id.rotate_left(4);
+    let cfg = RegionConfig {
+        page_size: 512,
+        pages_per_stream: Some(4),
+        streams: &specs,
+        generation,
+        boot_id,
+        hostname: "box",
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 8 * 1024];
+    let printk = schema::builtin(schema::EVENT_PRINTK).unwrap();
+    let mut f = write::format(&mut mem, &cfg).unwrap();
+    let mut ws: Vec<_> = f.streams.by_ref().collect();
+    let text = format!("generation {generation}");
+    let v = [
+        Value::Unsigned(6),
+        Value::Unsigned(0),
+        Value::Unsigned(1),
+        Value::Unsigned(0),
+        Value::Str(text.as_bytes()),
+    ];
+    ws[0].write_event(1_000, printk, &v).unwrap();
+    if clean {
+        f.control.set_state(STATE_CLEAN, 0, 2_000, 0, "");
+    } else {
+        f.control.set_state(
+            STATE_CRASHED,
+            REASON_PANIC,
+            2_000,
+            0,
+            "Kernel panic - not syncing: test",
+        );
+    }
     ws.iter_mut().for_each(|w| w.close());
     mem
 }

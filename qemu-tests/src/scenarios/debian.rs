@@ -159,7 +159,12 @@ fn install(
 /// and when it started and ended (µs of uptime), its journal messages of
 /// this boot, the bundle directory and whether the module records.
 fn boot_report() -> String {
-    let recovered = kexec_hooks::journal::RECOVERED;
+    // Bundled now, or by the capture kernel before: one message either way.
+    let recovered = format!(
+        "MESSAGE_ID={} MESSAGE_ID={}",
+        kexec_hooks::journal::RECOVERED,
+        kexec_hooks::journal::ALREADY_ARCHIVED
+    );
     let failed = kexec_hooks::journal::FAILED;
     format!(
         r#"{prelude}n=$(( $(cat /var/lib/crashring-test/boot 2>/dev/null || echo 0) + 1 ))
@@ -167,8 +172,8 @@ echo $n > /var/lib/crashring-test/boot
 sync
 say "boot $n id $(tr -d - < /proc/sys/kernel/random/boot_id)"
 say "boot $n recover $(systemctl show -P Result crashring-recover.service) $(systemctl show -P ExecMainStartTimestampMonotonic crashring-recover.service) $(systemctl show -P ExecMainExitTimestampMonotonic crashring-recover.service)"
-say "boot $n journal $(journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | wc -l) failed $(journalctl -b 0 -q -o cat MESSAGE_ID={failed} | wc -l)"
-journalctl -b 0 -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "boot $n message $line"; done
+say "boot $n journal $(journalctl -b 0 -q -o cat {recovered} | wc -l) failed $(journalctl -b 0 -q -o cat MESSAGE_ID={failed} | wc -l)"
+journalctl -b 0 -q -o cat {recovered} | while read -r line; do say "boot $n message $line"; done
 say "boot $n bundles $(ls /var/lib/crashring | tr '\n' ' ')"
 say "boot $n recording $(cat /sys/kernel/crashring/enabled)"
 crashring status | while read -r line; do say "boot $n status $line"; done

@@ -1,0 +1,288 @@
+//! One generation into the bundle directory: bundled, checked as
+//! `check-bundle` does, put in place with a `.json` summary beside it, and
+//! only then acknowledged; retention before (to make room on a full disk)
+//! and after.
+
+use super::module::Module;
+use super::{Outcome, RecoveryError};
+use crate::bundle::{self, redact::Rules, Source};
+use crate::phys::PhysAddr;
+use crate::recover::{self, InputSpec};
+use kexec_hooks::config::{Clean, Recover};
+use kexec_hooks::retention;
+use pstore_ring::layout::STATE_CLEAN;
+use pstore_ring::read::{reason_name, HeaderTrust};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The generation, as the journal and the summary name it.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    pub host: String,
+    pub boot_id: String,
+    pub generation: u64,
+    pub state: String,
+    pub clean: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Where a generation is read from, and how.
+pub struct Input {
+    pub path: PathBuf,
+    /// The generation the module offers; `None` for /proc/vmcore.
+    pub offered: Option<u64>,
+    /// The header failed the module's checks: read it trusting the header.
+    pub damaged: bool,
+}
+
+/// What archiving one generation needs.
+pub struct Archive<'a> {
+    pub dir: &'a Path,
+    pub config: &'a Recover,
+    /// `None` in a capture kernel, which leaves the region as it is.
+    pub module: Option<&'a dyn Module>,
+}
+
+/// What became of a generation, and what went wrong after it was safe.
+pub struct Archived {
+    pub generation: Generation,
+    pub outcome: Outcome,
+    /// Said, but the generation is archived and acknowledged all the same.
+    pub warnings: Vec<String>,
+}
+
+impl Archive<'_> {
+    pub fn run(&self, input: &Input) -> Result<Archived, RecoveryError> {
+        let spec = InputSpec {
+            path: input.path.clone(),
+            // A damaged header is salvaged as `--trust-header --phys 0`.
+            phys: input.damaged.then_some((PhysAddr(0), None)),
+            trust: if input.damaged {
+                HeaderTrust::Lenient
+            } else {
+                HeaderTrust::Checksummed
+            },
+        };
+        let dump = recover::open(&spec)?;
+        let loaded = recover::find(dump, &spec, &mut |_, _| {})?;
+        let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
+        let first = recovered.first().ok_or(RecoveryError::NoRegion)?;
+        let g = generation_of(first);
+        if let Some(offered) = input.offered {
+            if g.generation != offered {
+                return Err(RecoveryError::NotOffered {
+                    offered,
+                    read: g.generation,
+                });
+            }
+        }
+        let ack = |outcome: Outcome, warnings: Vec<String>| -> Result<Archived, RecoveryError> {
+            if let Some(m) = self.module {
+                m.ack(g.generation).map_err(|source| RecoveryError::Ack {
+                    generation: g.generation,
+                    source,
+                })?;
+            }
+            Ok(Archived {
+                generation: g.clone(),
+                outcome,
+                warnings,
+            })
+        };
+        if g.clean {
+            match self.config.clean {
+                Clean::Keep => {
+                    return Ok(Archived {
+                        generation: g,
+                        outcome: Outcome::Kept,
+                        warnings: Vec::new(),
+                    })
+                }
+                Clean::Discard => return ack(Outcome::Discarded, Vec::new()),
+                Clean::Bundle => {}
+            }
+        }
+        if let Some(name) = archived_as(self.dir, &g).map_err(io_at(self.dir))? {
+            // The capture kernel's hook bundled it already.
+            return ack(Outcome::AlreadyArchived(name), Vec::new());
+        }
+        // Before: a disk too full for the new bundle gets room first.
+        let (mut deleted, warnings) = self.retain("", 0);
+        let staging = tempfile::Builder::new()
+            .prefix(".recovering-")
+            .suffix(".tar.gz")
+            .tempfile_in(self.dir)
+            .map_err(io_at(self.dir))?
+            .into_temp_path();
+        let rules = Rules::default();
+        let file = input.path.file_name().map_or_else(
+            || input.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let summary = bundle::write(
+            &staging,
+            &Source::of(&loaded.dump, file),
+            &recovered,
+            &rules,
+            &[],
+        )?;
+        let written = std::fs::File::open(&staging).map_err(io_at(&staging))?;
+        bundle::check(io::BufReader::new(written)).map_err(RecoveryError::Check)?;
+        let name = summary.top.clone();
+        let path = self.dir.join(format!("{name}.tar.gz"));
+        if path.exists() {
+            return Err(RecoveryError::Exists(path));
+        }
+        let size = std::fs::metadata(&staging).map_err(io_at(&staging))?.len();
+        staging
+            .persist_noclobber(&path)
+            .map_err(|e| RecoveryError::Io {
+                path: path.clone(),
+                source: e.error,
+            })?;
+        write_summary(self.dir, &name, &g, size, summary.events, summary.lost)
+            .map_err(io_at(self.dir))?;
+        std::fs::File::open(self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_at(self.dir))?;
+        // After the ack nothing can undo the archive: retention's failures
+        // are warnings.
+        let mut archived = ack(
+            Outcome::Bundled {
+                path,
+                events: summary.events,
+                lost: summary.lost,
+                deleted: Vec::new(),
+                salvaged: input.damaged,
+            },
+            warnings,
+        )?;
+        let (after, more) = self.retain(&name, size);
+        deleted.extend(after);
+        archived.warnings.extend(more);
+        if let Outcome::Bundled { deleted: d, .. } = &mut archived.outcome {
+            *d = deleted;
+        }
+        Ok(archived)
+    }
+
+    /// Retention with `except` (of `size` bytes) counted in, or, before a
+    /// new bundle is written, with an empty name and no bytes: what it
+    /// deleted, and what it could not do.
+    fn retain(&self, except: &str, size: u64) -> (Vec<String>, Vec<String>) {
+        let (mut deleted, mut warnings) = (Vec::new(), Vec::new());
+        // Before, only space and age: an old crash is not deleted for a
+        // count the new bundle, not yet written, may never add to.
+        let limits = if except.is_empty() {
+            Recover {
+                max_bundles: None,
+                ..self.config.clone()
+            }
+        } else {
+            self.config.clone()
+        };
+        let pruning = match (
+            retention::kept_in(self.dir, except),
+            retention::fs_of(self.dir),
+        ) {
+            (Ok(old), Ok(fs)) => retention::prune(&old, size, fs, &limits),
+            (Err(e), _) | (_, Err(e)) => {
+                warnings.push(format!("retention: {}: {e}", self.dir.display()));
+                return (deleted, warnings);
+            }
+        };
+        for old in pruning.delete {
+            match retention::delete(self.dir, &old) {
+                Ok(()) => deleted.push(old),
+                Err(e) => warnings.push(format!("retention: deleting old bundle {old}: {e}")),
+            }
+        }
+        if !except.is_empty() {
+            warnings.extend(
+                pruning
+                    .over
+                    .iter()
+                    .map(|o| format!("over {o}; the newest crash is kept")),
+            );
+        }
+        (deleted, warnings)
+    }
+}
+
+fn generation_of(r: &recover::Recovered) -> Generation {
+    let h = &r.region.header;
+    let state = r.region.state.as_ref().ok();
+    Generation {
+        host: h.hostname.clone(),
+        boot_id: h.boot_id.iter().map(|b| format!("{b:02x}")).collect(),
+        generation: h.generation,
+        state: state.map_or("unreadable", |s| s.state_name()).into(),
+        clean: state.is_some_and(|s| s.state == STATE_CLEAN),
+        reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
+        message: state.map(|s| s.message.clone()).unwrap_or_default(),
+    }
+}
+
+fn io_at(path: &Path) -> impl Fn(io::Error) -> RecoveryError + '_ {
+    move |source| RecoveryError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The bundle whose summary names this generation, if one does.
+fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<String>> {
+    for entry in std::fs::read_dir(dir)? {
+        let file = entry?.file_name().to_string_lossy().into_owned();
+        let Some(name) = file.strip_suffix(".json") else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(dir.join(&file)) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        if v["boot_id"] == g.boot_id.as_str()
+            && v["generation"] == g.generation
+            && dir.join(format!("{name}.tar.gz")).exists()
+        {
+            return Ok(Some(name.to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// `NAME.json` beside the bundle, for collectors to index without opening
+/// the archive; written under a temporary name and renamed.
+fn write_summary(
+    dir: &Path,
+    name: &str,
+    g: &Generation,
+    size: u64,
+    events: u64,
+    lost: u64,
+) -> io::Result<()> {
+    let json = serde_json::json!({
+        "summary_version": 1,
+        "bundle": format!("{name}.tar.gz"),
+        "size": size,
+        "host": g.host,
+        "boot_id": g.boot_id,
+        "generation": g.generation,
+        "state": g.state,
+        "reason": g.reason,
+        "message": g.message,
+        "events": events,
+        "lost": lost,
+    });
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".summary-")
+        .tempfile_in(dir)?;
+    writeln!(tmp, "{json:#}")?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(dir.join(format!("{name}.json")))
+        .map_err(|e| e.error)?;
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! `extractor::recovery` against a module of the test's own: what a run
+//! does when the module keeps two generations, when another run holds the
+//! lock, when an acknowledgement is refused, when a killed run left files
+//! behind, when retention fails after the ack, and with a damaged header.
+
+mod common;
+
+use common::synth::generation_image;
+use extractor::recovery::{self, Mode, Module, Offer, Outcome, RecoveryError};
+use kexec_hooks::config::{Clean, Recover};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// A generation the module keeps.
+#[derive(Clone, Copy)]
+struct Kept {
+    generation: u64,
+    clean: bool,
+    damaged: bool,
+}
+
+fn crashed(generation: u64) -> Kept {
+    Kept {
+        generation,
+        clean: false,
+        damaged: false,
+    }
+}
+
+/// The module's two slots, as far as recovery sees them: it offers the
+/// newest generation it keeps, releases exactly the one an ack names, and
+/// records only while a slot is free.
+struct FakeModule {
+    dir: PathBuf,
+    kept: Mutex<Vec<Kept>>,
+    acks: Mutex<Vec<u64>>,
+    /// Refuse every ack, as the module does when another run released the
+    /// generation first.
+    refuse_acks: bool,
+}
+
+impl FakeModule {
+    fn new(dir: &Path, kept: &[Kept]) -> FakeModule {
+        FakeModule {
+            dir: dir.to_path_buf(),
+            kept: Mutex::new(kept.to_vec()),
+            acks: Mutex::new(Vec::new()),
+            refuse_acks: false,
+        }
+    }
+
+    fn acks(&self) -> Vec<u64> {
+        self.acks.lock().unwrap().clone()
+    }
+}
+
+impl Module for FakeModule {
+    fn offer(&self) -> io::Result<Offer> {
+        let Some(k) = self.kept.lock().unwrap().last().copied() else {
+            return Ok(Offer::Nothing);
+        };
+        let mut image = generation_image(k.generation, k.clean);
+        if k.damaged {
+            // A flipped bit in the host name: the header's CRC fails.
+            image[168] ^= 1;
+        }
+        let path = self.dir.join(format!("previous-{}", k.generation));
+        std::fs::write(&path, image)?;
+        Ok(Offer::Waiting {
+            path,
+            generation: k.generation,
+            damaged: k.damaged,
+        })
+    }
+
+    fn ack(&self, generation: u64) -> io::Result<()> {
+        let mut kept = self.kept.lock().unwrap();
+        if self.refuse_acks || kept.last().map(|k| k.generation) != Some(generation) {
+            return Err(io::Error::from_raw_os_error(116)); // ESTALE
+        }
+        kept.pop();
+        self.acks.lock().unwrap().push(generation);
+        Ok(())
+    }
+
+    fn status(&self) -> io::Result<Option<String>> {
+        Ok(Some(if self.kept.lock().unwrap().len() >= 2 {
+            "not recording: both slots hold unarchived generations".into()
+        } else {
+            "recording".into()
+        }))
+    }
+}
+
+struct Machine {
+    _tmp: tempfile::TempDir,
+    module_dir: PathBuf,
+    bundles: PathBuf,
+}
+
+fn machine() -> Machine {
+    let tmp = tempfile::tempdir().unwrap();
+    let module_dir = tmp.path().join("sys");
+    std::fs::create_dir(&module_dir).unwrap();
+    let bundles = tmp.path().join("bundles");
+    Machine {
+        module_dir,
+        bundles,
+        _tmp: tmp,
+    }
+}
+
+fn run(m: &dyn Module, dir: &Path, config: &Recover) -> recovery::Run {
+    recovery::run(m, Mode::Boot, Path::new("/nonexistent/vmcore"), dir, config).unwrap()
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".lock")
+        .collect();
+    names.sort();
+    names
+}
+
+fn generations(run: &recovery::Run) -> Vec<u64> {
+    run.archived
+        .iter()
+        .map(|a| a.generation.generation)
+        .collect()
+}
+
+#[test]
+fn every_generation_the_module_keeps_is_archived_newest_first() {
+    let m = machine();
+    let module = FakeModule::new(&m.module_dir, &[crashed(1), crashed(2)]);
+    let done = run(&module, &m.bundles, &Recover::default());
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    assert_eq!(generations(&done), [2, 1]);
+    assert!(done
+        .archived
+        .iter()
+        .all(|a| matches!(a.outcome, Outcome::Bundled { .. })));
+    assert_eq!(module.acks(), [2, 1]);
+    assert_eq!(files(&m.bundles).len(), 4, "{:?}", files(&m.bundles));
+    assert!(done.not_recording.is_none());
+    // Nothing is left: the next run finds nothing.
+    let again = run(&module, &m.bundles, &Recover::default());
+    assert!(again.archived.is_empty() && again.nothing.is_some());
+}
+
+#[test]
+fn a_kept_clean_generation_never_stops_recording() {
+    let m = machine();
+    let clean = |generation| Kept {
+        generation,
+        clean: true,
+        damaged: false,
+    };
+    let module = FakeModule::new(&m.module_dir, &[clean(1), clean(2)]);
+    let keep = Recover {
+        clean: Clean::Keep,
+        ..Recover::default()
+    };
+    let done = run(&module, &m.bundles, &keep);
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    let outcomes: Vec<_> = done.archived.iter().map(|a| &a.outcome).collect();
+    assert!(
+        matches!(outcomes[..], [Outcome::ReleasedToRecord, Outcome::Kept]),
+        "{outcomes:?}"
+    );
+    assert_eq!(module.acks(), [2]);
+    assert!(done.not_recording.is_none(), "{:?}", done.not_recording);
+}
+
+#[test]
+fn a_second_run_waits_for_the_first_and_bundles_nothing_twice() {
+    let m = machine();
+    let module = Arc::new(FakeModule::new(&m.module_dir, &[crashed(5)]));
+    recovery::create_private_dir(&m.bundles).unwrap();
+    let held = std::fs::File::create(m.bundles.join(".lock")).unwrap();
+    held.lock().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (dir, m2) = (m.bundles.clone(), Arc::clone(&module));
+    let other = std::thread::spawn(move || {
+        let done = run(&*m2, &dir, &Recover::default());
+        tx.send(generations(&done)).unwrap();
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "a run went on while another held the bundle directory"
+    );
+    assert!(module.acks().is_empty());
+    drop(held);
+    assert_eq!(rx.recv().unwrap(), [5]);
+    other.join().unwrap();
+    assert_eq!(module.acks(), [5]);
+}
+
+#[test]
+fn a_refused_ack_releases_nothing_and_the_next_run_only_acknowledges() {
+    let m = machine();
+    let refusing = FakeModule {
+        refuse_acks: true,
+        ..FakeModule::new(&m.module_dir, &[crashed(3)])
+    };
+    let done = run(&refusing, &m.bundles, &Recover::default());
+    assert!(
+        matches!(
+            done.failed,
+            Some((Some(3), RecoveryError::Ack { generation: 3, .. }))
+        ),
+        "{:?}",
+        done.failed
+    );
+    assert!(refusing.acks().is_empty());
+    let module = FakeModule::new(&m.module_dir, &[crashed(3)]);
+    let next = run(&module, &m.bundles, &Recover::default());
+    assert!(
+        matches!(next.archived[0].outcome, Outcome::AlreadyArchived(_)),
+        "{:?}",
+        next.archived[0].outcome
+    );
+    assert_eq!(module.acks(), [3]);
+    assert_eq!(files(&m.bundles).len(), 2, "{:?}", files(&m.bundles));
+}
+
+#[test]
+fn what_a_killed_run_left_is_removed() {
+    let m = machine();
+    recovery::create_private_dir(&m.bundles).unwrap();
+    for left in [".recovering-Ab3dE.tar.gz", ".summary-x9Y"] {
+        std::fs::write(m.bundles.join(left), "half written").unwrap();
+    }
+    let module = FakeModule::new(&m.module_dir, &[]);
+    let done = run(&module, &m.bundles, &Recover::default());
+    assert!(done.nothing.is_some());
+    assert!(files(&m.bundles).is_empty(), "{:?}", files(&m.bundles));
+}
+
+#[test]
+fn retention_failing_after_the_ack_is_a_warning_not_a_failure() {
+    let m = machine();
+    recovery::create_private_dir(&m.bundles).unwrap();
+    // An old "bundle" retention must delete but cannot: a directory.
+    std::fs::create_dir(m.bundles.join("crash-old.tar.gz")).unwrap();
+    let module = FakeModule::new(&m.module_dir, &[crashed(9)]);
+    let one = Recover {
+        max_bundles: Some(1),
+        ..Recover::default()
+    };
+    let done = run(&module, &m.bundles, &one);
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    assert_eq!(module.acks(), [9]);
+    let warnings = &done.archived[0].warnings;
+    assert!(
+        warnings.iter().any(|w| w.contains("crash-old")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_damaged_header_is_salvaged_and_said() {
+    let m = machine();
+    let damaged = Kept {
+        generation: 4,
+        clean: false,
+        damaged: true,
+    };
+    let module = FakeModule::new(&m.module_dir, &[damaged]);
+    let done = run(&module, &m.bundles, &Recover::default());
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    assert!(
+        matches!(
+            done.archived[0].outcome,
+            Outcome::Bundled { salvaged: true, .. }
+        ),
+        "{:?}",
+        done.archived[0].outcome
+    );
+    assert_eq!(module.acks(), [4]);
+}
