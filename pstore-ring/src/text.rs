@@ -5,13 +5,16 @@
 //! [001]      12.000009000: ** 3 events lost (overwritten) **
 //! ```
 //!
-//! The bracket holds the CPU for kernel streams and the stream's name for
-//! user streams; the time is seconds of the region's clock. Strings are
-//! quoted, with `"`, `\` and every byte outside printable ASCII escaped, so
-//! one event is always one line.
+//! The bracket holds the CPU for kernel streams and, for user streams, the
+//! stream's label (`user:weston`: the name escaped by [`push_label_name`]
+//! after a prefix no kernel label has), so no name can pass for a CPU's
+//! line; the time is seconds of the region's clock. Strings are quoted,
+//! with `"`, `\` and every byte outside printable ASCII escaped, so one
+//! event is always one line. Text for people outside quotes (a log line,
+//! a crash message) goes through [`push_escaped`], which lets no control
+//! character through.
 
 use crate::endian::Endian;
-use crate::layout::STREAM_KERNEL_CPU;
 use crate::merge::Item;
 use crate::read::Event;
 use crate::read::{EndCause, EventType, Loss, LossKind, Schema, StreamInfo};
@@ -139,16 +142,92 @@ pub fn hex_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// Appends `[cpu]` or `[name]`, a space, and the time: seconds
-/// right-aligned in 8 columns, a point, nanoseconds in 9 digits.
+/// Appends `name` as a user stream's label shows it: printable ASCII as
+/// it is, except `\`, `"`, `#`, `[` and `]`, and every other byte
+/// (space, control bytes, UTF-8) as `\xNN`. The name is then one word
+/// that cannot close a bracket, start a line or move a terminal's cursor.
+pub fn push_label_name(out: &mut Vec<u8>, name: &[u8]) {
+    for &b in name {
+        if b.is_ascii_graphic() && !matches!(b, b'\\' | b'"' | b'#' | b'[' | b']') {
+            out.push(b);
+        } else {
+            escape_byte(out, b);
+        }
+    }
+}
+
+/// Appends `\xNN`.
+fn escape_byte(out: &mut Vec<u8>, b: u8) {
+    out.extend_from_slice(&[
+        b'\\',
+        b'x',
+        HEX[usize::from(b >> 4)],
+        HEX[usize::from(b & 15)],
+    ]);
+}
+
+/// Whether `c` must not reach a terminal or a file a person reads as it
+/// is: a C0 or C1 control or DEL (a newline or carriage return starts a
+/// line the text did not, ESC and CSI drive the terminal, BEL rings it),
+/// the Unicode line and paragraph separators, and the bidirectional
+/// controls that reorder what a line shows. Tab is kept: it moves no line.
+fn unsafe_char(c: char) -> bool {
+    (c.is_control() && c != '\t')
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}'
+        )
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Appends `text` for a line a person reads, unquoted (a log line, a crash
+/// message): valid UTF-8 as it is but for the characters [`unsafe_char`]
+/// names, each of whose bytes is written `\xNN`, as is every byte that is
+/// not UTF-8, as the kernel writes control bytes in `/dev/kmsg`. What is
+/// appended never holds a line break or a control character.
+pub fn push_escaped(out: &mut Vec<u8>, text: &[u8]) {
+    for chunk in text.utf8_chunks() {
+        let valid = chunk.valid();
+        let mut from = 0;
+        for (at, c) in valid.char_indices() {
+            if unsafe_char(c) {
+                out.extend_from_slice(&valid.as_bytes()[from..at]);
+                for &b in &valid.as_bytes()[at..at + c.len_utf8()] {
+                    escape_byte(out, b);
+                }
+                from = at + c.len_utf8();
+            }
+        }
+        out.extend_from_slice(&valid.as_bytes()[from..]);
+        for &b in chunk.invalid() {
+            escape_byte(out, b);
+        }
+    }
+}
+
+/// Text shown as [`push_escaped`] writes it, for writers that go through
+/// `core::fmt`.
+pub struct Escaped<'a>(pub &'a [u8]);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Vec::with_capacity(self.0.len());
+        push_escaped(&mut out, self.0);
+        // Only valid UTF-8 and ASCII escapes were pushed.
+        f.write_str(core::str::from_utf8(&out).unwrap_or("?"))
+    }
+}
+
+/// Appends `[cpu]` (kernel streams) or `[label]` (user streams: see
+/// [`StreamInfo::label`]), a space, and the time: seconds right-aligned in
+/// 8 columns, a point, nanoseconds in 9 digits.
 fn stream_and_time(out: &mut Vec<u8>, info: Option<&StreamInfo>, stream: u16, ts: u64) {
     out.push(b'[');
     match info {
-        Some(i) if i.kind == STREAM_KERNEL_CPU => decimal(out, i.cpu.into(), 3, b'0'),
-        Some(i) if !i.name.is_empty() => out.extend_from_slice(i.name.as_bytes()),
+        Some(i) if i.is_kernel() => decimal(out, i.cpu.into(), 3, b'0'),
         Some(i) => {
-            out.extend_from_slice(b"stream");
-            decimal(out, i.index.into(), 0, b' ');
+            out.extend_from_slice(crate::read::USER_LABEL_PREFIX.as_bytes());
+            i.push_user_name(out);
         }
         None => {
             out.push(b's');
@@ -180,12 +259,7 @@ fn quoted(out: &mut Vec<u8>, s: &[u8]) {
             b'\\' => out.extend_from_slice(b"\\\\"),
             b'\n' => out.extend_from_slice(b"\\n"),
             b'\t' => out.extend_from_slice(b"\\t"),
-            b => out.extend_from_slice(&[
-                b'\\',
-                b'x',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]),
+            b => escape_byte(out, b),
         }
         rest = tail;
     }
@@ -571,6 +645,54 @@ mod tests {
             text(|o| stream_and_time(o, None, 7, 12_000_004_711)),
             "[s7]       12.000004711"
         );
+    }
+
+    #[test]
+    fn escaped_text_holds_no_line_break_or_control() {
+        let text = |b: &[u8]| text(|o| push_escaped(o, b));
+        assert_eq!(text(b"plain \tt\xc3\xa9xt"), "plain \tt\u{e9}xt");
+        assert_eq!(text(b"a\nb\rc"), r"a\x0ab\x0dc");
+        assert_eq!(text(b"\x1b[2J\x07\x7f\x00"), r"\x1b[2J\x07\x7f\x00");
+        // C1 as a code point and as a lone byte; a bidi override.
+        assert_eq!(text(b"\xc2\x9b\x9b"), r"\xc2\x9b\x9b");
+        assert_eq!(
+            text("\u{202e}x\u{2028}".as_bytes()),
+            r"\xe2\x80\xaex\xe2\x80\xa8"
+        );
+        assert_eq!(format!("{}", Escaped(b"a\nb")), r"a\x0ab");
+    }
+
+    #[test]
+    fn user_labels_are_in_their_own_namespace_and_escaped() {
+        use crate::layout::{STREAM_KERNEL_CPU, STREAM_USER};
+        let info = |kind, name: &str| StreamInfo {
+            index: 5,
+            kind,
+            cpu: if kind == STREAM_USER { u16::MAX } else { 0 },
+            lane: 0,
+            page_count: 1,
+            pages_offset: 0,
+            name: name.into(),
+            pid: 1,
+            uid: 1,
+            keeps_tails: false,
+        };
+        let label = |name| info(STREAM_USER, name).label();
+        assert_eq!(info(STREAM_KERNEL_CPU, "").label(), "cpu0");
+        assert_eq!(label("cpu0"), "user:cpu0");
+        assert_eq!(label("weston.1"), "user:weston.1");
+        assert_eq!(label(""), "user:#5");
+        assert_eq!(label("#5"), r"user:\x235");
+        assert_eq!(
+            label("a b]\n[000]\x1b"),
+            r"user:a\x20b\x5d\x0a\x5b000\x5d\x1b"
+        );
+        assert_eq!(
+            info(STREAM_USER, "my app.2").program_label(),
+            r"user:my\x20app"
+        );
+        let line = text(|o| stream_and_time(o, Some(&info(STREAM_USER, "000")), 5, 1));
+        assert_eq!(line, "[user:000]        0.000000001");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The wall clock of a region: the header's `wall_offset_ns`, superseded
 //! from each `clock` event's timestamp on by the offset it carries
-//! (FORMAT.md sections 3 and 9).
+//! (FORMAT.md sections 3 and 9). Only kernel streams' `clock` events move
+//! it: a user stream's are its writer's claim (FORMAT.md, section 15),
+//! shown among its events and nowhere else.
 //!
 //! Every wall time a reader derives goes through [`WallClock`]: forward
 //! with [`WallClock::offset_at`] (the offset in effect at a trace time) and
@@ -74,13 +76,15 @@ fn clock_offset(payload: &[u8], e: Endian) -> Option<i64> {
 
 impl WallClock {
     /// The clock of a region whose header offset is `base_ns`, written in
-    /// byte order `e`, from the `clock` events of `trace` (over all its
-    /// streams). Events whose payload does not decode are ignored. Steps
-    /// at the same time apply in stream, then index order.
+    /// byte order `e`, from the `clock` events of `trace`'s kernel streams
+    /// ([`super::StreamInfo::is_kernel`]). Events whose payload does not
+    /// decode are ignored. Steps at the same time apply in stream, then
+    /// index order.
     pub fn new(base_ns: i64, e: Endian, trace: &Trace<'_>) -> WallClock {
         let steps: Vec<ClockStep> = trace
             .streams
             .iter()
+            .filter(|s| s.info.is_kernel())
             .flat_map(|s| &s.events)
             .filter_map(|ev| ClockStep::of(ev, e))
             .collect();
@@ -94,6 +98,7 @@ impl WallClock {
         let steps: Vec<ClockStep> = trace
             .streams
             .iter()
+            .filter(|s| s.info.is_kernel())
             .flat_map(|s| s.clock_steps())
             .copied()
             .collect();
@@ -359,6 +364,45 @@ mod tests {
                 c.wall_at(u64::MAX),
                 i128::from(u64::MAX) + i128::from(i64::MAX)
             );
+        }
+    }
+
+    /// A user stream's `clock` events are its writer's claim: the
+    /// region's clock is the header's and its kernel streams' steps.
+    #[test]
+    fn user_streams_do_not_step_the_wall_clock() {
+        let mut mem = vec![0u8; 64 * 1024];
+        let specs = [
+            StreamSpec::cpu(0),
+            StreamSpec {
+                kind: crate::layout::STREAM_USER,
+                cpu: u16::MAX,
+                lane: 0,
+                name: "cpu0",
+                pid: 666,
+                uid: 1001,
+            },
+        ];
+        let cfg = RegionConfig {
+            page_size: 1024,
+            streams: &specs,
+            wall_offset_ns: 7,
+            ..Default::default()
+        };
+        let mut region = write::format(&mut mem, &cfg).unwrap();
+        let def = schema::builtin(EVENT_CLOCK).unwrap();
+        let mut cpu0 = region.streams.next().unwrap();
+        let mut user = region.streams.next().unwrap();
+        user.write_event(50, def, &[V::Signed(i64::MAX)]).unwrap();
+        cpu0.write_event(100, def, &[V::Signed(-3)]).unwrap();
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        for c in [
+            region.wall_clock(&region.decode()),
+            region.wall_clock_of_pages(&region.decode_paged()),
+        ] {
+            let got: Vec<(u64, u16)> = c.steps().iter().map(|s| (s.ts, s.stream)).collect();
+            assert_eq!(got, [(100, 0)]);
+            assert_eq!(c.offset_at(60), 7);
         }
     }
 

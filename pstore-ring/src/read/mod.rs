@@ -16,11 +16,12 @@ mod clock;
 mod region;
 mod schema;
 mod stream;
+mod tally;
 
 pub use clock::{ClockStep, WallClock};
 pub use region::{
     parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
-    TailTable,
+    TailTable, USER_LABEL_PREFIX,
 };
 pub use schema::{EventType, Field, Schema, SchemaError, Values};
 pub(crate) use stream::{lost_events, pages_with};
@@ -28,6 +29,7 @@ pub use stream::{
     DecodedPage, EndCause, Event, Loss, LossKind, PageEvents, PageReport, PageStatus, StreamEvents,
     StreamPages, StreamTrace,
 };
+pub use tally::Tally;
 
 use crate::record::RecordError;
 use alloc::vec::Vec;
@@ -144,8 +146,9 @@ pub struct Trace<'a> {
 }
 
 impl Trace<'_> {
-    /// Events lost for any reason, over all streams. Saturates: a hostile
-    /// region can claim more than 2^64 lost events.
+    /// Events lost for any reason, over all streams, user streams' claims
+    /// included: a region's headline is [`PagedTrace::kernel_tally`].
+    /// Saturates: a hostile region can claim more than 2^64 lost events.
     pub fn lost_events(&self) -> u64 {
         self.streams
             .iter()

@@ -132,17 +132,45 @@ pub struct StreamInfo {
 }
 
 impl StreamInfo {
-    /// A short label: `cpu3` for kernel streams (`cpu3.lane1` for a
-    /// nesting lane), the name for user ones.
+    /// Whether the kernel wrote this stream. Only kernel streams speak for
+    /// the region: its wall clock, its totals and its kernel log come from
+    /// them. A user stream is written by a process (FORMAT.md, section
+    /// 15), which may put any bytes there, so what it records stays its
+    /// own claim, shown under its own label.
+    pub fn is_kernel(&self) -> bool {
+        self.kind == STREAM_KERNEL_CPU
+    }
+
+    /// A short label, unique to the stream's kind: `cpu3` for kernel
+    /// streams (`cpu3.lane1` for a nesting lane), and for user ones
+    /// [`USER_LABEL_PREFIX`] and the name, escaped
+    /// ([`crate::text::push_label_name`];
+    /// `#` and the stream's index for an empty name), so that no name can
+    /// read as a kernel stream's label or carry a control byte.
     pub fn label(&self) -> String {
-        if self.kind == STREAM_KERNEL_CPU && self.lane > 0 {
+        if self.is_kernel() && self.lane > 0 {
             alloc::format!("cpu{}.lane{}", self.cpu, self.lane)
-        } else if self.kind == STREAM_KERNEL_CPU {
+        } else if self.is_kernel() {
             alloc::format!("cpu{}", self.cpu)
-        } else if self.name.is_empty() {
-            alloc::format!("stream{}", self.index)
         } else {
-            self.name.clone()
+            in_user_namespace(|out| self.push_user_name(out))
+        }
+    }
+
+    /// A user stream's program as labels show it: [`USER_LABEL_PREFIX`]
+    /// and [`Self::program`], escaped as [`Self::label`] escapes names.
+    pub fn program_label(&self) -> String {
+        in_user_namespace(|out| crate::text::push_label_name(out, self.program().as_bytes()))
+    }
+
+    /// Appends a user stream's name as its label shows it: escaped, or
+    /// `#` and its index when it has none.
+    pub(crate) fn push_user_name(&self, out: &mut alloc::vec::Vec<u8>) {
+        if self.name.is_empty() {
+            out.push(b'#');
+            out.extend_from_slice(alloc::format!("{}", self.index).as_bytes());
+        } else {
+            crate::text::push_label_name(out, self.name.as_bytes());
         }
     }
 
@@ -154,6 +182,17 @@ impl StreamInfo {
             _ => &self.name,
         }
     }
+}
+
+/// What every user stream's label starts with: the user streams'
+/// namespace, apart from the kernel's `cpuN` labels.
+pub const USER_LABEL_PREFIX: &str = "user:";
+
+/// [`USER_LABEL_PREFIX`] and what `name` appends, which must be ASCII.
+fn in_user_namespace(name: impl FnOnce(&mut alloc::vec::Vec<u8>)) -> String {
+    let mut out = alloc::vec::Vec::from(USER_LABEL_PREFIX.as_bytes());
+    name(&mut out);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 pub(crate) fn text_of(raw: &[u8]) -> String {
