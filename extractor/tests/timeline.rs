@@ -70,12 +70,11 @@ fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
     assert!(text.contains("lost_events: true"), "no bundle flags a loss");
     assert!(text.contains("name: \"Kernel panic - not syncing: test\""));
     assert!(text.contains("event_name: \"irq_handler_entry\""));
-    assert!(text.contains("name: \"weston\""));
+    assert!(text.contains("name: \"user:weston\""));
     // The user stream's track hangs under its process's track.
     let process = text.find("process {").expect("a process track");
-    assert!(
-        text[process..].starts_with("process {\n      pid: 412\n      process_name: \"weston\"")
-    );
+    assert!(text[process..]
+        .starts_with("process {\n      pid: 412\n      process_name: \"user:weston\""));
     assert_eq!(text.matches("parent_uuid:").count(), 1);
 }
 
@@ -106,7 +105,7 @@ fn chrome_json_is_strict_json_with_every_event_and_loss() {
         .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
         .map(|e| e["args"]["name"].as_str().unwrap())
         .collect::<Vec<_>>();
-    assert_eq!(threads, ["cpu0", "cpu1", "weston"]);
+    assert_eq!(threads, ["cpu0", "cpu1", "user:weston"]);
     let flip = instants.iter().find(|e| e["name"] == "drm_flip").unwrap();
     assert_eq!(flip["pid"], 412);
     assert_eq!(flip["args"]["msg"], "flip \"done\"\n");

@@ -109,7 +109,10 @@ fn extract_recovers_everything_a_killed_writer_committed() {
     let mut expect_frame = HashMap::new();
     for it in &items {
         let name = it["name"].as_str().unwrap().to_string();
-        assert!(name == "compositor.0" || name == "compositor.1", "{it}");
+        assert!(
+            name == "user:compositor.0" || name == "user:compositor.1",
+            "{it}"
+        );
         assert_eq!(it["pid"], u64::from(pid));
         assert_eq!(it["uid"], uid);
         if it["kind"] == "loss" {
@@ -148,18 +151,20 @@ fn extract_recovers_everything_a_killed_writer_committed() {
         );
     }
 
-    // --stream keeps one stream, or a program's all; text names them.
-    let one = jsonl(&region, &["--stream", "compositor.1"]);
-    assert!(!one.is_empty() && one.iter().all(|it| it["name"] == "compositor.1"));
+    // --stream keeps one stream, or a program's all, by its label in the
+    // user namespace; text names them by label.
+    let one = jsonl(&region, &["--stream", "user:compositor.1"]);
+    assert!(!one.is_empty() && one.iter().all(|it| it["name"] == "user:compositor.1"));
     assert_eq!(
-        jsonl(&region, &["--stream", "compositor"]).len(),
+        jsonl(&region, &["--stream", "user:compositor"]).len(),
         items.len()
     );
-    assert!(jsonl(&region, &["--stream", "compositor.2"]).is_empty());
+    assert!(jsonl(&region, &["--stream", "user:compositor.2"]).is_empty());
+    assert!(jsonl(&region, &["--stream", "compositor.1"]).is_empty());
     let text = crashring(&["extract", region.to_str().unwrap()]);
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(
-        text.lines().all(|l| l.starts_with("[compositor.")),
+        text.lines().all(|l| l.starts_with("[user:compositor.")),
         "{text:.300}"
     );
     assert!(text.contains("log: level=6 category=\"render\" text=\"thread "));

@@ -1,16 +1,21 @@
 //! `dmesg.txt`: the printk lines of the recovered trace, the way `dmesg`
 //! and `makedumpfile --dump-dmesg` print them, so the people who read
-//! those read this with no new tool.
+//! those read this with no new tool. Only kernel streams' lines: a user
+//! stream's `printk` records are its process's, never the kernel log
+//! (they stay in the trace files, under the stream's `user:` label).
 
 use crate::output::RegionView;
 use pstore_ring::merge::Pulled;
 use pstore_ring::schema::{Value, EVENT_PRINTK, PRINTK_CONTINUATION};
+use pstore_ring::text::push_escaped;
 use std::io::{self, Write};
 
-/// Writes every printk line of `view` in time order as
+/// Writes every printk line of `view`'s kernel streams in time order as
 /// `[seconds.micros] text`. A continuation record (`KERN_CONT`) goes on
-/// the line before it; control bytes other than tab and newline are
-/// written `\xNN`, as the kernel does in `/dev/kmsg`. Returns the lines
+/// the line before it; a record's trailing newline ends its line, and
+/// every other control character (newlines and carriage returns
+/// included, so no record writes a line of its own) is written `\xNN`, as
+/// the kernel does in `/dev/kmsg` ([`push_escaped`]). Returns the lines
 /// written.
 pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
     let region = view.region;
@@ -21,7 +26,7 @@ pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
     let mut line = Vec::with_capacity(256);
     let mut lines = 0;
     let mut open = false;
-    for item in view.merged() {
+    for item in view.merged_kernel() {
         let Pulled::Event(ev) = item else { continue };
         if ev.type_id != EVENT_PRINTK {
             continue;
@@ -49,13 +54,7 @@ pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
             write!(line, "[{secs:5}.{micros:06}] ")?;
             lines += 1;
         }
-        for &b in text.strip_suffix(b"\n").unwrap_or(text) {
-            if b < 0x20 && b != b'\t' && b != b'\n' || b == 0x7f {
-                write!(line, "\\x{b:02x}")?;
-            } else {
-                line.push(b);
-            }
-        }
+        push_escaped(&mut line, text.strip_suffix(b"\n").unwrap_or(text));
         open = true;
         out.write_all(&line)?;
     }

@@ -337,7 +337,10 @@ pub fn write(
             .what(|| format!("reading back {}", rel.display()))?;
         let clock = clock.get_or_insert_with(|| {
             let view = parts[0].view();
-            let events = view.streams().flat_map(|s| s.events());
+            // Aligned by the kernel's printk lines only: a user stream's
+            // records of that type are its process's, not the kernel log.
+            let kernel = view.streams().filter(|s| s.info().is_kernel());
+            let events = kernel.flat_map(|s| s.events());
             logs::Clock::new(view.region, events, parts[0].wall.clone())
         });
         let mut log = clock
@@ -419,10 +422,13 @@ pub fn write(
     Ok(Summary {
         top,
         files: listed,
-        events: parts.iter().map(|p| p.view().event_count() as u64).sum(),
+        events: parts
+            .iter()
+            .map(|p| p.view().kernel_tally().events as u64)
+            .sum(),
         lost: parts
             .iter()
-            .map(|p| p.trace.lost_events())
+            .map(|p| p.view().kernel_tally().lost)
             .fold(0, u64::saturating_add),
         clamped: parts.iter().map(|p| p.clamped).sum(),
         logs: placed_logs,

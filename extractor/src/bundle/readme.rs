@@ -6,6 +6,7 @@ use crate::bundle::logs::Log;
 use crate::bundle::redact::Rules;
 use crate::recover::report::{utc, wall};
 use pstore_ring::read::reason_name;
+use pstore_ring::text::Escaped;
 use std::fmt::Write;
 
 /// The heading of the list of files, which [`super::check`] reads back.
@@ -92,8 +93,8 @@ fn write_all(
         s,
         "Made by crashring {} from {} ({}).",
         env!("CARGO_PKG_VERSION"),
-        source.file,
-        source.container
+        Escaped(source.file.as_bytes()),
+        Escaped(source.container.as_bytes())
     )?;
     for p in parts {
         let h = &p.region.header;
@@ -103,8 +104,8 @@ fn write_all(
             "Region {} at physical address {:#x}: kernel {} on {}, {} CPUs, boot id {}.",
             p.index,
             p.addr,
-            h.kernel_release,
-            h.hostname,
+            Escaped(h.kernel_release.as_bytes()),
+            Escaped(h.hostname.as_bytes()),
             h.cpu_count,
             h.boot_id
                 .iter()
@@ -122,23 +123,35 @@ fn write_all(
                     st.crash_cpu,
                     st.crash_ns / 1_000_000_000,
                     st.crash_ns % 1_000_000_000,
-                    st.message
+                    Escaped(st.message.as_bytes())
                 )?;
             }
             Ok(st) => writeln!(s, "State: {} (no crash recorded).", st.state_name())?,
             Err(why) => writeln!(s, "State: unreadable ({why}).")?,
         }
+        let (kernel, user) = (p.view().kernel_tally(), p.view().user_tally());
         writeln!(
             s,
             "Recovered {} events; {} lost (overwritten by newer ones, unreadable or\ndropped; per CPU in MANIFEST.json).{}",
-            p.view().event_count(),
-            p.trace.lost_events(),
+            kernel.events,
+            kernel.lost,
             if p.damaged {
                 "\nThe region was damaged: see the diagnostics in MANIFEST.json."
             } else {
                 ""
             }
         )?;
+        if user.streams > 0 {
+            // A user stream's pages are its process's to write: its counts
+            // are that process's word, never the kernel's.
+            writeln!(
+                s,
+                "Not counted above: {} user streams (labelled user:NAME), whose pages\ntheir processes wrote, claim {} events and {} lost.",
+                user.streams,
+                user.events,
+                user.lost,
+            )?;
+        }
     }
     writeln!(s)?;
     if rules.classes.is_empty() && rules.raw_pointers {

@@ -21,8 +21,9 @@ pub struct ExtractArgs {
     /// Only this CPU's kernel stream (and those of --stream).
     #[arg(long, value_name = "N")]
     cpu: Option<u16>,
-    /// Only this stream (repeatable): a program's name (`weston` keeps
-    /// `weston.0`, `weston.1`, …) or a label (`cpu3`, `cpu3.lane1`).
+    /// Only this stream (repeatable): a kernel stream's label (`cpu3`,
+    /// `cpu3.lane1`) or a user stream's, `user:NAME` (`user:weston` keeps
+    /// `weston.0`, `weston.1`, …).
     #[arg(long = "stream", value_name = "NAME")]
     streams: Vec<String>,
     /// Only from this time on (seconds, or 1500ms / 20us / 7ns).

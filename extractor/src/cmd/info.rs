@@ -85,7 +85,9 @@ impl View<'_> {
             if let Some(when) = crash_utc(region, trace) {
                 writeln!(out, "  crash time (wall clock): {when}")?;
             }
-            if let Some((first, last)) = span(trace) {
+            // The region's span is its kernel streams'; a user stream's
+            // times are its process's claim, in its own line above.
+            if let Some((first, last)) = trace.kernel_tally().span {
                 writeln!(out, "  time span: {first} .. {last} ns")?;
             }
             for h in &f.holes {
@@ -159,20 +161,4 @@ fn crash_utc(region: &Region, trace: &PagedTrace) -> Option<String> {
         Ok(s) if s.reason != 0 => wall(s.crash_ns, &region.wall_clock_of_pages(trace)).map(utc),
         _ => None,
     }
-}
-
-fn span(trace: &PagedTrace) -> Option<(u64, u64)> {
-    let first = trace
-        .streams
-        .iter()
-        .filter_map(|s| s.first_event())
-        .map(|e| e.ts)
-        .min()?;
-    let last = trace
-        .streams
-        .iter()
-        .filter_map(|s| s.last_event())
-        .map(|e| e.ts)
-        .max()?;
-    Some((first, last))
 }

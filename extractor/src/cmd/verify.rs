@@ -2,6 +2,7 @@
 
 use super::{report_damage, InputArgs};
 use anyhow::Result;
+use pstore_ring::read::Tally;
 
 pub fn run(input: &InputArgs) -> Result<u8> {
     let loaded = input.load()?;
@@ -12,18 +13,26 @@ pub fn run(input: &InputArgs) -> Result<u8> {
         let damaged = r.damaged();
         bad |= damaged;
         let state = if damaged { "damaged" } else { "intact" };
-        let at_least = if r.trace.lost_exact() {
-            ""
-        } else {
-            "at least "
-        };
-        println!(
-            "region {} at {:#x}: {state}: {} events, {at_least}{} lost",
+        let (kernel, user) = (r.trace.kernel_tally(), r.trace.user_tally());
+        let at_least = |t: &Tally| if t.lost_at_least { "at least " } else { "" };
+        print!(
+            "region {} at {:#x}: {state}: {} events, {}{} lost",
             r.index,
             r.addr(),
-            r.trace.event_count(),
-            r.trace.lost_events()
+            kernel.events,
+            at_least(&kernel),
+            kernel.lost
         );
+        // A user stream's counts are what its process wrote, kept apart.
+        if user.streams > 0 {
+            print!(
+                "; user streams claim {} events, {}{} lost",
+                user.events,
+                at_least(&user),
+                user.lost
+            );
+        }
+        println!();
     }
     Ok(u8::from(bad))
 }

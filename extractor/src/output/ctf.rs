@@ -265,17 +265,12 @@ struct Clock<'w> {
     at: u64,
 }
 
-/// The crash's time, or with no crash the newest event's (0 with
+/// The crash's time, or with no crash the newest kernel event's (0 with
 /// neither): the offset in effect then is the one the trace ends with.
 fn clock_time(view: &RegionView) -> u64 {
     match &view.region.state {
         Ok(s) if s.reason != 0 => s.crash_ns,
-        _ => view
-            .streams()
-            .filter_map(|s| s.last_event())
-            .map(|e| e.ts)
-            .max()
-            .unwrap_or(0),
+        _ => view.kernel_tally().span.map_or(0, |(_, last)| last),
     }
 }
 

@@ -18,13 +18,30 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
         escape_runs(out, s);
     } else {
         for chunk in s.utf8_chunks() {
-            escape_runs(out, chunk.valid().as_bytes());
+            escape_c1(out, chunk.valid());
             if !chunk.invalid().is_empty() {
                 out.extend_from_slice("\u{fffd}".as_bytes());
             }
         }
     }
     out.push(b'"');
+}
+
+/// Appends valid UTF-8 as [`escape_runs`] does, with the C1 controls
+/// (U+0080..U+009F, which JSON allows raw) escaped too: a person reading
+/// the lines in a terminal must not have it driven by them (U+009B is a
+/// CSI).
+fn escape_c1(out: &mut Vec<u8>, text: &str) {
+    let mut from = 0;
+    for (at, c) in text
+        .char_indices()
+        .filter(|(_, c)| ('\u{80}'..='\u{9f}').contains(c))
+    {
+        escape_runs(out, &text.as_bytes()[from..at]);
+        out.extend_from_slice(format!("\\u{:04x}", u32::from(c)).as_bytes());
+        from = at + c.len_utf8();
+    }
+    escape_runs(out, &text.as_bytes()[from..]);
 }
 
 /// Appends valid UTF-8 with JSON's escapes (all of them ASCII).

@@ -8,7 +8,7 @@
 //!   fields), at most [`BUNDLE`] events per bundle; the first bundle after
 //!   a loss has `lost_events` set, which trace_processor records as data
 //!   loss on that CPU.
-//! - Every stream has a track (`cpu3`, or a user stream's name) of
+//! - Every stream has a track (`cpu3`, or a user stream's `user:` label) of
 //!   `TrackEvent` instants: printk lines, markers and crashes named by
 //!   their text, all events of user streams named by their type, and each
 //!   loss as "N events lost (reason)"; fields become debug annotations.
@@ -175,7 +175,7 @@ fn begin(out: &mut dyn Write, trace: &PagedTrace, region_index: usize) -> io::Re
     let mut processes = std::collections::BTreeMap::new();
     for st in trace.streams.iter().map(|s| &s.info) {
         if st.kind != STREAM_KERNEL_CPU && st.pid != 0 {
-            processes.entry(st.pid).or_insert(st.program());
+            processes.entry(st.pid).or_insert(st.program_label());
         }
     }
     for (&pid, name) in &processes {

@@ -2,9 +2,8 @@
 //! `--since`, `--until`, `--type`.
 
 use super::view::{RegionView, StreamView};
-use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{Region, StreamInfo};
+use pstore_ring::read::{Region, StreamInfo, USER_LABEL_PREFIX};
 
 /// A filter over merged items. Losses pass the stream and time filters
 /// like events but are never filtered by type: a loss may have held any
@@ -14,8 +13,12 @@ pub struct Selection {
     /// With `streams`, the streams kept: each names some; with neither,
     /// every stream is kept.
     pub cpu: Option<u16>,
-    /// Stream names (`weston` also keeps `weston.0`, `weston.1`, … of a
-    /// program with several) or labels (`cpu3`, `cpu3.lane1`).
+    /// Stream labels: a kernel stream's (`cpu3`, `cpu3.lane1`), or a user
+    /// stream's, in the user namespace: `user:NAME` (`user:weston` also
+    /// keeps `weston.0`, `weston.1`, … of a program with several; NAME as
+    /// the label escapes it, or as the stream names itself). A name
+    /// without `user:` never selects a user stream, so `cpu0` is always
+    /// the kernel's CPU 0.
     pub streams: Vec<String>,
     pub since_ns: Option<u64>,
     pub until_ns: Option<u64>,
@@ -33,13 +36,18 @@ impl Selection {
         if self.cpu.is_none() && self.streams.is_empty() {
             return true;
         }
-        let kernel = info.kind == STREAM_KERNEL_CPU;
+        let kernel = info.is_kernel();
         let cpu = self.cpu.is_some_and(|c| kernel && info.cpu == c);
         let label = info.label();
-        let named = self
-            .streams
-            .iter()
-            .any(|n| *n == label || (!kernel && n == info.program()));
+        let named = self.streams.iter().any(|n| {
+            if *n == label {
+                return true;
+            }
+            let Some(user) = n.strip_prefix(USER_LABEL_PREFIX) else {
+                return false;
+            };
+            !kernel && (user == info.name || user == info.program() || *n == info.program_label())
+        });
         cpu || named
     }
 
@@ -144,6 +152,8 @@ mod tests {
             info(4, STREAM_USER, u16::MAX, 0, "weston.1"),
             info(5, STREAM_USER, u16::MAX, 0, "org.gnome.Shell"),
             info(6, STREAM_USER, u16::MAX, 0, "westonx"),
+            info(7, STREAM_USER, u16::MAX, 0, "cpu0"),
+            info(8, STREAM_USER, u16::MAX, 0, "my app\n"),
         ];
         let kept = |cpu: Option<u16>, streams: &[&str]| {
             let sel = Selection {
@@ -156,14 +166,23 @@ mod tests {
                 .map(|i| i.index)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(kept(None, &[]), [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(kept(None, &[]), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(kept(Some(1), &[]), [1, 2]);
-        assert_eq!(kept(None, &["weston"]), [3, 4]);
-        assert_eq!(kept(None, &["weston.1"]), [4]);
-        assert_eq!(kept(None, &["org.gnome.Shell"]), [5]);
-        assert_eq!(kept(None, &["org.gnome"]), Vec::<u16>::new());
-        assert_eq!(kept(None, &["cpu1.lane1", "westonx"]), [2, 6]);
-        assert_eq!(kept(Some(0), &["weston"]), [0, 3, 4]);
+        assert_eq!(kept(None, &["user:weston"]), [3, 4]);
+        assert_eq!(kept(None, &["user:weston.1"]), [4]);
+        assert_eq!(kept(None, &["user:org.gnome.Shell"]), [5]);
+        assert_eq!(kept(None, &["user:org.gnome"]), Vec::<u16>::new());
+        assert_eq!(kept(None, &["cpu1.lane1", "user:westonx"]), [2, 6]);
+        assert_eq!(kept(Some(0), &["user:weston"]), [0, 3, 4]);
+        // A user stream's name alone is no label: only the kernel's CPU 0
+        // is `cpu0`, and the user stream so named is `user:cpu0`.
+        assert_eq!(kept(None, &["weston"]), Vec::<u16>::new());
+        assert_eq!(kept(None, &["cpu0"]), [0]);
+        assert_eq!(kept(None, &["user:cpu0"]), [7]);
+        assert_eq!(kept(Some(0), &[]), [0]);
+        // As the label escapes the name, or as the stream names itself.
+        assert_eq!(kept(None, &["user:my\\x20app\\x0a"]), [8]);
+        assert_eq!(kept(None, &["user:my app\n"]), [8]);
     }
 
     #[test]

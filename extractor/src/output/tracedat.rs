@@ -210,18 +210,8 @@ fn cmdlines(streams: &[StreamView]) -> String {
     for st in streams {
         let i: &StreamInfo = st.info();
         if i.kind != STREAM_KERNEL_CPU && i.pid != 0 {
-            let name: String = i
-                .label()
-                .chars()
-                .map(|c| {
-                    if c.is_whitespace() || c.is_control() {
-                        '_'
-                    } else {
-                        c
-                    }
-                })
-                .collect();
-            let _ = writeln!(s, "{} {name}", i.pid);
+            // A label holds no space or control byte to break the line.
+            let _ = writeln!(s, "{} {}", i.pid, i.label());
         }
     }
     s

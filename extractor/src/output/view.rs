@@ -6,7 +6,8 @@
 
 use pstore_ring::merge::{merge_events, PagedMerge};
 use pstore_ring::read::{
-    DecodedPage, Event, Loss, PageEvents, PagedTrace, Region, StreamEvents, StreamInfo, StreamPages,
+    DecodedPage, Event, Loss, PageEvents, PagedTrace, Region, StreamEvents, StreamInfo,
+    StreamPages, Tally,
 };
 use std::ops::Range;
 
@@ -50,10 +51,39 @@ impl<'r, 'a> RegionView<'r, 'a> {
         merge_events(self.streams().map(|s| (s.events(), s.losses())))
     }
 
+    /// As [`Self::merged`], over the kernel streams alone: what the
+    /// kernel itself recorded ([`StreamInfo::is_kernel`]).
+    pub fn merged_kernel(&self) -> PagedMerge<'r, 'r, Events<'r, StreamEvents<'r, 'a>>> {
+        let kernel = self.streams().filter(|s| s.info().is_kernel());
+        merge_events(kernel.map(|s| (s.events(), s.losses())))
+    }
+
     /// Events, all streams.
     pub fn event_count(&self) -> usize {
         self.streams()
             .fold(0, |n, s| n.saturating_add(s.event_count()))
+    }
+
+    /// The region's headline figures, as [`PagedTrace::kernel_tally`]
+    /// with the overlay's changes: only kernel streams speak for the
+    /// region.
+    pub fn kernel_tally(&self) -> Tally {
+        self.tally(true)
+    }
+
+    /// What the user streams claim, as [`PagedTrace::user_tally`].
+    pub fn user_tally(&self) -> Tally {
+        self.tally(false)
+    }
+
+    fn tally(&self, kernel: bool) -> Tally {
+        let mut t = Tally::default();
+        for s in self.streams().filter(|s| s.info().is_kernel() == kernel) {
+            let first = s.first_event().map(|e| e.ts);
+            let last = s.last_event().map(|e| e.ts);
+            t.add(s.event_count(), s.losses(), first, last);
+        }
+        t
     }
 }
 

@@ -6,8 +6,7 @@
 
 use crate::input::Dump;
 use crate::output::{RegionView, StreamView};
-use pstore_ring::layout::STREAM_KERNEL_CPU;
-use pstore_ring::read::{reason_name, LossKind, WallClock};
+use pstore_ring::read::{reason_name, LossKind, Tally, WallClock};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -66,11 +65,35 @@ pub struct RegionReport {
     /// What the dump lacks of the region, one sentence each.
     pub holes: Vec<String>,
     pub streams: Vec<StreamReport>,
-    /// Events recovered, all streams.
+    /// Events recovered, kernel streams: a user stream's figures are its
+    /// writer's claim, in `user_streams` and its own `streams` entry.
     pub recovered: usize,
-    /// Events lost, all streams (a lower bound unless every stream's
-    /// `lost_exact`).
+    /// Events lost, kernel streams (a lower bound unless `lost_exact`).
     pub lost: u64,
+    pub lost_exact: bool,
+    /// What the user streams claim, summed; absent without user streams.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_streams: Option<TallyReport>,
+}
+
+/// Figures summed over some streams.
+#[derive(Clone, Debug, Serialize)]
+pub struct TallyReport {
+    pub streams: usize,
+    pub recovered: usize,
+    pub lost: u64,
+    pub lost_exact: bool,
+}
+
+impl From<Tally> for TallyReport {
+    fn from(t: Tally) -> TallyReport {
+        TallyReport {
+            streams: t.streams,
+            recovered: t.events,
+            lost: t.lost,
+            lost_exact: !t.lost_at_least,
+        }
+    }
 }
 
 /// The region's clock: CLOCK_MONOTONIC, and wall-clock time by offsets.
@@ -192,6 +215,7 @@ impl RegionReport {
                 utc: when(s.ts),
             })
             .collect();
+        let (kernel, user) = (view.kernel_tally(), view.user_tally());
         RegionReport {
             index: view.index,
             physical_address: format!("{:#x}", view.addr),
@@ -214,8 +238,10 @@ impl RegionReport {
             diagnostics: t.diagnostics.iter().map(ToString::to_string).collect(),
             holes: holes.iter().map(ToString::to_string).collect(),
             streams: view.streams().map(|s| StreamReport::of(&s)).collect(),
-            recovered: view.event_count(),
-            lost: t.lost_events(),
+            recovered: kernel.events,
+            lost: kernel.lost,
+            lost_exact: !kernel.lost_at_least,
+            user_streams: (user.streams > 0).then(|| user.into()),
         }
     }
 }
@@ -223,7 +249,7 @@ impl RegionReport {
 impl StreamReport {
     fn of(view: &StreamView) -> StreamReport {
         let (s, info) = (view.pages, view.info());
-        let kernel = info.kind == STREAM_KERNEL_CPU;
+        let kernel = info.is_kernel();
         StreamReport {
             index: info.index,
             label: info.label(),

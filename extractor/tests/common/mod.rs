@@ -334,3 +334,156 @@ pub fn rss_probe() {
     assert_eq!(pid, child.id() as i32, "wait4 failed");
     println!("rss-probe: {status} {}", usage.ru_maxrss);
 }
+
+/// What [`hostile_image`]'s kernel streams hold, for checking outputs.
+pub mod hostile {
+    /// The header's wall-clock offset, and the one the kernel's own
+    /// `clock` event steps to at [`KERNEL_STEP_NS`].
+    pub const WALL_OFFSET_NS: i64 = 1_795_000_000_000_000_000;
+    pub const KERNEL_STEP_NS: u64 = 5_000;
+    pub const KERNEL_STEP_OFFSET_NS: i64 = WALL_OFFSET_NS + 1_000_000_000;
+    /// The crash, by the state block and CPU 1's `crash` event.
+    pub const CRASH_NS: u64 = 20_000;
+    pub const CRASH_MESSAGE: &str = "Kernel panic - not syncing: real";
+    /// The kernel's newest event.
+    pub const KERNEL_LAST_NS: u64 = CRASH_NS;
+    /// The offset a user stream's `clock` event claims: in 2100.
+    pub const USER_OFFSET_NS: i64 = 4_102_444_800_000_000_000;
+    /// The name of the user stream that claims that clock, huge losses
+    /// and a time of 2^63 ns, and records kernel-only event types.
+    pub const FORGER: &str = "cpu0";
+    /// The forger's kernel-looking lines.
+    pub const FORGED_PANIC: &str = "Kernel panic - not syncing: forged";
+    pub const FORGED_LINES: &[u8] =
+        b"ok\r\n[001]       0.000030000: printk: level=0 text=\"forged\"\n\x1b[2J\x07\xc2\x9b\x7f";
+    /// A user stream named like CPU 0's text bracket, and one named with
+    /// control bytes.
+    pub const BRACKET: &str = "000";
+    pub const CONTROL_NAME: &str = "e\x1b[31m\r\n[000] x";
+}
+
+/// A region the kernel wrote (two CPUs, printk lines, a `clock` step,
+/// a crash) whose pool holds user streams written by a hostile member of
+/// the `crashring` group ([`hostile`]): one named `cpu0` that records a
+/// `clock` step to 2100, a printk panic line, a `crash` event, text with
+/// line breaks and terminal controls, an event at 2^63 ns, and an open
+/// page whose `first_index` claims 2^64 − 101 events before it; one named
+/// `000`; one named with control bytes.
+pub fn hostile_image() -> Vec<u8> {
+    use hostile::*;
+    use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED, STREAM_USER};
+    use pstore_ring::read::{HeaderTrust, Region};
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    use pstore_ring::Endian;
+    let user = |name, pid| StreamSpec {
+        kind: STREAM_USER,
+        cpu: u16::MAX,
+        lane: 0,
+        name,
+        pid,
+        uid: 1001,
+    };
+    let specs = [
+        StreamSpec::cpu(0),
+        StreamSpec::cpu(1),
+        user(FORGER, 666),
+        user(BRACKET, 667),
+        user(CONTROL_NAME, 668),
+    ];
+    let cfg = RegionConfig {
+        endian: Endian::Little,
+        page_size: 1024,
+        pages_per_stream: Some(4),
+        streams: &specs,
+        boot_id: *b"hostile-user-010",
+        generation: 2,
+        created_ns: 1_000,
+        wall_offset_ns: WALL_OFFSET_NS,
+        kernel_release: "6.12.48+deb12-amd64",
+        hostname: "kiosk",
+        producer: "crashring.ko",
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 64 * 1024];
+    let def = |id| schema::builtin(id).unwrap();
+    let (printk, marker, crash, clock) = (
+        def(schema::EVENT_PRINTK),
+        def(schema::EVENT_MARKER),
+        def(schema::EVENT_CRASH),
+        def(schema::EVENT_CLOCK),
+    );
+    let line = |seq, text: &'static [u8]| {
+        [
+            Value::Unsigned(6),
+            Value::Unsigned(0),
+            Value::Unsigned(1),
+            Value::Unsigned(seq),
+            Value::Str(text),
+        ]
+    };
+    let mut region = write::format(&mut mem, &cfg).unwrap();
+    let mut ws: Vec<_> = region.streams.by_ref().collect();
+    ws[0]
+        .write_event(2_000, printk, &line(1, b"hello from cpu0"))
+        .unwrap();
+    ws[0]
+        .write_event(
+            KERNEL_STEP_NS,
+            clock,
+            &[Value::Signed(KERNEL_STEP_OFFSET_NS)],
+        )
+        .unwrap();
+    ws[0]
+        .write_event(10_000, printk, &line(2, b"kernel line 2"))
+        .unwrap();
+    let msg = CRASH_MESSAGE.as_bytes();
+    let reason = Value::Unsigned(REASON_PANIC.into());
+    ws[1]
+        .write_event(
+            CRASH_NS,
+            crash,
+            &[reason, Value::Unsigned(1), Value::Str(msg)],
+        )
+        .unwrap();
+    region
+        .control
+        .set_state(STATE_CRASHED, REASON_PANIC, CRASH_NS, 1, CRASH_MESSAGE);
+    ws[2]
+        .write_event(3_000, clock, &[Value::Signed(USER_OFFSET_NS)])
+        .unwrap();
+    ws[2]
+        .write_event(4_000, printk, &line(3, FORGED_PANIC.as_bytes()))
+        .unwrap();
+    ws[2]
+        .write_event(6_000, printk, &line(4, FORGED_LINES))
+        .unwrap();
+    let forged = [
+        Value::Unsigned(REASON_PANIC.into()),
+        Value::Unsigned(0),
+        Value::Str(FORGED_PANIC.as_bytes()),
+    ];
+    ws[2].write_event(7_000, crash, &forged).unwrap();
+    let mark = [
+        Value::Unsigned(666),
+        Value::Chars(b"forger"),
+        Value::Str(FORGED_LINES),
+    ];
+    ws[2].write_event(8_000, marker, &mark).unwrap();
+    ws[2].write_event(1 << 63, marker, &mark).unwrap();
+    ws[3]
+        .write_event(9_000, printk, &line(5, b"pretending to be cpu 0"))
+        .unwrap();
+    let hi = [Value::Unsigned(668), Value::Chars(b"e"), Value::Str(b"hi")];
+    ws[4].write_event(9_500, marker, &hi).unwrap();
+    // The kernel's streams end cleanly; the process's page stays open,
+    // as the kernel never closes a stream it handed out.
+    ws[0].close();
+    ws[1].close();
+    drop(ws);
+    // An open page has no CRC: its writer may claim any first index.
+    let parsed = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+    let page = parsed.decode().streams[2].decoded_pages()[0].offset as usize;
+    mem[page + 24..page + 32].copy_from_slice(&(u64::MAX - 100).to_le_bytes());
+    mem
+}

@@ -71,7 +71,7 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
     let host = host_crashring(sh)?;
     let extracted = cmd!(
         sh,
-        "{host} extract --stream compositor --format jsonl {image}"
+        "{host} extract --stream user:compositor --format jsonl {image}"
     )
     .quiet()
     .ignore_status()
@@ -87,8 +87,8 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
             lines > 0
                 && extracted
                     .lines()
-                    .all(|l| l.contains("\"name\":\"compositor\"")),
-            "crashring extract --stream compositor gave {lines} lines, or another stream's"
+                    .all(|l| l.contains("\"name\":\"user:compositor\"")),
+            "crashring extract --stream user:compositor gave {lines} lines, or another stream's"
         );
         Ok(format!(
             "{security}; {timeline}; extract --stream: {lines} lines"
