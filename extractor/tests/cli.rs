@@ -103,3 +103,41 @@ fn a_region_copy_cut_short_keeps_the_streams_before_the_cut() {
     let said = String::from_utf8(out.stdout).unwrap();
     assert!(said.contains(": damaged: 5 events, 6 lost"), "{said}");
 }
+
+/// `-o -` is standard output, never a file named `-`;
+/// a format that writes a directory or a file with an index refuses it.
+#[test]
+fn dash_output_is_standard_output() {
+    let image = write_tmp("dash.bin", &image(0, false));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dash-out");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_crashring"))
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let path = image.to_str().unwrap();
+    let plain = run(&["extract", path]);
+    let dashed = run(&["extract", path, "-o", "-"]);
+    assert_eq!(dashed.status.code(), plain.status.code());
+    assert!(!dashed.stdout.is_empty());
+    assert_eq!(dashed.stdout, plain.stdout);
+    assert!(!dir.join("-").exists(), "-o - wrote a file named -");
+    for (format, says) in [("ctf", "writes a directory"), ("tracedat", "index")] {
+        let out = run(&["extract", path, "--format", format, "-o", "-"]);
+        assert_eq!(out.status.code(), Some(2), "{format}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(says) && err.contains("-o -"),
+            "{format}: {err}"
+        );
+        assert!(!dir.join("-").exists(), "{format} wrote -");
+    }
+    let out = run(&["bundle", path, "-o", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-o -"));
+    assert!(!dir.join("-").exists(), "bundle wrote -");
+}

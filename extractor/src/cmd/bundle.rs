@@ -1,7 +1,7 @@
 //! `crashring bundle`: every region and the added logs in one archive.
 
 use super::{report_clamped, report_damage, InputArgs};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::bundle::redact::{Class, Rules};
 use extractor::bundle::{self, AddLog};
@@ -31,6 +31,12 @@ pub struct BundleArgs {
 }
 
 pub fn run(args: BundleArgs) -> Result<u8> {
+    if super::is_stdout(&args.output) {
+        // The archive is written beside its destination under a random
+        // name and renamed over it when complete (NewFile): standard
+        // output cannot be renamed into place.
+        bail!("a bundle is written to a file and renamed into place when complete: give it with -o FILE.tar.gz (standard output, `-o -`, cannot hold it)");
+    }
     let loaded = args.input.load()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);

@@ -1,7 +1,7 @@
 //! `crashring extract`: every region's items in one format, to standard
 //! output, a file, or a file or directory per region.
 
-use super::{report_damage, report_written, InputArgs};
+use super::{is_stdout, report_damage, report_written, InputArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use extractor::output::select::{parse_time, Selection};
@@ -15,7 +15,7 @@ pub struct ExtractArgs {
     input: InputArgs,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Write here instead of standard output.
+    /// Write here instead of standard output (`-`: standard output).
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
     /// Only this CPU's kernel stream (and those of --stream).
@@ -45,19 +45,27 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
         until_ns: args.until,
         types: args.types,
     };
+    // `-o -` is standard output, as for most tools, never a file named `-`.
+    let stdout_named = args.output.as_deref().is_some_and(is_stdout);
+    let output = args.output.filter(|o| !is_stdout(o));
     let loaded = args.input.load()?;
     let several = loaded.several();
     let source = loaded.dump.container.to_string();
     let mut bad = false;
     match args.format.writer() {
         Writer::Files(files) => {
-            let Some(base) = &args.output else {
+            let Some(base) = &output else {
                 let name = args
                     .format
                     .to_possible_value()
                     .map(|v| v.get_name().to_owned());
+                let stdout = if stdout_named {
+                    " (standard output, `-o -`, cannot hold it)"
+                } else {
+                    ""
+                };
                 bail!(
-                    "--format {} {}",
+                    "--format {} {}{stdout}",
                     name.unwrap_or_default(),
                     files.needs_output()
                 );
@@ -76,7 +84,7 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
             }
         }
         Writer::Items(items) => {
-            let mut file = match &args.output {
+            let mut file = match &output {
                 Some(path) => Some(
                     NewFile::create(path)
                         .with_context(|| format!("creating {}", path.display()))?,
@@ -100,7 +108,7 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
             items.end(&mut out)?;
             out.flush()?;
             drop(out);
-            if let (Some(file), Some(path)) = (file, &args.output) {
+            if let (Some(file), Some(path)) = (file, &output) {
                 file.persist()
                     .with_context(|| format!("writing {}", path.display()))?;
             }

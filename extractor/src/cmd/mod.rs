@@ -93,6 +93,12 @@ fn parse_phys(text: &str) -> Result<(PhysAddr, Option<u64>), String> {
     }
 }
 
+/// Whether `-o` named standard output: `-`, as for most tools, never a
+/// file of that name.
+pub fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
 /// Says on stderr what the dump lacked of a region and what decoding it
 /// found wrong.
 pub fn report_damage(r: &Recovered) {
