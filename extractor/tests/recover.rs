@@ -48,8 +48,6 @@ fn bundles(sys: &System) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(sys.path(BUNDLES))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        // The run's lock.
-        .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();
     names

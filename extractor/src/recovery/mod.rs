@@ -215,22 +215,17 @@ pub fn create_private_dir(dir: &Path) -> Result<(), RecoveryError> {
         })
 }
 
-/// `dir/.lock`, held (blocking) until the returned file is dropped: a
-/// second run waits, then finds what the first left.
+/// `dir` itself, locked (flock, blocking) until the returned handle is
+/// dropped: a second run waits, then finds what the first left. No lock
+/// file is left among the bundles for anything listing them to trip on.
 fn lock(dir: &Path) -> Result<File, RecoveryError> {
-    let path = dir.join(".lock");
     let io_err = |source| RecoveryError::Io {
-        path: path.clone(),
+        path: dir.to_path_buf(),
         source,
     };
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_err)?;
-    file.lock().map_err(io_err)?;
-    Ok(file)
+    let handle = File::open(dir).map_err(io_err)?;
+    handle.lock().map_err(io_err)?;
+    Ok(handle)
 }
 
 /// What a run killed midway left: staging files no run holds any more
