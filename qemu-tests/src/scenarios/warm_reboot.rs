@@ -52,7 +52,8 @@ fi
 
 /// The longest host name Linux takes (64 characters); the header's field
 /// keeps 63 and a NUL, and the module must load all the same.
-const LONG_HOSTNAME: &str = "hostname hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\n";
+const LONG_HOSTNAME: &str =
+    "hostname hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\n";
 
 pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let before = format!("{LONG_HOSTNAME}{BAD_LOAD}");
@@ -86,7 +87,9 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         "stats does not list all {POSSIBLE_CPUS} CPUs (a sysfs page's worth?)"
     );
     ensure!(
-        said(&format!(" cpus={POSSIBLE_CPUS} lanes={NEST_LANES} user_streams=0 ")),
+        said(&format!(
+            " cpus={POSSIBLE_CPUS} lanes={NEST_LANES} user_streams=0 "
+        )),
         "region does not give {POSSIBLE_CPUS} CPUs of {NEST_LANES} lanes"
     );
     ensure!(
@@ -401,7 +404,12 @@ pub fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Resul
         let answer = run
             .log
             .lines()
-            .find_map(|l| Some(l.split_once(&format!("crashring-test: security {check} "))?.1))
+            .find_map(|l| {
+                Some(
+                    l.split_once(&format!("crashring-test: security {check} "))?
+                        .1,
+                )
+            })
             .unwrap_or("(no answer)");
         ensure!(
             answer.trim() == "ok",
@@ -423,7 +431,7 @@ pub fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Resul
     let phys = u64::from_str_radix(word("phys").trim_start_matches("0x"), 16)?;
     let size: u64 = word("size").parse()?;
     ensure!(
-        phys % 4096 == 0 && size % 4096 == 0 && size < 16_000_000,
+        phys.is_multiple_of(4096) && size.is_multiple_of(4096) && size < 16_000_000,
         "the module used {phys:#x}+{size} of a range that is not page-aligned"
     );
     run.check(check_warm_reboot)
