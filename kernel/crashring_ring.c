@@ -413,8 +413,10 @@ static void cr_close_page(struct crashring_stream *s, bool writer_gone)
 	/* The CRC is in place before the flag that makes it count. */
 	cr_wmb();
 	cr_persist(s, h, sizeof(*h));
+	cr_stop_point();
 	WRITE_ONCE(h->flags, CRASHRING_PAGE_CLOSED);
 	cr_persist(s, h, sizeof(*h));
+	cr_stop_point();
 	s->open = false;
 	cr_put_tail(s, copy.seq, copy.first_index, copy.first_index + copy.count,
 		    CRASHRING_TAIL_CLOSED);
@@ -433,11 +435,17 @@ static void cr_close_page(struct crashring_stream *s, bool writer_gone)
  * opening a page leaves it resetting, or with the seq of the page it
  * replaces; such a page is left alone, so it reads as resetting (FORMAT.md
  * section 12, cases 3 and 4) instead of getting a valid CRC over old
- * events under new header fields.
+ * events under new header fields. One stopped after closing its page but
+ * before it knew leaves the page closed. Either way the stream then counts
+ * as having no open page, so that a later write (the panic path's crash
+ * record, on the lane crashring_take_innermost() took) opens the next one
+ * instead of landing in a page that reads as resetting or whose CRC it
+ * would break.
  */
 void crashring_close(struct crashring_stream *s)
 {
 	cr_close_page(s, true);
+	s->open = false;
 }
 
 static void cr_add_dropped(struct crashring_stream *s, u64 n)

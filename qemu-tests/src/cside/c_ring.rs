@@ -608,15 +608,20 @@ mod stopping {
         }
     }
 
-    /// The stop points in cr_open_page(), in order: after the writer's own
-    /// state moved on, after `flags` <- resetting, in the middle of the
-    /// header fields, after all of them, after `seq`.
-    const STOP_POINTS: c_int = 5;
+    /// The stop points of a write that moves to the next page, in order:
+    /// in cr_close_page(), after the CRC and after `flags` <- closed; then in
+    /// cr_open_page(), after the writer's own state moved on, after `flags`
+    /// <- resetting, in the middle of the header fields, after all of them,
+    /// after `seq`.
+    const STOP_POINTS: c_int = 7;
+    /// The first of them in cr_open_page().
+    const FIRST_OPEN_POINT: c_int = 3;
 
-    /// A CPU stopped at each ordered step of opening a page, then the panic
-    /// path's close: before the resetting store the old page is still
-    /// whole; from it until `flags` <- open the page reads as resetting and
-    /// its old events as overwritten (FORMAT.md section 12, cases 3 and 4).
+    /// A CPU stopped at each ordered step of closing a page and opening the
+    /// next, then the panic path's close: until the resetting store the old
+    /// page is whole (closed by the panic path if its writer had not); from
+    /// it until `flags` <- open the new page reads as resetting and its old
+    /// events as overwritten (FORMAT.md section 12, cases 3 and 4).
     #[test]
     fn a_page_stopped_while_opening_reads_as_the_crash_analysis_says() {
         for stop_at in 1..=STOP_POINTS {
@@ -657,10 +662,92 @@ mod stopping {
             );
             let st = &trace.streams[0];
             let resetting = st.pages_with(PageStatus::Resetting);
-            let want = if stop_at == 1 { 0 } else { 1 };
+            let want = if stop_at <= FIRST_OPEN_POINT { 0 } else { 1 };
             assert_eq!(resetting, want, "stop point {stop_at}: {:?}", st.pages);
             assert_eq!(st.pages_with(PageStatus::Intact), 4 - want);
             assert_exact(st, written);
+        }
+    }
+
+    /// The panic on a CPU whose innermost lane's writer it stopped at any
+    /// step of closing its page or opening the next: crashring_take_innermost()
+    /// hands the lane over and the crash record lands in a page of its own,
+    /// readable and last, never in one that reads as resetting or one whose
+    /// CRC it would break.
+    #[test]
+    fn the_crash_record_survives_a_lane_taken_mid_close_or_mid_open() {
+        for stop_at in 1..=STOP_POINTS {
+            let mut region = one_stream(256, 4);
+            let s = region.stream(0);
+            let mut lane = [std::ptr::null_mut(); pstore_ring::layout::MAX_LANES as usize];
+            lane[0] = s;
+            let mut cpu = CpuLanes {
+                depth: 0,
+                nlanes: 1,
+                lane,
+            };
+            let c: *mut CpuLanes = &mut cpu;
+            let mut written = 0;
+            unsafe {
+                loop {
+                    let s = crashring_enter(c);
+                    let (ts, p) = event(written);
+                    let rc = cr_test_write_stopping_at(
+                        s,
+                        ts,
+                        schema::EVENT_LOST,
+                        p.as_ptr().cast(),
+                        8,
+                        if written < 60 { 0 } else { stop_at },
+                    );
+                    if rc == 1 {
+                        // Stopped inside: the write never leaves its lane.
+                        break;
+                    }
+                    assert_eq!(rc, 0);
+                    crashring_leave(c);
+                    written += 1;
+                }
+                // The panic path on this CPU.
+                crashring_take_innermost(c);
+                let s = crashring_enter(c);
+                let msg = b"Kernel panic - not syncing: mid-page";
+                let mut p = vec![0u8; 8];
+                p[..4].copy_from_slice(&1u32.to_ne_bytes());
+                p.extend_from_slice(&(msg.len() as u16).to_ne_bytes());
+                p.extend_from_slice(msg);
+                let rc = crashring_write(
+                    s,
+                    1_000_000,
+                    schema::EVENT_CRASH,
+                    p.as_ptr().cast(),
+                    p.len() as u32,
+                );
+                assert_eq!(rc, 0, "stop point {stop_at}");
+                crashring_leave(c);
+                crashring_close(s);
+            }
+            let r = Region::parse(region.bytes(), HeaderTrust::Checksummed).unwrap();
+            let trace = r.decode();
+            let st = &trace.streams[0];
+            assert_eq!(
+                st.pages_with(PageStatus::Corrupt),
+                0,
+                "stop point {stop_at}: {:?}",
+                st.pages
+            );
+            let last = st.events.last().expect("events");
+            assert_eq!(
+                last.type_id,
+                schema::EVENT_CRASH,
+                "stop point {stop_at}: the crash record is missing: {:?}",
+                st.pages
+            );
+            // Every event before it is the one written at its index.
+            for e in &st.events[..st.events.len() - 1] {
+                let (ts, p) = event(e.index);
+                assert_eq!((e.ts, e.payload), (ts, &p[..]), "event {}", e.index);
+            }
         }
     }
 }
