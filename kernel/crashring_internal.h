@@ -13,6 +13,7 @@
 #define CRASHRING_INTERNAL_H
 
 #include <linux/types.h>
+#include <linux/uidgid.h>
 #include <linux/cpumask.h>
 #include <linux/fs.h>
 #include <linux/mm_types.h>
@@ -126,6 +127,9 @@ u64 crashring_panic_clock(void);
 void crashring_record_clock(s64 wall_offset_ns);
 void crashring_clock_arm(void);
 void crashring_clock_stop(void);
+
+/* crashring_budget.c */
+bool crashring_budget_take(kuid_t uid, size_t bytes);
 
 /* crashring_user.c */
 u32 crashring_user_pool(u32 page_size, u32 *pages);

@@ -49,7 +49,6 @@
 #include <linux/preempt.h>
 #include <linux/stdarg.h>
 #include <linux/workqueue.h>
-#include <linux/ratelimit.h>
 #include <linux/capability.h>
 #include "crashring.h"
 #include "crashring_compat.h"
@@ -67,18 +66,6 @@ MODULE_PARM_DESC(printk_level, "Record printk lines up to this level (0 emerg ..
 static char *printk_prefix;
 module_param(printk_prefix, charp, 0400);
 MODULE_PARM_DESC(printk_prefix, "Record only printk lines starting with one of these comma-separated prefixes");
-
-static unsigned int user_markers_per_sec = 100;
-module_param(user_markers_per_sec, uint, 0400);
-MODULE_PARM_DESC(user_markers_per_sec, "Markers all unprivileged writers together may add per second (default 100)");
-
-/*
- * Markers go into the kernel's own streams: a member of the crashring
- * group looping on write() would otherwise overwrite the kernel's history.
- * Unprivileged writers share this budget; beyond it a write fails with
- * EAGAIN and records nothing. Root (CAP_SYS_ADMIN) is not limited.
- */
-static DEFINE_RATELIMIT_STATE(cr_marker_budget, HZ, 100);
 
 static char *sources;
 module_param(sources, charp, 0400);
@@ -677,10 +664,11 @@ static ssize_t cr_marker_write(struct file *file, const char __user *ubuf, size_
 		return -ENODEV;
 	/*
 	 * Whoever opened the file, not whoever writes: a setuid-root program
-	 * printing into a member's descriptor stays within the budget.
+	 * printing into a member's descriptor stays within the member's
+	 * budget (crashring_budget.c). Root (CAP_SYS_ADMIN) is not limited.
 	 */
 	if (!file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN) &&
-	    !__ratelimit(&cr_marker_budget))
+	    !crashring_budget_take(file->f_cred->uid, sizeof(rec) + n))
 		return -EAGAIN;
 	text = memdup_user(ubuf, n);
 	if (IS_ERR(text))
@@ -711,7 +699,7 @@ static const struct file_operations cr_marker_fops = {
 
 /*
  * Only root, and the crashring group the package's udev rule gives the
- * node to, may add markers (within cr_marker_budget) and take user
+ * node to, may add markers (within crashring_budget_take()) and take user
  * streams. Nobody reads here.
  */
 static struct miscdevice cr_marker_dev = {
@@ -905,9 +893,6 @@ int crashring_sources_init(void)
 	int err;
 
 	cr_filters[0].max_level = clamp(printk_level, 0, 7);
-	cr_marker_budget.burst = user_markers_per_sec;
-	/* Refused markers are the writer's concern: no "suppressed" lines. */
-	ratelimit_set_flags(&cr_marker_budget, RATELIMIT_MSG_ON_RELEASE);
 	if (printk_prefix)
 		strscpy(cr_filters[0].prefixes, printk_prefix, sizeof(cr_filters[0].prefixes));
 	if (sources && crashring_parse_sources(sources, &want)) {

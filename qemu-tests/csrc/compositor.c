@@ -8,7 +8,9 @@
  *	checks what an unprivileged program may and may not do with
  *	/dev/crashring, as a member (UID, in group GID) and as OUTSIDER (in
  *	no group), then floods markers and a stream for two seconds as the
- *	member; prints "crashring-test: security NAME RESULT" lines
+ *	member; prints "crashring-test: security NAME RESULT" lines; then
+ *	the per-user marker budget: two members flood CPU 1 for ten seconds
+ *	beside a third writing once a second ("crashring-test: budget ...")
  *   compositor fresh
  *	takes a stream, fills its whole mapping with a pattern, releases
  *	it, takes the same pool stream again and prints "crashring-test:
@@ -25,7 +27,9 @@
  *	8 bytes to /dev/crashring, and prints
  *	"crashring-cost: stream what=W ns=NS events=N" for each
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <stdlib.h>
@@ -311,6 +315,84 @@ static void flood_through_members_file(uid_t uid, gid_t gid)
 	say("opener-budget", line);
 }
 
+/* Members of the group besides the compositor's user, for the budget. */
+#define SECOND_FLOODER	1003
+#define STEADY_WRITER	1002
+/* printk lines CPU 1 prints before the flood, all of which must survive it. */
+#define LINES_BEFORE	200
+/* The flood's markers: as long as a page of the format can hold. */
+#define FLOOD_MARKER	994
+#define FLOOD_SECONDS	10
+
+static void on_cpu1(void)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(1, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+}
+
+/*
+ * As @uid in the group, pinned to CPU 1: @seconds of markers of @len
+ * bytes, one every @gap_us (0: flat out); prints what was written and
+ * refused as "crashring-test: budget WHO written=N refused=M".
+ */
+static void marker_writer(const char *who, uid_t uid, gid_t gid, size_t len,
+			  double seconds, useconds_t gap_us)
+{
+	unsigned long ok = 0, refused = 0;
+	char text[FLOOD_MARKER];
+	double end;
+	int fd;
+
+	on_cpu1();
+	become(uid, uid, &gid, 1);
+	fd = open(DEVICE, O_WRONLY);
+	memset(text, 'f', sizeof(text));
+	for (end = now() + seconds; now() < end; ) {
+		if (write(fd, text, len) == (ssize_t)len)
+			ok++;
+		else if (errno == EAGAIN)
+			refused++;
+		if (gap_us)
+			usleep(gap_us);
+	}
+	printf("crashring-test: budget %s written=%lu refused=%lu\n", who, ok, refused);
+	fflush(stdout);
+	exit(0);
+}
+
+/*
+ * The marker budget is each user's own, in bytes: CPU 1 prints numbered
+ * printk lines, then two members flood it with 994-byte markers for ten
+ * seconds while a third writes one a second. The check after the crash
+ * finds every line from before the flood; here the steady writer must
+ * never be refused.
+ */
+static void budget(uid_t uid, gid_t gid)
+{
+	int kmsg = open("/dev/kmsg", O_WRONLY), i, status;
+	char line[64];
+
+	on_cpu1();
+	for (i = 1; i <= LINES_BEFORE; i++) {
+		int n = snprintf(line, sizeof(line), "<6>crashring-flood: before %d", i);
+
+		if (write(kmsg, line, n) != n)
+			break;
+	}
+	close(kmsg);
+	if (fork() == 0)
+		marker_writer("flood-a", uid, gid, FLOOD_MARKER, FLOOD_SECONDS, 0);
+	if (fork() == 0)
+		marker_writer("flood-b", SECOND_FLOODER, gid, FLOOD_MARKER, FLOOD_SECONDS, 0);
+	if (fork() == 0)
+		marker_writer("steady", STEADY_WRITER, gid, 32, FLOOD_SECONDS - 0.5, 1000000);
+	for (i = 0; i < 3; i++)
+		wait(&status);
+}
+
 static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 {
 	struct stat st;
@@ -333,6 +415,7 @@ static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 	}
 	wait(&status);
 	flood_through_members_file(uid, gid);
+	budget(uid, gid);
 	return 0;
 }
 

@@ -56,13 +56,17 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
     );
     let plan = WarmReboot {
         name: "compositor-crash",
-        module_args: "region=16M@0x40000000 user_streams=4",
+        // 8 MiB: a CPU's lane 0 holds about 800 KiB, which ten seconds of
+        // the marker flood at the old shared budget (100 a second) evict.
+        region_append: "memmap=8M$0x40000000",
+        module_args: "region=8M@0x40000000 user_streams=4",
         test_module: true,
         programs: &[prog],
         ..WarmReboot::memmap(record)
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
     let security = check_security(&saved.log)?;
+    let budget = check_budget(&saved.log)?;
     ensure!(
         saved.said("crashring-test: compositor recording"),
         "the compositor never started recording"
@@ -91,7 +95,7 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
             "crashring extract --stream user:compositor gave {lines} lines, or another stream's"
         );
         Ok(format!(
-            "{security}; {timeline}; extract --stream: {lines} lines"
+            "{security}; {budget}; {timeline}; extract --stream: {lines} lines"
         ))
     })
 }
@@ -135,6 +139,55 @@ fn check_security(log: &str) -> Result<String> {
     ))
 }
 
+/// What `compositor security` prints before the members' flood of CPU 1
+/// (`LINES_BEFORE` in compositor.c).
+const LINES_BEFORE_FLOOD: u64 = 200;
+/// The module's default `user_marker_bytes_per_sec`.
+const USER_MARKER_BYTES_PER_SEC: u64 = 4096;
+
+/// The marker budget is each user's, in bytes: each flooder wrote at most
+/// its own budget's worth of 994-byte markers over the ten seconds (a full
+/// bucket to start with), and the member writing once a second beside them
+/// was never refused.
+fn check_budget(log: &str) -> Result<String> {
+    let writer = |who: &str| -> Result<(u64, u64)> {
+        let line = log
+            .lines()
+            .find_map(|l| l.split_once(&format!("crashring-test: budget {who} ")))
+            .with_context(|| format!("the budget's {who} writer did not report"))?
+            .1;
+        let count = |key: &str| -> Result<u64> {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+                .with_context(|| format!("{who}: no {key} in {line:?}"))?
+                .trim()
+                .parse()
+                .with_context(|| format!("{who}: {line:?}"))
+        };
+        Ok((count("written")?, count("refused")?))
+    };
+    // A marker charges its text and its pid and comm.
+    let most = USER_MARKER_BYTES_PER_SEC * 11 / (994 + 20);
+    let mut floods = Vec::new();
+    for who in ["flood-a", "flood-b"] {
+        let (written, refused) = writer(who)?;
+        ensure!(
+            written <= most && refused > 0,
+            "member {who} wrote {written} markers of 994 bytes in 10 s ({refused} refused): more than its own {USER_MARKER_BYTES_PER_SEC} bytes a second allow ({most})"
+        );
+        floods.push(written);
+    }
+    let (steady, refused) = writer("steady")?;
+    ensure!(
+        refused == 0 && steady >= 8,
+        "the member writing once a second beside the flood had {refused} of {} markers refused",
+        steady + refused
+    );
+    Ok(format!(
+        "two members flooding CPU 1 wrote {floods:?} markers of 994 bytes in 10 s, the one writing once a second {steady}, none refused"
+    ))
+}
+
 fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
     match values.get(i) {
         Some(Value::Str(s) | Value::Chars(s)) => s,
@@ -173,6 +226,8 @@ fn check_timeline(region: &Region<'_>) -> Result<String> {
 
     let mut frames = Vec::new();
     let mut drm = Vec::new();
+    // CPU 1's lines from before the members' marker flood.
+    let mut before = Vec::new();
     // Ordering point K: where its marker and the line after it merged.
     let mut points: BTreeMap<u64, (Option<usize>, Option<usize>)> = BTreeMap::new();
     for (at, item) in merge(&trace.streams).enumerate() {
@@ -196,6 +251,8 @@ fn check_timeline(region: &Region<'_>) -> Result<String> {
                     .strip_prefix("[drm:drm_atomic_commit] crtc-41 flip seq=")
                 {
                     drm.push(s.parse::<u64>()?);
+                } else if let Some(k) = t.trim_end().strip_prefix("crashring-flood: before ") {
+                    before.push(k.parse::<u64>()?);
                 }
             }
             EVENT_MARKER => {
@@ -220,6 +277,12 @@ fn check_timeline(region: &Region<'_>) -> Result<String> {
         drm.len(),
         drm.last()
     );
+    before.sort_unstable();
+    ensure!(
+        before.iter().copied().eq(1..=LINES_BEFORE_FLOOD),
+        "the members' marker flood overwrote CPU 1's history: {} of its {LINES_BEFORE_FLOOD} lines from before it left",
+        before.len()
+    );
     let both: Vec<_> = points
         .iter()
         .filter_map(|(k, (m, u))| Some((*k, (*m)?, (*u)?)))
@@ -235,7 +298,7 @@ fn check_timeline(region: &Region<'_>) -> Result<String> {
         );
     }
     Ok(format!(
-        "frames {}..={} consecutive ({} lost to the ring), DRM lines 0..={} all there, {} ordering points in order",
+        "frames {}..={} consecutive ({} lost to the ring), DRM lines 0..={} all there, CPU 1's {LINES_BEFORE_FLOOD} lines from before the flood all there, {} ordering points in order",
         frames[0],
         frames[frames.len() - 1],
         comp.lost(LossKind::Overwritten),

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * crashring.ko: what unprivileged writers may add to the kernel's streams
+ * through /dev/crashring markers, in bytes, each user on its own.
+ *
+ * Markers land in the kernel's own streams, so a member of the crashring
+ * group looping on write() overwrites the kernel's history at whatever
+ * rate it is allowed. Counting writes let one user's 1 KiB markers evict a
+ * CPU's history in seconds, and one shared budget let one user's loop
+ * starve everyone else. Each user (the opener of the file) has a bucket of
+ * user_marker_bytes_per_sec bytes, refilled continuously up to one
+ * second's worth; a marker that does not fit fails with EAGAIN and
+ * records nothing. At the default, a user's loop writes 4 KiB a second: a
+ * CPU's 1.5 MiB of lane-0 history in a 16 MiB region lasts over six
+ * minutes of it, and other users' budgets are untouched.
+ *
+ * Process context only (write()), never the record path or the panic path.
+ */
+
+#include <linux/ktime.h>
+#include <linux/module.h>
+#include <linux/spinlock.h>
+#include <linux/uidgid.h>
+#include "crashring_internal.h"
+
+static unsigned int user_marker_bytes_per_sec = 4096;
+module_param(user_marker_bytes_per_sec, uint, 0400);
+MODULE_PARM_DESC(user_marker_bytes_per_sec,
+		 "Marker bytes each unprivileged user may add per second (default 4096)");
+
+/* Users tracked at once; a bucket idle for a second is full, and reusable. */
+#define CR_BUDGET_USERS	64
+
+struct cr_bucket {
+	kuid_t uid;
+	bool used;
+	u64 at_ns;	/* when bytes was last brought up to date */
+	u64 bytes;	/* what the user may still add */
+};
+
+static struct cr_bucket cr_buckets[CR_BUDGET_USERS];
+static DEFINE_SPINLOCK(cr_budget_lock);
+
+/* The bucket's bytes at @now: refilled at @rate, at most one second's. */
+static u64 cr_refill(struct cr_bucket *b, u64 now, u64 rate)
+{
+	u64 elapsed = now - b->at_ns;
+
+	b->bytes = elapsed >= NSEC_PER_SEC ? rate :
+		   min(rate, b->bytes + div_u64(elapsed * rate, NSEC_PER_SEC));
+	b->at_ns = now;
+	return b->bytes;
+}
+
+/**
+ * crashring_budget_take - charge a marker to its user's budget
+ * @uid: the user who opened the file written to
+ * @bytes: what the marker takes in the stream
+ *
+ * Return: whether it fits; nothing is charged when it does not. When every
+ * bucket is busy (more users writing within a second than are tracked),
+ * the marker is refused.
+ */
+bool crashring_budget_take(kuid_t uid, size_t bytes)
+{
+	/* A marker as large as the format allows always fits a full bucket. */
+	u64 rate = max_t(u64, user_marker_bytes_per_sec, CRASHRING_MAX_RECORD_SIZE);
+	u64 now = ktime_get_mono_fast_ns();
+	struct cr_bucket *b = NULL, *free = NULL;
+	bool fits = false;
+	int i;
+
+	spin_lock(&cr_budget_lock);
+	for (i = 0; i < CR_BUDGET_USERS && !b; i++) {
+		struct cr_bucket *c = &cr_buckets[i];
+
+		if (c->used && uid_eq(c->uid, uid))
+			b = c;
+		else if (!free && (!c->used || cr_refill(c, now, rate) == rate))
+			free = c;
+	}
+	if (!b && free) {
+		b = free;
+		b->used = true;
+		b->uid = uid;
+		b->bytes = rate;
+		b->at_ns = now;
+	}
+	if (b && cr_refill(b, now, rate) >= bytes) {
+		b->bytes -= bytes;
+		fits = true;
+	}
+	spin_unlock(&cr_budget_lock);
+	return fits;
+}
