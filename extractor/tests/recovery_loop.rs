@@ -6,7 +6,7 @@
 mod common;
 
 use common::synth::generation_image;
-use extractor::recovery::{self, Mode, Module, Offer, Outcome, RecoveryError};
+use extractor::recovery::{self, Mode, Module, Offer, Outcome, Places, RecoveryError};
 use kexec_hooks::config::{Clean, Recover};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -113,7 +113,12 @@ fn machine() -> Machine {
 }
 
 fn run(m: &dyn Module, dir: &Path, config: &Recover) -> recovery::Run {
-    recovery::run(m, Mode::Boot, Path::new("/nonexistent/vmcore"), dir, config).unwrap()
+    let places = Places {
+        vmcore: Path::new("/nonexistent/vmcore"),
+        dir,
+        armed: None,
+    };
+    recovery::run(m, Mode::Boot, &places, config).unwrap()
 }
 
 fn files(dir: &Path) -> Vec<String> {
@@ -281,4 +286,43 @@ fn a_damaged_header_is_salvaged_and_said() {
         done.archived[0].outcome
     );
     assert_eq!(module.acks(), [4]);
+}
+
+/// A capture kernel's /proc/vmcore holding the crashed kernel's region and
+/// a stale copy of an older generation below it (a previous recovery's
+/// snapshot in freed RAM): the newest crashed generation is bundled, alone,
+/// or the one at the armed address when the machine is armed.
+#[test]
+fn a_dump_gives_the_crashed_kernels_own_region() {
+    let m = machine();
+    let mut dump = vec![0u8; 1 << 20];
+    let (stale, newest) = (0x1_0000usize, 0x8_0000usize);
+    for (at, generation) in [(stale, 6u64), (newest, 7)] {
+        let image = generation_image(generation, false);
+        dump[at..at + image.len()].copy_from_slice(&image);
+    }
+    let vmcore = m.module_dir.join("vmcore");
+    std::fs::write(&vmcore, &dump).unwrap();
+    let module = FakeModule::new(&m.module_dir, &[]);
+    let capture = |armed, dir: &Path| {
+        let places = Places {
+            vmcore: &vmcore,
+            dir,
+            armed,
+        };
+        recovery::run(&module, Mode::Capture, &places, &Recover::default()).unwrap()
+    };
+    let done = capture(None, &m.bundles);
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    assert_eq!(generations(&done), [7]);
+    let Outcome::Bundled { path, .. } = &done.archived[0].outcome else {
+        panic!("{:?}", done.archived[0].outcome)
+    };
+    let checked = extractor::bundle::check(std::fs::File::open(path).unwrap()).unwrap();
+    let regions = checked.manifest["regions"].as_array().unwrap();
+    assert_eq!(regions.len(), 1, "the stale copy was bundled too");
+    // Armed at the older one's address: that one is the crashed kernel's.
+    let other = m.bundles.with_file_name("armed");
+    let done = capture(Some(stale as u64), &other);
+    assert_eq!(generations(&done), [6]);
 }

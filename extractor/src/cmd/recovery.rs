@@ -7,7 +7,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use extractor::recovery::{self, Generation, Mode, Outcome, RecoveryError, Sysfs, VMCORE};
+use extractor::recovery::{self, Generation, Mode, Outcome, Places, RecoveryError, Sysfs, VMCORE};
+use kexec_hooks::arm::{self, GRUB_DROP_IN};
 use kexec_hooks::config;
 use kexec_hooks::continuity::{self, Continuity};
 use kexec_hooks::journal;
@@ -49,7 +50,18 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     } else {
         Mode::Boot
     };
-    let done = match recovery::run(&Sysfs { sys: &sys }, mode, &sys.path(VMCORE), &dir, &cfg) {
+    let armed = sys
+        .read(GRUB_DROP_IN)
+        .ok()
+        .flatten()
+        .and_then(|d| arm::armed_range(&d))
+        .map(|p| p.start);
+    let places = Places {
+        vmcore: &sys.path(VMCORE),
+        dir: &dir,
+        armed,
+    };
+    let done = match recovery::run(&Sysfs { sys: &sys }, mode, &places, &cfg) {
         Ok(done) => done,
         Err(e) => return failed(&socket, None, e),
     };

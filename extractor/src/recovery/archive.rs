@@ -10,7 +10,7 @@ use crate::phys::PhysAddr;
 use crate::recover::{self, InputSpec};
 use kexec_hooks::config::{Clean, Recover};
 use kexec_hooks::retention;
-use pstore_ring::layout::STATE_CLEAN;
+use pstore_ring::layout::{STATE_CLEAN, STATE_CRASHED};
 use pstore_ring::read::{reason_name, HeaderTrust};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -42,6 +42,9 @@ pub struct Archive<'a> {
     pub config: &'a Recover,
     /// `None` in a capture kernel, which leaves the region as it is.
     pub module: Option<&'a dyn Module>,
+    /// Where `crashring arm` placed the range, if this machine is armed:
+    /// in a dump, the region there is the crashed kernel's.
+    pub armed: Option<u64>,
 }
 
 /// What became of a generation, and what went wrong after it was safe.
@@ -66,9 +69,13 @@ impl Archive<'_> {
         };
         let dump = recover::open(&spec)?;
         let loaded = recover::find(dump, &spec, &mut |_, _| {})?;
-        let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
-        let first = recovered.first().ok_or(RecoveryError::NoRegion)?;
-        let g = generation_of(first);
+        let mut recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
+        // A dump may hold stale copies of older generations too (a
+        // previous recovery's snapshot in freed RAM): only the crashed
+        // kernel's own region is bundled.
+        let chosen = choose(&recovered, self.armed).ok_or(RecoveryError::NoRegion)?;
+        let recovered = vec![recovered.swap_remove(chosen)];
+        let g = generation_of(&recovered[0]);
         if let Some(offered) = input.offered {
             if g.generation != offered {
                 return Err(RecoveryError::NotOffered {
@@ -208,6 +215,24 @@ impl Archive<'_> {
         }
         (deleted, warnings)
     }
+}
+
+/// Which of a dump's regions is the crashed kernel's: the one at the armed
+/// address when there is one, else the newest generation, a crashed one
+/// before one that is not.
+fn choose(regions: &[recover::Recovered], armed: Option<u64>) -> Option<usize> {
+    if let Some(at) = armed.and_then(|a| regions.iter().position(|r| r.addr().0 == a)) {
+        return Some(at);
+    }
+    let rank = |r: &recover::Recovered| {
+        let crashed = r
+            .region
+            .state
+            .as_ref()
+            .is_ok_and(|s| s.state == STATE_CRASHED);
+        (crashed, r.region.header.generation)
+    };
+    (0..regions.len()).max_by_key(|&i| rank(&regions[i]))
 }
 
 fn generation_of(r: &recover::Recovered) -> Generation {

@@ -101,14 +101,24 @@ pub struct Run {
     pub nothing: Option<&'static str>,
 }
 
-/// Archives what waits, under `dir`'s lock.
+/// Where a run reads from and writes to.
+pub struct Places<'a> {
+    /// `/proc/vmcore` (under the system root).
+    pub vmcore: &'a Path,
+    /// The bundle directory.
+    pub dir: &'a Path,
+    /// Where `crashring arm` placed the range, if this machine is armed.
+    pub armed: Option<u64>,
+}
+
+/// Archives what waits, under the bundle directory's lock.
 pub fn run(
     module: &dyn Module,
     mode: Mode,
-    vmcore: &Path,
-    dir: &Path,
+    places: &Places,
     config: &Recover,
 ) -> Result<Run, RecoveryError> {
+    let (vmcore, dir) = (places.vmcore, places.dir);
     create_private_dir(dir)?;
     let _lock = lock(dir)?;
     remove_staging(dir);
@@ -122,6 +132,7 @@ pub fn run(
         dir,
         config,
         module: (mode == Mode::Boot).then_some(module),
+        armed: places.armed,
     };
     let mut last = None;
     for _ in 0..SLOTS {
