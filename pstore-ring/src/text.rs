@@ -461,18 +461,22 @@ fn loss(out: &mut Vec<u8>, l: &Loss, info: Option<&StreamInfo>) {
 
 /// Writes a region's summary: header, state, then per stream its counts,
 /// its losses and, when `pages` is set, every page slot (a run of absent
-/// slots on one line, with its count).
+/// slots on one line, with its count). Without `pages`, empty streams
+/// ([`Trace::is_empty_stream`](crate::read::Trace::is_empty_stream)) are
+/// left out and returned, for the caller to say in one line how to list
+/// them; with it, every stream is written and none returned.
 pub fn write_summary(
     out: &mut impl Write,
     region: &crate::read::Region<'_>,
     trace: &crate::read::Trace<'_>,
     pages: bool,
-) -> fmt::Result {
+) -> Result<EmptyStreams, fmt::Error> {
     let streams = trace.streams.iter().map(|st| StreamSummary {
         info: &st.info,
         events: st.events.len(),
         pages: &st.pages,
         losses: &st.losses,
+        empty: trace.is_empty_stream(st),
     });
     summary(out, region, streams, pages)
 }
@@ -483,14 +487,71 @@ pub fn write_paged_summary(
     region: &crate::read::Region<'_>,
     trace: &crate::read::PagedTrace<'_>,
     pages: bool,
-) -> fmt::Result {
+) -> Result<EmptyStreams, fmt::Error> {
     let streams = trace.streams.iter().map(|st| StreamSummary {
         info: &st.info,
         events: st.event_count(),
         pages: &st.pages,
         losses: &st.losses,
+        empty: trace.is_empty_stream(st),
     });
     summary(out, region, streams, pages)
+}
+
+/// Empty streams by kind, as one line tells them: `14 empty streams (12
+/// nesting lanes, 2 free user streams)`. A region holds many by design
+/// (nesting lanes above 0, the pool's free user streams), and a list of
+/// them would bury the streams that hold events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmptyStreams {
+    /// Kernel streams of lane 0: a CPU that recorded nothing.
+    pub cpus: usize,
+    /// Kernel streams of a nesting lane above 0.
+    pub lanes: usize,
+    /// User streams no process has taken ([`StreamInfo::is_free`]).
+    pub free: usize,
+    /// User streams a process took and left empty.
+    pub user: usize,
+}
+
+impl EmptyStreams {
+    /// Counts `info`, an empty stream.
+    pub fn add(&mut self, info: &StreamInfo) {
+        let n = match (info.is_kernel(), info.lane) {
+            (true, 0) => &mut self.cpus,
+            (true, _) => &mut self.lanes,
+            (false, _) if info.is_free() => &mut self.free,
+            (false, _) => &mut self.user,
+        };
+        *n += 1;
+    }
+
+    pub fn total(&self) -> usize {
+        self.cpus + self.lanes + self.free + self.user
+    }
+}
+
+impl fmt::Display for EmptyStreams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        let total = self.total();
+        write!(f, "{total} empty stream{}", plural(total))?;
+        let kinds = [
+            (self.cpus, "CPU stream"),
+            (self.lanes, "nesting lane"),
+            (self.free, "free user stream"),
+            (self.user, "idle user stream"),
+        ];
+        let mut sep = " (";
+        for (n, what) in kinds.into_iter().filter(|(n, _)| *n > 0) {
+            write!(f, "{sep}{n} {what}{}", plural(n))?;
+            sep = ", ";
+        }
+        if sep == ", " {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
 }
 
 /// What a summary says of one stream, however it was decoded.
@@ -499,6 +560,9 @@ struct StreamSummary<'s> {
     events: usize,
     pages: &'s [crate::read::PageReport],
     losses: &'s [Loss],
+    /// Whether it has nothing to tell, so that only the count of such
+    /// streams is written unless every page is.
+    empty: bool,
 }
 
 fn summary<'s>(
@@ -506,7 +570,7 @@ fn summary<'s>(
     region: &crate::read::Region<'_>,
     streams: impl Iterator<Item = StreamSummary<'s>>,
     pages: bool,
-) -> fmt::Result {
+) -> Result<EmptyStreams, fmt::Error> {
     use crate::read::{reason_name, PageStatus};
     let h = &region.header;
     let order = match h.endian {
@@ -550,7 +614,12 @@ fn summary<'s>(
         }
         Err(p) => writeln!(out, "state unreadable: {p}")?,
     }
+    let mut left_out = EmptyStreams::default();
     for st in streams {
+        if st.empty && !pages {
+            left_out.add(st.info);
+            continue;
+        }
         let n = |s| crate::read::pages_with(st.pages, s);
         let exact = st.losses.iter().all(|l| l.exact);
         let lost = crate::read::lost_events(st.losses);
@@ -611,7 +680,7 @@ fn summary<'s>(
             }
         }
     }
-    Ok(())
+    Ok(left_out)
 }
 
 #[cfg(test)]

@@ -164,6 +164,29 @@ impl Trace<'_> {
     pub fn lost_exact(&self) -> bool {
         self.streams.iter().all(|s| s.lost_exact())
     }
+
+    /// Whether `st`, one of [`Self::streams`], is empty
+    /// ([`is_empty_stream`]).
+    pub fn is_empty_stream(&self, st: &StreamTrace) -> bool {
+        is_empty_stream(&st.info, st.events.len(), &st.losses, &self.diagnostics)
+    }
+}
+
+/// Whether a stream has nothing to tell: it holds no event, lost none,
+/// and no diagnostic names it. A region has many such streams by design
+/// (a CPU's nesting lanes above 0 fill only when its writes nest, the
+/// kernel module's pool of user streams only as processes take them), so
+/// what people read lists them in one line and the trace formats give
+/// them no stream of their own. A stream that lost events or was damaged
+/// is never empty, even with no event left: that is what a reader must
+/// see.
+fn is_empty_stream(
+    info: &StreamInfo,
+    events: usize,
+    losses: &[Loss],
+    diags: &[Diagnostic],
+) -> bool {
+    events == 0 && losses.is_empty() && !diags.iter().any(|d| d.stream == Some(info.index))
 }
 
 /// Everything recovered from a region, decoded page by page: as [`Trace`],
@@ -194,6 +217,11 @@ impl<'a> PagedTrace<'a> {
     /// As [`Trace::lost_exact`].
     pub fn lost_exact(&self) -> bool {
         self.streams.iter().all(|s| s.lost_exact())
+    }
+
+    /// As [`Trace::is_empty_stream`], for `st`, one of [`Self::streams`].
+    pub fn is_empty_stream(&self, st: &StreamPages) -> bool {
+        is_empty_stream(&st.info, st.event_count(), &st.losses, &self.diagnostics)
     }
 
     /// The same trace with every stream's events held: what

@@ -141,6 +141,13 @@ impl StreamInfo {
         self.kind == STREAM_KERNEL_CPU
     }
 
+    /// Whether this is a free stream of the kernel module's pool of user
+    /// streams, which no process has taken: a user stream with no name
+    /// and no writer (FORMAT.md, "The kernel module's pool").
+    pub fn is_free(&self) -> bool {
+        !self.is_kernel() && self.name.is_empty() && self.pid == 0
+    }
+
     /// A short label, unique to the stream's kind: `cpu3` for kernel
     /// streams (`cpu3.lane1` for a nesting lane), and for user ones
     /// [`USER_LABEL_PREFIX`] and the name, escaped
