@@ -86,7 +86,8 @@ enum Cmd {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
-        /// List every page slot (a run of absent slots on one line).
+        /// List every stream, the empty ones too, and every page slot (a run
+        /// of absent slots on one line).
         #[arg(long)]
         pages: bool,
     },

@@ -43,7 +43,7 @@ use crate::output::select::Selection;
 use crate::output::{write_items, ItemFormat, NewFile, Overlay, RegionView};
 use crate::phys::PhysAddr;
 use crate::recover::report::{utc, wall};
-use crate::recover::Recovered;
+use crate::recover::{Place, Recovered};
 use logs::Log;
 use pstore_ring::read::{PagedTrace, Region, WallClock};
 use redact::{Counts, Rules, UnknownClass};
@@ -174,6 +174,8 @@ pub struct BundleFile {
 struct Part<'p, 'b> {
     index: usize,
     addr: PhysAddr,
+    /// Where it was read from, as the README says it.
+    place: Place,
     /// With its crash message redacted.
     region: Region<'b>,
     trace: &'p PagedTrace<'b>,
@@ -252,6 +254,7 @@ pub fn write(
             Part {
                 index: n,
                 addr: r.addr(),
+                place: r.place,
                 region: plan.region(&r.region),
                 trace: &r.trace,
                 overlay: &plan.overlay,

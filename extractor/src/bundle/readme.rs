@@ -27,8 +27,8 @@ fn how_to_open(kind: FileKind) -> &'static str {
         }
         FileKind::CtfMetadata => {
             "CTF 1.8 trace, the complete recovered trace: one stream per CPU (and\n    \
-             per user stream), one packet per recovered page, losses as discarded\n    \
-             events. Open the directory with `babeltrace2 DIR`, or in Trace\n    \
+             per user stream) that recorded or lost events, one packet per\n    \
+             recovered page, losses as discarded events. Open the directory with `babeltrace2 DIR`, or in Trace\n    \
              Compass (File > Open Trace, pick `metadata`)."
         }
         FileKind::CtfStream => "A CTF data stream of the trace whose `metadata` is beside it.",
@@ -101,9 +101,9 @@ fn write_all(
         writeln!(s)?;
         writeln!(
             s,
-            "Region {} at physical address {:#x}: kernel {} on {}, {} CPUs, boot id {}.",
+            "Region {}{}: kernel {} on {}, {} CPUs, boot id {}.",
             p.index,
-            p.addr,
+            p.place.phrase(Escaped(source.file.as_bytes())),
             Escaped(h.kernel_release.as_bytes()),
             Escaped(h.hostname.as_bytes()),
             h.cpu_count,
@@ -141,6 +141,15 @@ fn write_all(
                 ""
             }
         )?;
+        let empty = p.view().empty_streams();
+        if empty.total() > 0 {
+            // Listed one by one they would bury the streams that hold
+            // events; the traces have no stream or track for them.
+            writeln!(
+                s,
+                "Left out of the traces: {empty}, which recorded\nand lost nothing (each is in MANIFEST.json)."
+            )?;
+        }
         if user.streams > 0 {
             // A user stream's pages are its process's to write: its counts
             // are that process's word, never the kernel's.

@@ -1,5 +1,9 @@
 //! `crashring info`: the input, then every region, as text or JSON.
 //!
+//! The text lists the streams that hold events, lost some or were
+//! damaged, and counts the empty ones in one line; `--pages` lists every
+//! stream and every page slot, and the JSON every stream.
+//!
 //! The JSON document (extractor/SCHEMAS.md) is one object: `info_version`,
 //! `source` and `regions` as the bundle's manifest has them, the dump's
 //! `cpus`, and per region its header's `copies` and per stream its
@@ -7,7 +11,6 @@
 
 use super::InputArgs;
 use anyhow::Result;
-use extractor::discover::Found;
 use extractor::input::Dump;
 use extractor::recover::report::{utc, wall, RegionReport, SourceReport};
 use extractor::recover::Recovered;
@@ -19,7 +22,7 @@ use std::io::{self, Write as _};
 use std::path::Path;
 
 /// Describes the input and its regions: text unless `json`, with every
-/// page slot if `pages`.
+/// stream and page slot if `pages`.
 pub fn run(input: &InputArgs, json: bool, pages: bool) -> Result<u8> {
     let loaded = input.load()?;
     let regions = loaded.regions().collect::<Result<Vec<_>, _>>()?;
@@ -45,13 +48,6 @@ struct View<'a> {
 }
 
 impl View<'_> {
-    /// Each region with its index, where it was found, and its trace.
-    fn each_region(&self) -> impl Iterator<Item = (usize, &Found, &Region<'_>, &PagedTrace<'_>)> {
-        self.regions
-            .iter()
-            .map(|r| (r.index, r.found, &r.region, &r.trace))
-    }
-
     fn write_text(&self, out: &mut impl Write, pages: bool) -> fmt::Result {
         let d = self.dump;
         writeln!(out, "input: {}: {}", self.input.display(), d.container)?;
@@ -75,12 +71,17 @@ impl View<'_> {
         for w in &d.warnings {
             writeln!(out, "warning: {w}")?;
         }
-        for (n, f, region, trace) in self.each_region() {
-            writeln!(out, "region {n} at physical address {:#x}:", f.addr)?;
+        for r in self.regions {
+            let (n, f, region, trace) = (r.index, r.found, &r.region, &r.trace);
+            writeln!(out, "region {n}{}:", r.place.phrase(self.input.display()))?;
             let mut text = String::new();
-            write_paged_summary(&mut text, region, trace, pages)?;
+            let empty = write_paged_summary(&mut text, region, trace, pages)?;
             for line in text.lines() {
                 writeln!(out, "  {line}")?;
+            }
+            if empty.total() > 0 {
+                let them = if empty.total() == 1 { "it" } else { "them" };
+                writeln!(out, "  + {empty}; --pages lists {them}")?;
             }
             if let Some(when) = crash_utc(region, trace) {
                 writeln!(out, "  crash time (wall clock): {when}")?;

@@ -6,7 +6,8 @@
 //! - The array form, one event per line, so a truncated file still loads.
 //! - A process per region's kernel (`pid` 1, 3, 5, ... by region) with a
 //!   thread per CPU (`tid` = CPU), and a process per user stream (its
-//!   `pid` when known); `M` events name them.
+//!   `pid` when known); `M` events name them, for every stream but the
+//!   empty ones (`RegionView::shown_streams`).
 //! - Every event is an instant (`"ph":"i"`, thread scope) named by its
 //!   type, or for printk lines, markers and crashes by their text; fields
 //!   are `args`. Each loss is an instant "N events lost (reason)".
@@ -17,7 +18,7 @@ use super::RegionView;
 use crate::output::jsonl::{decode_into, write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::{Item, Pulled};
-use pstore_ring::read::{Event, PagedTrace, Region, StreamInfo};
+use pstore_ring::read::{Event, Region, StreamInfo};
 use pstore_ring::schema::Value;
 use std::io::{self, Write};
 
@@ -42,7 +43,7 @@ pub struct Chrome;
 
 impl super::ItemFormat for Chrome {
     fn begin(&self, out: &mut dyn Write, region: &RegionView, _several: bool) -> io::Result<()> {
-        begin(out, region.region, region.trace, region.index)
+        begin(out, region)
     }
 
     fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
@@ -58,12 +59,8 @@ impl super::ItemFormat for Chrome {
 /// Starts the array (for the first region) and names the region's
 /// processes and threads; its items follow as [`write_items`] lines, and
 /// [`Chrome::end`] closes the array.
-fn begin(
-    out: &mut dyn Write,
-    region: &Region,
-    trace: &PagedTrace,
-    region_index: usize,
-) -> io::Result<()> {
+fn begin(out: &mut dyn Write, view: &RegionView) -> io::Result<()> {
+    let (region, region_index) = (view.region, view.index);
     let mut lines = Vec::with_capacity(1024);
     if region_index == 0 {
         lines.extend_from_slice(b"[\n");
@@ -72,12 +69,15 @@ fn begin(
     let kernel_pid = kernel_pid(region_index);
     let name = format!("kernel {} ({})", h.kernel_release, h.hostname);
     metadata(&mut lines, "process_name", kernel_pid, None, &name);
-    for st in &trace.streams {
-        let (pid, tid) = ids(region_index, &st.info);
+    // Named for the streams the view shows: an empty one has no event
+    // to put on a thread.
+    for st in view.shown_streams() {
+        let info = st.info();
+        let (pid, tid) = ids(region_index, info);
         if pid != kernel_pid {
-            metadata(&mut lines, "process_name", pid, None, &st.info.label());
+            metadata(&mut lines, "process_name", pid, None, &info.label());
         }
-        metadata(&mut lines, "thread_name", pid, Some(tid), &st.info.label());
+        metadata(&mut lines, "thread_name", pid, Some(tid), &info.label());
     }
     out.write_all(&lines)
 }

@@ -6,8 +6,12 @@
 //!   the region's schema, plus `crashring_raw` for records whose type is
 //!   unknown or whose payload does not fit it: type id and bytes, so
 //!   nothing decoded is left out.
-//! - One data stream file per ring stream: `kernel_<cpu>` for a CPU's
-//!   stream, `user_<index>` for a user-space one.
+//! - One data stream file per ring stream that holds events or lost some
+//!   (`RegionView::shown_streams`): `kernel_<cpu>` for a CPU's stream,
+//!   `user_<index>` for a user-space one. Empty ones (most nesting lanes,
+//!   a pool's free user streams) have none: the metadata declares a
+//!   stream *class* per kind, kernel and user, never a stream instance,
+//!   so readers need no file per ring stream.
 //! - One packet per recovered page, with `timestamp_begin/end`,
 //!   `packet_seq_num` (the page's sequence number, so readers report
 //!   unreadable pages in the middle as discarded packets),

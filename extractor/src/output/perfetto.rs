@@ -8,7 +8,8 @@
 //!   fields), at most [`BUNDLE`] events per bundle; the first bundle after
 //!   a loss has `lost_events` set, which trace_processor records as data
 //!   loss on that CPU.
-//! - Every stream has a track (`cpu3`, or a user stream's `user:` label) of
+//! - Every stream but the empty ones (`RegionView::shown_streams`) has a
+//!   track (`cpu3`, or a user stream's `user:` label) of
 //!   `TrackEvent` instants: printk lines, markers and crashes named by
 //!   their text, all events of user streams named by their type, and each
 //!   loss as "N events lost (reason)"; fields become debug annotations.
@@ -19,7 +20,7 @@
 use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Pulled;
-use pstore_ring::read::{Event, EventType, Loss, PagedTrace, Region};
+use pstore_ring::read::{Event, EventType, Loss, Region};
 use pstore_ring::schema::{self, Value};
 use std::io::{self, Write};
 
@@ -147,7 +148,7 @@ pub struct Perfetto;
 
 impl super::ItemFormat for Perfetto {
     fn begin(&self, out: &mut dyn Write, region: &RegionView, _several: bool) -> io::Result<()> {
-        begin(out, region.trace, region.index)
+        begin(out, region)
     }
 
     fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
@@ -155,10 +156,12 @@ impl super::ItemFormat for Perfetto {
     }
 }
 
-/// Writes the region's track descriptors, one per stream; its items
-/// follow as [`chunk`]s. The traces of several regions (`region_index` in
-/// `crashring info` order) concatenate into one.
-fn begin(out: &mut dyn Write, trace: &PagedTrace, region_index: usize) -> io::Result<()> {
+/// Writes the region's track descriptors, one per stream it shows
+/// ([`RegionView::shown_streams`]: an empty stream would be an empty
+/// track); its items follow as [`chunk`]s. The traces of several regions
+/// (`region_index` in `crashring info` order) concatenate into one.
+fn begin(out: &mut dyn Write, view: &RegionView) -> io::Result<()> {
+    let region_index = view.index;
     let mut packet = Vec::with_capacity(4096);
     let mut first = region_index == 0;
     let mut descriptor = |packet: &mut Vec<u8>, fill: &mut dyn FnMut(&mut Vec<u8>)| {
@@ -173,7 +176,7 @@ fn begin(out: &mut dyn Write, trace: &PagedTrace, region_index: usize) -> io::Re
     // A process track for each process that wrote user streams, named
     // after the program (the stream name up to its `.N`).
     let mut processes = std::collections::BTreeMap::new();
-    for st in trace.streams.iter().map(|s| &s.info) {
+    for st in view.shown_streams().map(|s| s.info()) {
         if st.kind != STREAM_KERNEL_CPU && st.pid != 0 {
             processes.entry(st.pid).or_insert(st.program_label());
         }
@@ -187,8 +190,8 @@ fn begin(out: &mut dyn Write, trace: &PagedTrace, region_index: usize) -> io::Re
             });
         });
     }
-    for st in &trace.streams {
-        let info = &st.info;
+    for st in view.shown_streams() {
+        let info = st.info();
         descriptor(&mut packet, &mut |t| {
             wire::uint(t, field::track::UUID, track_uuid(region_index, info.index));
             wire::bytes(t, field::track::NAME, info.label().as_bytes());

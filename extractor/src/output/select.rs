@@ -27,9 +27,13 @@ pub struct Selection {
 
 impl Selection {
     /// The streams `--cpu` and `--stream` leave, for writers that go
-    /// stream by stream.
+    /// stream by stream: of those the view shows
+    /// ([`RegionView::shown_streams`]), as an empty stream has nothing
+    /// for a stream file to hold.
     pub fn streams<'r, 'a>(&self, view: &RegionView<'r, 'a>) -> Vec<StreamView<'r, 'a>> {
-        view.streams().filter(|st| self.keeps(st.info())).collect()
+        view.shown_streams()
+            .filter(|st| self.keeps(st.info()))
+            .collect()
     }
 
     fn keeps(&self, info: &StreamInfo) -> bool {

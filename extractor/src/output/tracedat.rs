@@ -4,7 +4,9 @@
 //!
 //! - Each ring stream is a "CPU" of the file: kernel streams keep their
 //!   CPU number, user streams come after the highest one, and their pid
-//!   and name go into the saved command lines.
+//!   and name go into the saved command lines. Empty streams
+//!   (`RegionView::shown_streams`) have none: a pool's free user streams
+//!   would be empty CPUs.
 //! - Each event type becomes an event of the `crashring` system, with
 //!   tracefs-style format text: the four common fields, then the type's
 //!   fields (fixed ones in place, strings as `__data_loc`), and a print

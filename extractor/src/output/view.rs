@@ -9,6 +9,7 @@ use pstore_ring::read::{
     DecodedPage, Event, Loss, PageEvents, PagedTrace, Region, StreamEvents, StreamInfo,
     StreamPages, Tally,
 };
+use pstore_ring::text::EmptyStreams;
 use std::ops::Range;
 
 /// One region as the writers see it: a recovered region
@@ -43,6 +44,29 @@ impl<'r, 'a> RegionView<'r, 'a> {
     /// Every stream, in the trace's order.
     pub fn streams(&self) -> impl Iterator<Item = StreamView<'r, 'a>> + '_ {
         (0..self.trace.streams.len()).filter_map(|s| self.stream(s))
+    }
+
+    /// The streams a trace format gives a stream (CTF) or a track
+    /// (Perfetto, Chrome) and people see listed one by one: all but the
+    /// empty ones ([`PagedTrace::is_empty_stream`]), which
+    /// [`Self::empty_streams`] counts. Decided on the recovered trace,
+    /// not the overlay, so a bundle keeps a stream whose events were all
+    /// redacted, as `info` shows it.
+    pub fn shown_streams(&self) -> impl Iterator<Item = StreamView<'r, 'a>> + '_ {
+        self.streams()
+            .filter(|s| !self.trace.is_empty_stream(s.pages))
+    }
+
+    /// The streams [`Self::shown_streams`] leaves out, by kind.
+    pub fn empty_streams(&self) -> EmptyStreams {
+        let mut empty = EmptyStreams::default();
+        for s in self
+            .streams()
+            .filter(|s| self.trace.is_empty_stream(s.pages))
+        {
+            empty.add(s.info());
+        }
+        empty
     }
 
     /// Every stream's events and losses on one timeline, pulled page by
@@ -256,6 +280,43 @@ mod tests {
         ws.iter_mut().for_each(|w| w.close());
         drop(ws);
         buf
+    }
+
+    #[test]
+    fn the_view_shows_the_streams_with_something_to_tell() {
+        let specs = [
+            StreamSpec::cpu(0),
+            StreamSpec::nested(0, 1),
+            StreamSpec::cpu(1),
+        ];
+        let cfg = RegionConfig {
+            page_size: 256,
+            pages_per_stream: Some(2),
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut buf = vec![0u8; 8 * 1024];
+        let lost = schema::builtin(schema::EVENT_LOST).unwrap();
+        let mut f = write::format(&mut buf, &cfg).unwrap();
+        let mut ws: Vec<_> = f.streams.by_ref().collect();
+        ws[0].write_event(10, lost, &[Value::Unsigned(1)]).unwrap();
+        ws.iter_mut().for_each(|w| w.close());
+        drop(ws);
+        let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode_paged();
+        let view = RegionView {
+            index: 0,
+            addr: 0,
+            region: &region,
+            trace: &trace,
+            overlay: None,
+        };
+        let shown: Vec<String> = view.shown_streams().map(|s| s.info().label()).collect();
+        assert_eq!(shown, ["cpu0"]);
+        assert_eq!(
+            view.empty_streams().to_string(),
+            "2 empty streams (1 CPU stream, 1 nesting lane)"
+        );
     }
 
     #[test]

@@ -12,10 +12,11 @@ pub use decode::decode;
 
 use crate::discover::{self, DiscoverError, Found, Sweeper};
 use crate::input::source::FileSource;
-use crate::input::{self, Dump, OpenError};
+use crate::input::{self, ContainerKind, Dump, OpenError};
 use crate::output::RegionView;
 use crate::phys::PhysAddr;
 use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, PagedTrace, Problem, Region};
+use std::fmt::{self, Display};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,12 +143,59 @@ pub struct RecoverError {
     pub why: HeaderError,
 }
 
+/// Where a region was read from, as what people read says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// At this physical address of the machine's memory.
+    Physical(PhysAddr),
+    /// At the start of a raw file: a copy of the region
+    /// (`/sys/kernel/crashring/previous` or a file saved from it) or a
+    /// pmem device it fills. Its physical address is nowhere in the file,
+    /// and the 0 a raw image's "byte N is address N" gives is no address.
+    FileStart,
+}
+
+impl Place {
+    /// Where the region found at `addr` of a dump of kind `kind` is.
+    pub fn of(kind: &ContainerKind, addr: PhysAddr) -> Place {
+        match kind {
+            // No memory image holds a region at address 0: the firmware's
+            // first page is there. A raw file starting with one is a copy.
+            ContainerKind::Raw if addr == PhysAddr(0) => Place::FileStart,
+            _ => Place::Physical(addr),
+        }
+    }
+
+    /// The words after "region N" that say where it is, for an input
+    /// named `file`: ` at physical address 0x…`, or that it was read from
+    /// `file`, whose physical address is not known.
+    pub fn phrase(self, file: impl Display) -> impl Display {
+        struct Phrase<F>(Place, F);
+        impl<F: Display> Display for Phrase<F> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.0 {
+                    Place::Physical(a) => write!(f, " at physical address {a:#x}"),
+                    Place::FileStart => write!(
+                        f,
+                        ", read from {} (a copy of the region; its physical address is not known from the file)",
+                        self.1
+                    ),
+                }
+            }
+        }
+        Phrase(self, file)
+    }
+}
+
 /// One region, recovered: where it was found, parsed over its bytes with
 /// the dump's holes marked, and decoded.
 pub struct Recovered<'a> {
     /// Its place among the input's regions, in `crashring info` order.
     pub index: usize,
     pub found: &'a Found,
+    /// Where it was read from: [`Self::addr`] is a physical address only
+    /// for [`Place::Physical`].
+    pub place: Place,
     pub region: Region<'a>,
     pub trace: PagedTrace<'a>,
     /// Gives the region's pages back while it is decoded and written.
@@ -161,7 +209,12 @@ const SWEEP: Duration = Duration::from_millis(10);
 
 impl<'a> Recovered<'a> {
     /// Parses and decodes the region `found` holds.
-    pub fn of(index: usize, found: &'a Found, trust: HeaderTrust) -> Result<Self, RecoverError> {
+    pub fn of(
+        index: usize,
+        found: &'a Found,
+        place: Place,
+        trust: HeaderTrust,
+    ) -> Result<Self, RecoverError> {
         let sweeper = found.bytes.sweep_every(SWEEP);
         let region = Region::parse(&found.bytes, trust).map_err(|why| RecoverError {
             addr: found.addr,
@@ -172,6 +225,7 @@ impl<'a> Recovered<'a> {
         Ok(Recovered {
             index,
             found,
+            place,
             region,
             trace,
             _sweeper: sweeper,
@@ -223,7 +277,7 @@ impl Loaded {
         self.found
             .iter()
             .enumerate()
-            .map(|(n, f)| Recovered::of(n, f, self.trust))
+            .map(|(n, f)| Recovered::of(n, f, Place::of(&self.dump.kind, f.addr), self.trust))
     }
 
     /// Whether regions are several, so that outputs name each one.
@@ -236,6 +290,28 @@ impl Loaded {
 mod tests {
     use super::*;
     use crate::input::source::Source;
+
+    #[test]
+    fn a_raw_file_starting_with_a_region_has_no_physical_address() {
+        use crate::input::ElfOrigin;
+        let copy = Place::of(&ContainerKind::Raw, PhysAddr(0));
+        assert_eq!(copy, Place::FileStart);
+        assert_eq!(
+            copy.phrase("previous").to_string(),
+            ", read from previous (a copy of the region; its physical address is not known from the file)"
+        );
+        // In a memory image byte N is address N; in a dump the container
+        // says where each byte was.
+        for kind in [ContainerKind::Raw, ContainerKind::Elf(ElfOrigin::Qemu)] {
+            let at = Place::of(&kind, PhysAddr(0x7e00_0000));
+            assert_eq!(
+                at.phrase("vmcore").to_string(),
+                " at physical address 0x7e000000"
+            );
+        }
+        let elf = Place::of(&ContainerKind::Elf(ElfOrigin::Vmcore), PhysAddr(0));
+        assert_eq!(elf, Place::Physical(PhysAddr(0)));
+    }
 
     #[test]
     fn a_device_without_a_size_is_read_only_at_an_address() {

@@ -171,6 +171,66 @@ pub fn rich_image() -> Vec<u8> {
     mem
 }
 
+/// CPUs and nesting lanes of [`lanes_image`], and its pool's size.
+pub const LANES_CPUS: u16 = 2;
+pub const LANES_PER_CPU: u8 = 5;
+pub const LANES_POOL: usize = 2;
+
+/// A region laid out as the kernel module lays one out by default:
+/// [`LANES_CPUS`] CPUs of [`LANES_PER_CPU`] nesting lanes each, then a
+/// pool of [`LANES_POOL`] free user streams (no name, pid 0). Only lane
+/// 0 of each CPU holds events, as on a machine whose writes never
+/// nested: the streams a newcomer should not have to read past.
+pub fn lanes_image() -> Vec<u8> {
+    use pstore_ring::layout::STREAM_USER;
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let free = StreamSpec {
+        kind: STREAM_USER,
+        cpu: u16::MAX,
+        lane: 0,
+        name: "",
+        pid: 0,
+        uid: 0,
+    };
+    let mut specs: Vec<StreamSpec> = (0..LANES_CPUS)
+        .flat_map(|c| (0..LANES_PER_CPU).map(move |l| StreamSpec::nested(c, l)))
+        .collect();
+    specs.extend([free; LANES_POOL]);
+    let cfg = RegionConfig {
+        page_size: 512,
+        pages_per_stream: Some(4),
+        user_pages: Some(2),
+        streams: &specs,
+        boot_id: *b"lanes-and-a-pool",
+        created_ns: 1_000,
+        kernel_release: "6.12.0-lanes",
+        hostname: "newcomer",
+        producer: "crashring.ko",
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 64 * 1024];
+    let printk = schema::builtin(schema::EVENT_PRINTK).unwrap();
+    let mut region = write::format(&mut mem, &cfg).unwrap();
+    let mut ws: Vec<_> = region.streams.by_ref().collect();
+    for i in 0..20u64 {
+        let text = format!("line {i}");
+        let v = [
+            Value::Unsigned(6),
+            Value::Unsigned(0),
+            Value::Unsigned(1),
+            Value::Unsigned(i),
+            Value::Str(text.as_bytes()),
+        ];
+        // Lane 0 of CPU i % 2: streams 0 and LANES_PER_CPU.
+        let s = (i % 2) as usize * usize::from(LANES_PER_CPU);
+        ws[s].write_event(2_000 + i * 1_000, printk, &v).unwrap();
+    }
+    ws.iter_mut().for_each(|w| w.close());
+    drop(ws);
+    mem
+}
+
 /// Runs a reader; fails the test with its standard error unless it
 /// succeeds.
 pub fn run_ok(cmd: &mut Command) -> Output {
