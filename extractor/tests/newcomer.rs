@@ -162,12 +162,11 @@ fn bundle(image: &Path, name: &str) -> PathBuf {
             .arg("-C")
             .arg(&dir),
     );
-    let top = std::fs::read_dir(&dir)
+    std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.is_dir())
-        .unwrap();
-    top
+        .unwrap()
 }
 
 #[test]
