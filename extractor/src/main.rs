@@ -117,12 +117,16 @@ enum Cmd {
     /// /proc/iomem), and load the module over it with
     /// crash_kexec_post_notifiers on. Root only; runs update-grub.
     Arm(cmd::arm::ArmArgs),
-    /// Archive the previous generation the module kept (what
-    /// crashring-recover.service runs at boot): a bundle in the bundle
+    /// Archive every generation the module keeps (what
+    /// crashring-recover.service runs at boot): each a bundle in the bundle
     /// directory with a .json summary, checked, then acknowledged; on any
     /// failure it stays in the region. Retention per
-    /// /etc/crashring/crashring.conf.
+    /// /etc/crashring/crashring.conf; new bundles are spooled for OnBundle=.
     Recover(cmd::recovery::RecoverArgs),
+    /// Hand every spooled bundle to the OnBundle= command (what
+    /// crashring-upload.service runs once the network is up), each within
+    /// a timeout; a failed one stays spooled, and the exit status is 1.
+    Upload(cmd::upload::UploadArgs),
     /// Undo exactly what arm wrote (files marked as its own), then
     /// update-grub.
     Disarm(cmd::arm::ChangeArgs),
@@ -176,6 +180,7 @@ fn main() -> ExitCode {
         Cmd::Verify { input } => cmd::verify::run(&input),
         Cmd::Arm(args) => cmd::arm::arm(args),
         Cmd::Recover(args) => cmd::recovery::run(args),
+        Cmd::Upload(args) => cmd::upload::run(args),
         Cmd::Disarm(how) => cmd::arm::disarm(how),
         Cmd::Status { root } => cmd::arm::status(root),
         Cmd::Generate { what } => generate(what),

@@ -267,3 +267,62 @@ fn a_range_that_lost_the_last_boots_generation_is_reported() {
     assert!(!text(&again.stderr).contains("LOST"));
     assert!(journal.recv(&mut buf).is_err(), "a second journal message");
 }
+
+/// With `OnBundle=`, recovery only spools the new bundle: it runs before
+/// the network is up. `crashring upload` (crashring-upload.service, once
+/// it is) hands it over, keeps it spooled while the command fails, and
+/// exits 1 so that the unit retries.
+#[test]
+fn on_bundle_runs_from_the_spool_once_the_network_is_up() {
+    let (dir, sys) = machine(&image(0, true));
+    let sent = dir.path().join("sent");
+    std::fs::create_dir(&sent).unwrap();
+    let flag = dir.path().join("network-up");
+    let upload = dir.path().join("upload-crash");
+    std::fs::write(
+        &upload,
+        format!(
+            "#!/bin/sh\n[ -e {} ] || exit 7\ncp \"$1\" {}\n",
+            flag.display(),
+            sent.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&upload, std::fs::Permissions::from_mode(0o755)).unwrap();
+    sys.write(
+        "/etc/crashring/crashring.conf",
+        &format!("[Recover]\nOnBundle={}\n", upload.display()),
+    )
+    .unwrap();
+    let out = recover(dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        std::fs::read_dir(&sent).unwrap().next().is_none(),
+        "recover ran OnBundle="
+    );
+    let spooled = |sys: &System| {
+        std::fs::read_dir(sys.path(&format!("{BUNDLES}/upload")))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(spooled(&sys), 1);
+    let root = dir.path().to_str().unwrap();
+    // No network yet: the command fails, the bundle stays spooled.
+    let down = crashring(&["upload", "--root", root]);
+    assert_eq!(down.status.code(), Some(1), "{}", text(&down.stderr));
+    assert!(
+        text(&down.stderr).contains("stays spooled"),
+        "{}",
+        text(&down.stderr)
+    );
+    assert_eq!(spooled(&sys), 1);
+    std::fs::write(&flag, "").unwrap();
+    let up = crashring(&["upload", "--root", root]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    assert_eq!(spooled(&sys), 0);
+    let bundle = bundles(&sys)
+        .into_iter()
+        .find(|n| n.ends_with(".tar.gz"))
+        .unwrap();
+    assert!(sent.join(bundle).exists());
+}

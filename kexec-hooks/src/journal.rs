@@ -30,6 +30,11 @@ pub const KEPT: &str = "6b8e26cd0df34cffb7204b4c50defd52";
 /// `MESSAGE_ID` of "a clean shutdown's generation that `Clean=keep` would
 /// leave was released, because the module could record nowhere else".
 pub const RELEASED_TO_RECORD: &str = "bdda47baf33c4d089c6553ffc312b9c5";
+/// `MESSAGE_ID` of "the `OnBundle=` command took a bundle".
+pub const UPLOADED: &str = "b8f800a5a31d45398fa25a653e502fa3";
+/// `MESSAGE_ID` of "the `OnBundle=` command failed for a bundle, which
+/// stays spooled" (or retention removed it first).
+pub const UPLOAD_FAILED: &str = "df32f5620a18490fbfc1ed8caeb286b1";
 /// `MESSAGE_ID` of "the module records nothing now" (its status says why).
 pub const NOT_RECORDING: &str = "00c65f00a86b4856ac58c5d55b9c575e";
 

@@ -7,6 +7,7 @@ pub mod check_bundle;
 pub mod extract;
 pub mod info;
 pub mod recovery;
+pub mod upload;
 pub mod verify;
 
 use anyhow::Result;

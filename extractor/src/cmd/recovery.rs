@@ -2,8 +2,8 @@
 //! boot, and `crashring-capture.service` in a kdump capture boot. The work
 //! is `extractor::recovery`'s (every generation the module keeps, each
 //! bundled, checked, put in place and only then acknowledged); this says
-//! what became of each, on stderr and in the journal, and hands each new
-//! bundle to the site's `OnBundle=` command.
+//! what became of each, on stderr and in the journal; each new bundle is
+//! spooled for the site's `OnBundle=` command (`crashring upload`).
 
 use anyhow::Result;
 use clap::Args;
@@ -73,8 +73,8 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
             eprintln!("crashring: {w}");
         }
         say_done(&socket, &a.generation, &a.outcome);
-        if let (Outcome::Bundled { path, .. }, Some(cmd)) = (&a.outcome, &cfg.on_bundle) {
-            run_hook(cmd, path);
+        if let (Outcome::Bundled { .. }, Some(_)) = (&a.outcome, &cfg.on_bundle) {
+            eprintln!("crashring: spooled for OnBundle=, which crashring-upload.service runs once the network is up");
         }
     }
     if args.capture && !done.archived.is_empty() {
@@ -205,20 +205,4 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
             ("CRASHRING_LOST", &lost),
         ],
     );
-}
-
-/// Runs the site's `OnBundle=` command with the bundle as `$1`; its
-/// failure is reported, the bundle stays.
-fn run_hook(cmd: &str, bundle: &Path) {
-    let status = std::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(format!("{cmd} \"$1\""))
-        .arg("crashring-on-bundle")
-        .arg(bundle)
-        .status();
-    match status {
-        Ok(s) if s.success() => {}
-        Ok(s) => eprintln!("crashring: OnBundle={cmd} exited {s}; the bundle stays"),
-        Err(e) => eprintln!("crashring: OnBundle={cmd} could not run: {e}; the bundle stays"),
-    }
 }

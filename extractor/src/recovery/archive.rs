@@ -168,6 +168,14 @@ impl Archive<'_> {
         let (after, more) = self.retain(&name, size);
         deleted.extend(after);
         archived.warnings.extend(more);
+        // The upload waits for the network, in crashring-upload.service.
+        if self.config.on_bundle.is_some() {
+            if let Err(e) = super::upload::spool(self.dir, &name) {
+                archived
+                    .warnings
+                    .push(format!("{name} could not be spooled for OnBundle=: {e}"));
+            }
+        }
         if let Outcome::Bundled { deleted: d, .. } = &mut archived.outcome {
             *d = deleted;
         }

@@ -13,6 +13,7 @@
 
 mod archive;
 mod module;
+pub mod upload;
 
 pub use archive::Generation;
 pub use module::{Module, Offer, Sysfs, SYSFS};
