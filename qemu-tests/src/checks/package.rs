@@ -50,6 +50,28 @@ const CONTENTS: [(&str, &[&str]); 2] = [
     ),
 ];
 
+/// What each package's maintainer scripts must say (`dpkg-deb --info
+/// DEB SCRIPT`): crashring's postrm undoes `crashring arm` on purge (by
+/// its mark, since the binary is gone by then) and regenerates GRUB's
+/// menu; cargo-deb put its unit handling where `#DEBHELPER#` stood.
+const SCRIPTS: [(&str, &str, &[&str]); 2] = [
+    (
+        "crashring",
+        "postrm",
+        &[
+            "# Written by `crashring arm`; `crashring disarm` removes it.",
+            "# >>> Added by `crashring arm`",
+            "update-grub",
+            "deb-systemd-helper purge",
+        ],
+    ),
+    (
+        "crashring",
+        "postinst",
+        &["systemd-sysusers crashring.conf"],
+    ),
+];
+
 /// cargo-deb, installed on first use as cargo-mutants is.
 fn ensure_cargo_deb(sh: &Shell) -> Result<()> {
     if cmd!(sh, "cargo deb --version")
@@ -119,6 +141,17 @@ pub fn build(sh: &Shell) -> Result<Vec<PathBuf>> {
             .collect();
         for p in *paths {
             ensure!(held.contains(p), "{name}: {} lacks {p}", deb.display());
+        }
+    }
+    for (name, script, lines) in SCRIPTS {
+        let deb = &debs[CONTENTS.iter().position(|(n, _)| *n == name).unwrap()];
+        let text = cmd!(sh, "dpkg-deb --info {deb} {script}").quiet().read()?;
+        for line in lines {
+            ensure!(
+                text.contains(line),
+                "{name}: the {script} of {} lacks {line:?}",
+                deb.display()
+            );
         }
     }
     Ok(debs)
