@@ -71,3 +71,106 @@ fn purge_leaves_files_arm_did_not_write() {
     run_script("crashring/postrm", "purge", dir.path());
     assert_eq!(sys.snapshot().unwrap(), before);
 }
+
+#[test]
+fn dkms_builds_for_6_1_and_later_only() {
+    let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernel/dkms.conf");
+    // dkms sources dkms.conf in bash and matches the pattern with =~.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#". "$1"; echo "min=$BUILD_EXCLUSIVE_KERNEL_MIN"; shift
+            for k; do [[ $k =~ $BUILD_EXCLUSIVE_KERNEL ]] && echo "$k"; done; true"#,
+        )
+        .arg("bash")
+        .arg(&conf)
+        .args([
+            "5.10.0-30-amd64",
+            "5.19.17",
+            "6.0.12-1-amd64",
+            "6.1.0-41-amd64",
+            "6.9.2",
+            "6.12.95+deb13-amd64",
+            "6.16.1",
+            "7.0.0",
+            "10.1.2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "min=6.1\n6.1.0-41-amd64\n6.9.2\n6.12.95+deb13-amd64\n6.16.1\n7.0.0\n10.1.2\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn crashring_dkms_recommends_the_headers() {
+    // Debian 13's dkms no longer pulls them in; Debian 12's recommends
+    // them as linux-headers-generic | ... | linux-headers-amd64.
+    let manifest = include_str!("../Cargo.toml");
+    let deb = &manifest[manifest.find("[package.metadata.deb]").unwrap()..];
+    let recommends = deb
+        .lines()
+        .find_map(|l| l.strip_prefix("recommends = "))
+        .unwrap();
+    assert!(
+        recommends.contains("linux-headers-generic | linux-headers-amd64"),
+        "{recommends}"
+    );
+}
+
+/// The dkms postinst's Secure Boot note, with a mokutil that says
+/// `sb_state` and answers --test-key with `test_key`.
+fn secure_boot_note(sb_state: &str, test_key: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mokutil = dir.path().join("mokutil");
+    std::fs::write(
+        &mokutil,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in --sb-state) echo '{sb_state}' ;; --test-key) echo \"$2 {test_key}\" ;; esac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &mokutil,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    // Sourced without "configure": only its functions are defined.
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(". \"$1\"; secure_boot_note")
+        .arg("sh")
+        .arg(script("crashring-dkms/postinst"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn secure_boot_without_an_enrolled_key_is_said_loudly() {
+    assert_eq!(
+        secure_boot_note("SecureBoot disabled", "is not enrolled"),
+        ""
+    );
+    assert_eq!(
+        secure_boot_note("SecureBoot enabled", "is already enrolled"),
+        ""
+    );
+    let note = secure_boot_note("SecureBoot enabled", "is not enrolled");
+    assert!(
+        note.contains("WARNING: Secure Boot is on")
+            && note.contains("will refuse to load crashring")
+            && note.contains("mokutil --import /var/lib/dkms/mok.pub"),
+        "{note}"
+    );
+}

@@ -54,7 +54,7 @@ const CONTENTS: [(&str, &[&str]); 2] = [
 /// DEB SCRIPT`): crashring's postrm undoes `crashring arm` on purge (by
 /// its mark, since the binary is gone by then) and regenerates GRUB's
 /// menu; cargo-deb put its unit handling where `#DEBHELPER#` stood.
-const SCRIPTS: [(&str, &str, &[&str]); 2] = [
+const SCRIPTS: [(&str, &str, &[&str]); 3] = [
     (
         "crashring",
         "postrm",
@@ -70,7 +70,17 @@ const SCRIPTS: [(&str, &str, &[&str]); 2] = [
         "postinst",
         &["systemd-sysusers crashring.conf"],
     ),
+    (
+        "crashring-dkms",
+        "postinst",
+        &["common.postinst crashring", "mokutil --test-key"],
+    ),
 ];
+
+/// Control fields that must name something (`dpkg-deb --field`): DKMS
+/// builds nothing without the headers, and Debian 13's dkms no longer
+/// pulls them in.
+const FIELDS: [(&str, &str, &str); 1] = [("crashring-dkms", "Recommends", "linux-headers-generic")];
 
 /// cargo-deb, installed on first use as cargo-mutants is.
 fn ensure_cargo_deb(sh: &Shell) -> Result<()> {
@@ -143,8 +153,18 @@ pub fn build(sh: &Shell) -> Result<Vec<PathBuf>> {
             ensure!(held.contains(p), "{name}: {} lacks {p}", deb.display());
         }
     }
+    let deb_of = |name: &str| &debs[CONTENTS.iter().position(|(n, _)| *n == name).unwrap()];
+    for (name, field, wanted) in FIELDS {
+        let deb = deb_of(name);
+        let value = cmd!(sh, "dpkg-deb --field {deb} {field}").quiet().read()?;
+        ensure!(
+            value.contains(wanted),
+            "{name}: the {field} of {} lacks {wanted}: {value:?}",
+            deb.display()
+        );
+    }
     for (name, script, lines) in SCRIPTS {
-        let deb = &debs[CONTENTS.iter().position(|(n, _)| *n == name).unwrap()];
+        let deb = deb_of(name);
         let text = cmd!(sh, "dpkg-deb --info {deb} {script}").quiet().read()?;
         for line in lines {
             ensure!(
