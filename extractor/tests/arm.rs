@@ -1,6 +1,6 @@
 //! `crashring arm`, `disarm` and `status` through the real binary, on a
 //! copy of a machine: Debian's /etc/default/grub and a QEMU guest's
-//! /proc/iomem (kexec-hooks/tests/data).
+//! /proc/iomem (kexec-hooks/tests/data), and the module DKMS built.
 
 mod common;
 
@@ -18,6 +18,9 @@ fn machine() -> (tempfile::TempDir, String) {
         let text = std::fs::read_to_string(format!("{data}/{file}")).unwrap();
         sys.write(path, &text).unwrap();
     }
+    // What DKMS installed (arm refuses without the module).
+    sys.write("/lib/modules/6.1.0-41-amd64/updates/dkms/crashring.ko", "")
+        .unwrap();
     let root = dir.path().to_str().unwrap().to_string();
     (dir, root)
 }

@@ -60,6 +60,10 @@ pub enum ArmError {
     #[error("{GRUB_DROP_IN} is ours but holds no memmap= range crashring can read: {0:?}")]
     Unreadable(String),
     #[error(
+        "the crashring module is not installed for {0}: install crashring-dkms and that kernel's headers (linux-headers-amd64), see `dkms status crashring`, then arm again; armed without it, every boot would reserve the range and record nothing"
+    )]
+    NoModule(String),
+    #[error(
         "--size {0}: the region must be a multiple of 2 MiB, at least 2 MiB (two slots of whole pages)"
     )]
     Size(u64),
@@ -236,8 +240,49 @@ fn modules_load() -> String {
     format!("{MARK}\ncrashring\n")
 }
 
+/// Where modules are installed; the same directory with a merged /usr,
+/// but a machine's copy may have either.
+const MODULE_DIRS: [&str; 2] = ["/lib/modules", "/usr/lib/modules"];
+
+/// Whether a crashring module (`crashring.ko`, compressed or not, where
+/// DKMS or any other build put it) is installed for the running kernel
+/// or, in a machine's copy without /proc, for any kernel in it; `Err`
+/// names what was looked for.
+fn module_installed(sys: &System) -> Result<(), ArmError> {
+    fn has_module(dir: &std::path::Path, depth: u32) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name == "crashring.ko" || name.starts_with("crashring.ko.") {
+                return true;
+            }
+            depth > 0 && e.file_type().is_ok_and(|t| t.is_dir()) && has_module(&e.path(), depth - 1)
+        })
+    }
+    let release = read(sys, "/proc/sys/kernel/osrelease")?;
+    let release = release.as_deref().map(str::trim);
+    let found = MODULE_DIRS.iter().any(|dir| match release {
+        Some(r) => has_module(&sys.path(dir).join(r), 8),
+        None => has_module(&sys.path(dir), 9),
+    });
+    if found {
+        return Ok(());
+    }
+    Err(ArmError::NoModule(match release {
+        Some(r) => format!("the running kernel, {r} (no crashring.ko under /lib/modules/{r})"),
+        None => format!(
+            "any kernel of {} (no crashring.ko under its /lib/modules)",
+            sys.path("/").display()
+        ),
+    }))
+}
+
 /// Plans `crashring arm`: `size` is `--size`, if given; `arch` the
-/// machine's (`std::env::consts::ARCH`).
+/// machine's (`std::env::consts::ARCH`). Refuses where the module is not
+/// installed, since the boot would then reserve the range for nothing.
 pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, ArmError> {
     if arch != "x86_64" && arch != "x86" {
         return Err(ArmError::Unsupported(arch.into()));
@@ -247,6 +292,7 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
             return Err(ArmError::Size(s));
         }
     }
+    module_installed(sys)?;
     let current = read(sys, GRUB_DROP_IN)?;
     for path in [GRUB_DROP_IN, MODPROBE, MODULES_LOAD] {
         if read(sys, path)?.is_some_and(|t| !ours(&t)) {
@@ -342,8 +388,14 @@ mod tests {
             include_str!("../tests/data/grub-default"),
         )
         .unwrap();
+        sys.write("/proc/sys/kernel/osrelease", "6.1.0-41-amd64\n")
+            .unwrap();
+        sys.write(MODULE, "").unwrap();
         (dir, sys)
     }
+
+    /// Where DKMS installs the module for the machine's kernel.
+    const MODULE: &str = "/lib/modules/6.1.0-41-amd64/updates/dkms/crashring.ko";
 
     const QEMU: &str = include_str!("../tests/data/iomem-qemu");
 
@@ -453,6 +505,44 @@ mod tests {
             plan_arm(&sys, Some(32 << 20), "x86_64"),
             Err(ArmError::Rearm { current }) if current.size == 16 << 20
         ));
+    }
+
+    #[test]
+    fn arm_refuses_without_the_module_for_the_kernel() {
+        let (dir, sys) = machine(QEMU);
+        sys.remove(MODULE).unwrap();
+        // Built for another kernel only.
+        sys.write(
+            "/lib/modules/6.12.95+deb13-amd64/updates/dkms/crashring.ko.xz",
+            "",
+        )
+        .unwrap();
+        let before = sys.snapshot().unwrap();
+        let err = plan_arm(&sys, None, "x86_64").unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "the crashring module is not installed for the running kernel, 6.1.0-41-amd64 (no crashring.ko under /lib/modules/6.1.0-41-amd64)"
+            ),
+            "{err}"
+        );
+        assert_eq!(sys.snapshot().unwrap(), before);
+        // Compressed, under the merged /usr.
+        sys.write(
+            "/usr/lib/modules/6.1.0-41-amd64/updates/dkms/crashring.ko.zst",
+            "",
+        )
+        .unwrap();
+        plan_arm(&sys, None, "x86_64").unwrap();
+        // A machine's copy (no /proc): a module for any of its kernels.
+        sys.remove("/proc/sys/kernel/osrelease").unwrap();
+        std::fs::remove_dir_all(dir.path().join("usr/lib/modules/6.1.0-41-amd64")).unwrap();
+        plan_arm(&sys, None, "x86_64").unwrap();
+        std::fs::remove_dir_all(dir.path().join("lib/modules")).unwrap();
+        let err = plan_arm(&sys, None, "x86_64").unwrap_err();
+        assert!(
+            matches!(err, ArmError::NoModule(ref w) if w.starts_with("any kernel of")),
+            "{err}"
+        );
     }
 
     #[test]

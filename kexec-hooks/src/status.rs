@@ -223,6 +223,8 @@ mod tests {
         let sys = System::new(dir.path());
         sys.write("/proc/iomem", include_str!("../tests/data/iomem-qemu"))
             .unwrap();
+        sys.write("/lib/modules/6.1.0-41-amd64/updates/dkms/crashring.ko", "")
+            .unwrap();
         (dir, sys)
     }
 
