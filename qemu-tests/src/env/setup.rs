@@ -36,6 +36,8 @@ const TOOLS: &[&str] = &[
     "g++",
     // `package` checks the Debian packages.
     "lintian",
+    // kexec-hooks/tests/units.rs: systemd-analyze verify and security.
+    "systemd",
     // The Debian guest's root file system.
     "mmdebstrap",
     // Builds a capture initramfs with the dracut module kdump-utils uses
