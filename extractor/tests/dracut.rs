@@ -4,7 +4,10 @@
 //! pre.d hook must be inside, and the hook, run in that initramfs's own
 //! tree (chroot) against a /proc/vmcore that is an ELF core holding a
 //! region, must leave a checked bundle where kdump-utils mounts the root
-//! file system. Needs root (chroot, a bind mount) and dracut.
+//! file system: remounted read-write if it was read-only, and only where
+//! the real system's /var is (none when its fstab gives /var a file system
+//! of its own that is not mounted). Needs root (chroot, mounts) and
+//! dracut.
 
 mod common;
 
@@ -93,29 +96,90 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
     )
     .unwrap();
     std::fs::write(tree.join("proc/vmcore"), b"").unwrap();
-    // What kdump-utils does: the root file system at /sysroot, then pre.d.
-    let out = Command::new("unshare")
-        .args(["--mount", "sh", "-c"])
-        .arg("mount --bind \"$1\" \"$2/proc/vmcore\" && exec chroot \"$2\" /etc/kdump/pre.d/50-crashring")
-        .args(["sh"])
-        .arg(&vmcore)
-        .arg(&tree)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the hook failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+
+    // kdump-utils's root file system at /sysroot: read-write, as the
+    // initramfs left it read-only, and with a /var of its own, mounted
+    // there or not.
+    let fstab = "UUID=4c1f / ext4 errors=remount-ro 0 1\n# /var was on /dev/sda3\nUUID=77aa /var ext4 defaults 0 2\n";
+    for (case, setup, bundled) in [
+        ("read-write", "", true),
+        ("read-only", "mount -o remount,ro \"$1/sysroot\"", true),
+        (
+            "/var of its own, mounted",
+            &format!("printf '{fstab}' > \"$1/sysroot/etc/fstab\"; mount -t tmpfs var \"$1/sysroot/var\""),
+            true,
+        ),
+        (
+            "/var of its own, not mounted",
+            &format!("printf '{fstab}' > \"$1/sysroot/etc/fstab\""),
+            false,
+        ),
+    ] {
+        let sysroot = tmp.path().join(format!("sysroot-{}", names_safe(case)));
+        std::fs::create_dir(&sysroot).unwrap();
+        let out = run_hook(&tree, &vmcore, &sysroot, setup);
+        let dir = sysroot.join("var/lib/crashring");
+        if !bundled {
+            assert!(
+                !out.status.success() && !dir.exists(),
+                "{case}: the hook wrote under /sysroot/var, which the real system's own /var hides: {out:?}"
+            );
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                said.contains("crashring: /var is a file system of its own (/sysroot/etc/fstab) and is not mounted under /sysroot: no bundle"),
+                "{case}: {said}"
+            );
+            continue;
+        }
+        assert!(
+            out.status.success(),
+            "{case}: the hook failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check_bundle(case, &dir);
+    }
+}
+
+fn names_safe(case: &str) -> String {
+    case.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+}
+
+/// What kdump-utils does: the root file system (a tmpfs here, set up by
+/// `setup` with the initramfs's tree as `$1`) at /sysroot, then pre.d;
+/// what the hook left there is copied to `sysroot`.
+fn run_hook(tree: &Path, vmcore: &Path, sysroot: &Path, setup: &str) -> std::process::Output {
+    let script = format!(
+        r#"set -e
+mount --bind "$2" "$1/proc/vmcore"
+mount -t tmpfs sysroot "$1/sysroot"
+mkdir -p "$1/sysroot/etc" "$1/sysroot/var"
+{setup}
+set +e
+chroot "$1" /etc/kdump/pre.d/50-crashring
+rc=$?
+cp -a "$1/sysroot/." "$3/"
+exit $rc"#
     );
-    let dir = tree.join("sysroot/var/lib/crashring");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
+    Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script, "sh"])
+        .arg(tree)
+        .arg(vmcore)
+        .arg(sysroot)
+        .output()
         .unwrap()
+}
+
+/// `dir` holds one checked bundle with its summary, which recovered
+/// records.
+fn check_bundle(case: &str, dir: &Path) {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{case}: {}: {e}", dir.display()))
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
     let [json, bundle] = &names[..] else {
         panic!(
-            "the hook left {names:?} in /sysroot/var/lib/crashring, not a bundle and its summary"
+            "{case}: the hook left {names:?} in /sysroot/var/lib/crashring, not a bundle and its summary"
         );
     };
     assert_eq!(json.strip_suffix(".json"), bundle.strip_suffix(".tar.gz"));
@@ -125,7 +189,7 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
         .unwrap();
     assert!(
         recovered > 0,
-        "the bundle recovered nothing: {}",
+        "{case}: the bundle recovered nothing: {}",
         checked.manifest
     );
 }

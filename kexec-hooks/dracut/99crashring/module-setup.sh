@@ -7,7 +7,7 @@
 # then fails or fills the disk.
 
 check() {
-	require_binaries crashring || return 1
+	require_binaries crashring stat dirname || return 1
 	# Only when asked for: a normal boot's initramfs has no use for it.
 	return 255
 }
@@ -18,6 +18,8 @@ depends() {
 
 install() {
 	inst_binary "$(command -v crashring)" /usr/bin/crashring
+	# The hook's: whether the real /var is mounted under /sysroot.
+	inst_multiple stat dirname
 	inst_multiple -o /etc/crashring/crashring.conf /etc/crashring/crashring.conf.d/*.conf
 	inst_script "$moddir/kdump-pre.sh" /etc/kdump/pre.d/50-crashring
 }
