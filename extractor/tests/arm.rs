@@ -21,6 +21,7 @@ fn machine() -> (tempfile::TempDir, String) {
     // What DKMS installed (arm refuses without the module).
     sys.write("/lib/modules/6.1.0-41-amd64/updates/dkms/crashring.ko", "")
         .unwrap();
+    sys.write("/usr/sbin/update-grub", "").unwrap();
     let root = dir.path().to_str().unwrap().to_string();
     (dir, root)
 }

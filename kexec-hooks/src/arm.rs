@@ -60,6 +60,14 @@ pub enum ArmError {
     #[error("{GRUB_DROP_IN} is ours but holds no memmap= range crashring can read: {0:?}")]
     Unreadable(String),
     #[error(
+        "no GRUB to arm through ({GRUB_DEFAULT} and update-grub): this machine boots with {loader}, which crashring arm does not drive yet, and nothing was written. By hand: add `memmap={} crash_kexec_post_notifiers` to the kernel's command line as that boot loader takes it (/etc/kernel/cmdline as it stands, then kernel-install for each kernel; a loader that parses `$` as GRUB does wants `\\$`), `options crashring region={placement} user_streams={USER_STREAMS}` to {MODPROBE}, and `crashring` to {MODULES_LOAD}",
+        memmap_param(*placement)
+    )]
+    BootLoader {
+        loader: &'static str,
+        placement: Placement,
+    },
+    #[error(
         "the crashring module is not installed for {0}: install crashring-dkms and that kernel's headers (linux-headers-amd64), see `dkms status crashring`, then arm again; armed without it, every boot would reserve the range and record nothing"
     )]
     NoModule(String),
@@ -240,6 +248,55 @@ fn modules_load() -> String {
     format!("{MARK}\ncrashring\n")
 }
 
+/// GRUB as Debian configures it: this file, the drop-ins beside it, and
+/// update-grub, which writes [`GRUB_CFG`].
+pub const GRUB_DEFAULT: &str = "/etc/default/grub";
+const UPDATE_GRUB: [&str; 2] = ["/usr/sbin/update-grub", "/sbin/update-grub"];
+pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
+
+/// Which boot loader the machine is configured for, before anything is
+/// written: arm drives GRUB only, and refuses elsewhere rather than leave
+/// files behind that no boot reads.
+fn boot_loader(sys: &System, placement: Placement) -> Result<(), ArmError> {
+    let exists = |p: &str| sys.path(p).exists();
+    if exists(GRUB_DEFAULT) && UPDATE_GRUB.iter().any(|p| exists(p)) {
+        return Ok(());
+    }
+    let other = if exists("/etc/kernel/cmdline")
+        || exists("/usr/bin/bootctl")
+        || exists("/boot/efi/loader/loader.conf")
+        || exists("/efi/loader/loader.conf")
+    {
+        "systemd-boot or kernel-install (/etc/kernel/cmdline)"
+    } else if exists("/usr/sbin/grubby") || exists("/sbin/grubby") {
+        "grubby"
+    } else {
+        "a boot loader it does not know"
+    };
+    Err(ArmError::BootLoader {
+        loader: other,
+        placement,
+    })
+}
+
+/// memmap='s value for the range, as the kernel reads it (unescaped).
+fn memmap_param(p: Placement) -> String {
+    format!("{}${:#x}", iomem::size_text(p.size), p.start)
+}
+
+/// Whether GRUB's generated menu boots with the range: an armed machine
+/// whose grub.cfg lacks it (update-grub failed or never ran, or a kernel
+/// package rewrote it from other settings) needs update-grub again. A
+/// machine's copy without grub.cfg is left to that system.
+fn grub_cfg_lacks(sys: &System, p: Placement) -> Result<bool, ArmError> {
+    let Some(cfg) = read(sys, GRUB_CFG)? else {
+        return Ok(false);
+    };
+    let (size, addr) = (iomem::size_text(p.size), format!("{:#x}", p.start));
+    Ok(!cfg.contains(&format!("memmap={size}\\${addr}"))
+        && !cfg.contains(&format!("memmap={size}${addr}")))
+}
+
 /// Where modules are installed; the same directory with a merged /usr,
 /// but a machine's copy may have either.
 const MODULE_DIRS: [&str; 2] = ["/lib/modules", "/usr/lib/modules"];
@@ -315,6 +372,7 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
             iomem::place(&resources, size.unwrap_or(DEFAULT_SIZE))?
         }
     };
+    boot_loader(sys, placement)?;
     let kdump = kdump_tools_change(sys, true)?;
     if read(sys, KDUMP_TOOLS)?.is_some() {
         notes.push(format!(
@@ -338,8 +396,15 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         }
     }
     changes.extend(kdump);
+    let mut grub_changed = changes.iter().any(|c| c.path == GRUB_DROP_IN);
+    if !grub_changed && grub_cfg_lacks(sys, placement)? {
+        notes.push(format!(
+            "{GRUB_CFG} boots without memmap= for {placement}: update-grub runs again"
+        ));
+        grub_changed = true;
+    }
     Ok(Plan {
-        grub_changed: changes.iter().any(|c| c.path == GRUB_DROP_IN),
+        grub_changed,
         changes,
         placement: Some(placement),
         notes,
@@ -391,6 +456,7 @@ mod tests {
         sys.write("/proc/sys/kernel/osrelease", "6.1.0-41-amd64\n")
             .unwrap();
         sys.write(MODULE, "").unwrap();
+        sys.write("/usr/sbin/update-grub", "").unwrap();
         (dir, sys)
     }
 
@@ -505,6 +571,68 @@ mod tests {
             plan_arm(&sys, Some(32 << 20), "x86_64"),
             Err(ArmError::Rearm { current }) if current.size == 16 << 20
         ));
+    }
+
+    #[test]
+    fn arm_writes_nothing_without_grub() {
+        for (files, loader) in [
+            (
+                &["/etc/kernel/cmdline"][..],
+                "systemd-boot or kernel-install",
+            ),
+            (&["/usr/bin/bootctl"][..], "systemd-boot or kernel-install"),
+            (&["/usr/sbin/grubby"][..], "grubby"),
+            (&[][..], "a boot loader it does not know"),
+        ] {
+            let (_dir, sys) = machine(QEMU);
+            // GRUB's settings, but no update-grub to carry them out.
+            sys.remove("/usr/sbin/update-grub").unwrap();
+            for f in files {
+                sys.write(f, "root=UUID=4c1f ro quiet\n").unwrap();
+            }
+            let before = sys.snapshot().unwrap();
+            let err = plan_arm(&sys, None, "x86_64").unwrap_err();
+            assert!(
+                matches!(err, ArmError::BootLoader { loader: l, .. } if l.starts_with(loader)),
+                "{files:?}: {err}"
+            );
+            // The parameters as the kernel reads them, not as GRUB's
+            // shell-sourced drop-in escapes them.
+            let err = err.to_string();
+            assert!(err.contains("nothing was written"), "{err}");
+            assert!(
+                err.contains("add `memmap=64M$0x23c000000 crash_kexec_post_notifiers`")
+                    && err.contains("`options crashring region=64M@0x23c000000 user_streams=8`"),
+                "{err}"
+            );
+            assert_eq!(sys.snapshot().unwrap(), before);
+        }
+    }
+
+    #[test]
+    fn an_armed_machine_whose_grub_cfg_lacks_the_range_runs_update_grub_again() {
+        let (_dir, sys) = machine(QEMU);
+        let plan = plan_arm(&sys, None, "x86_64").unwrap();
+        plan.apply(&sys).unwrap();
+        // update-grub failed, or never ran: the menu boots without it.
+        sys.write(
+            GRUB_CFG,
+            "linux /vmlinuz-6.1.0-41-amd64 root=UUID=4c1f ro quiet\n",
+        )
+        .unwrap();
+        let again = plan_arm(&sys, None, "x86_64").unwrap();
+        assert!(again.is_empty() && again.grub_changed, "{again:?}");
+        assert!(again
+            .notes
+            .iter()
+            .any(|n| n.contains("update-grub runs again")));
+        // As update-grub writes it, the `$` escaped for GRUB's parser.
+        sys.write(
+            GRUB_CFG,
+            "linux /vmlinuz-6.1.0-41-amd64 root=UUID=4c1f ro memmap=64M\\$0x23c000000 crash_kexec_post_notifiers quiet\n",
+        )
+        .unwrap();
+        assert!(!plan_arm(&sys, None, "x86_64").unwrap().grub_changed);
     }
 
     #[test]

@@ -225,6 +225,9 @@ mod tests {
             .unwrap();
         sys.write("/lib/modules/6.1.0-41-amd64/updates/dkms/crashring.ko", "")
             .unwrap();
+        sys.write("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n")
+            .unwrap();
+        sys.write("/usr/sbin/update-grub", "").unwrap();
         (dir, sys)
     }
 

@@ -28,6 +28,7 @@ fn machine() -> (tempfile::TempDir, System) {
         .unwrap();
     sys.write("/lib/modules/6.1.0-test/updates/dkms/crashring.ko", "")
         .unwrap();
+    sys.write("/usr/sbin/update-grub", "").unwrap();
     (dir, sys)
 }
 

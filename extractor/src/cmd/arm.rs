@@ -51,7 +51,7 @@ fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
         if sys.is_live() {
             let status = std::process::Command::new("update-grub")
                 .status()
-                .context("running update-grub (no GRUB? add the drop-in's command line to your boot loader by hand)")?;
+                .context("running update-grub")?;
             anyhow::ensure!(status.success(), "update-grub failed: {status}");
         } else {
             eprintln!(
