@@ -150,6 +150,21 @@ fn every_generation_the_module_keeps_is_archived_newest_first() {
         .all(|a| matches!(a.outcome, Outcome::Bundled { .. })));
     assert_eq!(module.acks(), [2, 1]);
     assert_eq!(files(&m.bundles).len(), 4, "{:?}", files(&m.bundles));
+    // Numbered in the order archived, for retention: generation 2 first.
+    let mut order: Vec<(u64, u64)> = files(&m.bundles)
+        .iter()
+        .filter(|f| f.ends_with(".json"))
+        .map(|f| {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(m.bundles.join(f)).unwrap()).unwrap();
+            (
+                v["archived"].as_u64().unwrap(),
+                v["generation"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    order.sort();
+    assert_eq!(order, [(1, 2), (2, 1)]);
     assert!(done.not_recording.is_none());
     // Nothing is left: the next run finds nothing.
     let again = run(&module, &m.bundles, &Recover::default());

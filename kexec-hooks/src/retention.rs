@@ -15,6 +15,18 @@ pub struct Kept {
     /// Its bytes, with its `.json` summary.
     pub size: u64,
     pub age: Duration,
+    /// Its place in the order bundles were archived (the summary's
+    /// `archived`), which no clock can reorder; `None` for a bundle from
+    /// before summaries had it.
+    pub archived: Option<u64>,
+}
+
+/// The `archived` number the next bundle gets.
+pub fn next_archived(old: &[Kept]) -> u64 {
+    old.iter()
+        .filter_map(|k| k.archived)
+        .max()
+        .map_or(1, |n| n + 1)
 }
 
 /// The file system holding the bundles, with the new bundle written.
@@ -37,18 +49,30 @@ pub struct Pruning {
 /// bytes.
 pub fn prune(old: &[Kept], new_size: u64, fs: Fs, limits: &Recover) -> Pruning {
     let mut by_age: Vec<&Kept> = old.iter().collect();
-    // Oldest first; the name (which starts with the crash time) breaks ties.
-    by_age.sort_by(|a, b| b.age.cmp(&a.age).then(a.name.cmp(&b.name)));
+    // Oldest first: in the order they were archived, which a wrong clock
+    // (an RTC that reset, say) cannot change; bundles from before that
+    // order was kept go first, by age, the name (which starts with the
+    // crash time) breaking ties.
+    by_age.sort_by(|a, b| {
+        a.archived
+            .cmp(&b.archived)
+            .then(b.age.cmp(&a.age))
+            .then(a.name.cmp(&b.name))
+    });
     let max_use = limits.max_use(fs.size);
     let keep_free = limits.keep_free(fs.size);
     let mut used: u64 = new_size + old.iter().map(|k| k.size).sum::<u64>();
     let mut free = fs.free;
+    // When other files fill the disk, deleting every crash would not meet
+    // KeepFree= either: then it deletes none of them.
+    let keep_free_reachable = free + (used - new_size) >= keep_free;
     let mut count = old.len() + 1;
     let mut delete = Vec::new();
     for k in by_age {
         let too_old = limits.max_age.is_some_and(|a| k.age > a);
         let too_many = limits.max_bundles.is_some_and(|m| count > m);
-        if !(too_old || too_many || used > max_use || free < keep_free) {
+        let too_full = free < keep_free && keep_free_reachable;
+        if !(too_old || too_many || used > max_use || too_full) {
             break;
         }
         delete.push(k.name.clone());
@@ -62,7 +86,11 @@ pub fn prune(old: &[Kept], new_size: u64, fs: Fs, limits: &Recover) -> Pruning {
             "MaxUse ({max_use} bytes): the newest bundle alone takes {new_size}"
         ));
     }
-    if free < keep_free {
+    if free < keep_free && !keep_free_reachable {
+        over.push(format!(
+            "KeepFree ({keep_free} bytes): {free} bytes are free with the newest bundle, and deleting every older one would not free enough (other files fill the file system), so none was deleted for it"
+        ));
+    } else if free < keep_free {
         over.push(format!(
             "KeepFree ({keep_free} bytes): {free} bytes are free with the newest bundle"
         ));
@@ -86,15 +114,19 @@ pub fn kept_in(dir: &Path, except: &str) -> io::Result<Vec<Kept>> {
             continue;
         }
         let meta = entry.metadata()?;
-        let summary = std::fs::metadata(dir.join(format!("{name}.json"))).map_or(0, |m| m.len());
+        let summary = std::fs::read(dir.join(format!("{name}.json"))).unwrap_or_default();
+        let archived = serde_json::from_slice::<serde_json::Value>(&summary)
+            .ok()
+            .and_then(|v| v["archived"].as_u64());
         out.push(Kept {
             name: name.to_string(),
-            size: meta.len() + summary,
+            size: meta.len() + summary.len() as u64,
             age: meta
                 .modified()
                 .ok()
                 .and_then(|m| now.duration_since(m).ok())
                 .unwrap_or_default(),
+            archived,
         });
     }
     Ok(out)
@@ -129,7 +161,54 @@ mod tests {
             name: name.into(),
             size,
             age: Duration::from_secs(days * 86400),
+            archived: None,
         }
+    }
+
+    #[test]
+    fn the_archive_order_beats_a_wrong_clock() {
+        // "b" was archived after "a", but a clock set back made it look older.
+        let old = [
+            Kept {
+                archived: Some(2),
+                ..kept("b", 10, 30)
+            },
+            Kept {
+                archived: Some(1),
+                ..kept("a", 10, 1)
+            },
+        ];
+        let limits = Recover {
+            max_bundles: Some(2),
+            ..Recover::default()
+        };
+        assert_eq!(prune(&old, 10, BIG, &limits).delete, ["a"]);
+        assert_eq!(next_archived(&old), 3);
+        assert_eq!(next_archived(&[]), 1);
+    }
+
+    #[test]
+    fn keep_free_deletes_no_crash_when_other_files_fill_the_disk() {
+        // 1000 bytes, 150 to keep free, 20 free: the three old bundles'
+        // 300 bytes would not get there.
+        let old = [kept("a", 100, 3), kept("b", 100, 2), kept("c", 100, 1)];
+        let fs = Fs {
+            size: 1000,
+            free: 20,
+        };
+        let limits = Recover {
+            keep_free: Some(Bytes::Absolute(400)),
+            ..Recover::default()
+        };
+        let p = prune(&old, 50, fs, &limits);
+        assert!(p.delete.is_empty(), "{:?}", p.delete);
+        assert!(p.over[0].contains("none was deleted"), "{:?}", p.over);
+        // Reachable: as many as needed go.
+        let enough = Recover {
+            keep_free: Some(Bytes::Absolute(150)),
+            ..Recover::default()
+        };
+        assert_eq!(prune(&old, 50, fs, &enough).delete, ["a", "b"]);
     }
 
     const BIG: Fs = Fs {

@@ -148,8 +148,17 @@ impl Archive<'_> {
                 path: path.clone(),
                 source: e.error,
             })?;
-        write_summary(self.dir, &name, &g, size, summary.events, summary.lost)
-            .map_err(io_at(self.dir))?;
+        // Its place in the archive order retention goes by.
+        let archived = retention::next_archived(
+            &retention::kept_in(self.dir, &name).map_err(io_at(self.dir))?,
+        );
+        let counts = Counts {
+            size,
+            events: summary.events,
+            lost: summary.lost,
+            archived,
+        };
+        write_summary(self.dir, &name, &g, &counts).map_err(io_at(self.dir))?;
         std::fs::File::open(self.dir)
             .and_then(|d| d.sync_all())
             .map_err(io_at(self.dir))?;
@@ -287,19 +296,27 @@ fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<String>> {
     Ok(None)
 }
 
-/// `NAME.json` beside the bundle, for collectors to index without opening
-/// the archive; written under a temporary name and renamed.
-fn write_summary(
-    dir: &Path,
-    name: &str,
-    g: &Generation,
+/// What the summary says of the bundle besides the generation.
+struct Counts {
     size: u64,
     events: u64,
     lost: u64,
-) -> io::Result<()> {
+    archived: u64,
+}
+
+/// `NAME.json` beside the bundle, for collectors to index without opening
+/// the archive; written under a temporary name and renamed.
+fn write_summary(dir: &Path, name: &str, g: &Generation, c: &Counts) -> io::Result<()> {
+    let Counts {
+        size,
+        events,
+        lost,
+        archived,
+    } = c;
     let json = serde_json::json!({
         "summary_version": 1,
         "bundle": format!("{name}.tar.gz"),
+        "archived": archived,
         "size": size,
         "host": g.host,
         "boot_id": g.boot_id,
