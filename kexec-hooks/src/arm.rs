@@ -190,15 +190,49 @@ fn grub_drop_in(p: Placement) -> String {
 /// which takes all its memory above SIZE away, and dies before its
 /// console starts. The capture kernel needs no range reserved (the
 /// module there only reads it), so every memmap= with a `$` is left out,
-/// with what kdump-config leaves out itself and its escaping of `"`.
+/// with what kdump-config leaves out itself and its escaping of `"`. An
+/// admin's own KDUMP_CMDLINE (set above the part) is kept, with only such
+/// memmap= words taken out.
 fn kdump_part() -> String {
     format!(
         "{KDUMP_PART_BEGIN}\n\
          # kdump-config's eval would expand the `$` of memmap=SIZE$ADDR: the\n\
          # capture kernel's command line without it (it needs no range reserved).\n\
+         if [ -z \"$KDUMP_CMDLINE\" ]; then\n\
          KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;s/(^| )memmap=[^ ]*[$][^ ]*//g;s/\"/\\\\\\\\\"/' /proc/cmdline)\n\
+         else\n\
+         KDUMP_CMDLINE=$(printf '%s\\n' \"$KDUMP_CMDLINE\" | sed -re 's/(^| )memmap=[^ ]*[$][^ ]*//g')\n\
+         fi\n\
          {KDUMP_PART_END}\n"
     )
+}
+
+/// Whether kdump-tools' configuration, when there is one, holds the part
+/// an armed machine's capture kernel needs: installing kdump-tools after
+/// `arm`, or ucf's "install the maintainer's version", leaves it without,
+/// and the capture kernel then boots with a bare memmap=SIZE.
+pub fn kdump_part_missing(sys: &System) -> bool {
+    sys.read(KDUMP_TOOLS)
+        .ok()
+        .flatten()
+        .is_some_and(|text| !text.contains(&kdump_part()))
+}
+
+/// `arm --kdump-tools` (crashring-kdump-tools.service, before kdump-tools
+/// loads its capture kernel on every boot): the part put back where it is
+/// missing, on an armed machine only; nothing else changes.
+pub fn plan_kdump_repair(sys: &System) -> Result<Plan, ArmError> {
+    let armed = read(sys, GRUB_DROP_IN)?.as_deref().and_then(armed_range);
+    let changes = match armed {
+        Some(_) => kdump_tools_change(sys, true)?.into_iter().collect(),
+        None => Vec::new(),
+    };
+    Ok(Plan {
+        changes,
+        grub_changed: false,
+        placement: armed,
+        notes: Vec::new(),
+    })
 }
 
 /// `text` without a part of ours.
@@ -737,6 +771,47 @@ eval $KEXEC_CMD"#;
             .output()
             .unwrap();
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn an_admins_own_capture_command_line_is_kept() {
+        let cmdline = "root=UUID=4c1f ro memmap=64M$0x6be00000 console=ttyS0\n";
+        let admin = format!(
+            "{KDUMP_DEFAULTS}KDUMP_CMDLINE=\"root=/dev/sda1 ro nr_cpus=1 irqpoll\"\n{}",
+            kdump_part()
+        );
+        assert_eq!(
+            capture_command_line(&admin, cmdline),
+            "--command-line=root=/dev/sda1 ro nr_cpus=1 irqpoll reset_devices\n"
+        );
+    }
+
+    #[test]
+    fn a_lost_kdump_part_is_seen_and_put_back_on_an_armed_machine_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_dir, sys) = machine(QEMU);
+        // kdump-tools installed after arm: no part.
+        sys.write(KDUMP_TOOLS, KDUMP_DEFAULTS).unwrap();
+        assert!(kdump_part_missing(&sys));
+        assert!(plan_kdump_repair(&sys).unwrap().is_empty(), "not armed");
+        plan_arm(&sys, Some(64 << 20), "x86_64")
+            .unwrap()
+            .apply(&sys)
+            .unwrap();
+        assert!(!kdump_part_missing(&sys));
+        // ucf's "install the maintainer's version", 0600 as the admin made it.
+        sys.write(KDUMP_TOOLS, KDUMP_DEFAULTS).unwrap();
+        let path = sys.path(KDUMP_TOOLS);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(kdump_part_missing(&sys));
+        let repair = plan_kdump_repair(&sys).unwrap();
+        assert_eq!(repair.changes.len(), 1);
+        assert!(!repair.grub_changed);
+        repair.apply(&sys).unwrap();
+        assert!(!kdump_part_missing(&sys));
+        assert!(plan_kdump_repair(&sys).unwrap().is_empty());
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the file holds FTP_PASSWORD: its mode stays");
     }
 
     #[test]

@@ -165,8 +165,20 @@ pub fn status(sys: &System) -> Status {
     .flatten()
     .as_deref()
         == Some("Y");
-    s.items
-        .push(("on crash", on_crash(recording, kdump, notifiers)));
+    let kdump_broken = armed.is_some() && arm::kdump_part_missing(sys);
+    if kdump_broken {
+        s.attention.push(
+            "kdump-tools' configuration lacks crashring's part: run crashring arm --kdump-tools",
+        );
+    }
+    s.items.push((
+        "on crash",
+        if kdump && kdump_broken {
+            format!("the kdump kernel would boot with a bare memmap= and no memory: {} lacks crashring's part (crashring arm --kdump-tools puts it back); the next boot archives the region", arm::KDUMP_TOOLS)
+        } else {
+            on_crash(recording, kdump, notifiers)
+        },
+    ));
     s
 }
 

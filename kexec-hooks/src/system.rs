@@ -32,17 +32,28 @@ impl System {
     }
 
     /// Replaces the file atomically (a temporary file in the same
-    /// directory, renamed over it), mode 0644, creating its directory.
+    /// directory, renamed over it), creating its directory. A new file is
+    /// mode 0644; one that exists keeps its mode and owner (a file holding
+    /// a password, such as kdump-tools' FTP_PASSWORD, stays private).
     pub fn write(&self, path: &str, text: &str) -> io::Result<()> {
         use std::io::Write;
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let dest = self.path(path);
         let dir = dest.parent().unwrap_or(&self.root);
         std::fs::create_dir_all(dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         tmp.write_all(text.as_bytes())?;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        match std::fs::metadata(&dest) {
+            Ok(old) => {
+                std::os::unix::fs::fchown(tmp.as_file(), Some(old.uid()), Some(old.gid()))?;
+                tmp.as_file()
+                    .set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => tmp
+                .as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))?,
+            Err(e) => return Err(e),
+        }
         tmp.as_file().sync_all()?;
         tmp.persist(&dest).map_err(|e| e.error)?;
         Ok(())

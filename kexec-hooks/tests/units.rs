@@ -8,8 +8,8 @@
 /// (`systemd-analyze security`, 0 to 10) it may not exceed: the units
 /// that parse bytes the crashring group's members wrote score 0.7
 /// ("SAFE") today, unsandboxed 9.4 ("UNSAFE"); the upload unit keeps the
-/// network for the site's command.
-const UNITS: [(&str, &str, &str, &str); 3] = [
+/// network for the site's command, and the kdump-tools one writes /etc.
+const UNITS: [(&str, &str, &str, &str); 4] = [
     (
         "crashring-recover.service",
         include_str!("../systemd/crashring-recover.service"),
@@ -21,6 +21,12 @@ const UNITS: [(&str, &str, &str, &str); 3] = [
         include_str!("../systemd/crashring-capture.service"),
         "/usr/bin/crashring recover --capture\n",
         "1.5",
+    ),
+    (
+        "crashring-kdump-tools.service",
+        include_str!("../systemd/crashring-kdump-tools.service"),
+        "/usr/bin/crashring arm --kdump-tools\n",
+        "3.0",
     ),
     (
         "crashring-upload.service",

@@ -14,6 +14,12 @@ pub struct ArmArgs {
     /// an armed machine keeps its range.
     #[arg(long, value_name = "SIZE", value_parser = super::parse_number)]
     size: Option<u64>,
+    /// Only put crashring's part back into kdump-tools' configuration, if
+    /// the machine is armed and the part is missing (what
+    /// crashring-kdump-tools.service runs before kdump-tools loads its
+    /// capture kernel).
+    #[arg(long, conflicts_with = "size")]
+    kdump_tools: bool,
     #[command(flatten)]
     how: ChangeArgs,
 }
@@ -65,6 +71,11 @@ fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
 
 pub fn arm(args: ArmArgs) -> Result<u8> {
     let sys = System::new(&args.how.root);
+    if args.kdump_tools {
+        let plan = arm::plan_kdump_repair(&sys)?;
+        carry_out(&plan, &args.how, &sys)?;
+        return Ok(0);
+    }
     let plan = arm::plan_arm(&sys, args.size, std::env::consts::ARCH)?;
     carry_out(&plan, &args.how, &sys)?;
     if let (Some(p), false) = (plan.placement, args.how.dry_run) {
