@@ -105,13 +105,7 @@ pub fn rich_image() -> Vec<u8> {
         };
         match i % 3 {
             0 | 1 => {
-                let v = [
-                    Value::Unsigned(6),
-                    Value::Unsigned(0),
-                    Value::Unsigned(i % 2 + 1),
-                    Value::Unsigned(i),
-                    Value::Str(text.as_bytes()),
-                ];
+                let v = synth::printk_line(i % 2 + 1, i, text.as_bytes());
                 ws[(i % 2) as usize].write_event(ts, printk, &v).unwrap();
             }
             _ if i % 6 == 5 => {
@@ -183,7 +177,7 @@ pub const LANES_POOL: usize = 2;
 /// nested: the streams a newcomer should not have to read past.
 pub fn lanes_image() -> Vec<u8> {
     use pstore_ring::layout::STREAM_USER;
-    use pstore_ring::schema::{self, Value};
+    use pstore_ring::schema;
     use pstore_ring::write::{self, RegionConfig, StreamSpec};
     let free = StreamSpec {
         kind: STREAM_USER,
@@ -215,13 +209,7 @@ pub fn lanes_image() -> Vec<u8> {
     let mut ws: Vec<_> = region.streams.by_ref().collect();
     for i in 0..20u64 {
         let text = format!("line {i}");
-        let v = [
-            Value::Unsigned(6),
-            Value::Unsigned(0),
-            Value::Unsigned(1),
-            Value::Unsigned(i),
-            Value::Str(text.as_bytes()),
-        ];
+        let v = synth::printk_line(1, i, text.as_bytes());
         // Lane 0 of CPU i % 2: streams 0 and LANES_PER_CPU.
         let s = (i % 2) as usize * usize::from(LANES_PER_CPU);
         ws[s].write_event(2_000 + i * 1_000, printk, &v).unwrap();
@@ -473,15 +461,7 @@ pub fn hostile_image() -> Vec<u8> {
         def(schema::EVENT_CRASH),
         def(schema::EVENT_CLOCK),
     );
-    let line = |seq, text: &'static [u8]| {
-        [
-            Value::Unsigned(6),
-            Value::Unsigned(0),
-            Value::Unsigned(1),
-            Value::Unsigned(seq),
-            Value::Str(text),
-        ]
-    };
+    let line = |seq, text: &'static [u8]| synth::printk_line(1, seq, text);
     let mut region = write::format(&mut mem, &cfg).unwrap();
     let mut ws: Vec<_> = region.streams.by_ref().collect();
     ws[0]

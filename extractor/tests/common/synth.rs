@@ -10,6 +10,18 @@ use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::io::Write;
 
+/// A `printk` event's values: level 6 (info), facility 0, its flags,
+/// sequence number `seq` and `text`.
+pub fn printk_line(flags: u64, seq: u64, text: &[u8]) -> [Value<'_>; 5] {
+    [
+        Value::Unsigned(6),
+        Value::Unsigned(0),
+        Value::Unsigned(flags),
+        Value::Unsigned(seq),
+        Value::Str(text),
+    ]
+}
+
 /// A region of two CPUs with 4 pages of `page_size` each, `size` bytes in
 /// all, behind `offset` bytes of other memory, with `n` printk events and a
 /// crash event.
@@ -28,13 +40,7 @@ pub fn image_sized(offset: usize, page_size: u32, size: usize, n: u64) -> Vec<u8
     let mut ws: Vec<_> = f.streams.by_ref().collect();
     for i in 0..n {
         let text = format!("message {i}");
-        let v = [
-            Value::Unsigned(6),
-            Value::Unsigned(0),
-            Value::Unsigned(1),
-            Value::Unsigned(i),
-            Value::Str(text.as_bytes()),
-        ];
+        let v = printk_line(1, i, text.as_bytes());
         ws[(i % 2) as usize]
             .write_event(1_000 + i * 10, printk, &v)
             .unwrap();
@@ -80,13 +86,7 @@ pub fn generation_image(generation: u64, clean: bool) -> Vec<u8> {
     let mut f = write::format(&mut mem, &cfg).unwrap();
     let mut ws: Vec<_> = f.streams.by_ref().collect();
     let text = format!("generation {generation}");
-    let v = [
-        Value::Unsigned(6),
-        Value::Unsigned(0),
-        Value::Unsigned(1),
-        Value::Unsigned(0),
-        Value::Str(text.as_bytes()),
-    ];
+    let v = printk_line(1, 0, text.as_bytes());
     ws[0].write_event(1_000, printk, &v).unwrap();
     if clean {
         f.control.set_state(STATE_CLEAN, 0, 2_000, 0, "");

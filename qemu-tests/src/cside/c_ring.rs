@@ -14,6 +14,16 @@ use std::ffi::{c_int, CString};
 #[path = "../../../pstore-ring/golden/scenario.rs"]
 mod golden_scenario;
 
+/// A `crash` event's payload as the panic path writes it: reason 1 (a
+/// panic), CPU 0, then the message.
+fn crash_payload(msg: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 8];
+    p[..4].copy_from_slice(&1u32.to_ne_bytes());
+    p.extend_from_slice(&(msg.len() as u16).to_ne_bytes());
+    p.extend_from_slice(msg);
+    p
+}
+
 mod golden {
     use super::*;
     use pstore_ring::Endian;
@@ -465,11 +475,7 @@ mod nesting {
             // The panic path.
             crashring_take_innermost(c);
             let s = crashring_enter(c);
-            let msg = b"Kernel panic - not syncing: nested";
-            let mut p = vec![0u8; 8];
-            p[..4].copy_from_slice(&1u32.to_ne_bytes());
-            p.extend_from_slice(&(msg.len() as u16).to_ne_bytes());
-            p.extend_from_slice(msg);
+            let p = crash_payload(b"Kernel panic - not syncing: nested");
             assert_eq!(
                 crashring_write(
                     s,
@@ -711,11 +717,7 @@ mod stopping {
                 // The panic path on this CPU.
                 crashring_take_innermost(c);
                 let s = crashring_enter(c);
-                let msg = b"Kernel panic - not syncing: mid-page";
-                let mut p = vec![0u8; 8];
-                p[..4].copy_from_slice(&1u32.to_ne_bytes());
-                p.extend_from_slice(&(msg.len() as u16).to_ne_bytes());
-                p.extend_from_slice(msg);
+                let p = crash_payload(b"Kernel panic - not syncing: mid-page");
                 let rc = crashring_write(
                     s,
                     1_000_000,
