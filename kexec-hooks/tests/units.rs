@@ -9,7 +9,7 @@
 /// that parse bytes the crashring group's members wrote score 0.7
 /// ("SAFE") today, unsandboxed 9.4 ("UNSAFE"); the upload unit keeps the
 /// network for the site's command, and the kdump-tools one writes /etc.
-const UNITS: [(&str, &str, &str, &str); 4] = [
+const UNITS: [(&str, &str, &str, &str); 5] = [
     (
         "crashring-recover.service",
         include_str!("../systemd/crashring-recover.service"),
@@ -21,6 +21,12 @@ const UNITS: [(&str, &str, &str, &str); 4] = [
         include_str!("../systemd/crashring-capture.service"),
         "/usr/bin/crashring recover --capture\n",
         "1.5",
+    ),
+    (
+        "crashring-device.service",
+        include_str!("../systemd/crashring-device.service"),
+        "/usr/bin/udevadm trigger --settle --action=add --subsystem-match=misc --sysname-match=crashring\n",
+        "3.0",
     ),
     (
         "crashring-kdump-tools.service",
