@@ -190,32 +190,41 @@ fn grub_drop_in(p: Placement) -> String {
 /// which takes all its memory above SIZE away, and dies before its
 /// console starts. The capture kernel needs no range reserved (the
 /// module there only reads it), so every memmap= with a `$` is left out,
-/// with what kdump-config leaves out itself and its escaping of `"`. An
-/// admin's own KDUMP_CMDLINE (set above the part) is kept, with only such
-/// memmap= words taken out.
-fn kdump_part() -> String {
+/// with what kdump-config leaves out itself and its escaping of `"`.
+///
+/// When the admin set a KDUMP_CMDLINE of their own above the part, it is
+/// kept, less such memmap= words. The part cannot ask the shell whether
+/// KDUMP_CMDLINE is set: kdump-tools.service also reads the file as an
+/// EnvironmentFile=, which sets it (to the text of the file's last
+/// assignment) before kdump-config sources the file. So `arm` looks at
+/// the file instead, and writes the part that fits it.
+fn kdump_part(admin_cmdline: bool) -> String {
+    let assignment = if admin_cmdline {
+        "KDUMP_CMDLINE=$(printf '%s\\n' \"$KDUMP_CMDLINE\" | sed -re 's/(^| )memmap=[^ ]*[$][^ ]*//g')"
+    } else {
+        "KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;s/(^| )memmap=[^ ]*[$][^ ]*//g;s/\"/\\\\\\\\\"/' /proc/cmdline)"
+    };
     format!(
         "{KDUMP_PART_BEGIN}\n\
          # kdump-config's eval would expand the `$` of memmap=SIZE$ADDR: the\n\
          # capture kernel's command line without it (it needs no range reserved).\n\
-         if [ -z \"$KDUMP_CMDLINE\" ]; then\n\
-         KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;s/(^| )memmap=[^ ]*[$][^ ]*//g;s/\"/\\\\\\\\\"/' /proc/cmdline)\n\
-         else\n\
-         KDUMP_CMDLINE=$(printf '%s\\n' \"$KDUMP_CMDLINE\" | sed -re 's/(^| )memmap=[^ ]*[$][^ ]*//g')\n\
-         fi\n\
+         {assignment}\n\
          {KDUMP_PART_END}\n"
     )
 }
 
-/// Whether kdump-tools' configuration, when there is one, holds the part
+/// Whether the file (without our part) assigns KDUMP_CMDLINE itself.
+fn has_admin_cmdline(text: &str) -> bool {
+    text.lines()
+        .any(|l| l.trim_start().starts_with("KDUMP_CMDLINE="))
+}
+
+/// Whether kdump-tools' configuration, when there is one, lacks the part
 /// an armed machine's capture kernel needs: installing kdump-tools after
 /// `arm`, or ucf's "install the maintainer's version", leaves it without,
 /// and the capture kernel then boots with a bare memmap=SIZE.
 pub fn kdump_part_missing(sys: &System) -> bool {
-    sys.read(KDUMP_TOOLS)
-        .ok()
-        .flatten()
-        .is_some_and(|text| !text.contains(&kdump_part()))
+    kdump_tools_change(sys, true).is_ok_and(|c| c.is_some())
 }
 
 /// `arm --kdump-tools` (crashring-kdump-tools.service, before kdump-tools
@@ -260,7 +269,8 @@ fn kdump_tools_change(sys: &System, arming: bool) -> Result<Option<Change>, ArmE
         if !new.is_empty() && !new.ends_with('\n') {
             new.push('\n');
         }
-        new.push_str(&kdump_part());
+        let admin = has_admin_cmdline(&new);
+        new.push_str(&kdump_part(admin));
     }
     Ok((new != old).then_some(Change {
         path: KDUMP_TOOLS,
@@ -739,7 +749,7 @@ mod tests {
         assert!(plan.diff().contains(&format!("+{KDUMP_PART_BEGIN}\n")));
         plan.apply(&sys).unwrap();
         let armed = sys.read(KDUMP_TOOLS).unwrap().unwrap();
-        assert!(armed.starts_with(KDUMP_DEFAULTS) && armed.ends_with(&kdump_part()));
+        assert!(armed.starts_with(KDUMP_DEFAULTS) && armed.ends_with(&kdump_part(false)));
         assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
         disarm_restores(&sys, dir.path(), &before);
     }
@@ -751,6 +761,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let proc_cmdline = dir.path().join("cmdline");
         std::fs::write(&proc_cmdline, cmdline).unwrap();
+        // kdump-tools.service reads the file as an EnvironmentFile= first:
+        // KDUMP_CMDLINE is set, to its last assignment's text, before
+        // kdump-config sources the file.
+        let environment = defaults
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("KDUMP_CMDLINE="))
+            .map(|v| v.trim_matches('"').to_string());
         let script = r#"defaults="$1"; . "$defaults"
 if [ -z "$KDUMP_CMDLINE" ] ; then
 	KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;s/"/\\\\"/' "$2")
@@ -764,7 +782,11 @@ eval $KEXEC_CMD"#;
             defaults.replace("/proc/cmdline", &proc_cmdline.to_string_lossy()),
         )
         .unwrap();
-        let out = std::process::Command::new("/bin/sh")
+        let mut sh = std::process::Command::new("/bin/sh");
+        if let Some(v) = environment {
+            sh.env("KDUMP_CMDLINE", v);
+        }
+        let out = sh
             .args(["-c", script, "kdump-config"])
             .arg(&file)
             .arg(&proc_cmdline)
@@ -776,10 +798,12 @@ eval $KEXEC_CMD"#;
     #[test]
     fn an_admins_own_capture_command_line_is_kept() {
         let cmdline = "root=UUID=4c1f ro memmap=64M$0x6be00000 console=ttyS0\n";
-        let admin = format!(
-            "{KDUMP_DEFAULTS}KDUMP_CMDLINE=\"root=/dev/sda1 ro nr_cpus=1 irqpoll\"\n{}",
-            kdump_part()
-        );
+        let (_dir, sys) = machine(QEMU);
+        let own = "KDUMP_CMDLINE=\"root=/dev/sda1 ro nr_cpus=1 irqpoll\"\n";
+        sys.write(KDUMP_TOOLS, &format!("{KDUMP_DEFAULTS}{own}"))
+            .unwrap();
+        plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+        let admin = sys.read(KDUMP_TOOLS).unwrap().unwrap();
         assert_eq!(
             capture_command_line(&admin, cmdline),
             "--command-line=root=/dev/sda1 ro nr_cpus=1 irqpoll reset_devices\n"
@@ -820,7 +844,7 @@ eval $KEXEC_CMD"#;
         // What kdump-tools alone makes of it: a bare memmap=64M.
         let bare = capture_command_line(KDUMP_DEFAULTS, cmdline);
         assert!(bare.contains("memmap=64Mkdump-configx6be00000"), "{bare}");
-        let with_part = format!("{KDUMP_DEFAULTS}{}", kdump_part());
+        let with_part = format!("{KDUMP_DEFAULTS}{}", kdump_part(false));
         assert_eq!(
             capture_command_line(&with_part, cmdline),
             "--command-line=root=UUID=4c1f ro crash_kexec_post_notifiers console=ttyS0 reset_devices\n"
