@@ -31,25 +31,30 @@ MODULE_PARM_DESC(user_marker_bytes_per_sec,
 /* Users tracked at once; a bucket idle for a second is full, and reusable. */
 #define CR_BUDGET_USERS	64
 
+/*
+ * A bucket counts byte-nanoseconds (bytes times NSEC_PER_SEC), so that a
+ * writer calling every few hundred nanoseconds is credited its fraction
+ * of a byte each time instead of nothing: at most rate * NSEC_PER_SEC,
+ * 4.1e12 at 4 KiB a second, far inside a u64.
+ */
 struct cr_bucket {
 	kuid_t uid;
 	bool used;
-	u64 at_ns;	/* when bytes was last brought up to date */
-	u64 bytes;	/* what the user may still add */
+	u64 at_ns;	/* when credit was last brought up to date */
+	u64 credit;	/* what the user may still add, in byte-nanoseconds */
 };
 
 static struct cr_bucket cr_buckets[CR_BUDGET_USERS];
 static DEFINE_SPINLOCK(cr_budget_lock);
 
-/* The bucket's bytes at @now: refilled at @rate, at most one second's. */
+/* The bucket's credit at @now: refilled at @rate, at most one second's. */
 static u64 cr_refill(struct cr_bucket *b, u64 now, u64 rate)
 {
-	u64 elapsed = now - b->at_ns;
+	u64 full = rate * NSEC_PER_SEC, elapsed = now - b->at_ns;
 
-	b->bytes = elapsed >= NSEC_PER_SEC ? rate :
-		   min(rate, b->bytes + div_u64(elapsed * rate, NSEC_PER_SEC));
+	b->credit = elapsed >= NSEC_PER_SEC ? full : min(full, b->credit + elapsed * rate);
 	b->at_ns = now;
-	return b->bytes;
+	return b->credit;
 }
 
 /**
@@ -76,18 +81,18 @@ bool crashring_budget_take(kuid_t uid, size_t bytes)
 
 		if (c->used && uid_eq(c->uid, uid))
 			b = c;
-		else if (!free && (!c->used || cr_refill(c, now, rate) == rate))
+		else if (!free && (!c->used || cr_refill(c, now, rate) == rate * NSEC_PER_SEC))
 			free = c;
 	}
 	if (!b && free) {
 		b = free;
 		b->used = true;
 		b->uid = uid;
-		b->bytes = rate;
+		b->credit = rate * NSEC_PER_SEC;
 		b->at_ns = now;
 	}
-	if (b && cr_refill(b, now, rate) >= bytes) {
-		b->bytes -= bytes;
+	if (b && cr_refill(b, now, rate) >= bytes * NSEC_PER_SEC) {
+		b->credit -= bytes * NSEC_PER_SEC;
 		fits = true;
 	}
 	spin_unlock(&cr_budget_lock);

@@ -59,6 +59,9 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
         // 8 MiB: a CPU's lane 0 holds about 800 KiB, which ten seconds of
         // the marker flood at the old shared budget (100 a second) evict.
         region_append: "memmap=8M$0x40000000",
+        // Every numbered line through /dev/kmsg, which would otherwise
+        // keep ten of them in five seconds.
+        extra_append: "printk.devkmsg=on",
         module_args: "region=8M@0x40000000 user_streams=4",
         test_module: true,
         programs: &[prog],
@@ -171,9 +174,10 @@ fn check_budget(log: &str) -> Result<String> {
     let mut floods = Vec::new();
     for who in ["flood-a", "flood-b"] {
         let (written, refused) = writer(who)?;
+        // A flooder is still credited as it goes: none is starved.
         ensure!(
-            written <= most && refused > 0,
-            "member {who} wrote {written} markers of 994 bytes in 10 s ({refused} refused): more than its own {USER_MARKER_BYTES_PER_SEC} bytes a second allow ({most})"
+            written <= most && written >= most / 2 && refused > 0,
+            "member {who} wrote {written} markers of 994 bytes in 10 s ({refused} refused): its own {USER_MARKER_BYTES_PER_SEC} bytes a second allow {most}, and at least half of that"
         );
         floods.push(written);
     }
