@@ -67,7 +67,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "warm-reboot-reserve-mem",
-        about: "the same with a reserve_mem= range (6.11+), found again by label on the next boot",
+        about: "the same with a reserve_mem= range (6.11+) that is not page-aligned (16000000:64), found again by label on the next boot; the module uses its whole pages, and a user stream maps its own header first and nothing its last holder left",
         only_612: Some(NO_RESERVE_MEM),
         run: warm_reboot::warm_reboot_reserve_mem,
     },
@@ -151,7 +151,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "compositor-crash",
-        about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, after checks of what it and a user outside the group may not do and a flood of its markers and stream; sysrq panic; the next boot recovers both on one timeline",
+        about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, after checks of what it and a user outside the group may not do (stale pages, a write-only file, root writing through its descriptor), a flood of its markers and stream, and two members flooding CPU 1 with 994-byte markers beside one writing once a second, each within its own byte budget; sysrq panic; the next boot recovers both on one timeline, with CPU 1's lines from before the flood",
         only_612: None,
         run: user_streams::compositor_crash,
     },
