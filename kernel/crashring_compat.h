@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Differences between the kernels crashring.ko supports (6.1 and 6.12),
+ * Differences between the kernels crashring.ko supports (6.1 to 7.3),
  * kept out of the .c files. CR_HAVE_RESERVE_MEM_FIND comes from a feature
  * probe in Kbuild.
  */
@@ -81,6 +81,13 @@ static inline void cr_vm_flags_change(struct vm_area_struct *vma, vm_flags_t set
 {
 	vma->vm_flags = (vma->vm_flags & ~clear) | set;
 }
+#endif
+
+/* sysfs hands binary attributes' callbacks a const attribute since 6.17. */
+#ifdef CR_HAVE_CONST_BIN_ATTR
+#define CR_BIN_ATTR_CONST const
+#else
+#define CR_BIN_ATTR_CONST
 #endif
 
 /*

@@ -26,14 +26,23 @@
 #endif
 #include "crashring_crc.h"
 
-/* The format's CRC-32C, raw (crashring_crc.h); lib/crc32's without SSE4.2. */
+/*
+ * The format's CRC-32C, raw (crashring_crc.h); lib/crc32's without SSE4.2,
+ * named __crc32c_le() before 6.15 and crc32c() since (Kbuild probes).
+ * cpu_feature_enabled() is static_cpu_has() where the feature can be
+ * present, and outlived it.
+ */
 static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 {
 #ifdef CONFIG_X86_64
-	if (static_cpu_has(X86_FEATURE_XMM4_2))
+	if (cpu_feature_enabled(X86_FEATURE_XMM4_2))
 		return cr_crc32c_sse42(crc, p, len);
 #endif
+#ifdef CR_HAVE_CRC32C_LE
 	return __crc32c_le(crc, p, len);
+#else
+	return crc32c(crc, p, len);
+#endif
 }
 
 /* Orders the ring's stores for a reader on another CPU or after a crash. */

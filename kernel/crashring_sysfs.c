@@ -24,6 +24,7 @@
 #include <linux/string.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
+#include "crashring_compat.h"
 #include "crashring_internal.h"
 
 static struct kobject *cr_kobj;
@@ -113,7 +114,8 @@ static ssize_t region_show(struct kobject *k, struct kobj_attribute *a, char *bu
  * sysfs page gets every line: the text is built for each read, outside the
  * write path, and served from the offset asked for.
  */
-static ssize_t stats_read(struct file *f, struct kobject *k, struct bin_attribute *attr,
+static ssize_t stats_read(struct file *f, struct kobject *k,
+			  CR_BIN_ATTR_CONST struct bin_attribute *attr,
 			  char *buf, loff_t off, size_t count)
 {
 	size_t cap = (size_t)crashring.nstreams * CR_STATS_LINE;
@@ -205,7 +207,8 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 	return n;
 }
 
-static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attribute *attr,
+static ssize_t previous_read(struct file *f, struct kobject *k,
+			     CR_BIN_ATTR_CONST struct bin_attribute *attr,
 			     char *buf, loff_t off, size_t count);
 
 static struct bin_attribute cr_attr_previous = {
@@ -267,7 +270,8 @@ static ssize_t previous_ack_store(struct kobject *k, struct kobj_attribute *a, c
 	return count;
 }
 
-static ssize_t previous_read(struct file *f, struct kobject *k, struct bin_attribute *attr,
+static ssize_t previous_read(struct file *f, struct kobject *k,
+			     CR_BIN_ATTR_CONST struct bin_attribute *attr,
 			     char *buf, loff_t off, size_t count)
 {
 	ssize_t n;
@@ -312,7 +316,7 @@ static struct bin_attribute cr_attr_stats = {
 	.read = stats_read,
 };
 
-static struct bin_attribute *cr_bin_attrs[] = {
+static CR_BIN_ATTR_CONST struct bin_attribute *cr_bin_attrs[] = {
 	&cr_attr_stats,
 	NULL,
 };

@@ -88,6 +88,18 @@ MODULE_PARM_DESC(crash_ms, "How long after loading crash= strikes");
 
 static DEFINE_PER_CPU(struct task_struct *, load_thread);
 static struct hrtimer panic_timer;
+
+/* A monotonic timer calling @fn: hrtimer_setup() since 6.13 (Kbuild probes). */
+static void cr_hrtimer_setup(struct hrtimer *t, enum hrtimer_restart (*fn)(struct hrtimer *),
+			     enum hrtimer_mode mode)
+{
+#ifdef CR_HAVE_HRTIMER_SETUP
+	hrtimer_setup(t, fn, CLOCK_MONOTONIC, mode);
+#else
+	hrtimer_init(t, CLOCK_MONOTONIC, mode);
+	t->function = fn;
+#endif
+}
 static bool timer_armed;
 
 /* action=nested: each CPU's interrupt and softirq writers. */
@@ -186,8 +198,7 @@ static int start_nested(void)
 	for_each_possible_cpu(cpu) {
 		struct nested_writers *w = per_cpu_ptr(&nested_writers, cpu);
 
-		hrtimer_init(&w->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
-		w->timer.function = nested_irq_fn;
+		cr_hrtimer_setup(&w->timer, nested_irq_fn, HRTIMER_MODE_REL_PINNED_HARD);
 		tasklet_setup(&w->tasklet, nested_softirq_fn);
 	}
 	nested_on = true;
@@ -471,8 +482,7 @@ static int start_lockup(bool poll_clock)
 
 static void arm_panic_timer(unsigned int ms)
 {
-	hrtimer_init(&panic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
-	panic_timer.function = panic_timer_fn;
+	cr_hrtimer_setup(&panic_timer, panic_timer_fn, HRTIMER_MODE_REL_HARD);
 	crashring_log("test", "arming a timer that panics");
 	hrtimer_start(&panic_timer, ms_to_ktime(ms), HRTIMER_MODE_REL_HARD);
 	timer_armed = true;

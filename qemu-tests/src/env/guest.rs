@@ -2,7 +2,7 @@
 //! each, a static `crashring` binary, and busybox initramfs images made
 //! here from the host's own packages (nothing is downloaded at run time).
 
-use super::work_dir;
+use super::{is_plain_flavour, version_key, work_dir, NEWEST_ROOT};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use xshell::{cmd, Shell};
@@ -10,56 +10,64 @@ use xshell::{cmd, Shell};
 /// A kernel installed by `cargo xtask setup`.
 #[derive(Clone, Debug)]
 pub struct Kernel {
-    /// `6.12` or `6.1`.
+    /// `6.12`, `6.1` or `newest`.
     pub series: &'static str,
     pub release: String,
+    /// The root file system it is installed in: `/` for the host's own
+    /// kernels, setup's build root for the newest.
+    pub root: PathBuf,
     pub vmlinuz: PathBuf,
     pub modules: PathBuf,
     pub headers: PathBuf,
 }
 
+/// The kernel series the harness boots: Debian 12's backports and stock
+/// kernels, and the newest kernel Debian ships.
+pub const SERIES: [&str; 3] = ["6.12", "6.1", "newest"];
+
 impl Kernel {
     pub fn has_reserve_mem(&self) -> bool {
-        self.series == "6.12"
+        self.series != "6.1"
     }
 }
 
-fn release_key(release: &str) -> Vec<u64> {
-    release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse().ok())
-        .collect()
-}
-
 /// The newest installed generic `-amd64` kernel of `series` with headers.
-pub fn kernel(series: &'static str) -> Result<Kernel> {
-    let prefix = match series {
-        "6.12" => "vmlinuz-6.12.",
-        "6.1" => "vmlinuz-6.1.",
-        other => bail!("unknown kernel series {other}: use 6.12 or 6.1"),
+pub fn kernel(series: &str) -> Result<Kernel> {
+    let (series, prefix, root) = match series {
+        "6.12" => ("6.12", "6.12.", Path::new("/")),
+        "6.1" => ("6.1", "6.1.", Path::new("/")),
+        "newest" => ("newest", "", Path::new(NEWEST_ROOT)),
+        other => bail!("unknown kernel series {other}: use {}", SERIES.join(", ")),
     };
-    let mut found: Vec<String> = std::fs::read_dir("/boot")
-        .context("reading /boot")?
+    // Each release's module directory; its image is /boot/vmlinuz-R, or in
+    // the module directory itself where nothing copied it to /boot (Debian
+    // 13's kernels leave that to kernel-install hooks).
+    let modules_dir = root.join("lib/modules");
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&modules_dir)
+        .with_context(|| format!("reading {}", modules_dir.display()))?
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(String::from))
-        .filter_map(|n| {
-            n.strip_prefix("vmlinuz-")
-                .map(String::from)
-                .filter(|_| n.starts_with(prefix))
+        .filter(|r| r.starts_with(prefix) && is_plain_flavour(r))
+        .filter(|r| root.join(format!("usr/src/linux-headers-{r}")).exists())
+        .filter_map(|r| {
+            [
+                root.join(format!("boot/vmlinuz-{r}")),
+                modules_dir.join(&r).join("vmlinuz"),
+            ]
+            .into_iter()
+            .find(|p| p.exists())
+            .map(|image| (r, image))
         })
-        .filter(|r| {
-            r.ends_with("-amd64") && !r.ends_with("-rt-amd64") && !r.ends_with("-cloud-amd64")
-        })
-        .filter(|r| Path::new(&format!("/usr/src/linux-headers-{r}")).exists())
         .collect();
-    found.sort_by_key(|r| release_key(r));
-    let release = found.pop().with_context(|| {
+    found.sort_by_key(|(r, _)| version_key(r));
+    let (release, vmlinuz) = found.pop().with_context(|| {
         format!("no {series} kernel with headers installed: run `cargo xtask setup`")
     })?;
     Ok(Kernel {
         series,
-        vmlinuz: PathBuf::from(format!("/boot/vmlinuz-{release}")),
-        modules: PathBuf::from(format!("/lib/modules/{release}")),
+        root: root.to_path_buf(),
+        vmlinuz,
+        modules: modules_dir.join(&release),
         headers: PathBuf::from(format!("/usr/src/linux-headers-{release}")),
         release,
     })
@@ -77,12 +85,30 @@ fn copy_files(sh: &Shell, from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs `make` in `dir` and fails on any compiler warning.
+/// Runs `make` in `dir` and fails on any compiler warning. A kernel in a
+/// root of its own is built in that root, with the harness's work
+/// directory (which holds `dir` and the paths in `vars`) bind-mounted at
+/// the same path there.
 fn make_module(sh: &Shell, k: &Kernel, dir: &Path, what: &str, vars: &[String]) -> Result<()> {
     let headers = &k.headers;
-    let out = cmd!(sh, "make -C {dir} KDIR={headers} {vars...}")
-        .ignore_status()
-        .output()?;
+    let make = cmd!(sh, "make -C {dir} KDIR={headers} {vars...}");
+    let make = if k.root == Path::new("/") {
+        make
+    } else {
+        let work = work_dir(sh);
+        let inside = k
+            .root
+            .join(work.strip_prefix("/").context("work directory path")?);
+        sh.create_dir(&inside)?;
+        // The values travel as arguments, never inside the script's text.
+        let script = r#"mount --bind "$1" "$2" && shift 2 && exec chroot "$@""#;
+        let (root, proc) = (&k.root, format!("--mount-proc={}/proc", k.root.display()));
+        cmd!(
+            sh,
+            "unshare --mount --pid --fork {proc} sh -c {script} sh {work} {inside} {root} make -C {dir} KDIR={headers} {vars...}"
+        )
+    };
+    let out = make.ignore_status().output()?;
     let log = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -171,10 +197,10 @@ pub fn build_compositor(sh: &Shell) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// `cargo xtask build`: crashring.ko for both kernels and the guest's
+/// `cargo xtask build`: crashring.ko for every kernel and the guest's
 /// crashring.
 pub fn build_all(sh: &Shell) -> Result<()> {
-    for series in ["6.12", "6.1"] {
+    for series in SERIES {
         let k = kernel(series)?;
         let ko = build_module(sh, &k)?;
         eprintln!("built {}", ko.display());

@@ -27,6 +27,29 @@ pub fn project_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(dir))
 }
 
+/// A Debian 13 root file system holding the newest kernel Debian ships
+/// (trixie-backports), its headers, and the compiler it was built with.
+/// That kernel's build tools (linux-kbuild) are linked against trixie's
+/// libc and its headers ask for gcc-14, neither of which bookworm has: the
+/// module is built for it inside this root (`guest::build_module`), and
+/// guests boot its vmlinuz and modules from there.
+pub const NEWEST_ROOT: &str = "/usr/local/share/crashring/trixie-root";
+
+/// The generic `-amd64` flavour: not `-rt-amd64` or `-cloud-amd64`.
+pub fn is_plain_flavour(release: &str) -> bool {
+    release
+        .strip_suffix("-amd64")
+        .is_some_and(|r| !r.ends_with("-rt") && !r.ends_with("-cloud"))
+}
+
+/// Orders release strings by their numeric parts.
+pub fn version_key(release: &str) -> Vec<u64> {
+    release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
 /// Where the harness keeps what it builds and runs: target/crashring.
 pub fn work_dir(sh: &Shell) -> PathBuf {
     sh.current_dir().join("target/crashring")

@@ -2,9 +2,11 @@
 //! saying what it does at each step.
 //!
 //! Kernel versions are picked from what the archive offers at run time
-//! (the newest 6.12 in bookworm-backports, the newest 6.1 in bookworm), so
-//! no patch level is hard-coded to vanish from the mirrors.
+//! (the newest 6.12 in bookworm-backports, the newest 6.1 in bookworm, and
+//! the newest kernel Debian ships, from trixie-backports), so no patch
+//! level is hard-coded to vanish from the mirrors.
 
+use super::{is_plain_flavour, version_key, NEWEST_ROOT};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 use xshell::{cmd, Shell};
@@ -93,23 +95,8 @@ fn newest_kernel(sh: &Shell, prefix: &str) -> Result<String> {
         .with_context(|| format!("no linux-image-{prefix}*-amd64-unsigned in the apt archive"))
 }
 
-/// The generic `-amd64` flavour: not `-rt-amd64` or `-cloud-amd64`.
-fn is_plain_flavour(release: &str) -> bool {
-    release
-        .strip_suffix("-amd64")
-        .is_some_and(|r| !r.ends_with("-rt") && !r.ends_with("-cloud"))
-}
-
 fn regex_escape(s: &str) -> String {
     s.replace('.', "\\.")
-}
-
-/// Orders release strings by their numeric parts.
-fn version_key(release: &str) -> Vec<u64> {
-    release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse().ok())
-        .collect()
 }
 
 /// Finds the kernels without installing anything (after `apt-get update`).
@@ -181,6 +168,7 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
     }
     install_checkpatch(sh, &k)?;
     install_perfetto_descriptor(sh)?;
+    install_newest_kernel(sh)?;
     say("everything is installed");
     Ok(k)
 }
@@ -207,6 +195,98 @@ fn quietly(sh: &Shell, cmd: xshell::Cmd<'_>, what: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+const NEWEST_SUITE: &str = "trixie-backports";
+const NEWEST_BUILD_TOOLS: &str = "make,gcc-14,libc6-dev,kmod";
+
+/// Runs `args` inside [`NEWEST_ROOT`], with /proc mounted there (apt and
+/// objtool read it) for as long as the command runs, in a mount namespace
+/// of its own so nothing stays mounted on the host.
+fn in_newest_root<'a>(sh: &'a Shell, args: &[&str]) -> xshell::Cmd<'a> {
+    let root = NEWEST_ROOT;
+    let proc = format!("--mount-proc={root}/proc");
+    cmd!(
+        sh,
+        "unshare --mount --pid --fork {proc} chroot {root} {args...}"
+    )
+}
+
+fn install_newest_kernel(sh: &Shell) -> Result<()> {
+    let root = Path::new(NEWEST_ROOT);
+    if !root.join("usr/bin/gcc-14").exists() {
+        if root.exists() {
+            sh.remove_path(root)?;
+        }
+        say(&format!(
+            "making a Debian 13 build root for the newest kernel Debian ships ({NEWEST_ROOT}: {NEWEST_BUILD_TOOLS})"
+        ));
+        let sources = [
+            "deb http://deb.debian.org/debian trixie main".to_string(),
+            format!("deb http://deb.debian.org/debian {NEWEST_SUITE} main"),
+        ];
+        let cmd = cmd!(
+            sh,
+            "mmdebstrap --variant=apt --mode=root --include={NEWEST_BUILD_TOOLS} trixie {root} {sources...}"
+        );
+        quietly(sh, cmd, "mmdebstrap")?;
+    }
+    quietly(
+        sh,
+        in_newest_root(sh, &["apt-get", "update", "-q"]),
+        "apt-get update in the build root",
+    )?;
+    let list = in_newest_root(
+        sh,
+        &[
+            "apt-cache",
+            "search",
+            "--names-only",
+            "^linux-headers-[0-9].*-amd64$",
+        ],
+    )
+    .quiet()
+    .read()?;
+    let mut releases: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.strip_prefix("linux-headers-"))
+        .filter(|r| is_plain_flavour(r))
+        .map(String::from)
+        .collect();
+    releases.sort_by_key(|r| version_key(r));
+    let newest = releases
+        .pop()
+        .with_context(|| format!("no linux-headers-*-amd64 in {NEWEST_SUITE}"))?;
+    if root
+        .join(format!("usr/src/linux-headers-{newest}"))
+        .exists()
+        && root.join(format!("lib/modules/{newest}/vmlinuz")).exists()
+    {
+        return Ok(());
+    }
+    say(&format!(
+        "installing into the build root from {NEWEST_SUITE}: linux {newest} (kernel, modules, headers)"
+    ));
+    let (binary, modules, headers) = (
+        format!("linux-binary-{newest}"),
+        format!("linux-modules-{newest}"),
+        format!("linux-headers-{newest}"),
+    );
+    let install = in_newest_root(
+        sh,
+        &[
+            "apt-get",
+            "install",
+            "-y",
+            "-q",
+            "--no-install-recommends",
+            &binary,
+            &modules,
+            &headers,
+        ],
+    )
+    .env("DEBIAN_FRONTEND", "noninteractive");
+    quietly(sh, install, "apt-get install in the build root")
 }
 
 /// Perfetto's `trace.proto`, compiled (a FileDescriptorSet), for strict
@@ -294,7 +374,7 @@ fn install_checkpatch(sh: &Shell, k: &Kernels) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_plain_flavour, version_key};
+    use crate::env::{is_plain_flavour, version_key};
 
     #[test]
     fn only_the_generic_flavour_is_picked() {

@@ -51,6 +51,9 @@ pub struct Scenario {
     pub about: &'static str,
     /// Why the scenario runs on the 6.12 kernel only, if it does.
     pub only_612: Option<&'static str>,
+    /// Whether it also runs on the newest kernel Debian ships, where every
+    /// release may change what the module depends on.
+    pub newest: bool,
     pub run: fn(&Shell, &Kernel, &Artifacts) -> Result<String>,
 }
 
@@ -63,99 +66,132 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "warm-reboot",
         about: "memmap= region; workload; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
         only_612: None,
+        newest: true,
         run: warm_reboot::warm_reboot,
     },
     Scenario {
         name: "warm-reboot-reserve-mem",
         about: "the same with a reserve_mem= range (6.11+) that is not page-aligned (16000000:64), found again by label on the next boot; the module uses its whole pages, and a user stream maps its own header first and nothing its last holder left",
         only_612: Some(NO_RESERVE_MEM),
+        newest: false,
         run: warm_reboot::warm_reboot_reserve_mem,
     },
     Scenario {
         name: "damaged-header",
         about: "memmap= region; workload; sysrq panic; before the module loads again one bit of the crashed generation's header is flipped: the module keeps it as a damaged previous and records into the other slot; --trust-header recovers it all",
         only_612: None,
+        newest: false,
         run: warm_reboot::damaged_header,
     },
     Scenario {
         name: "two-generations",
         about: "memmap= region; two crashes without an ack fill both slots; on the third boot a reader holding previous (generation 2) across its ack is refused instead of reading on into generation 1, which is then saved whole",
         only_612: None,
+        newest: false,
         run: warm_reboot::two_generations,
     },
     Scenario {
         name: "recover-next-boot",
         about: "memmap= region; workload; sysrq panic; warm reboot; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it; a second run finds nothing; the host checks the bundle off the disk",
         only_612: None,
+        newest: false,
         run: warm_reboot::recover_next_boot,
     },
     Scenario {
         name: "qemu-dump",
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
         only_612: None,
+        newest: false,
         run: dumps::qemu_dump,
     },
     Scenario {
         name: "kdump-vmcore",
         about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads",
         only_612: Some(NO_RESERVE_MEM),
+        newest: false,
         run: dumps::kdump_vmcore,
     },
     Scenario {
         name: "kdump-direct",
         about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address",
         only_612: None,
+        newest: false,
         run: dumps::kdump_direct,
     },
     Scenario {
         name: "pmem-power-loss",
         about: "region on an emulated NVDIMM; QEMU killed mid-workload (no panic, no flush); the host reads the backing file, a second boot reads /dev/pmem0",
         only_612: None,
+        newest: false,
         run: pmem::pmem_power_loss,
     },
     Scenario {
         name: "panic-in-irq",
         about: "memmap= region; workload; a test module's timer panics in hard IRQ context; warm reboot; the trace shows the cause and the panic",
         only_612: None,
+        newest: false,
         run: crashes::panic_in_irq,
     },
     Scenario {
         name: "hard-lockup",
         about: "memmap= region; workload; a test module spins CPU 1 with interrupts off, reading the clock, until a detector panics (under TCG the perf NMI watchdog cannot run, so the RCU stall detector, armed to panic, is the one that fires); with the HPET as clocksource and crash_kexec_post_notifiers (the panic stops CPU 1 by NMI, maybe inside the HPET read's lock), the panic path reads no clocksource after the stop, records the crash and reboots",
         only_612: None,
+        newest: false,
         run: crashes::hard_lockup,
     },
     Scenario {
         name: "crash-under-load",
         about: "memmap= region; a thread per CPU writes numbered events flat out; sysrq panic; every stream's events are exactly its indices, losses exact, the torn record invisible",
         only_612: None,
+        newest: true,
         run: crashes::crash_under_load,
     },
     Scenario {
         name: "nested-under-load",
         about: "memmap= region; a thread per CPU writes flat out while each CPU's timer interrupt and tasklet write into the middle of its records, sysrq NMI backtraces print on every CPU, printk, sched and irq sources on; sysrq panic; nothing dropped but records in flight, every writer's numbered events present and in order",
         only_612: None,
+        newest: false,
         run: crashes::nested_under_load,
     },
     Scenario {
         name: "signage-reboot-loop",
         about: "a Debian 12 guest with systemd: apt installs the two packages (DKMS builds the module), crashring arm, update-grub; booted as its grub.cfg says (panic=5, MaxBundles=2), it crashes three times under a writer per CPU and reboots by itself; each boot's crashring-recover.service bundles the last crash; the two newest bundles are kept, each passes check-bundle with its own boot's markers, one journal message per crash",
         only_612: Some(DEBIAN_612),
+        newest: false,
         run: debian::signage_reboot_loop,
     },
     Scenario {
         name: "kdump-tools",
         about: "a Debian 12 guest with kdump-tools and both packages installed and armed; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event",
         only_612: Some(DEBIAN_612),
+        newest: false,
         run: debian::kdump_tools,
     },
     Scenario {
         name: "compositor-crash",
         about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, after checks of what it and a user outside the group may not do (stale pages, a write-only file, root writing through its descriptor), a flood of its markers and stream, and two members flooding CPU 1 with 994-byte markers beside one writing once a second, each within its own byte budget; sysrq panic; the next boot recovers both on one timeline, with CPU 1's lines from before the flood",
         only_612: None,
+        newest: false,
         run: user_streams::compositor_crash,
     },
 ];
+
+impl Scenario {
+    /// Why the scenario does not run on `series`, if it does not.
+    pub fn skips(&self, series: &str) -> Option<&'static str> {
+        match (series, self.only_612) {
+            ("newest", _) if !self.newest => Some(NOT_ON_NEWEST),
+            ("6.1" | "newest", Some(why)) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+/// The newest kernel boots the scenarios that exercise what a new kernel
+/// can break (the module's build, its load, the panic path, the writer
+/// under load); the rest would only repeat them at an hour's cost.
+const NOT_ON_NEWEST: &str =
+    "the newest kernel runs warm-reboot and crash-under-load, what a new release can break";
 
 pub fn find(name: &str) -> Result<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name).with_context(|| {
@@ -173,12 +209,12 @@ pub fn list() {
 
 /// Runs one scenario and prints its outcome; the files stay in `keep` or,
 /// without it, in target/crashring/runs.
-pub fn run(sh: &Shell, name: &str, series: &'static str, keep: Option<PathBuf>) -> Result<String> {
+pub fn run(sh: &Shell, name: &str, series: &str, keep: Option<PathBuf>) -> Result<String> {
     let scenario = find(name)?;
-    let k = guest::kernel(series)?;
-    if let (Some(why), false) = (scenario.only_612, k.series == "6.12") {
-        bail!("{name} does not run on {}: {why}", k.release);
+    if let Some(why) = scenario.skips(series) {
+        bail!("{name} does not run on {series}: {why}");
     }
+    let k = guest::kernel(series)?;
     let kept = keep.is_some();
     let dir = keep.unwrap_or_else(|| work_dir(sh).join("runs").join(format!("{name}-{series}")));
     sh.create_dir(&dir)?;
