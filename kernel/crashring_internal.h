@@ -131,6 +131,11 @@ void crashring_clock_stop(void);
 /* crashring_budget.c */
 bool crashring_budget_take(kuid_t uid, size_t bytes);
 
+int crashring_writeback_init(void);
+void crashring_writeback_arm(void);
+void crashring_writeback_exit(void);
+int crashring_writeback_emit(char *buf, int at);
+
 /* crashring_user.c */
 u32 crashring_user_pool(u32 page_size, u32 *pages);
 int crashring_user_init(void);
@@ -138,6 +143,7 @@ void crashring_user_exit(void);
 long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 int crashring_user_mmap(struct file *file, struct vm_area_struct *vma);
 void crashring_user_release(struct file *file);
+u32 crashring_user_write_back(void);
 
 /* crashring_sysfs.c */
 int crashring_sysfs_init(void);

@@ -460,6 +460,7 @@ int crashring_start_recording(int slot)
 	WRITE_ONCE(crashring.cur, slot);
 	/* Before recording: a panic from then on finds the panic clock set. */
 	crashring_clock_arm();
+	crashring_writeback_arm();
 	/*
 	 * Release: a CPU that sees recording on (crashring_this_cpu()) also
 	 * sees the streams crashring_format() just set up, on any architecture.
@@ -756,7 +757,10 @@ static int __init crashring_init(void)
 		goto err_unmap;
 	err = crashring_user_init();
 	if (err)
-		goto err_free_streams;
+		goto err_free_lanes;
+	err = crashring_writeback_init();
+	if (err)
+		goto err_user;
 	err = cr_get_boot_id(crashring.boot_id);
 	if (err) {
 		pr_warn("boot id unknown (%s: %d): a random one is recorded, so journal lines cannot match it\n",
@@ -803,7 +807,11 @@ err_sources:
 	if (crashring.cur >= 0)
 		cr_clear_slot(crashring.cur);
 err_free_streams:
+	/* Cancels a pass before the user pool it walks is gone. */
+	crashring_writeback_exit();
+err_user:
 	crashring_user_exit();
+err_free_lanes:
 	cr_free_lanes();
 err_unmap:
 	memunmap(crashring.map);
@@ -826,8 +834,9 @@ static void __exit crashring_exit(void)
 	unregister_die_notifier(&cr_die_nb);
 	atomic_notifier_chain_unregister(&panic_notifier_list, &cr_panic_nb);
 	crashring_sources_exit();
-	/* After sysfs: nothing can re-arm it once it is cancelled. */
+	/* After sysfs: nothing can re-arm them once they are cancelled. */
 	crashring_clock_stop();
+	crashring_writeback_exit();
 	cr_finish_clean();
 	crashring_user_exit();
 	cr_free_lanes();

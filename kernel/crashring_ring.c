@@ -662,6 +662,39 @@ void crashring_commit(struct crashring_stream *s)
 }
 
 /**
+ * crashring_write_back_new - write back what @s recorded since @mark
+ * @s: a kernel stream, its writer maybe running on another CPU
+ * @mark: how far the last call got, zeroed before the first; updated
+ *
+ * The periodic write-back's step for one stream (crashring_writeback.c):
+ * the pages opened since the last call, the page that call ended on
+ * (which may have gained records since), and the stream's tails. The
+ * writer's page sequence is read once: a page it opens after that read is
+ * the next call's. Each stream's first page (seq 1) is slot 0 and every
+ * later page takes the next slot, so page seq lives in slot (seq - 1) %
+ * page_count. A mark ahead of the stream (a generation started anew)
+ * counts from the first page.
+ *
+ * Return: the pages written back; 0 when the stream recorded nothing since.
+ */
+u32 crashring_write_back_new(const struct crashring_stream *s, struct crashring_wb_mark *mark)
+{
+	u64 seq = READ_ONCE(s->seq), bytes = READ_ONCE(s->bytes_total), from, p;
+
+	if (!seq || (seq == mark->seq && bytes == mark->bytes))
+		return 0;
+	from = mark->seq && mark->seq <= seq ? mark->seq : 1;
+	if (seq - from >= s->page_count)
+		from = seq - s->page_count + 1;
+	for (p = from; p <= seq; p++)
+		cr_write_back(cr_page(s, (p - 1) % s->page_count), s->page_size);
+	cr_write_back(s->tails, 2 * sizeof(*s->tails));
+	mark->seq = seq;
+	mark->bytes = bytes;
+	return seq - from + 1;
+}
+
+/**
  * crashring_set_durable - write every ordered step back to memory
  * @s: a stream just formatted, before it records
  * @on: whether the region is persistent memory without eADR

@@ -106,6 +106,12 @@ struct crashring_cpu {
 	struct crashring_stream *lane[CRASHRING_MAX_LANES];
 };
 
+/* How far crashring_write_back_new() got in a stream. */
+struct crashring_wb_mark {
+	u64 seq;	/* the page it ended on */
+	u64 bytes;	/* the stream's bytes_total then */
+};
+
 int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 		     struct crashring_stream *streams);
 u64 crashring_region_size(const void *mem);
@@ -124,6 +130,7 @@ void crashring_leave(struct crashring_cpu *c);
 void crashring_take_innermost(struct crashring_cpu *c);
 void crashring_stop_all(struct crashring_stream *streams, u32 n);
 void crashring_set_durable(struct crashring_stream *s, bool on);
+u32 crashring_write_back_new(const struct crashring_stream *s, struct crashring_wb_mark *mark);
 u32 crashring_schema_size(const struct crashring_config *cfg);
 void crashring_reset_user_stream(void *mem, struct crashring_stream *s, const char *name,
 				 u32 pid, u32 uid, u64 ts);

@@ -49,8 +49,10 @@ static ssize_t enabled_store(struct kobject *k, struct kobj_attribute *a, const 
 		return -EBUSY;
 	}
 	WRITE_ONCE(crashring.enabled, on);
-	if (on)
+	if (on) {
 		crashring_clock_arm();
+		crashring_writeback_arm();
+	}
 	mutex_unlock(&crashring.lock);
 	return count;
 }
@@ -103,6 +105,7 @@ static ssize_t region_show(struct kobject *k, struct kobj_attribute *a, char *bu
 	if (cur >= 0)
 		n += sysfs_emit_at(buf, n, " recording_slot=%d recording_phys=%pa generation=%llu",
 				   cur, &crashring.slot[cur].phys, crashring.slot[cur].generation);
+	n += crashring_writeback_emit(buf, n);
 	return n + sysfs_emit_at(buf, n, "\n");
 }
 

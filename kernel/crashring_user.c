@@ -174,6 +174,29 @@ long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 	return err;
 }
 
+/**
+ * crashring_user_write_back - write back every held stream, whole
+ *
+ * For the periodic write-back: the kernel does not see what a holder
+ * wrote, so all of each held stream's pages go. With crashring.lock held.
+ *
+ * Return: the pages written back.
+ */
+u32 crashring_user_write_back(void)
+{
+	const struct crashring_stream *s;
+	u32 j, pages = 0;
+
+	for (j = 0; j < crashring.nuser; j++) {
+		if (!cr_user_slots[j].holder)
+			continue;
+		s = &crashring.streams[crashring.nstreams + j];
+		arch_wb_cache_pmem(s->pages, (size_t)s->page_count * s->page_size);
+		pages += s->page_count;
+	}
+	return pages;
+}
+
 /*
  * Maps exactly the stream's pages, shared, never executable, not
  * inherited by a child, never grown by mremap().

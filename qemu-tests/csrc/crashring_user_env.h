@@ -85,6 +85,9 @@ static inline void cr_cpu_relax(void)
 	nanosleep(&t, NULL);
 }
 
+/* Lets a test see what the ring code wrote back (ring_shim.c). */
+void crashring_user_wrote_back(const void *p, size_t len);
+
 /*
  * Writes cache lines back as the kernel's arch_wb_cache_pmem() does: CLWB
  * where the CPU has it, else CLFLUSH (which also evicts the line).
@@ -94,6 +97,7 @@ static inline void cr_write_back(const void *p, size_t len)
 	const char *end = (const char *)p + len;
 	const char *line = (const char *)((uintptr_t)p & ~(uintptr_t)63);
 
+	crashring_user_wrote_back(p, len);
 #if defined(__x86_64__)
 	if (__builtin_cpu_supports("clwb")) {
 		for (; line < end; line += 64)

@@ -60,3 +60,36 @@ int cr_test_write_stopping_at(struct crashring_stream *s, u64 ts, u8 type,
 	cr_stop_at = 0;
 	return rc;
 }
+
+/*
+ * What the ring code wrote back, while a test logs it: the ranges, in
+ * order, up to CR_WB_LOG of them (the rest are counted). Per thread.
+ */
+#define CR_WB_LOG 4096
+struct cr_wb_range {
+	const void *p;
+	size_t len;
+};
+static __thread struct cr_wb_range *cr_wb_log;
+static __thread size_t cr_wb_count;
+
+void crashring_user_wrote_back(const void *p, size_t len)
+{
+	if (!cr_wb_log)
+		return;
+	if (cr_wb_count < CR_WB_LOG)
+		cr_wb_log[cr_wb_count] = (struct cr_wb_range){ p, len };
+	cr_wb_count++;
+}
+
+/* Starts logging into @log (CR_WB_LOG entries), or stops with NULL. */
+void cr_test_log_write_backs(struct cr_wb_range *log)
+{
+	cr_wb_log = log;
+	cr_wb_count = 0;
+}
+
+size_t cr_test_write_backs(void)
+{
+	return cr_wb_count;
+}

@@ -65,6 +65,25 @@ pub struct CpuLanes {
     pub lane: [*mut StreamState; pstore_ring::layout::MAX_LANES as usize],
 }
 
+/// `struct crashring_wb_mark`: how far the periodic write-back got.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WbMark {
+    pub seq: u64,
+    pub bytes: u64,
+}
+
+/// One range the ring code wrote back (`struct cr_wb_range`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WbRange {
+    pub p: *const c_void,
+    pub len: usize,
+}
+
+/// How many ranges `cr_test_log_write_backs` keeps (`CR_WB_LOG`).
+pub const WB_LOG: usize = 4096;
+
 extern "C" {
     pub fn crashring_format(
         mem: *mut c_void,
@@ -88,6 +107,7 @@ extern "C" {
     pub fn crashring_close(s: *mut StreamState);
     pub fn crashring_stop_all(streams: *mut StreamState, n: u32);
     pub fn crashring_set_durable(s: *mut StreamState, on: bool);
+    pub fn crashring_write_back_new(s: *const StreamState, mark: *mut WbMark) -> u32;
     pub fn crashring_set_state(
         mem: *mut c_void,
         state: u32,
@@ -112,6 +132,11 @@ extern "C" {
     pub fn cr_test_sizeof_config() -> usize;
     pub fn cr_test_crc(p: *const c_void, len: usize) -> u32;
     pub fn cr_test_sizeof_cpu() -> usize;
+    /// Logs this thread's write-backs into `log` ([`WB_LOG`] entries), or
+    /// stops with null.
+    pub fn cr_test_log_write_backs(log: *mut WbRange);
+    /// Write-backs since logging started (past [`WB_LOG`], counted only).
+    pub fn cr_test_write_backs() -> usize;
 }
 
 /// The kernel's `__crc32c_le(seed, p, n)` (no pre- or post-inversion), for

@@ -753,3 +753,109 @@ mod stopping {
         }
     }
 }
+
+/// The periodic write-back's choice of pages (crashring_write_back_new):
+/// what it writes back covers every byte the writer changed since the last
+/// pass, and an idle stream costs nothing.
+mod write_back {
+    use super::*;
+    use pstore_ring::schema;
+    use pstore_ring::write::StreamSpec;
+
+    const PAGE: u32 = 256;
+    const PAGES: u32 = 8;
+
+    fn covers(ranges: &[WbRange], addr: usize) -> bool {
+        ranges
+            .iter()
+            .any(|r| (r.p as usize..r.p as usize + r.len).contains(&addr))
+    }
+
+    /// One pass, with what it wrote back: (pages it says, ranges logged).
+    fn pass(s: *mut StreamState, mark: &mut WbMark) -> (u32, Vec<WbRange>) {
+        let mut log = vec![
+            WbRange {
+                p: std::ptr::null(),
+                len: 0
+            };
+            WB_LOG
+        ];
+        unsafe { cr_test_log_write_backs(log.as_mut_ptr()) };
+        let n = unsafe { crashring_write_back_new(s, mark) };
+        let count = unsafe { cr_test_write_backs() };
+        unsafe { cr_test_log_write_backs(std::ptr::null_mut()) };
+        assert!(count <= WB_LOG);
+        log.truncate(count);
+        (n, log)
+    }
+
+    #[test]
+    fn every_byte_written_since_the_last_pass_is_written_back_and_nothing_when_idle() {
+        let specs = [StreamSpec::cpu(0)];
+        let rc = RegionConfig {
+            page_size: PAGE,
+            pages_per_stream: Some(PAGES),
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut region = CRegion::format(&rc, (PAGES * PAGE) as usize + 8192).unwrap();
+        let s = region.stream(0);
+        let payload = [7u8; 8];
+        let mut mark = WbMark::default();
+        let mut before = region.bytes().to_vec();
+        let mut written = 0u64;
+        // Bursts within a page, across a few pages, and past the whole ring.
+        for burst in [0u64, 0, 1, 1, 3, 40, 0, 7, 500, 2, 0] {
+            for _ in 0..burst {
+                let rc = unsafe {
+                    crashring_write(
+                        s,
+                        1_000 + written,
+                        schema::EVENT_LOST,
+                        payload.as_ptr().cast(),
+                        8,
+                    )
+                };
+                assert_eq!(rc, 0);
+                written += 1;
+            }
+            let first = mark == WbMark::default();
+            let (n, ranges) = pass(s, &mut mark);
+            let after = region.bytes();
+            let base = after.as_ptr() as usize;
+            for (i, (b, a)) in before.iter().zip(after).enumerate() {
+                assert!(
+                    b == a || covers(&ranges, base + i),
+                    "after a burst of {burst}: byte {i} changed but was not written back ({n} pages)"
+                );
+            }
+            if before == after && !first {
+                assert_eq!((n, ranges.len()), (0, 0), "an idle stream is written back");
+            } else {
+                assert!((1..=PAGES).contains(&n), "{n} pages");
+                // n whole pages, then the tails.
+                assert_eq!(ranges.len(), n as usize + 1);
+                assert!(ranges[..n as usize].iter().all(|r| r.len == PAGE as usize));
+            }
+            before = after.to_vec();
+        }
+        // Past the whole ring, each page once.
+        assert_eq!(pass(s, &mut WbMark { seq: 1, bytes: 0 }).0, PAGES);
+        // A mark from a generation further along counts from the first page.
+        let (n, ranges) = pass(
+            s,
+            &mut WbMark {
+                seq: u64::MAX / 2,
+                bytes: 0,
+            },
+        );
+        assert_eq!(n, PAGES);
+        let mut starts: Vec<usize> = ranges[..PAGES as usize]
+            .iter()
+            .map(|r| r.p as usize)
+            .collect();
+        starts.sort();
+        starts.dedup();
+        assert_eq!(starts.len(), PAGES as usize, "a page twice");
+    }
+}

@@ -5,7 +5,7 @@
 
 use super::{
     check_region, check_warm_reboot, ensure_crashed_by_panic, parse_saved, warm_reboot_run,
-    workload_and_sysrq, Artifacts, WarmReboot, DONE, DONE_MIB,
+    workload_and_sysrq, workload_writes, Artifacts, WarmReboot, DONE, DONE_MIB,
 };
 use crate::env::guest::{self, Kernel};
 use anyhow::{ensure, Context, Result};
@@ -31,6 +31,58 @@ const CLOCK_STEP: &str = r#"date -s "@$(( $(date +%s) + 3600 ))" > /dev/null
 sleep 3
 echo "<6>crashring-clock: wall=$(date +%s)" > /dev/kmsg
 "#;
+
+/// The periodic write-back's counters (the `region` line) before and two
+/// passes after the workload: [`check_write_back`] reads them.
+const WRITE_BACK_BEFORE: &str = r#"wb() { grep -o 'writeback_ms=[0-9]* writeback_passes=[0-9]* writeback_pages=[0-9]*' /sys/kernel/crashring/region; }
+wb_before=$(wb)
+"#;
+const WRITE_BACK_AFTER: &str = r#"sleep 2
+echo "crashring-test: write-back $wb_before then $(wb)"
+"#;
+
+/// The periodic write-back ran while the workload wrote, and wrote back
+/// the pages it filled, not every stream's: 64 CPUs of 5 lanes are 320
+/// streams, and all but the shell's CPU's were idle.
+fn check_write_back(log: &str) -> Result<String> {
+    let line = log
+        .lines()
+        .find_map(|l| l.split_once("crashring-test: write-back ").map(|(_, r)| r))
+        .context("no write-back line: the region line lacks its write-back fields")?;
+    // The console may run the kernel's next line on after the last digit.
+    let field = |text: &str, name: &str| -> Result<u64> {
+        let value = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+            .with_context(|| format!("no {name} in {line:?}"))?;
+        let digits = value
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(value.len());
+        value[..digits]
+            .parse()
+            .with_context(|| format!("{name} in {line:?}"))
+    };
+    let (before, after) = line
+        .split_once(" then ")
+        .with_context(|| format!("write-back line {line:?}"))?;
+    ensure!(
+        field(after, "writeback_ms")? == 1000,
+        "writeback_ms is not its default 1000: {line}"
+    );
+    let passes = field(after, "writeback_passes")? - field(before, "writeback_passes")?;
+    let pages = field(after, "writeback_pages")? - field(before, "writeback_pages")?;
+    ensure!(
+        passes >= 1,
+        "no write-back pass while the workload ran: {line}"
+    );
+    // 400 markers of at least 17 bytes fill two 4 KiB pages, whatever
+    // else lands beside them.
+    ensure!(
+        (2..(passes + 1) * 64).contains(&pages),
+        "{pages} pages written back in {passes} passes: the workload's pages were missed, or idle streams written back again: {line}"
+    );
+    Ok(format!("{pages} pages written back in {passes} passes"))
+}
 
 /// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
 /// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
@@ -64,9 +116,17 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         region_append: "memmap=64M$0x40000000",
         module_args: "region=64M@0x40000000",
         cpus: POSSIBLE_CPUS,
-        ..WarmReboot::memmap(PRINTK_METADATA.to_owned() + CLOCK_STEP + &workload_and_sysrq())
+        ..WarmReboot::memmap(
+            PRINTK_METADATA.to_owned()
+                + CLOCK_STEP
+                + WRITE_BACK_BEFORE
+                + &workload_writes()
+                + WRITE_BACK_AFTER
+                + "echo c > /proc/sysrq-trigger\n",
+        )
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
+    let write_back = check_write_back(&run.log)?;
     let said = |what: &str| run.said(what);
     ensure!(
         !said("sources=bogus accepted"),
@@ -121,7 +181,7 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         let metadata = check_printk_metadata(&region, &run.log)?;
         let clock = check_clock_step(&region)?;
         Ok(format!(
-            "{workload}; {metadata}; {clock}; stats lists all {POSSIBLE_CPUS} CPUs; a 64-character host name kept to 63"
+            "{workload}; {metadata}; {clock}; {write_back}; stats lists all {POSSIBLE_CPUS} CPUs; a 64-character host name kept to 63"
         ))
     })
 }
