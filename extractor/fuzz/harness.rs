@@ -297,7 +297,7 @@ fn exercise(dump: &Dump, outputs: bool, out: &mut String) {
         let _ = mem.read(run.start, &mut page);
         let _ = mem.read(PhysAddr(run.end.0.saturating_sub(100)), &mut page);
     }
-    for found in discover::scan(mem, &mut |_| {}) {
+    for found in discover::scan(mem, &mut |_| {}).found {
         decode(&found, HeaderTrust::Checksummed, outputs, out);
     }
     if let Ok(found) = discover::read_at(mem, PhysAddr(REGION as u64), None, HeaderTrust::Lenient) {

@@ -440,8 +440,9 @@ fn note_hole(holes: &mut Vec<Hole>, r: Range<u64>, cause: HoleCause) {
 
 /// Searches all present memory for regions and reads each one. `progress`
 /// is called with the bytes searched so far.
-pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
+pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Scanned {
     let mut found: Vec<Found> = Vec::new();
+    let mut unread: Vec<DiscoverError> = Vec::new();
     let mut searched = 0u64;
     let mut buf = Vec::new();
     let runs: Vec<_> = mem.map().present().copied().collect();
@@ -470,7 +471,7 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
                 }) {
                     continue;
                 }
-                consider(mem, at, &mut found);
+                consider(mem, at, &mut found, &mut unread);
             }
             // Overlap by the magic's length so a magic across two chunks
             // is still seen.
@@ -484,7 +485,15 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Vec<Found> {
             progress(searched);
         }
     }
-    found
+    Scanned { found, unread }
+}
+
+/// What a scan found: the regions it read, and those whose header checked
+/// out but whose bytes could not be read (too big, no room for the
+/// snapshot), each with why, never dropped as if there were no region.
+pub struct Scanned {
+    pub found: Vec<Found>,
+    pub unread: Vec<DiscoverError>,
 }
 
 /// Reads `buf.len()` bytes at `addr`, leaving zeros where the dump has
@@ -505,7 +514,12 @@ fn fill_skipping_holes(mem: &dyn PhysMemory, addr: PhysAddr, buf: &mut [u8]) {
 
 /// Reads the region at `at` if its header checks out, or notes it as a
 /// copy of one already found.
-fn consider(mem: &dyn PhysMemory, at: PhysAddr, found: &mut Vec<Found>) {
+fn consider(
+    mem: &dyn PhysMemory,
+    at: PhysAddr,
+    found: &mut Vec<Found>,
+    unread: &mut Vec<DiscoverError>,
+) {
     let mut header = [0u8; HEADER_SIZE];
     if mem.read(at, &mut header).is_err() {
         return;
@@ -518,8 +532,11 @@ fn consider(mem: &dyn PhysMemory, at: PhysAddr, found: &mut Vec<Found>) {
         f.copies.push(at);
         return;
     }
-    if let Ok(region) = read_with_header(mem, at, &header, None, HeaderTrust::Checksummed) {
-        found.push(region);
+    match read_with_header(mem, at, &header, None, HeaderTrust::Checksummed) {
+        Ok(region) => found.push(region),
+        // Bytes that only look like a header: not a region.
+        Err(DiscoverError::NoHeader { .. }) => {}
+        Err(e) => unread.push(e),
     }
 }
 

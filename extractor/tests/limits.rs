@@ -247,3 +247,25 @@ fn a_dense_region_is_extracted_without_holding_it() {
         kib >> 10
     );
 }
+
+/// A region whose header checks out but whose bytes cannot be copied (no
+/// room for the snapshot: here no temporary directory at all) is reported
+/// as that, naming the region, never as a dump without a region.
+#[test]
+fn a_region_that_cannot_be_copied_is_reported_not_missed() {
+    let path = write_tmp("no-room.bin", &image_sized(4096, 512, 16 * 1024, 10));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crashring"))
+        .arg("info")
+        .arg(&path)
+        .env("TMPDIR", "/nonexistent/crashring-tmp")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "no room to copy the 6144-byte region at physical address 0x1000 into a temporary file"
+        ) && !err.contains("no crashring region"),
+        "{err}"
+    );
+}

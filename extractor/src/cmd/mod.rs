@@ -64,7 +64,11 @@ impl InputArgs {
         if let Some(Some(b)) = bar {
             b.finish_and_clear();
         }
-        Ok(loaded?)
+        let loaded = loaded?;
+        for e in &loaded.unread {
+            eprintln!("crashring: warning: {}: {e}", spec.path.display());
+        }
+        Ok(loaded)
     }
 }
 

@@ -99,6 +99,9 @@ pub fn open(spec: &InputSpec) -> Result<Dump, LoadError> {
 pub struct Loaded {
     pub dump: Dump,
     pub found: Vec<Found>,
+    /// Regions whose header checked out but whose bytes could not be read
+    /// beside those found: each caller says so.
+    pub unread: Vec<DiscoverError>,
     trust: HeaderTrust,
 }
 
@@ -110,13 +113,21 @@ pub fn find(
     spec: &InputSpec,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Loaded, LoadError> {
-    let found = match spec.phys {
-        Some((addr, size)) => vec![discover::read_at(&*dump.memory, addr, size, spec.trust)?],
+    let (found, mut unread) = match spec.phys {
+        Some((addr, size)) => (
+            vec![discover::read_at(&*dump.memory, addr, size, spec.trust)?],
+            Vec::new(),
+        ),
         None => {
             let total = dump.memory.map().present_bytes();
-            discover::scan(&*dump.memory, &mut |done| progress(done, total))
+            let scanned = discover::scan(&*dump.memory, &mut |done| progress(done, total));
+            (scanned.found, scanned.unread)
         }
     };
+    // A region that is there but could not be read is that, not "no region".
+    if found.is_empty() && !unread.is_empty() {
+        return Err(unread.swap_remove(0).into());
+    }
     if found.is_empty() {
         let map = dump.memory.map();
         return Err(LoadError::NoRegion {
@@ -130,6 +141,7 @@ pub fn find(
     Ok(Loaded {
         dump,
         found,
+        unread,
         trust: spec.trust,
     })
 }

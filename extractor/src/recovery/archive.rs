@@ -69,6 +69,13 @@ impl Archive<'_> {
         };
         let dump = recover::open(&spec)?;
         let loaded = recover::find(dump, &spec, &mut |_, _| {})?;
+        let unread: Vec<String> = loaded
+            .unread
+            .iter()
+            .map(|e| {
+                format!("a region the input holds besides the one bundled could not be read: {e}")
+            })
+            .collect();
         let mut recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
         // A dump may hold stale copies of older generations too (a
         // previous recovery's snapshot in freed RAM): only the crashed
@@ -115,7 +122,8 @@ impl Archive<'_> {
             return ack(Outcome::AlreadyArchived(name), Vec::new());
         }
         // Before: a disk too full for the new bundle gets room first.
-        let (mut deleted, warnings) = self.retain("", 0);
+        let (mut deleted, mut warnings) = self.retain("", 0);
+        warnings.extend(unread);
         let staging = tempfile::Builder::new()
             .prefix(".recovering-")
             .suffix(".tar.gz")
