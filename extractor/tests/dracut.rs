@@ -11,8 +11,8 @@
 
 mod common;
 
-use common::synth::{elf, load};
-use common::{image, skip_without};
+use common::skip_without;
+use common::synth::{elf, image_of_generation, load};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -87,8 +87,14 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
         "no crashring in the initramfs"
     );
 
-    // A crashed kernel's memory as /proc/vmcore shows it: an ELF core.
-    let memory = image(1 << 20, true);
+    // A crashed kernel's memory as /proc/vmcore shows it: an ELF core,
+    // with another crashed region at 1 MiB (a stale copy in freed RAM,
+    // here of a later generation, so that only the armed address tells
+    // them apart) and the crashed kernel's own at 2 MiB, where the root
+    // file system's GRUB drop-in says `crashring arm` placed it.
+    let mut memory = image_of_generation(1 << 20, 512, 16 * 1024, 400, 5);
+    memory.resize(ARMED as usize, 0);
+    memory.extend_from_slice(&image_of_generation(0, 512, 16 * 1024, 30, 1));
     let vmcore = tmp.path().join("vmcore");
     std::fs::write(
         &vmcore,
@@ -97,6 +103,9 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
     .unwrap();
     std::fs::write(tree.join("proc/vmcore"), b"").unwrap();
 
+    let armed = format!(
+        "mkdir -p \"$1/sysroot/etc/default/grub.d\"; printf '%s\\n' 'GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX memmap=16K\\\\\\$0x{ARMED:x} crash_kexec_post_notifiers\"' > \"$1/sysroot/etc/default/grub.d/crashring.cfg\"; "
+    );
     // kdump-utils's root file system at /sysroot: read-write, as the
     // initramfs left it read-only, and with a /var of its own, mounted
     // there or not.
@@ -117,7 +126,7 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
     ] {
         let sysroot = tmp.path().join(format!("sysroot-{}", names_safe(case)));
         std::fs::create_dir(&sysroot).unwrap();
-        let out = run_hook(&tree, &vmcore, &sysroot, setup);
+        let out = run_hook(&tree, &vmcore, &sysroot, &(armed.clone() + setup));
         let dir = sysroot.join("var/lib/crashring");
         if !bundled {
             assert!(
@@ -144,14 +153,21 @@ fn names_safe(case: &str) -> String {
     case.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
 }
 
+/// Where the crashed kernel's region lies in the test's vmcore.
+const ARMED: u64 = 2 << 20;
+
 /// What kdump-utils does: the root file system (a tmpfs here, set up by
 /// `setup` with the initramfs's tree as `$1`) at /sysroot, then pre.d;
-/// what the hook left there is copied to `sysroot`.
+/// what the hook left there is copied to `sysroot`. The initramfs's /tmp
+/// is a tmpfs of one page, as little as the capture kernel's RAM can
+/// spare a 64 MiB region: the hook's copy of the region must go to disk.
 fn run_hook(tree: &Path, vmcore: &Path, sysroot: &Path, setup: &str) -> std::process::Output {
     let script = format!(
         r#"set -e
 mount --bind "$2" "$1/proc/vmcore"
 mount -t tmpfs sysroot "$1/sysroot"
+mkdir -p "$1/tmp"
+mount -t tmpfs -o size=4k tmp "$1/tmp"
 mkdir -p "$1/sysroot/etc" "$1/sysroot/var"
 {setup}
 set +e
@@ -191,6 +207,11 @@ fn check_bundle(case: &str, dir: &Path) {
         recovered > 0,
         "{case}: the bundle recovered nothing: {}",
         checked.manifest
+    );
+    assert_eq!(
+        checked.manifest["regions"][0]["physical_address"],
+        format!("{ARMED:#x}"),
+        "{case}: the bundle holds a region other than the armed one"
     );
 }
 

@@ -109,3 +109,23 @@ fn every_unit_is_sandboxed() {
         );
     }
 }
+
+/// In a capture boot the region is copied to a temporary file before it
+/// is read: that copy must go to the bundle directory on disk (the unit's
+/// StateDirectory=), never to a tmpfs /tmp in the capture kernel's small
+/// RAM, where a 64 MiB region can run it out of memory.
+#[test]
+fn the_capture_unit_snapshots_on_disk() {
+    let unit = include_str!("../systemd/crashring-capture.service");
+    let setting = |key: &str| {
+        unit.lines()
+            .filter_map(|l| l.strip_prefix(key))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(setting("StateDirectory="), ["crashring"]);
+    assert_eq!(
+        setting("Environment=TMPDIR="),
+        ["/var/lib/crashring"],
+        "crashring-capture.service's TMPDIR is not its bundle directory"
+    );
+}

@@ -25,6 +25,13 @@ pub struct RecoverArgs {
     /// directory and the journal's socket are looked up under it.
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
+    /// The installed system whose configuration applies, when it is not
+    /// `--root`: crashring.conf and where `crashring arm` placed the
+    /// range are read under it (a capture initramfs's hook passes the
+    /// root file system it mounted, /sysroot, so a capture never uses a
+    /// copy of the configuration baked in when the initramfs was built).
+    #[arg(long, value_name = "DIR")]
+    config_root: Option<PathBuf>,
     /// In a kdump capture kernel (crashring-capture.service): bundle the
     /// crashed kernel's generation from `previous` (the module loaded
     /// there offers a memmap= range) or else from /proc/vmcore, and leave
@@ -40,7 +47,9 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     if !args.capture {
         note_continuity(&sys, &args.dir.to_string_lossy());
     }
-    let (cfg, warnings) = config::load(&sys)?;
+    let installed = args.config_root.as_ref().map(System::new);
+    let etc = installed.as_ref().unwrap_or(&sys);
+    let (cfg, warnings) = config::load(etc)?;
     for w in warnings {
         eprintln!("crashring: {w}");
     }
@@ -50,7 +59,7 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     } else {
         Mode::Boot
     };
-    let armed = sys
+    let armed = etc
         .read(GRUB_DROP_IN)
         .ok()
         .flatten()

@@ -26,11 +26,29 @@ pub fn printk_line(flags: u64, seq: u64, text: &[u8]) -> [Value<'_>; 5] {
 /// all, behind `offset` bytes of other memory, with `n` printk events and a
 /// crash event.
 pub fn image_sized(offset: usize, page_size: u32, size: usize, n: u64) -> Vec<u8> {
+    image_of_generation(
+        offset,
+        page_size,
+        size,
+        n,
+        RegionConfig::default().generation,
+    )
+}
+
+/// [`image_sized`] as generation `generation` recorded it.
+pub fn image_of_generation(
+    offset: usize,
+    page_size: u32,
+    size: usize,
+    n: u64,
+    generation: u64,
+) -> Vec<u8> {
     let specs = [StreamSpec::cpu(0), StreamSpec::cpu(1)];
     let cfg = RegionConfig {
         page_size,
         pages_per_stream: Some(4),
         streams: &specs,
+        generation,
         ..Default::default()
     };
     let mut mem = vec![0x5Au8; offset + size];

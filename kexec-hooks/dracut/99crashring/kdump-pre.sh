@@ -53,4 +53,12 @@ if [ -n "$mount_point" ]; then
 	fi
 fi
 
-exec crashring recover --capture --dir /sysroot/var/lib/crashring
+# The root file system's own configuration, not a copy of it baked into
+# this initramfs: where `crashring arm` placed the range picks the crashed
+# kernel's region among stale copies of older ones in the dump. The region
+# is copied to a temporary file before it is read: on the disk, in the
+# bundle directory, which recover creates first (an unnamed file, gone
+# with the process), never in the small RAM of the capture kernel (the
+# initramfs's /tmp).
+TMPDIR=/sysroot/var/lib/crashring exec crashring recover --capture \
+	--dir /sysroot/var/lib/crashring --config-root /sysroot

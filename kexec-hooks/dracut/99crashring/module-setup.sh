@@ -1,10 +1,10 @@
 #!/bin/bash
 # dracut module "crashring", for the kdump capture initramfs of Fedora and
 # RHEL's kdump-utils: add it with `dracut_args --add crashring` in
-# /etc/kdump.conf. It puts the crashring binary, its configuration and a
-# kdump pre.d hook in the initramfs; kdump-utils runs /etc/kdump/pre.d/*
-# before it saves the dump, so the crash is bundled even if makedumpfile
-# then fails or fills the disk.
+# /etc/kdump.conf. It puts the crashring binary and a kdump pre.d hook in
+# the initramfs; kdump-utils runs /etc/kdump/pre.d/* before it saves the
+# dump, so the crash is bundled even if makedumpfile then fails or fills
+# the disk.
 
 check() {
 	require_binaries crashring stat dirname || return 1
@@ -20,6 +20,6 @@ install() {
 	inst_binary "$(command -v crashring)" /usr/bin/crashring
 	# The hook's: whether the real /var is mounted under /sysroot.
 	inst_multiple stat dirname
-	inst_multiple -o /etc/crashring/crashring.conf /etc/crashring/crashring.conf.d/*.conf
+	# The hook reads the configuration from /sysroot, as it is at the crash.
 	inst_script "$moddir/kdump-pre.sh" /etc/kdump/pre.d/50-crashring
 }
