@@ -47,7 +47,7 @@ for try in 1 2 3; do systemctl poweroff && break; sleep 5; done
 
 /// Installs the packages from /root as a user would, runs `before_arm`
 /// (the site's own configuration), arms, and powers off.
-fn install_script(before_arm: &str) -> String {
+fn install_script(before_arm: &str, after_arm: &str) -> String {
     format!(
         r#"{prelude}cd /root
 if apt-get install -q -y ./crashring_*.deb ./crashring-dkms_*.deb > /root/apt.log 2>&1; then
@@ -64,7 +64,7 @@ say "dry-run $?"
 crashring arm
 say "arm $?"
 crashring arm --dry-run | while read -r line; do say "rearm $line"; done
-crashring status | while read -r line; do say "status $line"; done
+{after_arm}crashring status 2>&1 | while read -r line; do say "status $line"; done
 {POWER_OFF}"#,
         prelude = prelude()
     )
@@ -86,6 +86,8 @@ struct Installed {
     image: Image,
     /// What the guest's grub.cfg now boots.
     boot: debian::Boot,
+    /// What the install boot reported.
+    log: String,
 }
 
 fn install(
@@ -95,12 +97,13 @@ fn install(
     flavour: &str,
     extra: &[&str],
     before_arm: &str,
+    after_arm: &str,
 ) -> Result<Installed> {
     let root = debian::rootfs(sh, &k.release, flavour, extra)?;
     let debs = package::build(sh)?;
     let image = Image::create(sh, &root, &art.dir.join("root.img"), &debs)?;
     let job = art.dir.join("job.img");
-    debian::job_disk(&job, &install_script(before_arm))?;
+    debian::job_disk(&job, &install_script(before_arm, after_arm))?;
     let first = debian::first_boot(&root, &k.release);
     let serial = art.dir.join("install.log");
     eprintln!(
@@ -151,7 +154,7 @@ fn install(
         "crashring arm --dry-run after arm still shows changes: {rearm:?}"
     );
     let boot = image.grub_boot(sh, &art.dir)?;
-    Ok(Installed { image, boot })
+    Ok(Installed { image, boot, log })
 }
 
 /// What every boot of an armed guest reports first: its number (counted
@@ -219,7 +222,7 @@ printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.con
 "#;
 
 pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let installed = install(sh, k, art, "signage", &[], SIGNAGE_CONFIG)?;
+    let installed = install(sh, k, art, "signage", &[], SIGNAGE_CONFIG, "")?;
     let run = installed.boot_armed(
         sh,
         art,
@@ -524,6 +527,7 @@ fn check_markers(sh: &Shell, art: &Artifacts, archive: &Path, boot: u32) -> Resu
 fn kdump_script() -> String {
     format!(
         r#"{report}say "boot $n kdump $(kdump-config status | tail -n 1)"
+say "boot $n kdump part $(grep -c "^# <<< End of crashring arm's part.$" /etc/default/kdump-tools) $(stat -c '%a %U' /etc/default/kdump-tools)"
 if [ $n -eq 1 ]; then
   journalctl --sync
 {workload}  say "boot $n crashing"
@@ -547,6 +551,42 @@ say "loop done"
 /// tells a failed capture boot from a slow one.
 const VERBOSE_CONSOLE: &str = "sed -i 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT=\"\"/' /etc/default/grub\n";
 
+/// kdump-tools' configuration holds secrets (`FTP_PASSWORD`): made
+/// private before arm, which must keep it so; a pristine copy is kept.
+const KDUMP_TOOLS_PRIVATE: &str = "chmod 0600 /etc/default/kdump-tools
+cp -p /etc/default/kdump-tools /root/kdump-tools.maintainer
+";
+
+/// After arm, the maintainer's version comes back without crashring's
+/// part, as kdump-tools installed after arm, or ucf's \"install the package
+/// maintainer's version\", leaves it: status must say so, and the next
+/// boot's crashring-kdump-tools.service must put the part back before
+/// kdump-tools loads its capture kernel, or the capture boots with a bare
+/// memmap= and no memory.
+const KDUMP_TOOLS_REPLACED: &str = r#"say "kdump-tools mode $(stat -c '%a %U' /etc/default/kdump-tools)"
+cp -p /root/kdump-tools.maintainer /etc/default/kdump-tools
+crashring status > /dev/null 2>&1
+say "status after the part was lost $?"
+"#;
+
+fn check_kdump_part_lost(log: &str) -> Result<()> {
+    let one = |what: &str| said(log, what).first().copied().unwrap_or_default();
+    ensure!(
+        one("kdump-tools mode") == "600 root",
+        "arm changed /etc/default/kdump-tools' mode or owner to {:?}",
+        one("kdump-tools mode")
+    );
+    ensure!(
+        one("status after the part was lost") == "1"
+            && said(log, "status")
+                .iter()
+                .any(|l| l.contains("attention: kdump-tools' configuration lacks crashring's part")),
+        "crashring status did not flag kdump-tools' configuration without crashring's part (exit {:?})",
+        one("status after the part was lost")
+    );
+    Ok(())
+}
+
 pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let installed = install(
         sh,
@@ -554,8 +594,10 @@ pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         art,
         "kdump",
         &["kdump-tools", "makedumpfile"],
-        VERBOSE_CONSOLE,
+        &(VERBOSE_CONSOLE.to_owned() + KDUMP_TOOLS_PRIVATE),
+        KDUMP_TOOLS_REPLACED,
     )?;
+    check_kdump_part_lost(&installed.log)?;
     let run = installed.boot_armed(
         sh,
         art,
@@ -586,6 +628,11 @@ fn check_kdump(sh: &Shell, art: &Artifacts, installed: &Installed, log: &str) ->
         one("boot 1 kdump").contains("ready to kdump"),
         "kdump-tools was not loaded: {:?}",
         one("boot 1 kdump")
+    );
+    ensure!(
+        one("boot 1 kdump part") == "1 600 root",
+        "crashring-kdump-tools.service did not put the lost part back, privately, before kdump-tools loaded: {:?}",
+        one("boot 1 kdump part")
     );
     ensure!(
         one("boot 2 dumps") == "1",

@@ -162,7 +162,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "kdump-tools",
-        about: "a Debian 12 guest with kdump-tools and both packages installed and armed; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event",
+        about: "a Debian 12 guest with kdump-tools and both packages installed and armed, then kdump-tools' configuration put back without crashring's part (as ucf or a later install of kdump-tools would), which status flags and the next boot repairs, privately, before kdump-tools loads; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event",
         only_612: Some(DEBIAN_612),
         newest: false,
         run: debian::kdump_tools,
