@@ -64,10 +64,14 @@ pub fn check_dump(
     let opened = input::open(source)?;
     let found = match addr {
         Some(a) => discover::read_at(&*opened.memory, PhysAddr(a), None, HeaderTrust::Checksummed)?,
-        None => discover::scan(&*opened.memory, &mut |_| {})
-            .into_iter()
-            .next()
-            .context("no region found by scanning")?,
+        None => {
+            let scanned = discover::scan(&*opened.memory, &mut |_| {});
+            match (scanned.found.into_iter().next(), scanned.unread.into_iter().next()) {
+                (Some(found), _) => found,
+                (None, Some(unread)) => return Err(unread.into()),
+                (None, None) => bail!("no region found by scanning"),
+            }
+        }
     };
     let region = Region::parse(&found.bytes, HeaderTrust::Checksummed)?.with_absent(found.absent());
     let summary = check_region(&region)?;
