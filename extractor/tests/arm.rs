@@ -44,7 +44,7 @@ fn dry_run_arm_status_disarm_round_trip() {
         "{diff}"
     );
     assert!(
-        diff.contains("+options crashring region=16M@0x23f000000"),
+        diff.contains("+options crashring region=16M@0x22f000000"),
         "{diff}"
     );
     assert!(
@@ -58,12 +58,12 @@ fn dry_run_arm_status_disarm_round_trip() {
     assert!(armed.status.success(), "{}", text(&armed.stderr));
     let said = text(&armed.stderr);
     assert!(said.contains("not running update-grub"), "{said}");
-    assert!(said.contains("armed with 16M@0x23f000000"), "{said}");
+    assert!(said.contains("armed with 16M@0x22f000000"), "{said}");
 
     let status = crashring(&["status", "--root", &root]);
     let out = text(&status.stdout);
     assert!(
-        out.starts_with("armed      yes, memmap 16M@0x23f000000"),
+        out.starts_with("armed      yes, memmap 16M@0x22f000000"),
         "{out}"
     );
     assert!(out.contains("on crash   nothing would be kept"), "{out}");

@@ -8,9 +8,11 @@
 //! keeps it, since moving it would leave the generation recorded in the
 //! old range where no later boot looks.
 
+use crate::boot;
 use crate::iomem::{self, Placement};
 use crate::system::System;
 use std::fmt::Write as _;
+use std::ops::Range;
 
 /// The first line of every file `arm` writes.
 pub const MARK: &str = "# Written by `crashring arm`; `crashring disarm` removes it.";
@@ -18,6 +20,7 @@ pub const MARK: &str = "# Written by `crashring arm`; `crashring disarm` removes
 /// GRUB's drop-in: Debian's grub-mkconfig sources /etc/default/grub.d/*.cfg
 /// after /etc/default/grub.
 pub const GRUB_DROP_IN: &str = "/etc/default/grub.d/crashring.cfg";
+const GRUB_DROP_INS: &str = "/etc/default/grub.d";
 pub const MODPROBE: &str = "/etc/modprobe.d/crashring.conf";
 pub const MODULES_LOAD: &str = "/etc/modules-load.d/crashring.conf";
 /// Debian's kdump-tools configuration: its presence means a capture
@@ -146,7 +149,7 @@ impl Plan {
     }
 }
 
-fn read(sys: &System, path: &'static str) -> Result<Option<String>, ArmError> {
+fn read(sys: &System, path: &str) -> Result<Option<String>, ArmError> {
     sys.read(path).map_err(|source| ArmError::Read {
         path: path.into(),
         source,
@@ -381,6 +384,29 @@ fn module_installed(sys: &System) -> Result<(), ArmError> {
     }))
 }
 
+/// What placement must leave alone besides what `/proc/iomem` shows: this
+/// boot's initrd (the boot loader puts it in the same place next time)
+/// and the `memmap=` ranges GRUB's configuration reserves for others
+/// (ramoops, say) that this boot has not reserved yet.
+fn not_ours(sys: &System) -> Result<Vec<Range<u64>>, ArmError> {
+    let mut avoid: Vec<Range<u64>> = boot::initrd(sys).into_iter().collect();
+    let drop_ins = sys.path(GRUB_DROP_INS);
+    let mut files = vec![GRUB_DEFAULT.to_string()];
+    if let Ok(dir) = std::fs::read_dir(&drop_ins) {
+        files.extend(
+            dir.flatten()
+                .map(|e| format!("{GRUB_DROP_INS}/{}", e.file_name().to_string_lossy()))
+                .filter(|p| p.ends_with(".cfg") && p != GRUB_DROP_IN),
+        );
+    }
+    for file in files {
+        if let Some(text) = read(sys, &file)? {
+            avoid.extend(boot::memmap_ranges(&text));
+        }
+    }
+    Ok(avoid)
+}
+
 /// Plans `crashring arm`: `size` is `--size`, if given; `arch` the
 /// machine's (`std::env::consts::ARCH`). Refuses where the module is not
 /// installed, since the boot would then reserve the range for nothing.
@@ -413,10 +439,16 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         None => {
             let text = read(sys, "/proc/iomem")?.unwrap_or_default();
             let resources = iomem::parse(&text).map_err(iomem::PlaceError::from)?;
-            iomem::place(&resources, size.unwrap_or(DEFAULT_SIZE))?
+            iomem::place(&resources, size.unwrap_or(DEFAULT_SIZE), &not_ours(sys)?)?
         }
     };
     boot_loader(sys, placement)?;
+    if boot::firmware(sys) == boot::Firmware::UefiWipesMemory {
+        notes.push(format!(
+            "this machine's firmware wipes memory at a reset after a crash ({} is set; Debian's kernels set it at every boot): the next boot finds nothing, and only a kdump capture (kdump-tools) keeps a crash",
+            boot::MOR_VARIABLE
+        ));
+    }
     let kdump = kdump_tools_change(sys, true)?;
     if read(sys, KDUMP_TOOLS)?.is_some() {
         notes.push(format!(
@@ -524,12 +556,12 @@ mod tests {
         let (dir, sys) = machine(QEMU);
         let before = sys.snapshot().unwrap();
         let plan = plan_arm(&sys, Some(64 << 20), "x86_64").unwrap();
-        assert_eq!(plan.placement.unwrap().to_string(), "64M@0x23c000000");
+        assert_eq!(plan.placement.unwrap().to_string(), "64M@0x22c000000");
         assert!(plan.grub_changed);
         plan.apply(&sys).unwrap();
         assert_eq!(
             sys.read(MODPROBE).unwrap().unwrap(),
-            format!("{MARK}\noptions crashring region=64M@0x23c000000 user_streams=8\n")
+            format!("{MARK}\noptions crashring region=64M@0x22c000000 user_streams=8\n")
         );
         // Arming again changes nothing and keeps the range, with or
         // without the same --size.
@@ -551,7 +583,7 @@ mod tests {
             assert!(diff.contains(&format!("+++ b{path}\n")), "{diff}");
         }
         assert!(diff.contains(
-            "+GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX memmap=64M\\\\\\$0x23c000000 crash_kexec_post_notifiers\"\n"
+            "+GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX memmap=64M\\\\\\$0x22c000000 crash_kexec_post_notifiers\"\n"
         ), "{diff}");
         // Nothing was written.
         assert_eq!(sys.read(GRUB_DROP_IN).unwrap(), None);
@@ -580,7 +612,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            "linux /vmlinuz ro  memmap=16M\\$0x23f000000 crash_kexec_post_notifiers quiet\n"
+            "linux /vmlinuz ro  memmap=16M\\$0x22f000000 crash_kexec_post_notifiers quiet\n"
         );
     }
 
@@ -645,8 +677,8 @@ mod tests {
             let err = err.to_string();
             assert!(err.contains("nothing was written"), "{err}");
             assert!(
-                err.contains("add `memmap=64M$0x23c000000 crash_kexec_post_notifiers`")
-                    && err.contains("`options crashring region=64M@0x23c000000 user_streams=8`"),
+                err.contains("add `memmap=64M$0x22c000000 crash_kexec_post_notifiers`")
+                    && err.contains("`options crashring region=64M@0x22c000000 user_streams=8`"),
                 "{err}"
             );
             assert_eq!(sys.snapshot().unwrap(), before);
@@ -673,7 +705,7 @@ mod tests {
         // As update-grub writes it, the `$` escaped for GRUB's parser.
         sys.write(
             GRUB_CFG,
-            "linux /vmlinuz-6.1.0-41-amd64 root=UUID=4c1f ro memmap=64M\\$0x23c000000 crash_kexec_post_notifiers quiet\n",
+            "linux /vmlinuz-6.1.0-41-amd64 root=UUID=4c1f ro memmap=64M\\$0x22c000000 crash_kexec_post_notifiers quiet\n",
         )
         .unwrap();
         assert!(!plan_arm(&sys, None, "x86_64").unwrap().grub_changed);
@@ -848,6 +880,42 @@ eval $KEXEC_CMD"#;
         assert_eq!(
             capture_command_line(&with_part, cmdline),
             "--command-line=root=UUID=4c1f ro crash_kexec_post_notifiers console=ttyS0 reset_devices\n"
+        );
+    }
+
+    /// What the next boot will have that this one's /proc/iomem does not
+    /// show: ramoops' memmap= in GRUB's configuration, and this boot's
+    /// initrd, which the boot loader puts there again; and a firmware that
+    /// wipes memory is said.
+    #[test]
+    fn placement_keeps_off_configured_memmap_ranges_and_the_initrd() {
+        let (_dir, sys) = machine(QEMU);
+        sys.write(
+            "/etc/default/grub.d/ramoops.cfg",
+            "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX memmap=32M\\\\\\$0x22e000000 ramoops.mem_address=0x22e000000\"\n",
+        )
+        .unwrap();
+        let plan = plan_arm(&sys, Some(64 << 20), "x86_64").unwrap();
+        assert_eq!(plan.placement.unwrap().to_string(), "64M@0x22a000000");
+        let mut params = vec![0u8; 4096];
+        params[0x218..0x21c].copy_from_slice(&0x2800_0000u32.to_le_bytes());
+        params[0x21c..0x220].copy_from_slice(&0x0400_0000u32.to_le_bytes());
+        params[0x0c0..0x0c4].copy_from_slice(&2u32.to_le_bytes());
+        sys.write("/sys/kernel/boot_params/data", "").unwrap();
+        std::fs::write(sys.path("/sys/kernel/boot_params/data"), &params).unwrap();
+        let plan = plan_arm(&sys, Some(64 << 20), "x86_64").unwrap();
+        assert_eq!(plan.placement.unwrap().to_string(), "64M@0x224000000");
+        assert!(!plan.notes.iter().any(|n| n.contains("wipes memory")));
+        sys.write("/sys/firmware/efi/systab", "").unwrap();
+        sys.write(boot::MOR_VARIABLE, "").unwrap();
+        std::fs::write(sys.path(boot::MOR_VARIABLE), [7, 0, 0, 0, 1]).unwrap();
+        let plan = plan_arm(&sys, Some(64 << 20), "x86_64").unwrap();
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("firmware wipes memory")),
+            "{:?}",
+            plan.notes
         );
     }
 }

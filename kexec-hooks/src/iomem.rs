@@ -111,42 +111,56 @@ pub enum PlaceError {
     #[error(transparent)]
     Iomem(#[from] IomemError),
     #[error(
-        "no room for {size} bytes: no System RAM range above 16 MiB holds {size} bytes, 2 MiB aligned, clear of what the kernel placed in it and of the 256 MiB below 2 GiB where boot loaders put the initrd (largest free stretch: {largest} bytes); try a smaller --size"
+        "no room for {size} bytes: no System RAM range above 16 MiB holds {size} bytes, 2 MiB aligned, clear of what the kernel placed in it, of the 256 MiB below 2 GiB, 4 GiB and the top of RAM where firmware and boot loaders allocate, and of this boot's initrd and configured memmap= ranges (largest free stretch: {largest} bytes); try a smaller --size"
     )]
     NoRoom { size: u64, largest: u64 },
 }
 
-/// x86's boot protocol lets a boot loader put the initrd anywhere below
-/// `initrd_addr_max` (2 GiB), and GRUB's BIOS loader and QEMU's `-initrd`
-/// put it as high as they can. The kernel's memmap= is no e820 entry they
-/// see, so a range there is overwritten by the initrd on every boot: seen
-/// in a 2 GiB Debian guest, whose 33 MiB initrd wiped the top half of a
-/// range at the top of its RAM between a crash and the recovery.
-const INITRD_LIMIT: u64 = 2 << 30;
-/// How far below the top of RAM under [`INITRD_LIMIT`] the initrd may
-/// reach: Debian's is 30-70 MiB, one with every firmware file 200.
-const INITRD_WINDOW: u64 = 256 << 20;
+/// Firmware and boot loaders allocate top-down, from the top of RAM below
+/// a limit, before the kernel has read its command line, so a `memmap=`
+/// range there is theirs to overwrite at every boot:
+/// - x86's boot protocol lets a BIOS boot loader put the initrd anywhere
+///   below `initrd_addr_max` (2 GiB), and GRUB's BIOS loader and QEMU's
+///   `-initrd` put it as high as they can: seen in a 2 GiB Debian guest,
+///   whose 33 MiB initrd wiped the top half of a range at the top of its
+///   RAM between a crash and the recovery;
+/// - UEFI firmware (EDK2) keeps its boot-time allocations, which Linux
+///   later sees as free RAM, below 4 GiB, from the top;
+/// - the kernel's EFI stub loads the initrd through LoadFile2 (GRUB 2.12,
+///   systemd-boot) below no limit: at the top of all RAM.
+const TOP_DOWN_LIMITS: [u64; 3] = [2 << 30, 4 << 30, u64::MAX];
+/// How far below each limit's top of RAM they reach: Debian's initrd is
+/// 30-70 MiB, one with every firmware file 200.
+const LOADER_WINDOW: u64 = 256 << 20;
 
-/// The range the boot loader's initrd may take: the top [`INITRD_WINDOW`]
-/// of System RAM below [`INITRD_LIMIT`].
-fn initrd_window(resources: &[Resource]) -> Range<u64> {
-    let top = resources
+/// The ranges firmware and boot loaders may take: the top
+/// [`LOADER_WINDOW`] of System RAM below each of [`TOP_DOWN_LIMITS`].
+fn loader_windows(resources: &[Resource]) -> Vec<Range<u64>> {
+    TOP_DOWN_LIMITS
         .iter()
-        .filter(|r| r.depth == 0 && r.name == "System RAM" && r.start < INITRD_LIMIT)
-        .map(|r| r.end.saturating_add(1).min(INITRD_LIMIT))
-        .max()
-        .unwrap_or(0);
-    top.saturating_sub(INITRD_WINDOW)..top
+        .filter_map(|&limit| {
+            let top = resources
+                .iter()
+                .filter(|r| r.depth == 0 && r.name == "System RAM" && r.start < limit)
+                .map(|r| r.end.saturating_add(1).min(limit))
+                .max()?;
+            Some(top.saturating_sub(LOADER_WINDOW)..top)
+        })
+        .collect()
 }
 
 /// Where `size` bytes go: the highest 2 MiB-aligned stretch inside a
-/// top-level System RAM entry, clear of every entry nested in it and of
-/// the boot loader's initrd ([`initrd_window`]). The highest, because the
-/// kernel and its allocations fill RAM from the bottom and crashkernel= is
-/// placed top-down below 4 GiB, so the top of the highest RAM moves least
-/// between boots.
-pub fn place(resources: &[Resource], size: u64) -> Result<Placement, PlaceError> {
-    let initrd = initrd_window(resources);
+/// top-level System RAM entry, clear of every entry nested in it, of what
+/// firmware and boot loaders take ([`loader_windows`]) and of `avoid`
+/// (this boot's initrd, `memmap=` ranges configured for the next boot).
+/// The highest that is left, because the kernel and its allocations fill
+/// RAM from the bottom, so the top moves least between boots.
+pub fn place(
+    resources: &[Resource],
+    size: u64,
+    avoid: &[Range<u64>],
+) -> Result<Placement, PlaceError> {
+    let windows = loader_windows(resources);
     let mut best: Option<Placement> = None;
     let mut largest = 0;
     let mut saw_ram = false;
@@ -160,7 +174,8 @@ pub fn place(resources: &[Resource], size: u64) -> Result<Placement, PlaceError>
             .iter()
             .take_while(|r| r.depth > 0)
             .map(|r| r.start..r.end.saturating_add(1))
-            .chain([initrd.clone()])
+            .chain(windows.iter().cloned())
+            .chain(avoid.iter().cloned())
             .collect();
         let mut free: Vec<Range<u64>> =
             std::iter::once(ram.start.max(LOW_LIMIT)..ram.end.saturating_add(1)).collect();
@@ -233,32 +248,38 @@ mod tests {
     }
 
     #[test]
-    fn places_at_the_top_of_the_highest_ram_clear_of_the_kernel() {
-        let host = place(&parse(HOST).unwrap(), 16 << 20).unwrap();
-        assert_eq!(host.range(), 0x6_3f00_0000..0x6_4000_0000);
+    fn places_below_the_top_of_the_highest_ram_clear_of_the_kernel() {
+        // 256 MiB below the top of the highest RAM, where an EFI stub's
+        // initrd goes.
+        let host = place(&parse(HOST).unwrap(), 16 << 20, &[]).unwrap();
+        assert_eq!(host.range(), 0x6_2f00_0000..0x6_3000_0000);
         // An 8 GiB QEMU guest whose KASLR put the kernel above 4 GiB.
-        let qemu = place(&parse(QEMU).unwrap(), 64 << 20).unwrap();
-        assert_eq!(qemu.range(), 0x2_3c00_0000..0x2_4000_0000);
+        let qemu = place(&parse(QEMU).unwrap(), 64 << 20, &[]).unwrap();
+        assert_eq!(qemu.range(), 0x2_2c00_0000..0x2_3000_0000);
     }
 
     #[test]
     fn never_overlaps_a_nested_entry_or_leaves_its_ram() {
-        // RAM at 4 GiB: nothing of the initrd's.
+        // 512 MiB of RAM at 4 GiB, its top 256 MiB the loaders'.
         let text = "00001000-0009fbff : System RAM\n\
-                    100000000-107ffffff : System RAM\n\
+                    100000000-11fffffff : System RAM\n\
                     \x20 106000000-107dfffff : Crash kernel\n\
                     \x20 101000000-101ffffff : Kernel code\n";
         let r = parse(text).unwrap();
-        // Above the crashkernel there is 2 MiB; below it, 16..32 MiB is the
-        // kernel's, so 32..96 MiB is the highest room for 16 MiB.
-        let p = place(&r, 16 << 20).unwrap();
+        let p = place(&r, 16 << 20, &[]).unwrap();
+        assert_eq!(p.range(), 0x1_0f00_0000..0x1_1000_0000);
+        // This boot's initrd above the crashkernel: 2 MiB is left there;
+        // below it, 16..32 MiB is the kernel's, so 32..96 MiB is the
+        // highest room for 16 MiB.
+        let initrd = [0x1_0800_0000..0x1_1000_0000];
+        let p = place(&r, 16 << 20, &initrd).unwrap();
         assert_eq!(p.range(), 0x1_0500_0000..0x1_0600_0000);
         assert_eq!(
-            place(&r, 2 << 20).unwrap().range(),
+            place(&r, 2 << 20, &initrd).unwrap().range(),
             0x1_07e0_0000..0x1_0800_0000
         );
         assert_eq!(
-            place(&r, 96 << 20),
+            place(&r, 96 << 20, &initrd),
             Err(PlaceError::NoRoom {
                 size: 96 << 20,
                 largest: 64 << 20
@@ -273,13 +294,28 @@ mod tests {
                     00100000-7ffdffff : System RAM\n\
                     \x20 2b000000-2c1fffff : Kernel code\n\
                     7ffe0000-7fffffff : Reserved\n";
-        let p = place(&parse(text).unwrap(), 64 << 20).unwrap();
+        let p = place(&parse(text).unwrap(), 64 << 20, &[]).unwrap();
         assert_eq!(p.range(), 0x6be0_0000..0x6fe0_0000);
         assert!(p.range().end <= 0x7ffe_0000 - (256 << 20));
-        // RAM from 2 to 3 GiB is beyond any initrd.
+        // RAM up to 3 GiB: its top 256 MiB is below 4 GiB, where UEFI
+        // firmware allocates.
         let text = "00100000-bffdffff : System RAM\n";
-        let p = place(&parse(text).unwrap(), 64 << 20).unwrap();
-        assert_eq!(p.range(), 0xbbe0_0000..0xbfe0_0000);
+        let p = place(&parse(text).unwrap(), 64 << 20, &[]).unwrap();
+        assert_eq!(p.range(), 0xabe0_0000..0xafe0_0000);
+        // 8 GiB on UEFI: below 2 and 4 GiB and the top of all RAM.
+        let text = "00100000-7fffffff : System RAM\n\
+                    100000000-27fffffff : System RAM\n";
+        let r = parse(text).unwrap();
+        assert_eq!(
+            loader_windows(&r),
+            [
+                0x7000_0000..0x8000_0000,
+                0x7000_0000..0x8000_0000,
+                0x2_7000_0000..0x2_8000_0000
+            ]
+        );
+        let p = place(&r, 64 << 20, &[]).unwrap();
+        assert_eq!(p.range(), 0x2_6c00_0000..0x2_7000_0000);
     }
 
     #[test]
@@ -293,7 +329,11 @@ mod tests {
             Err(IomemError::Line { line: 1, .. })
         ));
         assert_eq!(
-            place(&parse("00000000-000fffff : Reserved\n").unwrap(), 1 << 20),
+            place(
+                &parse("00000000-000fffff : Reserved\n").unwrap(),
+                1 << 20,
+                &[]
+            ),
             Err(PlaceError::Iomem(IomemError::NoRam))
         );
     }

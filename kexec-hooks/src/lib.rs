@@ -3,10 +3,12 @@
 //! options and loading), `crashring status`, and the policy of the
 //! next-boot recovery (`crashring recover`, crashring-recover.service):
 //! its configuration, retention, journal messages, and whether the range
-//! kept the last boot's generation; the kdump capture hooks (a systemd
+//! kept the last boot's generation, and what the firmware and boot loader
+//! do to it; the kdump capture hooks (a systemd
 //! unit for Debian's kdump-tools, a dracut module for kdump-utils).
 
 pub mod arm;
+pub mod boot;
 pub mod config;
 pub mod continuity;
 pub mod iomem;

@@ -2,6 +2,8 @@
 //! recording, what waits to be archived, and what a crash now would leave.
 
 use crate::arm::{self, GRUB_DROP_IN};
+use crate::boot::{self, Firmware};
+use crate::iomem::Placement;
 use crate::system::System;
 use std::fmt;
 
@@ -72,6 +74,8 @@ pub fn status(sys: &System) -> Status {
             (None, _) => "no (crashring arm reserves a range at every boot)".into(),
         },
     ));
+    s.items
+        .push(("boot", boot_path(sys, armed, &mut s.attention)));
     let loaded = sys.path(SYSFS).is_dir();
     let region = first_line(sys, &format!("{SYSFS}/region"));
     let recording = loaded
@@ -225,6 +229,40 @@ fn last_bundle(sys: &System) -> String {
     }
 }
 
+/// The firmware, and where this boot's loader put the initrd and the
+/// kernel: what can overwrite the range between a crash and the next boot.
+fn boot_path(sys: &System, armed: Option<Placement>, attention: &mut Vec<&'static str>) -> String {
+    let mut text = match boot::firmware(sys) {
+        Firmware::Bios => "BIOS".to_string(),
+        Firmware::Uefi => "UEFI, no memory wipe requested".to_string(),
+        Firmware::UefiWipesMemory => {
+            attention.push("the firmware wipes memory at the next reset: only kdump keeps a crash");
+            format!("UEFI, and the firmware wipes memory at the next reset ({}, which the kernel's reset attack mitigation sets at every boot): a crash is kept only by a kdump capture, never by the next boot", boot::MOR_VARIABLE)
+        }
+    };
+    let Some(p) = armed else {
+        return text;
+    };
+    let range = p.start..p.start + p.size;
+    for (what, loaded) in [
+        ("initrd", boot::initrd(sys)),
+        ("kernel", boot::kernel_image(sys)),
+    ] {
+        let Some(r) = loaded else { continue };
+        let clear = !boot::overlaps(&r, &range);
+        text.push_str(&format!(
+            "; {what} at {:#x}-{:#x}{}",
+            r.start,
+            r.end - 1,
+            if clear { "" } else { ", INSIDE the range" }
+        ));
+        if !clear {
+            attention.push("the boot loader put this boot's initrd or kernel inside the range: run crashring disarm, then arm to place it elsewhere");
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,14 +305,14 @@ mod tests {
         assert!(item(&status(&sys), "armed").contains("takes effect after update-grub"));
         sys.write(
             "/proc/cmdline",
-            "ro quiet memmap=16M$0x23f000000 crash_kexec_post_notifiers\n",
+            "ro quiet memmap=16M$0x22f000000 crash_kexec_post_notifiers\n",
         )
         .unwrap();
         sys.write(&format!("{SYSFS}/enabled"), "1\n").unwrap();
         sys.write(&format!("{SYSFS}/status"), "ok\n").unwrap();
         sys.write(
             &format!("{SYSFS}/region"),
-            "source=region phys=0x000000023f000000 size=16777216 slots=2 slot_size=8388608 cpus=2 lanes=5 user_streams=0 boot_id=00 recording_slot=1 recording_phys=0x000000023f800000 generation=7\n",
+            "source=region phys=0x000000022f000000 size=16777216 slots=2 slot_size=8388608 cpus=2 lanes=5 user_streams=0 boot_id=00 recording_slot=1 recording_phys=0x000000022f800000 generation=7\n",
         )
         .unwrap();
         sys.write(
@@ -300,7 +338,7 @@ mod tests {
         assert_eq!(item(&s, "module"), "loaded, recording; ok");
         assert_eq!(
             item(&s, "region"),
-            "16777216 bytes at 0x000000023f000000 (region), generation 7 in slot 1"
+            "16777216 bytes at 0x000000022f000000 (region), generation 7 in slot 1"
         );
         assert_eq!(
             item(&s, "previous"),
@@ -313,6 +351,55 @@ mod tests {
         assert_eq!(
             item(&s, "on crash"),
             "both: the kdump kernel reads the region, and the next boot archives it"
+        );
+    }
+
+    #[test]
+    fn a_wiping_firmware_and_an_initrd_inside_the_range_need_attention() {
+        let (_dir, sys) = machine();
+        plan_arm(&sys, Some(16 << 20), "x86_64")
+            .unwrap()
+            .apply(&sys)
+            .unwrap();
+        let kernel = "; kernel at 0x12b400000-0x12dffffff";
+        assert_eq!(item(&status(&sys), "boot"), format!("BIOS{kernel}"));
+        sys.write("/sys/firmware/efi/systab", "").unwrap();
+        let write = |path: &str, bytes: &[u8]| {
+            let path = sys.path(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap()
+        };
+        write(boot::MOR_VARIABLE, &[7, 0, 0, 0, 0]);
+        let mut params = vec![0u8; 4096];
+        params[0x218..0x21c].copy_from_slice(&0x3000_0000u32.to_le_bytes());
+        params[0x21c..0x220].copy_from_slice(&0x0200_0000u32.to_le_bytes());
+        write("/sys/kernel/boot_params/data", &params);
+        let s = status(&sys);
+        assert_eq!(
+            item(&s, "boot"),
+            format!("UEFI, no memory wipe requested; initrd at 0x30000000-0x31ffffff{kernel}")
+        );
+        assert_eq!(s.attention, ["the module is not loaded"]);
+        // The firmware's request set, and the loader's initrd in the range.
+        write(boot::MOR_VARIABLE, &[7, 0, 0, 0, 1]);
+        params[0x218..0x21c].copy_from_slice(&0x2f10_0000u32.to_le_bytes());
+        params[0x0c0..0x0c4].copy_from_slice(&2u32.to_le_bytes());
+        write("/sys/kernel/boot_params/data", &params);
+        let s = status(&sys);
+        assert!(
+            item(&s, "boot").starts_with("UEFI, and the firmware wipes memory at the next reset")
+                && item(&s, "boot").ends_with(&format!(
+                    "; initrd at 0x22f100000-0x2310fffff, INSIDE the range{kernel}"
+                )),
+            "{s}"
+        );
+        assert_eq!(
+            s.attention,
+            [
+                "the firmware wipes memory at the next reset: only kdump keeps a crash",
+                "the boot loader put this boot's initrd or kernel inside the range: run crashring disarm, then arm to place it elsewhere",
+                "the module is not loaded"
+            ]
         );
     }
 }

@@ -24,8 +24,17 @@ impl System {
 
     /// The file's text, or `None` if it does not exist.
     pub fn read(&self, path: &str) -> io::Result<Option<String>> {
-        match std::fs::read_to_string(self.path(path)) {
-            Ok(text) => Ok(Some(text)),
+        self.read_bytes(path)?
+            .map(|b| {
+                String::from_utf8(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            })
+            .transpose()
+    }
+
+    /// The file's bytes, or `None` if it does not exist.
+    pub fn read_bytes(&self, path: &str) -> io::Result<Option<Vec<u8>>> {
+        match std::fs::read(self.path(path)) {
+            Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
