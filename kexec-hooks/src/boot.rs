@@ -78,7 +78,7 @@ pub fn kernel_image(sys: &System) -> Option<Range<u64>> {
     let start = parts.iter().map(|r| r.start).min()?;
     let end = parts.iter().map(|r| r.end).max()?;
     // Addresses read as zero without root.
-    (end > start && start > 0).then(|| start..end)
+    (end > start && start > 0).then_some(start..end)
 }
 
 /// The `memmap=SIZE$ADDR` (reserve) and `memmap=SIZE!ADDR` (persistent

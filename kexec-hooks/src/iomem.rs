@@ -271,15 +271,16 @@ mod tests {
         // This boot's initrd above the crashkernel: 2 MiB is left there;
         // below it, 16..32 MiB is the kernel's, so 32..96 MiB is the
         // highest room for 16 MiB.
-        let initrd = [0x1_0800_0000..0x1_1000_0000];
-        let p = place(&r, 16 << 20, &initrd).unwrap();
+        let initrd_range = 0x1_0800_0000..0x1_1000_0000;
+        let initrd = std::slice::from_ref(&initrd_range);
+        let p = place(&r, 16 << 20, initrd).unwrap();
         assert_eq!(p.range(), 0x1_0500_0000..0x1_0600_0000);
         assert_eq!(
-            place(&r, 2 << 20, &initrd).unwrap().range(),
+            place(&r, 2 << 20, initrd).unwrap().range(),
             0x1_07e0_0000..0x1_0800_0000
         );
         assert_eq!(
-            place(&r, 96 << 20, &initrd),
+            place(&r, 96 << 20, initrd),
             Err(PlaceError::NoRoom {
                 size: 96 << 20,
                 largest: 64 << 20
