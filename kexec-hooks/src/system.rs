@@ -54,7 +54,13 @@ impl System {
         tmp.write_all(text.as_bytes())?;
         match std::fs::metadata(&dest) {
             Ok(old) => {
-                std::os::unix::fs::fchown(tmp.as_file(), Some(old.uid()), Some(old.gid()))?;
+                // Only where the owner differs: chown is a privileged
+                // system call that the sandboxed units may not make
+                // (SystemCallFilter=~@privileged answers EPERM).
+                let new = tmp.as_file().metadata()?;
+                if (new.uid(), new.gid()) != (old.uid(), old.gid()) {
+                    std::os::unix::fs::fchown(tmp.as_file(), Some(old.uid()), Some(old.gid()))?;
+                }
                 tmp.as_file()
                     .set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))?;
             }
