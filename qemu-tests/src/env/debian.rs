@@ -302,6 +302,63 @@ pub fn job_disk(path: &Path, script: &str) -> Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
+/// GRUB's UEFI build as a machine's EFI System Partition holds it: one
+/// standalone image (every module inside) whose built-in configuration
+/// finds the root file system by its label and reads the guest's own
+/// `/boot/grub/grub.cfg`, as `grub-install` on a UEFI machine would.
+const UEFI_GRUB_CFG: &str = "search --no-floppy --label root --set=root\n\
+                             configfile ($root)/boot/grub/grub.cfg\n";
+/// The ESP's size, and where its partition starts on the disk (sectors).
+const ESP_MIB: u64 = 32;
+const ESP_START: u64 = 2048;
+
+/// A GPT disk at `path` whose only partition is an EFI System Partition
+/// holding GRUB as `\EFI\BOOT\BOOTX64.EFI`, the path firmware boots from
+/// a disk it has no boot entry for. Built as files (mkfs.vfat, mtools,
+/// sfdisk), without loop devices.
+pub fn esp_disk(sh: &Shell, path: &Path) -> Result<()> {
+    let tmp = sh.create_temp_dir()?;
+    let (cfg, efi, fat) = (
+        tmp.path().join("grub.cfg"),
+        tmp.path().join("BOOTX64.EFI"),
+        tmp.path().join("esp.fat"),
+    );
+    std::fs::write(&cfg, UEFI_GRUB_CFG)?;
+    let embed = format!("boot/grub/grub.cfg={}", cfg.display());
+    cmd!(sh, "grub-mkstandalone -O x86_64-efi -o {efi} {embed}")
+        .quiet()
+        .run()
+        .context("grub-mkstandalone (run `cargo xtask setup`)")?;
+    let esp_bytes = ESP_MIB << 20;
+    std::fs::File::create(&fat)?.set_len(esp_bytes)?;
+    cmd!(sh, "mkfs.vfat -F 16 -n ESP {fat}")
+        .quiet()
+        .ignore_stdout()
+        .run()?;
+    let image = format!("{}", fat.display());
+    cmd!(sh, "mmd -i {image} ::/EFI ::/EFI/BOOT")
+        .quiet()
+        .run()?;
+    cmd!(sh, "mcopy -i {image} {efi} ::/EFI/BOOT/BOOTX64.EFI")
+        .quiet()
+        .run()?;
+    // The partition, then room for GPT's backup header after it.
+    let disk_bytes = (ESP_START << 9) + esp_bytes + (1 << 20);
+    std::fs::File::create(path)?.set_len(disk_bytes)?;
+    let table = format!(
+        "label: gpt\nstart={ESP_START}, size={}, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=\"EFI System\"\n",
+        esp_bytes >> 9
+    );
+    cmd!(sh, "sfdisk -q {path}").stdin(table).quiet().run()?;
+    let fat_bytes = std::fs::read(&fat)?;
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all_at(&fat_bytes, ESP_START << 9)
+        .with_context(|| format!("writing the ESP into {}", path.display()))
+}
+
 /// A menu entry's `linux` and `initrd` lines, as GRUB reads them.
 #[derive(Debug, PartialEq)]
 struct Entry {

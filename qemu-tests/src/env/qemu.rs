@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 /// One VM to boot.
 pub struct Vm<'a> {
-    pub kernel: &'a Path,
-    pub initrd: &'a Path,
-    pub append: String,
+    pub start: Start<'a>,
     pub memory: &'a str,
     pub cpus: u32,
     /// Raw disk images, attached as virtio disks vda, vdb, ...
@@ -20,6 +18,43 @@ pub struct Vm<'a> {
     pub extra: Vec<String>,
     pub serial: PathBuf,
     pub timeout: Duration,
+}
+
+/// How a VM starts its kernel.
+pub enum Start<'a> {
+    /// QEMU loads the kernel and initrd itself (`-kernel`), with this
+    /// command line: no firmware boot path, no boot loader.
+    Kernel {
+        kernel: &'a Path,
+        initrd: &'a Path,
+        append: String,
+    },
+    /// UEFI firmware (OVMF, QEMU's EDK2 build) boots from the disks, as a
+    /// UEFI machine does: through the EFI System Partition's boot loader.
+    Uefi(&'a Firmware),
+}
+
+/// OVMF's code, shared read-only, and a private copy of its variable store.
+pub struct Firmware {
+    code: PathBuf,
+    vars: PathBuf,
+}
+
+/// Debian's OVMF build (package `ovmf`), 4 MiB flash layout.
+const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
+
+impl Firmware {
+    /// OVMF with a fresh variable store at `vars` (a machine's NVRAM: the
+    /// guest's variables live there across the reboots of one VM).
+    pub fn ovmf(vars: &Path) -> Result<Firmware> {
+        std::fs::copy(OVMF_VARS, vars)
+            .with_context(|| format!("copying {OVMF_VARS} (run `cargo xtask setup`)"))?;
+        Ok(Firmware {
+            code: PathBuf::from(OVMF_CODE),
+            vars: vars.to_path_buf(),
+        })
+    }
 }
 
 /// A VM left running, driven over QMP.
@@ -64,11 +99,26 @@ impl Vm<'_> {
         c.args(["-smp", &self.cpus.to_string(), "-m", self.memory]);
         c.arg("-serial")
             .arg(format!("file:{}", self.serial.display()));
-        c.arg("-kernel")
-            .arg(self.kernel)
-            .arg("-initrd")
-            .arg(self.initrd);
-        c.arg("-append").arg(&self.append);
+        match &self.start {
+            Start::Kernel {
+                kernel,
+                initrd,
+                append,
+            } => {
+                c.arg("-kernel").arg(kernel).arg("-initrd").arg(initrd);
+                c.arg("-append").arg(append);
+            }
+            Start::Uefi(fw) => {
+                let flash = |unit: u8, readonly: &str, file: &Path| {
+                    format!(
+                        "if=pflash,format=raw,unit={unit},readonly={readonly},file={}",
+                        file.display()
+                    )
+                };
+                c.arg("-drive").arg(flash(0, "on", &fw.code));
+                c.arg("-drive").arg(flash(1, "off", &fw.vars));
+            }
+        }
         for d in &self.disks {
             c.arg("-drive")
                 .arg(format!("file={},format=raw,if=virtio", d.display()));

@@ -45,6 +45,12 @@ const TOOLS: &[&str] = &[
     // Builds a capture initramfs with the dracut module kdump-utils uses
     // (dracut-core does not replace initramfs-tools).
     "dracut-core",
+    // The UEFI guest: OVMF, GRUB's EFI build and its ESP, made as files.
+    "ovmf",
+    "grub-efi-amd64-bin",
+    "dosfstools",
+    "mtools",
+    "fdisk",
     // `bench` measures the user-space writer against LTTng-UST.
     "liblttng-ust-dev",
     "lttng-tools",

@@ -7,7 +7,7 @@ use super::{host_crashring, Artifacts};
 use crate::checks::package;
 use crate::env::debian::{self, Image};
 use crate::env::guest::Kernel;
-use crate::env::qemu::{self, Vm};
+use crate::env::qemu::{self, Firmware, Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -110,9 +110,11 @@ fn install(
         "debian: first boot: apt install ./crashring*.deb (DKMS builds the module), crashring arm"
     );
     Vm {
-        kernel: &first.kernel,
-        initrd: &first.initrd,
-        append: first.append.clone(),
+        start: Start::Kernel {
+            kernel: &first.kernel,
+            initrd: &first.initrd,
+            append: first.append.clone(),
+        },
         memory: MEMORY,
         cpus: CPUS,
         disks: vec![image.path.clone(), job],
@@ -221,17 +223,73 @@ mkdir -p /etc/crashring/crashring.conf.d
 printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.conf
 "#;
 
-pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+/// The signage box's loop, booted as `how` says: installed and armed,
+/// [`CRASHES`] crashes under load, each boot recovering the last, checked.
+fn signage_loop(sh: &Shell, k: &Kernel, art: &Artifacts, how: Boot) -> Result<(Run, String)> {
     let installed = install(sh, k, art, "signage", &[], SIGNAGE_CONFIG, "")?;
+    let story = match how {
+        Boot::Kernel => "",
+        Boot::Uefi => "UEFI: OVMF, GRUB from the ESP; ",
+    };
     let run = installed.boot_armed(
         sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
         &signage_script(),
-        &format!("{CRASHES} crashes, each boot recovering the last"),
+        &format!("{story}{CRASHES} crashes, each boot recovering the last"),
+        how,
     )?;
-    check_loop(sh, art, &installed, &run.log, &run.serial)
-        .map(|s| format!("{s}; {:.0} s", run.took.as_secs_f64()))
+    let checked = check_loop(sh, art, &installed, &run.log, &run.serial)?;
+    Ok((run, checked))
+}
+
+pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let (run, checked) = signage_loop(sh, k, art, Boot::Kernel)?;
+    Ok(format!("{checked}; {:.0} s", run.took.as_secs_f64()))
+}
+
+/// `signage-reboot-loop` on a UEFI machine: OVMF boots GRUB's EFI build
+/// from the ESP, which reads the guest's grub.cfg; the firmware, GRUB and
+/// the EFI stub all allocate memory before the kernel reserves the range.
+pub fn uefi_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let (run, checked) = signage_loop(sh, k, art, Boot::Uefi)?;
+    let firmware = check_uefi(&run.log)?;
+    Ok(format!(
+        "{firmware}; {checked}; {:.0} s",
+        run.took.as_secs_f64()
+    ))
+}
+
+/// Every boot of the UEFI loop was a UEFI boot, and `status` gave its
+/// initrd and kernel clear of the range and no memory wipe requested.
+/// (OVMF, without a TPM, write-protects the memory-overwrite request
+/// variable, so the guest cannot create one: `status` reading it is
+/// tested on a copy of a machine, kexec-hooks/src/status.rs.)
+fn check_uefi(log: &str) -> Result<String> {
+    let mut loaded = Vec::new();
+    for n in 1..=CRASHES + 1 {
+        let line = said(log, &format!("boot {n} status boot"));
+        let [line] = line[..] else {
+            bail!("boot {n}: crashring status gave no single boot line: {line:?}");
+        };
+        ensure!(
+            line.starts_with("UEFI")
+                && line.contains("; initrd at 0x")
+                && line.contains("; kernel at 0x")
+                && !line.contains("INSIDE"),
+            "boot {n}: not a UEFI boot with its initrd and kernel clear of the range: {line}"
+        );
+        ensure!(
+            line.starts_with("UEFI, no memory wipe requested"),
+            "boot {n}: status says the firmware wipes memory: {line}"
+        );
+        loaded.push(line.split_once("; ").map_or("", |(_, l)| l).to_string());
+    }
+    Ok(format!(
+        "{} UEFI boots ({})",
+        loaded.len(),
+        loaded.join(" | ")
+    ))
 }
 
 /// What the armed guest's boots printed, until it powered off.
@@ -252,6 +310,7 @@ impl Installed {
         wants: &[&str],
         script: &str,
         story: &str,
+        how: Boot,
     ) -> Result<Run> {
         let boot = &self.boot;
         for want in wants {
@@ -265,13 +324,27 @@ impl Installed {
         debian::job_disk(&job, script)?;
         let serial = art.dir.join("serial.log");
         eprintln!("debian: booting the armed guest ({}); {story}", boot.append);
+        let mut disks = vec![self.image.path.clone(), job];
+        let firmware;
+        let start = match how {
+            Boot::Kernel => Start::Kernel {
+                kernel: &boot.kernel,
+                initrd: &boot.initrd,
+                append: boot.append.clone(),
+            },
+            Boot::Uefi => {
+                let esp = art.dir.join("esp.img");
+                debian::esp_disk(sh, &esp)?;
+                disks.push(esp);
+                firmware = Firmware::ovmf(&art.dir.join("ovmf-vars.fd"))?;
+                Start::Uefi(&firmware)
+            }
+        };
         let took = Vm {
-            kernel: &boot.kernel,
-            initrd: &boot.initrd,
-            append: boot.append.clone(),
+            start,
             memory: MEMORY,
             cpus: CPUS,
-            disks: vec![self.image.path.clone(), job],
+            disks,
             // No -no-reboot: the guest reboots after a panic, as a box does.
             extra: vec![],
             serial: serial.clone(),
@@ -283,6 +356,13 @@ impl Installed {
         std::fs::write(art.dir.join("report.txt"), &log)?;
         Ok(Run { log, serial, took })
     }
+}
+
+/// How the armed guest boots: QEMU hands it the kernel grub.cfg names, as
+/// a BIOS machine's GRUB would, or UEFI firmware boots GRUB from the ESP.
+enum Boot {
+    Kernel,
+    Uefi,
 }
 
 /// What one boot of the loop reported.
@@ -607,6 +687,7 @@ pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         &["memmap=", "crash_kexec_post_notifiers", "crashkernel="],
         &kdump_script(),
         "kdump-tools loaded; a panic, the capture boot, the next boot",
+        Boot::Kernel,
     )?;
     check_kdump(sh, art, &installed, &run.log)
         .with_context(|| {

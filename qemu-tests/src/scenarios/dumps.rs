@@ -6,7 +6,7 @@ use super::{
     WorkloadSeq, WORKLOAD_EVENTS,
 };
 use crate::env::guest::{self, Initramfs, Kernel};
-use crate::env::qemu::Vm;
+use crate::env::qemu::{Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
 use extractor::discover;
 use extractor::input;
@@ -66,7 +66,10 @@ pub fn check_dump(
         Some(a) => discover::read_at(&*opened.memory, PhysAddr(a), None, HeaderTrust::Checksummed)?,
         None => {
             let scanned = discover::scan(&*opened.memory, &mut |_| {});
-            match (scanned.found.into_iter().next(), scanned.unread.into_iter().next()) {
+            match (
+                scanned.found.into_iter().next(),
+                scanned.unread.into_iter().next(),
+            ) {
                 (Some(found), _) => found,
                 (None, Some(unread)) => return Err(unread.into()),
                 (None, None) => bail!("no region found by scanning"),
@@ -202,9 +205,11 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     )?;
     let serial = art.dir.join("serial.log");
     let vm = Vm {
-        kernel: &k.vmlinuz,
-        initrd: &initrd,
-        append: format!("console=ttyS0 panic=0 memmap=16M${REGION_ADDR:#x} loglevel=4"),
+        start: Start::Kernel {
+            kernel: &k.vmlinuz,
+            initrd: &initrd,
+            append: format!("console=ttyS0 panic=0 memmap=16M${REGION_ADDR:#x} loglevel=4"),
+        },
         memory: "1G",
         cpus: 4,
         disks: vec![],
@@ -475,12 +480,14 @@ pub(crate) fn run_kdump(
     cmd!(sh, "mkfs.ext2 -q -F {disk}").run()?;
     let serial = art.dir.join("serial.log");
     let vm = Vm {
-        kernel: &k.vmlinuz,
-        initrd: &initrd,
-        append: format!(
-            "console=ttyS0 crashkernel=256M {} nokaslr crash_kexec_post_notifiers panic=1 loglevel=4",
-            plan.region_append
-        ),
+        start: Start::Kernel {
+            kernel: &k.vmlinuz,
+            initrd: &initrd,
+            append: format!(
+                "console=ttyS0 crashkernel=256M {} nokaslr crash_kexec_post_notifiers panic=1 loglevel=4",
+                plan.region_append
+            ),
+        },
         memory: "2G",
         cpus: 4,
         disks: vec![disk.clone()],

@@ -26,7 +26,7 @@ mod user_streams;
 mod warm_reboot;
 
 use crate::env::guest::{self, Initramfs, Kernel};
-use crate::env::qemu::{self, Vm};
+use crate::env::qemu::{self, Start, Vm};
 use crate::env::work_dir;
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
@@ -161,8 +161,15 @@ pub const SCENARIOS: &[Scenario] = &[
         run: debian::signage_reboot_loop,
     },
     Scenario {
+        name: "uefi-reboot-loop",
+        about: "signage-reboot-loop on a UEFI machine: OVMF boots GRUB's EFI build from an EFI System Partition, which reads the guest's grub.cfg, after every crash; each boot's status gives its initrd and kernel clear of the range and no memory wipe requested",
+        only_612: Some(DEBIAN_612),
+        newest: false,
+        run: debian::uefi_reboot_loop,
+    },
+    Scenario {
         name: "kdump-tools",
-        about: "a Debian 12 guest with kdump-tools and both packages installed and armed, then kdump-tools' configuration put back without crashring's part (as ucf or a later install of kdump-tools would), which status flags and the next boot repairs, privately, before kdump-tools loads; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event",
+        about: "a Debian 12 guest with kdump-tools and both packages installed and armed, then kdump-tools' configuration put back without crashring's part (as ucf or a later install of kdump-tools would), which status flags and the next boot repairs, privately, before kdump-tools loads; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event; then apt-get purge leaves nothing of arm's: no drop-in, no memmap= in grub.cfg, no part in kdump-tools' configuration, no module",
         only_612: Some(DEBIAN_612),
         newest: false,
         run: debian::kdump_tools,
@@ -713,15 +720,17 @@ pub fn warm_reboot_run(
     }
     let serial = art.dir.join("serial.log");
     let vm = Vm {
-        kernel: &k.vmlinuz,
-        initrd: &initrd,
-        // panic_on_warn: a WARN the module causes on the way (6.1's console
-        // tracepoint in NMI context, say) panics with another message than
-        // the one the scenario expects, and its check of the crash fails.
-        append: format!(
-            "console=ttyS0 panic=1 panic_on_warn=1 {} loglevel=4 {}",
-            plan.region_append, plan.extra_append
-        ),
+        start: Start::Kernel {
+            kernel: &k.vmlinuz,
+            initrd: &initrd,
+            // panic_on_warn: a WARN the module causes on the way (6.1's console
+            // tracepoint in NMI context, say) panics with another message than
+            // the one the scenario expects, and its check of the crash fails.
+            append: format!(
+                "console=ttyS0 panic=1 panic_on_warn=1 {} loglevel=4 {}",
+                plan.region_append, plan.extra_append
+            ),
+        },
         memory: "2G",
         cpus: plan.cpus,
         disks,

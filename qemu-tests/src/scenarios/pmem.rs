@@ -4,7 +4,7 @@
 
 use super::{host_crashring, raw_disk, recover_workload, Artifacts};
 use crate::env::guest::{self, Initramfs, Kernel};
-use crate::env::qemu::{self, Vm};
+use crate::env::qemu::{self, Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::STATE_RUNNING;
 use pstore_ring::read::{HeaderTrust, Region};
@@ -23,9 +23,11 @@ const CUT_AFTER: u32 = 300;
 
 fn vm<'a>(k: &'a Kernel, initrd: &'a Path, pmem: &Path, disk: PathBuf, serial: PathBuf) -> Vm<'a> {
     Vm {
-        kernel: &k.vmlinuz,
-        initrd,
-        append: "console=ttyS0 panic=-1 loglevel=4".into(),
+        start: Start::Kernel {
+            kernel: &k.vmlinuz,
+            initrd,
+            append: "console=ttyS0 panic=-1 loglevel=4".into(),
+        },
         memory: "2G,slots=2,maxmem=4G",
         cpus: 4,
         disks: vec![disk],
