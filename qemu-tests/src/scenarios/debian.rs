@@ -623,11 +623,18 @@ say "boot $n dumps $(ls /var/crash/*/dump.* 2>/dev/null | wc -l)"
 # Which came first: the bundle's summary, or kdump-tools' dump folder.
 say "boot $n written $(stat -c %Y /var/lib/crashring/*.json) $(stat -c %W /var/crash/2*)"
 say "loop done"
-{POWER_OFF}"#,
+{PURGE}{POWER_OFF}"#,
         report = boot_report(),
         workload = super::workload_writes()
     )
 }
+
+/// Purging both packages undoes `crashring arm` (postrm): no GRUB
+/// drop-in, modprobe or modules-load file, no part in kdump-tools'
+/// configuration, a grub.cfg that reserves nothing, no module left.
+const PURGE: &str = r#"apt-get purge -q -y crashring crashring-dkms > /root/purge.log 2>&1
+say "purge $? left $(ls /etc/default/grub.d/crashring.cfg /etc/modprobe.d/crashring.conf /etc/modules-load.d/crashring.conf 2>/dev/null | wc -l) grub $(grep -c 'memmap=' /boot/grub/grub.cfg) kdump $(grep -c crashring /etc/default/kdump-tools) dkms $(dkms status crashring | wc -l) modules $(find /lib/modules -name 'crashring.ko*' | wc -l)"
+"#;
 
 /// Kernel messages on the console (Debian's default is `quiet`): the
 /// capture kernel inherits the command line, and what it prints is what
@@ -712,6 +719,11 @@ fn check_kdump(sh: &Shell, art: &Artifacts, installed: &Installed, log: &str) ->
         one("boot 1 kdump").contains("ready to kdump"),
         "kdump-tools was not loaded: {:?}",
         one("boot 1 kdump")
+    );
+    ensure!(
+        one("purge") == "0 left 0 grub 0 kdump 0 dkms 0 modules 0",
+        "apt-get purge left crashring's traces (exit, arm's files, memmap= in grub.cfg, kdump-tools' part, DKMS entries, modules): {:?}",
+        one("purge")
     );
     ensure!(
         one("boot 1 kdump part") == "1 600 root",

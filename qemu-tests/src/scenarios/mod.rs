@@ -64,7 +64,7 @@ const DEBIAN_612: &str = "the Debian guest runs the 6.12 kernel from bookworm-ba
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "warm-reboot",
-        about: "memmap= region; workload, during which the periodic write-back writes back its pages and no idle stream's; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
+        about: "memmap= region; hibernation refused while recording; workload, during which the periodic write-back writes back its pages and no idle stream's; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
         only_612: None,
         newest: true,
         run: warm_reboot::warm_reboot,

@@ -32,33 +32,51 @@ sleep 3
 echo "<6>crashring-clock: wall=$(date +%s)" > /dev/kmsg
 "#;
 
+/// Hibernation while recording: the image would restore the writer's
+/// state as it froze it while the region, not part of the image, kept
+/// what came after, so the module refuses it (its PM notifier) before any
+/// process is frozen.
+const HIBERNATE: &str = r#"if echo disk > /sys/power/state 2>/dev/null; then echo "crashring-test: hibernated"; fi
+dmesg | grep -q 'crashring: hibernation refused while recording' && echo "crashring-test: hibernation refused"
+"#;
+
 /// The periodic write-back's counters (the `region` line) before and two
-/// passes after the workload: [`check_write_back`] reads them.
+/// passes after the workload, as a printk line: recorded in the region,
+/// where [`check_write_back`] reads it, since console output written just
+/// before a panic can be cut short.
 const WRITE_BACK_BEFORE: &str = r#"wb() { grep -o 'writeback_ms=[0-9]* writeback_passes=[0-9]* writeback_pages=[0-9]*' /sys/kernel/crashring/region; }
 wb_before=$(wb)
 "#;
 const WRITE_BACK_AFTER: &str = r#"sleep 2
-echo "crashring-test: write-back $wb_before then $(wb)"
+echo "<6>crashring-write-back: $wb_before then $(wb)" > /dev/kmsg
 "#;
 
 /// The periodic write-back ran while the workload wrote, and wrote back
 /// the pages it filled, not every stream's: 64 CPUs of 5 lanes are 320
 /// streams, and all but the shell's CPU's were idle.
-fn check_write_back(log: &str) -> Result<String> {
-    let line = log
-        .lines()
-        .find_map(|l| l.split_once("crashring-test: write-back ").map(|(_, r)| r))
-        .context("no write-back line: the region line lacks its write-back fields")?;
-    // The console may run the kernel's next line on after the last digit.
+fn check_write_back(region: &Region) -> Result<String> {
+    let e = region.header.endian;
+    let trace = region.decode();
+    let line = trace
+        .streams
+        .iter()
+        .flat_map(|s| &s.events)
+        .filter(|ev| ev.type_id == EVENT_PRINTK)
+        .find_map(|ev| {
+            let values = region.schema.get(ev.type_id)?.decode(ev.payload, e).ok()?;
+            let Some(Value::Str(text)) = values.get(4) else {
+                return None;
+            };
+            let text = std::str::from_utf8(text).ok()?;
+            Some(text.strip_prefix("crashring-write-back: ")?.to_string())
+        })
+        .context("no write-back line in the region: the workload's end was not recorded")?;
     let field = |text: &str, name: &str| -> Result<u64> {
-        let value = text
-            .split_whitespace()
+        text.split_whitespace()
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-            .with_context(|| format!("no {name} in {line:?}"))?;
-        let digits = value
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(value.len());
-        value[..digits]
+            .with_context(|| {
+                format!("no {name} in {line:?}: the region line lacks the write-back's fields")
+            })?
             .parse()
             .with_context(|| format!("{name} in {line:?}"))
     };
@@ -118,6 +136,7 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         cpus: POSSIBLE_CPUS,
         ..WarmReboot::memmap(
             PRINTK_METADATA.to_owned()
+                + HIBERNATE
                 + CLOCK_STEP
                 + WRITE_BACK_BEFORE
                 + &workload_writes()
@@ -126,8 +145,11 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         )
     };
     let run = warm_reboot_run(sh, k, art, &plan)?;
-    let write_back = check_write_back(&run.log)?;
     let said = |what: &str| run.said(what);
+    ensure!(
+        said("crashring-test: hibernation refused") && !said("crashring-test: hibernated"),
+        "hibernation was not refused while recording"
+    );
     ensure!(
         !said("sources=bogus accepted"),
         "a bad sources= was accepted"
@@ -180,6 +202,7 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         let workload = check_region(&region)?;
         let metadata = check_printk_metadata(&region, &run.log)?;
         let clock = check_clock_step(&region)?;
+        let write_back = check_write_back(&region)?;
         Ok(format!(
             "{workload}; {metadata}; {clock}; {write_back}; stats lists all {POSSIBLE_CPUS} CPUs; a 64-character host name kept to 63"
         ))
