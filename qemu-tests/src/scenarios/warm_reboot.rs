@@ -9,7 +9,7 @@ use super::{
 };
 use crate::env::guest::{self, Kernel};
 use anyhow::{ensure, Context, Result};
-use pstore_ring::read::{HeaderTrust, Region};
+use pstore_ring::read::{HeaderTrust, Region, Trace};
 use pstore_ring::schema::{Value, EVENT_MARKER, EVENT_PRINTK};
 use xshell::Shell;
 
@@ -51,13 +51,11 @@ const WRITE_BACK_AFTER: &str = r#"sleep 2
 echo "<6>crashring-write-back: $wb_before then $(wb)" > /dev/kmsg
 "#;
 
-/// The periodic write-back ran while the workload wrote, and wrote back
-/// the pages it filled, not every stream's: 64 CPUs of 5 lanes are 320
-/// streams, and all but the shell's CPU's were idle.
-fn check_write_back(region: &Region) -> Result<String> {
+/// The first printk line of `trace` that starts with `prefix`: its time
+/// and the rest of its text.
+fn printk_after(region: &Region, trace: &Trace, prefix: &str) -> Option<(u64, String)> {
     let e = region.header.endian;
-    let trace = region.decode();
-    let line = trace
+    trace
         .streams
         .iter()
         .flat_map(|s| &s.events)
@@ -67,9 +65,16 @@ fn check_write_back(region: &Region) -> Result<String> {
             let Some(Value::Str(text)) = values.get(4) else {
                 return None;
             };
-            let text = std::str::from_utf8(text).ok()?;
-            Some(text.strip_prefix("crashring-write-back: ")?.to_string())
+            let rest = std::str::from_utf8(text).ok()?.strip_prefix(prefix)?;
+            Some((ev.ts, rest.to_string()))
         })
+}
+
+/// The periodic write-back ran while the workload wrote, and wrote back
+/// the pages it filled, not every stream's: 64 CPUs of 5 lanes are 320
+/// streams, and all but the shell's CPU's were idle.
+fn check_write_back(region: &Region) -> Result<String> {
+    let (_, line) = printk_after(region, &region.decode(), "crashring-write-back: ")
         .context("no write-back line in the region: the workload's end was not recorded")?;
     let field = |text: &str, name: &str| -> Result<u64> {
         text.split_whitespace()
@@ -214,7 +219,6 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
 /// wall time of the line printed after it is within the second the guest
 /// printed (busybox's `date` has whole seconds only).
 fn check_clock_step(region: &Region) -> Result<String> {
-    let e = region.header.endian;
     let trace = region.decode();
     let clock = region.wall_clock(&trace);
     let step = clock
@@ -229,21 +233,8 @@ fn check_clock_step(region: &Region) -> Result<String> {
         (3_598_000_000_000..=3_600_100_000_000).contains(&moved),
         "the clock event moves the wall clock by {moved} ns, the guest stepped it by about 3599-3600 s"
     );
-    let (ts, printed) = trace
-        .streams
-        .iter()
-        .flat_map(|s| &s.events)
-        .filter(|ev| ev.type_id == EVENT_PRINTK)
-        .find_map(|ev| {
-            let values = region.schema.get(ev.type_id)?.decode(ev.payload, e).ok()?;
-            let Some(Value::Str(text)) = values.get(4) else {
-                return None;
-            };
-            let wall = std::str::from_utf8(text)
-                .ok()?
-                .strip_prefix("crashring-clock: wall=")?;
-            Some((ev.ts, wall.parse::<i128>().ok()? * 1_000_000_000))
-        })
+    let (ts, printed) = printk_after(region, &trace, "crashring-clock: wall=")
+        .and_then(|(ts, wall)| Some((ts, wall.parse::<i128>().ok()? * 1_000_000_000)))
         .context("the crashring-clock line is not in the trace")?;
     // Printed within the second `date` said, give or take the printk.
     let off = clock.wall_at(ts) - printed;
