@@ -113,9 +113,10 @@ enum Cmd {
         input: InputArgs,
     },
     /// Make this machine record across crashes: reserve a range of RAM at
-    /// every boot (memmap= through a GRUB drop-in, placed from
-    /// /proc/iomem), and load the module over it with
-    /// crash_kexec_post_notifiers on. Root only; runs update-grub.
+    /// every boot (memmap=, placed from /proc/iomem, on the command line
+    /// of GRUB, kernel-install or grubby), and load the module over it
+    /// with crash_kexec_post_notifiers on. Root only; runs the boot
+    /// loader's tool (update-grub, kernel-install add, grubby).
     Arm(cmd::arm::ArmArgs),
     /// Archive every generation the module keeps (what
     /// crashring-recover.service runs at boot): each a bundle in the bundle
@@ -127,8 +128,8 @@ enum Cmd {
     /// crashring-upload.service runs once the network is up), each within
     /// a timeout; a failed one stays spooled, and the exit status is 1.
     Upload(cmd::upload::UploadArgs),
-    /// Undo exactly what arm wrote (files marked as its own), then
-    /// update-grub.
+    /// Undo exactly what arm wrote (files marked as its own, the words it
+    /// added), then run the boot loader's tool.
     Disarm(cmd::arm::ChangeArgs),
     /// Armed or not, the region and its generation, an unarchived
     /// previous one, the last bundle, and what a crash now would leave.

@@ -57,7 +57,7 @@ fn dry_run_arm_status_disarm_round_trip() {
     let armed = crashring(&["arm", "--size", "16M", "--root", &root]);
     assert!(armed.status.success(), "{}", text(&armed.stderr));
     let said = text(&armed.stderr);
-    assert!(said.contains("not running update-grub"), "{said}");
+    assert!(said.contains("not running `update-grub`"), "{said}");
     assert!(said.contains("armed with 16M@0x22f000000"), "{said}");
 
     let status = crashring(&["status", "--root", &root]);

@@ -13,6 +13,8 @@ mod common;
 
 use common::skip_without;
 use common::synth::{elf, image_of_generation, load};
+use kexec_hooks::iomem::Placement;
+use kexec_hooks::loader::{Armed, Loader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -91,7 +93,7 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
     // with another crashed region at 1 MiB (a stale copy in freed RAM,
     // here of a later generation, so that only the armed address tells
     // them apart) and the crashed kernel's own at 2 MiB, where the root
-    // file system's GRUB drop-in says `crashring arm` placed it.
+    // file system's record says `crashring arm` placed it.
     let mut memory = image_of_generation(1 << 20, 512, 16 * 1024, 400, 5);
     memory.resize(ARMED as usize, 0);
     memory.extend_from_slice(&image_of_generation(0, 512, 16 * 1024, 30, 1));
@@ -103,8 +105,20 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
     .unwrap();
     std::fs::write(tree.join("proc/vmcore"), b"").unwrap();
 
+    let record = Armed {
+        placement: Placement {
+            start: ARMED,
+            size: 16 << 10,
+        },
+        loader: Loader::Grub,
+        added: Vec::new(),
+        created_from: None,
+    };
+    let record_file = tmp.path().join("armed");
+    std::fs::write(&record_file, record.text()).unwrap();
     let armed = format!(
-        "mkdir -p \"$1/sysroot/etc/default/grub.d\"; printf '%s\\n' 'GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX memmap=16K\\\\\\$0x{ARMED:x} crash_kexec_post_notifiers\"' > \"$1/sysroot/etc/default/grub.d/crashring.cfg\"; "
+        "mkdir -p \"$1/sysroot/etc/crashring\"; cp {} \"$1/sysroot/etc/crashring/armed\"; ",
+        record_file.display()
     );
     // kdump-utils's root file system at /sysroot: read-write, as the
     // initramfs left it read-only, and with a /var of its own, mounted

@@ -1,5 +1,5 @@
 //! crashring's boot-stage integration: `crashring arm` and `disarm`
-//! (reserving the region with `memmap=` through GRUB, the module's
+//! (reserving the region with `memmap=` through the boot loader, the module's
 //! options and loading), `crashring status`, and the policy of the
 //! next-boot recovery (`crashring recover`, crashring-recover.service):
 //! its configuration, retention, journal messages, and whether the range
@@ -13,6 +13,8 @@ pub mod config;
 pub mod continuity;
 pub mod iomem;
 pub mod journal;
+pub mod kdump_tools;
+pub mod loader;
 pub mod retention;
 pub mod status;
 pub mod system;

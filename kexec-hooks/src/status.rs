@@ -1,9 +1,10 @@
 //! `crashring status`: whether the machine is armed, what the module is
 //! recording, what waits to be archived, and what a crash now would leave.
 
-use crate::arm::{self, GRUB_DROP_IN};
 use crate::boot::{self, Firmware};
 use crate::iomem::Placement;
+use crate::kdump_tools;
+use crate::loader;
 use crate::system::System;
 use std::fmt;
 
@@ -49,27 +50,25 @@ fn word<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 pub fn status(sys: &System) -> Status {
     let mut s = Status::default();
     let cmdline = sys.read("/proc/cmdline").ok().flatten().unwrap_or_default();
-    let drop_in = sys.read(GRUB_DROP_IN).ok().flatten();
-    let armed = drop_in.as_deref().and_then(arm::armed_range);
-    let reserved_now = armed.is_some_and(|p| {
-        cmdline.split_whitespace().any(|w| {
-            w.strip_prefix("memmap=")
-                .and_then(|m| m.split_once('$'))
-                .and_then(|(size, addr)| {
-                    Some((
-                        crate::iomem::parse_size(size)?,
-                        crate::iomem::parse_size(addr)?,
-                    ))
-                })
-                == Some((p.size, p.start))
-        })
-    });
+    let record = loader::armed(sys).ok().flatten();
+    let armed = record.as_ref().map(|a| a.placement);
+    let memmap = armed.map(loader::memmap_word);
+    let reserved_now = memmap
+        .as_ref()
+        .is_some_and(|m| cmdline.split_whitespace().any(|w| w == m));
     s.items.push((
         "armed",
-        match (armed, reserved_now) {
-            (Some(p), true) => format!("yes, memmap {p} ({GRUB_DROP_IN}), reserved in this boot"),
-            (Some(p), false) => format!(
-                "yes, memmap {p} ({GRUB_DROP_IN}); not on this boot's command line: takes effect after update-grub and a reboot"
+        match (&record, reserved_now) {
+            (Some(a), true) => format!(
+                "yes, memmap {} ({}), reserved in this boot",
+                a.placement,
+                a.loader.route()
+            ),
+            (Some(a), false) => format!(
+                "yes, memmap {} ({}); not on this boot's command line: takes effect after {} and a reboot",
+                a.placement,
+                a.loader.route(),
+                a.loader.command()
             ),
             (None, _) => "no (crashring arm reserves a range at every boot)".into(),
         },
@@ -169,7 +168,7 @@ pub fn status(sys: &System) -> Status {
     .flatten()
     .as_deref()
         == Some("Y");
-    let kdump_broken = armed.is_some() && arm::kdump_part_missing(sys);
+    let kdump_broken = armed.is_some() && kdump_tools::kdump_part_missing(sys);
     if kdump_broken {
         s.attention.push(
             "kdump-tools' configuration lacks crashring's part: run crashring arm --kdump-tools",
@@ -178,7 +177,7 @@ pub fn status(sys: &System) -> Status {
     s.items.push((
         "on crash",
         if kdump && kdump_broken {
-            format!("the kdump kernel would boot with a bare memmap= and no memory: {} lacks crashring's part (crashring arm --kdump-tools puts it back); the next boot archives the region", arm::KDUMP_TOOLS)
+            format!("the kdump kernel would boot with a bare memmap= and no memory: {} lacks crashring's part (crashring arm --kdump-tools puts it back); the next boot archives the region", kdump_tools::KDUMP_TOOLS)
         } else {
             on_crash(recording, kdump, notifiers)
         },

@@ -2,7 +2,9 @@
 //! under `DPKG_ROOT` against a machine `crashring arm` armed in a
 //! temporary directory, as dpkg runs them for a chroot.
 
-use kexec_hooks::arm::{self, KDUMP_TOOLS, MODPROBE};
+use kexec_hooks::arm::{self, MODPROBE};
+use kexec_hooks::kdump_tools::KDUMP_TOOLS;
+use kexec_hooks::loader::KERNEL_CMDLINE;
 use kexec_hooks::system::System;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,6 +63,37 @@ fn purge_takes_away_what_arm_wrote_and_remove_keeps_it() {
     assert_eq!(sys.snapshot().unwrap(), armed, "remove changed the files");
     run_script("crashring/postrm", "purge", dir.path());
     assert_eq!(sys.snapshot().unwrap(), before, "purge left what arm wrote");
+}
+
+/// A systemd-boot machine: the purge takes arm's words back out of
+/// kernel-install's command line, the admin's own words stay, and a file
+/// arm created goes.
+#[test]
+fn purge_takes_arms_words_out_of_kernel_installs_command_line() {
+    for own in [None, Some("root=UUID=4c1f ro crash_kexec_post_notifiers\n")] {
+        let (dir, sys) = machine();
+        sys.remove("/usr/sbin/update-grub").unwrap();
+        sys.write("/usr/bin/kernel-install", "").unwrap();
+        sys.write("/usr/bin/bootctl", "").unwrap();
+        sys.write("/proc/cmdline", "root=UUID=4c1f ro quiet\n")
+            .unwrap();
+        if let Some(line) = own {
+            sys.write(KERNEL_CMDLINE, line).unwrap();
+        }
+        let before = sys.snapshot().unwrap();
+        arm::plan_arm(&sys, None, "x86_64")
+            .unwrap()
+            .apply(&sys)
+            .unwrap();
+        let armed = sys.read(KERNEL_CMDLINE).unwrap().unwrap();
+        assert!(armed.contains("memmap=64M$0x22c000000"), "{armed}");
+        run_script("crashring/postrm", "purge", dir.path());
+        assert_eq!(
+            sys.snapshot().unwrap(),
+            before,
+            "purge left what arm wrote ({own:?})"
+        );
+    }
 }
 
 #[test]

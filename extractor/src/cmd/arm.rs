@@ -1,10 +1,11 @@
 //! `crashring arm`, `disarm` and `status`: the machine's side, planned and
 //! applied by kexec-hooks; this file reads the options, prints the plan or
-//! applies it, and runs update-grub.
+//! applies it, and runs the boot loader's tool.
 
 use anyhow::{Context, Result};
 use clap::Args;
 use kexec_hooks::arm::{self, Plan};
+use kexec_hooks::kdump_tools;
 use kexec_hooks::system::System;
 use std::path::PathBuf;
 
@@ -30,22 +31,20 @@ pub struct ChangeArgs {
     #[arg(long)]
     dry_run: bool,
     /// Work on the system tree under DIR (a copy of a machine, an image
-    /// being built) instead of /; update-grub is then left to that system.
+    /// being built) instead of /; the boot loader's tool is then left to
+    /// that system.
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
 }
 
-/// Prints the plan (`--dry-run`) or applies it and regenerates GRUB's
-/// configuration when its drop-in changed.
+/// Prints the plan (`--dry-run`) or applies it and runs its commands (the
+/// boot loader's tool carrying the command line into its entries).
 fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
     for note in &plan.notes {
         eprintln!("crashring: {note}");
     }
     if how.dry_run {
         print!("{}", plan.diff());
-        if plan.grub_changed {
-            println!("# then: update-grub");
-        }
         return Ok(());
     }
     plan.apply(sys)?;
@@ -53,18 +52,21 @@ fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
         let verb = if c.new.is_some() { "wrote" } else { "removed" };
         eprintln!("crashring: {verb} {}", sys.path(c.path).display());
     }
-    if plan.grub_changed {
-        if sys.is_live() {
-            let status = std::process::Command::new("update-grub")
-                .status()
-                .context("running update-grub")?;
-            anyhow::ensure!(status.success(), "update-grub failed: {status}");
-        } else {
+    for command in &plan.commands {
+        let line = command.join(" ");
+        if !sys.is_live() {
             eprintln!(
-                "crashring: not running update-grub for {}: run it in that system",
+                "crashring: not running `{line}` for {}: run it in that system",
                 how.root.display()
             );
+            continue;
         }
+        eprintln!("crashring: running {line}");
+        let status = std::process::Command::new(&command[0])
+            .args(&command[1..])
+            .status()
+            .with_context(|| format!("running {line}"))?;
+        anyhow::ensure!(status.success(), "`{line}` failed: {status}");
     }
     Ok(())
 }
@@ -72,7 +74,7 @@ fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
 pub fn arm(args: ArmArgs) -> Result<u8> {
     let sys = System::new(&args.how.root);
     if args.kdump_tools {
-        let plan = arm::plan_kdump_repair(&sys)?;
+        let plan = kdump_tools::plan_kdump_repair(&sys)?;
         carry_out(&plan, &args.how, &sys)?;
         return Ok(0);
     }

@@ -8,10 +8,10 @@
 use anyhow::Result;
 use clap::Args;
 use extractor::recovery::{self, Generation, Mode, Outcome, Places, RecoveryError, Sysfs, VMCORE};
-use kexec_hooks::arm::{self, GRUB_DROP_IN};
 use kexec_hooks::config;
 use kexec_hooks::continuity::{self, Continuity};
 use kexec_hooks::journal;
+use kexec_hooks::loader;
 use kexec_hooks::status::BUNDLE_DIR;
 use kexec_hooks::system::System;
 use std::path::{Path, PathBuf};
@@ -59,12 +59,7 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     } else {
         Mode::Boot
     };
-    let armed = etc
-        .read(GRUB_DROP_IN)
-        .ok()
-        .flatten()
-        .and_then(|d| arm::armed_range(&d))
-        .map(|p| p.start);
+    let armed = loader::armed(etc).ok().flatten().map(|a| a.placement.start);
     let places = Places {
         vmcore: &sys.path(VMCORE),
         dir: &dir,

@@ -1,0 +1,472 @@
+//! The boot loaders `crashring arm` drives, and its record of what it
+//! told them.
+//!
+//! The range must be on the kernel's command line at every boot, and each
+//! boot loader keeps that line in its own place: Debian's GRUB in
+//! /etc/default/grub and its drop-ins (update-grub writes grub.cfg from
+//! them); kernel-install (systemd-boot's entries, UKIs) in
+//! /etc/kernel/cmdline (`kernel-install add` writes each kernel's entry
+//! from it); grubby (Fedora, RHEL) in each kernel's entry, changed through
+//! its own command. `arm` writes the [`RECORD`] besides: the range, the
+//! loader, and the words it added, so that `status`, `recover`, `disarm`
+//! and the package's purge know what is armed and take back exactly that
+//! (an admin's own `crash_kexec_post_notifiers` stays).
+
+use crate::arm::{ArmError, Change, MARK};
+use crate::iomem::{self, Placement};
+use crate::system::System;
+
+/// arm's record of what it armed (see [`Armed`]).
+pub const RECORD: &str = "/etc/crashring/armed";
+
+/// GRUB as Debian configures it: this file, the drop-ins beside it, and
+/// update-grub, which writes [`GRUB_CFG`].
+pub const GRUB_DEFAULT: &str = "/etc/default/grub";
+/// GRUB's drop-in: Debian's grub-mkconfig sources /etc/default/grub.d/*.cfg
+/// after /etc/default/grub.
+pub const GRUB_DROP_IN: &str = "/etc/default/grub.d/crashring.cfg";
+pub const GRUB_DROP_INS: &str = "/etc/default/grub.d";
+const UPDATE_GRUB: [&str; 2] = ["/usr/sbin/update-grub", "/sbin/update-grub"];
+pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
+const GRUBBY: [&str; 2] = ["/usr/sbin/grubby", "/sbin/grubby"];
+/// kernel-install's command line for every entry it writes; without it,
+/// /usr/lib/kernel/cmdline, then the running kernel's.
+pub const KERNEL_CMDLINE: &str = "/etc/kernel/cmdline";
+const VENDOR_CMDLINE: &str = "/usr/lib/kernel/cmdline";
+const KERNEL_INSTALL: [&str; 2] = ["/usr/bin/kernel-install", "/bin/kernel-install"];
+/// What says kernel-install writes the boot entries: systemd-boot's tool
+/// and configuration on the usual ESP mount points, kernel-install's own.
+const KERNEL_INSTALL_IN_USE: [&str; 7] = [
+    KERNEL_CMDLINE,
+    "/usr/bin/bootctl",
+    "/efi/loader/loader.conf",
+    "/boot/efi/loader/loader.conf",
+    "/boot/loader/loader.conf",
+    "/etc/kernel/install.conf",
+    "/usr/lib/kernel/install.conf",
+];
+/// Where kernels' modules are installed; the same directory with a
+/// merged /usr, but a machine's copy may have either.
+pub const MODULE_DIRS: [&str; 2] = ["/lib/modules", "/usr/lib/modules"];
+
+/// The panic notifiers run before a kdump kernel takes over, so that the
+/// module writes the crash record back either way.
+pub const POST_NOTIFIERS: &str = "crash_kexec_post_notifiers";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loader {
+    /// Debian's GRUB: a drop-in, then update-grub.
+    Grub,
+    /// grubby: `grubby --update-kernel=ALL --args=...`.
+    Grubby,
+    /// kernel-install: /etc/kernel/cmdline, then `kernel-install add`.
+    KernelInstall,
+}
+
+impl Loader {
+    const ALL: [Loader; 3] = [Loader::Grub, Loader::Grubby, Loader::KernelInstall];
+
+    /// The name in the record.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loader::Grub => "grub",
+            Loader::Grubby => "grubby",
+            Loader::KernelInstall => "kernel-install",
+        }
+    }
+
+    /// Where the command line is kept and what carries it to the boot
+    /// entries, for people.
+    pub fn route(self) -> &'static str {
+        match self {
+            Loader::Grub => "GRUB: /etc/default/grub.d/crashring.cfg, update-grub",
+            Loader::Grubby => "grubby: every kernel's boot entry",
+            Loader::KernelInstall => "kernel-install: /etc/kernel/cmdline, every kernel's entry",
+        }
+    }
+
+    /// What must run before a changed command line reaches a boot.
+    pub fn command(self) -> &'static str {
+        match self {
+            Loader::Grub => "update-grub",
+            Loader::Grubby => "grubby",
+            Loader::KernelInstall => "kernel-install",
+        }
+    }
+}
+
+/// The boot loader the machine is configured for, found before anything
+/// is written; `Err` describes what was found instead, for a refusal
+/// that writes nothing no boot would read. On Fedora and RHEL, grubby
+/// comes before kernel-install, which calls it there.
+pub fn detect(sys: &System) -> Result<Loader, &'static str> {
+    let any = |paths: &[&str]| paths.iter().any(|p| sys.path(p).exists());
+    if any(&[GRUB_DEFAULT]) && any(&UPDATE_GRUB) {
+        return Ok(Loader::Grub);
+    }
+    if any(&GRUBBY) {
+        return Ok(Loader::Grubby);
+    }
+    match (any(&KERNEL_INSTALL), any(&KERNEL_INSTALL_IN_USE)) {
+        (true, true) => Ok(Loader::KernelInstall),
+        (false, true) => Err("systemd-boot or /etc/kernel/cmdline, but no kernel-install"),
+        _ if any(&[GRUB_DEFAULT]) => Err("GRUB's settings, but no update-grub"),
+        _ => Err("a boot loader it does not know"),
+    }
+}
+
+/// What `arm` armed, as its [`RECORD`] holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Armed {
+    pub placement: Placement,
+    pub loader: Loader,
+    /// The words arm added to the command line, as the kernel reads them.
+    pub added: Vec<String>,
+    /// For kernel-install, when arm created /etc/kernel/cmdline: the line
+    /// it started from (the running kernel's). Disarm removes the file
+    /// while it holds just that.
+    pub created_from: Option<String>,
+}
+
+impl Armed {
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "{MARK}\n\
+             # What arm reserved and how the boot loader was told: read by\n\
+             # status, recover, disarm and the package's purge. Not a setting.\n\
+             range={}\nloader={}\nadded={}\n",
+            self.placement,
+            self.loader.name(),
+            self.added.join(" ")
+        );
+        if let Some(line) = &self.created_from {
+            text += &format!("created-from={line}\n");
+        }
+        text
+    }
+
+    pub fn parse(text: &str) -> Option<Armed> {
+        if text.lines().next() != Some(MARK) {
+            return None;
+        }
+        let value = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        };
+        let (size, start) = value("range")?.split_once('@')?;
+        let placement = Placement {
+            size: iomem::parse_size(size)?,
+            start: iomem::parse_size(start)?,
+        };
+        let loader = Loader::ALL
+            .into_iter()
+            .find(|l| Some(l.name()) == value("loader"))?;
+        Some(Armed {
+            placement,
+            loader,
+            added: value("added")?
+                .split_whitespace()
+                .map(String::from)
+                .collect(),
+            created_from: value("created-from").map(String::from),
+        })
+    }
+}
+
+/// What the machine is armed with: `Ok(None)` when not armed, `Err` when
+/// the record is there but unreadable.
+pub fn armed(sys: &System) -> Result<Option<Armed>, ArmError> {
+    let Some(text) = read(sys, RECORD)? else {
+        return Ok(None);
+    };
+    Armed::parse(&text)
+        .map(Some)
+        .ok_or(ArmError::Unreadable { text })
+}
+
+pub(crate) fn read(sys: &System, path: &str) -> Result<Option<String>, ArmError> {
+    sys.read(path).map_err(|source| ArmError::Read {
+        path: path.into(),
+        source,
+    })
+}
+
+/// memmap='s word for the range, as the kernel reads it.
+pub fn memmap_word(p: Placement) -> String {
+    format!("memmap={}${:#x}", iomem::size_text(p.size), p.start)
+}
+
+/// The word as GRUB's parser must see it, in grub.cfg or in an entry
+/// that GRUB's blscfg reads (grubby's): `\$`, or `$` would start a
+/// variable.
+fn grub_escaped(word: &str) -> String {
+    word.replace('$', "\\$")
+}
+
+/// What arming or disarming through a loader does besides the record.
+#[derive(Debug, Default)]
+pub struct Steps {
+    pub changes: Vec<Change>,
+    /// Run after the files are written, in order.
+    pub commands: Vec<Vec<String>>,
+    pub notes: Vec<String>,
+    /// The words added (arming).
+    pub added: Vec<String>,
+    pub created_from: Option<String>,
+}
+
+/// Arming `placement` through `loader`; `previous` is the record of an
+/// earlier arm, whose additions stay arm's.
+pub fn arm_steps(
+    sys: &System,
+    loader: Loader,
+    placement: Placement,
+    previous: Option<&Armed>,
+) -> Result<Steps, ArmError> {
+    let memmap = memmap_word(placement);
+    let earlier = |word: &str| previous.is_some_and(|a| a.added.iter().any(|w| w == word));
+    match loader {
+        Loader::Grub => {
+            let mut steps = Steps {
+                added: vec![memmap, POST_NOTIFIERS.into()],
+                ..Steps::default()
+            };
+            let old = read(sys, GRUB_DROP_IN)?;
+            if old.as_deref().is_some_and(|t| !crate::arm::ours(t)) {
+                return Err(ArmError::NotOurs(GRUB_DROP_IN.into()));
+            }
+            let new = grub_drop_in(placement);
+            let changed = old.as_deref() != Some(new.as_str());
+            if changed {
+                steps.changes.push(Change {
+                    path: GRUB_DROP_IN,
+                    old,
+                    new: Some(new),
+                });
+            } else if grub_cfg_lacks(sys, placement)? {
+                steps.notes.push(format!(
+                    "{GRUB_CFG} boots without memmap= for {placement}: update-grub runs again"
+                ));
+            } else {
+                return Ok(steps);
+            }
+            steps.commands.push(vec!["update-grub".into()]);
+            Ok(steps)
+        }
+        Loader::KernelInstall => {
+            let current = read(sys, KERNEL_CMDLINE)?;
+            let (line, created_from) = match &current {
+                Some(line) => (
+                    normalized(line),
+                    previous.and_then(|a| a.created_from.clone()),
+                ),
+                None => {
+                    // Booted armed, the running line has arm's words.
+                    let line = kernel_install_default(sys)?
+                        .split_whitespace()
+                        .filter(|w| *w != memmap && !earlier(w))
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    (line.clone(), Some(line))
+                }
+            };
+            let have: Vec<&str> = line.split_whitespace().collect();
+            let mut added = Vec::new();
+            let mut new = line.clone();
+            for word in [memmap.as_str(), POST_NOTIFIERS] {
+                if !have.contains(&word) {
+                    new = format!("{new} {word}").trim_start().to_string();
+                    added.push(word.to_string());
+                } else if earlier(word) {
+                    added.push(word.to_string());
+                }
+            }
+            let mut steps = Steps {
+                added,
+                created_from,
+                ..Steps::default()
+            };
+            if current.as_deref() != Some(format!("{new}\n").as_str()) {
+                steps.changes.push(Change {
+                    path: KERNEL_CMDLINE,
+                    old: current,
+                    new: Some(format!("{new}\n")),
+                });
+                steps.commands = kernel_install_commands(sys, &mut steps.notes);
+            }
+            Ok(steps)
+        }
+        Loader::Grubby => {
+            if let Some(a) = previous.filter(|a| a.loader == Loader::Grubby) {
+                // Told already: grubby keeps the words in every entry and
+                // gives new kernels the default entry's.
+                return Ok(Steps {
+                    added: a.added.clone(),
+                    ..Steps::default()
+                });
+            }
+            let running = read(sys, "/proc/cmdline")?.unwrap_or_default();
+            let mut added = vec![memmap];
+            if !running.split_whitespace().any(|w| w == POST_NOTIFIERS) {
+                added.push(POST_NOTIFIERS.into());
+            }
+            Ok(Steps {
+                commands: vec![grubby("--args", &added)],
+                added,
+                ..Steps::default()
+            })
+        }
+    }
+}
+
+/// Disarming what `armed` records: its words taken back, nothing else.
+pub fn disarm_steps(sys: &System, armed: &Armed) -> Result<Steps, ArmError> {
+    let mut steps = Steps::default();
+    match armed.loader {
+        Loader::Grub => match read(sys, GRUB_DROP_IN)? {
+            Some(text) if crate::arm::ours(&text) => {
+                steps.changes.push(Change {
+                    path: GRUB_DROP_IN,
+                    old: Some(text),
+                    new: None,
+                });
+                steps.commands.push(vec!["update-grub".into()]);
+            }
+            Some(_) => steps.notes.push(format!(
+                "{GRUB_DROP_IN} was not written by crashring arm: left as it is"
+            )),
+            None => {}
+        },
+        Loader::KernelInstall => {
+            let Some(current) = read(sys, KERNEL_CMDLINE)? else {
+                return Ok(steps);
+            };
+            let left: Vec<&str> = current
+                .split_whitespace()
+                .filter(|w| !armed.added.iter().any(|a| a == w))
+                .collect();
+            let left = left.join(" ");
+            let new =
+                (armed.created_from.as_deref() != Some(left.as_str())).then(|| format!("{left}\n"));
+            if new.as_deref() != Some(current.as_str()) {
+                steps.changes.push(Change {
+                    path: KERNEL_CMDLINE,
+                    old: Some(current),
+                    new,
+                });
+                steps.commands = kernel_install_commands(sys, &mut steps.notes);
+            }
+        }
+        Loader::Grubby => steps.commands.push(grubby("--remove-args", &armed.added)),
+    }
+    Ok(steps)
+}
+
+/// grubby changing every kernel's entry.
+fn grubby(option: &str, words: &[String]) -> Vec<String> {
+    let words: Vec<String> = words.iter().map(|w| grub_escaped(w)).collect();
+    vec![
+        "grubby".into(),
+        "--update-kernel=ALL".into(),
+        format!("{option}={}", words.join(" ")),
+    ]
+}
+
+fn normalized(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The line kernel-install uses without /etc/kernel/cmdline: the
+/// vendor's, or the running kernel's without what the boot loader added
+/// for this boot only (as its 90-loaderentry.install reads it).
+fn kernel_install_default(sys: &System) -> Result<String, ArmError> {
+    if let Some(line) = read(sys, VENDOR_CMDLINE)? {
+        return Ok(normalized(&line));
+    }
+    let running = read(sys, "/proc/cmdline")?.ok_or(ArmError::NoCmdline)?;
+    Ok(running
+        .split_whitespace()
+        .filter(|w| !w.starts_with("BOOT_IMAGE=") && !w.starts_with("initrd="))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// `kernel-install add VERSION IMAGE` for every installed kernel, so that
+/// each entry gets the new line (its plugins find the initrd).
+fn kernel_install_commands(sys: &System, notes: &mut Vec<String>) -> Vec<Vec<String>> {
+    let kernels = installed_kernels(sys);
+    if kernels.is_empty() {
+        notes.push(
+            "no installed kernel found (/boot/vmlinuz-VERSION or /usr/lib/modules/VERSION/vmlinuz): the next kernel installed gets the line".into(),
+        );
+    }
+    kernels
+        .into_iter()
+        .map(|(version, image)| vec!["kernel-install".into(), "add".into(), version, image])
+        .collect()
+}
+
+/// Every kernel with its modules installed, and its image: in the modules'
+/// directory (Fedora's layout, kernel-install's own) or /boot (Debian's).
+pub fn installed_kernels(sys: &System) -> Vec<(String, String)> {
+    let mut versions: Vec<String> = MODULE_DIRS
+        .iter()
+        .filter_map(|d| std::fs::read_dir(sys.path(d)).ok())
+        .flat_map(|dir| dir.flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    versions.sort();
+    versions.dedup();
+    versions
+        .into_iter()
+        .filter_map(|v| {
+            [
+                format!("/usr/lib/modules/{v}/vmlinuz"),
+                format!("/boot/vmlinuz-{v}"),
+            ]
+            .into_iter()
+            .find(|image| sys.path(image).is_file())
+            .map(|image| (v, image))
+        })
+        .collect()
+}
+
+fn grub_drop_in(p: Placement) -> String {
+    // `\\\$` in the shell's double quotes leaves `\$` in the variable;
+    // grub-mkconfig copies it into grub.cfg, where GRUB's parser reads it
+    // as a plain `$` (kernel-parameters.txt, memmap=).
+    format!(
+        "{MARK}\n\
+         # The crash-persistent region, taken out of RAM before anything is\n\
+         # placed, and the panic notifiers run before a kdump kernel takes over.\n\
+         GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX {} {POST_NOTIFIERS}\"\n",
+        memmap_word(p).replace('$', "\\\\\\$"),
+    )
+}
+
+/// Whether GRUB's generated menu boots with the range: an armed machine
+/// whose grub.cfg lacks it (update-grub failed or never ran, or a kernel
+/// package rewrote it from other settings) needs update-grub again. A
+/// machine's copy without grub.cfg is left to that system.
+fn grub_cfg_lacks(sys: &System, p: Placement) -> Result<bool, ArmError> {
+    let Some(cfg) = read(sys, GRUB_CFG)? else {
+        return Ok(false);
+    };
+    let word = memmap_word(p);
+    Ok(!cfg.contains(&grub_escaped(&word)) && !cfg.contains(&word))
+}
+
+/// The files that hold the command line the next boot gets, besides
+/// arm's own: where a `memmap=` range configured for another user
+/// (ramoops, say) but not yet booted can be read.
+pub fn configured_cmdlines(sys: &System) -> Vec<String> {
+    let mut files = vec![GRUB_DEFAULT.to_string(), KERNEL_CMDLINE.to_string()];
+    if let Ok(dir) = std::fs::read_dir(sys.path(GRUB_DROP_INS)) {
+        files.extend(
+            dir.flatten()
+                .map(|e| format!("{GRUB_DROP_INS}/{}", e.file_name().to_string_lossy()))
+                .filter(|p| p.ends_with(".cfg") && p != GRUB_DROP_IN),
+        );
+    }
+    files
+}
