@@ -13,6 +13,7 @@
 #define CRASHRING_INTERNAL_H
 
 #include <linux/types.h>
+#include <linux/bits.h>
 #include <linux/uidgid.h>
 #include <linux/cpumask.h>
 #include <linux/fs.h>
@@ -24,12 +25,45 @@
 
 #define CRASHRING_SLOTS 2
 
-/* Which event sources are on (crashring_sources.c). */
-#define CR_SRC_PRINTK	BIT(0)
-#define CR_SRC_MARKER	BIT(1)
-#define CR_SRC_SCHED	BIT(2)
-#define CR_SRC_IRQ	BIT(3)
-#define CR_SRC_CRASH	BIT(4)
+/* Which event sources are on: bits of crashring.sources (crashring_sources.c). */
+enum {
+	CR_SRC_PRINTK_NR,
+	CR_SRC_MARKER_NR,
+	CR_SRC_SCHED_NR,
+	CR_SRC_IRQ_NR,
+	CR_SRC_CRASH_NR,
+	CR_NR_SOURCES
+};
+
+#define CR_SRC_PRINTK	BIT(CR_SRC_PRINTK_NR)
+#define CR_SRC_MARKER	BIT(CR_SRC_MARKER_NR)
+#define CR_SRC_SCHED	BIT(CR_SRC_SCHED_NR)
+#define CR_SRC_IRQ	BIT(CR_SRC_IRQ_NR)
+#define CR_SRC_CRASH	BIT(CR_SRC_CRASH_NR)
+
+struct tracepoint;
+
+/* A tracepoint a source attaches @probe to while it is on. */
+struct crashring_probe {
+	const char *tracepoint;
+	void *probe;
+	struct tracepoint *tp;	/* found at load; NULL: not in this kernel */
+	bool registered;
+};
+
+/*
+ * An event source: its name (in sources=, sysfs "sources" and FORMAT.md),
+ * the tracepoints it attaches to while on, and what it sets up at load
+ * (@init, before any probe is attached; an error fails the load) and
+ * takes down at unload (@exit, once no probe can run).
+ */
+struct crashring_source {
+	const char *name;
+	struct crashring_probe *probes;
+	unsigned int nprobes;
+	int (*init)(void);
+	void (*exit)(void);
+};
 
 enum crashring_slot_state {
 	CR_SLOT_EMPTY,		/* no magic: free to record into */
@@ -115,14 +149,26 @@ void crashring_note(const char *fmt, ...) __printf(1, 2);
 /* crashring_sources.c */
 int crashring_sources_init(void);
 void crashring_sources_exit(void);
-int crashring_dev_register(void);
-void crashring_dev_unregister(void);
 int crashring_set_sources(unsigned long want);
 int crashring_parse_sources(const char *spec, unsigned long *bits);
 int crashring_show_sources(char *buf);
+void crashring_record_crash(u32 reason, const char *message, u64 at);
+
+/* crashring_printk.c */
+extern const struct crashring_source crashring_source_printk;
 int crashring_set_filter(const char *spec);
 void crashring_show_filter(char *buf, size_t len);
-void crashring_record_crash(u32 reason, const char *message, u64 at);
+
+/* crashring_marker.c */
+extern const struct crashring_source crashring_source_marker;
+int crashring_dev_register(void);
+void crashring_dev_unregister(void);
+
+/* crashring_sched.c */
+extern const struct crashring_source crashring_source_sched;
+extern const struct crashring_source crashring_source_irq;
+
+/* crashring_clock.c */
 u64 crashring_panic_clock(void);
 void crashring_record_clock(s64 wall_offset_ns);
 void crashring_clock_arm(void);
