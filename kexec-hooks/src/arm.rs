@@ -13,7 +13,7 @@
 use crate::boot;
 use crate::iomem::{self, Placement};
 use crate::kdump_tools::{self, KDUMP_TOOLS};
-use crate::loader::{self, read, Armed};
+use crate::loader::{self, read, Armed, Loader};
 use crate::system::System;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -64,6 +64,20 @@ pub enum ArmError {
     BootLoader {
         loader: &'static str,
         placement: Placement,
+    },
+    #[error(
+        "armed through {was} ({}), and this machine now boots with {now}: take the range back from {was} by hand (for GRUB, remove {} and run update-grub; for kernel-install, remove `{memmap}` and `{}` from /etc/kernel/cmdline if arm added them, and run kernel-install add for every kernel), remove {}, then arm again",
+        loader::RECORD,
+        loader::GRUB_DROP_IN,
+        loader::POST_NOTIFIERS,
+        loader::RECORD,
+        was = was.name(),
+        now = now.name()
+    )]
+    LoaderChanged {
+        was: Loader,
+        now: Loader,
+        memmap: String,
     },
     #[error(
         "kernel-install would write the entries from the running kernel's command line, and {} has none (a machine's copy?): write its /etc/kernel/cmdline first",
@@ -285,6 +299,15 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
             "this machine's firmware wipes memory at a reset after a crash ({} is set; Debian's kernels set it at every boot): the next boot finds nothing, and only a kdump capture (kdump-tools) keeps a crash",
             boot::MOR_VARIABLE
         ));
+    }
+    if let Some(was) = previous.as_ref().filter(|a| a.loader != loader) {
+        // Its tool may be gone with it: what it was told is left to the
+        // admin, said exactly, rather than half undone.
+        return Err(ArmError::LoaderChanged {
+            was: was.loader,
+            now: loader,
+            memmap: loader::memmap_word(placement),
+        });
     }
     let steps = loader::arm_steps(sys, loader, placement, previous.as_ref())?;
     let record = Armed {
@@ -664,6 +687,24 @@ pub(crate) mod tests {
                 "--remove-args=memmap=64M\\$0x22c000000"
             ]]
         );
+    }
+
+    #[test]
+    fn a_machine_armed_through_grub_that_now_boots_otherwise_is_refused() {
+        let (_dir, sys) = machine(QEMU);
+        plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+        // GRUB removed, systemd-boot installed.
+        sys.remove("/usr/sbin/update-grub").unwrap();
+        sys.write("/usr/bin/kernel-install", "").unwrap();
+        sys.write("/usr/bin/bootctl", "").unwrap();
+        let before = sys.snapshot().unwrap();
+        let err = plan_arm(&sys, None, "x86_64").unwrap_err().to_string();
+        assert!(
+            err.starts_with("armed through grub (/etc/crashring/armed), and this machine now boots with kernel-install")
+                && err.contains("memmap=64M$0x22c000000"),
+            "{err}"
+        );
+        assert_eq!(sys.snapshot().unwrap(), before);
     }
 
     #[test]
