@@ -308,40 +308,53 @@ pub fn job_disk(path: &Path, script: &str) -> Result<()> {
 /// `/boot/grub/grub.cfg`, as `grub-install` on a UEFI machine would.
 const UEFI_GRUB_CFG: &str = "search --no-floppy --label root --set=root\n\
                              configfile ($root)/boot/grub/grub.cfg\n";
-/// The ESP's size, and where its partition starts on the disk (sectors).
-const ESP_MIB: u64 = 32;
+/// Where the ESP's partition starts on the disk (sectors).
 const ESP_START: u64 = 2048;
+/// The size of an ESP that the guest fills itself: bootctl's loader,
+/// and a kernel and initrd per installed kernel, as kernel-install
+/// copies them there.
+pub const ESP_MIB_FOR_KERNELS: u64 = 256;
+/// The partition's device in a guest with the root file system and the
+/// job disk before it.
+pub const ESP_DEVICE: &str = "/dev/vdc1";
 
 /// A GPT disk at `path` whose only partition is an EFI System Partition
 /// holding GRUB as `\EFI\BOOT\BOOTX64.EFI`, the path firmware boots from
-/// a disk it has no boot entry for. Built as files (mkfs.vfat, mtools,
-/// sfdisk), without loop devices.
-pub fn esp_disk(sh: &Shell, path: &Path) -> Result<()> {
+/// a disk it has no boot entry for.
+pub fn grub_esp_disk(sh: &Shell, path: &Path) -> Result<()> {
     let tmp = sh.create_temp_dir()?;
-    let (cfg, efi, fat) = (
-        tmp.path().join("grub.cfg"),
-        tmp.path().join("BOOTX64.EFI"),
-        tmp.path().join("esp.fat"),
-    );
+    let (cfg, efi) = (tmp.path().join("grub.cfg"), tmp.path().join("BOOTX64.EFI"));
     std::fs::write(&cfg, UEFI_GRUB_CFG)?;
     let embed = format!("boot/grub/grub.cfg={}", cfg.display());
     cmd!(sh, "grub-mkstandalone -O x86_64-efi -o {efi} {embed}")
         .quiet()
         .run()
         .context("grub-mkstandalone (run `cargo xtask setup`)")?;
-    let esp_bytes = ESP_MIB << 20;
+    esp_disk(sh, path, 32, Some(&efi))
+}
+
+/// A GPT disk at `path` whose only partition is an EFI System Partition
+/// of `mib` MiB (FAT16), with `loader` as `\EFI\BOOT\BOOTX64.EFI` if
+/// given. Built as files (mkfs.vfat, mtools, sfdisk), without loop
+/// devices.
+pub fn esp_disk(sh: &Shell, path: &Path, mib: u64, loader: Option<&Path>) -> Result<()> {
+    let tmp = sh.create_temp_dir()?;
+    let fat = tmp.path().join("esp.fat");
+    let esp_bytes = mib << 20;
     std::fs::File::create(&fat)?.set_len(esp_bytes)?;
     cmd!(sh, "mkfs.vfat -F 16 -n ESP {fat}")
         .quiet()
         .ignore_stdout()
         .run()?;
-    let image = format!("{}", fat.display());
-    cmd!(sh, "mmd -i {image} ::/EFI ::/EFI/BOOT")
-        .quiet()
-        .run()?;
-    cmd!(sh, "mcopy -i {image} {efi} ::/EFI/BOOT/BOOTX64.EFI")
-        .quiet()
-        .run()?;
+    if let Some(efi) = loader {
+        let image = format!("{}", fat.display());
+        cmd!(sh, "mmd -i {image} ::/EFI ::/EFI/BOOT")
+            .quiet()
+            .run()?;
+        cmd!(sh, "mcopy -i {image} {efi} ::/EFI/BOOT/BOOTX64.EFI")
+            .quiet()
+            .run()?;
+    }
     // The partition, then room for GPT's backup header after it.
     let disk_bytes = (ESP_START << 9) + esp_bytes + (1 << 20);
     std::fs::File::create(path)?.set_len(disk_bytes)?;
@@ -357,6 +370,26 @@ pub fn esp_disk(sh: &Shell, path: &Path) -> Result<()> {
         .open(path)?
         .write_all_at(&fat_bytes, ESP_START << 9)
         .with_context(|| format!("writing the ESP into {}", path.display()))
+}
+
+/// The `options` of every boot entry (Boot Loader Specification type #1)
+/// on the ESP of the disk at `path`, read off the image with mtools.
+pub fn esp_entry_options(sh: &Shell, path: &Path) -> Result<Vec<String>> {
+    let image = format!("{}@@{}", path.display(), ESP_START << 9);
+    let listing = cmd!(sh, "mdir -b -i {image} ::/loader/entries")
+        .quiet()
+        .read()
+        .with_context(|| format!("listing the boot entries on {}", path.display()))?;
+    let mut out = Vec::new();
+    for entry in listing.lines().filter(|l| l.ends_with(".conf")) {
+        let text = cmd!(sh, "mtype -i {image} {entry}").quiet().read()?;
+        out.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("options"))
+                .map(|o| o.trim().to_string()),
+        );
+    }
+    Ok(out)
 }
 
 /// A menu entry's `linux` and `initrd` lines, as GRUB reads them.

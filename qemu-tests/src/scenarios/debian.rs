@@ -80,30 +80,42 @@ fn said<'a>(log: &'a str, what: &str) -> Vec<&'a str> {
 }
 
 /// A Debian guest with both packages installed by apt, the module built
-/// by DKMS and `crashring arm` run; `flavour` and `extra` name its root file
-/// system and the packages it has besides the common ones.
+/// by DKMS and `crashring arm` run.
 struct Installed {
     image: Image,
-    /// What the guest's grub.cfg now boots.
-    boot: debian::Boot,
+    /// What the guest's grub.cfg now boots; `None` on a machine that
+    /// boots with systemd-boot.
+    boot: Option<debian::Boot>,
+    /// How it boots once armed.
+    how: BootPath,
     /// What the install boot reported.
     log: String,
 }
 
-fn install(
-    sh: &Shell,
-    k: &Kernel,
-    art: &Artifacts,
-    flavour: &str,
-    extra: &[&str],
-    before_arm: &str,
-    after_arm: &str,
-) -> Result<Installed> {
-    let root = debian::rootfs(sh, &k.release, flavour, extra)?;
+/// The machine a scenario installs crashring on: the root file system's
+/// name and its packages besides the common ones, the site's own
+/// configuration before `crashring arm` and what runs after it, and how
+/// it boots once armed.
+struct Site<'a> {
+    flavour: &'a str,
+    extra: &'a [&'a str],
+    before_arm: &'a str,
+    after_arm: &'a str,
+    boot: BootPath,
+}
+
+fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> Result<Installed> {
+    let root = debian::rootfs(sh, &k.release, site.flavour, site.extra)?;
     let debs = package::build(sh)?;
     let image = Image::create(sh, &root, &art.dir.join("root.img"), &debs)?;
     let job = art.dir.join("job.img");
-    debian::job_disk(&job, &install_script(before_arm, after_arm))?;
+    debian::job_disk(&job, &install_script(site.before_arm, site.after_arm))?;
+    let mut disks = vec![image.path.clone(), job];
+    if site.boot == BootPath::SystemdBoot {
+        let esp = art.dir.join("esp.img");
+        debian::esp_disk(sh, &esp, debian::ESP_MIB_FOR_KERNELS, None)?;
+        disks.push(esp);
+    }
     let first = debian::first_boot(&root, &k.release);
     let serial = art.dir.join("install.log");
     eprintln!(
@@ -117,7 +129,7 @@ fn install(
         },
         memory: MEMORY,
         cpus: CPUS,
-        disks: vec![image.path.clone(), job],
+        disks,
         extra: vec!["-no-reboot".into()],
         serial: serial.clone(),
         timeout: Duration::from_secs(15 * 60),
@@ -155,8 +167,16 @@ fn install(
         rearm.is_empty(),
         "crashring arm --dry-run after arm still shows changes: {rearm:?}"
     );
-    let boot = image.grub_boot(sh, &art.dir)?;
-    Ok(Installed { image, boot, log })
+    let boot = match site.boot {
+        BootPath::Kernel | BootPath::Uefi => Some(image.grub_boot(sh, &art.dir)?),
+        BootPath::SystemdBoot => None,
+    };
+    Ok(Installed {
+        image,
+        boot,
+        how: site.boot,
+        log,
+    })
 }
 
 /// What every boot of an armed guest reports first: its number (counted
@@ -193,12 +213,12 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c "echo 'nobody boot $
 }
 
 /// The per-boot part of `signage-reboot-loop`: [`boot_report`], then (for
-/// the first [`CRASHES`] boots) a writer on every CPU and a crash in the
-/// middle of it; the last boot powers off.
-fn signage_script() -> String {
+/// the first `crashes` boots) a writer on every CPU and a crash in the
+/// middle of it; the last boot runs `last` and powers off.
+fn signage_script(crashes: u32, last: &str) -> String {
     let recovered = kexec_hooks::journal::RECOVERED;
     format!(
-        r#"{report}if [ $n -le {CRASHES} ]; then
+        r#"{report}if [ $n -le {crashes} ]; then
   # Now: journald cannot catch up with the writers' printk lines.
   journalctl --sync
   for c in $(seq 0 $(( $(nproc) - 1 ))); do
@@ -210,7 +230,7 @@ fn signage_script() -> String {
   echo c > /proc/sysrq-trigger
 fi
 journalctl -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "all boots message $line"; done
-say "loop done"
+{last}say "loop done"
 {POWER_OFF}"#,
         report = boot_report()
     )
@@ -225,26 +245,33 @@ printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.con
 
 /// The signage box's loop, booted as `how` says: installed and armed,
 /// [`CRASHES`] crashes under load, each boot recovering the last, checked.
-fn signage_loop(sh: &Shell, k: &Kernel, art: &Artifacts, how: Boot) -> Result<(Run, String)> {
-    let installed = install(sh, k, art, "signage", &[], SIGNAGE_CONFIG, "")?;
+fn signage_loop(sh: &Shell, k: &Kernel, art: &Artifacts, how: BootPath) -> Result<(Run, String)> {
+    let site = Site {
+        flavour: "signage",
+        extra: &[],
+        before_arm: SIGNAGE_CONFIG,
+        after_arm: "",
+        boot: how,
+    };
+    let installed = install(sh, k, art, &site)?;
     let story = match how {
-        Boot::Kernel => "",
-        Boot::Uefi => "UEFI: OVMF, GRUB from the ESP; ",
+        BootPath::Kernel => "",
+        BootPath::Uefi => "UEFI: OVMF, GRUB from the ESP; ",
+        BootPath::SystemdBoot => "UEFI: OVMF, systemd-boot from the ESP; ",
     };
     let run = installed.boot_armed(
         sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
-        &signage_script(),
+        &signage_script(CRASHES, ""),
         &format!("{story}{CRASHES} crashes, each boot recovering the last"),
-        how,
     )?;
     let checked = check_loop(sh, art, &installed, &run.log, &run.serial)?;
     Ok((run, checked))
 }
 
 pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let (run, checked) = signage_loop(sh, k, art, Boot::Kernel)?;
+    let (run, checked) = signage_loop(sh, k, art, BootPath::Kernel)?;
     Ok(format!("{checked}; {:.0} s", run.took.as_secs_f64()))
 }
 
@@ -252,11 +279,159 @@ pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
 /// from the ESP, which reads the guest's grub.cfg; the firmware, GRUB and
 /// the EFI stub all allocate memory before the kernel reserves the range.
 pub fn uefi_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let (run, checked) = signage_loop(sh, k, art, Boot::Uefi)?;
+    let (run, checked) = signage_loop(sh, k, art, BootPath::Uefi)?;
     let firmware = check_uefi(&run.log)?;
     Ok(format!(
         "{firmware}; {checked}; {:.0} s",
         run.took.as_secs_f64()
+    ))
+}
+
+/// A machine that boots with systemd-boot, set up as one installed that
+/// way is: no GRUB, the ESP at /boot/efi with systemd-boot on it, the
+/// box's own kernel command line in /etc/kernel/cmdline (a serial console,
+/// a reboot 5 s after a panic), and kernel-install writing the entries.
+const SYSTEMD_BOOT_SETUP: &str = r#"apt-get purge -q -y grub2-common > /root/purge.log 2>&1 || say "purging GRUB failed"
+mkdir -p /boot/efi
+echo "$ESP /boot/efi vfat umask=0077 0 2" >> /etc/fstab
+mount /boot/efi || say "mounting the ESP failed"
+echo 'layout=bls' > /etc/kernel/install.conf
+echo 'root=/dev/vda ro console=ttyS0 panic=5' > /etc/kernel/cmdline
+bootctl install --no-variables > /root/bootctl.log 2>&1 || { say "bootctl install failed"; cat /root/bootctl.log; }
+kernel-install add "$(uname -r)" "/boot/vmlinuz-$(uname -r)" > /root/kernel-install.log 2>&1 || { say "kernel-install failed"; cat /root/kernel-install.log; }
+"#;
+
+/// The admin's line, which disarm must give back.
+const SYSTEMD_BOOT_CMDLINE: &str = "root=/dev/vda ro console=ttyS0 panic=5";
+
+/// `crashring arm` on a systemd-boot machine: the range goes into
+/// /etc/kernel/cmdline and kernel-install writes it into the entry on the
+/// ESP; OVMF boots systemd-boot, which boots the entry; a crash under a
+/// writer per CPU, recovered by the next boot; then `crashring disarm`
+/// takes exactly arm's words back out of the line and the entry.
+pub fn systemd_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let setup = SYSTEMD_BOOT_SETUP.replace("$ESP", debian::ESP_DEVICE);
+    let site = Site {
+        flavour: "systemd-boot",
+        extra: &["systemd-boot"],
+        before_arm: &setup,
+        after_arm: "say \"cmdline $(cat /etc/kernel/cmdline)\"\n",
+        boot: BootPath::SystemdBoot,
+    };
+    let installed = install(sh, k, art, &site)?;
+    let esp = art.dir.join("esp.img");
+    let armed_line = said(&installed.log, "cmdline").join(" | ");
+    ensure!(
+        armed_line.starts_with(&format!("{SYSTEMD_BOOT_CMDLINE} memmap="))
+            && armed_line.ends_with(" crash_kexec_post_notifiers"),
+        "crashring arm left /etc/kernel/cmdline as {armed_line:?}, not the admin's line and its own words"
+    );
+    let disarm = r#"crashring disarm 2>&1 | while read -r line; do say "disarm $line"; done
+say "disarmed cmdline $(cat /etc/kernel/cmdline)"
+"#;
+    let run = installed.boot_armed(
+        sh,
+        art,
+        &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
+        &signage_script(1, disarm),
+        "UEFI: OVMF, systemd-boot from the ESP; a crash, the next boot recovers it and disarms",
+    )?;
+    let checked = check_systemd_boot(sh, art, &installed, &run.log).with_context(|| {
+        format!(
+            "serial log {}:\n{}",
+            run.serial.display(),
+            qemu::tail(&run.serial, 40)
+        )
+    })?;
+    // What systemd-boot boots next: the admin's line and what
+    // kernel-install adds to every entry itself, nothing of arm's.
+    let entries = debian::esp_entry_options(sh, &esp)?;
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            e.split(' ')
+                .filter(|w| !w.starts_with("systemd.machine_id="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    ensure!(
+        lines == [SYSTEMD_BOOT_CMDLINE],
+        "after crashring disarm the ESP's entries boot with {entries:?}, not {SYSTEMD_BOOT_CMDLINE:?}"
+    );
+    Ok(format!(
+        "{checked}; the entry on the ESP back to {SYSTEMD_BOOT_CMDLINE:?}; {:.0} s",
+        run.took.as_secs_f64()
+    ))
+}
+
+fn check_systemd_boot(
+    sh: &Shell,
+    art: &Artifacts,
+    installed: &Installed,
+    log: &str,
+) -> Result<String> {
+    let boots = reports(log);
+    ensure!(
+        boots.len() == 2 && log.contains("crashring-test: loop done"),
+        "{} boots reported, not 2 (the crashed one and the one after it)",
+        boots.len()
+    );
+    let one = |what: &str| said(log, what).first().copied().unwrap_or_default();
+    let armed = one("boot 1 status armed");
+    ensure!(
+        armed.contains(
+            "(kernel-install: /etc/kernel/cmdline, every kernel's entry), reserved in this boot"
+        ),
+        "boot 1: crashring status says armed {armed:?}, not reserved through kernel-install"
+    );
+    ensure!(
+        one("boot 1 status boot").starts_with("UEFI"),
+        "boot 1 was not a UEFI boot: {:?}",
+        one("boot 1 status boot")
+    );
+    let (first, second) = (&boots[&1], &boots[&2]);
+    ensure!(
+        first.crashed && !second.crashed && first.recording == "1",
+        "boot 1 crashed {} recording {:?}, boot 2 crashed {}",
+        first.crashed,
+        first.recording,
+        second.crashed
+    );
+    ensure!(
+        second.journal == "1 failed 0",
+        "boot 2: the journal has {:?} recovery messages (recovered, failed), not one",
+        second.journal
+    );
+    let names: Vec<&str> = second
+        .bundles
+        .split_whitespace()
+        .filter_map(|n| n.strip_suffix(".tar.gz"))
+        .collect();
+    let [name] = names[..] else {
+        bail!(
+            "boot 2: /var/lib/crashring holds {:?}, not one bundle",
+            second.bundles
+        );
+    };
+    let kept = installed
+        .image
+        .copy_out(sh, "/var/lib/crashring", &art.dir.join("bundles"))?;
+    let (archive, summary) = checked_bundle(sh, &host_crashring(sh)?, &kept, name)?;
+    ensure!(
+        summary["boot_id"] == first.id && summary["state"] == "crashed",
+        "{name}.json is not boot 1's crash (boot id {}): {summary}",
+        first.id
+    );
+    check_markers(sh, art, &archive, 1)?;
+    let disarmed = one("disarmed cmdline");
+    ensure!(
+        disarmed == SYSTEMD_BOOT_CMDLINE,
+        "crashring disarm left /etc/kernel/cmdline as {disarmed:?}, not the admin's {SYSTEMD_BOOT_CMDLINE:?} (it said {:?})",
+        said(log, "disarm")
+    );
+    Ok(format!(
+        "armed through kernel-install; UEFI boot by systemd-boot with the range reserved; the crash recovered by the next boot, check-bundle passes with the markers of every CPU; disarm gave back {SYSTEMD_BOOT_CMDLINE:?}"
     ))
 }
 
@@ -310,31 +485,47 @@ impl Installed {
         wants: &[&str],
         script: &str,
         story: &str,
-        how: Boot,
     ) -> Result<Run> {
-        let boot = &self.boot;
+        let how = self.how;
+        let append = match (how, &self.boot) {
+            (BootPath::SystemdBoot, _) => {
+                let esp = art.dir.join("esp.img");
+                let entries = debian::esp_entry_options(sh, &esp)?;
+                let [options] = &entries[..] else {
+                    bail!(
+                        "the ESP holds {} boot entries, not one: {entries:?}",
+                        entries.len()
+                    );
+                };
+                options.clone()
+            }
+            (_, Some(boot)) => boot.append.clone(),
+            (_, None) => bail!("the guest has no grub.cfg to boot by"),
+        };
         for want in wants {
             ensure!(
-                boot.append.split(' ').any(|w| w.starts_with(want)),
-                "the armed grub.cfg boots without {want}: {}",
-                boot.append
+                append.split(' ').any(|w| w.starts_with(want)),
+                "the armed guest boots without {want}: {append}"
             );
         }
         let job = art.dir.join("job.img");
         debian::job_disk(&job, script)?;
         let serial = art.dir.join("serial.log");
-        eprintln!("debian: booting the armed guest ({}); {story}", boot.append);
+        eprintln!("debian: booting the armed guest ({append}); {story}");
         let mut disks = vec![self.image.path.clone(), job];
         let firmware;
-        let start = match how {
-            Boot::Kernel => Start::Kernel {
+        let start = match (how, &self.boot) {
+            (BootPath::Kernel, Some(boot)) => Start::Kernel {
                 kernel: &boot.kernel,
                 initrd: &boot.initrd,
-                append: boot.append.clone(),
+                append,
             },
-            Boot::Uefi => {
+            (BootPath::Kernel, None) => bail!("the guest has no grub.cfg to boot by"),
+            (BootPath::Uefi | BootPath::SystemdBoot, _) => {
                 let esp = art.dir.join("esp.img");
-                debian::esp_disk(sh, &esp)?;
+                if how == BootPath::Uefi {
+                    debian::grub_esp_disk(sh, &esp)?;
+                }
                 disks.push(esp);
                 firmware = Firmware::ovmf(&art.dir.join("ovmf-vars.fd"))?;
                 Start::Uefi(&firmware)
@@ -359,10 +550,13 @@ impl Installed {
 }
 
 /// How the armed guest boots: QEMU hands it the kernel grub.cfg names, as
-/// a BIOS machine's GRUB would, or UEFI firmware boots GRUB from the ESP.
-enum Boot {
+/// a BIOS machine's GRUB would, or UEFI firmware boots GRUB from an ESP,
+/// or systemd-boot from the ESP the guest installed it on.
+#[derive(Clone, Copy, PartialEq)]
+enum BootPath {
     Kernel,
     Uefi,
+    SystemdBoot,
 }
 
 /// What one boot of the loop reported.
@@ -633,7 +827,7 @@ say "loop done"
 /// drop-in, modprobe or modules-load file, no part in kdump-tools'
 /// configuration, a grub.cfg that reserves nothing, no module left.
 const PURGE: &str = r#"apt-get purge -q -y crashring crashring-dkms > /root/purge.log 2>&1
-say "purge $? left $(ls /etc/default/grub.d/crashring.cfg /etc/modprobe.d/crashring.conf /etc/modules-load.d/crashring.conf 2>/dev/null | wc -l) grub $(grep -c 'memmap=' /boot/grub/grub.cfg) kdump $(grep -c crashring /etc/default/kdump-tools) dkms $(dkms status crashring | wc -l) modules $(find /lib/modules -name 'crashring.ko*' | wc -l)"
+say "purge $? left $(ls /etc/crashring/armed /etc/default/grub.d/crashring.cfg /etc/modprobe.d/crashring.conf /etc/modules-load.d/crashring.conf 2>/dev/null | wc -l) grub $(grep -c 'memmap=' /boot/grub/grub.cfg) kdump $(grep -c crashring /etc/default/kdump-tools) dkms $(dkms status crashring | wc -l) modules $(find /lib/modules -name 'crashring.ko*' | wc -l)"
 "#;
 
 /// Kernel messages on the console (Debian's default is `quiet`): the
@@ -678,15 +872,14 @@ fn check_kdump_part_lost(log: &str) -> Result<()> {
 }
 
 pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let installed = install(
-        sh,
-        k,
-        art,
-        "kdump",
-        &["kdump-tools", "makedumpfile"],
-        &(VERBOSE_CONSOLE.to_owned() + KDUMP_TOOLS_PRIVATE),
-        KDUMP_TOOLS_REPLACED,
-    )?;
+    let site = Site {
+        flavour: "kdump",
+        extra: &["kdump-tools", "makedumpfile"],
+        before_arm: &(VERBOSE_CONSOLE.to_owned() + KDUMP_TOOLS_PRIVATE),
+        after_arm: KDUMP_TOOLS_REPLACED,
+        boot: BootPath::Kernel,
+    };
+    let installed = install(sh, k, art, &site)?;
     check_kdump_part_lost(&installed.log)?;
     let run = installed.boot_armed(
         sh,
@@ -694,7 +887,6 @@ pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         &["memmap=", "crash_kexec_post_notifiers", "crashkernel="],
         &kdump_script(),
         "kdump-tools loaded; a panic, the capture boot, the next boot",
-        Boot::Kernel,
     )?;
     check_kdump(sh, art, &installed, &run.log)
         .with_context(|| {

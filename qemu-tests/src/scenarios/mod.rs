@@ -168,6 +168,13 @@ pub const SCENARIOS: &[Scenario] = &[
         run: debian::uefi_reboot_loop,
     },
     Scenario {
+        name: "systemd-boot",
+        about: "a Debian 12 guest that boots with systemd-boot (no GRUB; kernel-install writes the entries on its ESP from /etc/kernel/cmdline): crashring arm adds the range to the admin's line and runs kernel-install; OVMF boots systemd-boot, which boots the entry with the range reserved; a crash under a writer per CPU, recovered by the next boot, check-bundle passes; crashring disarm gives the admin's line back, in /etc/kernel/cmdline and in the entry",
+        only_612: Some(DEBIAN_612),
+        newest: false,
+        run: debian::systemd_boot,
+    },
+    Scenario {
         name: "kdump-tools",
         about: "a Debian 12 guest with kdump-tools and both packages installed and armed, then kdump-tools' configuration put back without crashring's part (as ucf or a later install of kdump-tools would), which status flags and the next boot repairs, privately, before kdump-tools loads; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event; then apt-get purge leaves nothing of arm's: no drop-in, no memmap= in grub.cfg, no part in kdump-tools' configuration, no module",
         only_612: Some(DEBIAN_612),
