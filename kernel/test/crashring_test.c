@@ -30,8 +30,11 @@
  *   action=drm        a thread prints a DRM-style debug line,
  *                     "[drm:drm_atomic_commit] crtc-41 flip seq=S" with
  *                     pr_debug() (load with dyndbg=+p, as drm.debug turns
- *                     DRM's on), every millisecond, S counting from 0,
- *                     until the module is removed or the machine panics
+ *                     DRM's on), every 4 ms, S counting from 0, until
+ *                     the module is removed or the machine panics (a rate
+ *                     one CPU's ring holds for the whole compositor-crash
+ *                     run: at 1 ms the thread's own lines wrapped the ring
+ *                     of a CPU it stayed on)
  *
  * With action=load or nested, crash= brings the kernel down crash_ms
  * milliseconds later, under that load (the crash campaign):
@@ -531,7 +534,7 @@ static int drm_fn(void *unused)
 
 	while (!kthread_should_stop()) {
 		pr_debug("[drm:drm_atomic_commit] crtc-41 flip seq=%u\n", seq++);
-		usleep_range(1000, 1100);
+		usleep_range(4000, 4100);
 	}
 	return 0;
 }
