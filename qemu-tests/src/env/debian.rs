@@ -2,7 +2,9 @@
 //! builds from the archive the host's apt uses (bookworm, its updates and
 //! security suites, and backports), with the kernel `setup` picked, its
 //! headers, DKMS and GRUB's configuration tools, as a user's machine has
-//! them. The guest boots the way GRUB would boot it: the kernel, initrd and
+//! them, and the package sets scenarios install later with apt
+//! (kdump-tools, systemd-boot) downloaded into it, as the guest has no
+//! network. The guest boots the way GRUB would boot it: the kernel, initrd and
 //! command line of the first entry of the guest's own `/boot/grub/grub.cfg`
 //! (as `update-grub` wrote it) are read off the image and handed to QEMU.
 //! GRUB itself is not installed: a partitioned disk with a boot sector
@@ -95,28 +97,59 @@ fn staged_files() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Package sets a scenario's machine has besides the common system, by
+/// name: installed with apt into the running guest, as an admin would,
+/// or into a copy of the root file system before its first boot
+/// ([`rootfs_with`]). The guest has no network: each set is downloaded
+/// while the root file system is built, with what it needs beyond the
+/// common system, into a folder of its own under [`OFFLINE_DIR`], for
+/// [`offline_install`].
+const OFFLINE: &[(&str, &[&str])] = &[
+    ("kdump-tools", &["kdump-tools", "makedumpfile"]),
+    ("systemd-boot", &["systemd-boot"]),
+];
+const OFFLINE_DIR: &str = "/var/cache/crashring-test";
+
+/// The guest's shell command that installs the [`OFFLINE`] set `name`
+/// with apt-get, its output in /root/apt-`name`.log.
+pub fn offline_install(name: &str) -> Result<String> {
+    ensure!(
+        OFFLINE.iter().any(|(n, _)| *n == name),
+        "no package set {name:?} is downloaded into the guest"
+    );
+    Ok(format!(
+        "apt-get install -q -y --no-install-recommends {OFFLINE_DIR}/{name}/*.deb > /root/apt-{name}.log 2>&1"
+    ))
+}
+
 /// What the root file system is made of, as text: a different text means
 /// a rebuild.
-fn recipe(release: &str, extra: &[&str]) -> String {
-    let mut text =
-        format!("kernel {release}\nsources {SOURCES:?}\npackages {PACKAGES:?} {extra:?}\n");
+fn recipe(release: &str) -> String {
+    let mut text = format!(
+        "kernel {release}\nsources {SOURCES:?}\npackages {PACKAGES:?}\noffline {OFFLINE:?}\n"
+    );
     for (path, body) in staged_files() {
         text += &format!("file {path}\n{body}");
     }
     text
 }
 
-/// The root file system (a folder) with the kernel `release` (the 6.12
-/// one `setup` picked), built unless the one of the same recipe is there:
-/// `extra` names packages installed after [`PACKAGES`], into the complete
-/// system.
-pub fn rootfs(sh: &Shell, release: &str, name: &str, extra: &[&str]) -> Result<PathBuf> {
+/// The guest's root file system: a folder, and the recipe it was built
+/// from.
+pub struct Rootfs {
+    pub dir: PathBuf,
+    pub recipe: String,
+}
+
+/// The root file system with the kernel `release` (the 6.12 one `setup`
+/// picked), built unless the one of the same recipe is there.
+pub fn rootfs(sh: &Shell, release: &str) -> Result<Rootfs> {
     let dir = work_dir(sh).join("debian");
-    let root = dir.join(format!("rootfs-{name}"));
-    let stamp = dir.join(format!("rootfs-{name}.recipe"));
-    let recipe = recipe(release, extra);
+    let root = dir.join("rootfs");
+    let stamp = dir.join("rootfs.recipe");
+    let recipe = recipe(release);
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s == recipe) && root.is_dir() {
-        return Ok(root);
+        return Ok(Rootfs { dir: root, recipe });
     }
     let _ = std::fs::remove_file(&stamp);
     if root.exists() {
@@ -124,7 +157,7 @@ pub fn rootfs(sh: &Shell, release: &str, name: &str, extra: &[&str]) -> Result<P
     }
     sh.create_dir(&dir)?;
     let stage = tempfile::tempdir_in(&dir)?;
-    let log = dir.join(format!("mmdebstrap-{name}.log"));
+    let log = dir.join("mmdebstrap.log");
     for (path, body) in staged_files() {
         let file = stage.path().join(path);
         sh.create_dir(file.parent().context("staged path")?)?;
@@ -152,13 +185,11 @@ pub fn rootfs(sh: &Shell, release: &str, name: &str, extra: &[&str]) -> Result<P
         "--customize-hook=mkdir -p \"$1/var/log/journal\"".into(),
     ]
     .into_iter()
-    // The extra packages once the system is complete, as on a running
-    // machine: kdump-tools' kernel hook, run while the kernel is being
-    // configured in a chroot, cannot find the root device for its initrd.
-    .chain((!extra.is_empty()).then(|| {
+    .chain(OFFLINE.iter().map(|(name, packages)| {
+        let to = format!("{OFFLINE_DIR}/{name}");
         format!(
-            "--customize-hook=chroot \"$1\" env DEBIAN_FRONTEND=noninteractive apt-get install -q -y --no-install-recommends {}",
-            extra.join(" ")
+            "--customize-hook=mkdir -p \"$1{to}/partial\" && chroot \"$1\" apt-get install -q -y --no-install-recommends --download-only -o Dir::Cache::archives={to}/ {}",
+            packages.join(" ")
         )
     }))
     .collect::<Vec<_>>();
@@ -181,8 +212,85 @@ pub fn rootfs(sh: &Shell, release: &str, name: &str, extra: &[&str]) -> Result<P
             log.display()
         );
     }
-    std::fs::write(&stamp, recipe)?;
-    Ok(root)
+    std::fs::write(&stamp, &recipe)?;
+    Ok(Rootfs { dir: root, recipe })
+}
+
+/// The root file system `base` with the [`OFFLINE`] set `name` installed
+/// with apt, in a chroot, before the machine's first boot: a machine
+/// that came with those packages. Built from a copy of `base` unless the
+/// one of the same recipe is there.
+pub fn rootfs_with(sh: &Shell, base: &Rootfs, name: &str) -> Result<Rootfs> {
+    let install = offline_install(name)?;
+    let dir = work_dir(sh).join("debian");
+    let root = dir.join(format!("rootfs-{name}"));
+    let stamp = dir.join(format!("rootfs-{name}.recipe"));
+    let recipe = format!("{}with {name}\n", base.recipe);
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == recipe) && root.is_dir() {
+        return Ok(Rootfs { dir: root, recipe });
+    }
+    let _ = std::fs::remove_file(&stamp);
+    if root.exists() {
+        sh.remove_path(&root)?;
+    }
+    eprintln!("debian: the root file system with {name} installed (apt-get in a chroot)");
+    let from = &base.dir;
+    cmd!(sh, "cp -a {from} {root}").quiet().run()?;
+    // No /proc, /sys or /dev is mounted in the chroot: maintainer scripts
+    // see no running system and start nothing, as under mmdebstrap.
+    let out = cmd!(
+        sh,
+        "chroot {root} env DEBIAN_FRONTEND=noninteractive sh -c {install}"
+    )
+    .quiet()
+    .ignore_status()
+    .output()?;
+    if !out.status.success() {
+        bail!(
+            "installing {name} into {} failed; its log is {}",
+            root.display(),
+            root.join(format!("root/apt-{name}.log")).display()
+        );
+    }
+    std::fs::write(&stamp, &recipe)?;
+    Ok(Rootfs { dir: root, recipe })
+}
+
+/// The image at `to`: a copy of the one kept under `name` in the work
+/// dir if that was made from the same `key` (the text of everything that
+/// went into it), else what `make` writes at `to`, then kept. Boots that
+/// several scenarios begin with (installing the packages, DKMS building
+/// the module) run once.
+pub fn kept_image(
+    sh: &Shell,
+    name: &str,
+    key: &str,
+    to: &Path,
+    make: impl FnOnce(&Path) -> Result<()>,
+) -> Result<Image> {
+    let dir = work_dir(sh).join("debian");
+    let (kept, stamp) = (
+        dir.join(format!("{name}.img")),
+        dir.join(format!("{name}.key")),
+    );
+    let copy = |from: &Path, to: &Path| -> Result<()> {
+        let _ = std::fs::remove_file(to);
+        cmd!(sh, "cp --sparse=always {from} {to}").quiet().run()?;
+        Ok(())
+    };
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == key) && kept.is_file() {
+        eprintln!("debian: {name}: a copy of the image made from the same recipe");
+        copy(&kept, to)?;
+    } else {
+        let _ = std::fs::remove_file(&stamp);
+        make(to)?;
+        sh.create_dir(&dir)?;
+        copy(to, &kept)?;
+        std::fs::write(&stamp, key)?;
+    }
+    Ok(Image {
+        path: to.to_path_buf(),
+    })
 }
 
 /// A guest disk made from a root file system.
@@ -191,6 +299,13 @@ pub struct Image {
 }
 
 impl Image {
+    /// The image at `path`, made before.
+    pub fn at(path: &Path) -> Image {
+        Image {
+            path: path.to_path_buf(),
+        }
+    }
+
     /// A 3 GiB ext4 image (sparse) of `root`, with `files` added to /root.
     pub fn create(sh: &Shell, root: &Path, path: &Path, files: &[PathBuf]) -> Result<Image> {
         let _ = std::fs::remove_file(path);
