@@ -2,9 +2,9 @@
 //! builds from the archive the host's apt uses (bookworm, its updates and
 //! security suites, and backports), with the kernel `setup` picked, its
 //! headers, DKMS and GRUB's configuration tools, as a user's machine has
-//! them, and the package sets scenarios install later with apt
-//! (kdump-tools, systemd-boot) downloaded into it, as the guest has no
-//! network. The guest boots the way GRUB would boot it: the kernel, initrd and
+//! them, and the package sets some machines add (kdump-tools,
+//! systemd-boot) downloaded into it, as the guest has no network. The
+//! guest boots the way GRUB would boot it: the kernel, initrd and
 //! command line of the first entry of the guest's own `/boot/grub/grub.cfg`
 //! (as `update-grub` wrote it) are read off the image and handed to QEMU.
 //! GRUB itself is not installed: a partitioned disk with a boot sector
@@ -288,9 +288,7 @@ pub fn kept_image(
         copy(to, &kept)?;
         std::fs::write(&stamp, key)?;
     }
-    Ok(Image {
-        path: to.to_path_buf(),
-    })
+    Ok(Image::at(to))
 }
 
 /// A guest disk made from a root file system.
@@ -310,9 +308,7 @@ impl Image {
     pub fn create(sh: &Shell, root: &Path, path: &Path, files: &[PathBuf]) -> Result<Image> {
         let _ = std::fs::remove_file(path);
         cmd!(sh, "mke2fs -q -t ext4 -L root -d {root} {path} 3G").run()?;
-        let image = Image {
-            path: path.to_path_buf(),
-        };
+        let image = Image::at(path);
         let mut requests = String::from("cd /root\n");
         for f in files {
             let name = f
