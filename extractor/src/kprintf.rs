@@ -52,24 +52,23 @@ pub enum IntKind {
     Long,
 }
 
-/// One argument, as the recorder kept it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arg<'a> {
-    /// An integer, a character, a `*` width or precision: its bits as
-    /// passed (the formatter applies the conversion's cast).
-    Int(u64),
-    /// A `%s` string's bytes (the kernel's `(null)` or `(efault)` for a
-    /// bad pointer, written by the recorder), without the NUL.
-    Str(&'a [u8]),
-    /// A `%p` address.
-    Addr(u64),
-    /// A `%p` extension the kernel formatted at record time.
-    Text(&'a [u8]),
-}
+/// One argument, as the recorder kept it (pstore-ring's encoding).
+pub use pstore_ring::debug_args::DebugArg as Arg;
 
 /// Where the arguments come from, in the order the format takes them.
 pub trait Args<'a> {
     fn next(&mut self) -> Result<Arg<'a>, ArgError>;
+}
+
+/// A recorded message's arguments, as pstore-ring walks them.
+impl<'a> Args<'a> for pstore_ring::debug_args::DebugArgs<'a> {
+    fn next(&mut self) -> Result<Arg<'a>, ArgError> {
+        match Iterator::next(self) {
+            None => Err(ArgError::Missing(0)),
+            Some(Ok(arg)) => Ok(arg),
+            Some(Err(e)) => Err(ArgError::Malformed(e)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,8 +81,8 @@ pub enum ArgError {
         wanted: &'static str,
         got: &'static str,
     },
-    #[error("argument {index}: {what}")]
-    Malformed { index: usize, what: String },
+    #[error("the recorded arguments are damaged: {0}")]
+    Malformed(pstore_ring::debug_args::ArgsError),
 }
 
 /// How pointers are shown.
@@ -617,6 +616,35 @@ mod tests {
         );
         // A width replaces the zero padding.
         assert_eq!(kernel("[%-8px]", vec![Arg::Addr(0xab)]), "[ab      ]");
+    }
+
+    #[test]
+    fn recorded_arguments_format_and_damage_is_named() {
+        use pstore_ring::debug_args::{encode, encoded_len, DebugArgs};
+        use pstore_ring::Endian;
+        let args = [Arg::Int(41), Arg::Str(b"HDMI-A-1"), Arg::Int(3)];
+        let mut bytes = vec![0u8; encoded_len(&args)];
+        encode(&mut bytes, &args, Endian::Little).unwrap();
+        let fmt = b"crtc-%d connector %s: %u planes";
+        let out = format(
+            fmt,
+            &mut DebugArgs::new(&bytes, Endian::Little),
+            &Pointers::Raw,
+            992,
+        )
+        .unwrap();
+        assert_eq!(out.text, b"crtc-41 connector HDMI-A-1: 3 planes");
+        let err = format(
+            fmt,
+            &mut DebugArgs::new(&bytes[..12], Endian::Little),
+            &Pointers::Raw,
+            992,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the recorded arguments are damaged: the arguments end inside the argument at byte 9"
+        );
     }
 
     #[test]

@@ -57,6 +57,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod debug_args;
 pub mod endian;
 pub mod layout;
 pub mod record;
