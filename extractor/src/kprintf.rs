@@ -184,23 +184,20 @@ pub fn format<'a>(
             // A '.' with neither: the kernel leaves the precision unset.
         }
         let mut kind = IntKind::Int;
-        match fmt.get(i) {
-            Some(&q @ (b'h' | b'l' | b'L' | b'z' | b't')) => {
-                i += 1;
-                kind = match q {
-                    b'h' if fmt.get(i) == Some(&b'h') => {
-                        i += 1;
-                        IntKind::Byte
-                    }
-                    b'h' => IntKind::Short,
-                    b'l' if fmt.get(i) == Some(&b'l') => {
-                        i += 1;
-                        IntKind::Long
-                    }
-                    _ => IntKind::Long,
-                };
-            }
-            _ => {}
+        if let Some(&q @ (b'h' | b'l' | b'L' | b'z' | b't')) = fmt.get(i) {
+            i += 1;
+            kind = match q {
+                b'h' if fmt.get(i) == Some(&b'h') => {
+                    i += 1;
+                    IntKind::Byte
+                }
+                b'h' => IntKind::Short,
+                b'l' if fmt.get(i) == Some(&b'l') => {
+                    i += 1;
+                    IntKind::Long
+                }
+                _ => IntKind::Long,
+            };
         }
         let Some(&conversion) = fmt.get(i) else {
             // "%" at the end: the kernel's format_decode() finds NUL, an
