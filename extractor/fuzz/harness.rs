@@ -53,18 +53,23 @@ pub enum Target {
     /// A user log placed on a seed region's clock (`--add-log`): the
     /// input is the log.
     Logs,
+    /// A recorded debug message formatted as the kernel would: the
+    /// first byte is the format's length, the format follows, the rest
+    /// is the recorded arguments (pstore-ring's `debug_args`).
+    DebugMessage,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 6] = [
+    pub const ALL: [(&'static str, Target); 7] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
         ("flattened", Target::Flattened),
         ("decompress", Target::Decompress),
         ("logs", Target::Logs),
+        ("debug_message", Target::DebugMessage),
     ];
 }
 
@@ -144,7 +149,7 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         Target::Elf => elf,
         Target::Kdump => kdump,
         Target::Flattened => flat,
-        Target::Decompress | Target::Logs => &[],
+        Target::Decompress | Target::Logs | Target::DebugMessage => &[],
     }
 }
 
@@ -168,6 +173,7 @@ pub fn run(target: Target, data: &[u8]) -> String {
     match target {
         Target::Decompress => return decompress(data),
         Target::Logs => return logs(data),
+        Target::DebugMessage => return debug_message(data),
         _ => {}
     }
     let Some(file) = file_of(target, data) else {
@@ -275,6 +281,37 @@ fn logs(data: &[u8]) -> String {
             let _ = extractor::output::perfetto::log_track(&mut bytes, "fuzz", 0, &log.placed);
             format!("{} of {} lines placed", log.placed.len(), log.lines)
         }
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The longest line printk keeps, the limit the formatter is given.
+const LINE_MAX: usize = 992;
+
+fn debug_message(data: &[u8]) -> String {
+    use extractor::kprintf::{format, Pointers};
+    use pstore_ring::debug_args::DebugArgs;
+    let Some((&n, rest)) = data.split_first() else {
+        return String::new();
+    };
+    let (fmt, args) = rest.split_at(usize::from(n).min(rest.len()));
+    for endian in [pstore_ring::Endian::Little, pstore_ring::Endian::Big] {
+        if let Ok(out) = format(
+            fmt,
+            &mut DebugArgs::new(args, endian),
+            &Pointers::Hashed(1),
+            LINE_MAX,
+        ) {
+            assert!(out.text.len() <= LINE_MAX && out.len >= out.text.len());
+        }
+    }
+    match format(
+        fmt,
+        &mut DebugArgs::new(args, pstore_ring::Endian::Little),
+        &Pointers::Raw,
+        LINE_MAX,
+    ) {
+        Ok(out) => String::from_utf8_lossy(&out.text).into_owned(),
         Err(e) => e.to_string(),
     }
 }

@@ -23,6 +23,11 @@ fn findings(target: &str) -> &'static [Finding] {
             name: "timeout-gaps-searched-as-memory",
             says: &["raw memory image, 1030792151740 bytes: 99236 bytes present"],
         }],
+        // A DRM-shaped message: a negative `*` width left-justifies.
+        "debug_message" => &[Finding {
+            name: "seed-drm",
+            says: &["[drm:drm_atomic_commit] crtc-41 flip seq=7 HDMI-A-1 abc   ffff888012345678"],
+        }],
         // A raw file smaller than any region.
         "open_dump" => &[Finding {
             name: "raw-short",
