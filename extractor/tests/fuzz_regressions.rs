@@ -25,7 +25,7 @@ fn findings(target: &str) -> &'static [Finding] {
         }],
         // A DRM-shaped message: a negative `*` width left-justifies.
         "debug_message" => &[Finding {
-            name: "seed-drm",
+            name: "drm-shaped",
             says: &["[drm:drm_atomic_commit] crtc-41 flip seq=7 HDMI-A-1 abc   ffff888012345678"],
         }],
         // A raw file smaller than any region.
