@@ -88,6 +88,9 @@ pub const REASON_EMERGENCY_RESTART: u32 = 5;
 /// Stream kinds (`StreamDesc::kind`).
 pub const STREAM_KERNEL_CPU: u16 = 1;
 pub const STREAM_USER: u16 = 2;
+/// Not a stream: the region's callsite area (FORMAT.md, section 18), its
+/// `page_count × page_size` bytes one append-only area.
+pub const STREAM_CALLSITES: u16 = 3;
 
 /// `StreamDesc::flags` bits 0-3: the nesting lane of a kernel CPU stream
 /// (FORMAT.md, "Nesting lanes"). Lane 0 records what a CPU writes outside
@@ -129,6 +132,21 @@ pub const DELTA_MAX: u64 = (1 << DELTA_BITS) - 1;
 
 /// Schema table magic ("CRSC" little-endian).
 pub const SCHEMA_MAGIC: u32 = 0x4353_5243;
+
+/// Callsite area magic ("CRCS" little-endian).
+pub const CALLSITE_MAGIC: u32 = 0x5343_5243;
+pub const CALLSITE_HEADER_SIZE: usize = 16;
+/// The fixed part of a callsite entry; its four strings follow.
+pub const CALLSITE_ENTRY_SIZE: usize = 16;
+/// The largest callsite entry: a callsite whose strings do not fit is not
+/// added (its messages are recorded formatted), so that a reader's work
+/// per entry stays small whatever a region claims.
+pub const MAX_CALLSITE_SIZE: usize = 2048;
+/// `CallsiteEntry::source`: which kernel interface the callsite uses.
+pub const CALLSITE_DYNDBG: u8 = 1;
+pub const CALLSITE_DRM: u8 = 2;
+/// `CallsiteEntry::category` of a callsite outside DRM's categories.
+pub const CATEGORY_NONE: u16 = 0xFFFF;
 
 /// Offset 0: what every region starts with. Written once when the region is
 /// formatted; `header_crc` covers bytes `0..252`.
@@ -261,6 +279,31 @@ pub struct FieldDesc {
     pub size: U16,
 }
 
+/// Starts the callsite area (FORMAT.md, section 18).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct CallsiteHeader {
+    pub magic: U32,
+    /// Callsites the writer could not add for lack of room.
+    pub refused: U32,
+    pub reserved: U64,
+}
+
+/// A callsite entry's fixed part, at the entry's id (its offset in the
+/// area); its `module`, `function`, `file` and `format` strings follow,
+/// each a `u16` length and its bytes, then zeros to a 4-byte boundary.
+/// `crc` covers the region's generation (8 bytes) and bytes `8..size`.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct CallsiteEntry {
+    pub size: U32,
+    pub crc: U32,
+    pub source: u8,
+    pub level: u8,
+    pub category: U16,
+    pub line: U32,
+}
+
 /// Field kinds (`FieldDesc::kind`).
 pub const FIELD_U8: u8 = 1;
 pub const FIELD_U16: u8 = 2;
@@ -386,6 +429,8 @@ mod tests {
         assert_eq!(size_of::<SchemaHeader>(), SCHEMA_HEADER_SIZE);
         assert_eq!(size_of::<EventDesc>(), EVENT_DESC_SIZE);
         assert_eq!(size_of::<FieldDesc>(), FIELD_DESC_SIZE);
+        assert_eq!(size_of::<CallsiteHeader>(), CALLSITE_HEADER_SIZE);
+        assert_eq!(size_of::<CallsiteEntry>(), CALLSITE_ENTRY_SIZE);
         assert_eq!(size_of::<StreamTail>(), TAIL_SIZE);
     }
 

@@ -127,6 +127,15 @@ pub const EVENT_CLOCK: u8 = 23;
 /// emergency to 7 debug, as `printk`'s) and the program's own category.
 pub const EVENT_LOG: u8 = 24;
 
+/// `debug`: a kernel debug message recorded unformatted, its format in
+/// the callsite area (FORMAT.md, section 18).
+pub const EVENT_DEBUG: u8 = 25;
+
+/// `debug` `flags` bits: `args` holds the formatted text (the callsite
+/// could not be added), and `args` was cut to fit the record.
+pub const DEBUG_FORMATTED: u8 = 1;
+pub const DEBUG_CUT: u8 = 2;
+
 /// `printk` `flags` bits.
 pub const PRINTK_TRUNCATED: u8 = 1;
 pub const PRINTK_CONTINUATION: u8 = 2;
@@ -205,6 +214,18 @@ pub const BUILTIN_EVENTS: &[EventDef<'static>] = &[
             field("level", FieldKind::U8),
             field("category", FieldKind::Chars(16)),
             field("text", FieldKind::Str),
+        ],
+    },
+    EventDef {
+        id: EVENT_DEBUG,
+        name: "debug",
+        fields: &[
+            field("callsite", FieldKind::U32),
+            field("level", FieldKind::U8),
+            field("flags", FieldKind::U8),
+            field("category", FieldKind::U16),
+            field("device", FieldKind::Str),
+            field("args", FieldKind::Bytes),
         ],
     },
 ];

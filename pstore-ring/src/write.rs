@@ -76,6 +76,9 @@ pub struct RegionConfig<'a> {
     /// pool of user streams has a size of its own.
     pub user_pages: Option<u32>,
     pub streams: &'a [StreamSpec<'a>],
+    /// Pages of the callsite area (FORMAT.md, section 18), after every
+    /// stream's; 0 for none.
+    pub callsite_pages: u32,
     /// Event types beyond the built-ins, ids 32..=255.
     pub custom_events: &'a [EventDef<'a>],
     pub boot_id: [u8; 16],
@@ -100,6 +103,7 @@ impl Default for RegionConfig<'_> {
             lane_pages: 2,
             user_pages: None,
             streams: &[],
+            callsite_pages: 0,
             custom_events: &[],
             boot_id: [0; 16],
             generation: 1,
@@ -154,8 +158,8 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
     {
         return Err(FormatError::PageSize(cfg.page_size));
     }
-    if cfg.streams.is_empty() || cfg.streams.len() > MAX_STREAMS as usize {
-        return Err(FormatError::StreamCount(cfg.streams.len()));
+    if cfg.streams.is_empty() || descriptors(cfg) > MAX_STREAMS as usize {
+        return Err(FormatError::StreamCount(descriptors(cfg)));
     }
     if cfg.word_size != 4 && cfg.word_size != 8 {
         return Err(FormatError::WordSize(cfg.word_size));
@@ -188,16 +192,17 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
         return Err(FormatError::UserPages(cfg.user_pages.unwrap_or(0)));
     }
     let page = cfg.page_size as usize;
-    let schema_offset = DESC_OFFSET + cfg.streams.len() * DESC_SIZE;
+    let schema_offset = DESC_OFFSET + descriptors(cfg) * DESC_SIZE;
     let schema_size = schema::table_size(cfg.custom_events);
     let tail_offset = (schema_offset + schema_size).next_multiple_of(8);
-    let tail_end = tail_offset + cfg.streams.len() * TAIL_COPIES * TAIL_SIZE;
+    let tail_end = tail_offset + descriptors(cfg) * TAIL_COPIES * TAIL_SIZE;
     let align = page.min(4096);
     let pages_offset = tail_end.div_ceil(align) * align;
     let fixed_bytes = cfg
         .streams
         .iter()
         .filter_map(|s| fixed_pages(cfg, s))
+        .chain([cfg.callsite_pages])
         .fold(0u64, |sum, n| {
             sum.saturating_add(u64::from(n) * page as u64)
         });
@@ -227,6 +232,11 @@ fn plan(cfg: &RegionConfig<'_>, len: usize) -> Result<Plan, FormatError> {
         pages_offset,
         pages_per_stream,
     })
+}
+
+/// Descriptors the region has: one per stream, and the callsite area's.
+fn descriptors(cfg: &RegionConfig<'_>) -> usize {
+    cfg.streams.len() + usize::from(cfg.callsite_pages > 0)
 }
 
 fn put_text(dst: &mut [u8], text: &str) {
@@ -261,6 +271,7 @@ impl Plan {
             .iter()
             .map(|s| u128::from(self.pages_of(cfg, s)) * page)
             .sum::<u128>()
+            + u128::from(cfg.callsite_pages) * page
             + self.pages_offset as u128;
         usize::try_from(len).map_err(|_| FormatError::TooLarge(usize::MAX))
     }
@@ -304,7 +315,7 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     hdr.version = U16::new(e, FORMAT_VERSION);
     hdr.header_size = U16::new(e, HEADER_SIZE as u16);
     hdr.word_size = cfg.word_size;
-    hdr.stream_count = U16::new(e, streams as u16);
+    hdr.stream_count = U16::new(e, descriptors(cfg) as u16);
     let cpus = cfg
         .streams
         .iter()
@@ -349,7 +360,22 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
         let at = DESC_OFFSET + i * DESC_SIZE;
         buf[at..at + DESC_SIZE].copy_from_slice(d.as_bytes());
     }
+    let area_at = stream_at;
+    if cfg.callsite_pages > 0 {
+        let mut d = StreamDesc::new_zeroed();
+        d.kind = U16::new(e, STREAM_CALLSITES);
+        d.cpu = U16::new(e, u16::MAX);
+        d.page_count = U32::new(e, cfg.callsite_pages);
+        d.pages_offset = U64::new(e, area_at as u64);
+        put_text(&mut d.name, "callsites");
+        d.crc = U32::new(e, crc32(&[&d.as_bytes()[..DESC_SIZE - 4]]));
+        let at = DESC_OFFSET + streams * DESC_SIZE;
+        buf[at..at + DESC_SIZE].copy_from_slice(d.as_bytes());
+    }
 
+    let (buf, area) = buf.split_at_mut(area_at);
+    let callsites =
+        (cfg.callsite_pages > 0).then(|| CallsiteWriter::start(area, e, cfg.generation));
     let (meta, pages) = buf.split_at_mut(p.pages_offset);
     let (meta, tails) = meta.split_at_mut(p.tail_offset);
     let (meta, descs) = meta.split_at_mut(DESC_OFFSET);
@@ -360,6 +386,7 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     }
     Ok(Formatted {
         control,
+        callsites,
         streams: StreamWriters {
             rest: pages,
             tails,
@@ -373,10 +400,110 @@ pub fn format<'a>(buf: &'a mut [u8], cfg: &RegionConfig<'_>) -> Result<Formatted
     })
 }
 
-/// What [`format`] returns: the state handle and one writer per stream.
+/// What [`format`] returns: the state handle, one writer per stream, and
+/// the callsite area's writer if the region has one.
 pub struct Formatted<'a> {
     pub control: RegionControl<'a>,
     pub streams: StreamWriters<'a>,
+    pub callsites: Option<CallsiteWriter<'a>>,
+}
+
+/// A callsite to add to the area (FORMAT.md, section 18).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallsiteDef<'a> {
+    pub source: u8,
+    pub level: u8,
+    pub category: u16,
+    pub line: u32,
+    pub module: &'a [u8],
+    pub function: &'a [u8],
+    pub file: &'a [u8],
+    pub format: &'a [u8],
+}
+
+/// Why a callsite was not added; the area's `refused` counts it, and its
+/// messages are to be recorded formatted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("the callsite's entry of {0} bytes is larger than an entry may be")]
+    TooLarge(usize),
+    #[error("the callsite area is full")]
+    Full,
+}
+
+/// Adds entries to the callsite area, one after another.
+pub struct CallsiteWriter<'a> {
+    area: &'a mut [u8],
+    e: Endian,
+    generation: u64,
+    /// Where the next entry goes: the reservation cursor the kernel keeps
+    /// outside the region.
+    next: usize,
+}
+
+impl<'a> CallsiteWriter<'a> {
+    /// Zeroes the area and writes its header.
+    fn start(area: &'a mut [u8], e: Endian, generation: u64) -> CallsiteWriter<'a> {
+        area.fill(0);
+        let mut h = CallsiteHeader::new_zeroed();
+        h.magic = U32::new(e, CALLSITE_MAGIC);
+        area[..CALLSITE_HEADER_SIZE].copy_from_slice(h.as_bytes());
+        CallsiteWriter {
+            area,
+            e,
+            generation,
+            next: CALLSITE_HEADER_SIZE,
+        }
+    }
+
+    /// Adds `def` and returns its id: `size` is written first, then the
+    /// body, then `crc`, so a torn entry keeps a `size` a walk can skip.
+    pub fn add(&mut self, def: &CallsiteDef<'_>) -> Result<u32, Refused> {
+        let strings = [def.module, def.function, def.file, def.format];
+        let unpadded = CALLSITE_ENTRY_SIZE + strings.iter().map(|s| 2 + s.len()).sum::<usize>();
+        let size = unpadded.next_multiple_of(RECORD_ALIGN);
+        let refused = if size > MAX_CALLSITE_SIZE || strings.iter().any(|s| s.len() > 0xFFFF) {
+            Some(Refused::TooLarge(size))
+        } else if self.next + size > self.area.len() {
+            Some(Refused::Full)
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            self.count_refused();
+            return Err(why);
+        }
+        let (e, id) = (self.e, self.next);
+        self.next += size;
+        let entry = &mut self.area[id..id + size];
+        entry[..4].copy_from_slice(&U32::new(e, size as u32).0);
+        compiler_fence(Ordering::Release);
+        let mut head = CallsiteEntry::new_zeroed();
+        head.size = U32::new(e, size as u32);
+        head.source = def.source;
+        head.level = def.level;
+        head.category = U16::new(e, def.category);
+        head.line = U32::new(e, def.line);
+        entry[8..CALLSITE_ENTRY_SIZE].copy_from_slice(&head.as_bytes()[8..]);
+        let mut at = CALLSITE_ENTRY_SIZE;
+        for s in strings {
+            entry[at..at + 2].copy_from_slice(&U16::new(e, s.len() as u16).0);
+            entry[at + 2..at + 2 + s.len()].copy_from_slice(s);
+            at += 2 + s.len();
+        }
+        let generation = U64::new(e, self.generation);
+        let crc = crc32(&[&generation.0, &entry[8..]]);
+        compiler_fence(Ordering::Release);
+        entry[4..8].copy_from_slice(&U32::new(e, crc).0);
+        Ok(id as u32)
+    }
+
+    fn count_refused(&mut self) {
+        let e = self.e;
+        if let Ok(h) = CallsiteHeader::mut_from_bytes(&mut self.area[..CALLSITE_HEADER_SIZE]) {
+            h.refused = U32::new(e, h.refused.get(e).saturating_add(1));
+        }
+    }
 }
 
 /// Updates the generation's state block (running, crashed, clean).

@@ -12,12 +12,14 @@
 //! region's bytes, walked again page by page when asked for.
 //! [`Region::decode`] is the same with every event walked into a vector.
 
+mod callsites;
 mod clock;
 mod region;
 mod schema;
 mod stream;
 mod tally;
 
+pub use callsites::{AreaHeader, Callsite, CallsiteArea, CallsiteError, Walk};
 pub use clock::{ClockStep, WallClock};
 pub use region::{
     parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
@@ -132,6 +134,9 @@ pub struct Region<'a> {
     /// The state block, or why it could not be read.
     pub state: Result<StateInfo, Problem>,
     pub streams: Vec<StreamInfo>,
+    /// Where the callsite area is, if the region has one (FORMAT.md,
+    /// section 18); not a stream.
+    pub callsites: Option<CallsiteArea>,
     pub schema: Schema,
     pub tails: TailTable,
     pub diagnostics: Vec<Diagnostic>,
@@ -267,7 +272,7 @@ impl<'a> Region<'a> {
             .len()
             .min(usize::try_from(header.region_size).unwrap_or(usize::MAX))];
         let state = region::parse_state(bytes, &header);
-        let streams = region::parse_streams(bytes, &header, &mut diagnostics);
+        let (streams, callsites) = region::parse_streams(bytes, &header, &mut diagnostics);
         let schema = region::parse_schema(bytes, &header, &mut diagnostics);
         let tails = region::tail_table(&header, &mut diagnostics);
         Ok(Region {
@@ -276,6 +281,7 @@ impl<'a> Region<'a> {
             header,
             state,
             streams,
+            callsites,
             schema,
             tails,
             diagnostics,

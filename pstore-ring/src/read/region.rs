@@ -2,6 +2,7 @@
 //! schema table. Only a header that cannot be trusted is fatal; every other
 //! problem becomes a [`Diagnostic`] and costs only what it covers.
 
+use super::callsites::CallsiteArea;
 use super::schema::Schema;
 use super::{Diagnostic, Problem};
 use crate::endian::Endian;
@@ -356,9 +357,10 @@ pub(crate) fn parse_streams(
     bytes: &[u8],
     h: &HeaderInfo,
     diags: &mut Vec<Diagnostic>,
-) -> Vec<StreamInfo> {
+) -> (Vec<StreamInfo>, Option<CallsiteArea>) {
     let e = h.endian;
     let mut out = Vec::new();
+    let mut callsites = None;
     for i in 0..h.stream_count {
         let offset = h.desc_offset as u64 + u64::from(i) * DESC_SIZE as u64;
         let mut report = |problem| {
@@ -390,7 +392,10 @@ pub(crate) fn parse_streams(
             continue;
         }
         let kind = d.kind.get(e);
-        if kind != STREAM_KERNEL_CPU && kind != STREAM_USER {
+        let known = kind == STREAM_KERNEL_CPU
+            || kind == STREAM_USER
+            || (kind == STREAM_CALLSITES && callsites.is_none());
+        if !known {
             report(Problem::InvalidField {
                 field: "kind",
                 value: kind.into(),
@@ -402,10 +407,16 @@ pub(crate) fn parse_streams(
         let end = u64::from(page_count)
             .checked_mul(u64::from(h.page_size))
             .and_then(|len| len.checked_add(pages_offset));
-        if page_count == 0 || end.is_none_or(|end| end > h.region_size) {
+        let Some(end) = end.filter(|&end| page_count > 0 && end <= h.region_size) else {
             report(Problem::InvalidField {
                 field: "page_count",
                 value: page_count.into(),
+            });
+            continue;
+        };
+        if kind == STREAM_CALLSITES {
+            callsites = Some(CallsiteArea {
+                range: pages_offset..end,
             });
             continue;
         }
@@ -426,7 +437,7 @@ pub(crate) fn parse_streams(
             keeps_tails: d.flags.get(e) & DESC_NO_TAILS == 0,
         });
     }
-    out
+    (out, callsites)
 }
 
 /// Where a region keeps its stream tails (FORMAT.md, "Stream tails").
