@@ -79,6 +79,14 @@
 #define CRASHRING_FIELD_STR 0xa
 #define CRASHRING_FIELD_BYTES 0xb
 #define CRASHRING_FIELD_PTR 0xc
+#define CRASHRING_STREAM_CALLSITES 0x3
+#define CRASHRING_CALLSITE_MAGIC 0x53435243
+#define CRASHRING_CALLSITE_HEADER_SIZE 0x10
+#define CRASHRING_CALLSITE_ENTRY_SIZE 0x10
+#define CRASHRING_MAX_CALLSITE_SIZE 0x800
+#define CRASHRING_CALLSITE_DYNDBG 0x1
+#define CRASHRING_CALLSITE_DRM 0x2
+#define CRASHRING_CATEGORY_NONE 0xffff
 
 struct crashring_region_header {
 	__u8 magic[8];
@@ -333,6 +341,43 @@ _Static_assert(offsetof(struct crashring_field_desc, reserved) == 21,
 _Static_assert(offsetof(struct crashring_field_desc, size) == 22,
 	       "crashring_field_desc.size");
 
+struct crashring_callsite_header {
+	__u32 magic;
+	__u32 refused;
+	__u64 reserved;
+};
+
+_Static_assert(sizeof(struct crashring_callsite_header) == 16, "crashring_callsite_header");
+_Static_assert(offsetof(struct crashring_callsite_header, magic) == 0,
+	       "crashring_callsite_header.magic");
+_Static_assert(offsetof(struct crashring_callsite_header, refused) == 4,
+	       "crashring_callsite_header.refused");
+_Static_assert(offsetof(struct crashring_callsite_header, reserved) == 8,
+	       "crashring_callsite_header.reserved");
+
+struct crashring_callsite_entry {
+	__u32 size;
+	__u32 crc;
+	__u8 source;
+	__u8 level;
+	__u16 category;
+	__u32 line;
+};
+
+_Static_assert(sizeof(struct crashring_callsite_entry) == 16, "crashring_callsite_entry");
+_Static_assert(offsetof(struct crashring_callsite_entry, size) == 0,
+	       "crashring_callsite_entry.size");
+_Static_assert(offsetof(struct crashring_callsite_entry, crc) == 4,
+	       "crashring_callsite_entry.crc");
+_Static_assert(offsetof(struct crashring_callsite_entry, source) == 8,
+	       "crashring_callsite_entry.source");
+_Static_assert(offsetof(struct crashring_callsite_entry, level) == 9,
+	       "crashring_callsite_entry.level");
+_Static_assert(offsetof(struct crashring_callsite_entry, category) == 10,
+	       "crashring_callsite_entry.category");
+_Static_assert(offsetof(struct crashring_callsite_entry, line) == 12,
+	       "crashring_callsite_entry.line");
+
 /* Built-in event type ids (their fields: crashring_schema.h). */
 #define CRASHRING_EVENT_PRINTK 16
 #define CRASHRING_EVENT_MARKER 17
@@ -343,5 +388,6 @@ _Static_assert(offsetof(struct crashring_field_desc, size) == 22,
 #define CRASHRING_EVENT_LOST 22
 #define CRASHRING_EVENT_CLOCK 23
 #define CRASHRING_EVENT_LOG 24
+#define CRASHRING_EVENT_DEBUG 25
 
 #endif /* CRASHRING_FORMAT_H */

@@ -63,6 +63,15 @@ static const struct crashring_field_def cr_fields_log[] = {
 	{ "text", CRASHRING_FIELD_STR, 0 },
 };
 
+static const struct crashring_field_def cr_fields_debug[] = {
+	{ "callsite", CRASHRING_FIELD_U32, 4 },
+	{ "level", CRASHRING_FIELD_U8, 1 },
+	{ "flags", CRASHRING_FIELD_U8, 1 },
+	{ "category", CRASHRING_FIELD_U16, 2 },
+	{ "device", CRASHRING_FIELD_STR, 0 },
+	{ "args", CRASHRING_FIELD_BYTES, 0 },
+};
+
 static const struct crashring_event_def cr_builtin[] = {
 	{ CRASHRING_EVENT_PRINTK, "printk",
 	  ARRAY_SIZE(cr_fields_printk), cr_fields_printk },
@@ -82,6 +91,8 @@ static const struct crashring_event_def cr_builtin[] = {
 	  ARRAY_SIZE(cr_fields_clock), cr_fields_clock },
 	{ CRASHRING_EVENT_LOG, "log",
 	  ARRAY_SIZE(cr_fields_log), cr_fields_log },
+	{ CRASHRING_EVENT_DEBUG, "debug",
+	  ARRAY_SIZE(cr_fields_debug), cr_fields_debug },
 };
 
 #endif /* CRASHRING_SCHEMA_H */

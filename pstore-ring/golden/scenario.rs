@@ -61,6 +61,8 @@ pub fn config(endian: Endian) -> RegionConfig<'static> {
         // The user stream sized apart from the CPUs, as in the module's pool.
         user_pages: Some(4),
         streams: &STREAMS,
+        // No callsite area until the C writer has one.
+        callsite_pages: 0,
         custom_events: &CUSTOM,
         boot_id: *b"0123456789abcdef",
         generation: 7,

@@ -92,7 +92,7 @@ impl<'a> Region<'a> {
         let ctx = self.entry_ctx();
         let start = id as usize;
         if start < CALLSITE_HEADER_SIZE
-            || start % RECORD_ALIGN != 0
+            || !start.is_multiple_of(RECORD_ALIGN)
             || start + CALLSITE_ENTRY_SIZE > bytes.len()
         {
             return Err(CallsiteError::OutOfArea { id });
@@ -158,7 +158,7 @@ pub struct Walk<'a> {
 /// and four empty strings, at most [`MAX_CALLSITE_SIZE`].
 fn plausible_size(size: u32) -> bool {
     size as usize >= CALLSITE_ENTRY_SIZE + 8
-        && size as usize % RECORD_ALIGN == 0
+        && (size as usize).is_multiple_of(RECORD_ALIGN)
         && size as usize <= MAX_CALLSITE_SIZE
 }
 
@@ -384,9 +384,8 @@ mod tests {
             assert!(region.callsite(id).is_err(), "id {id:#x}");
         }
         let area = region.callsites.clone().unwrap().range;
-        let holed = region
-            .clone()
-            .with_absent(vec![area.start + 16..area.start + 24]);
+        let hole = area.start + 16..area.start + 24;
+        let holed = region.clone().with_absent(vec![hole]);
         assert_eq!(
             holed.callsite(ids[0]),
             Err(CallsiteError::Absent { id: ids[0] })

@@ -121,6 +121,18 @@ pub fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
             FIELD_DESC_SIZE,
             fields!(FieldDesc; name: "char" [20], kind: "__u8", reserved: "__u8", size: "__u16"),
         ),
+        (
+            "crashring_callsite_header",
+            CALLSITE_HEADER_SIZE,
+            fields!(CallsiteHeader; magic: "__u32", refused: "__u32", reserved: "__u64"),
+        ),
+        (
+            "crashring_callsite_entry",
+            CALLSITE_ENTRY_SIZE,
+            fields!(CallsiteEntry;
+                size: "__u32", crc: "__u32", source: "__u8", level: "__u8", category: "__u16",
+                line: "__u32"),
+        ),
     ]
 }
 
@@ -192,5 +204,13 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("FIELD_STR", FIELD_STR.into()),
         ("FIELD_BYTES", FIELD_BYTES.into()),
         ("FIELD_PTR", FIELD_PTR.into()),
+        ("STREAM_CALLSITES", STREAM_CALLSITES.into()),
+        ("CALLSITE_MAGIC", CALLSITE_MAGIC.into()),
+        ("CALLSITE_HEADER_SIZE", CALLSITE_HEADER_SIZE as u64),
+        ("CALLSITE_ENTRY_SIZE", CALLSITE_ENTRY_SIZE as u64),
+        ("MAX_CALLSITE_SIZE", MAX_CALLSITE_SIZE as u64),
+        ("CALLSITE_DYNDBG", CALLSITE_DYNDBG.into()),
+        ("CALLSITE_DRM", CALLSITE_DRM.into()),
+        ("CATEGORY_NONE", CATEGORY_NONE.into()),
     ]
 }

@@ -183,6 +183,9 @@ fn check(setup: &Setup, finish: Finish, durable: bool) -> Result<(), TestCaseErr
             .find(|s| s.lane > 0)
             .map_or(2, |s| s.page_count),
         streams: &specs,
+        callsite_pages: rust.callsites.as_ref().map_or(0, |a| {
+            u32::try_from((a.range.end - a.range.start) / u64::from(h.page_size)).unwrap_or(0)
+        }),
         custom_events: &events,
         boot_id: h.boot_id,
         generation: h.generation,
