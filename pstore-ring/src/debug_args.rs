@@ -1,6 +1,7 @@
-//! A debug message's arguments, recorded in binary so that the message is
-//! formatted when read, not when written (issue 33's `debug` records;
-//! FORMAT.md gets the section with the record type).
+//! A kernel debug message's parts as the format stores them (FORMAT.md,
+//! section 18): its callsite, kept once in the callsite area, and its
+//! arguments, recorded in binary so that the message is formatted when
+//! read, not when written.
 //!
 //! Each argument is a tag byte and its value, in the order the format
 //! takes them, integers in the region's byte order:
@@ -17,6 +18,21 @@
 //! reports the mismatch instead of reading strings out of integers.
 
 use crate::endian::Endian;
+
+/// A callsite: where a debug message comes from and its format, as its
+/// entry in the callsite area holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Callsite<'a> {
+    /// [`crate::layout::CALLSITE_DYNDBG`] or [`crate::layout::CALLSITE_DRM`].
+    pub source: u8,
+    pub level: u8,
+    pub category: u16,
+    pub line: u32,
+    pub module: &'a [u8],
+    pub function: &'a [u8],
+    pub file: &'a [u8],
+    pub format: &'a [u8],
+}
 
 pub const ARG_INT: u8 = 1;
 pub const ARG_STR: u8 = 2;

@@ -18,6 +18,7 @@
 //! file or the dump must find the rules kept. Nothing orders them for a
 //! reader running at the same time; none does.
 
+use crate::debug_args::Callsite;
 use crate::endian::{Endian, U16, U32, U64};
 use crate::layout::*;
 use crate::schema::{self, EventDef, SchemaDefError};
@@ -408,19 +409,6 @@ pub struct Formatted<'a> {
     pub callsites: Option<CallsiteWriter<'a>>,
 }
 
-/// A callsite to add to the area (FORMAT.md, section 18).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CallsiteDef<'a> {
-    pub source: u8,
-    pub level: u8,
-    pub category: u16,
-    pub line: u32,
-    pub module: &'a [u8],
-    pub function: &'a [u8],
-    pub file: &'a [u8],
-    pub format: &'a [u8],
-}
-
 /// Why a callsite was not added; the area's `refused` counts it, and its
 /// messages are to be recorded formatted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -458,7 +446,7 @@ impl<'a> CallsiteWriter<'a> {
 
     /// Adds `def` and returns its id: `size` is written first, then the
     /// body, then `crc`, so a torn entry keeps a `size` a walk can skip.
-    pub fn add(&mut self, def: &CallsiteDef<'_>) -> Result<u32, Refused> {
+    pub fn add(&mut self, def: &Callsite<'_>) -> Result<u32, Refused> {
         let strings = [def.module, def.function, def.file, def.format];
         let unpadded = CALLSITE_ENTRY_SIZE + strings.iter().map(|s| 2 + s.len()).sum::<usize>();
         let size = unpadded.next_multiple_of(RECORD_ALIGN);

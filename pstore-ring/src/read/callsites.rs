@@ -6,6 +6,7 @@
 //! fails its checks costs the events that name it and nothing else.
 
 use super::Region;
+use crate::debug_args::Callsite;
 use crate::endian::Endian;
 use crate::layout::{
     CallsiteEntry, CallsiteHeader, Checksum, CALLSITE_ENTRY_SIZE, CALLSITE_HEADER_SIZE,
@@ -14,21 +15,6 @@ use crate::layout::{
 use alloc::vec::Vec;
 use core::ops::Range;
 use zerocopy::FromBytes;
-
-/// One callsite, as its entry stores it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Callsite<'a> {
-    /// The entry's offset in the area: what `debug` events hold.
-    pub id: u32,
-    pub source: u8,
-    pub level: u8,
-    pub category: u16,
-    pub line: u32,
-    pub module: &'a [u8],
-    pub function: &'a [u8],
-    pub file: &'a [u8],
-    pub format: &'a [u8],
-}
 
 /// Why a callsite id names no usable entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -130,7 +116,7 @@ impl<'a> Region<'a> {
                 walk.stopped = Some(CallsiteError::Size { id, size });
                 break;
             }
-            walk.entries.push(ctx.entry(bytes, id));
+            walk.entries.push(ctx.entry(bytes, id).map(|c| (id, c)));
             pos += size as usize;
         }
         Ok(walk)
@@ -148,8 +134,9 @@ impl<'a> Region<'a> {
 /// What a walk of the callsite area found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Walk<'a> {
-    /// In id order: each callsite, or why the entry there failed.
-    pub entries: Vec<Result<Callsite<'a>, CallsiteError>>,
+    /// In id order: each callsite with its id, or why the entry there
+    /// failed.
+    pub entries: Vec<Result<(u32, Callsite<'a>), CallsiteError>>,
     /// Why the walk ended before the area's unused end, if it did.
     pub stopped: Option<CallsiteError>,
 }
@@ -206,7 +193,6 @@ impl EntryCtx {
         };
         let (module, function, file, format) = (take()?, take()?, take()?, take()?);
         Ok(Callsite {
-            id,
             source: head.source,
             level: head.level,
             category: head.category.get(e),
@@ -225,11 +211,11 @@ mod tests {
     use crate::layout::{CALLSITE_DRM, CALLSITE_DYNDBG, CATEGORY_NONE};
     use crate::read::{HeaderTrust, Problem};
     use crate::schema::{builtin, Value, EVENT_DEBUG};
-    use crate::write::{format, CallsiteDef, Refused, RegionConfig, StreamSpec};
+    use crate::write::{format, Refused, RegionConfig, StreamSpec};
     use alloc::vec;
     use proptest::prelude::*;
 
-    const KMS: CallsiteDef<'static> = CallsiteDef {
+    const KMS: Callsite<'static> = Callsite {
         source: CALLSITE_DRM,
         level: 7,
         category: 2,
@@ -239,7 +225,7 @@ mod tests {
         file: b"",
         format: b"crtc %d: mode %dx%d@%d \"%s\"\n",
     };
-    const PROBE: CallsiteDef<'static> = CallsiteDef {
+    const PROBE: Callsite<'static> = Callsite {
         source: CALLSITE_DYNDBG,
         level: 7,
         category: CATEGORY_NONE,
@@ -262,18 +248,13 @@ mod tests {
     }
 
     /// A region with a two-page area holding `defs`, and their ids.
-    fn region_with(defs: &[CallsiteDef<'_>]) -> (Vec<u8>, Vec<u32>) {
+    fn region_with(defs: &[Callsite<'_>]) -> (Vec<u8>, Vec<u32>) {
         let specs = [StreamSpec::cpu(0)];
         let mut mem = vec![0u8; 8192];
         let mut f = format(&mut mem, &cfg(&specs, 2)).unwrap();
         let area = f.callsites.as_mut().unwrap();
         let ids = defs.iter().map(|d| area.add(d).unwrap()).collect();
         (mem, ids)
-    }
-
-    fn same(c: &Callsite<'_>, d: &CallsiteDef<'_>) -> bool {
-        (c.source, c.level, c.category, c.line) == (d.source, d.level, d.category, d.line)
-            && (c.module, c.function, c.file, c.format) == (d.module, d.function, d.file, d.format)
     }
 
     #[test]
@@ -283,11 +264,11 @@ mod tests {
         assert!(region.diagnostics.is_empty(), "{:?}", region.diagnostics);
         assert_eq!(region.streams.len(), 1, "the area is not a stream");
         assert_eq!(ids[0], CALLSITE_HEADER_SIZE as u32);
-        assert!(same(&region.callsite(ids[0]).unwrap(), &KMS));
-        assert!(same(&region.callsite(ids[1]).unwrap(), &PROBE));
+        assert_eq!(region.callsite(ids[0]).unwrap(), KMS);
+        assert_eq!(region.callsite(ids[1]).unwrap(), PROBE);
         let walk = region.callsites().unwrap();
         assert_eq!(walk.stopped, None);
-        let listed: Vec<u32> = walk.entries.iter().map(|c| c.unwrap().id).collect();
+        let listed: Vec<u32> = walk.entries.iter().map(|c| c.unwrap().0).collect();
         assert_eq!(listed, ids);
         assert_eq!(region.callsite_header(), Some(AreaHeader { refused: 0 }));
     }
@@ -322,7 +303,7 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(fields, values);
-        assert!(same(&region.callsite(id).unwrap(), &KMS));
+        assert_eq!(region.callsite(id).unwrap(), KMS);
     }
 
     #[test]
@@ -338,7 +319,7 @@ mod tests {
             region.callsite(ids[1]),
             Err(CallsiteError::Crc { id, stored: 0, .. }) if id == ids[1]
         ));
-        assert!(same(&region.callsite(ids[2]).unwrap(), &KMS));
+        assert_eq!(region.callsite(ids[2]).unwrap(), KMS);
         let walk = region.callsites().unwrap();
         assert!(walk.entries[0].is_ok() && walk.entries[1].is_err() && walk.entries[2].is_ok());
         // A size no entry can have stops the walk there; lookups go on.
@@ -353,7 +334,7 @@ mod tests {
                 size: 3
             })
         );
-        assert!(same(&region.callsite(ids[2]).unwrap(), &KMS));
+        assert_eq!(region.callsite(ids[2]).unwrap(), KMS);
     }
 
     #[test]
@@ -413,7 +394,7 @@ mod tests {
         }
         assert_eq!(area.add(&PROBE), Err(Refused::Full));
         let long = [b'x'; MAX_CALLSITE_SIZE];
-        let huge = CallsiteDef {
+        let huge = Callsite {
             format: &long,
             ..PROBE
         };

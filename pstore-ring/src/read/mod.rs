@@ -19,7 +19,7 @@ mod schema;
 mod stream;
 mod tally;
 
-pub use callsites::{AreaHeader, Callsite, CallsiteArea, CallsiteError, Walk};
+pub use callsites::{AreaHeader, CallsiteArea, CallsiteError, Walk};
 pub use clock::{ClockStep, WallClock};
 pub use region::{
     parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
