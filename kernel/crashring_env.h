@@ -56,6 +56,11 @@ static inline u32 cr_crc32(u32 crc, const void *p, size_t len)
 #define cr_local_dec(l)		local_dec(l)
 #define cr_local_take(l)	local_xchg((l), 0)
 #define cr_local_read(l)	local_read(l)
+/* The callsite area's cursor, shared by every CPU. */
+typedef atomic_t cr_cursor_t;
+#define cr_cursor_read(c)	atomic_read(c)
+#define cr_cursor_set(c, v)	atomic_set((c), (v))
+#define cr_cursor_try(c, old, new)	atomic_try_cmpxchg((c), (old), (new))
 /*
  * Writers record with preemption off (crashring_this_cpu()), so an RCU
  * grace period waits for every one that started before it.

@@ -116,6 +116,31 @@ int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 		     struct crashring_stream *streams);
 u64 crashring_region_size(const void *mem);
 int crashring_check_header(const void *mem, u64 max_size);
+
+/* A callsite to add to the callsite area (FORMAT.md, section 18). */
+struct crashring_callsite {
+	u8 source;
+	u8 level;
+	u16 category;
+	u32 line;
+	const char *module;
+	const char *function;
+	const char *file;
+	const char *format;
+};
+
+/* The callsite area's writer state. Lives in ordinary memory. */
+struct crashring_callsites {
+	u8 *area;
+	u32 size;
+	u64 generation;
+	cr_cursor_t next;	/* where the next entry goes */
+};
+
+void crashring_callsites_init(struct crashring_callsites *a, void *area, u32 size,
+			      u64 generation);
+int crashring_callsite_add(struct crashring_callsites *a, const struct crashring_callsite *c,
+			   u32 *id);
 void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns,
 			 u32 crash_cpu, const char *message);
 bool crashring_state_valid(const struct crashring_state_block *st);

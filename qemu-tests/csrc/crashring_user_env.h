@@ -69,6 +69,13 @@ static inline bool cr_try_enter(local_t *l)
 #define cr_local_dec(l)		__atomic_sub_fetch(&(l)->v, 1, __ATOMIC_SEQ_CST)
 #define cr_local_take(l)	__atomic_exchange_n(&(l)->v, 0, __ATOMIC_RELAXED)
 #define cr_local_read(l)	__atomic_load_n(&(l)->v, __ATOMIC_ACQUIRE)
+typedef struct {
+	int v;
+} cr_cursor_t;
+#define cr_cursor_read(c)	__atomic_load_n(&(c)->v, __ATOMIC_RELAXED)
+#define cr_cursor_set(c, n)	__atomic_store_n(&(c)->v, (n), __ATOMIC_RELAXED)
+#define cr_cursor_try(c, old, n) \
+	__atomic_compare_exchange_n(&(c)->v, (old), (n), false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)
 #define cr_sync_writers()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
 /*
  * A user-space writer is a thread the scheduler may hold off for a long

@@ -84,7 +84,31 @@ pub struct WbRange {
 /// How many ranges `cr_test_log_write_backs` keeps (`CR_WB_LOG`).
 pub const WB_LOG: usize = 4096;
 
+/// `struct crashring_callsite`: a callsite to add, its strings C strings.
+#[repr(C)]
+pub struct CCallsite {
+    pub source: u8,
+    pub level: u8,
+    pub category: u16,
+    pub line: u32,
+    pub module: *const c_char,
+    pub function: *const c_char,
+    pub file: *const c_char,
+    pub format: *const c_char,
+}
+
+/// `struct crashring_callsites`: the callsite area's writer state.
+#[repr(C)]
+pub struct CCallsites {
+    pub area: *mut u8,
+    pub size: u32,
+    pub generation: u64,
+    pub next: c_int,
+}
+
 extern "C" {
+    pub fn crashring_callsites_init(a: *mut CCallsites, area: *mut c_void, size: u32, gen: u64);
+    pub fn crashring_callsite_add(a: *mut CCallsites, c: *const CCallsite, id: *mut u32) -> c_int;
     pub fn crashring_format(
         mem: *mut c_void,
         size: u64,

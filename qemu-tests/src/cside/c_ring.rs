@@ -859,3 +859,123 @@ mod write_back {
         assert_eq!(starts.len(), PAGES as usize, "a page twice");
     }
 }
+
+/// The C writer's callsite entries are the Rust writer's, byte for byte,
+/// and it refuses what the Rust writer refuses.
+mod callsites {
+    use super::*;
+    use proptest::prelude::*;
+    use pstore_ring::debug_args::Callsite;
+    use pstore_ring::read::{HeaderTrust, Region};
+    use pstore_ring::write::{format, Refused, StreamSpec};
+
+    /// What the C writer says to a callsite whose format is `n` bytes long
+    /// and whose other strings are empty.
+    fn c_add_format_of(n: usize) -> c_int {
+        let mut area = vec![0u8; 8192];
+        let mut state = CCallsites {
+            area: std::ptr::null_mut(),
+            size: 0,
+            generation: 0,
+            next: 0,
+        };
+        let empty = CString::default();
+        let format = CString::new(vec![b'x'; n]).unwrap();
+        let c = CCallsite {
+            source: 1,
+            level: 7,
+            category: 0,
+            line: 0,
+            module: empty.as_ptr(),
+            function: empty.as_ptr(),
+            file: empty.as_ptr(),
+            format: format.as_ptr(),
+        };
+        let mut id = 0;
+        unsafe {
+            crashring_callsites_init(&mut state, area.as_mut_ptr().cast(), 8192, 1);
+            crashring_callsite_add(&mut state, &c, &mut id)
+        }
+    }
+
+    #[test]
+    fn an_entry_of_the_largest_size_is_added_and_one_word_more_is_not() {
+        use pstore_ring::layout::{CALLSITE_ENTRY_SIZE, MAX_CALLSITE_SIZE};
+        // The fixed part, four length words, and the format.
+        let fits = MAX_CALLSITE_SIZE - CALLSITE_ENTRY_SIZE - 8;
+        assert_eq!(c_add_format_of(fits), 0);
+        assert_eq!(c_add_format_of(fits + 1), -libc::E2BIG);
+    }
+
+    fn text() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(1u8..=255, 0..700)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn c_and_rust_add_the_same_entries(
+            sites in proptest::collection::vec(
+                (any::<u8>(), 0u8..8, any::<u16>(), any::<u32>(), text(), text(), text(), text()),
+                1..12),
+            generation in any::<u64>(),
+        ) {
+            let specs = [StreamSpec::cpu(0)];
+            let cfg = RegionConfig {
+                page_size: 1024,
+                pages_per_stream: Some(2),
+                streams: &specs,
+                callsite_pages: 3,
+                generation,
+                ..Default::default()
+            };
+            let mut mem = vec![0u8; 16384];
+            let mut rust_ids = Vec::new();
+            {
+                let mut f = format(&mut mem, &cfg).unwrap();
+                let area = f.callsites.as_mut().unwrap();
+                for (source, level, category, line, m, func, file, fmt) in &sites {
+                    rust_ids.push(area.add(&Callsite {
+                        source: *source, level: *level, category: *category, line: *line,
+                        module: m, function: func, file, format: fmt,
+                    }));
+                }
+            }
+            let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+            let range = region.callsites.clone().unwrap().range;
+            let rust_area = &mem[range.start as usize..range.end as usize];
+
+            let mut c_area = vec![0xA5u8; rust_area.len()];
+            let mut state = CCallsites { area: std::ptr::null_mut(), size: 0, generation: 0, next: 0 };
+            let mut c_ids = Vec::new();
+            unsafe {
+                crashring_callsites_init(&mut state, c_area.as_mut_ptr().cast(), c_area.len() as u32, generation);
+            }
+            for (source, level, category, line, m, func, file, fmt) in &sites {
+                let strings: Vec<CString> = [m, func, file, fmt]
+                    .iter()
+                    .map(|s| CString::new(s.to_vec()).unwrap())
+                    .collect();
+                let c = CCallsite {
+                    source: *source, level: *level, category: *category, line: *line,
+                    module: strings[0].as_ptr(), function: strings[1].as_ptr(),
+                    file: strings[2].as_ptr(), format: strings[3].as_ptr(),
+                };
+                let mut id = 0u32;
+                let rc = unsafe { crashring_callsite_add(&mut state, &c, &mut id) };
+                c_ids.push(match rc {
+                    0 => Ok(id),
+                    rc if rc == -libc::E2BIG => Err("too large"),
+                    rc if rc == -libc::ENOSPC => Err("full"),
+                    rc => panic!("crashring_callsite_add returned {rc}"),
+                });
+            }
+            let rust_ids: Vec<Result<u32, &str>> = rust_ids
+                .into_iter()
+                .map(|r| r.map_err(|e| match e { Refused::TooLarge(_) => "too large", Refused::Full => "full" }))
+                .collect();
+            prop_assert_eq!(c_ids, rust_ids);
+            prop_assert!(c_area == rust_area, "the areas differ");
+        }
+    }
+}
