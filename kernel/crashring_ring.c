@@ -127,6 +127,12 @@ static int cr_check_schema(const struct crashring_config *cfg)
 	return 0;
 }
 
+/* Descriptors: one per stream, and the callsite area's. */
+static u32 cr_ndesc(const struct crashring_config *cfg)
+{
+	return cfg->nstreams + (cfg->callsite_pages ? 1 : 0);
+}
+
 static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan *p)
 {
 	u32 page = cfg->page_size;
@@ -135,7 +141,9 @@ static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan 
 
 	if (page < CRASHRING_MIN_PAGE_SIZE || page > CRASHRING_MAX_PAGE_SIZE || (page & (page - 1)))
 		return -EINVAL;
-	if (!cfg->nstreams || cfg->nstreams > CRASHRING_MAX_STREAMS)
+	if (!cfg->nstreams || cr_ndesc(cfg) > CRASHRING_MAX_STREAMS)
+		return -EINVAL;
+	if (cfg->callsite_pages && !cfg->callsites)
 		return -EINVAL;
 	if (cfg->word_size != 4 && cfg->word_size != 8)
 		return -EINVAL;
@@ -153,14 +161,15 @@ static int cr_plan(const struct crashring_config *cfg, u64 size, struct cr_plan 
 	}
 	if ((nested && cfg->lane_pages < 2) || cfg->user_pages == 1)
 		return -EINVAL;
+	fixed_bytes += (u64)cfg->callsite_pages * page;
 	if (cr_check_schema(cfg))
 		return -EINVAL;
-	p->schema_offset = CRASHRING_DESC_OFFSET + cfg->nstreams * CRASHRING_DESC_SIZE;
+	p->schema_offset = CRASHRING_DESC_OFFSET + cr_ndesc(cfg) * CRASHRING_DESC_SIZE;
 	p->schema_size = crashring_schema_size(cfg);
 	p->tail_offset = (p->schema_offset + p->schema_size + 7) / 8 * 8;
 	align = page < 4096 ? page : 4096;
 	p->pages_offset = p->tail_offset +
-			  (u64)cfg->nstreams * CRASHRING_TAIL_COPIES * CRASHRING_TAIL_SIZE;
+			  (u64)cr_ndesc(cfg) * CRASHRING_TAIL_COPIES * CRASHRING_TAIL_SIZE;
 	p->pages_offset = (p->pages_offset + align - 1) / align * align;
 	p->lane_pages = nested ? cfg->lane_pages : 0;
 	p->user_pages = cfg->user_pages;
@@ -225,7 +234,7 @@ static int cr_write_header(u8 *mem, const struct crashring_config *cfg, const st
 	h->version = CRASHRING_FORMAT_VERSION;
 	h->header_size = CRASHRING_HEADER_SIZE;
 	h->word_size = cfg->word_size;
-	h->stream_count = cfg->nstreams;
+	h->stream_count = cr_ndesc(cfg);
 	h->cpu_count = cpus;
 	h->page_header_size = CRASHRING_PAGE_HEADER_SIZE;
 	h->page_size = cfg->page_size;
@@ -814,6 +823,17 @@ int crashring_format(void *mem, u64 size, const struct crashring_config *cfg,
 		for (slot = 0; slot < s->page_count; slot++)
 			memset(cr_page(s, slot), 0, CRASHRING_PAGE_HEADER_SIZE);
 		cr_open_page(s, 0, cfg->created_ns);
+	}
+	if (cfg->callsite_pages) {
+		static const struct crashring_stream_spec area = {
+			.kind = CRASHRING_STREAM_CALLSITES,
+			.cpu = 0xffff,
+			.name = "callsites",
+		};
+		u32 bytes = cfg->callsite_pages * cfg->page_size;
+
+		cr_write_desc(base, cfg->nstreams, &area, cfg->callsite_pages, pages_at);
+		crashring_callsites_init(cfg->callsites, base + pages_at, bytes, cfg->generation);
 	}
 	return 0;
 }

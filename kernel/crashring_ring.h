@@ -56,6 +56,8 @@ struct crashring_stream_spec {
 	u32 uid;
 };
 
+struct crashring_callsites;
+
 struct crashring_config {
 	u32 page_size;
 	u32 pages_per_stream;	/* lane 0 (and user streams without user_pages); 0: share the rest */
@@ -73,6 +75,8 @@ struct crashring_config {
 	const char *kernel_release;
 	const char *hostname;
 	const char *producer;
+	u32 callsite_pages;	/* the callsite area's, after every stream's; 0: none */
+	struct crashring_callsites *callsites;	/* set up by crashring_format() */
 };
 
 /* Per-stream writer state. Lives in ordinary memory, not in the region. */

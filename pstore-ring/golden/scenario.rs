@@ -3,7 +3,8 @@
 //! same calls in the same order and must produce the same bytes. Included
 //! with `#[path]` by pstore-ring's golden test and by the C ring test.
 
-use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED, STREAM_USER};
+use pstore_ring::debug_args::{self, Callsite, DebugArg};
+use pstore_ring::layout::{CALLSITE_DRM, REASON_PANIC, STATE_CRASHED, STREAM_USER};
 use pstore_ring::schema::{self, EventDef, FieldDef, FieldKind, Value};
 use pstore_ring::write::{RegionConfig, StreamSpec};
 use pstore_ring::Endian;
@@ -61,8 +62,7 @@ pub fn config(endian: Endian) -> RegionConfig<'static> {
         // The user stream sized apart from the CPUs, as in the module's pool.
         user_pages: Some(4),
         streams: &STREAMS,
-        // No callsite area until the C writer has one.
-        callsite_pages: 0,
+        callsite_pages: 1,
         custom_events: &CUSTOM,
         boot_id: *b"0123456789abcdef",
         generation: 7,
@@ -84,8 +84,22 @@ pub trait Recorder {
     fn abandon(&mut self, stream: usize, ts: u64, type_id: u8, payload: &[u8]);
     fn close(&mut self, stream: usize);
     fn set_state(&mut self, state: u32, reason: u32, crash_ns: u64, crash_cpu: u32, message: &str);
+    /// Adds a callsite to the region's callsite area; returns its id.
+    fn add_callsite(&mut self, c: &Callsite<'_>) -> u32;
     fn endian(&self) -> Endian;
 }
+
+/// The DRM debug callsite the scenario's `debug` event names.
+pub const KMS: Callsite<'static> = Callsite {
+    source: CALLSITE_DRM,
+    level: 7,
+    category: 2,
+    line: 0,
+    module: b"bochs",
+    function: b"bochs_pipe_enable",
+    file: b"",
+    format: b"crtc %d: mode %dx%d \"%s\"\n",
+};
 
 fn event(r: &mut impl Recorder, stream: usize, ts: u64, def: &EventDef<'_>, values: &[Value<'_>]) {
     let mut buf = [0u8; 1024];
@@ -118,6 +132,30 @@ pub fn replay(r: &mut impl Recorder) {
         event(r, CPU0, ts, b(schema::EVENT_PRINTK), &printk(i, &text));
     }
     r.drop_event(CPU0);
+    // cpu0: a DRM debug message, recorded unformatted: its callsite once
+    // in the area, the event with the device and the arguments.
+    let kms = r.add_callsite(&KMS);
+    let mut args = [0u8; 64];
+    let n = debug_args::encode(
+        &mut args,
+        &[
+            DebugArg::Int(31),
+            DebugArg::Int(1024),
+            DebugArg::Int(768),
+            DebugArg::Str(b"1024x768"),
+        ],
+        r.endian(),
+    )
+    .expect("scenario arguments fit");
+    let debug = [
+        Value::Unsigned(kms.into()),
+        Value::Unsigned(7),
+        Value::Unsigned(0),
+        Value::Unsigned(2),
+        Value::Str(b"0000:00:02.0"),
+        Value::Bytes(&args[..n]),
+    ];
+    event(r, CPU0, t0 + 20_000_120_000, b(schema::EVENT_DEBUG), &debug);
     // cpu1: scheduler and interrupt events; then, while its task is in the
     // middle of a printk record, an interrupt records on lane 1 (its first
     // event at the same time as the task's last, so the merge must put the

@@ -14,11 +14,12 @@
 //! a crash message) goes through [`push_escaped`], which lets no control
 //! character through.
 
+use crate::debug_args::DebugArg;
 use crate::endian::Endian;
 use crate::merge::Item;
 use crate::read::Event;
 use crate::read::{EndCause, EventType, Loss, LossKind, Schema, StreamInfo};
-use crate::schema::Value;
+use crate::schema::{Value, EVENT_DEBUG};
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
@@ -323,20 +324,57 @@ fn fields(out: &mut Vec<u8>, ty: Option<&EventType>, payload: &[u8], e: Endian) 
         return hex_bytes(out, payload);
     }
     if t.fields.len() <= ON_STACK {
-        labeled(out, t, stack[..n].iter().copied());
+        labeled(out, t, stack[..n].iter().copied(), e);
     } else {
-        labeled(out, t, t.values(payload, e).filter_map(Result::ok));
+        labeled(out, t, t.values(payload, e).filter_map(Result::ok), e);
     }
 }
 
 /// Appends `name=value` pairs, space-separated.
-fn labeled<'p>(out: &mut Vec<u8>, t: &EventType, values: impl Iterator<Item = Value<'p>>) {
+fn labeled<'p>(
+    out: &mut Vec<u8>,
+    t: &EventType,
+    values: impl Iterator<Item = Value<'p>>,
+    e: Endian,
+) {
     for (i, (f, v)) in t.fields.iter().zip(values).enumerate() {
         // The label's leading space separates fields; the first has none.
         let label = f.label.get(usize::from(i == 0)..).unwrap_or(&f.name);
         out.extend_from_slice(label.as_bytes());
-        value(out, &v);
+        match v {
+            Value::Bytes(args) if t.id == EVENT_DEBUG && f.name == "args" => {
+                debug_args(out, args, e)
+            }
+            v => value(out, &v),
+        }
     }
+}
+
+/// A `debug` event's arguments as a list (`[31, "1024x768", 0xffff...]`),
+/// the same in either byte order; arguments that do not decode are shown
+/// as far as they do, then the rest raw.
+fn debug_args(out: &mut Vec<u8>, bytes: &[u8], e: Endian) {
+    out.push(b'[');
+    let mut walk = crate::debug_args::DebugArgs::new(bytes, e);
+    let mut first = true;
+    for arg in walk.by_ref() {
+        if !first {
+            out.extend_from_slice(b", ");
+        }
+        first = false;
+        match arg {
+            Ok(DebugArg::Int(x)) => decimal(out, x, 0, b' '),
+            Ok(DebugArg::Addr(x)) => hex(out, x),
+            Ok(DebugArg::Str(s) | DebugArg::Text(s)) => quoted(out, s),
+            Err(err) => {
+                out.extend_from_slice(b"<");
+                out.extend_from_slice(alloc::format!("{err}").as_bytes());
+                out.extend_from_slice(b"> raw=");
+                hex_bytes(out, bytes);
+            }
+        }
+    }
+    out.push(b']');
 }
 
 pub fn loss_kind_name(kind: LossKind) -> &'static str {

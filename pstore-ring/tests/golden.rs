@@ -10,11 +10,12 @@
 #[path = "../golden/scenario.rs"]
 mod scenario;
 
+use pstore_ring::debug_args::Callsite;
 use pstore_ring::layout::Checksum;
 use pstore_ring::merge::merge;
 use pstore_ring::read::{HeaderTrust, Region};
 use pstore_ring::text::{write_summary, Line};
-use pstore_ring::write::{self, RegionControl, StreamWriter};
+use pstore_ring::write::{self, CallsiteWriter, RegionControl, StreamWriter};
 use pstore_ring::Endian;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -36,6 +37,7 @@ fn blessing() -> bool {
 struct RustWriter<'a> {
     control: RegionControl<'a>,
     streams: Vec<StreamWriter<'a>>,
+    callsites: Option<CallsiteWriter<'a>>,
     endian: Endian,
 }
 
@@ -59,6 +61,13 @@ impl scenario::Recorder for RustWriter<'_> {
         self.control
             .set_state(state, reason, crash_ns, crash_cpu, message);
     }
+    fn add_callsite(&mut self, c: &Callsite<'_>) -> u32 {
+        self.callsites
+            .as_mut()
+            .expect("the scenario's region has a callsite area")
+            .add(c)
+            .unwrap()
+    }
     fn endian(&self) -> Endian {
         self.endian
     }
@@ -71,6 +80,7 @@ pub fn golden_image(endian: Endian) -> Vec<u8> {
     let mut w = RustWriter {
         control: f.control,
         streams: f.streams.collect(),
+        callsites: f.callsites,
         endian,
     };
     scenario::replay(&mut w);

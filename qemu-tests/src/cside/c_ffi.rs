@@ -51,6 +51,8 @@ pub struct Config {
     kernel_release: *const c_char,
     hostname: *const c_char,
     producer: *const c_char,
+    callsite_pages: u32,
+    callsites: *mut CCallsites,
 }
 
 /// `struct crashring_stream` is opaque here: its size comes from C.
@@ -247,6 +249,8 @@ pub fn c_config(rc: &RegionConfig<'_>) -> CConfig {
         kernel_release: cstr(rc.kernel_release),
         hostname: cstr(rc.hostname),
         producer: cstr(rc.producer),
+        callsite_pages: rc.callsite_pages,
+        callsites: std::ptr::null_mut(),
     };
     CConfig {
         _strings: strings,
@@ -261,6 +265,8 @@ pub fn c_config(rc: &RegionConfig<'_>) -> CConfig {
 pub struct CRegion {
     pub mem: Vec<u64>,
     streams: Vec<StreamState>,
+    /// The callsite area's writer state, when the region has one.
+    pub callsites: Box<CCallsites>,
     _cfg: CConfig,
 }
 
@@ -275,7 +281,14 @@ impl CRegion {
         assert_eq!(std::mem::size_of::<CpuLanes>(), unsafe {
             cr_test_sizeof_cpu()
         });
-        let cfg = c_config(rc);
+        let mut cfg = c_config(rc);
+        let mut callsites = Box::new(CCallsites {
+            area: std::ptr::null_mut(),
+            size: 0,
+            generation: 0,
+            next: 0,
+        });
+        cfg.cfg.callsites = &mut *callsites;
         let mut mem = vec![0u64; bytes.div_ceil(8)];
         let mut streams: Vec<StreamState> = (0..rc.streams.len())
             .map(|_| StreamState([0; 112]))
@@ -294,6 +307,7 @@ impl CRegion {
         Ok(CRegion {
             mem,
             streams,
+            callsites,
             _cfg: cfg,
         })
     }

@@ -83,6 +83,26 @@ mod golden {
                 )
             }
         }
+        fn add_callsite(&mut self, c: &pstore_ring::debug_args::Callsite<'_>) -> u32 {
+            let strings: Vec<CString> = [c.module, c.function, c.file, c.format]
+                .iter()
+                .map(|s| CString::new(s.to_vec()).unwrap())
+                .collect();
+            let site = CCallsite {
+                source: c.source,
+                level: c.level,
+                category: c.category,
+                line: c.line,
+                module: strings[0].as_ptr(),
+                function: strings[1].as_ptr(),
+                file: strings[2].as_ptr(),
+                format: strings[3].as_ptr(),
+            };
+            let mut id = 0;
+            let rc = unsafe { crashring_callsite_add(&mut *self.callsites, &site, &mut id) };
+            assert_eq!(rc, 0, "the callsite is added");
+            id
+        }
         fn endian(&self) -> Endian {
             Endian::NATIVE
         }
