@@ -603,6 +603,30 @@ struct StreamSummary<'s> {
     empty: bool,
 }
 
+/// The callsite area's line of a summary, if the region has one: its
+/// entries, the damaged ones, the callsites it refused, and where a walk
+/// of it stopped early.
+fn callsites(out: &mut impl Write, region: &crate::read::Region<'_>) -> fmt::Result {
+    let Ok(walk) = region.callsites() else {
+        return Ok(());
+    };
+    let damaged = walk.entries.iter().filter(|e| e.is_err()).count();
+    let intact = walk.entries.len() - damaged;
+    let s = if intact == 1 { "" } else { "s" };
+    write!(out, "callsite area: {intact} callsite{s}")?;
+    if damaged > 0 {
+        write!(out, ", {damaged} damaged")?;
+    }
+    match region.callsite_header() {
+        Some(h) => write!(out, ", {} refused", h.refused)?,
+        None => write!(out, ", area header unreadable")?,
+    }
+    if let Some(stop) = walk.stopped {
+        write!(out, "; listing stopped: {stop}")?;
+    }
+    writeln!(out)
+}
+
 fn summary<'s>(
     out: &mut impl Write,
     region: &crate::read::Region<'_>,
@@ -652,6 +676,7 @@ fn summary<'s>(
         }
         Err(p) => writeln!(out, "state unreadable: {p}")?,
     }
+    callsites(out, region)?;
     let mut left_out = EmptyStreams::default();
     for st in streams {
         if st.empty && !pages {
@@ -809,5 +834,52 @@ mod tests {
             r#""a \"b\" c\\d\n\t\x01\xff""#
         );
         assert_eq!(format!("{}", Quoted(b"")), r#""""#);
+    }
+
+    #[test]
+    fn the_summary_counts_the_callsite_area_and_its_damage() {
+        use crate::debug_args::Callsite;
+        use crate::read::{HeaderTrust, Region};
+        use crate::write::{format as lay_out, RegionConfig, StreamSpec};
+        let specs = [StreamSpec::cpu(0)];
+        let cfg = RegionConfig {
+            page_size: 1024,
+            pages_per_stream: Some(2),
+            streams: &specs,
+            callsite_pages: 1,
+            ..Default::default()
+        };
+        let mut mem = alloc::vec![0u8; 8192];
+        let site = Callsite {
+            source: 1,
+            level: 7,
+            category: 0xFFFF,
+            line: 3,
+            module: b"m",
+            function: b"f",
+            file: b"f.c",
+            format: b"%d\n",
+        };
+        let torn = {
+            let mut f = lay_out(&mut mem, &cfg).unwrap();
+            let area = f.callsites.as_mut().unwrap();
+            let torn = area.add(&site).unwrap();
+            area.add(&site).unwrap();
+            torn
+        };
+        let line = |mem: &[u8]| {
+            let region = Region::parse(mem, HeaderTrust::Checksummed).unwrap();
+            let mut out = alloc::string::String::new();
+            callsites(&mut out, &region).unwrap();
+            (out, region.callsites.clone().unwrap().range.start as usize)
+        };
+        let (whole, area) = line(&mem);
+        assert_eq!(whole, "callsite area: 2 callsites, 0 refused\n");
+        let at = area + torn as usize;
+        mem[at + 4..at + 8].fill(0);
+        assert_eq!(
+            line(&mem).0,
+            "callsite area: 1 callsite, 1 damaged, 0 refused\n"
+        );
     }
 }
