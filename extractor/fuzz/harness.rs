@@ -286,11 +286,11 @@ fn logs(data: &[u8]) -> String {
 }
 
 /// The longest line printk keeps, the limit the formatter is given.
-const LINE_MAX: usize = 992;
+const LINE_MAX: usize = pstore_ring::read::PRINTK_LINE_MAX;
 
 fn debug_message(data: &[u8]) -> String {
-    use extractor::kprintf::{format, Pointers};
     use pstore_ring::debug_args::DebugArgs;
+    use pstore_ring::kprintf::{format, Pointers};
     let Some((&n, rest)) = data.split_first() else {
         return String::new();
     };

@@ -25,7 +25,6 @@
 pub mod bundle;
 pub mod discover;
 pub mod input;
-pub mod kprintf;
 pub mod output;
 mod parallel;
 pub mod phys;

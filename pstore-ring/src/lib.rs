@@ -66,6 +66,8 @@ pub mod schema;
 pub mod write;
 
 #[cfg(feature = "alloc")]
+pub mod kprintf;
+#[cfg(feature = "alloc")]
 pub mod merge;
 #[cfg(feature = "alloc")]
 pub mod read;
