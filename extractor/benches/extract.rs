@@ -234,6 +234,7 @@ fn view<'r, 'a>(region: &'r Region<'a>, trace: &'r PagedTrace<'a>) -> RegionView
         region,
         trace,
         overlay: None,
+        pointers: pstore_ring::kprintf::Pointers::Hidden,
     }
 }
 

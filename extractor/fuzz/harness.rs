@@ -299,7 +299,7 @@ fn debug_message(data: &[u8]) -> String {
         if let Ok(out) = format(
             fmt,
             &mut DebugArgs::new(args, endian),
-            &Pointers::Hashed(1),
+            &Pointers::Hashed([1; 16]),
             LINE_MAX,
         ) {
             assert!(out.text.len() <= LINE_MAX && out.len >= out.text.len());
@@ -402,12 +402,13 @@ fn write_every_format(
         region,
         trace,
         overlay,
+        pointers: pstore_ring::kprintf::Pointers::Hashed([1; 16]),
     };
     let items: Vec<_> = view.merged().collect();
     for format in Format::all() {
         if let Writer::Items(w) = format.writer() {
             let _ = w.begin(bytes, &view, true);
-            w.items(bytes, &items, region, 0);
+            w.items(bytes, &items, &view);
             let _ = w.end(bytes);
         }
     }

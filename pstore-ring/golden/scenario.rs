@@ -96,7 +96,7 @@ pub const KMS: Callsite<'static> = Callsite {
     category: 2,
     line: 0,
     module: b"bochs",
-    function: b"bochs_pipe_enable",
+    function: b"bochs_pipe_enable [bochs]",
     file: b"",
     format: b"crtc %d: mode %dx%d \"%s\"\n",
 };
@@ -152,7 +152,7 @@ pub fn replay(r: &mut impl Recorder) {
         Value::Unsigned(7),
         Value::Unsigned(0),
         Value::Unsigned(2),
-        Value::Str(b"0000:00:02.0"),
+        Value::Str(b"bochs-drm 0000:00:02.0"),
         Value::Bytes(&args[..n]),
     ];
     event(r, CPU0, t0 + 20_000_120_000, b(schema::EVENT_DEBUG), &debug);

@@ -16,9 +16,9 @@
 
 use crate::debug_args::DebugArg;
 use crate::endian::Endian;
+use crate::kprintf::Pointers;
 use crate::merge::Item;
-use crate::read::Event;
-use crate::read::{EndCause, EventType, Loss, LossKind, Schema, StreamInfo};
+use crate::read::{DebugEvent, EndCause, Event, EventType, Loss, LossKind, Region, StreamInfo};
 use crate::schema::{Value, EVENT_DEBUG};
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
@@ -440,29 +440,34 @@ impl fmt::Display for LossReason<'_> {
 /// Renders one merged item as one line (without the newline).
 pub struct Line<'r, 'i, 't, 'a> {
     pub item: &'i Item<'t, 'a>,
-    pub schema: &'r Schema,
-    pub streams: &'r [StreamInfo],
-    pub endian: Endian,
+    pub region: &'r Region<'r>,
+    /// How a `debug` message shows kernel pointers.
+    pub pointers: Pointers,
 }
 
 impl<'r, 'i, 't, 'a> Line<'r, 'i, 't, 'a> {
-    /// The line for `item`, described by `region`'s schema and streams.
-    pub fn of(item: &'i Item<'t, 'a>, region: &'r crate::read::Region<'_>) -> Self {
+    /// The line for `item`, described by `region`'s schema and streams,
+    /// kernel pointers in `debug` messages hidden ([`Pointers::Hidden`]).
+    pub fn of(item: &'i Item<'t, 'a>, region: &'r Region<'r>) -> Self {
         Line {
             item,
-            schema: &region.schema,
-            streams: &region.streams,
-            endian: region.header.endian,
+            region,
+            pointers: Pointers::Hidden,
         }
+    }
+
+    /// The same line, kernel pointers shown as `pointers` says.
+    pub fn pointers(self, pointers: Pointers) -> Self {
+        Line { pointers, ..self }
     }
 }
 
 impl Line<'_, '_, '_, '_> {
     /// Appends the line to `out`.
     pub fn write_to(&self, out: &mut Vec<u8>) {
-        let info = |s: u16| self.streams.iter().find(|i| i.index == s);
+        let info = |s: u16| self.region.streams.iter().find(|i| i.index == s);
         match self.item {
-            Item::Event(ev) => event(out, ev, info(ev.stream), self.schema, self.endian),
+            Item::Event(ev) => event(out, ev, info(ev.stream), self.region, &self.pointers),
             Item::Loss(l) => loss(out, l, info(l.stream)),
         }
     }
@@ -476,9 +481,16 @@ impl fmt::Display for Line<'_, '_, '_, '_> {
     }
 }
 
-fn event(out: &mut Vec<u8>, ev: &Event<'_>, info: Option<&StreamInfo>, schema: &Schema, e: Endian) {
+fn event(
+    out: &mut Vec<u8>,
+    ev: &Event<'_>,
+    info: Option<&StreamInfo>,
+    region: &Region<'_>,
+    pointers: &Pointers,
+) {
     stream_and_time(out, info, ev.stream, ev.ts);
-    let ty = schema.get(ev.type_id);
+    let e = region.header.endian;
+    let ty = region.schema.get(ev.type_id);
     match ty {
         Some(t) => out.extend_from_slice(t.heading.as_bytes()),
         None => {
@@ -487,7 +499,47 @@ fn event(out: &mut Vec<u8>, ev: &Event<'_>, info: Option<&StreamInfo>, schema: &
             out.extend_from_slice(b": ");
         }
     }
-    fields(out, ty, ev.payload, e);
+    let debug = ty.and_then(|t| DebugEvent::parse(t, ev.payload, e));
+    match debug {
+        Some(d) => debug_message(out, &d, ty, ev.payload, region, pointers),
+        None => fields(out, ty, ev.payload, e),
+    }
+}
+
+/// A `debug` event as its tag and printk's text (`drm.KMS bochs-drm
+/// 0000:00:02.0: [drm:...] ...`); one that cannot be formatted as its
+/// fields, then why.
+fn debug_message(
+    out: &mut Vec<u8>,
+    d: &DebugEvent<'_>,
+    ty: Option<&EventType>,
+    payload: &[u8],
+    region: &Region<'_>,
+    pointers: &Pointers,
+) {
+    let m = region.debug_message(d, pointers);
+    match &m.text {
+        Ok(text) => {
+            out.extend_from_slice(&d.tag(m.callsite.as_ref()));
+            if d.level != 7 {
+                out.extend_from_slice(b" <");
+                decimal(out, d.level.into(), 0, b' ');
+                out.push(b'>');
+            }
+            out.push(b' ');
+            // printk's text ends with its newline; a line may hold none.
+            push_escaped(out, text.strip_suffix(b"\n").unwrap_or(text));
+            if d.cut() {
+                out.extend_from_slice(b" <cut by the writer>");
+            }
+        }
+        Err(why) => {
+            fields(out, ty, payload, region.header.endian);
+            out.extend_from_slice(b" <");
+            out.extend_from_slice(alloc::format!("{why}").as_bytes());
+            out.push(b'>');
+        }
+    }
 }
 
 fn loss(out: &mut Vec<u8>, l: &Loss, info: Option<&StreamInfo>) {

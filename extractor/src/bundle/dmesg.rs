@@ -3,7 +3,10 @@
 //! those read this with no new tool. Only kernel streams' lines: a user
 //! stream's `printk` records are its process's, never the kernel log
 //! (they stay in the trace files, under the stream's `user:` label).
+//! Debug messages the recorder took instead of printk are lines too, at
+//! their time, as printk would have printed them.
 
+use crate::output::debug::Debug;
 use crate::output::RegionView;
 use pstore_ring::merge::Pulled;
 use pstore_ring::schema::{Value, EVENT_PRINTK, PRINTK_CONTINUATION};
@@ -28,6 +31,18 @@ pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
     let mut open = false;
     for item in view.merged_kernel() {
         let Pulled::Event(ev) = item else { continue };
+        if let Some(debug) = Debug::of(view, &ev) {
+            line.clear();
+            if open {
+                line.push(b'\n');
+            }
+            stamp(&mut line, ev.ts)?;
+            push_escaped(&mut line, &debug.field_text());
+            lines += 1;
+            open = true;
+            out.write_all(&line)?;
+            continue;
+        }
         if ev.type_id != EVENT_PRINTK {
             continue;
         }
@@ -49,9 +64,7 @@ pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
             if open {
                 line.push(b'\n');
             }
-            let secs = ev.ts / 1_000_000_000;
-            let micros = ev.ts % 1_000_000_000 / 1000;
-            write!(line, "[{secs:5}.{micros:06}] ")?;
+            stamp(&mut line, ev.ts)?;
             lines += 1;
         }
         push_escaped(&mut line, text.strip_suffix(b"\n").unwrap_or(text));
@@ -62,4 +75,10 @@ pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
         out.write_all(b"\n")?;
     }
     Ok(lines)
+}
+/// A line's time, as `dmesg` prints it: `[seconds.micros] `.
+fn stamp(line: &mut Vec<u8>, ts: u64) -> io::Result<()> {
+    let secs = ts / 1_000_000_000;
+    let micros = ts % 1_000_000_000 / 1000;
+    write!(line, "[{secs:5}.{micros:06}] ")
 }

@@ -45,6 +45,7 @@ use crate::phys::PhysAddr;
 use crate::recover::report::{utc, wall};
 use crate::recover::{Place, Recovered};
 use logs::Log;
+use pstore_ring::kprintf::Pointers;
 use pstore_ring::read::{PagedTrace, Region, WallClock};
 use redact::{Counts, Rules, UnknownClass};
 use sha2::{Digest, Sha256};
@@ -200,6 +201,9 @@ impl<'b> Part<'_, 'b> {
             region: &self.region,
             trace: self.trace,
             overlay: Some(self.overlay),
+            // Redaction has hashed every kernel address already (unless
+            // --raw-pointers kept them): messages show what it left.
+            pointers: Pointers::Raw,
         }
     }
 }

@@ -958,6 +958,7 @@ mod tests {
                 region: &region,
                 trace: &trace,
                 overlay: Some(&plan.overlay),
+                pointers: pstore_ring::kprintf::Pointers::Raw,
             };
             let ev = view.stream(0).unwrap().events().next().unwrap();
             let t = region.schema.get(40).unwrap();

@@ -5,7 +5,9 @@ use super::{is_stdout, report_damage, report_written, InputArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use extractor::output::select::{parse_time, Selection};
-use extractor::output::{write_items, Format, NewFile, Writer};
+use extractor::output::{write_items, Format, NewFile, RegionView, Writer};
+use extractor::recover::Recovered;
+use pstore_ring::kprintf::Pointers;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
@@ -35,6 +37,10 @@ pub struct ExtractArgs {
     /// Only events of this type (repeatable): printk, marker, crash, ...
     #[arg(long = "type", value_name = "NAME")]
     types: Vec<String>,
+    /// Show kernel pointers in debug messages as they were (`%px`), not
+    /// hashed as the kernel's `%p` shows them.
+    #[arg(long)]
+    raw_pointers: bool,
 }
 
 pub fn run(args: ExtractArgs) -> Result<u8> {
@@ -79,7 +85,8 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
                 } else {
                     base.clone()
                 };
-                let written = files.write(&out, &r.view(), &selection, &source)?;
+                let written =
+                    files.write(&out, &view(&r, args.raw_pointers), &selection, &source)?;
                 report_written(r.index, &out, &written);
             }
         }
@@ -101,7 +108,7 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
                 let r = r?;
                 report_damage(&r);
                 bad |= r.damaged();
-                let view = r.view();
+                let view = view(&r, args.raw_pointers);
                 items.begin(&mut out, &view, several)?;
                 write_items(&mut out, &view, &selection, items)?;
             }
@@ -115,4 +122,13 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
         }
     }
     Ok(u8::from(bad))
+}
+
+/// The region as written, kernel pointers raw when asked for.
+fn view<'r, 'a>(r: &'r Recovered<'a>, raw_pointers: bool) -> RegionView<'r, 'a> {
+    let mut view = r.view();
+    if raw_pointers {
+        view.pointers = Pointers::Raw;
+    }
+    view
 }

@@ -14,11 +14,12 @@
 //! - `ts` is microseconds on the region's clock (CLOCK_MONOTONIC), written
 //!   with three decimals so nanoseconds survive.
 
+use super::debug::Debug;
 use super::RegionView;
 use crate::output::jsonl::{decode_into, write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::{Item, Pulled};
-use pstore_ring::read::{Event, Region, StreamInfo};
+use pstore_ring::read::{Event, StreamInfo};
 use pstore_ring::schema::Value;
 use std::io::{self, Write};
 
@@ -46,8 +47,8 @@ impl super::ItemFormat for Chrome {
         begin(out, region)
     }
 
-    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
-        write_items(out, items, region, region_index);
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
+        write_items(out, items, view);
     }
 
     fn end(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -83,10 +84,10 @@ fn begin(out: &mut dyn Write, view: &RegionView) -> io::Result<()> {
 }
 
 /// Each item as one line ending in a comma and a newline.
-fn write_items(out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
+fn write_items(out: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
     let mut values = Vec::with_capacity(16);
     for item in items {
-        write_item(out, &item.as_item(), region, region_index, &mut values);
+        write_item(out, &item.as_item(), view, &mut values);
         out.push(b'\n');
     }
 }
@@ -96,14 +97,14 @@ fn write_items(out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_inde
 pub fn write_item<'a>(
     out: &mut Vec<u8>,
     item: &Item<'_, 'a>,
-    region: &Region,
-    region_index: usize,
+    view: &RegionView<'_, 'a>,
     values: &mut Vec<Value<'a>>,
 ) {
+    let (region, region_index) = (view.region, view.index);
     let info = region.streams.iter().find(|s| s.index == item.stream());
     let (pid, tid) = info.map_or((kernel_pid(region_index), 0), |i| ids(region_index, i));
     match item {
-        Item::Event(e) => event(out, region, e, pid, tid, values),
+        Item::Event(e) => event(out, view, e, pid, tid, values),
         Item::Loss(l) => {
             let ts = l.before_ts.or(l.after_ts).unwrap_or(0);
             let name = pstore_ring::text::LossLabel(l).to_string();
@@ -158,12 +159,13 @@ fn instant(out: &mut Vec<u8>, name: &[u8], cat: &str, ts: u64, pid: u64, tid: u6
 
 fn event<'a>(
     out: &mut Vec<u8>,
-    region: &Region,
+    view: &RegionView<'_, 'a>,
     e: &Event<'a>,
     pid: u64,
     tid: u64,
     values: &mut Vec<Value<'a>>,
 ) {
+    let region = view.region;
     let ty = region.schema.get(e.type_id);
     let Some(t) = ty.filter(|t| decode_into(t, e.payload, region, values)) else {
         let name = format!("crashring_raw type {}", e.type_id);
@@ -173,9 +175,21 @@ fn event<'a>(
         out.extend_from_slice(b"}},");
         return;
     };
-    let name = crate::output::perfetto::instant_name(e.type_id, t, values);
-    instant(out, name, &t.name, e.ts, pid, tid);
+    let debug = Debug::of(view, e);
+    match &debug {
+        Some(d) => instant(out, &d.name(), &t.name, e.ts, pid, tid),
+        None => {
+            let name = crate::output::perfetto::instant_name(e.type_id, t, values);
+            instant(out, name, &t.name, e.ts, pid, tid)
+        }
+    }
     out.extend_from_slice(b",\"args\":");
     write_fields(out, t, values);
+    if let Some(d) = &debug {
+        // The message's keys go inside the args object.
+        out.pop();
+        d.write_json(out);
+        out.push(b'}');
+    }
     out.extend_from_slice(b"},");
 }

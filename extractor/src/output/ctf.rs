@@ -40,12 +40,15 @@
 //! The output depends only on the input: the trace UUID is derived from
 //! the region's boot id, generation and place in the dump.
 
+use super::debug::Debug;
 use super::{doing, NewFile, WriteError, Written};
 use super::{RegionView, StreamView};
 use crate::output::select::Selection;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{reason_name, Event, EventType, Region, StreamInfo, WallClock};
+use pstore_ring::read::{
+    is_debug_type, reason_name, Event, EventType, Region, StreamInfo, WallClock,
+};
 use pstore_ring::schema::{FieldKind, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -115,6 +118,7 @@ pub fn write(
             out: &mut out,
             region,
             selection,
+            view,
             uuid,
             packet: Vec::with_capacity(region.header.page_size as usize * 2),
             begin_ts: None,
@@ -249,6 +253,10 @@ fn event_class(out: &mut String, t: &EventType, stream_class: u32) {
         } else {
             let _ = writeln!(out, "\t\t{} _{name};", tsdl_type(f.kind));
         }
+    }
+    if is_debug_type(t) {
+        // The message, formatted when read (`Debug::field_text`).
+        out.push_str("\t\tstring _message;\n");
     }
     out.push_str("\t};\n};\n\n");
 }
@@ -392,6 +400,7 @@ struct StreamWriter<'w, 'r, 'a> {
     out: &'w mut BufWriter<NewFile>,
     region: &'r Region<'a>,
     selection: &'r Selection,
+    view: &'r RegionView<'r, 'a>,
     uuid: [u8; 16],
     /// The packet being built; its context is patched when it is complete.
     packet: Vec<u8>,
@@ -538,6 +547,9 @@ impl StreamWriter<'_, '_, '_> {
                 }
             }
             if fits {
+                if let Some(d) = Debug::of(self.view, e) {
+                    field(p, FieldKind::Str, &Value::Str(&d.field_text()));
+                }
                 return;
             }
             p.truncate(start);

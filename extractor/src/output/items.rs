@@ -27,7 +27,7 @@ pub fn write_items(
     selection: &Selection,
     format: &dyn ItemFormat,
 ) -> io::Result<()> {
-    let (region, region_index) = (view.region, view.index);
+    let region = view.region;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let all = selection.admits_all();
     let mut merged = view
@@ -36,7 +36,7 @@ pub fn write_items(
     let mut next_chunk = |items: &mut Vec<_>| refill(items, &mut merged);
     let format_chunk = |items: &[Pulled], text: &mut Vec<u8>| {
         text.clear();
-        format.items(text, items, region, region_index)
+        format.items(text, items, view)
     };
     // A lane's thread ends only if this one has gone, or panicked.
     let failed = || io::Error::other("a formatting thread stopped");
@@ -150,6 +150,7 @@ mod tests {
             region: &region,
             trace: &paged,
             overlay: None,
+            pointers: pstore_ring::kprintf::Pointers::Hidden,
         };
         let mut want = Vec::new();
         for item in merge(&trace.streams) {

@@ -3,6 +3,8 @@
 //! The schema, with `info --json`'s and the bundle manifest's, is in
 //! extractor/SCHEMAS.md.
 
+use super::debug::Debug;
+use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::{Item, Pulled};
 use pstore_ring::read::{EventType, Region, StreamInfo};
@@ -183,10 +185,10 @@ pub fn decode_into<'p>(
 pub struct Jsonl;
 
 impl super::ItemFormat for Jsonl {
-    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
         let mut values = Vec::with_capacity(16);
         for item in items {
-            write_item(out, &item.as_item(), region, region_index, &mut values);
+            write_item(out, &item.as_item(), view, &mut values);
             out.push(b'\n');
         }
     }
@@ -197,10 +199,10 @@ impl super::ItemFormat for Jsonl {
 pub fn write_item<'a>(
     out: &mut Vec<u8>,
     item: &Item<'_, 'a>,
-    region: &Region<'_>,
-    region_index: usize,
+    view: &RegionView<'_, 'a>,
     values: &mut Vec<Value<'a>>,
 ) {
+    let (region, region_index) = (view.region, view.index);
     let info = region.streams.iter().find(|s| s.index == item.stream());
     match item {
         Item::Event(ev) => {
@@ -228,6 +230,9 @@ pub fn write_item<'a>(
                 Some(t) if decode_into(t, ev.payload, region, values) => {
                     out.extend_from_slice(b",\"fields\":");
                     write_fields(out, t, values);
+                    if let Some(debug) = Debug::of(view, ev) {
+                        debug.write_json(out);
+                    }
                 }
                 _ => {
                     out.extend_from_slice(b",\"raw\":");

@@ -12,6 +12,7 @@
 
 pub(crate) mod chrome;
 pub mod ctf;
+pub(crate) mod debug;
 pub mod files;
 mod items;
 pub(crate) mod jsonl;
@@ -26,7 +27,6 @@ pub use items::write_items;
 pub use view::{Overlay, RegionView, StreamView};
 
 use pstore_ring::merge::Pulled;
-use pstore_ring::read::Region;
 use select::Selection;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -84,9 +84,9 @@ pub trait ItemFormat: Sync {
         Ok(())
     }
 
-    /// Appends `items` of region `region_index`. Called on several
+    /// Appends `items` of the region `view` shows. Called on several
     /// threads at once, each chunk of items alone.
-    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize);
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], view: &RegionView);
 
     /// After the last region.
     fn end(&self, _out: &mut dyn Write) -> io::Result<()> {

@@ -17,6 +17,7 @@
 //!   written as trace time.
 //! - Text becomes valid UTF-8 (protobuf strings must be); bytes become hex.
 
+use super::debug::Debug;
 use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Pulled;
@@ -151,8 +152,8 @@ impl super::ItemFormat for Perfetto {
         begin(out, region)
     }
 
-    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
-        chunk(out, items, region, region_index);
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
+        chunk(out, items, view);
     }
 }
 
@@ -243,12 +244,34 @@ fn process_uuid(region_index: usize, pid: u32) -> u64 {
     0xC0DF_0000_0000_0000 + ((region_index as u64) << 32) + u64::from(pid)
 }
 
-/// printk lines, markers and crashes are shown by their text.
+/// printk lines, markers, crashes and debug messages are shown by
+/// their text.
 fn is_named_by_text(type_id: u8) -> bool {
     matches!(
         type_id,
-        schema::EVENT_PRINTK | schema::EVENT_MARKER | schema::EVENT_CRASH
+        schema::EVENT_PRINTK | schema::EVENT_MARKER | schema::EVENT_CRASH | schema::EVENT_DEBUG
     )
+}
+
+/// A debug message's text (or why there is none) and its callsite, as
+/// annotations.
+fn debug_annotations(out: &mut Vec<u8>, d: &Debug) {
+    match &d.message.text {
+        Ok(text) => annotation(out, "message", &Value::Str(text)),
+        Err(why) => annotation(
+            out,
+            "message_error",
+            &Value::Str(why.to_string().as_bytes()),
+        ),
+    }
+    if let Some(c) = &d.message.callsite {
+        let source = super::debug::source_name(c.source);
+        annotation(out, "source", &Value::Str(source.as_bytes()));
+        annotation(out, "module", &Value::Str(c.module));
+        annotation(out, "function", &Value::Str(c.function));
+        annotation(out, "file", &Value::Str(c.file));
+        annotation(out, "line", &Value::Unsigned(c.line.into()));
+    }
 }
 
 /// What an event is called on a timeline: the text of a printk line,
@@ -266,7 +289,8 @@ pub(crate) fn instant_name<'p>(type_id: u8, t: &'p EventType, values: &[Value<'p
 /// `TrackEvent` instant. A CPU's first bundle after one of its losses has
 /// `lost_events` set; a loss with no event of its CPU after it in the run
 /// gets an empty bundle of its own that says so.
-fn chunk(buf: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usize) {
+fn chunk(buf: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
+    let (region, region_index) = (view.region, view.index);
     // Per stream: its bundle's events so far, and whether a loss precedes.
     let mut bundles: Vec<(u16, u16, Vec<&Event>, bool)> = Vec::new();
     for item in items {
@@ -291,7 +315,7 @@ fn chunk(buf: &mut Vec<u8>, items: &[Pulled], region: &Region, region_index: usi
                     b.3 = false;
                 }
             }
-            Pulled::Event(e) => instant(buf, region, e, track),
+            Pulled::Event(e) => instant(buf, view, e, track),
             Pulled::Loss(l) => {
                 if let Some(b) = bundles.iter_mut().find(|b| b.0 == l.stream) {
                     if !b.2.is_empty() {
@@ -347,7 +371,8 @@ fn track_event(
     });
 }
 
-fn instant(buf: &mut Vec<u8>, region: &Region, e: &Event, track: u64) {
+fn instant(buf: &mut Vec<u8>, view: &RegionView, e: &Event, track: u64) {
+    let region = view.region;
     let ty = region.schema.get(e.type_id);
     let values = ty.and_then(|t| t.decode(e.payload, region.header.endian).ok());
     let (Some(t), Some(values)) = (ty, values) else {
@@ -356,10 +381,17 @@ fn instant(buf: &mut Vec<u8>, region: &Region, e: &Event, track: u64) {
             annotation(t, "payload", &Value::Bytes(e.payload));
         });
     };
-    let name = instant_name(e.type_id, t, &values);
+    let debug = Debug::of(view, e);
+    let debug_name = debug.as_ref().map(Debug::name);
+    let name = debug_name
+        .as_deref()
+        .unwrap_or_else(|| instant_name(e.type_id, t, &values));
     track_event(buf, track, e.ts, name, |out| {
         for (f, v) in t.fields.iter().zip(&values) {
             annotation(out, &f.name, v);
+        }
+        if let Some(d) = &debug {
+            debug_annotations(out, d);
         }
     })
 }

@@ -4,7 +4,6 @@
 use super::ItemFormat;
 use super::RegionView;
 use pstore_ring::merge::Pulled;
-use pstore_ring::read::Region;
 use pstore_ring::text::Line;
 use std::io::{self, Write};
 
@@ -22,9 +21,11 @@ impl ItemFormat for Text {
         Ok(())
     }
 
-    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], region: &Region, _region_index: usize) {
+    fn items(&self, out: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
         for item in items {
-            Line::of(&item.as_item(), region).write_to(out);
+            Line::of(&item.as_item(), view.region)
+                .pointers(view.pointers)
+                .write_to(out);
             out.push(b'\n');
         }
     }

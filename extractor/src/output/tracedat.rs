@@ -23,12 +23,13 @@
 //!
 //! The file depends only on the input.
 
+use super::debug::Debug;
 use super::select::Selection;
 use super::{doing, NewFile, WriteError, Written};
 use super::{RegionView, StreamView};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{Event, EventType, Region, StreamInfo};
+use pstore_ring::read::{is_debug_type, Event, EventType, Region, StreamInfo};
 use pstore_ring::schema::{FieldKind, Value};
 use std::fmt::Write as _;
 use std::io::{self, Seek, SeekFrom, Write};
@@ -189,7 +190,7 @@ pub fn write(
         if lanes.is_empty() {
             continue;
         }
-        let mut pages = Pages::new(region, selection, &mut written);
+        let mut pages = Pages::new(view, selection, &mut written);
         pages.streams(&lanes, &mut *out)?;
         let size = pages.count * PAGE as u64;
         table[cpu as usize] = (if size > 0 { at } else { 0 }, size);
@@ -295,6 +296,16 @@ fn format_text(t: &EventType) -> String {
         let _ = write!(print, "{sep}{name}={conv}");
         let _ = write!(args, ", {arg}");
     }
+    if is_debug_type(t) {
+        // The message, formatted when read (`Debug::field_text`): what
+        // `trace-cmd report` prints of the event.
+        let _ = writeln!(
+            f,
+            "\tfield:__data_loc char[] message;\toffset:{offset};\tsize:4;\tsigned:1;"
+        );
+        print = "%s".into();
+        args = ", __get_str(message)".into();
+    }
     let _ = write!(f, "\nprint fmt: \"{}\"{args}\n", print.replace('"', "\\\""));
     f
 }
@@ -311,7 +322,8 @@ fn raw_format_text() -> String {
 /// Encodes one event's record: common fields, fixed fields, then the
 /// `__data_loc` data; a payload that does not fit its type is encoded as
 /// `crashring_raw`.
-fn record(region: &Region, e: &Event, pid: u32, out: &mut Vec<u8>) {
+fn record(view: &RegionView, e: &Event, pid: u32, out: &mut Vec<u8>) {
+    let region = view.region;
     out.clear();
     let endian = region.header.endian;
     let ty = region.schema.get(e.type_id);
@@ -347,6 +359,10 @@ fn record(region: &Region, e: &Event, pid: u32, out: &mut Vec<u8>) {
             Err(_) => break,
         }
     }
+    let debug = Debug::of(view, e);
+    if debug.is_some() {
+        out.extend_from_slice(&[0; 4]);
+    }
     let mut loc_at = COMMON_SIZE;
     for (f, v) in t.fields.iter().zip(t.values(e.payload, endian)) {
         match v {
@@ -355,6 +371,9 @@ fn record(region: &Region, e: &Event, pid: u32, out: &mut Vec<u8>) {
             _ => {}
         }
         loc_at += stored_size(f.kind);
+    }
+    if let Some(d) = debug {
+        dynamic(out, loc_at, |out| out.extend_from_slice(&d.field_text()));
     }
 }
 
@@ -375,6 +394,7 @@ fn dynamic(out: &mut Vec<u8>, loc_at: usize, data: impl FnOnce(&mut Vec<u8>)) {
 
 /// Builds and writes one stream's ring-buffer pages.
 struct Pages<'w, 'r, 'a> {
+    view: &'r RegionView<'r, 'a>,
     region: &'r Region<'a>,
     selection: &'r Selection,
     written: &'w mut Written,
@@ -388,9 +408,14 @@ struct Pages<'w, 'r, 'a> {
 }
 
 impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
-    fn new(region: &'r Region<'a>, selection: &'r Selection, written: &'w mut Written) -> Self {
+    fn new(
+        view: &'r RegionView<'r, 'a>,
+        selection: &'r Selection,
+        written: &'w mut Written,
+    ) -> Self {
         Pages {
-            region,
+            view,
+            region: view.region,
             selection,
             written,
             page: Vec::with_capacity(PAGE),
@@ -433,7 +458,7 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
             } else {
                 info.pid
             };
-            record(self.region, &e, pid, &mut rec);
+            record(self.view, &e, pid, &mut rec);
             self.event(e.ts, &rec, out)?;
         }
         let rest = losses

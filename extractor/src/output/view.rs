@@ -4,6 +4,7 @@
 //! events only from here, so `extract` and the bundle write through the
 //! same code, and memory follows pages, not events.
 
+use pstore_ring::kprintf::Pointers;
 use pstore_ring::merge::{merge_events, PagedMerge};
 use pstore_ring::read::{
     DecodedPage, Event, Loss, PageEvents, PagedTrace, Region, StreamEvents, StreamInfo,
@@ -24,6 +25,8 @@ pub struct RegionView<'r, 'a> {
     pub trace: &'r PagedTrace<'a>,
     /// Changes laid over the trace's events, if any.
     pub overlay: Option<&'r Overlay>,
+    /// How `debug` messages show kernel pointers.
+    pub pointers: Pointers,
 }
 
 impl<'r, 'a> RegionView<'r, 'a> {
@@ -310,6 +313,7 @@ mod tests {
             region: &region,
             trace: &trace,
             overlay: None,
+            pointers: Pointers::Hidden,
         };
         let shown: Vec<String> = view.shown_streams().map(|s| s.info().label()).collect();
         assert_eq!(shown, ["cpu0"]);
@@ -352,6 +356,7 @@ mod tests {
             region: &region,
             trace: &trace,
             overlay: Some(&overlay),
+            pointers: Pointers::Hidden,
         };
         let untouched = view.stream(0).unwrap();
         assert_eq!(untouched.events().collect::<Vec<_>>(), plain[0]);

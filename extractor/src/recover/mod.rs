@@ -15,7 +15,9 @@ use crate::input::source::FileSource;
 use crate::input::{self, ContainerKind, Dump, OpenError};
 use crate::output::RegionView;
 use crate::phys::PhysAddr;
+use pstore_ring::kprintf::Pointers;
 use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, PagedTrace, Problem, Region};
+use sha2::{Digest, Sha256};
 use std::fmt::{self, Display};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -210,8 +212,31 @@ pub struct Recovered<'a> {
     pub place: Place,
     pub region: Region<'a>,
     pub trace: PagedTrace<'a>,
+    /// How `debug` messages show kernel pointers: [`hashed_pointers`]
+    /// unless the reader asked for them raw.
+    pub pointers: Pointers,
     /// Gives the region's pages back while it is decoded and written.
     _sweeper: Sweeper,
+}
+
+/// Kernel pointers as the kernel's `%p` shows them, hashed with a key
+/// derived from the whole region, which an output does not contain: the
+/// same input gives the same output, one address the same identifier
+/// throughout it, and nobody holding only the output can test guesses
+/// against an identifier (the kernel's own key died with it). Only a
+/// region with a callsite area holds messages to format, so no other is
+/// read for it.
+fn hashed_pointers(region: &Region) -> Pointers {
+    if region.callsites.is_none() {
+        return Pointers::Hidden;
+    }
+    let mut h = Sha256::new();
+    h.update(b"crashring pointer key v1\0");
+    h.update(region.bytes());
+    let digest: [u8; 32] = h.finalize().into();
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest[..16]);
+    Pointers::Hashed(key)
 }
 
 /// How often a recovered region's pages are given back: readers walk at
@@ -233,6 +258,7 @@ impl<'a> Recovered<'a> {
             why,
         })?;
         let region = region.with_absent(found.absent());
+        let pointers = hashed_pointers(&region);
         let trace = decode(&region, &|walked| found.bytes.release(walked));
         Ok(Recovered {
             index,
@@ -240,6 +266,7 @@ impl<'a> Recovered<'a> {
             place,
             region,
             trace,
+            pointers,
             _sweeper: sweeper,
         })
     }
@@ -257,6 +284,7 @@ impl<'a> Recovered<'a> {
             region: &self.region,
             trace: &self.trace,
             overlay: None,
+            pointers: self.pointers,
         }
     }
 

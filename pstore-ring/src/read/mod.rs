@@ -14,6 +14,7 @@
 
 mod callsites;
 mod clock;
+mod debug;
 mod region;
 mod schema;
 mod stream;
@@ -21,6 +22,10 @@ mod tally;
 
 pub use callsites::{AreaHeader, CallsiteArea, CallsiteError, Walk};
 pub use clock::{ClockStep, WallClock};
+pub use debug::{
+    drm_category_bit, drm_category_name, is_debug_type, DebugEvent, Message, MessageError,
+    PRINTK_LINE_MAX,
+};
 pub use region::{
     parse_header, reason_name, HeaderError, HeaderInfo, HeaderTrust, StateInfo, StreamInfo,
     TailTable, USER_LABEL_PREFIX,
