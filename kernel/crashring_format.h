@@ -87,6 +87,12 @@
 #define CRASHRING_CALLSITE_DYNDBG 0x1
 #define CRASHRING_CALLSITE_DRM 0x2
 #define CRASHRING_CATEGORY_NONE 0xffff
+#define CRASHRING_DEBUG_FORMATTED 0x1
+#define CRASHRING_DEBUG_CUT 0x2
+#define CRASHRING_ARG_INT 0x1
+#define CRASHRING_ARG_STR 0x2
+#define CRASHRING_ARG_ADDR 0x3
+#define CRASHRING_ARG_TEXT 0x4
 
 struct crashring_region_header {
 	__u8 magic[8];

@@ -32,6 +32,7 @@ enum {
 	CR_SRC_SCHED_NR,
 	CR_SRC_IRQ_NR,
 	CR_SRC_CRASH_NR,
+	CR_SRC_DEBUG_NR,
 	CR_NR_SOURCES
 };
 
@@ -40,6 +41,7 @@ enum {
 #define CR_SRC_SCHED	BIT(CR_SRC_SCHED_NR)
 #define CR_SRC_IRQ	BIT(CR_SRC_IRQ_NR)
 #define CR_SRC_CRASH	BIT(CR_SRC_CRASH_NR)
+#define CR_SRC_DEBUG	BIT(CR_SRC_DEBUG_NR)
 
 struct tracepoint;
 
@@ -102,6 +104,7 @@ struct crashring_state {
 	bool enabled;		/* recording on (sysfs "enabled") */
 	s64 wall_offset_ns;	/* the last recorded: the header's, then clock events' */
 	unsigned long sources;	/* CR_SRC_* */
+	struct crashring_callsites callsites;	/* the recording slot's callsite area */
 	char status[256];	/* what user space should know, one line */
 	struct mutex lock;	/* serialises control changes, never the write path */
 };
@@ -165,6 +168,12 @@ int crashring_dev_register(void);
 void crashring_dev_unregister(void);
 
 /* crashring_sched.c */
+/* crashring_debug.c */
+extern const struct crashring_source crashring_source_debug;
+int crashring_set_debug(const char *spec);
+int crashring_show_debug(char *buf);
+void crashring_debug_reset(void);
+
 extern const struct crashring_source crashring_source_sched;
 extern const struct crashring_source crashring_source_irq;
 

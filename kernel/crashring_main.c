@@ -62,6 +62,10 @@ static bool overwrite_unarchived;
 module_param(overwrite_unarchived, bool, 0400);
 MODULE_PARM_DESC(overwrite_unarchived, "When both slots hold unarchived generations, overwrite the older (default: keep both, do not record)");
 
+static unsigned int callsite_pages = 32;
+module_param(callsite_pages, uint, 0400);
+MODULE_PARM_DESC(callsite_pages, "Pages of each generation's callsite area, where the debug source keeps each message's format once (default 32; 0: none, messages recorded formatted)");
+
 struct crashring_state crashring = {
 	.cur = -1,
 	.prev = -1,
@@ -411,6 +415,8 @@ int crashring_start_recording(int slot)
 		.kernel_release = utsname()->release,
 		.hostname = hostname,
 		.producer = "crashring.ko",
+		.callsite_pages = callsite_pages,
+		.callsites = &crashring.callsites,
 	};
 	u64 generation = 0;
 	unsigned int i;
@@ -457,6 +463,8 @@ int crashring_start_recording(int slot)
 	crashring.slot[slot].state = CR_SLOT_GENERATION;
 	crashring.slot[slot].generation = cfg.generation;
 	crashring.wall_offset_ns = cfg.wall_offset_ns;
+	/* The area is empty: no callsite has an id in it yet. */
+	crashring_debug_reset();
 	WRITE_ONCE(crashring.cur, slot);
 	/* Before recording: a panic from then on finds the panic clock set. */
 	crashring_clock_arm();
@@ -767,7 +775,7 @@ static int __init crashring_init(void)
 			boot_id ? "boot_id=" : CR_BOOT_ID_PATH, err);
 		get_random_bytes(crashring.boot_id, sizeof(crashring.boot_id));
 	}
-	crashring.sources = CR_SRC_PRINTK | CR_SRC_MARKER | CR_SRC_CRASH;
+	crashring.sources = CR_SRC_PRINTK | CR_SRC_MARKER | CR_SRC_CRASH | CR_SRC_DEBUG;
 	/* Parameters are checked before any slot is formatted. */
 	err = crashring_sources_init();
 	if (err)

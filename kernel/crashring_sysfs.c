@@ -3,8 +3,11 @@
  * /sys/kernel/crashring: control and status.
  *
  *   enabled           rw  1 while recording
- *   sources           rw  printk marker crash sched irq
+ *   sources           rw  printk marker crash sched irq debug
  *   filter            rw  level=N prefix=A,B (printk lines)
+ *   debug             rw  the debug messages diverted into the recorder:
+ *                     drm=KMS,ATOMIC module=M func=F file=F[:LINE]
+ *                     device=D printk input; then, read, what is diverted
  *   region            ro  (0400) where the memory is and how it is used
  *   stats             ro  per CPU: records, bytes, pages overwritten, drops
  *   status            ro  the last thing user space should know
@@ -89,6 +92,27 @@ static ssize_t filter_store(struct kobject *k, struct kobj_attribute *a, const c
 
 	mutex_lock(&crashring.lock);
 	err = crashring_set_filter(buf);
+	mutex_unlock(&crashring.lock);
+	return err ?: count;
+}
+
+static ssize_t debug_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	int n;
+
+	mutex_lock(&crashring.lock);
+	n = crashring_show_debug(buf);
+	mutex_unlock(&crashring.lock);
+	return n;
+}
+
+static ssize_t debug_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
+			   size_t count)
+{
+	int err;
+
+	mutex_lock(&crashring.lock);
+	err = crashring_set_debug(buf);
 	mutex_unlock(&crashring.lock);
 	return err ?: count;
 }
@@ -298,6 +322,7 @@ static ssize_t previous_read(struct file *f, struct kobject *k,
 static struct kobj_attribute cr_attr_enabled = __ATTR_RW(enabled);
 static struct kobj_attribute cr_attr_sources = __ATTR_RW(sources);
 static struct kobj_attribute cr_attr_filter = __ATTR_RW(filter);
+static struct kobj_attribute cr_attr_debug = __ATTR_RW(debug);
 static struct kobj_attribute cr_attr_region = __ATTR_RO_MODE(region, 0400);
 static struct kobj_attribute cr_attr_status = __ATTR_RO(status);
 static struct kobj_attribute cr_attr_previous_summary = __ATTR_RO(previous_summary);
@@ -307,6 +332,7 @@ static struct attribute *cr_attrs[] = {
 	&cr_attr_enabled.attr,
 	&cr_attr_sources.attr,
 	&cr_attr_filter.attr,
+	&cr_attr_debug.attr,
 	&cr_attr_region.attr,
 	&cr_attr_status.attr,
 	&cr_attr_previous_summary.attr,

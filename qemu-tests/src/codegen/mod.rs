@@ -137,8 +137,11 @@ pub fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
 }
 
 /// Every constant of `layout.rs` but the magic (an array), by its name
-/// there.
+/// there, then the `debug` event's flags and argument tags (`schema.rs`,
+/// `debug_args.rs`), which the module's encoder writes.
 pub fn constants() -> Vec<(&'static str, u64)> {
+    use pstore_ring::debug_args::{ARG_ADDR, ARG_INT, ARG_STR, ARG_TEXT};
+    use pstore_ring::schema::{DEBUG_CUT, DEBUG_FORMATTED};
     vec![
         ("FORMAT_VERSION", FORMAT_VERSION.into()),
         ("ENDIAN_TAG", ENDIAN_TAG.into()),
@@ -212,5 +215,11 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("CALLSITE_DYNDBG", CALLSITE_DYNDBG.into()),
         ("CALLSITE_DRM", CALLSITE_DRM.into()),
         ("CATEGORY_NONE", CATEGORY_NONE.into()),
+        ("DEBUG_FORMATTED", DEBUG_FORMATTED.into()),
+        ("DEBUG_CUT", DEBUG_CUT.into()),
+        ("ARG_INT", ARG_INT.into()),
+        ("ARG_STR", ARG_STR.into()),
+        ("ARG_ADDR", ARG_ADDR.into()),
+        ("ARG_TEXT", ARG_TEXT.into()),
     ]
 }

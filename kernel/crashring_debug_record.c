@@ -1,0 +1,518 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * How the debug source records a message (FORMAT.md, section 18): its
+ * callsite added once to the region's callsite area, its id found again
+ * in a table filled by compare-and-swap, its arguments encoded as the
+ * reader's formatter takes them, into a per-CPU buffer of the calling
+ * context. No lock, no allocation, no sleeping; strings and what %p
+ * extensions read are read without faulting.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <linux/kernel.h>
+#include <linux/dynamic_debug.h>
+#include <linux/percpu.h>
+#include <linux/ctype.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+#include <linux/hash.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/stdarg.h>
+#include "crashring.h"
+#include "crashring_debug.h"
+#include "crashring_emit.h"
+
+/*
+ * The callsite table: which callsites have an entry in the region's
+ * callsite area, and its id. Slots are claimed by compare-and-swap and
+ * never freed while recording, except those of an unloading module,
+ * which die (their keys' addresses may be reused by the next module).
+ */
+#define CR_SITE_SLOTS	4096
+#define CR_SITE_PROBES	64
+
+enum { CR_SITE_FREE, CR_SITE_CLAIMED, CR_SITE_READY, CR_SITE_DEAD };
+
+struct cr_site {
+	unsigned long key, caller;	/* dyndbg: the descriptor; DRM: format, caller */
+	u32 id;				/* 0: refused (the area full): record formatted */
+	atomic_t state;
+};
+
+static struct cr_site *cr_sites;
+
+/* Where messages are encoded, per CPU and context, two deep (as printk's hook). */
+#define CR_CONTEXTS	4
+#define CR_ARGS_MAX	CRASHRING_MAX_RECORD_SIZE
+
+struct cr_debug_buf {
+	u8 bytes[CR_CONTEXTS][2][CR_ARGS_MAX];
+	u8 depth[CR_CONTEXTS];
+};
+
+static struct cr_debug_buf __percpu *cr_debug_bufs;
+
+
+/* --- the callsite table ----------------------------------------------- */
+
+/* The module name in "%ps" of a module's address: "func [mod]" gives "mod". */
+static void cr_module_of(const char *symbol, char *module, size_t len)
+{
+	const char *open = strrchr(symbol, '[');
+	size_t n;
+
+	module[0] = '\0';
+	if (!open || symbol[strlen(symbol) - 1] != ']')
+		return;
+	n = min(len - 1, strlen(open + 1) - 1);
+	memcpy(module, open + 1, n);
+	module[n] = '\0';
+}
+
+/* Adds @call's callsite to the region's area; its id, or 0 when refused. */
+static u32 cr_site_add(const struct cr_call *call)
+{
+	struct crashring_callsite c = {
+		.source = call->source,
+		.level = LOGLEVEL_DEBUG,
+		.category = call->category,
+		.format = call->fmt,
+	};
+	/* Longer names are cut: this is the write path's stack. */
+	char function[128], module[MODULE_NAME_LEN];
+	u32 id = 0;
+
+	if (call->desc) {
+		c.module = call->desc->modname;
+		c.function = call->desc->function;
+		c.file = call->desc->filename;
+		c.line = call->desc->lineno;
+	} else {
+		/* What __drm_dev_dbg() prints as its "[drm:%ps]". */
+		snprintf(function, sizeof(function), "%ps", (void *)call->caller);
+		cr_module_of(function, module, sizeof(module));
+		c.module = module;
+		c.function = function;
+		c.file = "";
+	}
+	if (crashring_callsite_add(&crashring.callsites, &c, &id))
+		return 0;
+	return id;
+}
+
+/*
+ * The id of @call's callsite, adding it the first time; 0 when it has
+ * none (the area full or missing, or another CPU adding it right now):
+ * the message is then recorded formatted.
+ */
+static u32 cr_site_id(const struct cr_call *call)
+{
+	u32 h = hash_long(call->key ^ (call->caller * 31), 32), i;
+
+	if (!cr_sites || !READ_ONCE(crashring.callsites.area))
+		return 0;
+	for (i = 0; i < CR_SITE_PROBES; i++) {
+		struct cr_site *s = &cr_sites[(h + i) % CR_SITE_SLOTS];
+		int state = atomic_read_acquire(&s->state);
+
+		if (state == CR_SITE_FREE) {
+			if (atomic_cmpxchg(&s->state, CR_SITE_FREE, CR_SITE_CLAIMED) != CR_SITE_FREE)
+				state = atomic_read_acquire(&s->state);
+			else {
+				s->key = call->key;
+				s->caller = call->caller;
+				s->id = cr_site_add(call);
+				atomic_set_release(&s->state, CR_SITE_READY);
+				return s->id;
+			}
+		}
+		if (state == CR_SITE_CLAIMED)
+			return 0;
+		if (state == CR_SITE_READY && s->key == call->key && s->caller == call->caller)
+			return s->id;
+	}
+	return 0;
+}
+
+/**
+ * crashring_debug_reset - forget every callsite's id
+ *
+ * Called before recording starts in a freshly formatted slot, whose
+ * callsite area is empty; nothing records then.
+ */
+void crashring_debug_reset(void)
+{
+	if (cr_sites)
+		memset(cr_sites, 0, CR_SITE_SLOTS * sizeof(*cr_sites));
+}
+
+/* --- the encoder ------------------------------------------------------ */
+
+struct cr_args {
+	u8 *p;
+	u32 room;
+	bool cut;
+};
+
+static bool cr_put(struct cr_args *a, u8 tag, const void *v, u32 n)
+{
+	if (a->room < 1 + n) {
+		a->cut = true;
+		return false;
+	}
+	*a->p = tag;
+	memcpy(a->p + 1, v, n);
+	a->p += 1 + n;
+	a->room -= 1 + n;
+	return true;
+}
+
+static bool cr_put_int(struct cr_args *a, u64 v)
+{
+	return cr_put(a, CRASHRING_ARG_INT, &v, sizeof(v));
+}
+
+/* Starts a counted argument: its tag and length; returns where its bytes go. */
+static u8 *cr_counted(struct cr_args *a, u8 tag, u32 *max)
+{
+	if (a->room < 3) {
+		a->cut = true;
+		return NULL;
+	}
+	*max = min_t(u32, a->room - 3, U16_MAX);
+	return a->p + 3;
+}
+
+static void cr_counted_done(struct cr_args *a, u8 tag, u16 n)
+{
+	a->p[0] = tag;
+	memcpy(a->p + 1, &n, 2);
+	a->p += 3 + n;
+	a->room -= 3 + n;
+}
+
+/*
+ * Copies the string at @src, at most @max bytes of it, to @dst without
+ * faulting (copy_from_kernel_nofault(), chunk by chunk, none across a
+ * page it does not need); sets *@more when bytes follow the copied ones.
+ * Return: the bytes copied, or -EFAULT.
+ */
+static long cr_copy_string(u8 *dst, const char *src, u32 max, bool *more)
+{
+	u32 n = 0;
+	char next;
+
+	*more = false;
+	while (n < max) {
+		unsigned long at = (unsigned long)src + n;
+		u32 chunk = min3(max - n, 64U, (u32)(PAGE_SIZE - offset_in_page(at)));
+		u8 *nul;
+
+		if (copy_from_kernel_nofault(dst + n, src + n, chunk))
+			return n ? n : -EFAULT;
+		nul = memchr(dst + n, 0, chunk);
+		if (nul)
+			return nul - dst;
+		n += chunk;
+	}
+	/* Whether the string goes on past what fitted. */
+	*more = !copy_from_kernel_nofault(&next, src + n, 1) && next;
+	return n;
+}
+
+/* A %s argument as string() would read it, at most @precision bytes. */
+static void cr_put_string(struct cr_args *a, const char *s, int precision)
+{
+	u32 max, want;
+	u8 *dst = cr_counted(a, CRASHRING_ARG_STR, &max);
+	bool more;
+	long got;
+
+	if (!dst)
+		return;
+	/* check_pointer_msg()'s rules. */
+	if (!s)
+		s = "(null)";
+	else if ((unsigned long)s < PAGE_SIZE || IS_ERR_VALUE(s))
+		s = "(efault)";
+	want = precision >= 0 ? min_t(u32, precision, max) : max;
+	got = cr_copy_string(dst, s, want, &more);
+	if (got < 0) {
+		got = min_t(u32, 8, max);
+		memcpy(dst, "(efault)", got);
+	} else if (more && (precision < 0 || got < precision)) {
+		/* The record's room ended the string, not its precision. */
+		a->cut = true;
+	}
+	cr_counted_done(a, CRASHRING_ARG_STR, got);
+}
+
+/*
+ * %p extensions that read through the pointer or resolve a symbol
+ * (lib/vsprintf.c's pointer()): formatted now, while what they read
+ * exists. Plain %p, %px, %pK and unknown ones are kept as addresses.
+ */
+static bool cr_pointer_is_text(char ext)
+{
+	return ext && strchr("SsFfBRrhMmIiEUVNadDgCGOeuktbT", ext);
+}
+
+/*
+ * A %p argument. @spec .. @end is its conversion ("%" through the
+ * extension); a '*' width or precision in it was @width or @precision.
+ */
+static void cr_put_pointer(struct cr_args *a, void *ptr, const char *spec, const char *end,
+			   int width, int precision)
+{
+	const char *ext = strchr(spec, 'p') + 1;
+	char fmt[48];
+	size_t n = 0;
+	u32 max;
+	u8 *dst;
+	int len;
+
+	if (!cr_pointer_is_text(*ext)) {
+		u64 v = (unsigned long)ptr;
+
+		cr_put(a, CRASHRING_ARG_ADDR, &v, sizeof(v));
+		return;
+	}
+	/* The conversion as written, its '*'s made numbers. */
+	for (; spec < end && n < sizeof(fmt) - 12; spec++) {
+		if (*spec == '*') {
+			n += scnprintf(fmt + n, sizeof(fmt) - n, "%d", width >= 0 ? width : precision);
+			width = -1;
+		} else {
+			fmt[n++] = *spec;
+		}
+	}
+	fmt[n] = '\0';
+	dst = cr_counted(a, CRASHRING_ARG_TEXT, &max);
+	if (!dst)
+		return;
+	len = max ? snprintf(dst, max, fmt, ptr) : 0;
+	if (len >= max && len) {
+		a->cut = true;
+		len = max ? max - 1 : 0;
+	}
+	cr_counted_done(a, CRASHRING_ARG_TEXT, len);
+}
+
+/*
+ * Encodes @fmt's arguments from @ap as FORMAT.md section 18 says, each
+ * taken with the type its conversion gives it (format_decode()'s
+ * rules, which the reader's formatter follows too). Stops at a
+ * conversion the kernel does not know, as vsnprintf() does, and where
+ * the room ends (a->cut).
+ */
+static void cr_encode(struct cr_args *a, const char *fmt, va_list ap)
+{
+	const char *spec;
+
+	while (!a->cut && (spec = strchr(fmt, '%'))) {
+		int width = -1, precision = -1;
+		char qualifier = 0;
+
+		fmt = spec + 1;
+		while (*fmt && strchr("-+ #0", *fmt))
+			fmt++;
+		if (isdigit(*fmt)) {
+			while (isdigit(*fmt))
+				fmt++;
+		} else if (*fmt == '*') {
+			width = va_arg(ap, int);
+			cr_put_int(a, (u32)width);
+			fmt++;
+		}
+		if (*fmt == '.') {
+			fmt++;
+			if (isdigit(*fmt)) {
+				precision = 0;
+				while (isdigit(*fmt))
+					precision = precision * 10 + *fmt++ - '0';
+			} else if (*fmt == '*') {
+				precision = va_arg(ap, int);
+				cr_put_int(a, (u32)precision);
+				fmt++;
+			}
+		}
+		if (*fmt == 'h' || *fmt == 'l' || *fmt == 'L' || *fmt == 'z' || *fmt == 't') {
+			qualifier = *fmt++;
+			if ((qualifier == 'h' || qualifier == 'l') && *fmt == qualifier) {
+				qualifier = qualifier == 'l' ? 'L' : 'H';
+				fmt++;
+			}
+		}
+		switch (*fmt++) {
+		case '%':
+			break;
+		case 'c':
+			cr_put_int(a, (u32)va_arg(ap, int));
+			break;
+		case 's':
+			cr_put_string(a, va_arg(ap, const char *), precision);
+			break;
+		case 'p':
+			while (isalnum(*fmt))
+				fmt++;
+			cr_put_pointer(a, va_arg(ap, void *), spec, fmt, width, precision);
+			break;
+		case 'd':
+		case 'i':
+		case 'u':
+		case 'o':
+		case 'x':
+		case 'X':
+			switch (qualifier) {
+			case 'l':
+				cr_put_int(a, va_arg(ap, unsigned long));
+				break;
+			case 'L':
+				cr_put_int(a, va_arg(ap, unsigned long long));
+				break;
+			case 'z':
+				cr_put_int(a, va_arg(ap, size_t));
+				break;
+			case 't':
+				cr_put_int(a, va_arg(ap, ptrdiff_t));
+				break;
+			default:
+				/* int, short and char travel as int. */
+				cr_put_int(a, (u32)va_arg(ap, int));
+			}
+			break;
+		default:
+			/* %n, a lone '%' at the end, anything unknown: vsnprintf() stops. */
+			return;
+		}
+	}
+}
+
+/* --- recording -------------------------------------------------------- */
+
+/* The slot of the calling context: ftrace callbacks and probes run in their caller's. */
+static unsigned int cr_context(void)
+{
+	return interrupt_context_level();
+}
+
+/**
+ * crashring_debug_record - record one debug message
+ * @call: its callsite and device
+ * @ap: its arguments
+ *
+ * Records one message: its callsite's id and the arguments, or, when the
+ * callsite has no id, the text printk would have printed after the
+ * device (DEBUG_FORMATTED). Never fails silently for lack of room: what
+ * does not fit one record is cut and flagged (DEBUG_CUT).
+ */
+void crashring_debug_record(const struct cr_call *call, va_list ap)
+{
+	struct cr_debug_buf *b = this_cpu_ptr(cr_debug_bufs);
+	unsigned int ctx = cr_context(), d = b->depth[ctx];
+	struct crashring_cpu *c;
+	struct crashring_stream *s;
+	struct {
+		u32 callsite;
+		u8 level;
+		u8 flags;
+		u16 category;
+	} __packed rec = { .level = LOGLEVEL_DEBUG, .category = call->category };
+	u16 ndev = min_t(size_t, strlen(call->device), CR_DEVICE_MAX), nargs;
+	struct cr_args a;
+	u32 room;
+	u8 *dst;
+
+	if (d == ARRAY_SIZE(b->bytes[ctx]))
+		return;
+	c = crashring_this_cpu();
+	if (!c)
+		return;
+	b->depth[ctx] = d + 1;
+	rec.callsite = cr_site_id(call);
+	s = crashring_enter(c);
+	room = min_t(u32, CRASHRING_MAX_RECORD_SIZE, s->page_size - CRASHRING_PAGE_HEADER_SIZE) -
+	       CRASHRING_RECORD_HEADER_SIZE - sizeof(rec) - 2 - ndev - 2;
+	a = (struct cr_args){ .p = b->bytes[ctx][d], .room = min_t(u32, room, CR_ARGS_MAX) };
+	if (rec.callsite) {
+		va_list copy;
+
+		va_copy(copy, ap);
+		cr_encode(&a, call->fmt, copy);
+		va_end(copy);
+		nargs = a.p - b->bytes[ctx][d];
+	} else {
+		struct va_format vaf = { .fmt = call->fmt };
+		va_list copy;
+		int n;
+
+		va_copy(copy, ap);
+		vaf.va = &copy;
+		rec.flags |= CRASHRING_DEBUG_FORMATTED;
+		if (call->source == CRASHRING_CALLSITE_DRM)
+			n = snprintf(a.p, a.room, "[drm:%ps] %pV", (void *)call->caller, &vaf);
+		else
+			n = snprintf(a.p, a.room, "%pV", &vaf);
+		va_end(copy);
+		a.cut = a.room && n >= a.room;
+		nargs = a.room ? min_t(u32, n, a.room - 1) : 0;
+	}
+	if (a.cut)
+		rec.flags |= CRASHRING_DEBUG_CUT;
+	dst = crashring_reserve(s, ktime_get_mono_fast_ns(), CRASHRING_EVENT_DEBUG,
+				sizeof(rec) + 2 + ndev + 2 + nargs);
+	if (dst) {
+		memcpy(dst, &rec, sizeof(rec));
+		dst += sizeof(rec);
+		memcpy(dst, &ndev, 2);
+		memcpy(dst + 2, call->device, ndev);
+		dst += 2 + ndev;
+		memcpy(dst, &nargs, 2);
+		memcpy(dst + 2, b->bytes[ctx][d], nargs);
+		crashring_commit(s);
+	}
+	crashring_leave(c);
+	crashring_put_cpu();
+	b->depth[ctx] = d;
+}
+
+/**
+ * crashring_debug_forget - the callsites of a module going away die
+ * @mod: the module
+ *
+ * Their addresses may come back as another module's.
+ */
+void crashring_debug_forget(const struct module *mod)
+{
+	unsigned int i;
+
+	for (i = 0; cr_sites && i < CR_SITE_SLOTS; i++) {
+		struct cr_site *s = &cr_sites[i];
+
+		if (atomic_read_acquire(&s->state) == CR_SITE_READY &&
+		    (within_module(s->key, mod) || within_module(s->caller, mod)))
+			atomic_set(&s->state, CR_SITE_DEAD);
+	}
+}
+
+void crashring_debug_record_exit(void)
+{
+	free_percpu(cr_debug_bufs);
+	cr_debug_bufs = NULL;
+	kvfree(cr_sites);
+	cr_sites = NULL;
+}
+
+/* The callsite table and the encoding buffers, allocated at load. */
+int crashring_debug_record_init(void)
+{
+	cr_sites = kvcalloc(CR_SITE_SLOTS, sizeof(*cr_sites), GFP_KERNEL);
+	cr_debug_bufs = alloc_percpu(struct cr_debug_buf);
+	if (!cr_sites || !cr_debug_bufs) {
+		crashring_debug_record_exit();
+		return -ENOMEM;
+	}
+	return 0;
+}
