@@ -179,6 +179,7 @@ pub fn build_compositor(sh: &Shell) -> Result<PathBuf> {
     cmd!(sh, "cargo build --quiet --release -p crashring-user").run()?;
     let top = sh.current_dir();
     let lib = top.join("target/release");
+    sh.create_dir(work_dir(sh))?;
     let out = work_dir(sh).join("compositor");
     let (include, kernel, src) = (
         top.join("pstore-ring/user/include"),
@@ -192,6 +193,20 @@ pub fn build_compositor(sh: &Shell) -> Result<PathBuf> {
     cmd!(
         sh,
         "cc -std=gnu11 -O2 -Wall -Wextra -Werror -I {include} -I {kernel} {src} -o {out} {libdir} {rpath} -lcrashring_user"
+    )
+    .run()?;
+    Ok(out)
+}
+
+/// Builds the drm-flight-recorder scenario's modeset program
+/// (qemu-tests/csrc/modeset.c), which calls the KMS ioctls itself.
+pub fn build_modeset(sh: &Shell) -> Result<PathBuf> {
+    let src = sh.current_dir().join("qemu-tests/csrc/modeset.c");
+    sh.create_dir(work_dir(sh))?;
+    let out = work_dir(sh).join("modeset");
+    cmd!(
+        sh,
+        "cc -std=gnu11 -O2 -Wall -Wextra -Werror -I /usr/include/libdrm {src} -o {out}"
     )
     .run()?;
     Ok(out)
@@ -281,6 +296,9 @@ pub struct Initramfs<'a> {
     pub crashring: &'a Path,
     /// Kernel modules to load before crashring.ko (with dependencies).
     pub kernel_modules: &'a [&'a str],
+    /// Kernel modules the script loads itself, when it calls `load_later`
+    /// (with the dependencies not loaded already).
+    pub later_modules: &'a [&'a str],
     /// Host programs copied in at the same path, with the shared
     /// libraries `ldd` names for them.
     pub programs: &'a [&'a str],
@@ -328,6 +346,7 @@ pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf
     sh.copy_file(spec.module, stage.join("lib/crashring.ko"))?;
     sh.copy_file(spec.crashring, stage.join("bin/crashring"))?;
     let order = stage_kernel_modules(sh, spec.kernel, spec.kernel_modules, &stage)?;
+    let later = stage_kernel_modules(sh, spec.kernel, spec.later_modules, &stage)?;
     for p in spec.programs {
         stage_program(sh, p, &stage)?;
     }
@@ -348,6 +367,11 @@ pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf
     for m in &order {
         init.push_str(&format!("insmod /lib/{m}\n"));
     }
+    init.push_str("load_later() {\n  :\n");
+    for m in later.iter().filter(|m| !order.contains(m)) {
+        init.push_str(&format!("  insmod /lib/{m}\n"));
+    }
+    init.push_str("}\n");
     init.push_str(spec.script);
     let init_path = stage.join("init");
     sh.write_file(&init_path, init)?;

@@ -51,6 +51,8 @@ const TOOLS: &[&str] = &[
     "dosfstools",
     "mtools",
     "fdisk",
+    // drm-flight-recorder's modeset program: the kernel's DRM ioctls.
+    "libdrm-dev",
     // `bench` measures the user-space writer against LTTng-UST.
     "liblttng-ust-dev",
     "lttng-tools",

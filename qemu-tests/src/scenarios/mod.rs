@@ -10,7 +10,8 @@
 //! scenarios), `crashes` (the test module brings the kernel down), `dumps`
 //! (the trace comes back in a memory dump), `pmem` (a power cut on an
 //! NVDIMM), `debian` (a real Debian guest with the packages installed),
-//! `user_streams` (a program's own stream from the module's pool);
+//! `user_streams` (a program's own stream from the module's pool), `drm`
+//! (kernel debug messages diverted from printk on a real DRM driver);
 //! `demo` runs two of them with a human summary.
 //!
 //! Import rule: a child takes what it shares from here (`super::`), and
@@ -20,6 +21,7 @@
 pub mod crashes;
 mod debian;
 pub mod demo;
+mod drm;
 pub(crate) mod dumps;
 mod pmem;
 mod user_streams;
@@ -187,6 +189,13 @@ pub const SCENARIOS: &[Scenario] = &[
         only_612: None,
         newest: false,
         run: user_streams::compositor_crash,
+    },
+    Scenario {
+        name: "drm-flight-recorder",
+        about: "memmap= region; QEMU's standard VGA (bochs-drm); crashring.ko selects DRM's KMS, ATOMIC and STATE categories and a test module's pr_debug() by file:line before bochs loads; its probe and a program's modesets (raw KMS ioctls) go to the recorder, not printk; the module is unloaded and loaded again three times under a modeset flood (panic_on_warn); a compositor-like member records its stream; then \"printk\" is selected too; sysrq panic; the next boot formats every message, none was printed before, each one after is the kernel's own printk line, on one timeline with the compositor's frames",
+        only_612: None,
+        newest: false,
+        run: drm::drm_flight_recorder,
     },
 ];
 
@@ -623,6 +632,8 @@ pub struct WarmReboot<'a> {
     pub programs: &'a [&'a str],
     /// More QEMU options (how its clock runs, say).
     pub qemu_args: &'a [&'a str],
+    /// Kernel modules the record phase loads itself (`load_later`).
+    pub later_modules: &'a [&'a str],
 }
 
 impl WarmReboot<'_> {
@@ -641,6 +652,7 @@ impl WarmReboot<'_> {
             ext2_disk: false,
             programs: &[],
             qemu_args: &[],
+            later_modules: &[],
         }
     }
 }
@@ -710,6 +722,7 @@ pub fn warm_reboot_run(
             module: &module,
             crashring: &crashring,
             kernel_modules,
+            later_modules: plan.later_modules,
             programs: plan.programs,
             files: &files,
             script: &script,

@@ -153,6 +153,7 @@ pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String
         module: &module,
         crashring: &guest_crashring,
         kernel_modules,
+        later_modules: &[],
         programs: &[],
         files: &[],
         script,

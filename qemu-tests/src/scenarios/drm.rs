@@ -1,0 +1,264 @@
+//! The debug source on a real DRM driver: the kernel's DRM debug
+//! messages and a dynamic-debug callsite diverted into the recorder
+//! instead of printk, recorded unformatted, formatted when read.
+//!
+//! QEMU's standard VGA gives the guest bochs-drm. crashring.ko loads
+//! first, selecting DRM's KMS, ATOMIC and STATE categories and the test
+//! module's pr_debug() by file:line, so bochs's probe and a program's
+//! modesets (raw KMS ioctls) send their messages to the recorder, never to
+//! printk (drm.debug stays 0). While modesets flood in, the module is
+//! unloaded and loaded again three times (the guest runs panic_on_warn).
+//! Then a compositor-like program records its own stream, and at the end
+//! the selection adds "printk": each selected message is then recorded
+//! and printed by the kernel itself, with no_hash_pointers on the command
+//! line so that the kernel prints addresses as they are. sysrq panic.
+//!
+//! The next boot's region must show: the DRM messages with their
+//! category, device and level, and the test module's, every one formatted;
+//! no category but the three, no callsite but the one; none of them among
+//! the printk lines before "printk" was selected; after it, every message
+//! exactly the line the kernel printed for the same call; and the
+//! compositor's frames on the same timeline.
+
+use super::{parse_saved, warm_reboot_run, Artifacts, WarmReboot};
+use crate::env::guest::{self, Kernel};
+use anyhow::{ensure, Context, Result};
+use pstore_ring::kprintf::Pointers;
+use pstore_ring::layout::{CALLSITE_DRM, CALLSITE_DYNDBG, STREAM_USER};
+use pstore_ring::merge::{merge, Item};
+use pstore_ring::read::{drm_category_name, DebugEvent, Region};
+use pstore_ring::schema::{Value, EVENT_DEBUG, EVENT_LOG, EVENT_MARKER, EVENT_PRINTK};
+use std::collections::BTreeMap;
+use xshell::Shell;
+
+/// The compositor's user and the crashring group (as in compositor-crash).
+const MEMBER: u32 = 1000;
+const GROUP: u32 = 990;
+
+/// The DRM categories selected; every other one must stay out.
+const CATEGORIES: &[&str] = &["KMS", "ATOMIC", "STATE"];
+
+/// The test module's pr_debug() the selection names by file:line.
+const TEST_SOURCE: &str = "kernel/test/crashring_test.c";
+const TEST_CALL: &str = "pr_debug(\"[drm:drm_atomic_commit] crtc-41 flip seq=%u\\n\"";
+
+/// The markers before "printk" is added to the selection, after it (the
+/// write returns once every message after it is printed too), and before
+/// the crash, which may come between a message's record and its printk.
+const SWITCH: &str = "crashring-test: printk next";
+const BOTH: &str = "crashring-test: printk too";
+const END: &str = "crashring-test: compared up to here";
+
+/// bochs-drm's device, as dev_printk() names it.
+const DEVICE: &str = "bochs-drm 0000:00:02.0";
+
+pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let source = std::fs::read_to_string(sh.current_dir().join(TEST_SOURCE))?;
+    let line = source
+        .lines()
+        .position(|l| l.contains(TEST_CALL))
+        .context("the test module's DRM-style pr_debug() is gone")?
+        + 1;
+    let select = format!("drm={};file=crashring_test.c:{line}", CATEGORIES.join(","));
+    let module_args = format!("region=16M@0x40000000 user_streams=4 'debug={select}'");
+    let compositor = guest::build_compositor(sh)?;
+    let modeset = guest::build_modeset(sh)?;
+    let (comp, mode) = (
+        compositor.to_str().context("a path that is not UTF-8")?,
+        modeset.to_str().context("a path that is not UTF-8")?,
+    );
+    let record = format!(
+        "echo \"crashring-test: selected $(head -n 2 /sys/kernel/crashring/debug)\"\n\
+         load_later\n\
+         {mode} /dev/dri/card0 300 &\n\
+         for i in 1 2 3; do\n\
+         \x20 rmmod crashring && insmod /lib/crashring.ko {module_args} || echo \"crashring-test: reload $i failed\"\n\
+         \x20 echo 1 > /sys/kernel/crashring/previous_ack\n\
+         done\n\
+         wait\n\
+         echo \"crashring-test: reloaded $(cat /sys/kernel/crashring/status)\"\n\
+         chgrp {GROUP} /dev/crashring\n\
+         insmod /lib/crashring_test.ko action=drm dyndbg=+p\n\
+         {comp} run {MEMBER} {GROUP} &\n\
+         {mode} /dev/dri/card0 6\n\
+         echo '{SWITCH}' > /dev/crashring\n\
+         echo '{select};printk' > /sys/kernel/crashring/debug\n\
+         echo '{BOTH}' > /dev/crashring\n\
+         {mode} /dev/dri/card0 2\n\
+         echo '{END}' > /dev/crashring\n\
+         sleep 1\n\
+         echo c > /proc/sysrq-trigger\n\
+         sleep 30\n"
+    );
+    let plan = WarmReboot {
+        name: "drm-flight-recorder",
+        module_args: &module_args,
+        extra_append: "no_hash_pointers",
+        test_module: true,
+        programs: &[comp, mode],
+        qemu_args: &["-vga", "std"],
+        later_modules: &["bochs"],
+        ..WarmReboot::memmap(record)
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    ensure!(
+        saved.said("crashring-test: reloaded") && !saved.said("failed"),
+        "the module's unloads and loads under the modeset flood did not all succeed"
+    );
+    ensure!(
+        saved.said("crashring-test: modeset 2 done"),
+        "the modeset program did not finish"
+    );
+    saved.check(|bytes| check(&parse_saved(bytes)?, line as u32))
+}
+
+fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
+    match values.get(i) {
+        Some(Value::Str(s) | Value::Chars(s)) => s,
+        _ => b"",
+    }
+}
+
+/// What came back, as the module says.
+fn check(region: &Region<'_>, line: u32) -> Result<String> {
+    let trace = region.decode();
+    let e = region.header.endian;
+    let debug = region.schema.get(EVENT_DEBUG).context("no debug type")?;
+    let printk = region.schema.get(EVENT_PRINTK).context("no printk type")?;
+    let marker = region.schema.get(EVENT_MARKER).context("no marker type")?;
+    let log = region.schema.get(EVENT_LOG).context("no log type")?;
+    let comp = trace
+        .streams
+        .iter()
+        .find(|s| s.info.kind == STREAM_USER && s.info.name == "compositor")
+        .context("no user stream named compositor")?;
+    // Per category (or the test module's callsite), how many messages.
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut diverted = Vec::new();
+    let mut printed_before = Vec::new();
+    let (mut both_diverted, mut both_printed) = (Vec::new(), BTreeMap::<Vec<u8>, usize>::new());
+    let (mut switching, mut after_both, mut after_end) = (false, false, false);
+    let (mut frames, mut debug_amid_frames) = (0usize, 0usize);
+    for item in merge(&trace.streams) {
+        let Item::Event(ev) = item else { continue };
+        match ev.type_id {
+            EVENT_DEBUG => {
+                let d = DebugEvent::parse(debug, ev.payload, e)
+                    .context("a debug event that does not decode")?;
+                let m = region.debug_message(&d, &Pointers::Raw);
+                let c = m.callsite.context("a debug event without its callsite")?;
+                let text = m
+                    .text
+                    .with_context(|| format!("a message of {c:?} does not format"))?;
+                ensure!(d.level == 7, "a debug message at level {}", d.level);
+                let key = if c.source == CALLSITE_DRM {
+                    let name = drm_category_name(d.category).unwrap_or("?");
+                    ensure!(
+                        CATEGORIES.contains(&name),
+                        "category {name} was not selected: {}",
+                        String::from_utf8_lossy(&text)
+                    );
+                    ensure!(
+                        d.device == DEVICE.as_bytes() || d.device.is_empty(),
+                        "a DRM message about {:?}",
+                        String::from_utf8_lossy(d.device)
+                    );
+                    format!("drm.{name}")
+                } else {
+                    ensure!(
+                        c.source == CALLSITE_DYNDBG
+                            && c.line == line
+                            && c.file.ends_with(b"/crashring_test.c"),
+                        "a dynamic-debug callsite that was not selected: {}:{}",
+                        String::from_utf8_lossy(c.file),
+                        c.line
+                    );
+                    "crashring_test.c".into()
+                };
+                *counts.entry(key).or_default() += 1;
+                if frames > 0 {
+                    debug_amid_frames += 1;
+                }
+                let text = text.strip_suffix(b"\n").unwrap_or(&text).to_vec();
+                match (switching, after_both, after_end) {
+                    (false, ..) => diverted.push(text),
+                    (true, true, false) => both_diverted.push(text),
+                    // While "printk" is being selected, either; after the
+                    // last marker, its printk may not have come before
+                    // the crash.
+                    _ => {}
+                }
+            }
+            EVENT_PRINTK => {
+                let v = printk
+                    .decode(ev.payload, e)
+                    .ok()
+                    .context("a printk event")?;
+                let t = text(&v, 4).to_vec();
+                if after_both {
+                    *both_printed.entry(t).or_default() += 1;
+                } else if !switching {
+                    printed_before.push(t);
+                }
+            }
+            EVENT_MARKER => {
+                let v = marker.decode(ev.payload, e).ok().context("a marker")?;
+                switching |= text(&v, 2) == SWITCH.as_bytes();
+                after_both |= text(&v, 2) == BOTH.as_bytes();
+                after_end |= text(&v, 2) == END.as_bytes();
+            }
+            EVENT_LOG if ev.stream == comp.info.index => {
+                let v = log.decode(ev.payload, e).ok().context("a log event")?;
+                frames += usize::from(text(&v, 2).starts_with(b"frame "));
+            }
+            _ => {}
+        }
+    }
+    for want in ["drm.KMS", "drm.ATOMIC", "crashring_test.c"] {
+        ensure!(
+            counts.get(want).is_some_and(|&n| n > 0),
+            "no {want} message came back: {counts:?}"
+        );
+    }
+    ensure!(
+        switching && after_both && after_end,
+        "the markers around the \"printk\" selection are missing"
+    );
+    // Diverted, so never printed.
+    let leaked: Vec<_> = diverted
+        .iter()
+        .filter(|m| printed_before.contains(m))
+        .take(3)
+        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .collect();
+    ensure!(
+        leaked.is_empty(),
+        "diverted messages reached printk: {leaked:?}"
+    );
+    // With "printk", the kernel printed each message the reader formats.
+    ensure!(
+        !both_diverted.is_empty(),
+        "no message was recorded after \"printk\" was selected"
+    );
+    for m in &both_diverted {
+        let left = both_printed
+            .get_mut(m)
+            .filter(|n| **n > 0)
+            .with_context(|| {
+                format!(
+                    "the reader formats {:?}, which the kernel did not print",
+                    String::from_utf8_lossy(m)
+                )
+            })?;
+        *left -= 1;
+    }
+    ensure!(frames > 0, "no compositor frames came back");
+    ensure!(
+        debug_amid_frames > 0,
+        "no debug message merged among the compositor's frames"
+    );
+    Ok(format!(
+        "{counts:?} recovered and formatted, none printed; {} messages after \"printk\" each the kernel's own line; {frames} compositor frames with {debug_amid_frames} messages among them",
+        both_diverted.len()
+    ))
+}
