@@ -352,6 +352,87 @@ mod tests {
         assert!(text.starts_with(b"dev: [drm:drm_mode_setcrtc [drm]]      "));
     }
 
+    /// The rings wrap; the callsite area is not theirs: the oldest debug
+    /// events that survive a hundred laps still format.
+    #[test]
+    fn messages_survive_a_hundred_laps_of_the_ring() {
+        use crate::read::LossKind;
+        const PAGES: u32 = 4;
+        const PAGE: u32 = 1024;
+        let mut mem = alloc::vec![0u8; 64 * 1024];
+        let specs = [StreamSpec::cpu(0)];
+        let cfg = RegionConfig {
+            page_size: PAGE,
+            pages_per_stream: Some(PAGES),
+            streams: &specs,
+            callsite_pages: 1,
+            ..Default::default()
+        };
+        let mut region = write::format(&mut mem, &cfg).unwrap();
+        let mut area = region.callsites.take().unwrap();
+        let formats: [&[u8]; 3] = [b"crtc %d: %s\n", b"plane %u of %d\n", b"%s=%x\n"];
+        let ids: Vec<u32> = formats
+            .iter()
+            .map(|&format| {
+                area.add(&Callsite {
+                    source: CALLSITE_DRM,
+                    level: 7,
+                    category: 2,
+                    line: 0,
+                    module: b"bochs",
+                    function: b"bochs_pipe_update [bochs]",
+                    file: b"",
+                    format,
+                })
+                .unwrap()
+            })
+            .collect();
+        let def = builtin(EVENT_DEBUG).unwrap();
+        let mut cpu0 = region.streams.next().unwrap();
+        let (mut written, mut n) = (0u64, 0u64);
+        while written < 100 * u64::from(PAGES * PAGE) {
+            let args = [DebugArg::Int(n), DebugArg::Str(b"1024x768")];
+            let args = match n % 3 {
+                0 => alloc::vec![args[0], args[1]],
+                1 => alloc::vec![args[0], DebugArg::Int(n % 7)],
+                _ => alloc::vec![args[1], args[0]],
+            };
+            let mut bytes = alloc::vec![0u8; encoded_len(&args)];
+            encode(&mut bytes, &args, Endian::Little).unwrap();
+            let values = [
+                Value::Unsigned(ids[(n % 3) as usize].into()),
+                Value::Unsigned(7),
+                Value::Unsigned(0),
+                Value::Unsigned(2),
+                Value::Str(b"bochs-drm 0000:00:02.0"),
+                Value::Bytes(&bytes),
+            ];
+            cpu0.write_event(n + 1, def, &values).unwrap();
+            written += 40 + bytes.len() as u64;
+            n += 1;
+        }
+        drop(cpu0);
+        let region = crate::read::Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode();
+        let stream = &trace.streams[0];
+        assert!(stream.lost(LossKind::Overwritten) > 90 * stream.events.len() as u64);
+        let t = region.schema.get(EVENT_DEBUG).unwrap();
+        let first = stream.events.first().unwrap();
+        assert!(first.ts > n * 9 / 10, "the oldest survivor is from the last laps");
+        for ev in &stream.events {
+            let d = DebugEvent::parse(t, ev.payload, Endian::Little).unwrap();
+            let text = region.debug_message(&d, &Pointers::Raw).text.unwrap();
+            let i = ev.ts - 1;
+            let want = match i % 3 {
+                0 => alloc::format!("crtc {i}: 1024x768"),
+                1 => alloc::format!("plane {i} of {}", i % 7),
+                _ => alloc::format!("1024x768={i:x}"),
+            };
+            let want = alloc::format!("bochs-drm 0000:00:02.0: [drm:bochs_pipe_update [bochs]] {want}\n");
+            assert_eq!(text, want.as_bytes());
+        }
+    }
+
     #[test]
     fn categories_by_name_and_number() {
         assert_eq!(drm_category_name(2), Some("KMS"));
