@@ -131,6 +131,10 @@ enum Cmd {
     /// Undo exactly what arm wrote (files marked as its own, the words it
     /// added), then run the boot loader's tool.
     Disarm(cmd::arm::ChangeArgs),
+    /// Kernel debug messages (DRM's categories, dynamic debug's callsites)
+    /// diverted into the recorder instead of printk: show, list, select,
+    /// clear; --persist keeps the choice across boots.
+    Debug(cmd::debug::DebugArgs),
     /// Armed or not, the region and its generation, an unarchived
     /// previous one, the last bundle, and what a crash now would leave.
     Status {
@@ -183,6 +187,7 @@ fn main() -> ExitCode {
         Cmd::Recover(args) => cmd::recovery::run(args),
         Cmd::Upload(args) => cmd::upload::run(args),
         Cmd::Disarm(how) => cmd::arm::disarm(how),
+        Cmd::Debug(args) => cmd::debug::run(args),
         Cmd::Status { root } => cmd::arm::status(root),
         Cmd::Generate { what } => generate(what),
     };

@@ -357,6 +357,14 @@ pub fn plan_disarm(sys: &System) -> Result<Plan, ArmError> {
             None => {}
         }
     }
+    // The debug selection `crashring debug --persist` kept goes too.
+    if let Some(text) = read(sys, crate::debug::DEBUG_MODPROBE)?.filter(|t| crate::debug::ours(t)) {
+        plan.changes.push(Change {
+            path: crate::debug::DEBUG_MODPROBE,
+            old: Some(text),
+            new: None,
+        });
+    }
     plan.changes.extend(kdump_tools::change(sys, false)?);
     if plan.is_empty() {
         plan.notes.push("not armed: nothing to undo".into());

@@ -4,13 +4,15 @@
 //! next-boot recovery (`crashring recover`, crashring-recover.service):
 //! its configuration, retention, journal messages, and whether the range
 //! kept the last boot's generation, and what the firmware and boot loader
-//! do to it; the kdump capture hooks (a systemd
+//! do to it; the debug selection kept across boots (`crashring debug
+//! --persist`); the kdump capture hooks (a systemd
 //! unit for Debian's kdump-tools, a dracut module for kdump-utils).
 
 pub mod arm;
 pub mod boot;
 pub mod config;
 pub mod continuity;
+pub mod debug;
 pub mod iomem;
 pub mod journal;
 pub mod kdump_tools;

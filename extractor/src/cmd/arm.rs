@@ -29,17 +29,17 @@ pub struct ArmArgs {
 pub struct ChangeArgs {
     /// Print every change as a diff and change nothing.
     #[arg(long)]
-    dry_run: bool,
+    pub dry_run: bool,
     /// Work on the system tree under DIR (a copy of a machine, an image
     /// being built) instead of /; the boot loader's tool is then left to
     /// that system.
     #[arg(long, value_name = "DIR", default_value = "/")]
-    root: PathBuf,
+    pub root: PathBuf,
 }
 
 /// Prints the plan (`--dry-run`) or applies it and runs its commands (the
 /// boot loader's tool carrying the command line into its entries).
-fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
+pub(crate) fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
     for note in &plan.notes {
         eprintln!("crashring: {note}");
     }

@@ -4,6 +4,7 @@
 pub mod arm;
 pub mod bundle;
 pub mod check_bundle;
+pub mod debug;
 pub mod extract;
 pub mod info;
 pub mod recovery;

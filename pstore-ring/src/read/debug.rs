@@ -411,14 +411,16 @@ mod tests {
             written += 40 + bytes.len() as u64;
             n += 1;
         }
-        drop(cpu0);
         let region = crate::read::Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
         let trace = region.decode();
         let stream = &trace.streams[0];
         assert!(stream.lost(LossKind::Overwritten) > 90 * stream.events.len() as u64);
         let t = region.schema.get(EVENT_DEBUG).unwrap();
         let first = stream.events.first().unwrap();
-        assert!(first.ts > n * 9 / 10, "the oldest survivor is from the last laps");
+        assert!(
+            first.ts > n * 9 / 10,
+            "the oldest survivor is from the last laps"
+        );
         for ev in &stream.events {
             let d = DebugEvent::parse(t, ev.payload, Endian::Little).unwrap();
             let text = region.debug_message(&d, &Pointers::Raw).text.unwrap();
@@ -428,7 +430,8 @@ mod tests {
                 1 => alloc::format!("plane {i} of {}", i % 7),
                 _ => alloc::format!("1024x768={i:x}"),
             };
-            let want = alloc::format!("bochs-drm 0000:00:02.0: [drm:bochs_pipe_update [bochs]] {want}\n");
+            let want =
+                alloc::format!("bochs-drm 0000:00:02.0: [drm:bochs_pipe_update [bochs]] {want}\n");
             assert_eq!(text, want.as_bytes());
         }
     }
