@@ -259,6 +259,7 @@ fn log_setup() -> Option<&'static LogSetup> {
                     },
                 ],
                 raw_pointers: false,
+                input_layer: false,
             });
             let redactor = TextRedactor::new(&region, rules);
             Some(LogSetup { clock, redactor })
@@ -377,6 +378,7 @@ fn decode(found: &Found, trust: HeaderTrust, outputs: bool, out: &mut String) {
             },
         ],
         raw_pointers: false,
+        input_layer: false,
     };
     let plan = plan(&region, &trace, &rules);
     write_every_format(

@@ -34,6 +34,15 @@ pub struct Callsite<'a> {
     pub format: &'a [u8],
 }
 
+impl Callsite<'_> {
+    /// Whether it is the input layer's (input core, HID, keyboards,
+    /// touch), whose messages can carry what a person typed.
+    pub fn is_input_layer(&self) -> bool {
+        let file = |dir: &[u8]| self.file.windows(dir.len()).any(|w| w == dir);
+        file(b"drivers/input/") || file(b"drivers/hid/") || self.module.starts_with(b"hid")
+    }
+}
+
 pub const ARG_INT: u8 = 1;
 pub const ARG_STR: u8 = 2;
 pub const ARG_ADDR: u8 = 3;

@@ -639,6 +639,7 @@ no time ffff888000000000
         let rules = Rules {
             classes: vec![class("printk=input:"), class("printk.text")],
             raw_pointers: false,
+            input_layer: false,
         };
         let r = TextRedactor::new(&region, &rules);
         let mut out = Vec::new();
@@ -659,6 +660,7 @@ no time ffff888000000000
         let again = Rules {
             classes: Vec::new(),
             raw_pointers: false,
+            input_layer: false,
         };
         let r = TextRedactor::new(&region, &again);
         let mut out = Vec::new();

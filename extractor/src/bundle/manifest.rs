@@ -15,6 +15,7 @@ pub const VERSION: u64 = 1;
 /// they cannot disagree).
 pub(super) const REDACTION_SCOPE: &str = "every file: dmesg.txt, the CTF trace, trace.dat and the Perfetto trace are written from the redacted trace (events of a dropped class left out, hashed fields as h: and 16 hex digits); in logs/ and the log tracks of the Perfetto trace, a kernel message (a bracketed console or dmesg line, a journal entry with _TRANSPORT=kernel) meets the printk classes as a printk event would (a dropped line is left out, a hashed text replaced by its hash), and a line over 1 MiB is left out unchecked";
 pub(super) const KERNEL_ADDRESSES: &str = "hashed unless raw_pointers, with the trace's key (equal addresses hash alike in every file): in 64-bit regions 0xffff000000000000 and up, written as 16 hex digits; in 32-bit regions 0xbf000000 and up (the default 3G/1G split; lower kernel addresses of other splits are missed, higher non-addresses hashed), written as 8 hex digits; error pointers (the last 4095 values) kept; looked for in pointer fields, integer fields of the word size or wider, text, binary fields and undecodable payloads (words at any offset), and every line of every log";
+pub(super) const INPUT_LAYER: &str = "left out unless input_layer (a bundle root made with --input-layer, or crashring recover): the debug messages of input-layer callsites (input core, HID, keyboards, touch; by their file or module), which can carry what a person typed";
 pub(super) const CODE_LINES: &str = "masked unless raw_pointers: every hex digit of the bytes of an oops Code: line becomes x, as machine code carries kernel addresses in immediates that cannot be told apart from opcodes";
 
 /// The region's [`RegionReport`], and what the bundle made of it.
@@ -26,6 +27,7 @@ fn region(part: &Part) -> Value {
         "per_class": part.redacted.per_class,
         "pointers_hashed": part.redacted.pointers,
         "code_lines_masked": part.redacted.code_lines,
+        "input_layer_left_out": part.redacted.input_layer,
     });
     region["files"] = json!({
         "ctf": part.ctf_dir.display().to_string(),
@@ -79,10 +81,12 @@ pub(super) fn render(
         "redaction": {
             "classes": rules.classes.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "raw_pointers": rules.raw_pointers,
+            "input_layer": rules.input_layer,
             "hash_key": "SHA-256 of each region's bytes, which the bundle does not hold; logs use the first region's",
             "applies_to": REDACTION_SCOPE,
             "kernel_addresses": KERNEL_ADDRESSES,
             "code_lines": CODE_LINES,
+            "input_layer_messages": INPUT_LAYER,
         },
         "files": files.iter().map(|f| json!({
             "path": f.path.display().to_string(),

@@ -163,13 +163,17 @@ fn write_all(
         }
     }
     writeln!(s)?;
-    if rules.classes.is_empty() && rules.raw_pointers {
+    if rules.classes.is_empty() && rules.raw_pointers && rules.input_layer {
         writeln!(s, "Nothing was redacted.")?;
     } else {
         let scope = [
             ("Redaction applies to", super::manifest::REDACTION_SCOPE),
             ("Kernel addresses are", super::manifest::KERNEL_ADDRESSES),
             ("Oops Code: lines are", super::manifest::CODE_LINES),
+            (
+                "Input-layer debug messages are",
+                super::manifest::INPUT_LAYER,
+            ),
         ];
         let classes: Vec<String> = rules.classes.iter().map(ToString::to_string).collect();
         writeln!(

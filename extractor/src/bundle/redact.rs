@@ -39,7 +39,7 @@
 
 use crate::output::Overlay;
 use pstore_ring::endian::Endian;
-use pstore_ring::read::{EventType, PagedTrace, Region, StateInfo};
+use pstore_ring::read::{DebugEvent, EventType, PagedTrace, Region, StateInfo};
 use pstore_ring::schema::{
     encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value, EVENT_PRINTK,
 };
@@ -125,6 +125,9 @@ pub struct Rules {
     pub classes: Vec<Class>,
     /// Keep kernel addresses as they are.
     pub raw_pointers: bool,
+    /// Keep the debug messages of input-layer callsites, which can carry
+    /// what a person typed: only bundles root makes keep them.
+    pub input_layer: bool,
 }
 
 /// A class that names nothing in any region: refused rather than
@@ -210,6 +213,8 @@ pub struct Counts {
     pub pointers: u64,
     /// Oops `Code:` lines whose bytes were masked.
     pub code_lines: u64,
+    /// Debug messages of input-layer callsites left out.
+    pub input_layer: u64,
 }
 
 impl Counts {
@@ -460,6 +465,14 @@ fn scrub_binary(data: &mut [u8], e: Endian, word: Word, hasher: &Hasher) -> u64 
     replaced
 }
 
+/// Whether the event is a debug message whose callsite is the input
+/// layer's.
+fn is_input_layer(region: &Region, t: &EventType, payload: &[u8]) -> bool {
+    DebugEvent::parse(t, payload, region.header.endian)
+        .and_then(|d| region.callsite(d.callsite).ok())
+        .is_some_and(|c| c.is_input_layer())
+}
+
 /// What redaction does to text outside a trace, the lines of an added
 /// log: the same key, word size and rules as a region's trace, so that a
 /// value hashes alike in both, and a kernel message in a log meets the
@@ -604,6 +617,11 @@ pub fn plan(region: &Region, trace: &PagedTrace, rules: &Rules) -> Plan {
                 }
                 continue;
             };
+            if !rules.input_layer && is_input_layer(region, t, ev.payload) {
+                counts.input_layer += 1;
+                overlay.leave_out(s, at);
+                continue;
+            }
             let text = text_field(t).and_then(|i| match decoded[i] {
                 Value::Str(s) | Value::Chars(s) => Some(s),
                 _ => None,
@@ -941,6 +959,120 @@ mod tests {
         ws.iter_mut().for_each(|w| w.close());
         drop(ws);
         mem
+    }
+
+    /// A debug message about a DRM device and one of the input layer's,
+    /// with a kernel address among its arguments.
+    fn region_with_debug_messages() -> Vec<u8> {
+        use pstore_ring::debug_args::{encode, encoded_len, Callsite, DebugArg};
+        use pstore_ring::layout::{CALLSITE_DRM, CALLSITE_DYNDBG};
+        use pstore_ring::schema::{builtin, EVENT_DEBUG};
+        use pstore_ring::write::{self, RegionConfig, StreamSpec};
+        let specs = [StreamSpec::cpu(0)];
+        let cfg = RegionConfig {
+            page_size: 1024,
+            streams: &specs,
+            callsite_pages: 1,
+            ..Default::default()
+        };
+        let mut mem = vec![0u8; 16 * 1024];
+        let mut region = write::format(&mut mem, &cfg).unwrap();
+        let mut area = region.callsites.take().unwrap();
+        let drm = area
+            .add(&Callsite {
+                source: CALLSITE_DRM,
+                level: 7,
+                category: 4,
+                line: 0,
+                module: b"drm",
+                function: b"drm_atomic_state_init [drm]",
+                file: b"",
+                format: b"Allocated atomic state %p\n",
+            })
+            .unwrap();
+        let keys = area
+            .add(&Callsite {
+                source: CALLSITE_DYNDBG,
+                level: 7,
+                category: 0xffff,
+                line: 700,
+                module: b"hid",
+                function: b"hidinput_hid_event",
+                file: b"drivers/hid/hid-input.c",
+                format: b"key %d\n",
+            })
+            .unwrap();
+        let def = builtin(EVENT_DEBUG).unwrap();
+        let mut cpu0 = region.streams.next().unwrap();
+        for (ts, id, arg) in [
+            (1, drm, DebugArg::Addr(0xffff_8880_0123_4567)),
+            (2, keys, DebugArg::Int(30)),
+        ] {
+            let mut bytes = vec![0u8; encoded_len(&[arg])];
+            encode(&mut bytes, &[arg], Endian::Little).unwrap();
+            let values = [
+                Value::Unsigned(id.into()),
+                Value::Unsigned(7),
+                Value::Unsigned(0),
+                Value::Unsigned(4),
+                Value::Str(b""),
+                Value::Bytes(&bytes),
+            ];
+            cpu0.write_event(ts, def, &values).unwrap();
+        }
+        mem
+    }
+
+    #[test]
+    fn input_layer_messages_stay_only_in_roots_bundles_and_addresses_are_hashed() {
+        use pstore_ring::read::{DebugEvent, HeaderTrust};
+        let mem = region_with_debug_messages();
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode_paged();
+        let messages = |rules: &Rules| {
+            let plan = plan(&region, &trace, rules);
+            let view = crate::output::RegionView {
+                index: 0,
+                addr: 0,
+                region: &region,
+                trace: &trace,
+                overlay: Some(&plan.overlay),
+                pointers: pstore_ring::kprintf::Pointers::Raw,
+            };
+            let t = region.schema.get(pstore_ring::schema::EVENT_DEBUG).unwrap();
+            let texts: Vec<String> = view
+                .stream(0)
+                .unwrap()
+                .events()
+                .map(|ev| {
+                    let d = DebugEvent::parse(t, ev.payload, Endian::Little).unwrap();
+                    let m = region.debug_message(&d, &view.pointers);
+                    String::from_utf8(m.text.unwrap()).unwrap()
+                })
+                .collect();
+            (texts, plan.counts)
+        };
+        let (texts, counts) = messages(&Rules::default());
+        assert_eq!(counts.input_layer, 1);
+        assert_eq!(texts.len(), 1, "{texts:?}");
+        // The address became a hash of %p's shape: 8 zeros, 8 digits.
+        let id = texts[0]
+            .strip_prefix("[drm:drm_atomic_state_init [drm]] Allocated atomic state 00000000")
+            .unwrap_or_else(|| panic!("{texts:?}"));
+        assert_eq!(id.trim_end().len(), 8, "{texts:?}");
+        let (texts, counts) = messages(&Rules {
+            input_layer: true,
+            raw_pointers: true,
+            ..Rules::default()
+        });
+        assert_eq!(counts.input_layer, 0);
+        assert_eq!(
+            texts,
+            [
+                "[drm:drm_atomic_state_init [drm]] Allocated atomic state ffff888001234567\n",
+                "key 30\n"
+            ]
+        );
     }
 
     #[test]

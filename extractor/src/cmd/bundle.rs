@@ -28,6 +28,11 @@ pub struct BundleArgs {
     /// of hashing and masking them.
     #[arg(long)]
     raw_pointers: bool,
+    /// Keep the debug messages of input-layer callsites (input core,
+    /// HID, keyboards, touch), which can carry what a person typed; root
+    /// only (crashring recover keeps them too).
+    #[arg(long)]
+    input_layer: bool,
 }
 
 pub fn run(args: BundleArgs) -> Result<u8> {
@@ -37,12 +42,16 @@ pub fn run(args: BundleArgs) -> Result<u8> {
         // output cannot be renamed into place.
         bail!("a bundle is written to a file and renamed into place when complete: give it with -o FILE.tar.gz (standard output, `-o -`, cannot hold it)");
     }
+    if args.input_layer && !rustix::process::geteuid().is_root() {
+        bail!("--input-layer keeps what a person may have typed: only root may make such a bundle");
+    }
     let loaded = args.input.load()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
     let rules = Rules {
         classes: args.redact,
         raw_pointers: args.raw_pointers,
+        input_layer: args.input_layer,
     };
     write(
         &loaded,

@@ -130,7 +130,12 @@ impl Archive<'_> {
             .tempfile_in(self.dir)
             .map_err(io_at(self.dir))?
             .into_temp_path();
-        let rules = Rules::default();
+        // Root's service: the input layer's debug messages, which only
+        // root can have selected, stay.
+        let rules = Rules {
+            input_layer: true,
+            ..Rules::default()
+        };
         let file = input.path.file_name().map_or_else(
             || input.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
