@@ -117,17 +117,17 @@ static u32 cr_site_id(const struct cr_call *call)
 		struct cr_site *s = &cr_sites[(h + i) % CR_SITE_SLOTS];
 		int state = atomic_read_acquire(&s->state);
 
-		if (state == CR_SITE_FREE) {
-			if (atomic_cmpxchg(&s->state, CR_SITE_FREE, CR_SITE_CLAIMED) != CR_SITE_FREE)
-				state = atomic_read_acquire(&s->state);
-			else {
-				s->key = call->key;
-				s->caller = call->caller;
-				s->id = cr_site_add(call);
-				atomic_set_release(&s->state, CR_SITE_READY);
-				return s->id;
-			}
+		if (state == CR_SITE_FREE &&
+		    atomic_cmpxchg(&s->state, CR_SITE_FREE, CR_SITE_CLAIMED) == CR_SITE_FREE) {
+			s->key = call->key;
+			s->caller = call->caller;
+			s->id = cr_site_add(call);
+			atomic_set_release(&s->state, CR_SITE_READY);
+			return s->id;
 		}
+		/* Lost the race for it: as whoever won left it. */
+		if (state == CR_SITE_FREE)
+			state = atomic_read_acquire(&s->state);
 		if (state == CR_SITE_CLAIMED)
 			return 0;
 		if (state == CR_SITE_READY && s->key == call->key && s->caller == call->caller)
@@ -261,10 +261,10 @@ static bool cr_pointer_is_text(char ext)
 
 /*
  * A %p argument. @spec .. @end is its conversion ("%" through the
- * extension); a '*' width or precision in it was @width or @precision.
+ * extension); its '*'s, in order, were @stars.
  */
 static void cr_put_pointer(struct cr_args *a, void *ptr, const char *spec, const char *end,
-			   int width, int precision)
+			   const int *stars)
 {
 	const char *ext = strchr(spec, 'p') + 1;
 	char fmt[48];
@@ -281,12 +281,10 @@ static void cr_put_pointer(struct cr_args *a, void *ptr, const char *spec, const
 	}
 	/* The conversion as written, its '*'s made numbers. */
 	for (; spec < end && n < sizeof(fmt) - 12; spec++) {
-		if (*spec == '*') {
-			n += scnprintf(fmt + n, sizeof(fmt) - n, "%d", width >= 0 ? width : precision);
-			width = -1;
-		} else {
+		if (*spec == '*')
+			n += scnprintf(fmt + n, sizeof(fmt) - n, "%d", *stars++);
+		else
 			fmt[n++] = *spec;
-		}
 	}
 	fmt[n] = '\0';
 	dst = cr_counted(a, CRASHRING_ARG_TEXT, &max);
@@ -312,7 +310,8 @@ static void cr_encode(struct cr_args *a, const char *fmt, va_list ap)
 	const char *spec;
 
 	while (!a->cut && (spec = strchr(fmt, '%'))) {
-		int width = -1, precision = -1;
+		/* The '*' width and precision, in order; -1: no precision. */
+		int stars[2], nstars = 0, precision = -1;
 		char qualifier = 0;
 
 		fmt = spec + 1;
@@ -322,19 +321,22 @@ static void cr_encode(struct cr_args *a, const char *fmt, va_list ap)
 			while (isdigit(*fmt))
 				fmt++;
 		} else if (*fmt == '*') {
-			width = va_arg(ap, int);
-			cr_put_int(a, (u32)width);
+			stars[nstars] = va_arg(ap, int);
+			cr_put_int(a, (u32)stars[nstars++]);
 			fmt++;
 		}
 		if (*fmt == '.') {
 			fmt++;
 			if (isdigit(*fmt)) {
 				precision = 0;
+				/* The kernel keeps 16 bits of it. */
 				while (isdigit(*fmt))
-					precision = precision * 10 + *fmt++ - '0';
+					precision = min(precision * 10 + *fmt++ - '0', 1 << 16);
 			} else if (*fmt == '*') {
-				precision = va_arg(ap, int);
-				cr_put_int(a, (u32)precision);
+				stars[nstars] = va_arg(ap, int);
+				cr_put_int(a, (u32)stars[nstars]);
+				/* A negative one is 0 (set_precision()). */
+				precision = max(stars[nstars++], 0);
 				fmt++;
 			}
 		}
@@ -357,7 +359,7 @@ static void cr_encode(struct cr_args *a, const char *fmt, va_list ap)
 		case 'p':
 			while (isalnum(*fmt))
 				fmt++;
-			cr_put_pointer(a, va_arg(ap, void *), spec, fmt, width, precision);
+			cr_put_pointer(a, va_arg(ap, void *), spec, fmt, stars);
 			break;
 		case 'd':
 		case 'i':
