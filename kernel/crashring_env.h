@@ -24,6 +24,15 @@
 #ifdef CONFIG_X86_64
 #include <asm/cpufeature.h>
 #endif
+/* The debug source's argument encoder (crashring_debug_args.c). */
+#include <linux/ctype.h>
+#include <linux/err.h>
+#include <linux/kernel.h>
+#include <linux/limits.h>
+#include <linux/minmax.h>
+#include <linux/mm.h>
+#include <linux/stdarg.h>
+#include <linux/uaccess.h>
 #include "crashring_crc.h"
 
 /*

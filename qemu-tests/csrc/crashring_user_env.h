@@ -129,4 +129,36 @@ static inline void cr_write_back(const void *p, size_t len)
 void crashring_user_stop_point(void);
 #define cr_stop_point()		crashring_user_stop_point()
 
+/*
+ * What the debug source's argument encoder (crashring_debug_args.c) takes
+ * from the kernel: ctype, snprintf, the nofault copy (a plain one here:
+ * the tests hand it readable strings) and the kernel's min/max helpers.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#define PAGE_SIZE		4096UL
+#define offset_in_page(p)	((unsigned long)(p) & (PAGE_SIZE - 1))
+#define MAX_ERRNO		4095
+#define IS_ERR_VALUE(x)		((unsigned long)(void *)(x) >= (unsigned long)-MAX_ERRNO)
+#define U16_MAX			((u16)~0U)
+#define U32_MAX			((u32)~0U)
+/* Each argument evaluated once, as the kernel's are. */
+#define min(a, b)		({ __typeof__(a) a__ = (a); __typeof__(b) b__ = (b); a__ < b__ ? a__ : b__; })
+#define max(a, b)		({ __typeof__(a) a__ = (a); __typeof__(b) b__ = (b); a__ > b__ ? a__ : b__; })
+#define min_t(t, a, b)		min((t)(a), (t)(b))
+#define min3(a, b, c)		min(min(a, b), c)
+#define scnprintf(buf, size, ...)					\
+	({								\
+		int n__ = snprintf((buf), (size), __VA_ARGS__);		\
+		n__ < 0 ? 0 : (size_t)n__ >= (size) ? (int)(size) - 1 : n__;	\
+	})
+
+static inline long copy_from_kernel_nofault(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+	return 0;
+}
+
 #endif /* CRASHRING_USER_ENV_H */

@@ -12,6 +12,7 @@
 //! golden scenario and test model, included with `#[path]` by the test
 //! that uses each), never from one another.
 
+mod c_debug;
 mod c_ffi;
 mod c_model;
 mod c_ring;
