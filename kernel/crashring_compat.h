@@ -83,6 +83,31 @@ static inline void cr_vm_flags_change(struct vm_area_struct *vma, vm_flags_t set
 }
 #endif
 
+/*
+ * What an ftrace callback reads of the traced function: its arguments,
+ * and, for FTRACE_OPS_FL_IPMODIFY, where it resumes. With
+ * DYNAMIC_FTRACE_WITH_ARGS (x86-64 since 5.11, arm64) the trampoline
+ * saves both without the full pt_regs of FTRACE_OPS_FL_SAVE_REGS, and
+ * restores the instruction pointer, as livepatch relies on: the flag is
+ * asked for only without it. The accessors' names changed in 6.7.
+ */
+#include <linux/ftrace.h>
+
+#ifdef CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS
+#define CR_FTRACE_ARGS_FLAGS	0
+#ifdef CR_HAVE_FTRACE_REGS_GET_ARGUMENT
+#define cr_fregs_argument(fregs, n)	ftrace_regs_get_argument(fregs, n)
+#define cr_fregs_set_ip(fregs, ip)	ftrace_regs_set_instruction_pointer(fregs, ip)
+#else
+#define cr_fregs_argument(fregs, n)	regs_get_kernel_argument(&(fregs)->regs, n)
+#define cr_fregs_set_ip(fregs, ip)	ftrace_instruction_pointer_set(fregs, ip)
+#endif
+#else
+#define CR_FTRACE_ARGS_FLAGS	FTRACE_OPS_FL_SAVE_REGS
+#define cr_fregs_argument(fregs, n)	regs_get_kernel_argument(ftrace_get_regs(fregs), n)
+#define cr_fregs_set_ip(fregs, ip)	instruction_pointer_set(ftrace_get_regs(fregs), ip)
+#endif
+
 /* sysfs hands binary attributes' callbacks a const attribute since 6.17. */
 #ifdef CR_HAVE_CONST_BIN_ATTR
 #define CR_BIN_ATTR_CONST const

@@ -55,6 +55,7 @@
 #include <linux/sysfs.h>
 #include <linux/stdarg.h>
 #include "crashring.h"
+#include "crashring_compat.h"
 #include "crashring_debug.h"
 #include "crashring_internal.h"
 
@@ -387,18 +388,16 @@ struct cr_hook {
 };
 
 /*
- * Whether to divert the call at @regs (a function's entry) to @h's
- * replacement, which takes its arguments. Called from the ftrace
- * callback or the kprobe handler: preemption off, this context's
+ * Whether to divert a call of @h's function, with these first three
+ * arguments, to its replacement. Called from the ftrace callback or the
+ * kprobe handler at the function's entry: preemption off, this context's
  * recursion excluded. @caller is the call's return address: the
  * replacements' own calls of the originals, for "printk", go on.
  */
-static bool cr_divert(const struct cr_hook *h, unsigned long caller, struct pt_regs *regs)
+static bool cr_divert(const struct cr_hook *h, unsigned long caller, unsigned long arg0,
+		      unsigned long arg1, unsigned long arg2)
 {
 	const struct cr_selection *sel = rcu_dereference_sched(cr_selection);
-	unsigned long arg0 = regs_get_kernel_argument(regs, 0);
-	unsigned long arg1 = regs_get_kernel_argument(regs, 1);
-	unsigned long arg2 = regs_get_kernel_argument(regs, 2);
 	void *to = h->replacement;
 
 	if (within_module(caller, THIS_MODULE) ||
@@ -423,10 +422,10 @@ static void cr_debug_entry(unsigned long ip, unsigned long parent_ip, struct ftr
 			   struct ftrace_regs *fregs)
 {
 	const struct cr_hook *h = op->private;
-	struct pt_regs *regs = ftrace_get_regs(fregs);
 
-	if (regs && cr_divert(h, parent_ip, regs))
-		instruction_pointer_set(regs, (unsigned long)h->replacement);
+	if (cr_divert(h, parent_ip, cr_fregs_argument(fregs, 0), cr_fregs_argument(fregs, 1),
+		      cr_fregs_argument(fregs, 2)))
+		cr_fregs_set_ip(fregs, (unsigned long)h->replacement);
 }
 
 /*
@@ -440,7 +439,8 @@ static int cr_debug_kprobe(struct kprobe *p, struct pt_regs *regs)
 	const struct cr_hook *h = container_of(p, struct cr_hook, kp);
 	unsigned long caller = *(unsigned long *)kernel_stack_pointer(regs);
 
-	if (!cr_divert(h, caller, regs))
+	if (!cr_divert(h, caller, regs_get_kernel_argument(regs, 0),
+		       regs_get_kernel_argument(regs, 1), regs_get_kernel_argument(regs, 2)))
 		return 0;
 	instruction_pointer_set(regs, (unsigned long)h->replacement);
 	return 1;
@@ -471,7 +471,7 @@ static int cr_ftrace_attach(struct cr_hook *h)
 	int err;
 
 	h->ops.func = cr_debug_entry;
-	h->ops.flags = FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_RECURSION;
+	h->ops.flags = CR_FTRACE_ARGS_FLAGS | FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_RECURSION;
 	h->ops.private = h;
 	strscpy(name, h->name, sizeof(name));
 	/*

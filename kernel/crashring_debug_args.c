@@ -55,19 +55,22 @@ static void cr_counted_done(struct cr_args *a, u8 tag, u16 n)
  * Copies the string at @src, at most @max bytes of it, to @dst without
  * faulting (copy_from_kernel_nofault(), chunk by chunk, none across a
  * page it does not need); sets *@more when bytes follow the copied ones.
+ * Chunks start at 16 bytes, the length of most debug messages' strings
+ * (names of connectors, planes, states), and grow to 64.
  * Return: the bytes copied, or -EFAULT.
  */
 static long cr_copy_string(u8 *dst, const char *src, u32 max, bool *more)
 {
-	u32 n = 0;
+	u32 n = 0, step = 16;
 	char next;
 
 	*more = false;
 	while (n < max) {
 		unsigned long at = (unsigned long)src + n;
-		u32 chunk = min3(max - n, 64U, (u32)(PAGE_SIZE - offset_in_page(at)));
+		u32 chunk = min3(max - n, step, (u32)(PAGE_SIZE - offset_in_page(at)));
 		u8 *nul;
 
+		step = min(step * 2, 64U);
 		if (copy_from_kernel_nofault(dst + n, src + n, chunk))
 			return n ? (long)n : -EFAULT;
 		nul = memchr(dst + n, 0, chunk);
@@ -178,7 +181,7 @@ void crashring_encode_args(struct cr_args *a, const char *fmt, va_list ap)
 		char qualifier = 0;
 
 		fmt = spec + 1;
-		while (*fmt && strchr("-+ #0", *fmt))
+		while (*fmt == '-' || *fmt == '+' || *fmt == ' ' || *fmt == '#' || *fmt == '0')
 			fmt++;
 		if (isdigit(*fmt)) {
 			while (isdigit(*fmt))
