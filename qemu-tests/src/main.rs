@@ -80,7 +80,12 @@ enum Cmd {
     Package,
     /// Run the benchmarks (ring writer and reader, the kernel ring code, the
     /// extractor's scan, decode and memory), each against a baseline.
-    Bench,
+    Bench {
+        /// Only the kernel's costs, measured in guests (the writer against
+        /// ftrace's, debug messages, user streams, printk capture).
+        #[arg(long)]
+        kernel: bool,
+    },
     /// Crashes at random moments under full load, each run drawn from a
     /// seed (kernel, CPUs, page size, sources, load, the way down: sysrq,
     /// hard IRQ, NMI, BUG, oops, lockup, hung task), each checked for
@@ -128,7 +133,7 @@ fn main() -> Result<()> {
         }
         Cmd::Scenario { name, kernel, keep } => scenarios::run(&sh, &name, &kernel, keep).map(drop),
         Cmd::GenHeader => codegen::gen_header(&sh),
-        Cmd::Bench => checks::bench(&sh),
+        Cmd::Bench { kernel } => checks::bench(&sh, kernel),
         Cmd::Package => {
             env::setup::run(&sh)?;
             checks::package::run(&sh).map(drop)

@@ -2,7 +2,8 @@
 //! same boot (`cargo xtask bench`): crashring_test.ko's `action=cost` times
 //! `crashring_log()`, `trace_puts()`, `trace_printk()` and an empty loop on
 //! every CPU, then the parts of a crashring record (its clock, an empty
-//! record, the CRC its bytes add to their page); then user space writes
+//! record, the CRC its bytes add to their page); then a DRM debug message
+//! each way it can go ([`debug`]); then user space writes
 //! 32-byte markers with `dd` into `/dev/crashring`, tracefs' `trace_marker`
 //! and `/dev/null`; then a program (csrc/compositor.c) writes 8-byte
 //! events into a user stream of the module's pool and, for the same
@@ -25,6 +26,8 @@
 //! (about 55 ns for 8 bytes, against a table lookup's few), `-icount`
 //! counts it as one instruction; `benches/c_ring.rs` times the module's
 //! loop on the host's own CPU.
+
+mod debug;
 
 use crate::env::guest;
 use crate::scenarios::{warm_reboot_run, Artifacts, WarmReboot, DONE, DONE_MIB};
@@ -111,12 +114,13 @@ impl Clock {
 
 fn script(program: &str) -> String {
     let captures = PRINTK_CAPTURES.join(" ");
+    let debug = debug::script();
     format!(
-        r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash user_streams=1 || echo "crashring-test: insmod failed"
+        r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash,debug user_streams=1 || echo "crashring-test: insmod failed"
 mount -t tracefs nodev /sys/kernel/tracing
 insmod /lib/crashring_test.ko action=cost cost_events={KERNEL_EVENTS}
 dmesg | grep 'crashring-cost:' | sed 's/^.*crashring-cost:/crashring-cost:/'
-echo "crashring-cost: clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+{debug}echo "crashring-cost: clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 for target in /dev/null /dev/crashring /sys/kernel/tracing/trace_marker; do
   start=$(cut -d ' ' -f 1 /proc/uptime)
   dd if=/dev/zero of=$target bs=32 count={USER_WRITES} 2>/dev/null
@@ -176,6 +180,7 @@ fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Res
         cpus: clock.cpus(),
         script: Some(script(program)),
         programs: &[program],
+        later_modules: &["drm"],
         qemu_args: clock.qemu_args(),
         // Else /dev/kmsg takes ten lines per five seconds from dd.
         extra_append: "printk.devkmsg=on",
@@ -235,6 +240,7 @@ fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Res
     for (w, what) in PARTS {
         println!("    {w:<20} {:>8.1} {unit}  {what}", mean(w) - empty);
     }
+    debug::report(&lines, unit)?;
     let mut user = BTreeMap::<&str, f64>::new();
     for l in lines.iter().filter(|l| l.starts_with("user ")) {
         let f = fields(l);

@@ -144,9 +144,14 @@ pub fn build_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
     Ok(dir.join("crashring.ko"))
 }
 
-/// Builds kernel/test/crashring_test.ko against the crashring.ko that
-/// [`build_module`] built for `k` (whose symbols it uses).
-pub fn build_test_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
+/// The modules kernel/test/ builds: the crash tests, and the DRM debug
+/// message's cost (which needs drm.ko).
+pub const TEST_MODULES: [&str; 2] = ["crashring_test.ko", "crashring_test_drm.ko"];
+
+/// Builds kernel/test/'s [`TEST_MODULES`] against the crashring.ko that
+/// [`build_module`] built for `k` (whose symbols they use), and returns
+/// the directory that holds them.
+pub fn build_test_modules(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
     let parent = kbuild_dir(sh, k);
     let dir = parent.join("test");
     copy_files(sh, &sh.current_dir().join("kernel/test"), &dir)?;
@@ -154,10 +159,10 @@ pub fn build_test_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
         sh,
         k,
         &dir,
-        "crashring_test.ko",
+        "crashring_test.ko and crashring_test_drm.ko",
         &[format!("CRASHRING={}", parent.display())],
     )?;
-    Ok(dir.join("crashring_test.ko"))
+    Ok(dir)
 }
 
 /// A statically linked `crashring` for the guest, which has no libc.

@@ -694,8 +694,8 @@ pub fn warm_reboot_run(
 ) -> Result<Saved> {
     let module = guest::build_module(sh, k)?;
     let crashring = guest::build_guest_crashring(sh)?;
-    let test_module = if plan.test_module {
-        Some(guest::build_test_module(sh, k)?)
+    let test_modules = if plan.test_module {
+        Some(guest::build_test_modules(sh, k)?)
     } else {
         None
     };
@@ -706,9 +706,13 @@ pub fn warm_reboot_run(
     } else {
         &["virtio_pci", "virtio_blk"]
     };
-    let files: Vec<(&Path, &str)> = test_module
+    let test_modules: Vec<(PathBuf, String)> = test_modules
         .iter()
-        .map(|p| (p.as_path(), "lib/crashring_test.ko"))
+        .flat_map(|dir| guest::TEST_MODULES.map(|m| (dir.join(m), format!("lib/{m}"))))
+        .collect();
+    let files: Vec<(&Path, &str)> = test_modules
+        .iter()
+        .map(|(p, dest)| (p.as_path(), dest.as_str()))
         .collect();
     let script = plan
         .script
