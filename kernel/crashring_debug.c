@@ -11,7 +11,9 @@
  * selected by module, function or file:line, once dynamic debug enabled
  * them (+p: the kernel calls those functions only for enabled callsites).
  * A selection may also name devices (dev_name() or driver), and may ask
- * that selected messages go to printk too.
+ * that selected messages go to printk too. Its user=NAME:CATEGORIES
+ * words switch programs' own categories (crashring_user.c), so that one
+ * place chooses what a compositor and its DRM device record.
  *
  * How: an ftrace_ops with FTRACE_OPS_FL_IPMODIFY on each function, as
  * livepatch does. Its callback runs at the function's entry; for a
@@ -58,6 +60,7 @@
 #include "crashring_compat.h"
 #include "crashring_debug.h"
 #include "crashring_internal.h"
+#include "crashring_uapi.h"
 
 static char *debug;
 module_param(debug, charp, 0400);
@@ -69,14 +72,14 @@ static const char *const cr_drm_categories[] = {
 };
 
 #define CR_DEBUG_RULES		16
-#define CR_DEBUG_RULE_LEN	64
+#define CR_DEBUG_RULE_LEN	128
 
-enum cr_rule_kind { CR_RULE_MODULE, CR_RULE_FUNC, CR_RULE_FILE, CR_RULE_DEVICE };
+enum cr_rule_kind { CR_RULE_MODULE, CR_RULE_FUNC, CR_RULE_FILE, CR_RULE_DEVICE, CR_RULE_USER };
 
 struct cr_rule {
 	enum cr_rule_kind kind;
 	u32 line;		/* file rules: 0 for any */
-	char text[CR_DEBUG_RULE_LEN];
+	char text[CR_DEBUG_RULE_LEN];	/* user rules: "NAME:CAT,CAT" */
 };
 
 /*
@@ -162,6 +165,7 @@ static bool cr_dyndbg_selected(const struct cr_selection *sel, const struct _dde
 				return true;
 			break;
 		case CR_RULE_DEVICE:
+		case CR_RULE_USER:
 			break;
 		}
 	}
@@ -180,7 +184,7 @@ static bool cr_wants_dyndbg(const struct cr_selection *sel)
 	unsigned int i;
 
 	for (i = 0; i < sel->nrules; i++)
-		if (sel->rules[i].kind != CR_RULE_DEVICE)
+		if (sel->rules[i].kind != CR_RULE_DEVICE && sel->rules[i].kind != CR_RULE_USER)
 			return true;
 	return false;
 }
@@ -612,6 +616,7 @@ static int cr_parse_rule(const char *p, size_t n, struct cr_selection *sel)
 	static const struct { const char *key; enum cr_rule_kind kind; } keys[] = {
 		{ "module=", CR_RULE_MODULE }, { "func=", CR_RULE_FUNC },
 		{ "file=", CR_RULE_FILE }, { "device=", CR_RULE_DEVICE },
+		{ "user=", CR_RULE_USER },
 	};
 	struct cr_rule *r = &sel->rules[sel->nrules];
 	unsigned int i;
@@ -633,6 +638,9 @@ static int cr_parse_rule(const char *p, size_t n, struct cr_selection *sel)
 				return -EINVAL;
 			r->text[colon - r->text] = '\0';
 		}
+		/* A program's name, then the categories it is to record. */
+		if (r->kind == CR_RULE_USER && (!colon || colon == r->text || !colon[1]))
+			return -EINVAL;
 		sel->nrules++;
 		return 0;
 	}
@@ -694,7 +702,61 @@ int crashring_set_debug(const char *spec)
 	/* Callbacks run with preemption off: after this none reads @old. */
 	synchronize_rcu();
 	cr_hooks_apply(next);
+	crashring_user_selection_changed();
 	return 0;
+}
+
+/* @stream is program @name's: "NAME", or "NAME.N" for stream N of several. */
+static bool cr_stream_is(const char *stream, const char *name, size_t len)
+{
+	const char *rest = stream + len;
+
+	if (strncmp(stream, name, len))
+		return false;
+	if (!*rest)
+		return true;
+	return *rest == '.' && rest[1] && strspn(rest + 1, "0123456789") == strlen(rest + 1);
+}
+
+/**
+ * crashring_debug_user_mask - what a program's categories are to record
+ * @stream: its stream's name
+ * @ctl: its categories (names, count, defaults)
+ *
+ * The user=NAME:CATEGORIES words that name @stream's program decide:
+ * the categories they list ("all" for every one; names the program has
+ * not registered are ignored). With none, the program's defaults.
+ *
+ * Return: the enabled mask. Called with crashring.lock held.
+ */
+u64 crashring_debug_user_mask(const char *stream, const struct crashring_user_control *ctl)
+{
+	const struct cr_selection *sel = rcu_dereference_protected(cr_selection,
+								   lockdep_is_held(&crashring.lock));
+	u64 every = ctl->count >= 64 ? U64_MAX : BIT_ULL(ctl->count) - 1;
+	u64 mask = 0;
+	bool named = false;
+	unsigned int i, c;
+
+	for (i = 0; i < sel->nrules; i++) {
+		const struct cr_rule *r = &sel->rules[i];
+		const char *list = strchr(r->text, ':');
+
+		if (r->kind != CR_RULE_USER || !cr_stream_is(stream, r->text, list - r->text))
+			continue;
+		named = true;
+		while (*list++) {
+			size_t len = strcspn(list, ",");
+
+			if (len == 3 && !strncmp(list, "all", 3))
+				mask |= every;
+			for (c = 0; c < ctl->count; c++)
+				if (strlen(ctl->names[c]) == len && !strncmp(ctl->names[c], list, len))
+					mask |= BIT_ULL(c);
+			list += len;
+		}
+	}
+	return named ? mask : ctl->defaults & every;
 }
 
 /**
@@ -707,7 +769,7 @@ int crashring_show_debug(char *buf)
 {
 	const struct cr_selection *sel = rcu_dereference_protected(cr_selection,
 								   lockdep_is_held(&crashring.lock));
-	static const char *const kinds[] = { "module", "func", "file", "device" };
+	static const char *const kinds[] = { "module", "func", "file", "device", "user" };
 	unsigned int i;
 	int n = 0;
 
@@ -738,7 +800,8 @@ int crashring_show_debug(char *buf)
 		if (cr_hooks[i].err)
 			n += sysfs_emit_at(buf, n, "\nnot diverted: %s (error %d)", cr_hooks[i].name,
 					   cr_hooks[i].err);
-	return n + sysfs_emit_at(buf, n, "\n");
+	n += sysfs_emit_at(buf, n, "\n");
+	return crashring_user_show(buf, n);
 }
 
 /* --- load and unload -------------------------------------------------- */

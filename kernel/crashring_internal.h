@@ -172,6 +172,8 @@ void crashring_dev_unregister(void);
 extern const struct crashring_source crashring_source_debug;
 int crashring_set_debug(const char *spec);
 int crashring_show_debug(char *buf);
+struct crashring_user_control;
+u64 crashring_debug_user_mask(const char *stream, const struct crashring_user_control *ctl);
 void crashring_debug_reset(void);
 
 extern const struct crashring_source crashring_source_sched;
@@ -199,6 +201,8 @@ long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 int crashring_user_mmap(struct file *file, struct vm_area_struct *vma);
 void crashring_user_release(struct file *file);
 u32 crashring_user_write_back(void);
+void crashring_user_selection_changed(void);
+int crashring_user_show(char *buf, int at);
 
 /* crashring_sysfs.c */
 int crashring_sysfs_init(void);

@@ -34,4 +34,44 @@ struct crashring_user_stream {
  */
 #define CRASHRING_IOC_USER_STREAM _IOWR(0xC5, 1, struct crashring_user_stream)
 
+/*
+ * A program's own categories (its "drm", "input", "frame"...), switched
+ * where the kernel's debug messages are: the selection's user=NAME:CATS
+ * words (/sys/kernel/crashring/debug, `crashring debug`). After its
+ * stream's ioctl, the program names them with this ioctl, and maps the
+ * stream's control page read-only: mmap(NULL, page, PROT_READ,
+ * MAP_SHARED, fd, bytes), at the offset where the stream's pages end.
+ * Before it formats an event of category N it tests bit N of the page's
+ * enabled word: no system call, a disabled event costs a load and a test.
+ */
+#define CRASHRING_USER_CATEGORIES	64
+#define CRASHRING_CATEGORY_NAME		32
+
+struct crashring_user_categories {
+	__u32 count;		/* categories named, at most 64 */
+	__u32 flags;		/* 0 */
+	__u64 defaults;		/* enabled while no user= word names the stream */
+	/* NUL-terminated, 1 to 31 of [A-Za-z0-9_.-] each, all different */
+	char names[CRASHRING_USER_CATEGORIES][CRASHRING_CATEGORY_NAME];
+};
+
+/*
+ * The control page. The kernel writes enabled (one aligned 64-bit store)
+ * whenever the selection or the categories change; the rest is the
+ * categories as last named, for readers of the page.
+ */
+struct crashring_user_control {
+	__u64 enabled;		/* bit N: category N is to be recorded */
+	__u64 defaults;
+	__u32 count;
+	__u32 reserved;
+	char names[CRASHRING_USER_CATEGORIES][CRASHRING_CATEGORY_NAME];
+};
+
+/*
+ * Errors: ENOENT (this file has no stream), EINVAL (flags, count, or a
+ * name that is empty, too long, repeated or has another character).
+ */
+#define CRASHRING_IOC_USER_CATEGORIES _IOW(0xC5, 2, struct crashring_user_categories)
+
 #endif /* CRASHRING_UAPI_H */

@@ -17,17 +17,27 @@
  * path too (the holder's open page is salvaged by readers). Streams are
  * held within one generation: a new one starts only while nothing is
  * recorded, and nothing is handed out then.
+ *
+ * Each pool stream also has a control page, in kernel memory: the
+ * program's own categories as it named them, and which of them the
+ * debug selection's user= words enable. Its holder maps it read-only and
+ * tests a bit before it formats an event; the kernel rewrites the bits
+ * when the selection changes, so a program's categories are switched at
+ * run time, from where the kernel's debug messages are.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/cc_platform.h>
 #include <linux/cred.h>
+#include <linux/ctype.h>
 #include <linux/fs.h>
 #include <linux/libnvdimm.h>
+#include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 #include <linux/uaccess.h>
 #include "crashring_compat.h"
 #include "crashring_internal.h"
@@ -49,6 +59,8 @@ MODULE_PARM_DESC(user_streams_per_uid, "User streams one user may hold at once (
 struct cr_user_slot {
 	struct file *holder;
 	kuid_t uid;
+	char name[32];				/* the holder's name for it */
+	struct crashring_user_control *ctl;	/* its control page */
 };
 
 static struct cr_user_slot *cr_user_slots;
@@ -78,15 +90,33 @@ u32 crashring_user_pool(u32 page_size, u32 *pages)
 	return min_t(u32, user_streams, CRASHRING_MAX_STREAMS - crashring.nstreams);
 }
 
-int crashring_user_init(void)
-{
-	cr_user_slots = kcalloc(max(user_streams, 1U), sizeof(*cr_user_slots), GFP_KERNEL);
-	return cr_user_slots ? 0 : -ENOMEM;
-}
+static_assert(sizeof(struct crashring_user_control) <= PAGE_SIZE);
 
 void crashring_user_exit(void)
 {
+	u32 j;
+
+	for (j = 0; cr_user_slots && j < user_streams; j++)
+		free_page((unsigned long)cr_user_slots[j].ctl);
 	kfree(cr_user_slots);
+	cr_user_slots = NULL;
+}
+
+int crashring_user_init(void)
+{
+	u32 j;
+
+	cr_user_slots = kcalloc(max(user_streams, 1U), sizeof(*cr_user_slots), GFP_KERNEL);
+	if (!cr_user_slots)
+		return -ENOMEM;
+	for (j = 0; j < user_streams; j++) {
+		cr_user_slots[j].ctl = (void *)get_zeroed_page(GFP_KERNEL);
+		if (!cr_user_slots[j].ctl) {
+			crashring_user_exit();
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 static u32 cr_held_by(kuid_t uid)
@@ -147,6 +177,9 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	pmem_wmb();
 	cr_user_slots[j].holder = file;
 	cr_user_slots[j].uid = uid;
+	strscpy(cr_user_slots[j].name, req->name, sizeof(cr_user_slots[j].name));
+	/* No categories: nothing of an earlier holder's is left to read. */
+	memset(cr_user_slots[j].ctl, 0, PAGE_SIZE);
 	req->pages = s->page_count;
 	req->page_size = s->page_size;
 	req->index = s->index;
@@ -154,11 +187,107 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	return 0;
 }
 
+/* A category's name: 1 to 31 of [A-Za-z0-9_.-], NUL-terminated. */
+static bool cr_category_name_ok(const char *name)
+{
+	size_t n = strnlen(name, CRASHRING_CATEGORY_NAME);
+	size_t i;
+
+	if (!n || n == CRASHRING_CATEGORY_NAME)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!isalnum(name[i]) && !strchr("_.-", name[i]))
+			return false;
+	return true;
+}
+
+static long cr_categories(struct file *file, const struct crashring_user_categories *c)
+{
+	struct cr_user_slot *u;
+	u32 i, k;
+
+	if (c->flags || c->count > CRASHRING_USER_CATEGORIES)
+		return -EINVAL;
+	for (i = 0; i < c->count; i++) {
+		if (!cr_category_name_ok(c->names[i]))
+			return -EINVAL;
+		for (k = 0; k < i; k++)
+			if (!strcmp(c->names[i], c->names[k]))
+				return -EINVAL;
+	}
+	u = cr_slot_of(file);
+	if (!u)
+		return -ENOENT;
+	/* The reader tests enabled alone: it never sees a bit before its name. */
+	WRITE_ONCE(u->ctl->enabled, 0);
+	memcpy(u->ctl->names, c->names, sizeof(c->names));
+	u->ctl->count = c->count;
+	u->ctl->defaults = c->defaults;
+	WRITE_ONCE(u->ctl->enabled, crashring_debug_user_mask(u->name, u->ctl));
+	return 0;
+}
+
+/**
+ * crashring_user_selection_changed - set every held stream's enabled bits
+ *
+ * For a new debug selection. With crashring.lock held.
+ */
+void crashring_user_selection_changed(void)
+{
+	u32 j;
+
+	for (j = 0; j < crashring.nuser; j++)
+		if (cr_user_slots[j].holder)
+			WRITE_ONCE(cr_user_slots[j].ctl->enabled,
+				   crashring_debug_user_mask(cr_user_slots[j].name,
+							     cr_user_slots[j].ctl));
+}
+
+/**
+ * crashring_user_show - the held streams' categories, for sysfs "debug"
+ * @buf: the sysfs buffer
+ * @at: bytes already in it
+ *
+ * One line per stream that named categories: "user NAME: CAT+ CAT-",
+ * + for enabled. With crashring.lock held.
+ *
+ * Return: the bytes in @buf.
+ */
+int crashring_user_show(char *buf, int at)
+{
+	const struct crashring_user_control *ctl;
+	u32 j, c;
+
+	for (j = 0; j < crashring.nuser; j++) {
+		ctl = cr_user_slots[j].ctl;
+		if (!cr_user_slots[j].holder || !ctl->count)
+			continue;
+		at += sysfs_emit_at(buf, at, "user %s:", cr_user_slots[j].name);
+		for (c = 0; c < ctl->count; c++)
+			at += sysfs_emit_at(buf, at, " %s%c", ctl->names[c],
+					    ctl->enabled & BIT_ULL(c) ? '+' : '-');
+		at += sysfs_emit_at(buf, at, "\n");
+	}
+	return at;
+}
+
 long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
+	struct crashring_user_categories *cats;
 	struct crashring_user_stream req;
 	long err;
 
+	if (cmd == CRASHRING_IOC_USER_CATEGORIES) {
+		/* Two pages' worth of names would overflow the stack. */
+		cats = memdup_user((void __user *)arg, sizeof(*cats));
+		if (IS_ERR(cats))
+			return PTR_ERR(cats);
+		mutex_lock(&crashring.lock);
+		err = cr_categories(file, cats);
+		mutex_unlock(&crashring.lock);
+		kfree(cats);
+		return err;
+	}
 	if (cmd != CRASHRING_IOC_USER_STREAM)
 		return -ENOTTY;
 	if (copy_from_user(&req, (void __user *)arg, sizeof(req)))
@@ -197,9 +326,23 @@ u32 crashring_user_write_back(void)
 	return pages;
 }
 
+/* Maps @u's control page: one page, read-only, at the stream's end. */
+static int cr_map_control(struct cr_user_slot *u, struct vm_area_struct *vma)
+{
+	if (vma->vm_end - vma->vm_start != PAGE_SIZE)
+		return -EINVAL;
+	if (!(vma->vm_flags & VM_SHARED) || (vma->vm_flags & (VM_WRITE | VM_EXEC)))
+		return -EPERM;
+	cr_vm_flags_change(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP,
+			   VM_MAYWRITE | VM_MAYEXEC);
+	return remap_pfn_range(vma, vma->vm_start, page_to_pfn(virt_to_page(u->ctl)), PAGE_SIZE,
+			       vma->vm_page_prot);
+}
+
 /*
  * Maps exactly the stream's pages, shared, never executable, not
- * inherited by a child, never grown by mremap().
+ * inherited by a child, never grown by mremap(); or, at the offset where
+ * they end, its control page.
  */
 int crashring_user_mmap(struct file *file, struct vm_area_struct *vma)
 {
@@ -216,6 +359,10 @@ int crashring_user_mmap(struct file *file, struct vm_area_struct *vma)
 		goto out;
 	s = &crashring.streams[crashring.nstreams + (u - cr_user_slots)];
 	slot = &crashring.slot[crashring.cur];
+	if ((u64)vma->vm_pgoff << PAGE_SHIFT == (u64)s->page_count * s->page_size) {
+		err = cr_map_control(u, vma);
+		goto out;
+	}
 	if (vma->vm_pgoff || len != (u64)s->page_count * s->page_size)
 		goto out;
 	err = -EPERM;

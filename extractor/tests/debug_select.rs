@@ -131,3 +131,48 @@ fn list_names_categories_and_callsites_and_marks_the_input_layer() {
     let filtered = text(&crashring(&["debug", "list", "e1000", "--root", &root]).stdout);
     assert!(!filtered.contains("run_init_process"), "{filtered}");
 }
+
+#[test]
+fn programs_categories_are_selected_and_listed_beside_the_kernels() {
+    let (_dir, sys, root) = machine();
+    let out = crashring(&[
+        "debug",
+        "select",
+        "drm=KMS",
+        "user=weston:render,input",
+        "--persist",
+        "--root",
+        &root,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        sys.read("/sys/kernel/crashring/debug").unwrap().unwrap(),
+        "drm=KMS user=weston:render,input"
+    );
+    // Nothing for dynamic debug; kept for the next boot's module.
+    assert_eq!(
+        sys.read("/proc/dynamic_debug/control").unwrap().unwrap(),
+        CONTROL
+    );
+    let kept = sys.read(DEBUG_MODPROBE).unwrap().unwrap();
+    assert!(
+        kept.ends_with("options crashring debug=drm=KMS;user=weston:render,input\n"),
+        "{kept}"
+    );
+    // What the module says of the programs holding streams.
+    sys.write(
+        "/sys/kernel/crashring/debug",
+        "drm=KMS user=weston:render,input\ndiverting: __drm_dev_dbg\nuser weston: render+ input+ frame-\n",
+    )
+    .unwrap();
+    let list = text(&crashring(&["debug", "list", "--root", &root]).stdout);
+    assert!(
+        list.contains("programs' categories (user=NAME:CATEGORY,...; + recorded now):\n  weston: render+ input+ frame-\n"),
+        "{list}"
+    );
+    for bad in ["user=weston", "user=:render", "user=weston:a,,b"] {
+        let out = crashring(&["debug", "select", bad, "--root", &root]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(text(&out.stderr).contains(bad), "{}", text(&out.stderr));
+    }
+}

@@ -21,7 +21,10 @@
  *	as the member, records "frame N" lines into a kernel stream named
  *	"compositor" until the machine goes down; every 500 frames, an
  *	ordering point: a marker "ordering point K" through /dev/crashring,
- *	then the line "after ordering point K"
+ *	then the line "after ordering point K". Its categories: "render"
+ *	(the frames, on by default) and "input" (off by default: a line
+ *	"pointer at frame N" after each frame, while `crashring debug`
+ *	selects it); each tested before anything is formatted
  *   compositor bench N
  *	times N events of 8 bytes into a kernel stream, then N write()s of
  *	8 bytes to /dev/crashring, and prints
@@ -419,13 +422,20 @@ static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 	return 0;
 }
 
+/* The compositor's categories, by bit. */
+enum { RENDER, INPUT };
+static const char *const categories[] = { [RENDER] = "render", [INPUT] = "input" };
+
 static int run(uid_t uid, gid_t gid)
 {
-	struct crashring_user_config cfg = { .name = "compositor", .streams = 1,
-					     .backing = CRASHRING_USER_KERNEL };
+	struct crashring_user_config cfg = {
+		.name = "compositor", .streams = 1, .backing = CRASHRING_USER_KERNEL,
+		.categories = categories, .ncategories = 2, .categories_off = 1 << INPUT,
+	};
 	struct crashring_recorder *rec;
 	struct crashring_stream *s;
 	unsigned int frame, point = 0;
+	const uint64_t *enabled;
 	int marker;
 
 	become(uid, uid, &gid, 1);
@@ -436,10 +446,14 @@ static int run(uid_t uid, gid_t gid)
 		perror("crashring-test: compositor");
 		return 1;
 	}
+	enabled = crashring_recorder_enabled(rec);
 	printf("crashring-test: compositor recording\n");
 	fflush(stdout);
 	for (frame = 0;; frame++) {
-		crashring_log(s, 6, "render", "frame %u", frame);
+		if (crashring_enabled(enabled, RENDER))
+			crashring_log(s, 6, "render", "frame %u", frame);
+		if (crashring_enabled(enabled, INPUT))
+			crashring_log(s, 7, "input", "pointer at frame %u", frame);
 		if (frame % 500 == 499) {
 			char text[32];
 			int n = snprintf(text, sizeof(text), "ordering point %u", point);

@@ -1,7 +1,9 @@
 //! `crashring debug`: which kernel debug messages the module diverts into
-//! the recorder instead of printk (its sysfs `debug`), the callsites to
-//! choose from (DRM's categories, dynamic debug's control file), and the
-//! choice kept across boots (kexec-hooks' `debug`).
+//! the recorder instead of printk (its sysfs `debug`), and which of their
+//! own categories programs record into their user streams; the callsites
+//! and categories to choose from (DRM's, dynamic debug's control file,
+//! the running programs'); and the choice kept across boots
+//! (kexec-hooks' `debug`).
 
 use super::arm::{carry_out, ChangeArgs};
 use anyhow::{bail, Context, Result};
@@ -31,9 +33,11 @@ enum DebugCmd {
         #[arg(long, value_name = "DIR", default_value = "/")]
         root: std::path::PathBuf,
     },
-    /// DRM's categories and every dynamic-debug callsite of the running
-    /// kernel, as file:line [module]function "format", marked `=p` where
-    /// dynamic debug enabled it and `input` where it can carry typed text.
+    /// DRM's categories, the categories of programs recording into the
+    /// module's user streams (+ where recorded), and every dynamic-debug
+    /// callsite of the running kernel, as file:line [module]function
+    /// "format", marked `=p` where dynamic debug enabled it and `input`
+    /// where it can carry typed text.
     List {
         /// Only callsites whose line contains this.
         filter: Option<String>,
@@ -41,9 +45,12 @@ enum DebugCmd {
         root: std::path::PathBuf,
     },
     /// Divert these messages into the recorder (root): drm=CATEGORY,...
-    /// module=M func=F file=PATH[:LINE] device=NAME. Dynamic debug is
-    /// told to enable the callsites named (+p: the kernel calls it only
-    /// for those); what the module does not divert goes to printk as ever.
+    /// module=M func=F file=PATH[:LINE] device=NAME; and record these
+    /// categories of a program's own: user=NAME:CATEGORY,...|all (the
+    /// others it stops recording; a program no word names records its
+    /// defaults). Dynamic debug is told to enable the callsites named (+p:
+    /// the kernel calls it only for those); what the module does not
+    /// divert goes to printk as ever. The words replace the selection.
     Select {
         #[arg(required = true, value_name = "WORD")]
         words: Vec<String>,
@@ -152,6 +159,15 @@ fn list(sys: &System, filter: Option<&str>) -> Result<u8> {
     println!("DRM categories (drm=NAME,...):");
     let names: Vec<&str> = (0..).map_while(drm_category_name).collect();
     println!("  {}", names.join(" "));
+    if let Some(selection) = sys
+        .read(SYSFS)
+        .with_context(|| format!("reading {}", sys.path(SYSFS).display()))?
+    {
+        println!("programs' categories (user=NAME:CATEGORY,...; + recorded now):");
+        for line in selection.lines().filter_map(|l| l.strip_prefix("user ")) {
+            println!("  {line}");
+        }
+    }
     let Some(control) = control(sys)? else {
         println!("no dynamic debug control file: this kernel has no dynamic debug");
         return Ok(0);
@@ -192,9 +208,9 @@ struct Rule<'w> {
 
 impl<'w> Rule<'w> {
     fn parse(word: &'w str) -> Result<Rule<'w>> {
-        let (key, value) = word
-            .split_once('=')
-            .with_context(|| format!("`{word}`: give drm=, module=, func=, file= or device="))?;
+        let (key, value) = word.split_once('=').with_context(|| {
+            format!("`{word}`: give drm=, module=, func=, file=, device= or user=")
+        })?;
         let query = match key {
             "drm" => {
                 for name in value.split(',') {
@@ -207,6 +223,16 @@ impl<'w> Rule<'w> {
                 None
             }
             "device" => None,
+            "user" => {
+                let categories = value.split_once(':').map(|(name, c)| (name, c.split(',')));
+                let Some((name, mut categories)) = categories.filter(|(n, _)| !n.is_empty()) else {
+                    bail!("`{word}`: give user=NAME:CATEGORY,... (a program's stream name, then its categories or `all`)");
+                };
+                if let Some(bad) = categories.find(|c| c.is_empty() || c.len() > 31) {
+                    bail!("`{word}`: `{bad}` is no category of {name}'s");
+                }
+                None
+            }
             "module" => Some(format!("module {value}")),
             "func" => Some(format!("func {value}")),
             "file" => Some(match value.rsplit_once(':') {
@@ -215,7 +241,7 @@ impl<'w> Rule<'w> {
                 }
                 _ => format!("file {value}"),
             }),
-            _ => bail!("`{word}`: give drm=, module=, func=, file= or device="),
+            _ => bail!("`{word}`: give drm=, module=, func=, file=, device= or user="),
         };
         Ok(Rule { word, query })
     }
@@ -389,6 +415,7 @@ mod tests {
             ("module=e1000", Some("module e1000"), true),
             ("drm=KMS,atomic", None, false),
             ("device=eth0", None, false),
+            ("user=weston:drm,input", None, false),
         ] {
             let r = Rule::parse(word).unwrap();
             assert_eq!(r.query.as_deref(), query, "{word}");
@@ -396,6 +423,14 @@ mod tests {
         }
         assert!(Rule::parse("drm=KMS,NOPE").is_err());
         assert!(Rule::parse("file").is_err());
+        for bad in [
+            "user=weston",
+            "user=:drm",
+            "user=weston:",
+            "user=weston:a,,b",
+        ] {
+            assert!(Rule::parse(bad).is_err(), "{bad}");
+        }
         assert!(Rule::parse("module=hid_generic").unwrap().is_input());
         assert!(Rule::parse("file=drivers/input/keyboard/atkbd.c:1")
             .unwrap()

@@ -8,7 +8,11 @@
 //! flight-recorder set-up, with as much memory as crashring's stream.
 //! Both read the same clock per event, which writers.c also times alone.
 //! `write()` to /dev/null stands for a system call per event. The Rust
-//! API's 8-byte figure comes from this process.
+//! API's 8-byte figure comes from this process. Last, a log line of a
+//! category switched off (`crashring_enabled()` tested before anything is
+//! formatted; the recorder's own word here, the kernel's mapped control
+//! page in its pool: the same load and test), beside a call of an empty
+//! function, in C and in Rust.
 //!
 //! Each figure is checked before it is printed: the crashring region
 //! must hold every event written (kept or overwritten, nothing else), and
@@ -18,7 +22,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use crashring_user::{Config, Recorder};
+use crashring_user::{Config, Level, Recorder};
 use pstore_ring::read::{HeaderTrust, LossKind, Region};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,6 +199,48 @@ fn rust_8(dir: &Path) -> f64 {
     runs[RUNS as usize / 2]
 }
 
+/// A call the compiler must make, and that does nothing.
+#[inline(never)]
+fn empty(v: u64) {
+    std::hint::black_box(v);
+}
+
+/// ns/event of a log line whose category is off, and of an empty call,
+/// medians of [`RUNS`], from the Rust API.
+fn rust_disabled(dir: &Path) -> (f64, f64) {
+    let rec = Recorder::create(&Config {
+        path: Some(dir.join("rust-disabled.crashring")),
+        streams: 1,
+        categories: &["frame", "input"],
+        categories_off: 0b10,
+        ..Config::new("rust")
+    })
+    .unwrap();
+    let input = rec.category("input").unwrap();
+    let mut s = rec.stream().unwrap();
+    let mut disabled = Vec::new();
+    let mut calls = Vec::new();
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        for i in 0..EVENTS {
+            if std::hint::black_box(&rec).enabled(input) {
+                s.log_fmt(Level::Debug, "input", format_args!("pointer {i}"))
+                    .unwrap();
+            }
+        }
+        disabled.push(start.elapsed().as_nanos() as f64 / EVENTS as f64);
+        let start = Instant::now();
+        for i in 0..EVENTS {
+            empty(i);
+        }
+        calls.push(start.elapsed().as_nanos() as f64 / EVENTS as f64);
+    }
+    for v in [&mut disabled, &mut calls] {
+        v.sort_by(f64::total_cmp);
+    }
+    (disabled[RUNS as usize / 2], calls[RUNS as usize / 2])
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let writers = build(dir.path());
@@ -222,6 +268,7 @@ fn main() {
         .collect();
     check_region(&region, ns["written"] as u64);
     let rust = rust_8(dir.path());
+    let (rust_off, rust_empty) = rust_disabled(dir.path());
 
     println!("user-space writers, ns/event (median of {RUNS} runs of {EVENTS}; same run):");
     let clock = ns["clock"];
@@ -247,5 +294,12 @@ fn main() {
     println!(
         "  Rust API, 8 bytes: {rust:.1} (the C API: {:.1})",
         ns["crashring 8"]
+    );
+    println!(
+        "  a log line of a category switched off: C {:.2} beside an empty call's {:.2} ({:+.2}); Rust {rust_off:.2} beside {rust_empty:.2} ({:+.2}); target within 2 ns",
+        ns["disabled line"],
+        ns["empty call"],
+        ns["disabled line"] - ns["empty call"],
+        rust_off - rust_empty
     );
 }

@@ -4,7 +4,9 @@
  * crashring-user's C API, LTTng-UST tracepoints and tracef(), write() to
  * /dev/null (a system call per event, the floor of any write()-based
  * recorder such as /dev/crashring's markers), and the clock read both
- * writers make per event (CLOCK_MONOTONIC through the vDSO).
+ * writers make per event (CLOCK_MONOTONIC through the vDSO); and what a
+ * log line of a category that is switched off costs (its bit tested,
+ * nothing formatted), beside a call of an empty function.
  *
  *   writers REGION N RUNS
  *
@@ -22,13 +24,24 @@
 #include "bench_tp.h"
 #include "crashring_user.h"
 
-#define KINDS 8
+#define KINDS 10
 #define MAX_RUNS 31
 
 static const char *const names[KINDS] = {
 	"crashring 8", "lttng 8", "crashring 64", "lttng 64",
 	"crashring line", "lttng line", "write() 8", "clock",
+	"disabled line", "empty call",
 };
+
+/* The bench's categories: "input" is off. */
+enum { FRAME, INPUT };
+static const char *const categories[] = { [FRAME] = "frame", [INPUT] = "input" };
+
+/* A call the compiler must make, and that does nothing. */
+__attribute__((noinline)) static void empty(uint64_t v)
+{
+	__asm__ volatile("" : : "r"(v) : "memory");
+}
 
 static double now_ns(void)
 {
@@ -47,7 +60,11 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	struct crashring_user_config cfg = { .name = "bench", .streams = 3, .pages_per_stream = 64 };
+	struct crashring_user_config cfg = {
+		.name = "bench", .streams = 3, .pages_per_stream = 64,
+		.categories = categories, .ncategories = 2, .categories_off = 1 << INPUT,
+	};
+	const uint64_t *enabled;
 	struct crashring_recorder *rec;
 	struct crashring_stream *s[3];
 	static double took[KINDS][MAX_RUNS];
@@ -71,6 +88,7 @@ int main(int argc, char **argv)
 	}
 	for (k = 0; k < 3; k++)
 		s[k] = crashring_stream_get(rec);
+	enabled = crashring_recorder_enabled(rec);
 	memset(payload, 0xA5, sizeof(payload));
 
 	for (r = 0; r < runs; r++) {
@@ -108,6 +126,14 @@ int main(int argc, char **argv)
 					break;
 				case 7:
 					sink += now_ns();
+					break;
+				case 8:
+					if (crashring_enabled(enabled, INPUT) &&
+					    crashring_log(s[2], 7, "input", "pointer %lu", i))
+						return 3;
+					break;
+				case 9:
+					empty(v);
 					break;
 				}
 			}

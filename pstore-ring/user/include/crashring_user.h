@@ -75,6 +75,15 @@ struct crashring_user_config {
 	uint16_t nevents;	/* the program's own types: a file only */
 	const struct crashring_event_def *events;
 	uint32_t backing;	/* CRASHRING_USER_* */
+	/*
+	 * The program's own categories, bit N for categories[N]: at most 64,
+	 * each 1 to 31 of [A-Za-z0-9_.-]. In the kernel's region, `crashring
+	 * debug select user=NAME:CATEGORY,...` switches them while the
+	 * program runs; crashring_enabled() says whether to record one.
+	 */
+	const char *const *categories;
+	uint16_t ncategories;
+	uint64_t categories_off;	/* off until selected; 0: every one on */
 };
 
 /* The longest log line kept whole; longer ones are cut. */
@@ -100,6 +109,19 @@ void crashring_recorder_destroy(struct crashring_recorder *rec);
  * error.
  */
 struct crashring_stream *crashring_stream_get(const struct crashring_recorder *rec);
+
+/*
+ * The word whose bit N says whether category N is recorded now; it lives
+ * as long as the recorder. Test it with crashring_enabled() before
+ * formatting anything.
+ */
+const uint64_t *crashring_recorder_enabled(const struct crashring_recorder *rec);
+
+/* Whether category N is to be recorded: one load and a bit test. */
+static inline int crashring_enabled(const uint64_t *word, unsigned int category)
+{
+	return category < 64 && (__atomic_load_n(word, __ATOMIC_RELAXED) >> category & 1);
+}
 
 /* Gives the stream back; the next thread to get it continues its ring. */
 void crashring_stream_put(struct crashring_stream *s);

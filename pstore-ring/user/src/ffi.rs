@@ -41,6 +41,9 @@ pub struct CConfig {
     events: *const CEventDef,
     /// `CRASHRING_USER_AUTO` (0), `_KERNEL` (1) or `_FILE` (2).
     backing: u32,
+    categories: *const *const c_char,
+    ncategories: u16,
+    categories_off: u64,
 }
 
 /// Reads a C string, `None` for null or not UTF-8.
@@ -129,6 +132,14 @@ pub unsafe extern "C" fn crashring_recorder_create(cfg: *const CConfig) -> *mut 
             return std::ptr::null_mut();
         }
     };
+    let Some(categories) = items(c.categories, c.ncategories.into())
+        .iter()
+        .map(|&p| text(p))
+        .collect::<Option<Vec<&str>>>()
+    else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
     let defaults = Config::new(name);
     let nonzero = |v: u32, d: u32| if v == 0 { d } else { v };
     let config = Config {
@@ -142,6 +153,8 @@ pub unsafe extern "C" fn crashring_recorder_create(cfg: *const CConfig) -> *mut 
         page_size: nonzero(c.page_size, defaults.page_size),
         events: &defs,
         backing,
+        categories: &categories,
+        categories_off: c.categories_off,
         ..defaults
     };
     match Recorder::create(&config) {
@@ -174,6 +187,19 @@ fn errno_of(e: &crate::Error) -> c_int {
 pub unsafe extern "C" fn crashring_recorder_destroy(rec: *mut Recorder) {
     if !rec.is_null() {
         drop(Box::from_raw(rec));
+    }
+}
+
+/// The word whose bit N says whether category N is recorded now, for
+/// the header's inline `crashring_enabled()`; null for a null recorder.
+///
+/// # Safety
+/// `rec` is null or a live recorder; the word lives as long as it.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_recorder_enabled(rec: *const Recorder) -> *const u64 {
+    match rec.as_ref() {
+        Some(rec) => rec.enabled_word().as_ptr().cast_const(),
+        None => std::ptr::null(),
     }
 }
 

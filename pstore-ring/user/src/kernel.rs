@@ -3,7 +3,7 @@
 //! region the kernel records, beside its CPUs', and survive a kernel
 //! panic.
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::{Mmap, MmapMut, MmapOptions};
 use pstore_ring::layout::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -28,6 +28,24 @@ pub(crate) struct Request {
 pub(crate) const IOC_USER_STREAM: u64 =
     (3 << 30) | ((std::mem::size_of::<Request>() as u64) << 16) | (0xC5 << 8) | 1;
 
+/// Categories a program names (`CRASHRING_USER_CATEGORIES`), and the
+/// bytes of each name with its NUL (`CRASHRING_CATEGORY_NAME`).
+pub const MAX_CATEGORIES: usize = 64;
+pub(crate) const CATEGORY_NAME: usize = 32;
+
+/// `struct crashring_user_categories`.
+#[repr(C)]
+pub(crate) struct Categories {
+    pub count: u32,
+    pub flags: u32,
+    pub defaults: u64,
+    pub names: [[u8; CATEGORY_NAME]; MAX_CATEGORIES],
+}
+
+/// `_IOW(0xC5, 2, struct crashring_user_categories)`.
+pub(crate) const IOC_USER_CATEGORIES: u64 =
+    (1 << 30) | ((std::mem::size_of::<Categories>() as u64) << 16) | (0xC5 << 8) | 2;
+
 /// A stream the module handed to this process: its pages, mapped, and the
 /// open file that holds it. Dropping it unmaps the pages and closes the
 /// file, which gives the stream back to the pool.
@@ -35,9 +53,52 @@ pub(crate) struct Grant {
     pub map: MmapMut,
     /// Declared after `map`: the module frees the stream at the last close,
     /// which comes after the unmapping.
-    _file: File,
+    file: File,
     pub index: u16,
     pub page_size: usize,
+}
+
+impl Grant {
+    /// Names the program's categories for this stream, `defaults` the
+    /// ones enabled while no selection names it, and maps the stream's
+    /// control page read-only: its first 8 bytes are the enabled bits the
+    /// kernel keeps.
+    pub fn categories(&self, names: &[&str], defaults: u64) -> io::Result<Mmap> {
+        let mut req = Categories {
+            count: 0,
+            flags: 0,
+            defaults,
+            names: [[0; CATEGORY_NAME]; MAX_CATEGORIES],
+        };
+        if names.len() > MAX_CATEGORIES || names.iter().any(|n| n.len() >= CATEGORY_NAME) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        for (slot, name) in req.names.iter_mut().zip(names) {
+            slot[..name.len()].copy_from_slice(name.as_bytes());
+        }
+        req.count = names.len() as u32;
+        // SAFETY: the request is the struct the ioctl number names, valid
+        // for the kernel to read.
+        let rc = unsafe { libc::ioctl(self.file.as_raw_fd(), IOC_USER_CATEGORIES as _, &req) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel maps its control page read-only; it changes
+        // only the enabled word, which is read atomically.
+        unsafe {
+            MmapOptions::new()
+                .offset(self.map.len() as u64)
+                .len(page_size())
+                .map(&self.file)
+        }
+    }
+}
+
+/// The machine's page size: the control page's length.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).unwrap_or(4096)
 }
 
 /// Asks the module for a stream named `name` of up to `pages` pages (0:
@@ -79,7 +140,7 @@ pub(crate) fn grant(name: &str, pages: u32) -> io::Result<Grant> {
     let map = unsafe { MmapOptions::new().len(len).map_mut(&file) }?;
     Ok(Grant {
         map,
-        _file: file,
+        file,
         index,
         page_size: page as usize,
     })
@@ -91,8 +152,9 @@ mod tests {
     use std::path::Path;
     use std::process::Command;
 
-    /// The request and its ioctl number are the C header's: a C program
-    /// built against kernel/crashring_uapi.h prints its view of both.
+    /// The requests and their ioctl numbers are the C header's, and the
+    /// enabled word leads the control page: a C program built against
+    /// kernel/crashring_uapi.h prints its view of them.
     #[test]
     fn the_request_is_the_uapi_headers() {
         let dir = tempfile::tempdir().unwrap();
@@ -111,6 +173,13 @@ int main(void)
 	       offsetof(struct crashring_user_stream, index),
 	       offsetof(struct crashring_user_stream, flags),
 	       offsetof(struct crashring_user_stream, bytes));
+	printf("%lu %zu %zu %zu %zu %d %d %zu\n", (unsigned long)CRASHRING_IOC_USER_CATEGORIES,
+	       sizeof(struct crashring_user_categories),
+	       offsetof(struct crashring_user_categories, flags),
+	       offsetof(struct crashring_user_categories, defaults),
+	       offsetof(struct crashring_user_categories, names),
+	       CRASHRING_USER_CATEGORIES, CRASHRING_CATEGORY_NAME,
+	       offsetof(struct crashring_user_control, enabled));
 	return 0;
 }
 "#,
@@ -131,8 +200,16 @@ int main(void)
         let r = Request::default();
         let base = std::ptr::addr_of!(r) as usize;
         let off = |p: *const u8| p as usize - base;
+        let c = Categories {
+            count: 0,
+            flags: 0,
+            defaults: 0,
+            names: [[0; CATEGORY_NAME]; MAX_CATEGORIES],
+        };
+        let cbase = std::ptr::addr_of!(c) as usize;
+        let coff = |p: *const u8| p as usize - cbase;
         let want = format!(
-            "{} {} {} {} {} {} {}\n",
+            "{} {} {} {} {} {} {}\n{} {} {} {} {} {MAX_CATEGORIES} {CATEGORY_NAME} 0\n",
             IOC_USER_STREAM,
             std::mem::size_of::<Request>(),
             off(std::ptr::addr_of!(r.pages).cast()),
@@ -140,6 +217,11 @@ int main(void)
             off(std::ptr::addr_of!(r.index).cast()),
             off(std::ptr::addr_of!(r.flags).cast()),
             off(std::ptr::addr_of!(r.bytes).cast()),
+            IOC_USER_CATEGORIES,
+            std::mem::size_of::<Categories>(),
+            coff(std::ptr::addr_of!(c.flags).cast()),
+            coff(std::ptr::addr_of!(c.defaults).cast()),
+            coff(std::ptr::addr_of!(c.names).cast()),
         );
         assert_eq!(out, want);
     }

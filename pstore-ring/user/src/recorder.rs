@@ -1,5 +1,6 @@
 //! The file-backed region and the per-thread streams that record into it.
 
+use crate::switch::{self, CategoryError, Switch};
 use crate::{clock, kernel};
 use memmap2::MmapMut;
 use pstore_ring::layout::{REASON_NONE, STATE_CLEAN, STREAM_USER};
@@ -39,6 +40,15 @@ pub struct Config<'a> {
     /// [`Stream::event`]. Only a file's schema table can describe them.
     pub events: &'a [EventDef<'a>],
     pub backing: Backing,
+    /// The program's own categories, bit N for `categories[N]` (at most
+    /// 64, each 1 to 31 of `[A-Za-z0-9_.-]`): [`Recorder::enabled`] says
+    /// whether to record one, as `crashring debug select
+    /// user=NAME:CATEGORY,...` chooses for a recorder in the kernel's
+    /// region while the program runs.
+    pub categories: &'a [&'a str],
+    /// The categories not recorded while no selection names the program
+    /// (bit N: `categories[N]`); 0, every one recorded.
+    pub categories_off: u64,
 }
 
 impl<'a> Config<'a> {
@@ -52,6 +62,8 @@ impl<'a> Config<'a> {
             page_size: 4096,
             events: &[],
             backing: Backing::Auto,
+            categories: &[],
+            categories_off: 0,
         }
     }
 }
@@ -76,6 +88,8 @@ pub enum Error {
         "the kernel's region cannot describe a program's own event types: record them in a file"
     )]
     KernelEvents,
+    #[error(transparent)]
+    Categories(#[from] CategoryError),
 }
 
 /// Syslog levels, as the kernel's `printk` levels.
@@ -111,7 +125,7 @@ pub enum Backing {
 struct Held {
     w: StreamWriter<'static>,
     /// Declared after `w`, which points into its mapping.
-    _grant: Option<kernel::Grant>,
+    grant: Option<kernel::Grant>,
 }
 
 /// A file-backed region: its path, state block and mapping.
@@ -142,6 +156,7 @@ pub struct Recorder {
     /// into.
     free: Mutex<Vec<Held>>,
     source: Source,
+    switch: Switch,
 }
 
 impl Recorder {
@@ -155,6 +170,8 @@ impl Recorder {
         if cfg.streams == 0 {
             return Err(Error::NoStreams);
         }
+        switch::check(cfg.categories)?;
+        let defaults = !cfg.categories_off;
         let kernel = match cfg.backing {
             Backing::Kernel if !cfg.events.is_empty() => return Err(Error::KernelEvents),
             Backing::Kernel => true,
@@ -162,7 +179,7 @@ impl Recorder {
             Backing::File => false,
         };
         if kernel {
-            let rec = Recorder {
+            let mut rec = Recorder {
                 free: Mutex::new(Vec::new()),
                 source: Source::Kernel {
                     name: cfg.name.to_string(),
@@ -170,8 +187,17 @@ impl Recorder {
                     granted: Mutex::new(0),
                     most: cfg.streams,
                 },
+                switch: Switch::own(&[], 0),
             };
-            match rec.grant() {
+            // The first stream's control page holds the program's switch.
+            let first = rec.grant().and_then(|held| {
+                if let Some(grant) = held.grant.as_ref().filter(|_| !cfg.categories.is_empty()) {
+                    rec.switch = Switch::kernel(grant, cfg.categories, defaults)
+                        .map_err(|source| Error::Kernel { source })?;
+                }
+                Ok(held)
+            });
+            match first {
                 Ok(held) => {
                     rec.free_list().push(held);
                     return Ok(rec);
@@ -180,10 +206,10 @@ impl Recorder {
                 Err(_) => {}
             }
         }
-        Self::create_file(cfg)
+        Self::create_file(cfg, Switch::own(cfg.categories, defaults))
     }
 
-    fn create_file(cfg: &Config<'_>) -> Result<Recorder, Error> {
+    fn create_file(cfg: &Config<'_>, switch: Switch) -> Result<Recorder, Error> {
         let pid = std::process::id();
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
@@ -251,10 +277,7 @@ impl Recorder {
             .persist_noclobber(&path)
             .map_err(|e| file_error(e.error))?;
         // Handed out from the end: stream 0 first.
-        let mut free: Vec<Held> = formatted
-            .streams
-            .map(|w| Held { w, _grant: None })
-            .collect();
+        let mut free: Vec<Held> = formatted.streams.map(|w| Held { w, grant: None }).collect();
         free.reverse();
         Ok(Recorder {
             free: Mutex::new(free),
@@ -263,6 +286,7 @@ impl Recorder {
                 control: Mutex::new(formatted.control),
                 _map: map,
             }),
+            switch,
         })
     }
 
@@ -304,8 +328,26 @@ impl Recorder {
         *n += 1;
         Ok(Held {
             w,
-            _grant: Some(grant),
+            grant: Some(grant),
         })
+    }
+
+    /// Whether category `index` (of [`Config::categories`]) is to be
+    /// recorded now: a load and a bit test, to ask before formatting.
+    #[inline]
+    pub fn enabled(&self, index: u32) -> bool {
+        self.switch.enabled(index)
+    }
+
+    /// The index of the category called `name`, for [`enabled`](Self::enabled).
+    pub fn category(&self, name: &str) -> Option<u32> {
+        self.switch.index(name)
+    }
+
+    /// The word whose bit N says whether category N is recorded (the C
+    /// API's inline test reads it).
+    pub fn enabled_word(&self) -> &std::sync::atomic::AtomicU64 {
+        self.switch.word()
     }
 
     /// Whether the streams are the kernel's (else a file's).

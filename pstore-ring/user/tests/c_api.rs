@@ -147,6 +147,20 @@ fn every_committed_event_survives_sigkill() {
 }
 
 #[test]
+fn categories_start_as_the_program_says_and_bad_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = writer(dir.path());
+    let out = run(&bin)
+        .arg(dir.path().join("c.crashring"))
+        .arg("categories")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // render on, input off (categories_off), drm on, bit 3 names nothing.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1010\nEINVAL\n");
+}
+
+#[test]
 fn a_second_stream_of_one_is_refused_with_ebusy() {
     let dir = tempfile::tempdir().unwrap();
     let bin = writer(dir.path());

@@ -8,17 +8,22 @@
 //! modesets (raw KMS ioctls) send their messages to the recorder, never to
 //! printk (drm.debug stays 0). While modesets flood in, the module is
 //! unloaded and loaded again three times (the guest runs panic_on_warn).
-//! Then a compositor-like program records its own stream, and at the end
-//! the selection adds "printk": each selected message is then recorded
-//! and printed by the kernel itself, with no_hash_pointers on the command
-//! line so that the kernel prints addresses as they are. sysrq panic.
+//! Then a compositor-like program records its own stream, its "input"
+//! category off until `crashring debug select` adds
+//! user=compositor:render,input to the kernel's selection, and off again
+//! when a selection without it replaces that one, the program running
+//! throughout. At the end the selection adds "printk": each selected
+//! message is then recorded and printed by the kernel itself, with
+//! no_hash_pointers on the command line so that the kernel prints
+//! addresses as they are. sysrq panic.
 //!
 //! The next boot's region must show: the DRM messages with their
 //! category, device and level, and the test module's, every one formatted;
 //! no category but the three, no callsite but the one; none of them among
 //! the printk lines before "printk" was selected; after it, every message
-//! exactly the line the kernel printed for the same call; and the
-//! compositor's frames on the same timeline.
+//! exactly the line the kernel printed for the same call; the
+//! compositor's frames on the same timeline; and its input lines only
+//! while its "input" category was selected.
 
 use super::{parse_saved, warm_reboot_run, Artifacts, WarmReboot};
 use crate::env::guest::{self, Kernel};
@@ -49,6 +54,17 @@ const SWITCH: &str = "crashring-test: printk next";
 const BOTH: &str = "crashring-test: printk too";
 const END: &str = "crashring-test: compared up to here";
 
+/// The markers before the compositor's "input" category is selected and
+/// a second after. SWITCH comes before the selection without it, BOTH a
+/// second after that.
+const INPUT_NEXT: &str = "crashring-test: input next";
+const INPUT_ON: &str = "crashring-test: input on";
+
+/// The compositor's categories as `crashring debug show` says them, with
+/// "input" selected and after.
+const INPUT_SELECTED: &str = "crashring-test: user compositor: render+ input+";
+const INPUT_DROPPED: &str = "crashring-test: user compositor: render+ input-";
+
 /// bochs-drm's device, as dev_printk() names it.
 const DEVICE: &str = "bochs-drm 0000:00:02.0";
 
@@ -60,7 +76,11 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         .context("the test module's DRM-style pr_debug() is gone")?
         + 1;
     let select = format!("drm={};file=crashring_test.c:{line}", CATEGORIES.join(","));
-    let module_args = format!("region=16M@0x40000000 user_streams=4 'debug={select}'");
+    let words = select.replace(';', " ");
+    // The compositor's stream (its pool's only one) holds its events
+    // since before its input category went on: 5 s at some 2,500 a second.
+    let module_args =
+        format!("region=16M@0x40000000 user_streams=1 user_stream_pages=256 'debug={select}'");
     let compositor = guest::build_compositor(sh)?;
     let modeset = guest::build_modeset(sh)?;
     let (comp, mode) = (
@@ -81,8 +101,16 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
          insmod /lib/crashring_test.ko action=drm dyndbg=+p\n\
          {comp} run {MEMBER} {GROUP} &\n\
          {mode} /dev/dri/card0 6\n\
+         echo '{INPUT_NEXT}' > /dev/crashring\n\
+         crashring debug select {words} user=compositor:render,input\n\
+         crashring debug show | sed -n 's/^user /crashring-test: user /p'\n\
+         sleep 1\n\
+         echo '{INPUT_ON}' > /dev/crashring\n\
+         sleep 1\n\
          echo '{SWITCH}' > /dev/crashring\n\
          echo '{select};printk' > /sys/kernel/crashring/debug\n\
+         crashring debug show | sed -n 's/^user /crashring-test: user /p'\n\
+         sleep 1\n\
          echo '{BOTH}' > /dev/crashring\n\
          {mode} /dev/dri/card0 2\n\
          echo '{END}' > /dev/crashring\n\
@@ -108,6 +136,10 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
     ensure!(
         saved.said("crashring-test: modeset 2 done"),
         "the modeset program did not finish"
+    );
+    ensure!(
+        saved.said(INPUT_SELECTED) && saved.said(INPUT_DROPPED),
+        "`crashring debug show` did not say the compositor's input category went on, then off"
     );
     saved.check(|bytes| check(&parse_saved(bytes)?, line as u32))
 }
@@ -139,6 +171,10 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
     let (mut both_diverted, mut both_printed) = (Vec::new(), BTreeMap::<Vec<u8>, usize>::new());
     let (mut switching, mut after_both, mut after_end) = (false, false, false);
     let (mut frames, mut debug_amid_frames) = (0usize, 0usize);
+    // The compositor's input lines before INPUT_NEXT, after INPUT_ON and
+    // before SWITCH, and after BOTH.
+    let (mut input_next, mut input_on) = (false, false);
+    let (mut input_before, mut input_while, mut input_after) = (0usize, 0usize, 0usize);
     for item in merge(&trace.streams) {
         let Item::Event(ev) = item else { continue };
         match ev.type_id {
@@ -206,10 +242,20 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
                 switching |= text(&v, 2) == SWITCH.as_bytes();
                 after_both |= text(&v, 2) == BOTH.as_bytes();
                 after_end |= text(&v, 2) == END.as_bytes();
+                input_next |= text(&v, 2) == INPUT_NEXT.as_bytes();
+                input_on |= text(&v, 2) == INPUT_ON.as_bytes();
             }
             EVENT_LOG if ev.stream == comp.info.index => {
                 let v = log.decode(ev.payload, e).ok().context("a log event")?;
                 frames += usize::from(text(&v, 2).starts_with(b"frame "));
+                if text(&v, 2).starts_with(b"pointer at frame ") {
+                    match (input_next, input_on && !switching, after_both) {
+                        (false, ..) => input_before += 1,
+                        (_, true, _) => input_while += 1,
+                        (.., true) => input_after += 1,
+                        _ => {}
+                    }
+                }
             }
             _ => {}
         }
@@ -254,11 +300,15 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
     }
     ensure!(frames > 0, "no compositor frames came back");
     ensure!(
+        input_next && input_on && input_while > 0 && input_before == 0 && input_after == 0,
+        "the compositor's input lines: {input_before} before its category was selected, {input_while} while it was, {input_after} after (markers seen: {input_next} {input_on})"
+    );
+    ensure!(
         debug_amid_frames > 0,
         "no debug message merged among the compositor's frames"
     );
     Ok(format!(
-        "{counts:?} recovered and formatted, none printed; {} messages after \"printk\" each the kernel's own line; {frames} compositor frames with {debug_amid_frames} messages among them",
+        "{counts:?} recovered and formatted, none printed; {} messages after \"printk\" each the kernel's own line; {frames} compositor frames with {debug_amid_frames} messages among them; {input_while} input lines while its category was selected, none outside",
         both_diverted.len()
     ))
 }

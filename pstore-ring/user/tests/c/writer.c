@@ -8,6 +8,9 @@
  *                               "THREAD I" once line and frame I are
  *                               committed
  *   writer PATH busy            a second stream of one is refused
+ *   writer PATH categories      prints which of three categories are on
+ *                               (the middle one off by default), then
+ *                               whether a bad name is refused with EINVAL
  *
  * Every thread holds its stream before any writes: a thread that finished
  * and put its stream back before another took one would hand it on, and
@@ -80,6 +83,28 @@ int main(int argc, char **argv)
 	if (argc != 4 && argc != 3)
 		return 2;
 	cfg.path = argv[1];
+	if (strcmp(argv[2], "categories") == 0) {
+		static const char *const names[] = { "render", "input", "drm" };
+		static const char *const bad[] = { "render", "has space" };
+		const uint64_t *on;
+
+		cfg.categories = names;
+		cfg.ncategories = 3;
+		cfg.categories_off = 1 << 1;
+		rec = crashring_recorder_create(&cfg);
+		on = rec ? crashring_recorder_enabled(rec) : NULL;
+		if (!on)
+			return 1;
+		printf("%d%d%d%d\n", crashring_enabled(on, 0), crashring_enabled(on, 1),
+		       crashring_enabled(on, 2), crashring_enabled(on, 3));
+		crashring_recorder_destroy(rec);
+		cfg.path = NULL;
+		cfg.categories = bad;
+		cfg.ncategories = 2;
+		rec = crashring_recorder_create(&cfg);
+		puts(!rec && errno == EINVAL ? "EINVAL" : "accepted");
+		return 0;
+	}
 	if (strcmp(argv[2], "busy") == 0) {
 		cfg.streams = 1;
 		rec = crashring_recorder_create(&cfg);
