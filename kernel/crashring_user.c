@@ -249,7 +249,8 @@ void crashring_user_selection_changed(void)
  * @at: bytes already in it
  *
  * One line per stream that named categories: "user NAME: CAT+ CAT-",
- * + for enabled. With crashring.lock held.
+ * + for enabled, NAME's spaces and unprintable bytes escaped. With
+ * crashring.lock held.
  *
  * Return: the bytes in @buf.
  */
@@ -262,7 +263,10 @@ int crashring_user_show(char *buf, int at)
 		ctl = cr_user_slots[j].ctl;
 		if (!cr_user_slots[j].holder || !ctl->count)
 			continue;
-		at += sysfs_emit_at(buf, at, "user %s:", cr_user_slots[j].name);
+		/* A holder names its stream: no newline of its own reaches root. */
+		at += sysfs_emit_at(buf, at, "user %*pEsp:",
+				    (int)strnlen(cr_user_slots[j].name, sizeof(cr_user_slots[j].name)),
+				    cr_user_slots[j].name);
 		for (c = 0; c < ctl->count; c++)
 			at += sysfs_emit_at(buf, at, " %s%c", ctl->names[c],
 					    ctl->enabled & BIT_ULL(c) ? '+' : '-');

@@ -191,6 +191,56 @@ static void outsider(uid_t uid)
 	say("outsider-stream", err_name(crashring_recorder_create(&cfg) ? 0 : errno));
 }
 
+/* Names @names as the categories of the stream @fd holds; the errno. */
+static int name_categories(int fd, const char *const *names, unsigned int n)
+{
+	static struct crashring_user_categories req;
+	unsigned int i;
+
+	memset(&req, 0, sizeof(req));
+	req.count = n;
+	req.defaults = ~0ULL;
+	for (i = 0; i < n; i++)
+		strncpy(req.names[i], names[i], sizeof(req.names[i]) - 1);
+	return ioctl(fd, CRASHRING_IOC_USER_CATEGORIES, &req) ? errno : 0;
+}
+
+/*
+ * The control page of the stream @fd holds (@bytes long): read-only for
+ * its holder, for good; its categories as the kernel checks them; and a
+ * stream named to forge a line of what sysfs "debug" says to root.
+ */
+static void control_page(int fd, size_t bytes)
+{
+	static const char *const good[] = { "render", "input" };
+	static const char *const bad[] = { "render", "with space" };
+	static const char *const twice[] = { "render", "render" };
+	char text[4096];
+	size_t len;
+	void *p;
+	int sys;
+
+	say("categories-bad", err_name(name_categories(fd, bad, 2)));
+	say("categories-twice", err_name(name_categories(fd, twice, 2)));
+	say("categories", err_name(name_categories(fd, good, 2)));
+	say("control-write", err_name(map_err(fd, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, bytes)));
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, bytes);
+	if (p == MAP_FAILED) {
+		say("control-read", err_name(errno));
+		return;
+	}
+	say("control-read", *(const uint64_t *)p == 3 ? "ok" : "not-defaults");
+	say("control-mprotect", err_name(mprotect(p, 4096, PROT_READ | PROT_WRITE) ? errno : 0));
+	munmap(p, 4096);
+	sys = open("/sys/kernel/crashring/debug", O_RDONLY);
+	len = sys < 0 ? 0 : (size_t)read(sys, text, sizeof(text) - 1);
+	text[len < sizeof(text) ? len : 0] = '\0';
+	if (sys >= 0)
+		close(sys);
+	say("show-forged", !strstr(text, "\nuser root:") && strstr(text, "user limits") ?
+	    "ok" : "forged");
+}
+
 static void member(uid_t uid, gid_t gid)
 {
 	struct crashring_user_config cfg = { .name = "flood", .backing = CRASHRING_USER_KERNEL };
@@ -206,7 +256,7 @@ static void member(uid_t uid, gid_t gid)
 	fd = open("/sys/kernel/crashring/previous", O_RDONLY);
 	say("member-previous", err_name(fd < 0 ? errno : 0));
 
-	fd = raw_stream("limits", &bytes, &err);
+	fd = raw_stream("limits\nuser root: all+", &bytes, &err);
 	say("member-stream", err_name(err));
 	if (fd < 0)
 		return;
@@ -215,6 +265,7 @@ static void member(uid_t uid, gid_t gid)
 	say("map-exec", err_name(map_err(fd, bytes, PROT_READ | PROT_EXEC, MAP_SHARED, 0)));
 	say("map-private", err_name(map_err(fd, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, 0)));
 	say("map-exact", err_name(map_err(fd, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, 0)));
+	control_page(fd, bytes);
 	{
 		struct crashring_user_stream again = { .name = "again" };
 
