@@ -204,7 +204,10 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
                     ensure!(
                         c.source == CALLSITE_DYNDBG
                             && c.line == line
-                            && c.file.ends_with(b"/crashring_test.c"),
+                            // 7.3 builds an external module with paths
+                            // relative to it.
+                            && (c.file == b"crashring_test.c"
+                                || c.file.ends_with(b"/crashring_test.c")),
                         "a dynamic-debug callsite that was not selected: {}:{}",
                         String::from_utf8_lossy(c.file),
                         c.line
