@@ -79,6 +79,12 @@ typedef atomic_t cr_cursor_t;
 /* The pmem driver's way to make stores durable (CLWB on x86), and its fence. */
 #define cr_write_back(p, len)	arch_wb_cache_pmem((void *)(p), (len))
 #define cr_persist_fence()	pmem_wmb()
+/*
+ * The live snapshot's reads of the region: on persistent memory a poisoned
+ * line makes a plain load a machine check, which copy_mc_to_kernel() turns
+ * into an error (as the pmem driver reads); on RAM it is a memcpy().
+ */
+#define cr_copy_live(dst, src, n)	(copy_mc_to_kernel((dst), (src), (n)) ? -EIO : 0)
 /* Where the user-space tests stop a writer as a crash would; nothing here. */
 #define cr_stop_point()		do { } while (0)
 

@@ -11,6 +11,8 @@ fn main() {
         "crashring_schema.h",
         "crashring_debug_args.c",
         "crashring_debug_args.h",
+        "crashring_snapshot.c",
+        "crashring_snapshot.h",
     ] {
         println!("cargo:rerun-if-changed=../kernel/{f}");
     }
@@ -41,6 +43,7 @@ fn main() {
         .file(ring)
         .file("csrc/ring_shim.c")
         .file("../kernel/crashring_debug_args.c")
+        .file("../kernel/crashring_snapshot.c")
         .file("csrc/debug_args_shim.c")
         .include("../kernel")
         .include("csrc")

@@ -71,6 +71,10 @@ pub const CLOCK_MONOTONIC: u32 = 1;
 /// Header `flags` bits. A reader ignores bits it does not know.
 /// The region has a tail table at `tail_offset` (FORMAT.md, "Stream tails").
 pub const HEADER_FLAG_TAILS: u32 = 1;
+/// The region is a copy read while it was being recorded (a live
+/// snapshot, FORMAT.md "Reading a live region"): each page is as its
+/// writer left it at some moment, the tail table older than the pages.
+pub const HEADER_FLAG_LIVE_COPY: u32 = 2;
 
 /// Generation states (`StateBlock::state`).
 pub const STATE_RUNNING: u32 = 1;

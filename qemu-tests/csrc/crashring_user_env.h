@@ -144,16 +144,26 @@ void crashring_user_stop_point(void);
 #define IS_ERR_VALUE(x)		((unsigned long)(void *)(x) >= (unsigned long)-MAX_ERRNO)
 #define U16_MAX			((u16)~0U)
 #define U32_MAX			((u32)~0U)
+#define U64_MAX			((u64)~0ULL)
+#define INT_MAX			__INT_MAX__
 /* Each argument evaluated once, as the kernel's are. */
 #define min(a, b)		({ __typeof__(a) a__ = (a); __typeof__(b) b__ = (b); a__ < b__ ? a__ : b__; })
 #define max(a, b)		({ __typeof__(a) a__ = (a); __typeof__(b) b__ = (b); a__ > b__ ? a__ : b__; })
 #define min_t(t, a, b)		min((t)(a), (t)(b))
+#define max_t(t, a, b)		max((t)(a), (t)(b))
 #define min3(a, b, c)		min(min(a, b), c)
 #define scnprintf(buf, size, ...)					\
 	({								\
 		int n__ = snprintf((buf), (size), __VA_ARGS__);		\
 		n__ < 0 ? 0 : (size_t)n__ >= (size) ? (int)(size) - 1 : n__;	\
 	})
+
+/* The snapshot's reads of the live region: plain memory here, never poisoned. */
+static inline int cr_copy_live(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+	return 0;
+}
 
 static inline long copy_from_kernel_nofault(void *dst, const void *src, size_t n)
 {

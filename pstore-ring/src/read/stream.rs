@@ -880,6 +880,7 @@ fn read_tail(
         TailTable::At(base) => base,
     };
     let e = region.header.endian;
+    let live_copy = region.header.flags & HEADER_FLAG_LIVE_COPY != 0;
     let pair = (TAIL_COPIES * TAIL_SIZE) as u64;
     let mut copies = [None; TAIL_COPIES];
     let mut torn = false;
@@ -946,6 +947,11 @@ fn read_tail(
         } else {
             None
         };
+        // A live copy may catch a tail being rewritten: its other copy
+        // stands, and its pages say more than either.
+        if matches!(bad, Some(Problem::TailCrc { .. })) && live_copy {
+            continue;
+        }
         if let Some(problem) = bad {
             report(problem);
             torn = true;
@@ -978,8 +984,10 @@ fn read_tail(
         }
     }
     // One page behind is a writer stopped between opening its newest page
-    // and rewriting the tail; more is a tail that did not keep up.
+    // and rewriting the tail; more is a tail that did not keep up, unless
+    // the region is a live copy, whose tails were copied before its pages.
     let best = match best {
+        Some(t) if t.seq.saturating_add(1) < newest && live_copy => None,
         Some(t) if t.seq.saturating_add(1) < newest => {
             diags.push(Diagnostic {
                 stream: Some(info.index),

@@ -166,6 +166,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("MAX_FIELDS", MAX_FIELDS.into()),
         ("CLOCK_MONOTONIC", CLOCK_MONOTONIC.into()),
         ("HEADER_FLAG_TAILS", HEADER_FLAG_TAILS.into()),
+        ("HEADER_FLAG_LIVE_COPY", HEADER_FLAG_LIVE_COPY.into()),
         ("STATE_RUNNING", STATE_RUNNING.into()),
         ("STATE_CRASHED", STATE_CRASHED.into()),
         ("STATE_CLEAN", STATE_CLEAN.into()),

@@ -125,6 +125,14 @@ extern "C" {
         len: u32,
     ) -> c_int;
     pub fn crashring_drop(s: *mut StreamState);
+    pub fn crashring_snapshot_bytes(live: *const c_void, avail: u64) -> u64;
+    pub fn crashring_snapshot_init(
+        mem: *mut c_void,
+        live: *const c_void,
+        avail: u64,
+    ) -> *mut c_void;
+    pub fn crashring_snapshot_read(s: *mut c_void, off: u64, dst: *mut c_void, len: usize)
+        -> c_int;
     pub fn crashring_reserve(s: *mut StreamState, ts: u64, ty: u8, len: u32) -> *mut c_void;
     pub fn crashring_commit(s: *mut StreamState);
     pub fn crashring_enter(c: *mut CpuLanes) -> *mut StreamState;

@@ -2,7 +2,8 @@
 //! space by build.rs, and the tests that drive it: `c_ffi` mirrors its C
 //! API, `c_ring` checks it against the golden image and under concurrent
 //! and stopped writers, `c_model` replays pstore-ring's property-test
-//! sequences through it and the Rust writer. Test-only; the `c_ring`
+//! sequences through it and the Rust writer, `c_snapshot` takes live
+//! snapshots (kernel/crashring_snapshot.c) under running writers. Test-only; the `c_ring`
 //! benchmark includes `c_ffi.rs` on its own.
 //!
 //! This module owns the C API the tests share: `c_ffi` is a file of its
@@ -16,5 +17,6 @@ mod c_debug;
 mod c_ffi;
 mod c_model;
 mod c_ring;
+mod c_snapshot;
 
 use c_ffi::*;
