@@ -204,6 +204,10 @@ u32 crashring_user_write_back(void);
 void crashring_user_selection_changed(void);
 int crashring_user_show(char *buf, int at);
 
+/* crashring_live.c */
+int crashring_live_register(void);
+void crashring_live_unregister(void);
+
 /* crashring_sysfs.c */
 int crashring_sysfs_init(void);
 void crashring_sysfs_exit(void);

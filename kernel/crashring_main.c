@@ -793,10 +793,15 @@ static int __init crashring_init(void)
 	err = crashring_dev_register();
 	if (err)
 		goto err_sysfs;
+	err = crashring_live_register();
+	if (err)
+		goto err_dev;
 	pr_info("%s range %pa+%llu, previous generation %s\n", crashring.source, &crashring.phys,
 		crashring.size, crashring.prev >= 0 ? "kept in /sys/kernel/crashring/previous" : "none");
 	return 0;
 
+err_dev:
+	crashring_dev_unregister();
 err_sysfs:
 	crashring_sysfs_exit();
 err_notifiers:
@@ -835,6 +840,7 @@ static void __exit crashring_exit(void)
 	 * recording, and the slot it records into must be the one closed.
 	 * The device goes before it: no new stream is handed out from here.
 	 */
+	crashring_live_unregister();
 	crashring_dev_unregister();
 	crashring_sysfs_exit();
 	cr_unregister_syscore(&cr_syscore);

@@ -255,6 +255,9 @@ static void member(uid_t uid, gid_t gid)
 	become(uid, uid, &gid, 1);
 	fd = open("/sys/kernel/crashring/previous", O_RDONLY);
 	say("member-previous", err_name(fd < 0 ? errno : 0));
+	/* The generation being recorded is root's to read, as the previous one. */
+	fd = open("/dev/crashring-current", O_RDONLY);
+	say("member-current", err_name(fd < 0 ? errno : 0));
 
 	fd = raw_stream("limits\nuser root: all+", &bytes, &err);
 	say("member-stream", err_name(err));
@@ -447,17 +450,26 @@ static void budget(uid_t uid, gid_t gid)
 		wait(&status);
 }
 
-static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
+/* Says @path's permission bits, in octal, as the answer to @check. */
+static void say_mode(const char *check, const char *path)
 {
 	struct stat st;
+	char mode[16];
+
+	if (stat(path, &st) != 0) {
+		say(check, err_name(errno));
+		return;
+	}
+	snprintf(mode, sizeof(mode), "%o", st.st_mode & 07777);
+	say(check, mode);
+}
+
+static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
+{
 	int status;
 
-	if (stat("/sys/kernel/crashring/previous", &st) == 0) {
-		char mode[16];
-
-		snprintf(mode, sizeof(mode), "%o", st.st_mode & 07777);
-		say("previous-mode", mode);
-	}
+	say_mode("previous-mode", "/sys/kernel/crashring/previous");
+	say_mode("current-mode", "/dev/crashring-current");
 	if (fork() == 0) {
 		outsider(outsider_uid);
 		exit(0);

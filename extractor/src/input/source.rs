@@ -155,7 +155,8 @@ pub struct FileSource {
 impl FileSource {
     /// Opens `path`. Regular files and DAX character devices are mapped
     /// window by window; block devices are read; other character devices
-    /// (`/dev/mem`) are read and have no known length.
+    /// are read, with the length they seek to (`/dev/crashring-current`)
+    /// or none (`/dev/mem`).
     pub fn open(path: &Path) -> io::Result<FileSource> {
         let mut file = File::open(path)?;
         let ty = file.metadata()?.file_type();
@@ -166,7 +167,7 @@ impl FileSource {
         } else if ty.is_char_device() {
             match dax_size(path) {
                 Some(len) => (Some(len), true, true),
-                None => (None, false, false),
+                None => (char_device_size(&mut file), false, false),
             }
         } else {
             return Err(io::Error::new(
@@ -181,6 +182,15 @@ impl FileSource {
             map_only,
         })
     }
+}
+
+/// A character device's size where it has one: `/dev/crashring-current`
+/// seeks like a file of the region's size; `/dev/mem` refuses to seek from
+/// its end, and devices that seek nowhere say 0.
+fn char_device_size(file: &mut File) -> Option<u64> {
+    let len = file.seek(SeekFrom::End(0)).ok().filter(|&n| n > 0)?;
+    file.seek(SeekFrom::Start(0)).ok()?;
+    Some(len)
 }
 
 /// A device-DAX node's size, from sysfs (such devices cannot be read, only

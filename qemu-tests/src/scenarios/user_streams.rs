@@ -26,6 +26,8 @@ const SECURITY: &[(&str, &str)] = &[
     ("outsider-marker", "EACCES"),
     ("outsider-stream", "EACCES"),
     ("member-previous", "EACCES"),
+    ("member-current", "EACCES"),
+    ("current-mode", "400"),
     ("member-stream", "ok"),
     ("map-beyond", "EINVAL"),
     ("map-offset", "EINVAL"),
@@ -49,6 +51,16 @@ const SECURITY: &[(&str, &str)] = &[
     ("opener-budget", "ok"),
 ];
 
+/// Before the crash, root reads the generation being recorded while the
+/// compositor and the marker flood write: `extract` of
+/// /dev/crashring-current, then `snapshot` and `check-bundle`.
+const LIVE: &str = "crashring extract /dev/crashring-current --stream user:compositor --format jsonl > /tmp/live.jsonl\n\
+    echo \"crashring-test: live extract $? $(grep -c '\"type\":\"log\"' /tmp/live.jsonl)\"\n\
+    crashring snapshot --why 'compositor-crash: live' -o /tmp/snapshot.tar.gz\n\
+    echo \"crashring-test: live snapshot $?\"\n\
+    crashring check-bundle /tmp/snapshot.tar.gz > /dev/null\n\
+    echo \"crashring-test: live check-bundle $?\"\n";
+
 pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let program = guest::build_compositor(sh)?;
     let prog = program.to_str().context("a path that is not UTF-8")?;
@@ -58,6 +70,7 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
          {prog} security {MEMBER} {GROUP} {OUTSIDER}\n\
          {prog} run {MEMBER} {GROUP} &\n\
          sleep 3\n\
+         {LIVE}\
          echo c > /proc/sysrq-trigger\n\
          sleep 30\n"
     );
@@ -77,6 +90,7 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
     let saved = warm_reboot_run(sh, k, art, &plan)?;
     let security = check_security(&saved.log)?;
     let budget = check_budget(&saved.log)?;
+    let live = check_live(&saved.log)?;
     ensure!(
         saved.said("crashring-test: compositor recording"),
         "the compositor never started recording"
@@ -105,9 +119,40 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
             "crashring extract --stream user:compositor gave {lines} lines, or another stream's"
         );
         Ok(format!(
-            "{security}; {budget}; {timeline}; extract --stream: {lines} lines"
+            "{security}; {budget}; {live}; {timeline}; extract --stream: {lines} lines"
         ))
     })
+}
+
+/// What [`LIVE`] printed: the live extract found the compositor's lines,
+/// and the snapshot was made and checked, each with exit status 0.
+fn check_live(log: &str) -> Result<String> {
+    // The words after "crashring-test: live WHAT ", or none.
+    let said = |what: &str| -> Vec<&str> {
+        let key = format!("crashring-test: live {what} ");
+        log.lines()
+            .find_map(|l| l.split_once(key.as_str()))
+            .map_or_else(Vec::new, |(_, rest)| rest.split_whitespace().collect())
+    };
+    let extract = said("extract");
+    let count = extract
+        .get(1)
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    ensure!(
+        extract.first() == Some(&"0") && count > 0,
+        "crashring extract /dev/crashring-current: {extract:?} (exit status, compositor lines)"
+    );
+    for what in ["snapshot", "check-bundle"] {
+        let rc = said(what);
+        ensure!(
+            rc == ["0"],
+            "crashring {what} of the live recorder: exit status {rc:?}"
+        );
+    }
+    Ok(format!(
+        "live: {count} compositor lines from /dev/crashring-current, snapshot bundled and checked"
+    ))
 }
 
 /// The answers `compositor security` printed, each as [`SECURITY`] says,
