@@ -97,6 +97,11 @@ enum Cmd {
     /// addresses are hashed unless --raw-pointers.
     #[command(after_help = BUNDLE_HELP)]
     Bundle(BundleArgs),
+    /// Bundle the recorder as it runs, without a crash: the generation
+    /// being recorded, read from /dev/crashring-current (root only) without
+    /// stopping its writers, as `bundle` would, its manifest saying it is a
+    /// snapshot, who asked and why.
+    Snapshot(cmd::snapshot::SnapshotArgs),
     /// Check a bundle as its recipient: every entry is a regular file or
     /// directory inside its one top directory (no link, device, absolute
     /// or `..` path), every file the manifest lists is there with its size
@@ -181,6 +186,7 @@ fn main() -> ExitCode {
         Cmd::Extract(args) => cmd::extract::run(args),
         Cmd::Info { input, json, pages } => cmd::info::run(&input, json, pages),
         Cmd::Bundle(args) => cmd::bundle::run(args),
+        Cmd::Snapshot(args) => cmd::snapshot::run(args),
         Cmd::CheckBundle { archive } => cmd::check_bundle::run(&archive),
         Cmd::Verify { input } => cmd::verify::run(&input),
         Cmd::Arm(args) => cmd::arm::arm(args),

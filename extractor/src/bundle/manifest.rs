@@ -5,7 +5,7 @@
 use super::{BundleFile, Part};
 use crate::bundle::logs::Log;
 use crate::bundle::redact::Rules;
-use crate::recover::report::RegionReport;
+use crate::recover::report::{utc, RegionReport};
 use serde_json::{json, Value};
 
 /// Schema version of the manifest; bump on incompatible changes.
@@ -71,8 +71,9 @@ pub(super) fn render(
     logs: &[Log],
     rules: &Rules,
     files: &[BundleFile],
+    request: Option<&super::Request>,
 ) -> String {
-    let manifest = json!({
+    let mut manifest = json!({
         "manifest_version": VERSION,
         "tool": { "name": "crashring", "version": env!("CARGO_PKG_VERSION") },
         "source": source,
@@ -96,6 +97,18 @@ pub(super) fn render(
             "format": f.kind.format(),
         })).collect::<Vec<_>>(),
     });
+    // A crash bundle's manifest is as it always was; a snapshot says so.
+    if let (Some(r), Some(m)) = (request, manifest.as_object_mut()) {
+        m.insert(
+            "request".into(),
+            json!({
+                "reason": "snapshot",
+                "uid": r.uid,
+                "why": r.why,
+                "time": utc(r.at_ns),
+            }),
+        );
+    }
     let mut text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
     text.push('\n');
     text

@@ -208,6 +208,18 @@ impl<'b> Part<'_, 'b> {
     }
 }
 
+/// Why a bundle of a running recorder was made, and for whom: a
+/// snapshot (`crashring snapshot`) rather than a crash.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// What the asker said, one line.
+    pub why: String,
+    /// Who asked.
+    pub uid: u32,
+    /// When, in nanoseconds since the Unix epoch.
+    pub at_ns: i128,
+}
+
 /// What was bundled.
 #[derive(Clone, Debug)]
 pub struct Summary {
@@ -222,13 +234,15 @@ pub struct Summary {
     pub redacted: Vec<Counts>,
 }
 
-/// Writes the bundle of `regions` to `out`.
+/// Writes the bundle of `regions` to `out`: of a crash, or of the
+/// recorder as it ran when `request` asked for it.
 pub fn write(
     out: &Path,
     source: &Source,
     regions: &[Recovered],
     rules: &Rules,
     add_logs: &[AddLog],
+    request: Option<&Request>,
 ) -> Result<Summary, BundleError> {
     if regions.is_empty() {
         return Err(BundleError::NoRegion);
@@ -358,7 +372,7 @@ pub fn write(
         files.push((rel, FileKind::Log));
     }
 
-    let mtime = archive_time(&parts[0]);
+    let mtime = request.map_or_else(|| archive_time(&parts[0]), request_time);
     let pftrace = Path::new("kernel.pftrace");
     let perfetto_dir = archive::Staging::beside(&staging.path().join("perfetto"))
         .what(|| "creating a staging directory for the Perfetto trace".into())?;
@@ -413,12 +427,12 @@ pub fn write(
             sha256,
         });
     }
-    let readme = readme::render(source, &parts, &placed_logs, rules, &listed);
+    let readme = readme::render(source, &parts, &placed_logs, rules, &listed, request);
     write_text(&staging, &mut listed[1], &readme)?;
-    let manifest = manifest::render(source, &parts, &placed_logs, rules, &listed[1..]);
+    let manifest = manifest::render(source, &parts, &placed_logs, rules, &listed[1..], request);
     write_text(&staging, &mut listed[0], &manifest)?;
 
-    let top = top_name(&parts[0]);
+    let top = top_name(&parts[0], request.is_some(), mtime);
     let paths: Vec<PathBuf> = listed.iter().map(|f| f.path.clone()).collect();
     archive::tar_gz(archive, staging.path(), Path::new(&top), &paths, mtime)
         .and_then(|archive| {
@@ -506,9 +520,15 @@ fn archive_time(part: &Part) -> u64 {
         .unwrap_or(0)
 }
 
-/// `crash-<hostname>-<UTC yyyymmddThhmmssZ>-<boot id, 8 hex>`; the host
-/// name keeps only characters safe in a file name.
-fn top_name(part: &Part) -> String {
+/// Seconds since the epoch when `request` was made, for the archive's dates.
+fn request_time(request: &Request) -> u64 {
+    u64::try_from(request.at_ns.div_euclid(1_000_000_000)).unwrap_or(0)
+}
+
+/// `crash-<hostname>-<UTC yyyymmddThhmmssZ>-<boot id, 8 hex>` (`snapshot-…`
+/// for a snapshot) at `secs`; the host name keeps only characters safe in
+/// a file name.
+fn top_name(part: &Part, snapshot: bool, secs: u64) -> String {
     let h = &part.region.header;
     let host: String = h
         .hostname
@@ -527,12 +547,12 @@ fn top_name(part: &Part) -> String {
     } else {
         host
     };
-    let secs = archive_time(part);
     let stamp: String = utc(i128::from(secs) * 1_000_000_000)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .take(15)
         .collect();
     let boot: String = h.boot_id[..4].iter().map(|b| format!("{b:02x}")).collect();
-    format!("crash-{host}-{stamp}Z-{boot}")
+    let what = if snapshot { "snapshot" } else { "crash" };
+    format!("{what}-{host}-{stamp}Z-{boot}")
 }

@@ -1,7 +1,7 @@
 //! `README.txt`: what the bundle holds and how to open each file, for the
 //! person who receives it.
 
-use super::{BundleFile, FileKind, Part, Source};
+use super::{BundleFile, FileKind, Part, Request, Source};
 use crate::bundle::logs::Log;
 use crate::bundle::redact::Rules;
 use crate::recover::report::{utc, wall};
@@ -72,9 +72,10 @@ pub(super) fn render(
     logs: &[Log],
     rules: &Rules,
     files: &[BundleFile],
+    request: Option<&Request>,
 ) -> String {
     let mut s = String::new();
-    let _ = write_all(&mut s, source, parts, logs, rules, files);
+    let _ = write_all(&mut s, source, parts, logs, rules, files, request);
     s
 }
 
@@ -85,10 +86,21 @@ fn write_all(
     logs: &[Log],
     rules: &Rules,
     files: &[BundleFile],
+    request: Option<&Request>,
 ) -> std::fmt::Result {
     writeln!(s, "crashring bug-report bundle")?;
     writeln!(s, "===========================")?;
     writeln!(s)?;
+    if let Some(r) = request {
+        writeln!(
+            s,
+            "A snapshot of the recorder while it ran (no crash), asked for by uid {}\nat {}: {}",
+            r.uid,
+            utc(r.at_ns),
+            Escaped(r.why.as_bytes())
+        )?;
+        writeln!(s)?;
+    }
     writeln!(
         s,
         "Made by crashring {} from {} ({}).",

@@ -19,6 +19,13 @@ pub struct BundleArgs {
     /// lines carry times; NAME is its name in the bundle.
     #[arg(long = "add-log", value_name = "PATH[:NAME]", value_parser = AddLog::parse)]
     logs: Vec<AddLog>,
+    #[command(flatten)]
+    redaction: RedactArgs,
+}
+
+/// What a bundle leaves out or hashes (`bundle` and `snapshot`).
+#[derive(Args)]
+pub struct RedactArgs {
     /// Leave out or hash events (repeatable): TYPE drops its events,
     /// TYPE.FIELD hashes that field, TYPE=PREFIX drops the events whose
     /// text starts with PREFIX (printk=input: for input-device lines).
@@ -35,6 +42,21 @@ pub struct BundleArgs {
     input_layer: bool,
 }
 
+impl RedactArgs {
+    /// The rules, once the input layer's messages are known to be asked
+    /// for by root.
+    pub fn rules(self) -> Result<Rules> {
+        if self.input_layer && !rustix::process::geteuid().is_root() {
+            bail!("--input-layer keeps what a person may have typed: only root may make such a bundle");
+        }
+        Ok(Rules {
+            classes: self.redact,
+            raw_pointers: self.raw_pointers,
+            input_layer: self.input_layer,
+        })
+    }
+}
+
 pub fn run(args: BundleArgs) -> Result<u8> {
     if super::is_stdout(&args.output) {
         // The archive is written beside its destination under a random
@@ -42,17 +64,10 @@ pub fn run(args: BundleArgs) -> Result<u8> {
         // output cannot be renamed into place.
         bail!("a bundle is written to a file and renamed into place when complete: give it with -o FILE.tar.gz (standard output, `-o -`, cannot hold it)");
     }
-    if args.input_layer && !rustix::process::geteuid().is_root() {
-        bail!("--input-layer keeps what a person may have typed: only root may make such a bundle");
-    }
+    let rules = args.redaction.rules()?;
     let loaded = args.input.load()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
-    let rules = Rules {
-        classes: args.redact,
-        raw_pointers: args.raw_pointers,
-        input_layer: args.input_layer,
-    };
     write(
         &loaded,
         &recovered,
@@ -60,6 +75,7 @@ pub fn run(args: BundleArgs) -> Result<u8> {
         &args.output,
         &rules,
         &args.logs,
+        None,
     )?;
     Ok(u8::from(recovered.iter().any(|r| r.damaged())))
 }
@@ -73,13 +89,14 @@ pub fn write(
     output: &Path,
     rules: &Rules,
     logs: &[AddLog],
+    request: Option<&bundle::Request>,
 ) -> Result<bundle::Summary> {
     let file = input.file_name().map_or_else(
         || input.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
     let source = bundle::Source::of(&loaded.dump, file);
-    let summary = bundle::write(output, &source, recovered, rules, logs)
+    let summary = bundle::write(output, &source, recovered, rules, logs, request)
         .with_context(|| format!("bundling into {}", output.display()))?;
     report_clamped("CTF and trace.dat", summary.clamped);
     for l in &summary.logs {

@@ -8,6 +8,7 @@ pub mod debug;
 pub mod extract;
 pub mod info;
 pub mod recovery;
+pub mod snapshot;
 pub mod upload;
 pub mod verify;
 

@@ -146,6 +146,7 @@ impl Archive<'_> {
             &recovered,
             &rules,
             &[],
+            None,
         )?;
         let written = std::fs::File::open(&staging).map_err(io_at(&staging))?;
         bundle::check(io::BufReader::new(written)).map_err(RecoveryError::Check)?;

@@ -1,0 +1,122 @@
+//! `crashring snapshot`: a bundle of a running recorder, laid out as a
+//! crash bundle, whose manifest and README say it is a snapshot, who
+//! asked and why. (`/dev/crashring-current` itself is read in the QEMU
+//! scenarios; here `--from` gives a region file.)
+
+mod common;
+
+use common::{crashring, rich_image, write_tmp};
+use std::io::Read;
+use std::path::PathBuf;
+
+fn entries(archive: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let file = std::fs::File::open(archive).unwrap();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    tar.entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let path = e.path().unwrap().display().to_string();
+            let mut data = Vec::new();
+            e.read_to_end(&mut data).unwrap();
+            (path, data)
+        })
+        .collect()
+}
+
+fn out(name: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+#[test]
+fn a_snapshot_is_a_checked_bundle_that_says_who_asked_and_why() {
+    let region = write_tmp("snapshot-region.bin", &rich_image());
+    let archive = out("snapshot.tar.gz");
+    let made = crashring(&[
+        "snapshot",
+        "--from",
+        region.to_str().unwrap(),
+        "--why",
+        "weston: atomic commit failed",
+        "-o",
+        archive.to_str().unwrap(),
+    ]);
+    // The rich image holds a damaged page: bundled, with exit status 1.
+    assert_eq!(
+        made.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let checked = crashring(&["check-bundle", archive.to_str().unwrap()]);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+    let files = entries(&archive);
+    let top = files[0].0.split('/').next().unwrap().to_string();
+    assert!(top.starts_with("snapshot-"), "{top}");
+    let text = |name: &str| {
+        let (_, data) = files
+            .iter()
+            .find(|(p, _)| p.ends_with(name))
+            .unwrap_or_else(|| panic!("no {name}"));
+        String::from_utf8(data.clone()).unwrap()
+    };
+    let manifest: serde_json::Value = serde_json::from_str(&text("MANIFEST.json")).unwrap();
+    let request = &manifest["request"];
+    assert_eq!(request["reason"], "snapshot");
+    assert_eq!(request["why"], "weston: atomic commit failed");
+    assert_eq!(request["uid"], rustix::process::getuid().as_raw());
+    assert!(text("README.txt")
+        .contains("A snapshot of the recorder while it ran (no crash), asked for by uid"));
+}
+
+#[test]
+fn a_crash_bundle_says_nothing_of_a_request() {
+    let region = write_tmp("snapshot-crash-region.bin", &rich_image());
+    let archive = out("snapshot-crash.tar.gz");
+    let made = crashring(&[
+        "bundle",
+        region.to_str().unwrap(),
+        "-o",
+        archive.to_str().unwrap(),
+    ]);
+    // The rich image holds a damaged page: bundled, with exit status 1.
+    assert_eq!(
+        made.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let files = entries(&archive);
+    assert!(files[0].0.starts_with("crash-"));
+    let manifest = &files
+        .iter()
+        .find(|(p, _)| p.ends_with("MANIFEST.json"))
+        .unwrap()
+        .1;
+    let manifest: serde_json::Value = serde_json::from_slice(manifest).unwrap();
+    assert!(manifest.get("request").is_none());
+}
+
+#[test]
+fn a_reason_of_more_than_one_line_is_refused() {
+    let region = write_tmp("snapshot-refused-region.bin", &rich_image());
+    let archive = out("snapshot-refused.tar.gz");
+    let made = crashring(&[
+        "snapshot",
+        "--from",
+        region.to_str().unwrap(),
+        "--why",
+        "one\nREADME line of its own",
+        "-o",
+        archive.to_str().unwrap(),
+    ]);
+    assert!(!made.status.success());
+    assert!(String::from_utf8_lossy(&made.stderr).contains("--why is one line"));
+    assert!(!archive.exists());
+}
