@@ -368,13 +368,7 @@ static void cr_open_page(struct crashring_stream *s, u32 slot, u64 ts)
  */
 static void cr_publish(struct crashring_page_header *h, u32 commit, u32 count)
 {
-	union {
-		struct {
-			u32 commit;
-			u32 count;
-		} f;
-		u64 both;
-	} u = { .f = { commit, count } };
+	union crashring_published u = { .f = { commit, count } };
 
 	WRITE_ONCE(*(u64 *)&h->commit, u.both);
 }

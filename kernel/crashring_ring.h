@@ -58,6 +58,19 @@ struct crashring_stream_spec {
 
 struct crashring_callsites;
 
+/*
+ * A page header's `commit` and `count`, published in one 8-byte store
+ * (cr_publish()) so that a reader, a live snapshot's included, reads
+ * them in one load and never sees one without the other.
+ */
+union crashring_published {
+	struct {
+		u32 commit;
+		u32 count;
+	} f;
+	u64 both;
+};
+
 struct crashring_config {
 	u32 page_size;
 	u32 pages_per_stream;	/* lane 0 (and user streams without user_pages); 0: share the rest */

@@ -182,13 +182,7 @@ static int cr_try_page(struct crashring_snapshot *s, u64 at, bool *steady)
 {
 	const struct crashring_page_header *live = (const void *)(s->live + at);
 	struct crashring_page_header *h = (void *)s->page;
-	union {
-		struct {
-			u32 commit;
-			u32 count;
-		} f;
-		u64 both;
-	} u;	/* published in one store (cr_publish()), read in one load */
+	union crashring_published u;
 	u16 flags, now;
 	u64 seq;
 	int err;

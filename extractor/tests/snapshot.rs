@@ -8,6 +8,7 @@ mod common;
 use common::{crashring, rich_image, write_tmp};
 use std::io::Read;
 use std::path::PathBuf;
+use std::process::Output;
 
 fn entries(archive: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let file = std::fs::File::open(archive).unwrap();
@@ -30,19 +31,26 @@ fn out(name: &str) -> PathBuf {
     p
 }
 
-#[test]
-fn a_snapshot_is_a_checked_bundle_that_says_who_asked_and_why() {
-    let region = write_tmp("snapshot-region.bin", &rich_image());
-    let archive = out("snapshot.tar.gz");
+/// `crashring snapshot` of the rich image, saved as `name`, saying `why`:
+/// its output and the archive's path.
+fn snapshot(name: &str, why: &str) -> (Output, PathBuf) {
+    let region = write_tmp(&format!("{name}.bin"), &rich_image());
+    let archive = out(&format!("{name}.tar.gz"));
     let made = crashring(&[
         "snapshot",
         "--from",
         region.to_str().unwrap(),
         "--why",
-        "weston: atomic commit failed",
+        why,
         "-o",
         archive.to_str().unwrap(),
     ]);
+    (made, archive)
+}
+
+#[test]
+fn a_snapshot_is_a_checked_bundle_that_says_who_asked_and_why() {
+    let (made, archive) = snapshot("snapshot", "weston: atomic commit failed");
     // The rich image holds a damaged page: bundled, with exit status 1.
     assert_eq!(
         made.status.code(),
@@ -105,17 +113,7 @@ fn a_crash_bundle_says_nothing_of_a_request() {
 
 #[test]
 fn a_reason_of_more_than_one_line_is_refused() {
-    let region = write_tmp("snapshot-refused-region.bin", &rich_image());
-    let archive = out("snapshot-refused.tar.gz");
-    let made = crashring(&[
-        "snapshot",
-        "--from",
-        region.to_str().unwrap(),
-        "--why",
-        "one\nREADME line of its own",
-        "-o",
-        archive.to_str().unwrap(),
-    ]);
+    let (made, archive) = snapshot("snapshot-refused", "one\nREADME line of its own");
     assert!(!made.status.success());
     assert!(String::from_utf8_lossy(&made.stderr).contains("--why is one line"));
     assert!(!archive.exists());
