@@ -13,9 +13,9 @@
  * The copy's header says it is one (HEADER_FLAG_LIVE_COPY): its tails,
  * before the pages, are older than they. The tables are copied until two
  * copies agree (the tails change at every page open and close), the
- * stream descriptors as they were when the reader started: a user stream given to a new holder
- * since then has its pages shown unused, never its new holder's events
- * under its old holder's name. The callsite area is append-only and each
+ * stream descriptors as they were when the reader started: a user stream
+ * given to a new holder since then has its pages shown unused, never its
+ * new holder's events under its old holder's name. The callsite area is append-only and each
  * entry is checked by its CRC; a reader going through the region in order
  * copies it after the pages, so that every event it copied finds its
  * callsite.
@@ -121,7 +121,6 @@ struct crashring_snapshot *crashring_snapshot_init(void *mem, const void *live, 
 		sp->index = i;
 		at = sp->end;
 	}
-	s->pages_offset = s->spans[0].start;
 	return s;
 }
 

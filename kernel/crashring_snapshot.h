@@ -32,7 +32,6 @@ struct crashring_snapshot {
 	const u8 *live;
 	u64 size;		/* the region's bytes */
 	u32 page_size;
-	u64 pages_offset;	/* the first page; before it, the region's tables */
 	/* The header as the copy has it: marked a live copy (HEADER_FLAG_LIVE_COPY). */
 	u8 header[CRASHRING_HEADER_SIZE];
 	u32 nspans;
