@@ -31,26 +31,20 @@ fn out(name: &str) -> PathBuf {
     p
 }
 
-/// `crashring snapshot` of the rich image, saved as `name`, saying `why`:
+/// `crashring snapshot` of the rich image with `args`, saved as `name`:
 /// its output and the archive's path.
-fn snapshot(name: &str, why: &str) -> (Output, PathBuf) {
+fn snapshot(name: &str, args: &[&str]) -> (Output, PathBuf) {
     let region = write_tmp(&format!("{name}.bin"), &rich_image());
     let archive = out(&format!("{name}.tar.gz"));
-    let made = crashring(&[
-        "snapshot",
-        "--from",
-        region.to_str().unwrap(),
-        "--why",
-        why,
-        "-o",
-        archive.to_str().unwrap(),
-    ]);
-    (made, archive)
+    let mut all = vec!["snapshot", "--from", region.to_str().unwrap()];
+    all.extend(args);
+    all.extend(["-o", archive.to_str().unwrap()]);
+    (crashring(&all), archive)
 }
 
 #[test]
 fn a_snapshot_is_a_checked_bundle_that_says_who_asked_and_why() {
-    let (made, archive) = snapshot("snapshot", "weston: atomic commit failed");
+    let (made, archive) = snapshot("snapshot", &["--why", "weston: atomic commit failed"]);
     // The rich image holds a damaged page: bundled, with exit status 1.
     assert_eq!(
         made.status.code(),
@@ -113,8 +107,44 @@ fn a_crash_bundle_says_nothing_of_a_request() {
 
 #[test]
 fn a_reason_of_more_than_one_line_is_refused() {
-    let (made, archive) = snapshot("snapshot-refused", "one\nREADME line of its own");
+    let (made, archive) = snapshot(
+        "snapshot-refused",
+        &["--why", "one\nREADME line of its own"],
+    );
     assert!(!made.status.success());
     assert!(String::from_utf8_lossy(&made.stderr).contains("--why is one line"));
     assert!(!archive.exists());
+}
+
+#[test]
+fn since_leaves_out_the_events_before_it_and_says_how_many() {
+    let (all, archive) = snapshot("snapshot-all", &[]);
+    assert_eq!(all.status.code(), Some(1));
+    let manifest = |archive: &std::path::Path| -> serde_json::Value {
+        let files = entries(archive);
+        let (_, data) = files
+            .iter()
+            .find(|(p, _)| p.ends_with("MANIFEST.json"))
+            .unwrap();
+        serde_json::from_slice(data).unwrap()
+    };
+    let everything = manifest(&archive)["regions"][0]["recovered"]
+        .as_u64()
+        .unwrap();
+    let (made, since) = snapshot("snapshot-since", &["--since", "150us"]);
+    assert_eq!(
+        made.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let m = manifest(&since);
+    let kept = m["regions"][0]["recovered"].as_u64().unwrap();
+    let left_out = m["regions"][0]["redacted"]["before_since_left_out"]
+        .as_u64()
+        .unwrap();
+    assert!(left_out > 0 && kept > 0, "{left_out} left out, {kept} kept");
+    assert_eq!(m["redaction"]["since_ns"], 150_000);
+    assert!(kept < everything, "{kept} of {everything}");
+    assert!(manifest(&archive)["redaction"].get("since_ns").is_none());
 }

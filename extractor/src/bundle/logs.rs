@@ -640,6 +640,7 @@ no time ffff888000000000
             classes: vec![class("printk=input:"), class("printk.text")],
             raw_pointers: false,
             input_layer: false,
+            since_ns: None,
         };
         let r = TextRedactor::new(&region, &rules);
         let mut out = Vec::new();
@@ -661,6 +662,7 @@ no time ffff888000000000
             classes: Vec::new(),
             raw_pointers: false,
             input_layer: false,
+            since_ns: None,
         };
         let r = TextRedactor::new(&region, &again);
         let mut out = Vec::new();

@@ -19,7 +19,7 @@ pub(super) const INPUT_LAYER: &str = "left out unless input_layer (a bundle root
 pub(super) const CODE_LINES: &str = "masked unless raw_pointers: every hex digit of the bytes of an oops Code: line becomes x, as machine code carries kernel addresses in immediates that cannot be told apart from opcodes";
 
 /// The region's [`RegionReport`], and what the bundle made of it.
-fn region(part: &Part) -> Value {
+fn region(part: &Part, rules: &Rules) -> Value {
     let report = RegionReport::of(&part.view(), &part.wall, part.damaged, &part.holes);
     let mut region = serde_json::to_value(report).unwrap_or_default();
     region["clamped_timestamps"] = json!(part.clamped);
@@ -29,6 +29,10 @@ fn region(part: &Part) -> Value {
         "code_lines_masked": part.redacted.code_lines,
         "input_layer_left_out": part.redacted.input_layer,
     });
+    // Only a bundle made --since says what that left out.
+    if rules.since_ns.is_some() {
+        region["redacted"]["before_since_left_out"] = json!(part.redacted.before_since);
+    }
     region["files"] = json!({
         "ctf": part.ctf_dir.display().to_string(),
         "tracedat": part.tracedat.display().to_string(),
@@ -77,7 +81,7 @@ pub(super) fn render(
         "manifest_version": VERSION,
         "tool": { "name": "crashring", "version": env!("CARGO_PKG_VERSION") },
         "source": source,
-        "regions": parts.iter().map(region).collect::<Vec<_>>(),
+        "regions": parts.iter().map(|p| region(p, rules)).collect::<Vec<_>>(),
         "logs": logs.iter().map(log).collect::<Vec<_>>(),
         "redaction": {
             "classes": rules.classes.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -97,6 +101,9 @@ pub(super) fn render(
             "format": f.kind.format(),
         })).collect::<Vec<_>>(),
     });
+    if let (Some(t), Some(r)) = (rules.since_ns, manifest["redaction"].as_object_mut()) {
+        r.insert("since_ns".into(), json!(t));
+    }
     // A crash bundle's manifest is as it always was; a snapshot says so.
     if let (Some(r), Some(m)) = (request, manifest.as_object_mut()) {
         m.insert(

@@ -207,6 +207,16 @@ fn write_all(
             wrap(s, &format!("{what} {rule}."))?;
         }
     }
+    if let Some(t) = rules.since_ns {
+        let left_out: u64 = parts.iter().map(|p| p.redacted.before_since).sum();
+        writeln!(s)?;
+        writeln!(
+            s,
+            "Events before {}.{:09} s on the region's clock were left out (--since): {left_out}.",
+            t / 1_000_000_000,
+            t % 1_000_000_000
+        )?;
+    }
     if !logs.is_empty() {
         writeln!(s)?;
     }

@@ -128,6 +128,9 @@ pub struct Rules {
     /// Keep the debug messages of input-layer callsites, which can carry
     /// what a person typed: only bundles root makes keep them.
     pub input_layer: bool,
+    /// Leave out every event before this time on the region's clock
+    /// (`--since`): a snapshot of the last moments, not of everything.
+    pub since_ns: Option<u64>,
 }
 
 /// A class that names nothing in any region: refused rather than
@@ -215,6 +218,8 @@ pub struct Counts {
     pub code_lines: u64,
     /// Debug messages of input-layer callsites left out.
     pub input_layer: u64,
+    /// Events before [`Rules::since_ns`] left out.
+    pub before_since: u64,
 }
 
 impl Counts {
@@ -601,6 +606,11 @@ pub fn plan(region: &Region, trace: &PagedTrace, rules: &Rules) -> Plan {
     let mut owned: Vec<Vec<u8>> = Vec::new();
     for (s, stream) in trace.streams.iter().enumerate() {
         for (at, ev) in stream.events().enumerate() {
+            if rules.since_ns.is_some_and(|t| ev.ts < t) {
+                counts.before_since += 1;
+                overlay.leave_out(s, at);
+                continue;
+            }
             let typed = region
                 .schema
                 .get(ev.type_id)

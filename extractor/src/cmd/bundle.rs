@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::bundle::redact::{Class, Rules};
 use extractor::bundle::{self, AddLog};
+use extractor::output::select::parse_time;
 use extractor::recover::{Loaded, Recovered};
 use std::path::{Path, PathBuf};
 
@@ -40,6 +41,10 @@ pub struct RedactArgs {
     /// only (crashring recover keeps them too).
     #[arg(long)]
     input_layer: bool,
+    /// Leave out every event before this time on the region's clock
+    /// (seconds, or 1500ms / 20us / 7ns), as `extract --since`.
+    #[arg(long, value_name = "T", value_parser = parse_time)]
+    since: Option<u64>,
 }
 
 impl RedactArgs {
@@ -53,6 +58,7 @@ impl RedactArgs {
             classes: self.redact,
             raw_pointers: self.raw_pointers,
             input_layer: self.input_layer,
+            since_ns: self.since,
         })
     }
 }
