@@ -37,7 +37,7 @@ static int cr_live_open(struct inode *inode, struct file *file)
 	const struct crashring_slot *slot;
 	void *mem;
 	u64 bytes;
-	int cur;
+	int cur, err;
 
 	/* The device's mode says root; a capability check keeps it so. */
 	if (!capable(CAP_SYS_ADMIN))
@@ -56,16 +56,24 @@ static int cr_live_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	mem = kvmalloc(bytes, GFP_KERNEL);
 	lf->chunk = kvmalloc(CR_LIVE_CHUNK, GFP_KERNEL);
-	lf->snap = mem ? crashring_snapshot_init(mem, slot->mem, slot->size) : NULL;
-	if (!lf->snap || !lf->chunk) {
-		kvfree(lf->chunk);
-		kvfree(mem);
-		kfree(lf);
-		return mem ? -EIO : -ENOMEM;
+	if (!mem || !lf->chunk) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	lf->snap = crashring_snapshot_init(mem, slot->mem, slot->size);
+	if (!lf->snap) {
+		err = -EIO;
+		goto fail;
 	}
 	mutex_init(&lf->lock);
 	file->private_data = lf;
 	return 0;
+
+fail:
+	kvfree(lf->chunk);
+	kvfree(mem);
+	kfree(lf);
+	return err;
 }
 
 static ssize_t cr_live_read(struct file *file, char __user *buf, size_t count, loff_t *pos)
