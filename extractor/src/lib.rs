@@ -24,6 +24,7 @@
 
 pub mod bundle;
 pub mod discover;
+pub mod follow;
 pub mod input;
 pub mod output;
 mod parallel;

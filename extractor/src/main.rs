@@ -102,6 +102,12 @@ enum Cmd {
     /// stopping its writers, as `bundle` would, its manifest saying it is a
     /// snapshot, who asked and why.
     Snapshot(cmd::snapshot::SnapshotArgs),
+    /// Print the recorder's events as they are written (root only), like
+    /// trace_pipe but consuming nothing: each poll reads
+    /// /dev/crashring-current from where it left off, and a stream whose
+    /// writer went past it gets a line saying exactly how many events it
+    /// missed. Exit 1 if any were.
+    Follow(cmd::follow::FollowArgs),
     /// Check a bundle as its recipient: every entry is a regular file or
     /// directory inside its one top directory (no link, device, absolute
     /// or `..` path), every file the manifest lists is there with its size
@@ -187,6 +193,7 @@ fn main() -> ExitCode {
         Cmd::Info { input, json, pages } => cmd::info::run(&input, json, pages),
         Cmd::Bundle(args) => cmd::bundle::run(args),
         Cmd::Snapshot(args) => cmd::snapshot::run(args),
+        Cmd::Follow(args) => cmd::follow::run(args),
         Cmd::CheckBundle { archive } => cmd::check_bundle::run(&archive),
         Cmd::Verify { input } => cmd::verify::run(&input),
         Cmd::Arm(args) => cmd::arm::arm(args),

@@ -1,0 +1,103 @@
+//! `crashring follow`: the recorder's events as they are written, read
+//! from /dev/crashring-current without consuming anything, and how many
+//! each writer wrote past the reader (`extractor::follow`).
+
+use super::snapshot::LIVE;
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use extractor::follow::Follower;
+use extractor::input::source::FileSource;
+use extractor::output::select::{parse_time, Selection};
+use extractor::output::{Format, Writer};
+use pstore_ring::kprintf::Pointers;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FollowFormat {
+    Text,
+    Jsonl,
+}
+
+#[derive(Args)]
+pub struct FollowArgs {
+    /// How each event is printed.
+    #[arg(long, value_enum, default_value = "text")]
+    format: FollowFormat,
+    /// Only this stream (repeatable), as `extract --stream`.
+    #[arg(long = "stream", value_name = "NAME")]
+    streams: Vec<String>,
+    /// Only events of this type (repeatable), as `extract --type`.
+    #[arg(long = "type", value_name = "NAME")]
+    types: Vec<String>,
+    /// Print what the recorder already holds first, not only what comes.
+    #[arg(long)]
+    from_start: bool,
+    /// How often to look (seconds, or 100ms / 500us).
+    #[arg(long, value_name = "T", value_parser = parse_time, default_value = "100ms")]
+    every: u64,
+    /// Stop after this long, then say what was printed and missed; else
+    /// follow until interrupted.
+    #[arg(long, value_name = "T", value_parser = parse_time)]
+    stop_after: Option<u64>,
+    /// Follow this live region instead.
+    #[arg(long, value_name = "PATH", default_value = LIVE)]
+    from: PathBuf,
+}
+
+pub fn run(args: FollowArgs) -> Result<u8> {
+    let selection = Selection {
+        streams: args.streams,
+        types: args.types,
+        ..Selection::default()
+    };
+    let format = match args.format {
+        FollowFormat::Text => Format::Text,
+        FollowFormat::Jsonl => Format::Jsonl,
+    };
+    // Both are written item by item.
+    let Writer::Items(format) = format.writer() else {
+        unreachable!("text and jsonl are item formats")
+    };
+    // One secret key for the whole run: an address keeps its identifier
+    // from one poll to the next, and the output alone cannot test guesses.
+    let mut key = [0u8; 16];
+    rustix::rand::getrandom(&mut key, rustix::rand::GetRandomFlags::empty())
+        .context("drawing the key that hashes kernel addresses")?;
+    let mut follower = Follower::new(args.from_start, Pointers::Hashed(key));
+    let start = Instant::now();
+    let stop = args.stop_after.map(Duration::from_nanos);
+    let mut stdout = std::io::stdout().lock();
+    let mut text = Vec::new();
+    loop {
+        let done = stop.is_some_and(|s| start.elapsed() >= s);
+        let live = FileSource::open(&args.from)
+            .with_context(|| format!("opening {}", args.from.display()))?;
+        let mut written = Ok(());
+        follower.poll(&live, |view, items| {
+            let kept: Vec<_> = items
+                .iter()
+                .copied()
+                .filter(|p| selection.admits(&p.as_item(), view.region))
+                .collect();
+            text.clear();
+            format.items(&mut text, &kept, view);
+            written = stdout.write_all(&text).and_then(|()| stdout.flush());
+        })?;
+        written.context("writing to standard output")?;
+        if done {
+            break;
+        }
+        std::thread::sleep(Duration::from_nanos(args.every));
+    }
+    let mut missed_any = false;
+    for c in follower.counts() {
+        eprintln!(
+            "crashring: followed {}: {} events printed or filtered, {} missed (written over before they were read)",
+            c.label, c.handed, c.missed
+        );
+        missed_any |= c.missed > 0;
+    }
+    Ok(u8::from(missed_any))
+}

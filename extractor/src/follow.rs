@@ -1,0 +1,376 @@
+//! `crashring follow`: the recorder's events as they are written, like
+//! `trace_pipe` but consuming nothing (the flight recorder keeps its last
+//! N), and exactly how many events each writer wrote past the reader.
+//!
+//! Each poll reads a live region (a fresh open of /dev/crashring-current,
+//! whose reads copy each page whole and consistently: FORMAT.md, "Reading
+//! a live region") as far as it must: the tables, then per stream only the
+//! pages from the one it was in at the last poll on. A stream's page of
+//! `seq` N sits in slot (N − 1) mod `page_count` (writers take slots in
+//! order from slot 0, seq 1), so the next page is found without reading
+//! the others; where the slot holds a newer page, the writer lapped the
+//! reader and the whole stream is read again. Pages not read this poll
+//! are absent to the reader, never zeros. The poll's events are decoded
+//! by pstore-ring as any region's are, and those whose index was not yet
+//! handed over are; a gap in a stream's indexes is a loss of exactly that
+//! many events, handed over where it happened.
+
+use crate::input::source::{FileOffset, Source, SourceError};
+use crate::output::RegionView;
+use pstore_ring::kprintf::Pointers;
+use pstore_ring::layout::{
+    PageHeader, StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, STREAM_CALLSITES,
+};
+use pstore_ring::merge::Pulled;
+use pstore_ring::read::{parse_header, HeaderError, HeaderTrust, LossKind, Region};
+use std::ops::Range;
+use zerocopy::FromBytes;
+
+/// The largest live region followed: the buffer that holds its pages is
+/// mapped lazily, but its size is still memory promised.
+const MAX_REGION: u64 = 4 << 30;
+
+/// Why a poll failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error(transparent)]
+    Read(#[from] SourceError),
+    #[error("the live region's header: {0}")]
+    Header(#[from] HeaderError),
+    #[error("the live region claims {0} bytes, more than the {MAX_REGION} followed")]
+    TooBig(u64),
+}
+
+/// One stream as the reader left it at the last poll.
+#[derive(Clone, Debug, Default)]
+struct Followed {
+    /// Its descriptor then: a user stream handed to another holder starts
+    /// again, its pages from slot 0.
+    desc: Vec<u8>,
+    /// The seq of the page its next events are in; 0 until found.
+    next_seq: u64,
+    /// The index of its next event to hand over; `None` until placed.
+    next_index: Option<u64>,
+    handed: u64,
+    missed: u64,
+}
+
+/// What a follower handed over, per stream, for its summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamCount {
+    pub stream: u16,
+    pub label: String,
+    pub handed: u64,
+    pub missed: u64,
+}
+
+/// Follows one live region from poll to poll.
+pub struct Follower {
+    streams: Vec<Followed>,
+    labels: Vec<String>,
+    /// The region's bytes as read: the tables and, each poll, the pages it read.
+    buf: Vec<u8>,
+    /// The first poll hands over what the region already holds, or only
+    /// what comes after it.
+    from_start: bool,
+    pointers: Pointers,
+}
+
+impl Follower {
+    /// A follower whose first poll hands over the events the region
+    /// already holds (`from_start`) or none of them; debug messages show
+    /// kernel addresses as `pointers` says (hashed with a key of the
+    /// caller's, the same throughout).
+    pub fn new(from_start: bool, pointers: Pointers) -> Follower {
+        Follower {
+            streams: Vec::new(),
+            labels: Vec::new(),
+            buf: Vec::new(),
+            from_start,
+            pointers,
+        }
+    }
+
+    /// Each stream's counts so far.
+    pub fn counts(&self) -> Vec<StreamCount> {
+        self.streams
+            .iter()
+            .zip(&self.labels)
+            .enumerate()
+            .filter(|(_, (f, _))| f.next_index.is_some())
+            .map(|(i, (f, label))| StreamCount {
+                stream: i as u16,
+                label: label.clone(),
+                handed: f.handed,
+                missed: f.missed,
+            })
+            .collect()
+    }
+
+    /// Reads `live` as far as this poll must and hands `emit` the events
+    /// not handed over before, merged in time order, with a loss item
+    /// where a stream's writer went past the reader.
+    pub fn poll(
+        &mut self,
+        live: &dyn Source,
+        mut emit: impl FnMut(&RegionView, &[Pulled]),
+    ) -> Result<(), FollowError> {
+        let mut head = [0u8; HEADER_SIZE];
+        live.read_exact_at(FileOffset(0), &mut head)?;
+        let info = parse_header(&head, HeaderTrust::Checksummed)?;
+        if info.region_size > MAX_REGION {
+            return Err(FollowError::TooBig(info.region_size));
+        }
+        let size = info.region_size as usize;
+        if self.buf.len() != size {
+            // Another region (the module was loaded again): start over.
+            self.buf = vec![0; size];
+            self.streams.clear();
+        }
+        let tables = self.read_tables(live, &info)?;
+        // What this poll read: the tables, then pages.
+        let mut present: Vec<Range<u64>> = Vec::with_capacity(tables.spans.len() + 1);
+        present.push(0..tables.end);
+        for (i, span) in tables.spans.iter().enumerate() {
+            if span.kind == STREAM_CALLSITES {
+                self.read(live, span.start..span.start + span.bytes, &mut present)?;
+                continue;
+            }
+            self.read_stream(live, i, span, info.endian, &mut present)?;
+        }
+        let absent = complement(&present, size as u64);
+        let region = Region::parse(&self.buf, HeaderTrust::Checksummed)?.with_absent(absent);
+        let trace = region.decode_paged();
+        let view = RegionView {
+            index: 0,
+            addr: 0,
+            region: &region,
+            trace: &trace,
+            overlay: None,
+            pointers: self.pointers,
+        };
+        self.labels = region.streams.iter().map(|s| s.label()).collect();
+        // Each stream's new events, and a loss before each gap.
+        let first = self.streams.iter().all(|f| f.next_index.is_none());
+        let mut losses = Vec::new();
+        let mut items: Vec<Pulled> = Vec::new();
+        for st in view.streams() {
+            let i = usize::from(st.info().index);
+            let Some(f) = self.streams.get_mut(i) else {
+                continue;
+            };
+            // A stream seen for the first time starts at its first event,
+            // unless the follower started now: then what is already there
+            // is neither handed over nor missed.
+            let mut next = match f.next_index {
+                Some(n) => n,
+                None if first && !self.from_start => st.events().last().map_or(0, |e| e.index + 1),
+                None => 0,
+            };
+            for e in st.events() {
+                if e.index < next {
+                    continue;
+                }
+                if e.index > next {
+                    f.missed += e.index - next;
+                    losses.push(lapped(st.info().index, next, e.index, e.ts));
+                }
+                f.handed += 1;
+                next = e.index + 1;
+                items.push(Pulled::Event(e));
+            }
+            f.next_index = Some(next);
+        }
+        // In time order, as a merge of the streams gives them, each loss
+        // just before the event after it (it has that event's key).
+        let key = |p: &Pulled| match p {
+            Pulled::Event(e) => (e.ts, e.stream, e.index),
+            Pulled::Loss(l) => (l.before_ts.unwrap_or(0), l.stream, l.at_index),
+        };
+        items.sort_by_key(key);
+        let mut losses: Vec<Pulled> = losses.iter().map(Pulled::Loss).collect();
+        losses.sort_by_key(key);
+        let mut merged: Vec<Pulled> = Vec::with_capacity(items.len() + losses.len());
+        let mut pending = losses.into_iter().peekable();
+        for item in items {
+            while let Some(l) = pending.next_if(|l| key(l) <= key(&item)) {
+                merged.push(l);
+            }
+            merged.push(item);
+        }
+        if !merged.is_empty() {
+            emit(&view, &merged);
+        }
+        Ok(())
+    }
+
+    /// Reads the header, descriptors and tail table, and lays out where
+    /// each stream's pages are.
+    fn read_tables(
+        &mut self,
+        live: &dyn Source,
+        info: &pstore_ring::read::HeaderInfo,
+    ) -> Result<Tables, FollowError> {
+        let descs = info.desc_offset as usize
+            ..info.desc_offset as usize + usize::from(info.stream_count) * DESC_SIZE;
+        let upto = descs.end.min(self.buf.len());
+        live.read_exact_at(FileOffset(0), &mut self.buf[..upto])?;
+        let e = info.endian;
+        let mut spans = Vec::with_capacity(usize::from(info.stream_count));
+        let descs = descs.start.min(upto)..upto;
+        for d in self.buf[descs].chunks_exact(DESC_SIZE) {
+            let Ok(desc) = StreamDesc::read_from_bytes(d) else {
+                continue;
+            };
+            spans.push(Span {
+                kind: desc.kind.get(e),
+                start: desc.pages_offset.get(e),
+                bytes: u64::from(desc.page_count.get(e)) * u64::from(info.page_size),
+                pages: desc.page_count.get(e),
+                desc: d.to_vec(),
+            });
+        }
+        let end = spans
+            .iter()
+            .map(|s| s.start)
+            .min()
+            .unwrap_or(0)
+            .min(self.buf.len() as u64);
+        live.read_exact_at(FileOffset(0), &mut self.buf[..end as usize])?;
+        self.streams.resize_with(spans.len(), Followed::default);
+        Ok(Tables { end, spans })
+    }
+
+    /// Reads the pages of stream `i` the poll needs into the buffer.
+    fn read_stream(
+        &mut self,
+        live: &dyn Source,
+        i: usize,
+        span: &Span,
+        e: pstore_ring::Endian,
+        present: &mut Vec<Range<u64>>,
+    ) -> Result<(), FollowError> {
+        if span.pages == 0 || span.start + span.bytes > self.buf.len() as u64 {
+            return Ok(());
+        }
+        let page = span.bytes / u64::from(span.pages);
+        if self.streams[i].desc != span.desc {
+            self.streams[i] = Followed {
+                desc: span.desc.clone(),
+                ..Followed::default()
+            };
+        }
+        let whole = span.start..span.start + span.bytes;
+        if self.streams[i].next_seq == 0 {
+            self.read(live, whole, present)?;
+            self.streams[i].next_seq = newest_seq(&self.buf, span, page, e);
+            return Ok(());
+        }
+        // From the page the stream was in, on, while each is closed.
+        let mut seq = self.streams[i].next_seq;
+        for _ in 0..span.pages {
+            let at = span.start + (seq - 1) % u64::from(span.pages) * page;
+            self.read(live, at..at + page, present)?;
+            let Some(h) = header(&self.buf, at) else {
+                break;
+            };
+            let found = h.seq.get(e);
+            if found > seq {
+                // Lapped: the pages in between were taken again.
+                self.read(live, whole, present)?;
+                self.streams[i].next_seq = newest_seq(&self.buf, span, page, e);
+                return Ok(());
+            }
+            if found < seq || h.flags.get(e) != PAGE_CLOSED {
+                break;
+            }
+            seq += 1;
+        }
+        self.streams[i].next_seq = seq;
+        Ok(())
+    }
+
+    /// Reads `range` of the live region into the buffer, as present.
+    fn read(
+        &mut self,
+        live: &dyn Source,
+        range: Range<u64>,
+        present: &mut Vec<Range<u64>>,
+    ) -> Result<(), FollowError> {
+        let end = range.end.min(self.buf.len() as u64);
+        if range.start >= end {
+            return Ok(());
+        }
+        live.read_exact_at(
+            FileOffset(range.start),
+            &mut self.buf[range.start as usize..end as usize],
+        )?;
+        present.push(range.start..end);
+        Ok(())
+    }
+}
+
+/// Where the tables end and each descriptor's pages are.
+struct Tables {
+    end: u64,
+    spans: Vec<Span>,
+}
+
+struct Span {
+    kind: u16,
+    start: u64,
+    bytes: u64,
+    pages: u32,
+    desc: Vec<u8>,
+}
+
+/// The page header at region offset `at` of `buf`.
+fn header(buf: &[u8], at: u64) -> Option<PageHeader> {
+    let at = usize::try_from(at).ok()?;
+    PageHeader::read_from_bytes(buf.get(at..at + PAGE_HEADER_SIZE)?).ok()
+}
+
+/// The highest seq among the stream's pages in `buf`: the page its
+/// writer is in.
+fn newest_seq(buf: &[u8], span: &Span, page: u64, e: pstore_ring::Endian) -> u64 {
+    (0..u64::from(span.pages))
+        .filter_map(|s| header(buf, span.start + s * page))
+        .map(|h| h.seq.get(e))
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+/// A loss of the events `from..to` of `stream`, before the event at `ts`:
+/// written and taken again before the reader came.
+fn lapped(stream: u16, from: u64, to: u64, ts: u64) -> pstore_ring::read::Loss {
+    pstore_ring::read::Loss {
+        stream,
+        kind: LossKind::Overwritten,
+        events: to - from,
+        pages: 0,
+        after_ts: None,
+        before_ts: Some(ts),
+        at_index: to,
+        cause: None,
+        exact: true,
+    }
+}
+
+/// The parts of `0..size` no range of `present` covers.
+fn complement(present: &[Range<u64>], size: u64) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = present.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut out = Vec::new();
+    let mut at = 0;
+    for r in sorted {
+        if r.start > at {
+            out.push(at..r.start);
+        }
+        at = at.max(r.end);
+    }
+    if at < size {
+        out.push(at..size);
+    }
+    out
+}
