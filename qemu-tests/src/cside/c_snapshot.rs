@@ -108,6 +108,26 @@ impl Expected {
 struct Owned(*mut StreamState);
 unsafe impl Send for Owned {}
 
+/// Writes stream `s`'s events, numbered from 0, as fast as it can, each
+/// while `more` (told how many were written) says so.
+fn write_numbered(st: Owned, s: usize, mut more: impl FnMut(u64) -> bool) {
+    let mut i = 0;
+    while more(i) {
+        let (ts, p) = event(s, i);
+        let err = unsafe {
+            crashring_write(
+                st.0,
+                ts,
+                schema::EVENT_MARKER,
+                p.as_ptr().cast(),
+                p.len() as u32,
+            )
+        };
+        assert_eq!(err, 0);
+        i += 1;
+    }
+}
+
 /// The region's bytes, read by the snapshotting thread while others write.
 #[derive(Clone, Copy)]
 struct Live(*const u8, usize);
@@ -134,23 +154,10 @@ fn snapshots_under_running_writers_show_only_what_was_written() {
             let st = Owned(region.stream(s));
             let stop = &stop;
             scope.spawn(move || {
-                let st = st;
-                let mut i = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    let (ts, p) = event(s, i);
-                    let err = unsafe {
-                        crashring_write(
-                            st.0,
-                            ts,
-                            schema::EVENT_MARKER,
-                            p.as_ptr().cast(),
-                            p.len() as u32,
-                        )
-                    };
-                    assert_eq!(err, 0);
-                    i += 1;
+                write_numbered(st, s, |i| {
                     count.store(i, Ordering::Release);
-                }
+                    !stop.load(Ordering::Relaxed)
+                })
             });
         }
         // Stops the writers however the snapshots end, a failed check included.
@@ -322,20 +329,7 @@ fn following_running_writers_hands_each_event_once_and_counts_every_one_missed()
             let st = Owned(region.stream(s));
             let done = &done;
             scope.spawn(move || {
-                let st = st;
-                for i in 0..EACH {
-                    let (ts, p) = event(s, i);
-                    let err = unsafe {
-                        crashring_write(
-                            st.0,
-                            ts,
-                            schema::EVENT_MARKER,
-                            p.as_ptr().cast(),
-                            p.len() as u32,
-                        )
-                    };
-                    assert_eq!(err, 0);
-                }
+                write_numbered(st, s, |i| i < EACH);
                 done.fetch_add(1, Ordering::Release);
             });
         }
