@@ -261,6 +261,7 @@ fn log_setup() -> Option<&'static LogSetup> {
                 raw_pointers: false,
                 input_layer: false,
                 since_ns: None,
+                grant: None,
             });
             let redactor = TextRedactor::new(&region, rules);
             Some(LogSetup { clock, redactor })
@@ -381,6 +382,7 @@ fn decode(found: &Found, trust: HeaderTrust, outputs: bool, out: &mut String) {
         raw_pointers: false,
         input_layer: false,
         since_ns: None,
+        grant: None,
     };
     let plan = plan(&region, &trace, &rules);
     write_every_format(

@@ -108,6 +108,15 @@ enum Cmd {
     /// writer went past it gets a line saying exactly how many events it
     /// missed. Exit 1 if any were.
     Follow(cmd::follow::FollowArgs),
+    /// Ask crashring-request.socket for a bug report of your own session
+    /// without a crash (as crashring_request_report() does): your own
+    /// streams and the kernel events crashring.conf's [Request] grants,
+    /// redacted, written by the service into the bundle directory.
+    /// Prints the bundle's name; exit 75 when rate-limited.
+    Report(cmd::report::ReportArgs),
+    /// Serve one connection to crashring-request.socket, given as standard
+    /// input (what crashring-request@.service runs).
+    ServeRequest(cmd::serve_request::ServeRequestArgs),
     /// Check a bundle as its recipient: every entry is a regular file or
     /// directory inside its one top directory (no link, device, absolute
     /// or `..` path), every file the manifest lists is there with its size
@@ -194,6 +203,8 @@ fn main() -> ExitCode {
         Cmd::Bundle(args) => cmd::bundle::run(args),
         Cmd::Snapshot(args) => cmd::snapshot::run(args),
         Cmd::Follow(args) => cmd::follow::run(args),
+        Cmd::Report(args) => cmd::report::run(args),
+        Cmd::ServeRequest(args) => cmd::serve_request::run(args),
         Cmd::CheckBundle { archive } => cmd::check_bundle::run(&archive),
         Cmd::Verify { input } => cmd::verify::run(&input),
         Cmd::Arm(args) => cmd::arm::arm(args),

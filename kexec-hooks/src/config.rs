@@ -1,7 +1,9 @@
 //! `/etc/crashring/crashring.conf` and its `crashring.conf.d/*.conf`
-//! drop-ins, read as systemd reads its own: a `[Recover]` section of
-//! `Key=value` lines, later files overriding earlier ones, an empty value
-//! restoring the default.
+//! drop-ins, read as systemd reads its own: `[Recover]` (what
+//! crashring-recover.service keeps) and `[Request]` (who may ask for a
+//! report without a crash, and what it holds) sections of `Key=value`
+//! lines, later files overriding earlier ones, an empty value restoring
+//! the default.
 
 use crate::iomem::parse_size;
 use crate::system::System;
@@ -87,6 +89,131 @@ impl Recover {
     }
 }
 
+/// The request service's policy (`[Request]`): who may ask for a report
+/// of their own session, and which kernel events it grants them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Who may ask: user names or uids, and `@group` for a group's
+    /// members (as NSS lists a user's groups). Root always may.
+    pub users: Vec<String>,
+    /// The highest printk level (0 emergency to 7 debug) a report holds;
+    /// `None`: no printk line at all.
+    pub printk_level: Option<u8>,
+    /// The DRM debug categories a report holds (`KMS`, `ATOMIC`, ...).
+    pub drm_categories: Vec<String>,
+    /// Other kernel event types a report holds, by name (`marker`,
+    /// `sched_switch`, ...).
+    pub kernel_events: Vec<String>,
+    /// At most `burst` reports per user within `interval`.
+    pub interval: Duration,
+    pub burst: u32,
+    /// Whether the asker may have a read-only descriptor of its report.
+    pub copy: bool,
+}
+
+impl Default for Request {
+    fn default() -> Request {
+        Request {
+            users: vec!["@crashring".into()],
+            printk_level: Some(4),
+            drm_categories: ["KMS", "ATOMIC", "STATE", "DRIVER"]
+                .map(String::from)
+                .into(),
+            kernel_events: Vec::new(),
+            interval: Duration::from_secs(60),
+            burst: 3,
+            copy: true,
+        }
+    }
+}
+
+/// Everything crashring.conf says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    pub recover: Recover,
+    pub request: Request,
+}
+
+/// printk's level names, by level (`KERN_EMERG` to `KERN_DEBUG`).
+const LEVELS: [&str; 8] = [
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+];
+
+/// A printk level by number or name; `none` for no printk at all.
+fn printk_level(v: &str) -> Option<Option<u8>> {
+    if v == "none" {
+        return Some(None);
+    }
+    let n = v
+        .parse::<u8>()
+        .ok()
+        .or_else(|| LEVELS.iter().position(|l| *l == v).map(|n| n as u8))?;
+    (n < 8).then_some(Some(n))
+}
+
+/// A space-separated list; an empty value is the empty list.
+fn list(v: &str) -> Vec<String> {
+    v.split_whitespace().map(String::from).collect()
+}
+
+/// Applies one `[Request]` assignment.
+fn apply_request(r: &mut Request, key: &str, value: &str) -> Option<Result<(), &'static str>> {
+    let default = Request::default();
+    let empty = value.is_empty();
+    Some(match key {
+        "Users" => {
+            r.users = if empty { default.users } else { list(value) };
+            Ok(())
+        }
+        "PrintkLevel" => match value {
+            "" => Some(default.printk_level),
+            v => printk_level(v),
+        }
+        .map(|v| r.printk_level = v)
+        .ok_or("expected a level, 0 to 7 or emerg ... debug, or none"),
+        "DRMCategories" => {
+            let names = if empty {
+                default.drm_categories
+            } else {
+                list(value)
+            };
+            if names
+                .iter()
+                .all(|c| pstore_ring::read::drm_category_bit(c).is_some())
+            {
+                r.drm_categories = names.iter().map(|c| c.to_ascii_uppercase()).collect();
+                Ok(())
+            } else {
+                Err("expected DRM categories: CORE DRIVER KMS PRIME ATOMIC VBL STATE LEASE DP DRMRES")
+            }
+        }
+        "KernelEvents" => {
+            r.kernel_events = list(value);
+            Ok(())
+        }
+        "RateLimitIntervalSec" => match value {
+            "" => Some(default.interval),
+            v => duration(v).filter(|d| !d.is_zero()),
+        }
+        .map(|v| r.interval = v)
+        .ok_or("expected a time such as 60s or 5min"),
+        "RateLimitBurst" => match value {
+            "" => Some(default.burst),
+            v => v.parse().ok().filter(|n| *n > 0),
+        }
+        .map(|v| r.burst = v)
+        .ok_or("expected a count of at least 1"),
+        "Copy" => match value {
+            "" | "yes" => Some(true),
+            "no" => Some(false),
+            _ => None,
+        }
+        .map(|v| r.copy = v)
+        .ok_or("expected yes or no"),
+        _ => return None,
+    })
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{file}:{line}: {what}")]
 pub struct ConfigError {
@@ -146,7 +273,7 @@ fn duration(v: &str) -> Option<Duration> {
 /// configuration, what it cannot use (an unknown key, a value it cannot
 /// parse, a line that is no assignment) is returned as a warning and
 /// skipped: the setting keeps its earlier value, and recovery goes on.
-pub fn apply(r: &mut Recover, file: &str, text: &str) -> Vec<String> {
+pub fn apply(c: &mut Config, file: &str, text: &str) -> Vec<String> {
     let mut warnings = Vec::new();
     let mut section = String::new();
     for (n, raw) in text.lines().enumerate() {
@@ -164,67 +291,76 @@ pub fn apply(r: &mut Recover, file: &str, text: &str) -> Vec<String> {
             continue;
         };
         let (key, value) = (key.trim(), value.trim());
-        if section != "Recover" {
-            warnings.push(format!("{at}: {key}= outside [Recover], ignored"));
-            continue;
-        }
-        let applied = match key {
-            "MaxUse" | "KeepFree" => {
-                let v = if value.is_empty() {
-                    Some(None)
-                } else {
-                    bytes(value).map(Some)
-                };
-                v.map(|v| {
-                    if key == "MaxUse" {
-                        r.max_use = v;
-                    } else {
-                        r.keep_free = v;
-                    }
-                })
-                .ok_or("expected bytes (K, M, G, T, P) or a percentage")
-            }
-            "MaxBundles" => match value {
-                "" | "infinity" => Some(None),
-                v => v.parse().ok().filter(|n| *n > 0).map(Some),
-            }
-            .map(|v| r.max_bundles = v)
-            .ok_or("expected a count of at least 1"),
-            "MaxAge" => match value {
-                "" | "infinity" => Some(None),
-                v => duration(v).map(Some),
-            }
-            .map(|v| r.max_age = v)
-            .ok_or("expected a time such as 30d, 1month or 1h 30min"),
-            "Clean" => match value {
-                "" | "discard" => Some(Clean::Discard),
-                "bundle" => Some(Clean::Bundle),
-                "keep" => Some(Clean::Keep),
-                _ => None,
-            }
-            .map(|v| r.clean = v)
-            .ok_or("expected bundle, keep or discard"),
-            "OnBundle" => {
-                r.on_bundle = (!value.is_empty()).then(|| value.to_string());
-                Ok(())
-            }
+        let applied = match section.as_str() {
+            "Recover" => apply_recover(&mut c.recover, key, value),
+            "Request" => apply_request(&mut c.request, key, value),
             _ => {
-                warnings.push(format!("{at}: unknown key {key}=, ignored"));
-                Ok(())
+                warnings.push(format!(
+                    "{at}: {key}= outside [Recover] and [Request], ignored"
+                ));
+                continue;
             }
         };
-        if let Err(what) = applied {
-            warnings.push(format!(
+        match applied {
+            None => warnings.push(format!("{at}: unknown key {key}=, ignored")),
+            Some(Err(what)) => warnings.push(format!(
                 "{at}: {key}={value}: {what}; ignored, the earlier value stays"
-            ));
+            )),
+            Some(Ok(())) => {}
         }
     }
     warnings
 }
 
+/// Applies one `[Recover]` assignment: `None` for an unknown key.
+fn apply_recover(r: &mut Recover, key: &str, value: &str) -> Option<Result<(), &'static str>> {
+    Some(match key {
+        "MaxUse" | "KeepFree" => {
+            let v = if value.is_empty() {
+                Some(None)
+            } else {
+                bytes(value).map(Some)
+            };
+            v.map(|v| {
+                if key == "MaxUse" {
+                    r.max_use = v;
+                } else {
+                    r.keep_free = v;
+                }
+            })
+            .ok_or("expected bytes (K, M, G, T, P) or a percentage")
+        }
+        "MaxBundles" => match value {
+            "" | "infinity" => Some(None),
+            v => v.parse().ok().filter(|n| *n > 0).map(Some),
+        }
+        .map(|v| r.max_bundles = v)
+        .ok_or("expected a count of at least 1"),
+        "MaxAge" => match value {
+            "" | "infinity" => Some(None),
+            v => duration(v).map(Some),
+        }
+        .map(|v| r.max_age = v)
+        .ok_or("expected a time such as 30d, 1month or 1h 30min"),
+        "Clean" => match value {
+            "" | "discard" => Some(Clean::Discard),
+            "bundle" => Some(Clean::Bundle),
+            "keep" => Some(Clean::Keep),
+            _ => None,
+        }
+        .map(|v| r.clean = v)
+        .ok_or("expected bundle, keep or discard"),
+        "OnBundle" => {
+            r.on_bundle = (!value.is_empty()).then(|| value.to_string());
+            Ok(())
+        }
+        _ => return None,
+    })
+}
+
 /// Reads the main file and then the drop-ins in name order.
-pub fn load(sys: &System) -> Result<(Recover, Vec<String>), ConfigError> {
-    let mut r = Recover::default();
+pub fn load(sys: &System) -> Result<(Config, Vec<String>), ConfigError> {
+    let mut r = Config::default();
     let mut warnings = Vec::new();
     let unreadable = |file: &str, e: std::io::Error| ConfigError {
         file: file.into(),
@@ -274,7 +410,7 @@ mod tests {
             "[Recover]\nMaxBundles=9\n",
         )
         .unwrap();
-        let (r, warnings) = load(&sys).unwrap();
+        let (Config { recover: r, .. }, warnings) = load(&sys).unwrap();
         assert_eq!(
             r,
             Recover {
@@ -294,14 +430,14 @@ mod tests {
 
     #[test]
     fn the_shipped_file_reads_as_the_defaults() {
-        let mut r = Recover::default();
-        let warnings = apply(&mut r, "crashring.conf", include_str!("../crashring.conf"));
+        let mut c = Config::default();
+        let warnings = apply(&mut c, "crashring.conf", include_str!("../crashring.conf"));
         assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!(r, Recover::default());
-        let example = "[Recover]\nMaxUse=10%\nKeepFree=15%\nMaxBundles=infinity\nMaxAge=infinity\nClean=discard\nOnBundle=\n";
-        assert!(apply(&mut r, "example", example).is_empty());
+        assert_eq!(c, Config::default());
+        let example = "[Recover]\nMaxUse=10%\nKeepFree=15%\nMaxBundles=infinity\nMaxAge=infinity\nClean=discard\nOnBundle=\n[Request]\nUsers=@crashring\nPrintkLevel=warning\nDRMCategories=KMS ATOMIC STATE DRIVER\nKernelEvents=\nRateLimitIntervalSec=60s\nRateLimitBurst=3\nCopy=yes\n";
+        assert!(apply(&mut c, "example", example).is_empty());
         assert_eq!(
-            r,
+            c.recover,
             Recover {
                 max_use: Some(Bytes::Percent(10)),
                 keep_free: Some(Bytes::Percent(15)),
@@ -322,13 +458,13 @@ mod tests {
 
     #[test]
     fn bad_values_are_named_and_skipped_keeping_the_earlier_value() {
-        let mut r = Recover::default();
-        let w = apply(&mut r, "x.conf", "[Recover]\nMaxBundles=3\n\nMaxUse=lots\n");
+        let mut c = Config::default();
+        let w = apply(&mut c, "x.conf", "[Recover]\nMaxBundles=3\n\nMaxUse=lots\n");
         assert_eq!(
             w,
             ["x.conf:4: MaxUse=lots: expected bytes (K, M, G, T, P) or a percentage; ignored, the earlier value stays"]
         );
-        assert_eq!(r.max_bundles, Some(3));
+        assert_eq!(c.recover.max_bundles, Some(3));
         for bad in [
             "MaxBundles=0",
             "MaxAge=3 fortnights",
@@ -336,10 +472,56 @@ mod tests {
             "KeepFree=101%",
             "junk",
         ] {
-            let mut r = Recover::default();
-            let w = apply(&mut r, "x.conf", &format!("[Recover]\n{bad}\n"));
+            let mut c = Config::default();
+            let w = apply(&mut c, "x.conf", &format!("[Recover]\n{bad}\n"));
             assert_eq!(w.len(), 1, "{bad}: {w:?}");
-            assert_eq!(r, Recover::default(), "{bad}");
+            assert_eq!(c, Config::default(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_request_policy_reads_and_refuses_what_it_cannot_use() {
+        let mut c = Config::default();
+        let w = apply(
+            &mut c,
+            "x.conf",
+            "[Request]\nUsers=kiosk @video\nPrintkLevel=err\nDRMCategories=kms atomic\nKernelEvents=marker\nRateLimitIntervalSec=5min\nRateLimitBurst=10\nCopy=no\n",
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.request,
+            Request {
+                users: vec!["kiosk".into(), "@video".into()],
+                printk_level: Some(3),
+                drm_categories: vec!["KMS".into(), "ATOMIC".into()],
+                kernel_events: vec!["marker".into()],
+                interval: Duration::from_secs(300),
+                burst: 10,
+                copy: false,
+            }
+        );
+        let w = apply(
+            &mut c,
+            "y.conf",
+            "[Request]\nUsers=\nPrintkLevel=none\nDRMCategories=\n",
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.request.users, Request::default().users);
+        assert_eq!(c.request.printk_level, None);
+        assert_eq!(c.request.drm_categories, Request::default().drm_categories);
+        for bad in [
+            "PrintkLevel=8",
+            "PrintkLevel=loud",
+            "DRMCategories=KMS INPUT",
+            "RateLimitBurst=0",
+            "RateLimitIntervalSec=0",
+            "Copy=maybe",
+            "Path=/etc",
+        ] {
+            let mut c = Config::default();
+            let w = apply(&mut c, "x.conf", &format!("[Request]\n{bad}\n"));
+            assert_eq!(w.len(), 1, "{bad}: {w:?}");
+            assert_eq!(c, Config::default(), "{bad}");
         }
     }
 
@@ -354,14 +536,14 @@ mod tests {
         assert_eq!(duration(""), None);
         assert_eq!(bytes("64M"), Some(Bytes::Absolute(64 << 20)));
         assert_eq!(bytes("1T"), Some(Bytes::Absolute(1 << 40)));
-        let mut r = Recover::default();
+        let mut c = Config::default();
         let w = apply(
-            &mut r,
+            &mut c,
             "x.conf",
             "[Recover]\nMaxAge=1month\nMaxUse=1T\nKeepFree=1h 30min\n",
         );
-        assert_eq!(r.max_age, Some(Duration::from_secs(2_629_800)));
-        assert_eq!(r.max_use, Some(Bytes::Absolute(1 << 40)));
+        assert_eq!(c.recover.max_age, Some(Duration::from_secs(2_629_800)));
+        assert_eq!(c.recover.max_use, Some(Bytes::Absolute(1 << 40)));
         assert_eq!(w.len(), 1, "{w:?}");
     }
 }

@@ -38,6 +38,12 @@ pub const UPLOAD_FAILED: &str = "df32f5620a18490fbfc1ed8caeb286b1";
 /// `MESSAGE_ID` of "the module records nothing now" (its status says why).
 pub const NOT_RECORDING: &str = "00c65f00a86b4856ac58c5d55b9c575e";
 
+/// `MESSAGE_ID` of "a report was written for a program that asked
+/// without a crash" (crashring-request.socket).
+pub const REPORTED: &str = "4c8e0a7d5f2b4e61a3d9b6c1e27f0853";
+/// `MESSAGE_ID` of "a request for a report was refused".
+pub const REQUEST_REFUSED: &str = "9a1f3c6e82d04b7fa5e0c4d2b8163e79";
+
 /// Encodes fields as one native-protocol datagram.
 pub fn encode(fields: &[(&str, &str)]) -> Vec<u8> {
     let mut out = Vec::new();

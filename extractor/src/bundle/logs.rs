@@ -641,6 +641,7 @@ no time ffff888000000000
             raw_pointers: false,
             input_layer: false,
             since_ns: None,
+            grant: None,
         };
         let r = TextRedactor::new(&region, &rules);
         let mut out = Vec::new();
@@ -663,6 +664,7 @@ no time ffff888000000000
             raw_pointers: false,
             input_layer: false,
             since_ns: None,
+            grant: None,
         };
         let r = TextRedactor::new(&region, &again);
         let mut out = Vec::new();

@@ -16,6 +16,7 @@ pub const VERSION: u64 = 1;
 pub(super) const REDACTION_SCOPE: &str = "every file: dmesg.txt, the CTF trace, trace.dat and the Perfetto trace are written from the redacted trace (events of a dropped class left out, hashed fields as h: and 16 hex digits); in logs/ and the log tracks of the Perfetto trace, a kernel message (a bracketed console or dmesg line, a journal entry with _TRANSPORT=kernel) meets the printk classes as a printk event would (a dropped line is left out, a hashed text replaced by its hash), and a line over 1 MiB is left out unchecked";
 pub(super) const KERNEL_ADDRESSES: &str = "hashed unless raw_pointers, with the trace's key (equal addresses hash alike in every file): in 64-bit regions 0xffff000000000000 and up, written as 16 hex digits; in 32-bit regions 0xbf000000 and up (the default 3G/1G split; lower kernel addresses of other splits are missed, higher non-addresses hashed), written as 8 hex digits; error pointers (the last 4095 values) kept; looked for in pointer fields, integer fields of the word size or wider, text, binary fields and undecodable payloads (words at any offset), and every line of every log";
 pub(super) const INPUT_LAYER: &str = "left out unless input_layer (a bundle root made with --input-layer, or crashring recover): the debug messages of input-layer callsites (input core, HID, keyboards, touch; by their file or module), which can carry what a person typed";
+pub(super) const GRANT: &str = "a report asked for without a crash holds only the asker's own user streams (no other stream is named) and, of the kernel's streams, the clock and loss records, printk lines up to printk_level, DRM debug messages of drm_categories and the kernel_events types; everything else is left out of every file";
 pub(super) const CODE_LINES: &str = "masked unless raw_pointers: every hex digit of the bytes of an oops Code: line becomes x, as machine code carries kernel addresses in immediates that cannot be told apart from opcodes";
 
 /// The region's [`RegionReport`], and what the bundle made of it.
@@ -32,6 +33,10 @@ fn region(part: &Part, rules: &Rules) -> Value {
     // Only a bundle made --since says what that left out.
     if rules.since_ns.is_some() {
         region["redacted"]["before_since_left_out"] = json!(part.redacted.before_since);
+    }
+    // Only a report's, whose grant leaves out what it does not name.
+    if rules.grant.is_some() {
+        region["redacted"]["outside_grant_left_out"] = json!(part.redacted.outside_grant);
     }
     region["files"] = json!({
         "ctf": part.ctf_dir.display().to_string(),
@@ -103,6 +108,24 @@ pub(super) fn render(
     });
     if let (Some(t), Some(r)) = (rules.since_ns, manifest["redaction"].as_object_mut()) {
         r.insert("since_ns".into(), json!(t));
+    }
+    if let (Some(g), Some(r)) = (&rules.grant, manifest["redaction"].as_object_mut()) {
+        let categories: Vec<&str> = g
+            .drm_categories
+            .iter()
+            .filter_map(|&c| pstore_ring::read::drm_category_name(c))
+            .collect();
+        r.insert(
+            "grant".into(),
+            json!({
+                "uid": g.uid,
+                "streams": if g.streams.is_empty() { json!("all of the asker's") } else { json!(g.streams) },
+                "printk_level": g.printk_level,
+                "drm_categories": categories,
+                "kernel_events": g.kernel_events,
+                "holds": GRANT,
+            }),
+        );
     }
     // A crash bundle's manifest is as it always was; a snapshot says so.
     if let (Some(r), Some(m)) = (request, manifest.as_object_mut()) {

@@ -30,6 +30,7 @@
 mod archive;
 mod check;
 mod dmesg;
+pub mod grant;
 pub mod logs;
 mod manifest;
 mod readme;

@@ -37,6 +37,7 @@
 //! hex digit becomes `x` (the line keeps its shape and the `<..>` marking
 //! the faulting byte).
 
+use super::grant::Grant;
 use crate::output::Overlay;
 use pstore_ring::endian::Endian;
 use pstore_ring::read::{DebugEvent, EventType, PagedTrace, Region, StateInfo};
@@ -131,6 +132,9 @@ pub struct Rules {
     /// Leave out every event before this time on the region's clock
     /// (`--since`): a snapshot of the last moments, not of everything.
     pub since_ns: Option<u64>,
+    /// Only what a report asked for without a crash may hold
+    /// ([`super::grant`]).
+    pub grant: Option<Grant>,
 }
 
 /// A class that names nothing in any region: refused rather than
@@ -220,6 +224,8 @@ pub struct Counts {
     pub input_layer: u64,
     /// Events before [`Rules::since_ns`] left out.
     pub before_since: u64,
+    /// Events outside [`Rules::grant`] left out.
+    pub outside_grant: u64,
 }
 
 impl Counts {
@@ -605,6 +611,9 @@ pub fn plan(region: &Region, trace: &PagedTrace, rules: &Rules) -> Plan {
     }
     let mut owned: Vec<Vec<u8>> = Vec::new();
     for (s, stream) in trace.streams.iter().enumerate() {
+        let granted = rules.grant.as_ref().is_none_or(|g| g.stream(&stream.info));
+        // Of a granted kernel stream, only the events the grant names.
+        let judged = rules.grant.as_ref().filter(|_| stream.info.is_kernel());
         for (at, ev) in stream.events().enumerate() {
             if rules.since_ns.is_some_and(|t| ev.ts < t) {
                 counts.before_since += 1;
@@ -616,6 +625,17 @@ pub fn plan(region: &Region, trace: &PagedTrace, rules: &Rules) -> Plan {
                 .get(ev.type_id)
                 .zip(defs[usize::from(ev.type_id)].as_ref());
             let decoded = typed.and_then(|(t, _)| t.decode(ev.payload, e).ok());
+            let outside = !granted
+                || judged.is_some_and(|g| match (typed, &decoded) {
+                    (Some((t, _)), Some(values)) => !g.kernel_event(t, ev.payload, values, e),
+                    // What cannot be decoded cannot be judged.
+                    _ => true,
+                });
+            if outside {
+                counts.outside_grant += 1;
+                overlay.leave_out(s, at);
+                continue;
+            }
             let (Some((t, (fields, classes))), Some(decoded)) = (typed, decoded) else {
                 // Shown raw: only what looks like an address, as text or
                 // as a word, can be told apart.

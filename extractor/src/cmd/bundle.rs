@@ -59,6 +59,7 @@ impl RedactArgs {
             raw_pointers: self.raw_pointers,
             input_layer: self.input_layer,
             since_ns: self.since,
+            grant: None,
         })
     }
 }

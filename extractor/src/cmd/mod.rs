@@ -9,6 +9,8 @@ pub mod extract;
 pub mod follow;
 pub mod info;
 pub mod recovery;
+pub mod report;
+pub mod serve_request;
 pub mod snapshot;
 pub mod upload;
 pub mod verify;

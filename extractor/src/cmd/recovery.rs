@@ -49,7 +49,7 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     }
     let installed = args.config_root.as_ref().map(System::new);
     let etc = installed.as_ref().unwrap_or(&sys);
-    let (cfg, warnings) = config::load(etc)?;
+    let (config::Config { recover: cfg, .. }, warnings) = config::load(etc)?;
     for w in warnings {
         eprintln!("crashring: {w}");
     }

@@ -172,7 +172,7 @@ impl Archive<'_> {
             lost: summary.lost,
             archived,
         };
-        write_summary(self.dir, &name, &g, &counts).map_err(io_at(self.dir))?;
+        write_summary(self.dir, &name, &g, &counts, None).map_err(io_at(self.dir))?;
         std::fs::File::open(self.dir)
             .and_then(|d| d.sync_all())
             .map_err(io_at(self.dir))?;
@@ -205,47 +205,53 @@ impl Archive<'_> {
         Ok(archived)
     }
 
-    /// Retention with `except` (of `size` bytes) counted in, or, before a
-    /// new bundle is written, with an empty name and no bytes: what it
-    /// deleted, and what it could not do.
     fn retain(&self, except: &str, size: u64) -> (Vec<String>, Vec<String>) {
-        let (mut deleted, mut warnings) = (Vec::new(), Vec::new());
-        // Before, only space and age: an old crash is not deleted for a
-        // count the new bundle, not yet written, may never add to.
-        let limits = if except.is_empty() {
-            Recover {
-                max_bundles: None,
-                ..self.config.clone()
-            }
-        } else {
-            self.config.clone()
-        };
-        let pruning = match (
-            retention::kept_in(self.dir, except),
-            retention::fs_of(self.dir),
-        ) {
-            (Ok(old), Ok(fs)) => retention::prune(&old, size, fs, &limits),
-            (Err(e), _) | (_, Err(e)) => {
-                warnings.push(format!("retention: {}: {e}", self.dir.display()));
-                return (deleted, warnings);
-            }
-        };
-        for old in pruning.delete {
-            match retention::delete(self.dir, &old) {
-                Ok(()) => deleted.push(old),
-                Err(e) => warnings.push(format!("retention: deleting old bundle {old}: {e}")),
-            }
-        }
-        if !except.is_empty() {
-            warnings.extend(
-                pruning
-                    .over
-                    .iter()
-                    .map(|o| format!("over {o}; the newest crash is kept")),
-            );
-        }
-        (deleted, warnings)
+        retain(self.dir, self.config, except, size)
     }
+}
+
+/// Retention in `dir` with `except` (of `size` bytes) counted in, or,
+/// before a new bundle is written, with an empty name and no bytes: what
+/// it deleted, and what it could not do.
+pub(super) fn retain(
+    dir: &Path,
+    config: &Recover,
+    except: &str,
+    size: u64,
+) -> (Vec<String>, Vec<String>) {
+    let (mut deleted, mut warnings) = (Vec::new(), Vec::new());
+    // Before, only space and age: an old crash is not deleted for a
+    // count the new bundle, not yet written, may never add to.
+    let limits = if except.is_empty() {
+        Recover {
+            max_bundles: None,
+            ..config.clone()
+        }
+    } else {
+        config.clone()
+    };
+    let pruning = match (retention::kept_in(dir, except), retention::fs_of(dir)) {
+        (Ok(old), Ok(fs)) => retention::prune(&old, size, fs, &limits),
+        (Err(e), _) | (_, Err(e)) => {
+            warnings.push(format!("retention: {}: {e}", dir.display()));
+            return (deleted, warnings);
+        }
+    };
+    for old in pruning.delete {
+        match retention::delete(dir, &old) {
+            Ok(()) => deleted.push(old),
+            Err(e) => warnings.push(format!("retention: deleting old bundle {old}: {e}")),
+        }
+    }
+    if !except.is_empty() {
+        warnings.extend(
+            pruning
+                .over
+                .iter()
+                .map(|o| format!("over {o}; the newest bundle is kept")),
+        );
+    }
+    (deleted, warnings)
 }
 
 /// Which of a dump's regions is the crashed kernel's: the one at the armed
@@ -266,7 +272,7 @@ fn choose(regions: &[recover::Recovered], armed: Option<u64>) -> Option<usize> {
     (0..regions.len()).max_by_key(|&i| rank(&regions[i]))
 }
 
-fn generation_of(r: &recover::Recovered) -> Generation {
+pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
     let h = &r.region.header;
     let state = r.region.state.as_ref().ok();
     Generation {
@@ -280,7 +286,7 @@ fn generation_of(r: &recover::Recovered) -> Generation {
     }
 }
 
-fn io_at(path: &Path) -> impl Fn(io::Error) -> RecoveryError + '_ {
+pub(super) fn io_at(path: &Path) -> impl Fn(io::Error) -> RecoveryError + '_ {
     move |source| RecoveryError::Io {
         path: path.to_path_buf(),
         source,
@@ -300,7 +306,10 @@ fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<String>> {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
             continue;
         };
-        if v["boot_id"] == g.boot_id.as_str()
+        // A report of the generation while it ran is no bundle of how
+        // it ended.
+        if v.get("request").is_none()
+            && v["boot_id"] == g.boot_id.as_str()
             && v["generation"] == g.generation
             && dir.join(format!("{name}.tar.gz")).exists()
         {
@@ -311,23 +320,31 @@ fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<String>> {
 }
 
 /// What the summary says of the bundle besides the generation.
-struct Counts {
-    size: u64,
-    events: u64,
-    lost: u64,
-    archived: u64,
+pub(super) struct Counts {
+    pub(super) size: u64,
+    pub(super) events: u64,
+    pub(super) lost: u64,
+    pub(super) archived: u64,
 }
 
 /// `NAME.json` beside the bundle, for collectors to index without opening
 /// the archive; written under a temporary name and renamed.
-fn write_summary(dir: &Path, name: &str, g: &Generation, c: &Counts) -> io::Result<()> {
+/// A report asked for while the generation ran carries `request` (who
+/// asked, why), which tells it from the generation's own bundle.
+pub(super) fn write_summary(
+    dir: &Path,
+    name: &str,
+    g: &Generation,
+    c: &Counts,
+    request: Option<&bundle::Request>,
+) -> io::Result<()> {
     let Counts {
         size,
         events,
         lost,
         archived,
     } = c;
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "summary_version": 1,
         "bundle": format!("{name}.tar.gz"),
         "archived": archived,
@@ -341,6 +358,12 @@ fn write_summary(dir: &Path, name: &str, g: &Generation, c: &Counts) -> io::Resu
         "events": events,
         "lost": lost,
     });
+    if let (Some(r), Some(o)) = (request, json.as_object_mut()) {
+        o.insert(
+            "request".into(),
+            serde_json::json!({ "uid": r.uid, "why": r.why }),
+        );
+    }
     let mut tmp = tempfile::Builder::new()
         .prefix(".summary-")
         .tempfile_in(dir)?;
@@ -349,4 +372,47 @@ fn write_summary(dir: &Path, name: &str, g: &Generation, c: &Counts) -> io::Resu
     tmp.persist(dir.join(format!("{name}.json")))
         .map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generation() -> Generation {
+        Generation {
+            host: "kiosk".into(),
+            boot_id: "00112233445566778899aabbccddeeff".into(),
+            generation: 5,
+            state: "crashed".into(),
+            clean: false,
+            reason: "panic".into(),
+            message: String::new(),
+        }
+    }
+
+    /// A report the generation's user asked for while it ran names the
+    /// same generation: were it taken for the generation's own bundle,
+    /// the crash that ends it would never be bundled.
+    #[test]
+    fn a_report_asked_for_while_it_ran_is_not_the_generations_bundle() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = generation();
+        let counts = Counts {
+            size: 1,
+            events: 1,
+            lost: 0,
+            archived: 1,
+        };
+        let asked = bundle::Request {
+            why: "black screen".into(),
+            uid: 1000,
+            at_ns: 0,
+        };
+        std::fs::write(dir.path().join("report.tar.gz"), b"x").unwrap();
+        write_summary(dir.path(), "report", &g, &counts, Some(&asked)).unwrap();
+        assert_eq!(archived_as(dir.path(), &g).unwrap(), None);
+        std::fs::write(dir.path().join("crash.tar.gz"), b"x").unwrap();
+        write_summary(dir.path(), "crash", &g, &counts, None).unwrap();
+        assert_eq!(archived_as(dir.path(), &g).unwrap(), Some("crash".into()));
+    }
 }

@@ -13,6 +13,7 @@
 
 mod archive;
 mod module;
+pub mod report;
 pub mod upload;
 
 pub use archive::Generation;
@@ -230,7 +231,7 @@ pub fn create_private_dir(dir: &Path) -> Result<(), RecoveryError> {
 /// `dir` itself, locked (flock, blocking) until the returned handle is
 /// dropped: a second run waits, then finds what the first left. No lock
 /// file is left among the bundles for anything listing them to trip on.
-fn lock(dir: &Path) -> Result<File, RecoveryError> {
+pub(crate) fn lock(dir: &Path) -> Result<File, RecoveryError> {
     let io_err = |source| RecoveryError::Io {
         path: dir.to_path_buf(),
         source,

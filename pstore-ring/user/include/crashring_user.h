@@ -165,6 +165,35 @@ static inline int crashring_log(struct crashring_stream *s, int level, const cha
 	return ret;
 }
 
+/* What crashring_request_report() answers. */
+struct crashring_report {
+	char bundle[256];	/* the bundle's name in the bundle directory */
+	uint64_t events;	/* the events it holds */
+	int copy_fd;		/* a read-only descriptor of it, or -1 */
+	char why[512];		/* on failure: why */
+};
+
+/*
+ * Asks crashring's request service (crashring-request.socket) for a bug
+ * report of the caller's own session without a crash: its own streams and
+ * the kernel events crashring.conf's [Request] policy grants, redacted,
+ * written by the service into the bundle directory. Blocks while the
+ * service bundles (a second or two). 0 with *out filled in; otherwise a
+ * negative errno with out->why saying why: -EPERM refused by the policy,
+ * -EAGAIN rate-limited, -EIO the service failed, -EINVAL a reason that
+ * is not one line of at most 512 bytes, -ENOENT or -ECONNREFUSED no
+ * service.
+ */
+int crashring_request_report(const char *reason, struct crashring_report *out);
+
+/*
+ * The same for the named streams of the caller's only (a name that is
+ * not the caller's own is refused), with a read-only descriptor of the
+ * bundle in out->copy_fd if want_copy and the policy allows.
+ */
+int crashring_request_report_of(const char *reason, const char *const *streams,
+				size_t nstreams, int want_copy, struct crashring_report *out);
+
 #ifdef __cplusplus
 }
 #endif

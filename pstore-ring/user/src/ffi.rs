@@ -282,3 +282,101 @@ pub unsafe extern "C" fn crashring_write(
     };
     status(s.write(type_id, items(payload, len)))
 }
+
+/// `struct crashring_report`: what `crashring_request_report()` fills in.
+#[repr(C)]
+pub struct CReport {
+    /// The bundle's name in the bundle directory, NUL-terminated.
+    bundle: [c_char; 256],
+    events: u64,
+    /// A read-only descriptor of the bundle, or -1.
+    copy_fd: c_int,
+    /// Why there is none, NUL-terminated (cut to fit).
+    why: [c_char; 512],
+}
+
+/// Copies `s` into `out` as a C string, cut to fit.
+fn put(out: &mut [c_char], s: &str) {
+    let n = s.len().min(out.len() - 1);
+    for (o, &b) in out.iter_mut().zip(&s.as_bytes()[..n]) {
+        *o = b as c_char;
+    }
+    out[n] = 0;
+}
+
+/// Asks crashring's request service for a report of the caller's own
+/// session (`crate::request`). 0 with `out` filled in; otherwise a
+/// negative errno with `out->why` saying why: `-EPERM` refused by the
+/// policy, `-EAGAIN` rate-limited, `-EIO` the service failed or broke the
+/// protocol, `-EINVAL` a request that cannot be sent, or the socket's
+/// error (`-ENOENT`, `-ECONNREFUSED`: no service).
+///
+/// # Safety
+/// `reason` is a C string; `streams` is null or points to `nstreams` C
+/// strings; `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn crashring_request_report_of(
+    reason: *const c_char,
+    streams: *const *const c_char,
+    nstreams: usize,
+    want_copy: c_int,
+    out: *mut CReport,
+) -> c_int {
+    use crate::request::{self, RequestError};
+    let Some(out) = out.as_mut() else {
+        return -libc::EINVAL;
+    };
+    out.bundle[0] = 0;
+    out.events = 0;
+    out.copy_fd = -1;
+    out.why[0] = 0;
+    let names: Option<Vec<String>> = items(streams, nstreams)
+        .iter()
+        .map(|&p| text(p).map(str::to_string))
+        .collect();
+    let (Some(reason), Some(names)) = (text(reason), names) else {
+        put(
+            &mut out.why,
+            "the reason and stream names must be UTF-8 C strings",
+        );
+        return -libc::EINVAL;
+    };
+    let asked = request::Request {
+        reason: reason.into(),
+        streams: names,
+        copy: want_copy != 0,
+    };
+    match request::request_report_with(&asked, std::path::Path::new(request::SOCKET)) {
+        Ok(report) => {
+            put(&mut out.bundle, &report.bundle);
+            out.events = report.events;
+            out.copy_fd = report.copy.map_or(-1, std::os::fd::IntoRawFd::into_raw_fd);
+            0
+        }
+        Err(e) => {
+            put(&mut out.why, &e.to_string());
+            match e {
+                RequestError::Invalid(_) => -libc::EINVAL,
+                RequestError::Unreachable { source, .. } => {
+                    -source.raw_os_error().unwrap_or(libc::EIO)
+                }
+                RequestError::Refused(_) => -libc::EPERM,
+                RequestError::RateLimited { .. } => -libc::EAGAIN,
+                RequestError::Protocol(_) | RequestError::Failed(_) => -libc::EIO,
+            }
+        }
+    }
+}
+
+/// [`crashring_request_report_of`] for all of the caller's streams,
+/// without a copy.
+///
+/// # Safety
+/// As [`crashring_request_report_of`].
+#[no_mangle]
+pub unsafe extern "C" fn crashring_request_report(
+    reason: *const c_char,
+    out: *mut CReport,
+) -> c_int {
+    crashring_request_report_of(reason, std::ptr::null(), 0, 0, out)
+}

@@ -1,0 +1,144 @@
+//! `crashring serve-request`: one connection to crashring-request.socket,
+//! which systemd hands over as standard input (`Accept=yes`): who asks
+//! (the socket's peer credentials), what (one request), whether the
+//! policy lets them, and the report (`extractor::recovery::report`).
+//! Every answer goes back on the socket; every report and refusal to the
+//! journal.
+
+use super::snapshot::LIVE;
+use anyhow::{Context, Result};
+use clap::Args;
+use crashring_user::request::{self, Reply, Request};
+use extractor::recovery::report::{self, Asker, Served};
+use kexec_hooks::config;
+use kexec_hooks::journal;
+use kexec_hooks::system::System;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct ServeRequestArgs {
+    /// The bundle directory.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/crashring")]
+    dir: PathBuf,
+    /// The recorder's live view.
+    #[arg(long, value_name = "PATH", default_value = LIVE)]
+    from: PathBuf,
+    /// The system tree crashring.conf and the journal's socket are looked
+    /// up under.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+}
+
+/// How long a connection may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn run(args: ServeRequestArgs) -> Result<u8> {
+    let stdin = std::io::stdin();
+    let conn = stdin.as_fd();
+    let peer = rustix::net::sockopt::socket_peercred(conn)
+        .context("standard input is no connection to crashring-request.socket")?;
+    let asker = Asker {
+        uid: peer.uid.as_raw(),
+        pid: peer.pid.as_raw_nonzero().get() as u32,
+    };
+    rustix::net::sockopt::set_socket_timeout(
+        conn,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(REQUEST_TIMEOUT),
+    )?;
+    let sys = System::new(&args.root);
+    let socket = sys.path(journal::SOCKET);
+    let who = format!("uid {} (pid {})", asker.uid, asker.pid);
+    let answer = |reply: &Reply, file: Option<&std::fs::File>| {
+        if let Err(e) = request::send(conn, &reply.encode(), file) {
+            eprintln!("crashring: answering {who}: {e}");
+        }
+    };
+    let refuse = |why: String, id: &str| {
+        let message = format!("crashring: request from {who} refused: {why}");
+        if !journal::send(
+            &socket,
+            &[
+                ("MESSAGE_ID", id),
+                ("MESSAGE", &message),
+                ("PRIORITY", "4"),
+                ("CRASHRING_REQUESTER_UID", &asker.uid.to_string()),
+            ],
+        ) {
+            eprintln!("{message}");
+        }
+        answer(&Reply::Refused { why }, None);
+        Ok(0)
+    };
+    let (bytes, _) = request::receive(conn).with_context(|| format!("reading {who}'s request"))?;
+    let asked = match Request::parse(&bytes) {
+        Ok(r) => r,
+        Err(e) => return refuse(format!("malformed request: {e}"), journal::REQUEST_REFUSED),
+    };
+    let (cfg, warnings) = config::load(&sys)?;
+    for w in warnings {
+        eprintln!("crashring: {w}");
+    }
+    if !report::allowed(asker.uid, &cfg.request.users) {
+        return refuse(
+            format!(
+                "uid {} may not ask for reports (crashring.conf [Request] Users={})",
+                asker.uid,
+                cfg.request.users.join(" ")
+            ),
+            journal::REQUEST_REFUSED,
+        );
+    }
+    let dir = sys.path(&args.dir.to_string_lossy());
+    match report::serve(&dir, &args.from, &cfg, &asker, &asked) {
+        Ok(Served::Written {
+            name,
+            events,
+            file,
+            warnings,
+        }) => {
+            for w in warnings {
+                eprintln!("crashring: {w}");
+            }
+            let message = format!(
+                "crashring: report {name} for {who}: {events} events; why: {}",
+                asked.reason
+            );
+            if !journal::send(
+                &socket,
+                &[
+                    ("MESSAGE_ID", journal::REPORTED),
+                    ("MESSAGE", &message),
+                    ("PRIORITY", "5"),
+                    ("CRASHRING_BUNDLE", &name),
+                    ("CRASHRING_REQUESTER_UID", &asker.uid.to_string()),
+                    ("CRASHRING_REASON", &asked.reason),
+                ],
+            ) {
+                eprintln!("{message}");
+            }
+            let copy = (asked.copy && cfg.request.copy).then_some(&file);
+            answer(
+                &Reply::Written {
+                    bundle: name,
+                    events,
+                },
+                copy,
+            );
+            Ok(0)
+        }
+        Ok(Served::Refused(why)) => refuse(why, journal::REQUEST_REFUSED),
+        Ok(Served::RateLimited { retry_after, why }) => {
+            eprintln!("crashring: request from {who} rate-limited: {why}");
+            answer(&Reply::RateLimited { retry_after, why }, None);
+            Ok(0)
+        }
+        Err(e) => {
+            let why = e.to_string();
+            answer(&Reply::Failed { why: why.clone() }, None);
+            Err(e).with_context(|| format!("serving {who}'s request"))
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! A report without a crash, end to end on this machine: a listening
+//! `SOCK_SEQPACKET` socket that hands each connection to `crashring
+//! serve-request` as its standard input (as `crashring-request.socket`'s
+//! `Accept=yes` does), and programs asking through `crashring report` as
+//! other users (setpriv), so that the service learns who asks from the
+//! socket itself. The recorder is a region file (`--from`); the module's
+//! live view is read in the Debian guest (`signage-reboot-loop`).
+
+mod common;
+
+use common::{crashring, skip_without, write_tmp};
+use crashring_user::request::{self, Reply};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const ASKER: u32 = 1000;
+const OTHER: u32 = 1001;
+const OUTSIDER: u32 = 1002;
+
+/// A running recorder: a CPU with printk lines at levels 3 and 6, DRM
+/// debug messages of KMS and PRIME, a dynamic-debug message and a
+/// marker; the asker's stream "kiosk-ui" and another user's "intruder".
+fn recorder() -> Vec<u8> {
+    use pstore_ring::layout::STREAM_USER;
+    use pstore_ring::schema::{self, Value, DEBUG_FORMATTED};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let user = |name, uid| StreamSpec {
+        kind: STREAM_USER,
+        cpu: u16::MAX,
+        lane: 0,
+        name,
+        pid: 400 + uid,
+        uid,
+    };
+    let specs = [
+        StreamSpec::cpu(0),
+        user("kiosk-ui", ASKER),
+        user("intruder", OTHER),
+    ];
+    let cfg = RegionConfig {
+        page_size: 1024,
+        pages_per_stream: Some(4),
+        streams: &specs,
+        boot_id: *b"report-no-crash!",
+        generation: 5,
+        created_ns: 1_000,
+        kernel_release: "6.12.48+deb12-amd64",
+        hostname: "kiosk",
+        producer: "crashring.ko",
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 32 * 1024];
+    let def = |id| schema::builtin(id).unwrap();
+    let mut region = write::format(&mut mem, &cfg).unwrap();
+    let mut ws: Vec<_> = region.streams.by_ref().collect();
+    let printk = |level, text: &'static str| {
+        [
+            Value::Unsigned(level),
+            Value::Unsigned(0),
+            Value::Unsigned(0),
+            Value::Unsigned(level),
+            Value::Str(text.as_bytes()),
+        ]
+    };
+    let debug = |category, text: &'static str| {
+        [
+            Value::Unsigned(0),
+            Value::Unsigned(7),
+            Value::Unsigned(u64::from(DEBUG_FORMATTED)),
+            Value::Unsigned(category),
+            Value::Str(b"0000:00:02.0"),
+            Value::Bytes(text.as_bytes()),
+        ]
+    };
+    let log = |text: &'static str| {
+        [
+            Value::Unsigned(6),
+            Value::Chars(b"ui"),
+            Value::Str(text.as_bytes()),
+        ]
+    };
+    let (p, d, m, l) = (
+        def(schema::EVENT_PRINTK),
+        def(schema::EVENT_DEBUG),
+        def(schema::EVENT_MARKER),
+        def(schema::EVENT_LOG),
+    );
+    let cpu = &mut ws[0];
+    cpu.write_event(2_000, p, &printk(3, "kernel error line"))
+        .unwrap();
+    cpu.write_event(3_000, p, &printk(6, "kernel info line"))
+        .unwrap();
+    cpu.write_event(4_000, d, &debug(2, "kms commit on crtc-41"))
+        .unwrap();
+    cpu.write_event(5_000, d, &debug(3, "prime import"))
+        .unwrap();
+    cpu.write_event(6_000, d, &debug(0xFFFF, "pr_debug of a module"))
+        .unwrap();
+    let marker = [
+        Value::Unsigned(77),
+        Value::Chars(b"sh"),
+        Value::Str(b"somebody's marker"),
+    ];
+    cpu.write_event(7_000, m, &marker).unwrap();
+    for (i, text) in ["frame 1", "frame 2", "commit failed"]
+        .into_iter()
+        .enumerate()
+    {
+        ws[1].write_event(8_000 + i as u64, l, &log(text)).unwrap();
+    }
+    ws[2]
+        .write_event(9_000, l, &log("the other user's secret"))
+        .unwrap();
+    ws.iter_mut().for_each(|w| w.close());
+    mem
+}
+
+/// A directory anyone may enter and write (the socket, copies).
+fn open_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// The service for this test: its socket, served in a thread as systemd
+/// would serve it, one `crashring serve-request` per connection.
+struct Service {
+    socket: PathBuf,
+    bundles: PathBuf,
+}
+
+impl Service {
+    fn start(name: &str, policy: &str) -> Service {
+        let base = open_dir(name);
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("etc/crashring")).unwrap();
+        std::fs::write(root.join("etc/crashring/crashring.conf"), policy).unwrap();
+        let region = write_tmp(&format!("{name}.bin"), &recorder());
+        // Under the system root, as crashring.conf and the journal are.
+        let bundles = root.join("var/lib/crashring");
+        let socket = base.join("request.socket");
+        // std has no SOCK_SEQPACKET listener: rustix makes it, std accepts.
+        let fd = rustix::net::socket(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            None,
+        )
+        .unwrap();
+        rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(&socket).unwrap()).unwrap();
+        rustix::net::listen(&fd, 16).unwrap();
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let listener = UnixListener::from(fd);
+        let from = region;
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let conn = std::os::fd::OwnedFd::from(conn.unwrap());
+                let out = Command::new(env!("CARGO_BIN_EXE_crashring"))
+                    .args(["serve-request", "--from"])
+                    .arg(&from)
+                    .args(["--dir", "/var/lib/crashring", "--root"])
+                    .arg(&root)
+                    .stdin(Stdio::from(conn))
+                    .output()
+                    .unwrap();
+                eprintln!("serve-request: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        });
+        Service { socket, bundles }
+    }
+
+    /// `crashring report` as `uid` with `args`.
+    fn ask(&self, uid: u32, args: &[&str]) -> Output {
+        Command::new("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+            ])
+            .arg(env!("CARGO_BIN_EXE_crashring"))
+            .args(["report", "--socket"])
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+/// Every file of a bundle, with the archives inside it (Perfetto's)
+/// opened too: (path, bytes).
+fn contents(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let path = e.path().unwrap().display().to_string();
+        let mut data = Vec::new();
+        e.read_to_end(&mut data).unwrap();
+        if path.ends_with(".tar.gz") {
+            out.extend(contents(&data));
+        }
+        out.push((path, data));
+    }
+    out
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn as_root() -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    skip_without("root (to ask as other users)");
+    false
+}
+
+#[test]
+fn a_user_gets_a_report_of_its_own_session_and_of_nothing_else() {
+    if !as_root() {
+        return;
+    }
+    let policy = format!(
+        "[Request]\nUsers={ASKER} {OTHER}\nPrintkLevel=warning\nDRMCategories=KMS\nRateLimitBurst=2\n"
+    );
+    let service = Service::start("request-own", &policy);
+    let copies = open_dir("request-own-copies");
+    let copy = copies.join("report.tar.gz");
+    let asked = service.ask(
+        ASKER,
+        &[
+            "--why",
+            "black screen after resume",
+            "--copy",
+            copy.to_str().unwrap(),
+        ],
+    );
+    assert!(asked.status.success(), "{}", text(&asked));
+    let name = String::from_utf8_lossy(&asked.stdout).trim().to_string();
+    assert!(
+        name.starts_with("snapshot-kiosk-") && name.ends_with(&format!("-uid{ASKER}-1.tar.gz")),
+        "{name}"
+    );
+
+    // The service's bundle: root's, private, beside its summary.
+    let bundle = service.bundles.join(&name);
+    let meta = std::fs::metadata(&bundle).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0);
+    let summary: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(service.bundles.join(name.replace(".tar.gz", ".json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["request"]["uid"], ASKER);
+    assert_eq!(summary["reason"], "request");
+
+    // The asker's copy is the same bundle, and checks.
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        std::fs::read(&bundle).unwrap()
+    );
+    let checked = crashring(&["check-bundle", copy.to_str().unwrap()]);
+    assert!(checked.status.success(), "{}", text(&checked));
+
+    let files = contents(&std::fs::read(&bundle).unwrap());
+    let file = |suffix: &str| {
+        let (_, data) = files.iter().find(|(p, _)| p.ends_with(suffix)).unwrap();
+        String::from_utf8_lossy(data).into_owned()
+    };
+    let manifest: serde_json::Value = serde_json::from_str(&file("MANIFEST.json")).unwrap();
+    assert_eq!(manifest["request"]["uid"], ASKER);
+    assert_eq!(manifest["request"]["why"], "black screen after resume");
+    let grant = &manifest["redaction"]["grant"];
+    assert_eq!(grant["uid"], ASKER);
+    assert_eq!(grant["printk_level"], 4);
+    assert_eq!(grant["drm_categories"], serde_json::json!(["KMS"]));
+    // Left out: the info line, PRIME, the pr_debug and the marker.
+    assert_eq!(
+        manifest["regions"][0]["redacted"]["outside_grant_left_out"],
+        4
+    );
+    let dmesg = file("dmesg.txt");
+    assert!(dmesg.contains("kernel error line"), "{dmesg}");
+    assert!(dmesg.contains("kms commit on crtc-41"), "{dmesg}");
+    for withheld in ["kernel info line", "prime import", "pr_debug of a module"] {
+        assert!(!dmesg.contains(withheld), "{withheld} in {dmesg}");
+    }
+    // No file names the other user's stream or holds its events, nor the
+    // marker; the asker's own events are in the trace.
+    for (path, data) in &files {
+        for withheld in [
+            &b"intruder"[..],
+            b"the other user's secret",
+            b"somebody's marker",
+        ] {
+            assert!(
+                !data.windows(withheld.len()).any(|w| w == withheld),
+                "{path} holds {}",
+                String::from_utf8_lossy(withheld)
+            );
+        }
+    }
+    assert!(files
+        .iter()
+        .any(|(p, d)| p.contains("ctf/") && d.windows(13).any(|w| w == b"commit failed")));
+
+    // Another user naming the asker's stream is refused, saying so, and
+    // the answer does not tell whether such a stream exists.
+    let other = service.ask(OTHER, &["--why", "curious", "--stream", "kiosk-ui"]);
+    assert!(!other.status.success());
+    assert!(
+        text(&other).contains("refused: uid 1001 has no stream named \"kiosk-ui\""),
+        "{}",
+        text(&other)
+    );
+    // A user the policy does not name may not ask at all.
+    let outsider = service.ask(OUTSIDER, &["--why", "let me in"]);
+    assert!(!outsider.status.success());
+    assert!(
+        text(&outsider).contains("may not ask for reports"),
+        "{}",
+        text(&outsider)
+    );
+    // The second within the minute is served; the third is rate-limited.
+    let second = service.ask(ASKER, &["--why", "again", "--stream", "kiosk-ui"]);
+    assert!(second.status.success(), "{}", text(&second));
+    let third = service.ask(ASKER, &["--why", "and again"]);
+    assert_eq!(third.status.code(), Some(75), "{}", text(&third));
+    assert!(
+        text(&third).contains("rate-limited, try again in"),
+        "{}",
+        text(&third)
+    );
+    let kept: Vec<_> = std::fs::read_dir(&service.bundles)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".tar.gz"))
+        .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+}
+
+#[test]
+fn a_malformed_request_is_refused_naming_what_is_wrong() {
+    if !as_root() {
+        return;
+    }
+    let service = Service::start("request-malformed", "");
+    let fd = rustix::net::socket(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        None,
+    )
+    .unwrap();
+    rustix::net::connect(
+        &fd,
+        &rustix::net::SocketAddrUnix::new(&service.socket).unwrap(),
+    )
+    .unwrap();
+    request::send(
+        &fd,
+        b"crashring-request 1\nreason=x\npath=/etc/shadow\n",
+        None,
+    )
+    .unwrap();
+    let (bytes, passed) = request::receive(&fd).unwrap();
+    assert!(passed.is_none());
+    assert_eq!(
+        Reply::parse(&bytes).unwrap(),
+        Reply::Refused {
+            why: "malformed request: line 3: unknown key \"path\"".into()
+        }
+    );
+    assert!(!Path::new(&service.bundles).join(".requests").exists());
+}

@@ -1,0 +1,532 @@
+//! Asking for a bug report without a crash: the protocol between a
+//! program and `crashring-request.socket`, and the call a program makes
+//! ([`request_report`]).
+//!
+//! The program never reads the recorder. It sends one request (why it
+//! asks; optionally which of its own streams, and whether it wants a
+//! copy) as one datagram on a `SOCK_SEQPACKET` socket; the service,
+//! started by systemd for the connection as systemd-coredump is for
+//! its socket, learns who asks from the socket's peer credentials,
+//! applies `crashring.conf`'s `[Request]` policy, writes the bundle
+//! into the bundle directory and answers with one datagram: the
+//! bundle's name and, where the policy allows, a read-only descriptor
+//! of it, or why not.
+//!
+//! Both messages are UTF-8 text, at most [`MAX_MESSAGE`] bytes: a first
+//! line naming the message, then `key=value` lines (README.md, "A report
+//! without a crash", has the whole grammar):
+//!
+//! ```text
+//! crashring-request 1        ok                 refused
+//! reason=black screen        bundle=NAME        why=TEXT
+//! stream=kiosk-ui            events=N
+//! copy=1                                        rate-limited
+//!                            failed             retry-after=SECONDS
+//!                            why=TEXT           why=TEXT
+//! ```
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketType,
+};
+
+/// Where the service listens.
+pub const SOCKET: &str = "/run/crashring/request.socket";
+/// The longest message either side sends.
+pub const MAX_MESSAGE: usize = 4096;
+/// The longest reason, in bytes.
+pub const MAX_REASON: usize = 512;
+/// The most streams one request names.
+pub const MAX_STREAMS: usize = 16;
+/// The longest stream name: the format's 32 bytes less the NUL.
+pub const MAX_STREAM_NAME: usize = 31;
+/// The first line of a request, naming the protocol's version.
+const REQUEST_LINE: &str = "crashring-request 1";
+
+/// What a program asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// Why: one line, kept in the bundle and the journal.
+    pub reason: String,
+    /// Which of the asker's own streams the report holds; all of them
+    /// when empty.
+    pub streams: Vec<String>,
+    /// Whether the asker wants a descriptor of the bundle to read.
+    pub copy: bool,
+}
+
+/// What the service answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// The bundle is in the bundle directory under this name.
+    Written { bundle: String, events: u64 },
+    /// The policy does not let this asker have what it asked for.
+    Refused { why: String },
+    /// Too many requests from this user lately: try again in
+    /// `retry_after` seconds.
+    RateLimited { retry_after: u64, why: String },
+    /// The request was allowed but no bundle could be written.
+    Failed { why: String },
+}
+
+/// A message that breaks the protocol, with the line it broke it on (0:
+/// the message as a whole).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProtocolError {
+    pub line: usize,
+    pub what: String,
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "{}", self.what),
+            n => write!(f, "line {n}: {}", self.what),
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn bad(line: usize, what: impl Into<String>) -> ProtocolError {
+    ProtocolError {
+        line,
+        what: what.into(),
+    }
+}
+
+/// Why a value cannot travel in a message: the checks both sides make.
+fn check_text(what: &str, value: &str, max: usize) -> Result<(), String> {
+    if value.is_empty() {
+        return Err(format!("{what} is empty"));
+    }
+    if value.len() > max {
+        return Err(format!("{what} is {} bytes, over {max}", value.len()));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(format!("{what} holds a control character"));
+    }
+    Ok(())
+}
+
+/// A message's `key=value` lines after its first, numbered from 2.
+fn fields(text: &str) -> impl Iterator<Item = (usize, Result<(&str, &str), ProtocolError>)> {
+    text.lines().enumerate().skip(1).map(|(n, line)| {
+        let n = n + 1;
+        (
+            n,
+            line.split_once('=')
+                .ok_or_else(|| bad(n, format!("expected key=value, found {line:?}"))),
+        )
+    })
+}
+
+/// The message as text, if it is no longer than [`MAX_MESSAGE`] and
+/// UTF-8 ending in a newline.
+fn message(bytes: &[u8]) -> Result<&str, ProtocolError> {
+    if bytes.len() > MAX_MESSAGE {
+        return Err(bad(0, format!("{} bytes, over {MAX_MESSAGE}", bytes.len())));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let line = 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        bad(line, "not UTF-8")
+    })?;
+    if !text.ends_with('\n') {
+        return Err(bad(
+            text.lines().count(),
+            "the message does not end in a newline",
+        ));
+    }
+    Ok(text)
+}
+
+impl Request {
+    /// Whether the request can be sent: the service makes the same checks
+    /// ([`Request::parse`]).
+    pub fn check(&self) -> Result<(), String> {
+        check_text("the reason", &self.reason, MAX_REASON)?;
+        if self.streams.len() > MAX_STREAMS {
+            return Err(format!(
+                "{} streams named, over {MAX_STREAMS}",
+                self.streams.len()
+            ));
+        }
+        for s in &self.streams {
+            check_text("a stream name", s, MAX_STREAM_NAME)?;
+        }
+        Ok(())
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = format!("{REQUEST_LINE}\nreason={}\n", self.reason);
+        for s in &self.streams {
+            out += &format!("stream={s}\n");
+        }
+        if self.copy {
+            out += "copy=1\n";
+        }
+        out.into_bytes()
+    }
+
+    /// Parses a request as the service receives it: any bytes at all.
+    pub fn parse(bytes: &[u8]) -> Result<Request, ProtocolError> {
+        let text = message(bytes)?;
+        let first = text.lines().next().unwrap_or("");
+        if first != REQUEST_LINE {
+            return Err(bad(
+                1,
+                format!("expected {REQUEST_LINE:?}, found {first:?}"),
+            ));
+        }
+        let mut r = Request::default();
+        let mut seen_reason = false;
+        let mut seen_copy = false;
+        for (n, field) in fields(text) {
+            let (key, value) = field?;
+            match key {
+                "reason" if !seen_reason => {
+                    seen_reason = true;
+                    r.reason = value.into();
+                }
+                "stream" if r.streams.len() < MAX_STREAMS => {
+                    if r.streams.iter().any(|s| s == value) {
+                        return Err(bad(n, format!("stream {value:?} named twice")));
+                    }
+                    r.streams.push(value.into());
+                }
+                "stream" => return Err(bad(n, format!("over {MAX_STREAMS} streams named"))),
+                "copy" if !seen_copy => {
+                    seen_copy = true;
+                    r.copy = match value {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(bad(n, format!("copy= is 0 or 1, not {value:?}"))),
+                    };
+                }
+                "reason" | "copy" => return Err(bad(n, format!("{key}= given twice"))),
+                _ => return Err(bad(n, format!("unknown key {key:?}"))),
+            }
+        }
+        if !seen_reason {
+            return Err(bad(0, "no reason= line"));
+        }
+        r.check().map_err(|what| bad(0, what))?;
+        Ok(r)
+    }
+}
+
+impl Reply {
+    pub fn encode(&self) -> Vec<u8> {
+        // A reason can only make a line of its own.
+        let line = |s: &str| s.replace(|c: char| c.is_control(), " ");
+        match self {
+            Reply::Written { bundle, events } => {
+                format!("ok\nbundle={}\nevents={events}\n", line(bundle))
+            }
+            Reply::Refused { why } => format!("refused\nwhy={}\n", line(why)),
+            Reply::RateLimited { retry_after, why } => {
+                format!(
+                    "rate-limited\nretry-after={retry_after}\nwhy={}\n",
+                    line(why)
+                )
+            }
+            Reply::Failed { why } => format!("failed\nwhy={}\n", line(why)),
+        }
+        .into_bytes()
+    }
+
+    /// Parses the service's answer.
+    pub fn parse(bytes: &[u8]) -> Result<Reply, ProtocolError> {
+        let text = message(bytes)?;
+        let mut get = std::collections::BTreeMap::new();
+        for (n, field) in fields(text) {
+            let (key, value) = field?;
+            if get.insert(key, value).is_some() {
+                return Err(bad(n, format!("{key}= given twice")));
+            }
+        }
+        let mut take = |key: &str| {
+            get.remove(key)
+                .map(str::to_string)
+                .ok_or_else(|| bad(0, format!("no {key}= line")))
+        };
+        let number = |key: &str, v: String| {
+            v.parse::<u64>()
+                .map_err(|_| bad(0, format!("{key}= is no number: {v:?}")))
+        };
+        let reply = match text.lines().next().unwrap_or("") {
+            "ok" => Reply::Written {
+                bundle: take("bundle")?,
+                events: number("events", take("events")?)?,
+            },
+            "refused" => Reply::Refused { why: take("why")? },
+            "rate-limited" => Reply::RateLimited {
+                retry_after: number("retry-after", take("retry-after")?)?,
+                why: take("why")?,
+            },
+            "failed" => Reply::Failed { why: take("why")? },
+            other => return Err(bad(1, format!("unknown answer {other:?}"))),
+        };
+        if let Some(key) = get.keys().next() {
+            return Err(bad(0, format!("unknown key {key:?}")));
+        }
+        Ok(reply)
+    }
+}
+
+/// A report the service wrote.
+#[derive(Debug)]
+pub struct Report {
+    /// Its name in the bundle directory.
+    pub bundle: String,
+    /// The events it holds.
+    pub events: u64,
+    /// A read-only descriptor of it, if asked for and the policy allows.
+    pub copy: Option<File>,
+}
+
+/// Why no report came.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("the request cannot be sent: {0}")]
+    Invalid(String),
+    #[error("crashring's request service at {socket}: {source}")]
+    Unreachable { socket: String, source: io::Error },
+    #[error("the request service broke the protocol: {0}")]
+    Protocol(#[from] ProtocolError),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("rate-limited, try again in {retry_after} s: {why}")]
+    RateLimited { retry_after: u64, why: String },
+    #[error("the request service could not write the report: {0}")]
+    Failed(String),
+}
+
+/// Asks the service for a report of this program's own session, all of
+/// its streams, without a copy.
+pub fn request_report(reason: &str) -> Result<Report, RequestError> {
+    request_report_with(
+        &Request {
+            reason: reason.into(),
+            ..Request::default()
+        },
+        Path::new(SOCKET),
+    )
+}
+
+/// Sends `request` to the service listening at `socket` and waits for its
+/// answer (the service bundles the recorder first: seconds, at most).
+pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, RequestError> {
+    request.check().map_err(RequestError::Invalid)?;
+    let unreachable = |source: io::Error| RequestError::Unreachable {
+        socket: socket.display().to_string(),
+        source,
+    };
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| unreachable(e.into()))?;
+    let addr = SocketAddrUnix::new(socket).map_err(|e| unreachable(e.into()))?;
+    rustix::net::connect(&fd, &addr).map_err(|e| unreachable(e.into()))?;
+    rustix::net::send(&fd, &request.encode(), SendFlags::NOSIGNAL)
+        .map_err(|e| unreachable(e.into()))?;
+    let (bytes, copy) = receive(&fd).map_err(unreachable)?;
+    match Reply::parse(&bytes)? {
+        Reply::Written { bundle, events } => Ok(Report {
+            bundle,
+            events,
+            copy: copy.map(File::from),
+        }),
+        Reply::Refused { why } => Err(RequestError::Refused(why)),
+        Reply::RateLimited { retry_after, why } => {
+            Err(RequestError::RateLimited { retry_after, why })
+        }
+        Reply::Failed { why } => Err(RequestError::Failed(why)),
+    }
+}
+
+/// One datagram and the descriptor it carries, if any (any more are
+/// closed).
+pub fn receive(fd: impl AsFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
+    let mut buf = vec![0u8; MAX_MESSAGE + 1];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        fd,
+        &mut [io::IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut passed = None;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            for f in fds {
+                passed.get_or_insert(f);
+            }
+        }
+    }
+    if got.flags.contains(rustix::net::ReturnFlags::TRUNC) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a message over {MAX_MESSAGE} bytes"),
+        ));
+    }
+    buf.truncate(got.bytes);
+    Ok((buf, passed))
+}
+
+/// Sends one datagram, with `file`'s descriptor if given.
+pub fn send(fd: impl AsFd, bytes: &[u8], file: Option<&File>) -> io::Result<()> {
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let passed = file.map(|f| [f.as_fd()]);
+    if let Some(fds) = &passed {
+        control.push(SendAncillaryMessage::ScmRights(fds));
+    }
+    rustix::net::sendmsg(
+        fd,
+        &[io::IoSlice::new(bytes)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked() -> Request {
+        Request {
+            reason: "atomic commit failed on CRTC 41".into(),
+            streams: vec!["kiosk-ui".into(), "kiosk-net".into()],
+            copy: true,
+        }
+    }
+
+    #[test]
+    fn a_request_and_every_reply_read_back_as_written() {
+        assert_eq!(Request::parse(&asked().encode()), Ok(asked()));
+        for reply in [
+            Reply::Written {
+                bundle: "request-1000-20261127T031500Z.tar.gz".into(),
+                events: 12,
+            },
+            Reply::Refused {
+                why: "not yours".into(),
+            },
+            Reply::RateLimited {
+                retry_after: 40,
+                why: "3 in 60 s".into(),
+            },
+            Reply::Failed {
+                why: "no space".into(),
+            },
+        ] {
+            assert_eq!(Reply::parse(&reply.encode()), Ok(reply));
+        }
+    }
+
+    #[test]
+    fn a_broken_request_is_refused_naming_its_line() {
+        let cases: &[(&[u8], usize, &str)] = &[
+            (b"crashring-request 2\nreason=x\n", 1, "expected"),
+            (b"crashring-request 1\nreason=x\nreason=y\n", 3, "twice"),
+            (
+                b"crashring-request 1\nreason=x\nstream=a\nstream=a\n",
+                4,
+                "twice",
+            ),
+            (
+                b"crashring-request 1\nreason=x\npath=/etc/shadow\n",
+                3,
+                "unknown key",
+            ),
+            (b"crashring-request 1\nreason=x\ncopy=yes\n", 3, "0 or 1"),
+            (b"crashring-request 1\nreason x\n", 2, "key=value"),
+            (b"crashring-request 1\nstream=a\n", 0, "no reason"),
+            (b"crashring-request 1\nreason=\n", 0, "empty"),
+            (b"crashring-request 1\nreason=x\xff\n", 2, "UTF-8"),
+            (b"crashring-request 1\nreason=x\rfake=1\n", 0, "control"),
+            (b"crashring-request 1\nreason=x", 2, "newline"),
+        ];
+        for (bytes, line, says) in cases {
+            let e = Request::parse(bytes).unwrap_err();
+            assert_eq!(
+                e.line,
+                *line,
+                "{e} for {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+            assert!(e.what.contains(says), "{e} does not say {says:?}");
+        }
+        let long = format!("crashring-request 1\nreason={}\n", "x".repeat(MAX_MESSAGE));
+        assert!(Request::parse(long.as_bytes())
+            .unwrap_err()
+            .what
+            .contains("over"));
+        let many: String = (0..=MAX_STREAMS)
+            .map(|i| format!("stream=s{i}\n"))
+            .collect();
+        let e = Request::parse(format!("crashring-request 1\nreason=x\n{many}").as_bytes());
+        assert!(e.unwrap_err().what.contains("over 16 streams"));
+        let name = format!("crashring-request 1\nreason=x\nstream={}\n", "n".repeat(32));
+        assert!(Request::parse(name.as_bytes())
+            .unwrap_err()
+            .what
+            .contains("over 31"));
+    }
+
+    #[test]
+    fn a_reply_cannot_be_made_to_say_more_than_it_does() {
+        let sneaky = Reply::Refused {
+            why: "no\nbundle=/etc/shadow".into(),
+        };
+        assert_eq!(
+            Reply::parse(&sneaky.encode()),
+            Ok(Reply::Refused {
+                why: "no bundle=/etc/shadow".into()
+            })
+        );
+        assert!(Reply::parse(b"ok\nbundle=x\n").is_err());
+        assert!(Reply::parse(b"ok\nbundle=x\nevents=1\nextra=2\n").is_err());
+    }
+
+    #[test]
+    fn a_descriptor_travels_with_the_answer() {
+        let (a, b) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        io::Write::write_all(&mut file, b"bundle bytes").unwrap();
+        let reply = Reply::Written {
+            bundle: "b.tar.gz".into(),
+            events: 1,
+        };
+        send(&a, &reply.encode(), Some(&file)).unwrap();
+        let (bytes, fd) = receive(&b).unwrap();
+        assert_eq!(Reply::parse(&bytes), Ok(reply));
+        let mut copy = File::from(fd.unwrap());
+        let mut text = String::new();
+        io::Seek::rewind(&mut copy).unwrap();
+        io::Read::read_to_string(&mut copy, &mut text).unwrap();
+        assert_eq!(text, "bundle bytes");
+        send(&a, b"refused\nwhy=x\n", None).unwrap();
+        assert!(receive(&b).unwrap().1.is_none());
+    }
+}
