@@ -57,12 +57,16 @@ pub enum Target {
     /// first byte is the format's length, the format follows, the rest
     /// is the recorded arguments (pstore-ring's `debug_args`).
     DebugMessage,
+    /// A message on crashring-request.socket: the input is parsed as the
+    /// service parses a request and as the client parses an answer; what
+    /// parses must encode back to a message that parses the same.
+    Request,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 7] = [
+    pub const ALL: [(&'static str, Target); 8] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -70,6 +74,7 @@ impl Target {
         ("decompress", Target::Decompress),
         ("logs", Target::Logs),
         ("debug_message", Target::DebugMessage),
+        ("request", Target::Request),
     ];
 }
 
@@ -149,7 +154,7 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         Target::Elf => elf,
         Target::Kdump => kdump,
         Target::Flattened => flat,
-        Target::Decompress | Target::Logs | Target::DebugMessage => &[],
+        Target::Decompress | Target::Logs | Target::DebugMessage | Target::Request => &[],
     }
 }
 
@@ -174,6 +179,7 @@ pub fn run(target: Target, data: &[u8]) -> String {
         Target::Decompress => return decompress(data),
         Target::Logs => return logs(data),
         Target::DebugMessage => return debug_message(data),
+        Target::Request => return request(data),
         _ => {}
     }
     let Some(file) = file_of(target, data) else {
@@ -290,6 +296,25 @@ fn logs(data: &[u8]) -> String {
 
 /// The longest line printk keeps, the limit the formatter is given.
 const LINE_MAX: usize = pstore_ring::read::PRINTK_LINE_MAX;
+
+fn request(data: &[u8]) -> String {
+    use crashring_request::{Reply, Request};
+    let asked = match Request::parse(data) {
+        Ok(r) => {
+            assert_eq!(Request::parse(&r.encode()).as_ref(), Ok(&r));
+            format!("request {r:?}")
+        }
+        Err(e) => format!("refused request: {e}"),
+    };
+    let answered = match Reply::parse(data) {
+        Ok(r) => {
+            assert_eq!(Reply::parse(&r.encode()).as_ref(), Ok(&r));
+            format!("reply {r:?}")
+        }
+        Err(e) => format!("refused reply: {e}"),
+    };
+    format!("{asked}\n{answered}")
+}
 
 fn debug_message(data: &[u8]) -> String {
     use pstore_ring::debug_args::DebugArgs;

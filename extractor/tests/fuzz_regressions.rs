@@ -28,6 +28,17 @@ fn findings(target: &str) -> &'static [Finding] {
             name: "drm-shaped",
             says: &["[drm:drm_atomic_commit] crtc-41 flip seq=7 HDMI-A-1 abc   ffff888012345678"],
         }],
+        // Seeds: a request the service serves, and one naming a path.
+        "request" => &[
+            Finding {
+                name: "well-formed",
+                says: &["request Request { reason: \"black screen\", streams: [\"kiosk-ui\"], copy: true }"],
+            },
+            Finding {
+                name: "unknown-key",
+                says: &["refused request: line 3: unknown key \"path\""],
+            },
+        ],
         // A raw file smaller than any region.
         "open_dump" => &[Finding {
             name: "raw-short",

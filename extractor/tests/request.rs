@@ -9,7 +9,7 @@
 mod common;
 
 use common::{crashring, skip_without, write_tmp};
-use crashring_user::request::{self, Reply};
+use crashring_request::{self as request, Reply};
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;

@@ -1,10 +1,10 @@
 //! `crashring report`: asks crashring-request.socket for a report of the
 //! caller's own session, as a program does with
-//! `crashring_request_report()` (crashring-user's `request` module).
+//! `crashring_request_report()` (crashring-request, which crashring-user re-exports).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use crashring_user::request::{self, Request, RequestError};
+use crashring_request::{self as request, Request, RequestError};
 use std::path::PathBuf;
 
 #[derive(Args)]

@@ -8,7 +8,7 @@
 use super::snapshot::LIVE;
 use anyhow::{Context, Result};
 use clap::Args;
-use crashring_user::request::{self, Reply, Request};
+use crashring_request::{self as request, Reply, Request};
 use extractor::recovery::report::{self, Asker, Served};
 use kexec_hooks::config;
 use kexec_hooks::journal;

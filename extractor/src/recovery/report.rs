@@ -13,7 +13,7 @@ use crate::bundle::grant::{self, Grant};
 use crate::bundle::redact::Rules;
 use crate::bundle::{self, Source};
 use crate::recover::{self, InputSpec};
-use crashring_user::request::Request;
+use crashring_request::Request;
 use kexec_hooks::config::{self, Config};
 use kexec_hooks::retention;
 use pstore_ring::read::{drm_category_bit, HeaderTrust};

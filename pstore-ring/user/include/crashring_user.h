@@ -174,7 +174,8 @@ struct crashring_report {
 };
 
 /*
- * Asks crashring's request service (crashring-request.socket) for a bug
+ * Asks crashring's request service (crashring-request.socket, or the
+ * socket $CRASHRING_REQUEST_SOCKET names) for a bug
  * report of the caller's own session without a crash: its own streams and
  * the kernel events crashring.conf's [Request] policy grants, redacted,
  * written by the service into the bundle directory. Blocks while the

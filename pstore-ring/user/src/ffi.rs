@@ -304,8 +304,9 @@ fn put(out: &mut [c_char], s: &str) {
     out[n] = 0;
 }
 
-/// Asks crashring's request service for a report of the caller's own
-/// session (`crate::request`). 0 with `out` filled in; otherwise a
+/// Asks crashring's request service (its socket, or the one
+/// `CRASHRING_REQUEST_SOCKET` names) for a report of the caller's own
+/// session (`crashring_request`). 0 with `out` filled in; otherwise a
 /// negative errno with `out->why` saying why: `-EPERM` refused by the
 /// policy, `-EAGAIN` rate-limited, `-EIO` the service failed or broke the
 /// protocol, `-EINVAL` a request that cannot be sent, or the socket's
@@ -346,7 +347,7 @@ pub unsafe extern "C" fn crashring_request_report_of(
         streams: names,
         copy: want_copy != 0,
     };
-    match request::request_report_with(&asked, std::path::Path::new(request::SOCKET)) {
+    match request::request_report_with(&asked, &request::socket()) {
         Ok(report) => {
             put(&mut out.bundle, &report.bundle);
             out.events = report.events;

@@ -33,12 +33,13 @@ mod clock;
 pub mod ffi;
 mod kernel;
 mod recorder;
-pub mod request;
 mod switch;
 
 pub use clock::monotonic_ns;
+/// Asking crashring-request.socket for a report without a crash.
+pub use crashring_request as request;
+pub use crashring_request::{request_report, Report, RequestError};
 pub use pstore_ring::schema::{EventDef, FieldDef, FieldKind, Value};
 pub use pstore_ring::write::Dropped;
 pub use recorder::{Backing, Config, Error, Level, Recorder, Stream, FILE_PAGES};
-pub use request::{request_report, Report, RequestError};
 pub use switch::CategoryError;

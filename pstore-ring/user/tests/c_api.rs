@@ -172,3 +172,87 @@ fn a_second_stream_of_one_is_refused_with_ebusy() {
     assert!(out.status.success());
     assert_eq!(out.stdout, b"EBUSY\n");
 }
+
+/// `crashring_request_report()` and `_of()` against a service that
+/// answers as crashring's does: the request as the program gave it, the
+/// answer and the descriptor back in `struct crashring_report`, and a
+/// refusal as `-EPERM` with its reason.
+#[test]
+fn a_c_program_asks_for_a_report_and_reads_the_answer() {
+    use crashring_user::request::{self, Reply, Request};
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "report", &["tests/c/report.c"], &[]);
+    let socket = dir.path().join("request.socket");
+    let fd = rustix::net::socket(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        None,
+    )
+    .unwrap();
+    rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(&socket).unwrap()).unwrap();
+    rustix::net::listen(&fd, 4).unwrap();
+    let service = std::thread::spawn(move || {
+        let mut asked = Vec::new();
+        for answer in [
+            Reply::Written {
+                bundle: "snapshot-kiosk-1.tar.gz".into(),
+                events: 42,
+            },
+            Reply::Refused {
+                why: "uid 1001 has no stream named \"kiosk-ui\"".into(),
+            },
+        ] {
+            let conn = rustix::net::accept(&fd).unwrap();
+            let (bytes, _) = request::receive(&conn).unwrap();
+            let r = Request::parse(&bytes).unwrap();
+            let mut copy = tempfile::tempfile().unwrap();
+            std::io::Write::write_all(&mut copy, b"BUNDLE").unwrap();
+            let file = r.copy.then_some(&copy);
+            request::send(&conn, &answer.encode(), file).unwrap();
+            asked.push(r);
+        }
+        asked
+    });
+    let ask = |args: &[&str]| {
+        let out = run(&bin)
+            .args(args)
+            .env(request::SOCKET_VAR, &socket)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        ask(&["black screen", "kiosk-ui"]),
+        "rc 0 bundle snapshot-kiosk-1.tar.gz events 42 copy BUNDLE why \n"
+    );
+    assert_eq!(
+        ask(&["curious"]),
+        format!(
+            "rc -{} bundle  events 0 copy none why refused: uid 1001 has no stream named \"kiosk-ui\"\n",
+            libc::EPERM
+        )
+    );
+    let asked = service.join().unwrap();
+    assert_eq!(
+        asked,
+        [
+            Request {
+                reason: "black screen".into(),
+                streams: vec!["kiosk-ui".into()],
+                copy: true
+            },
+            Request {
+                reason: "curious".into(),
+                streams: vec![],
+                copy: false
+            }
+        ]
+    );
+    // No service: the socket's error.
+    let gone = ask(&["anyone?"]);
+    assert!(
+        gone.starts_with(&format!("rc -{} ", libc::ECONNREFUSED)),
+        "{gone}"
+    );
+}

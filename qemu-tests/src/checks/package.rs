@@ -24,6 +24,8 @@ const CONTENTS: [(&str, &[&str]); 2] = [
             "./usr/lib/systemd/system/crashring-upload.service",
             "./usr/lib/systemd/system/crashring-kdump-tools.service",
             "./usr/lib/systemd/system/crashring-device.service",
+            "./usr/lib/systemd/system/crashring-request.socket",
+            "./usr/lib/systemd/system/crashring-request@.service",
             "./usr/share/man/man1/crashring.1.gz",
             "./usr/share/bash-completion/completions/crashring",
             "./usr/share/zsh/vendor-completions/_crashring",

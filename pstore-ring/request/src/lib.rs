@@ -37,6 +37,14 @@ use rustix::net::{
 
 /// Where the service listens.
 pub const SOCKET: &str = "/run/crashring/request.socket";
+/// An environment variable naming another socket to ask (a test's, or a
+/// container's bind mount of the host's).
+pub const SOCKET_VAR: &str = "CRASHRING_REQUEST_SOCKET";
+
+/// The socket a program asks: [`SOCKET_VAR`]'s, or [`SOCKET`].
+pub fn socket() -> std::path::PathBuf {
+    std::env::var_os(SOCKET_VAR).map_or_else(|| SOCKET.into(), Into::into)
+}
 /// The longest message either side sends.
 pub const MAX_MESSAGE: usize = 4096;
 /// The longest reason, in bytes.
@@ -310,15 +318,15 @@ pub enum RequestError {
     Failed(String),
 }
 
-/// Asks the service for a report of this program's own session, all of
-/// its streams, without a copy.
+/// Asks the service ([`socket`]) for a report of this program's own
+/// session, all of its streams, without a copy.
 pub fn request_report(reason: &str) -> Result<Report, RequestError> {
     request_report_with(
         &Request {
             reason: reason.into(),
             ..Request::default()
         },
-        Path::new(SOCKET),
+        &socket(),
     )
 }
 

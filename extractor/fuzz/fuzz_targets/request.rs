@@ -1,0 +1,14 @@
+//! Fuzz target: see `harness.rs`, `Target::Request`.
+#![no_main]
+
+// Each target uses only its part of both.
+#[allow(dead_code)]
+#[path = "../harness.rs"]
+mod harness;
+#[allow(dead_code)]
+#[path = "../../tests/common/synth.rs"]
+mod synth;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    harness::run(harness::Target::Request, data);
+});
