@@ -19,6 +19,9 @@ pub struct Kept {
     /// `archived`), which no clock can reorder; `None` for a bundle from
     /// before summaries had it.
     pub archived: Option<u64>,
+    /// A report asked for without a crash (its summary's `request`): a
+    /// newer report may replace it, and it never makes a crash go.
+    pub report: bool,
 }
 
 /// The `archived` number the next bundle gets.
@@ -48,6 +51,30 @@ pub struct Pruning {
 /// `old` is every earlier bundle, in any order; `new_size` the new one's
 /// bytes.
 pub fn prune(old: &[Kept], new_size: u64, fs: Fs, limits: &Recover) -> Pruning {
+    prune_where(old, new_size, fs, limits, |_| true)
+}
+
+/// [`prune`] for a new report (asked for without a crash): it counts
+/// every bundle, but makes room by deleting older reports only. A crash
+/// is what the bundle directory is for; a report never pushes one out.
+pub fn prune_for_report(old: &[Kept], new_size: u64, fs: Fs, limits: &Recover) -> Pruning {
+    let mut p = prune_where(old, new_size, fs, limits, |k| k.report);
+    let count = old.len() + 1 - p.delete.len();
+    if let Some(m) = limits.max_bundles.filter(|&m| count > m) {
+        p.over.push(format!(
+            "MaxBundles ({m}): {count} bundles with the newest report, the others crashes, which a report never deletes"
+        ));
+    }
+    p
+}
+
+fn prune_where(
+    old: &[Kept],
+    new_size: u64,
+    fs: Fs,
+    limits: &Recover,
+    deletable: impl Fn(&Kept) -> bool,
+) -> Pruning {
     let mut by_age: Vec<&Kept> = old.iter().collect();
     // Oldest first: in the order they were archived, which a wrong clock
     // (an RTC that reset, say) cannot change; bundles from before that
@@ -74,6 +101,9 @@ pub fn prune(old: &[Kept], new_size: u64, fs: Fs, limits: &Recover) -> Pruning {
         let too_full = free < keep_free && keep_free_reachable;
         if !(too_old || too_many || used > max_use || too_full) {
             break;
+        }
+        if !deletable(k) {
+            continue;
         }
         delete.push(k.name.clone());
         used -= k.size;
@@ -115,9 +145,9 @@ pub fn kept_in(dir: &Path, except: &str) -> io::Result<Vec<Kept>> {
         }
         let meta = entry.metadata()?;
         let summary = std::fs::read(dir.join(format!("{name}.json"))).unwrap_or_default();
-        let archived = serde_json::from_slice::<serde_json::Value>(&summary)
-            .ok()
-            .and_then(|v| v["archived"].as_u64());
+        let summary_json = serde_json::from_slice::<serde_json::Value>(&summary).ok();
+        let archived = summary_json.as_ref().and_then(|v| v["archived"].as_u64());
+        let report = summary_json.is_some_and(|v| v.get("request").is_some());
         out.push(Kept {
             name: name.to_string(),
             size: meta.len() + summary.len() as u64,
@@ -127,6 +157,7 @@ pub fn kept_in(dir: &Path, except: &str) -> io::Result<Vec<Kept>> {
                 .and_then(|m| now.duration_since(m).ok())
                 .unwrap_or_default(),
             archived,
+            report,
         });
     }
     Ok(out)
@@ -162,7 +193,48 @@ mod tests {
             size,
             age: Duration::from_secs(days * 86400),
             archived: None,
+            report: false,
         }
+    }
+
+    #[test]
+    fn a_report_makes_room_among_reports_never_by_deleting_a_crash() {
+        let report = |name, days| Kept {
+            report: true,
+            ..kept(name, 10, days)
+        };
+        // Oldest first: a crash, a report, a crash, a report.
+        let old = [
+            kept("crash-a", 10, 4),
+            report("report-b", 3),
+            kept("crash-c", 10, 2),
+            report("report-d", 1),
+        ];
+        let limits = Recover {
+            max_bundles: Some(3),
+            ..Recover::default()
+        };
+        let p = prune_for_report(&old, 10, BIG, &limits);
+        assert_eq!(p.delete, ["report-b", "report-d"]);
+        assert!(p.over.is_empty(), "{:?}", p.over);
+        // A crash needs room: the oldest bundles go, whatever they are.
+        assert_eq!(
+            prune(&old, 10, BIG, &limits).delete,
+            ["crash-a", "report-b"]
+        );
+        // Crashes alone fill the directory: the report stays, said.
+        let crashes = [kept("crash-a", 10, 2), kept("crash-c", 10, 1)];
+        let full = Recover {
+            max_bundles: Some(2),
+            ..Recover::default()
+        };
+        let p = prune_for_report(&crashes, 10, BIG, &full);
+        assert!(p.delete.is_empty(), "{:?}", p.delete);
+        assert!(
+            p.over[0].starts_with("MaxBundles (2): 3 bundles"),
+            "{:?}",
+            p.over
+        );
     }
 
     #[test]

@@ -25,6 +25,13 @@
  *	(the frames, on by default) and "input" (off by default: a line
  *	"pointer at frame N" after each frame, while `crashring debug`
  *	selects it); each tested before anything is formatted
+ *   compositor report UID GID NAME FRAMES COPY
+ *	as the member, records FRAMES "frame N" lines and "atomic commit
+ *	failed" into a kernel stream NAME, then, still holding it, asks
+ *	crashring-request.socket for a report of that stream with a copy
+ *	(crashring_request_report_of()), which it writes to the new file
+ *	COPY, and prints "crashring-test: report rc R bundle B events E copy
+ *	C ms T" (C: the copy's size, or -1; T: how long the call took)
  *   compositor bench N
  *	times N events of 8 bytes into a kernel stream, then N write()s of
  *	8 bytes to /dev/crashring, and prints
@@ -530,6 +537,66 @@ static int run(uid_t uid, gid_t gid)
 	}
 }
 
+/* Copies what is left of fd into the new file path; its size, or -1. */
+static long long save(int fd, const char *path)
+{
+	int out = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	long long total = 0;
+	char buf[65536];
+	ssize_t n;
+
+	if (out < 0)
+		return -1;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		if (write(out, buf, n) != n) {
+			total = -1;
+			break;
+		}
+		total += n;
+	}
+	close(out);
+	return n < 0 ? -1 : total;
+}
+
+static int report(uid_t uid, gid_t gid, const char *name, unsigned int frames,
+		  const char *copy)
+{
+	struct crashring_user_config cfg = { .name = name, .streams = 1,
+					     .backing = CRASHRING_USER_KERNEL };
+	struct crashring_recorder *rec;
+	struct crashring_stream *s;
+	struct crashring_report r;
+	const char *streams[] = { name };
+	long long saved = -1;
+	unsigned int frame;
+	double t0, ms;
+	int rc;
+
+	become(uid, uid, &gid, 1);
+	rec = crashring_recorder_create(&cfg);
+	s = rec ? crashring_stream_get(rec) : NULL;
+	if (!s) {
+		perror("crashring-test: asking");
+		return 1;
+	}
+	for (frame = 0; frame < frames; frame++)
+		crashring_log(s, 6, "render", "%s frame %u", name, frame);
+	crashring_log(s, 3, "render", "%s: atomic commit failed on crtc-41", name);
+	t0 = now();
+	rc = crashring_request_report_of("atomic commit failed on crtc-41", streams, 1, 1, &r);
+	ms = (now() - t0) * 1000;
+	if (!rc && r.copy_fd >= 0) {
+		saved = save(r.copy_fd, copy);
+		close(r.copy_fd);
+	}
+	printf("crashring-test: report rc %d bundle %s events %llu copy %lld ms %.0f why %s\n",
+	       rc, rc ? "-" : r.bundle, (unsigned long long)r.events, saved, ms,
+	       rc ? r.why : "-");
+	crashring_stream_put(s);
+	crashring_recorder_destroy(rec);
+	return 0;
+}
+
 static int bench(unsigned long n)
 {
 	struct crashring_user_config cfg = { .name = "bench", .streams = 1,
@@ -566,12 +633,15 @@ int main(int argc, char **argv)
 		return security(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "run"))
 		return run(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 7 && !strcmp(argv[1], "report"))
+		return report(atoi(argv[2]), atoi(argv[3]), argv[4], strtoul(argv[5], NULL, 10),
+			      argv[6]);
 	if (argc == 3 && !strcmp(argv[1], "bench"))
 		return bench(strtoul(argv[2], NULL, 10));
 	if (argc == 2 && !strcmp(argv[1], "fresh")) {
 		fresh();
 		return 0;
 	}
-	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | bench N\n");
+	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | report UID GID NAME FRAMES COPY | bench N\n");
 	return 2;
 }

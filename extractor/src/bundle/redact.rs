@@ -1054,6 +1054,32 @@ mod tests {
     }
 
     #[test]
+    fn a_grant_keeps_only_what_it_names_and_never_the_input_layer() {
+        use pstore_ring::read::HeaderTrust;
+        let mem = region_with_debug_messages();
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode_paged();
+        let granted = |kernel_events: &[&str]| {
+            let rules = Rules {
+                grant: Some(Grant {
+                    uid: 1000,
+                    kernel_events: kernel_events.iter().map(|e| e.to_string()).collect(),
+                    ..Grant::default()
+                }),
+                ..Rules::default()
+            };
+            plan(&region, &trace, &rules).counts
+        };
+        // Every debug message granted: the input layer's is left out all
+        // the same.
+        let all = granted(&["debug"]);
+        assert_eq!((all.outside_grant, all.input_layer), (0, 1));
+        // None granted: both are outside the grant.
+        let none = granted(&[]);
+        assert_eq!((none.outside_grant, none.input_layer), (2, 0));
+    }
+
+    #[test]
     fn input_layer_messages_stay_only_in_roots_bundles_and_addresses_are_hashed() {
         use pstore_ring::read::{DebugEvent, HeaderTrust};
         let mem = region_with_debug_messages();

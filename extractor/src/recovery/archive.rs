@@ -206,18 +206,19 @@ impl Archive<'_> {
     }
 
     fn retain(&self, except: &str, size: u64) -> (Vec<String>, Vec<String>) {
-        retain(self.dir, self.config, except, size)
+        retain(self.dir, self.config, except, size, retention::prune)
     }
 }
 
-/// Retention in `dir` with `except` (of `size` bytes) counted in, or,
-/// before a new bundle is written, with an empty name and no bytes: what
-/// it deleted, and what it could not do.
+/// Retention in `dir` by `prune` (a crash's, or a report's) with `except`
+/// (of `size` bytes) counted in, or, before a new bundle is written, with
+/// an empty name and no bytes: what it deleted, and what it could not do.
 pub(super) fn retain(
     dir: &Path,
     config: &Recover,
     except: &str,
     size: u64,
+    prune: fn(&[retention::Kept], u64, retention::Fs, &Recover) -> retention::Pruning,
 ) -> (Vec<String>, Vec<String>) {
     let (mut deleted, mut warnings) = (Vec::new(), Vec::new());
     // Before, only space and age: an old crash is not deleted for a
@@ -231,7 +232,7 @@ pub(super) fn retain(
         config.clone()
     };
     let pruning = match (retention::kept_in(dir, except), retention::fs_of(dir)) {
-        (Ok(old), Ok(fs)) => retention::prune(&old, size, fs, &limits),
+        (Ok(old), Ok(fs)) => prune(&old, size, fs, &limits),
         (Err(e), _) | (_, Err(e)) => {
             warnings.push(format!("retention: {}: {e}", dir.display()));
             return (deleted, warnings);

@@ -201,7 +201,8 @@ pub fn serve(
             .map_or(0, |d| d.as_nanos() as i128),
     };
     let _lock = lock(dir)?;
-    let (_, mut warnings) = retain(dir, &config.recover, "", 0);
+    // A report makes room among older reports only (prune_for_report).
+    let (_, mut warnings) = retain(dir, &config.recover, "", 0, retention::prune_for_report);
     let staging = tempfile::Builder::new()
         .prefix(".recovering-")
         .suffix(".tar.gz")
@@ -240,7 +241,13 @@ pub fn serve(
         archived,
     };
     write_summary(dir, &name, &g, &counts, Some(&asked)).map_err(io_at(dir))?;
-    let (_, more) = retain(dir, &config.recover, &name, size);
+    let (_, more) = retain(
+        dir,
+        &config.recover,
+        &name,
+        size,
+        retention::prune_for_report,
+    );
     warnings.extend(more);
     let file = File::open(&path).map_err(io_at(&path))?;
     Ok(Served::Written {

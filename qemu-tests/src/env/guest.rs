@@ -181,11 +181,24 @@ pub fn build_guest_crashring(sh: &Shell) -> Result<PathBuf> {
 /// qemu-tests/csrc/compositor.c against the release crashring-user
 /// library, which the guest gets at the same path.
 pub fn build_compositor(sh: &Shell) -> Result<PathBuf> {
+    let lib = sh.current_dir().join("target/release");
+    compositor_finding_library(sh, "compositor", &lib)
+}
+
+/// The compositor for the Debian guest, which finds crashring-user where
+/// the crashring package installs it.
+pub fn build_debian_compositor(sh: &Shell) -> Result<PathBuf> {
+    compositor_finding_library(sh, "compositor-debian", Path::new("/usr/lib/crashring"))
+}
+
+/// The compositor as `name`, linked against the release library and
+/// finding it at run time in `rpath`.
+fn compositor_finding_library(sh: &Shell, name: &str, rpath: &Path) -> Result<PathBuf> {
     cmd!(sh, "cargo build --quiet --release -p crashring-user").run()?;
     let top = sh.current_dir();
     let lib = top.join("target/release");
     sh.create_dir(work_dir(sh))?;
-    let out = work_dir(sh).join("compositor");
+    let out = work_dir(sh).join(name);
     let (include, kernel, src) = (
         top.join("pstore-ring/user/include"),
         top.join("kernel"),
@@ -193,7 +206,7 @@ pub fn build_compositor(sh: &Shell) -> Result<PathBuf> {
     );
     let (libdir, rpath) = (
         format!("-L{}", lib.display()),
-        format!("-Wl,-rpath,{}", lib.display()),
+        format!("-Wl,-rpath,{}", rpath.display()),
     );
     cmd!(
         sh,

@@ -14,6 +14,7 @@ use std::time::Duration;
 use xshell::{cmd, Shell};
 
 mod install;
+mod report;
 mod systemd_boot;
 use install::{install, Site};
 pub use systemd_boot::systemd_boot;
@@ -161,14 +162,25 @@ fn signage_loop(sh: &Shell, k: &Kernel, art: &Artifacts, how: BootPath) -> Resul
         BootPath::Uefi => "UEFI: OVMF, GRUB from the ESP; ",
         BootPath::SystemdBoot => "UEFI: OVMF, systemd-boot from the ESP; ",
     };
+    // The BIOS box's last boot, which does not crash, also asks for a
+    // report without one.
+    let last = match how {
+        BootPath::Kernel => report::steps(),
+        BootPath::Uefi | BootPath::SystemdBoot => String::new(),
+    };
     let run = installed.boot_armed(
         sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
-        &signage_script(CRASHES, ""),
+        &signage_script(CRASHES, &last),
         &format!("{story}{CRASHES} crashes, each boot recovering the last"),
     )?;
-    let checked = check_loop(sh, art, &installed, &run.log, &run.serial)?;
+    let mut checked = check_loop(sh, art, &installed, &run.log, &run.serial)?;
+    if how == BootPath::Kernel {
+        let crashring = host_crashring(sh)?;
+        checked += "; ";
+        checked += &report::check(sh, art, &installed, &crashring, &run.log)?;
+    }
     Ok((run, checked))
 }
 

@@ -157,7 +157,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "signage-reboot-loop",
-        about: "a Debian 12 guest with systemd: apt installs the two packages (DKMS builds the module), crashring arm, update-grub; booted as its grub.cfg says (panic=5, MaxBundles=2), it crashes three times under a writer per CPU and reboots by itself; each boot's crashring-recover.service bundles the last crash; the two newest bundles are kept, each passes check-bundle with its own boot's markers, one journal message per crash",
+        about: "a Debian 12 guest with systemd: apt installs the two packages (DKMS builds the module), crashring arm, update-grub; booted as its grub.cfg says (panic=5, MaxBundles=2), it crashes three times under a writer per CPU and reboots by itself; each boot's crashring-recover.service bundles the last crash; the two newest bundles are kept, each passes check-bundle with its own boot's markers, one journal message per crash; then report-without-crash in the last boot, which does not crash: a compositor-like program (uid 1000) calls crashring_request_report_of() through crashring-request.socket and has its checked report (its stream, the granted kernel line, nothing of uid 1001's) within 2 s, uid 1001 asking for its stream is refused, a flood is rate-limited, a report never pushes out a crash, one journal message per report",
         only_612: Some(DEBIAN_612),
         newest: false,
         run: debian::signage_reboot_loop,

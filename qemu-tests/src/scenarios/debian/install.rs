@@ -6,7 +6,7 @@
 use super::{job, report, said, Artifacts, BootPath, Installed, CPUS, MEMORY};
 use crate::checks::package;
 use crate::env::debian::{self, Image};
-use crate::env::guest::Kernel;
+use crate::env::guest::{self, Kernel};
 use crate::env::qemu::{self, Start, Vm};
 use anyhow::{ensure, Context, Result};
 use sha2::{Digest, Sha256};
@@ -15,7 +15,8 @@ use std::time::Duration;
 use xshell::Shell;
 
 /// Installs the packages from /root as a user would and adds the box's
-/// unprivileged user, allowed to add markers; arms nothing.
+/// unprivileged users (uid 1000 and 1001), allowed to add markers; arms
+/// nothing.
 const INSTALL_STEPS: &str = r#"cd /root
 if apt-get install -q -y ./crashring_*.deb ./crashring-dkms_*.deb > /root/apt.log 2>&1; then
   say "installed"
@@ -25,6 +26,7 @@ fi
 say "dkms $(dkms status crashring | tr '\n' ' ')"
 say "group $(getent group crashring | cut -d: -f1)"
 useradd --create-home --groups crashring kiosk
+useradd --create-home --groups crashring visitor
 "#;
 
 /// The site's own setup on the installed machine: its package set
@@ -80,7 +82,10 @@ pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> R
         Some(set) => debian::rootfs_with(sh, &base, set)?,
         None => base,
     };
-    let debs = package::build(sh)?;
+    // The packages, and the compositor-like program report-without-crash
+    // runs (built against the packaged crashring-user).
+    let mut debs = package::build(sh)?;
+    debs.push(guest::build_debian_compositor(sh)?);
     let first = debian::first_boot(&root.dir, &k.release);
     let mut key = format!("{}\n{INSTALL_STEPS}\n", root.recipe);
     for deb in &debs {
