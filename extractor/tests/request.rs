@@ -246,6 +246,8 @@ fn a_user_gets_a_report_of_its_own_session_and_of_nothing_else() {
     );
     assert!(asked.status.success(), "{}", text(&asked));
     let name = String::from_utf8_lossy(&asked.stdout).trim().to_string();
+    // Its own three events with the two kernel ones it was granted.
+    assert!(text(&asked).contains(": 5 events"), "{}", text(&asked));
     assert!(
         name.starts_with("snapshot-kiosk-") && name.ends_with(&format!("-uid{ASKER}-1.tar.gz")),
         "{name}"

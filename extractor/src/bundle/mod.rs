@@ -229,6 +229,9 @@ pub struct Summary {
     pub files: Vec<BundleFile>,
     pub events: u64,
     pub lost: u64,
+    /// The user streams' events, apart: a program's claim, not the
+    /// kernel's.
+    pub user_events: u64,
     /// Events moved forward in time for the trace formats.
     pub clamped: u64,
     pub logs: Vec<Log>,
@@ -452,6 +455,10 @@ pub fn write(
             .iter()
             .map(|p| p.view().kernel_tally().lost)
             .fold(0, u64::saturating_add),
+        user_events: parts
+            .iter()
+            .map(|p| p.view().user_tally().events as u64)
+            .sum(),
         clamped: parts.iter().map(|p| p.clamped).sum(),
         logs: placed_logs,
         redacted: parts.into_iter().map(|p| p.redacted).collect(),

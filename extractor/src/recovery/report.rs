@@ -252,7 +252,8 @@ pub fn serve(
     let file = File::open(&path).map_err(io_at(&path))?;
     Ok(Served::Written {
         name: format!("{name}.tar.gz"),
-        events: summary.events,
+        // The asker's own events with the kernel's it was granted.
+        events: summary.events + summary.user_events,
         file,
         warnings,
     })

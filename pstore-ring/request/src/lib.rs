@@ -71,7 +71,8 @@ pub struct Request {
 /// What the service answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// The bundle is in the bundle directory under this name.
+    /// The bundle is in the bundle directory under this name, holding
+    /// `events`: the asker's own and the kernel's it was granted.
     Written { bundle: String, events: u64 },
     /// The policy does not let this asker have what it asked for.
     Refused { why: String },
