@@ -1,9 +1,11 @@
 //! What a guest boots with: the installed kernels, crashring.ko built for
-//! each, a static `crashring` binary, and busybox initramfs images made
-//! here from the host's own packages (nothing is downloaded at run time).
+//! each, the host's `crashring` with its libraries, and busybox initramfs
+//! images made here from the host's own packages (nothing is downloaded at
+//! run time).
 
 use super::{is_plain_flavour, version_key, work_dir, NEWEST_ROOT};
 use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use xshell::{cmd, Shell};
 
@@ -73,15 +75,64 @@ pub fn kernel(series: &str) -> Result<Kernel> {
     })
 }
 
+/// The files of `dir` (not its folders), by name.
+fn files_of(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// Copies the files of `from` (not its folders) into `to`.
 fn copy_files(sh: &Shell, from: &Path, to: &Path) -> Result<()> {
     sh.create_dir(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let path = entry?.path();
-        if path.is_file() {
-            sh.copy_file(&path, to)?;
-        }
+    for path in files_of(from)? {
+        sh.copy_file(&path, to)?;
     }
+    Ok(())
+}
+
+/// What a build of `from`'s files for `k` depends on, as text: the kernel
+/// (its release and the root it is built in), the build's variables and
+/// each file's name and digest.
+fn build_recipe(k: &Kernel, from: &Path, vars: &[String]) -> Result<String> {
+    let mut recipe = format!("{} in {}\n{vars:?}\n", k.release, k.root.display());
+    for path in files_of(from)? {
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        recipe += &format!("{name} {:x}\n", Sha256::digest(bytes));
+    }
+    Ok(recipe)
+}
+
+/// Builds `from`'s files for `k` in `dir` (Kbuild writes its objects
+/// beside the sources), failing on any compiler warning, unless `dir`
+/// holds a build of the same recipe: every scenario boots the module, and
+/// its build (some 20 s) would otherwise be repeated by each of them.
+fn build_in(
+    sh: &Shell,
+    k: &Kernel,
+    from: &Path,
+    dir: &Path,
+    what: &str,
+    vars: &[String],
+) -> Result<()> {
+    let recipe = build_recipe(k, from, vars)?;
+    let stamp = dir.join(".crashring-built-from");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == recipe) {
+        return Ok(());
+    }
+    if dir.exists() {
+        sh.remove_path(dir)?;
+    }
+    copy_files(sh, from, dir)?;
+    make_module(sh, k, dir, what, vars)?;
+    std::fs::write(&stamp, recipe)?;
     Ok(())
 }
 
@@ -132,15 +183,18 @@ fn kbuild_dir(sh: &Shell, k: &Kernel) -> PathBuf {
     work_dir(sh).join(format!("kbuild-{}", k.release))
 }
 
-/// Builds crashring.ko for `k` in a copy of kernel/ (Kbuild writes its
-/// objects beside the sources) and fails on any compiler warning.
+/// Builds crashring.ko for `k` in a copy of kernel/ and fails on any
+/// compiler warning; a build of the same sources is reused.
 pub fn build_module(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
     let dir = kbuild_dir(sh, k);
-    if dir.exists() {
-        sh.remove_path(&dir)?;
-    }
-    copy_files(sh, &sh.current_dir().join("kernel"), &dir)?;
-    make_module(sh, k, &dir, "crashring.ko", &[])?;
+    build_in(
+        sh,
+        k,
+        &sh.current_dir().join("kernel"),
+        &dir,
+        "crashring.ko",
+        &[],
+    )?;
     Ok(dir.join("crashring.ko"))
 }
 
@@ -152,12 +206,14 @@ pub const TEST_MODULES: [&str; 2] = ["crashring_test.ko", "crashring_test_drm.ko
 /// [`build_module`] built for `k` (whose symbols they use), and returns
 /// the directory that holds them.
 pub fn build_test_modules(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
+    // A new crashring.ko is built in a new folder, without these.
+    build_module(sh, k)?;
     let parent = kbuild_dir(sh, k);
     let dir = parent.join("test");
-    copy_files(sh, &sh.current_dir().join("kernel/test"), &dir)?;
-    make_module(
+    build_in(
         sh,
         k,
+        &sh.current_dir().join("kernel/test"),
         &dir,
         "crashring_test.ko and crashring_test_drm.ko",
         &[format!("CRASHRING={}", parent.display())],
@@ -165,17 +221,16 @@ pub fn build_test_modules(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// A statically linked `crashring` for the guest, which has no libc.
-pub fn build_guest_crashring(sh: &Shell) -> Result<PathBuf> {
-    let target_dir = work_dir(sh).join("guest-target");
-    let _flags = sh.push_env("RUSTFLAGS", "-C target-feature=+crt-static");
-    let triple = "x86_64-unknown-linux-gnu";
+/// The host's `crashring`, built in release mode (a debug build scans a
+/// gigabyte of dump slowly enough to matter). Guests run it too, with the
+/// host's libraries copied in beside it ([`initramfs`]).
+pub fn host_crashring(sh: &Shell) -> Result<PathBuf> {
     cmd!(
         sh,
-        "cargo build --quiet --release -p extractor --target {triple} --target-dir {target_dir}"
+        "cargo build --quiet --release -p extractor --bin crashring"
     )
     .run()?;
-    Ok(target_dir.join(triple).join("release/crashring"))
+    Ok(sh.current_dir().join("target/release/crashring"))
 }
 
 /// qemu-tests/csrc/compositor.c against the release crashring-user
@@ -230,15 +285,15 @@ pub fn build_modeset(sh: &Shell) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// `cargo xtask build`: crashring.ko for every kernel and the guest's
-/// crashring.
+/// `cargo xtask build`: crashring.ko for every kernel and the
+/// `crashring` guests run.
 pub fn build_all(sh: &Shell) -> Result<()> {
     for series in SERIES {
         let k = kernel(series)?;
         let ko = build_module(sh, &k)?;
         eprintln!("built {}", ko.display());
     }
-    let bin = build_guest_crashring(sh)?;
+    let bin = host_crashring(sh)?;
     eprintln!("built {}", bin.display());
     Ok(())
 }
@@ -326,8 +381,9 @@ pub struct Initramfs<'a> {
     pub script: &'a str,
 }
 
-/// Copies `program` and the libraries it loads into the staging tree.
-fn stage_program(sh: &Shell, program: &str, stage: &Path) -> Result<()> {
+/// Copies `program` into the staging tree at `at` (a path inside it),
+/// and the libraries it loads at their own paths.
+fn stage_program(sh: &Shell, program: &Path, at: &str, stage: &Path) -> Result<()> {
     // Without cargo's LD_LIBRARY_PATH (xtask runs under `cargo run`), which
     // would name a library of target/debug where the guest looks by the
     // program's run path.
@@ -339,10 +395,11 @@ fn stage_program(sh: &Shell, program: &str, stage: &Path) -> Result<()> {
     let libs = ldd
         .split_whitespace()
         .filter(|t| t.starts_with('/'))
-        .map(String::from);
-    for path in std::iter::once(program.to_string()).chain(libs) {
-        let real = std::fs::canonicalize(&path).with_context(|| format!("finding {path}"))?;
-        let dest = stage.join(path.trim_start_matches('/'));
+        .map(|lib| (PathBuf::from(lib), lib));
+    for (path, at) in std::iter::once((program.to_path_buf(), at)).chain(libs) {
+        let real =
+            std::fs::canonicalize(&path).with_context(|| format!("finding {}", path.display()))?;
+        let dest = stage.join(at.trim_start_matches('/'));
         if let Some(dir) = dest.parent() {
             sh.create_dir(dir)?;
         }
@@ -362,11 +419,11 @@ pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf
     }
     sh.copy_file("/bin/busybox", stage.join("bin/busybox"))?;
     sh.copy_file(spec.module, stage.join("lib/crashring.ko"))?;
-    sh.copy_file(spec.crashring, stage.join("bin/crashring"))?;
+    stage_program(sh, spec.crashring, "/bin/crashring", &stage)?;
     let order = stage_kernel_modules(sh, spec.kernel, spec.kernel_modules, &stage)?;
     let later = stage_kernel_modules(sh, spec.kernel, spec.later_modules, &stage)?;
     for p in spec.programs {
-        stage_program(sh, p, &stage)?;
+        stage_program(sh, Path::new(p), p, &stage)?;
     }
     for (src, dest) in spec.files {
         let dest = stage.join(dest);

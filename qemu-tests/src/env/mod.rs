@@ -1,8 +1,8 @@
 //! The environment the scenarios run in: `setup` installs what the
 //! harness needs (packages, kernels, readers, checkpatch), `guest` builds
-//! what a guest boots with (crashring.ko per kernel, a static `crashring`,
-//! busybox initramfs images), `debian` builds a real Debian 12 guest with
-//! systemd, and `qemu` runs a guest.
+//! what a guest boots with (crashring.ko per kernel, the host's `crashring`
+//! with its libraries, busybox initramfs images), `debian` builds a real
+//! Debian 12 guest with systemd, and `qemu` runs a guest.
 //!
 //! This module owns what they share: where the workspace is and where the
 //! harness keeps its files. Import rule: the children import from here

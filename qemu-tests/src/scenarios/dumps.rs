@@ -187,7 +187,6 @@ fn formats(reply: &str) -> Vec<String> {
 
 pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let module = guest::build_module(sh, k)?;
-    let guest_crashring = guest::build_guest_crashring(sh)?;
     let crashring = host_crashring(sh)?;
     let script = workload_script(&format!("region=16M@{REGION_ADDR:#x}"));
     let initrd = guest::initramfs(
@@ -196,7 +195,7 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         &Initramfs {
             kernel: k,
             module: &module,
-            crashring: &guest_crashring,
+            crashring: &crashring,
             kernel_modules: &["qemu_fw_cfg"],
             later_modules: &[],
             programs: &[],
@@ -444,7 +443,7 @@ pub(crate) fn run_kdump(
     plan: &KdumpPlan,
 ) -> Result<KdumpRun> {
     let module = guest::build_module(sh, k)?;
-    let guest_crashring = guest::build_guest_crashring(sh)?;
+    let crashring = host_crashring(sh)?;
     let capture_append = "console=ttyS0 maxcpus=1 reset_devices loglevel=4 panic=-1";
     let script = kdump_script(plan, capture_append);
     // ext4 (which mounts ext2) needs crc32c, a dependency modules.dep omits.
@@ -453,7 +452,7 @@ pub(crate) fn run_kdump(
     let spec = |files| Initramfs {
         kernel: k,
         module: &module,
-        crashring: &guest_crashring,
+        crashring: &crashring,
         kernel_modules: &modules,
         later_modules: &[],
         programs: &programs,

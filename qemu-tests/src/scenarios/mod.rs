@@ -27,6 +27,7 @@ mod pmem;
 mod user_streams;
 mod warm_reboot;
 
+pub use crate::env::guest::host_crashring;
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Start, Vm};
 use crate::env::work_dir;
@@ -348,17 +349,6 @@ pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
     let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     f.set_len(bytes)?;
     Ok(())
-}
-
-/// The host's `crashring`, built in release mode (a debug build scans a
-/// gigabyte of dump slowly enough to matter).
-pub fn host_crashring(sh: &Shell) -> Result<PathBuf> {
-    cmd!(
-        sh,
-        "cargo build --quiet --release -p extractor --bin crashring"
-    )
-    .run()?;
-    Ok(sh.current_dir().join("target/release/crashring"))
 }
 
 /// How the kernel went down, as the crash marker and the trace must show.
@@ -695,7 +685,7 @@ pub fn warm_reboot_run(
     plan: &WarmReboot,
 ) -> Result<Saved> {
     let module = guest::build_module(sh, k)?;
-    let crashring = guest::build_guest_crashring(sh)?;
+    let crashring = host_crashring(sh)?;
     let test_modules = if plan.test_module {
         Some(guest::build_test_modules(sh, k)?)
     } else {

@@ -145,13 +145,12 @@ fn check_refusals(log: &str) -> Result<()> {
 
 pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let module = guest::build_module(sh, k)?;
-    let guest_crashring = guest::build_guest_crashring(sh)?;
     let crashring = host_crashring(sh)?;
     let record = record_script();
     let spec = |kernel_modules, script| Initramfs {
         kernel: k,
         module: &module,
-        crashring: &guest_crashring,
+        crashring: &crashring,
         kernel_modules,
         later_modules: &[],
         programs: &[],
