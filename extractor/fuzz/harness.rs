@@ -29,6 +29,7 @@ use extractor::input::{self, flat::FlatSource, Dump};
 use extractor::output::select::Selection;
 use extractor::output::{tracedat, Format, Overlay, RegionView, Writer};
 use extractor::phys::PhysAddr;
+use extractor::recover::RegionKey;
 use pstore_ring::read::{HeaderTrust, PagedTrace, Region};
 use pstore_ring::text::{write_paged_summary, Line};
 use std::fmt::Write;
@@ -269,7 +270,7 @@ fn log_setup() -> Option<&'static LogSetup> {
                 since_ns: None,
                 grant: None,
             });
-            let redactor = TextRedactor::new(&region, rules);
+            let redactor = TextRedactor::new(&region, &RegionKey::of(&region), rules);
             Some(LogSetup { clock, redactor })
         })
         .as_ref()
@@ -409,7 +410,7 @@ fn decode(found: &Found, trust: HeaderTrust, outputs: bool, out: &mut String) {
         since_ns: None,
         grant: None,
     };
-    let plan = plan(&region, &trace, &rules);
+    let plan = plan(&region, &RegionKey::of(&region), &trace, &rules);
     write_every_format(
         &plan.region(&region),
         &trace,

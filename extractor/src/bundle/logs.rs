@@ -643,7 +643,7 @@ no time ffff888000000000
             since_ns: None,
             grant: None,
         };
-        let r = TextRedactor::new(&region, &rules);
+        let r = TextRedactor::new(&region, &crate::recover::RegionKey::of(&region), &rules);
         let mut out = Vec::new();
         let done = redact(log.as_bytes(), &mut out, &r).unwrap();
         let out = String::from_utf8(out).unwrap();
@@ -666,7 +666,7 @@ no time ffff888000000000
             since_ns: None,
             grant: None,
         };
-        let r = TextRedactor::new(&region, &again);
+        let r = TextRedactor::new(&region, &crate::recover::RegionKey::of(&region), &again);
         let mut out = Vec::new();
         let done = redact(log.as_bytes(), &mut out, &r).unwrap();
         let out = String::from_utf8(out).unwrap();

@@ -92,7 +92,7 @@ pub(super) fn render(
             "classes": rules.classes.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "raw_pointers": rules.raw_pointers,
             "input_layer": rules.input_layer,
-            "hash_key": "SHA-256 of each region's bytes, which the bundle does not hold; logs use the first region's",
+            "hash_key": "derived from a SHA-256 of each region's bytes, which the bundle does not hold; logs use the first region's",
             "applies_to": REDACTION_SCOPE,
             "kernel_addresses": KERNEL_ADDRESSES,
             "code_lines": CODE_LINES,

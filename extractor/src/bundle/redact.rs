@@ -39,6 +39,7 @@
 
 use super::grant::Grant;
 use crate::output::Overlay;
+use crate::recover::RegionKey;
 use pstore_ring::endian::Endian;
 use pstore_ring::read::{DebugEvent, EventType, PagedTrace, Region, StateInfo};
 use pstore_ring::schema::{
@@ -247,18 +248,15 @@ pub struct Plan {
     pub counts: Counts,
 }
 
-/// The keyed hasher: SHA-256 over a key derived from the region's bytes.
+/// The keyed hasher: SHA-256 over a key derived from the region's.
 struct Hasher {
     key: [u8; 32],
 }
 
 impl Hasher {
-    fn new(region: &Region) -> Hasher {
-        let mut h = Sha256::new();
-        h.update(b"crashring redaction key v1\0");
-        h.update(region.bytes());
+    fn new(key: &RegionKey) -> Hasher {
         Hasher {
-            key: h.finalize().into(),
+            key: key.derive(b"crashring redaction key v2\0"),
         }
     }
 
@@ -509,11 +507,12 @@ pub enum Verdict {
 }
 
 impl<'r> TextRedactor<'r> {
-    /// Keyed by `region`, the one whose trace the text goes with.
-    pub fn new(region: &Region, rules: &'r Rules) -> TextRedactor<'r> {
+    /// Keyed by `key`, that of `region`, the one whose trace the text
+    /// goes with.
+    pub fn new(region: &Region, key: &RegionKey, rules: &'r Rules) -> TextRedactor<'r> {
         let printk = region.schema.get(EVENT_PRINTK);
         TextRedactor {
-            hasher: Hasher::new(region),
+            hasher: Hasher::new(key),
             word: Word::of(region),
             e: region.header.endian,
             rules,
@@ -583,10 +582,10 @@ impl<'r> TextRedactor<'r> {
     }
 }
 
-/// Plans the redaction of `trace` (decoded from `region`) by `rules`,
-/// walking its events once, page by page.
-pub fn plan(region: &Region, trace: &PagedTrace, rules: &Rules) -> Plan {
-    let r = TextRedactor::new(region, rules);
+/// Plans the redaction of `trace` (decoded from `region`, whose key is
+/// `key`) by `rules`, walking its events once, page by page.
+pub fn plan(region: &Region, key: &RegionKey, trace: &PagedTrace, rules: &Rules) -> Plan {
+    let r = TextRedactor::new(region, key, rules);
     let e = region.header.endian;
     let mut overlay = Overlay::default();
     // A rewritten payload, before it goes into the overlay.
@@ -1068,7 +1067,7 @@ mod tests {
                 }),
                 ..Rules::default()
             };
-            plan(&region, &trace, &rules).counts
+            plan(&region, &RegionKey::of(&region), &trace, &rules).counts
         };
         // Every debug message granted: the input layer's is left out all
         // the same.
@@ -1086,7 +1085,7 @@ mod tests {
         let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
         let trace = region.decode_paged();
         let messages = |rules: &Rules| {
-            let plan = plan(&region, &trace, rules);
+            let plan = plan(&region, &RegionKey::of(&region), &trace, rules);
             let view = crate::output::RegionView {
                 index: 0,
                 addr: 0,
@@ -1138,7 +1137,7 @@ mod tests {
             let mem = region_with_addresses(word_size, addr);
             let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
             let trace = region.decode_paged();
-            let plan = plan(&region, &trace, &Rules::default());
+            let plan = plan(&region, &RegionKey::of(&region), &trace, &Rules::default());
             assert_eq!(plan.counts.pointers, 3, "word size {word_size}");
             let view = crate::output::RegionView {
                 index: 0,
@@ -1152,7 +1151,7 @@ mod tests {
             let t = region.schema.get(40).unwrap();
             let values = t.decode(ev.payload, region.header.endian).unwrap();
             let word = Word::of(&region);
-            let h = Hasher::new(&region).pointer(addr, word);
+            let h = Hasher::new(&RegionKey::of(&region)).pointer(addr, word);
             let digits = usize::from(word_size) * 2;
             let n = usize::from(word_size);
             assert_eq!(values[0], Value::Unsigned(h));
@@ -1169,7 +1168,12 @@ mod tests {
                 raw_pointers: true,
                 ..Rules::default()
             };
-            assert_eq!(super::plan(&region, &trace, &raw_rules).counts.pointers, 0);
+            assert_eq!(
+                super::plan(&region, &RegionKey::of(&region), &trace, &raw_rules)
+                    .counts
+                    .pointers,
+                0
+            );
         }
     }
 

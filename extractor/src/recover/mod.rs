@@ -6,9 +6,11 @@
 //! region is what every subcommand, output writer and the bundle take.
 
 mod decode;
+mod key;
 pub mod report;
 
 pub use decode::decode;
+pub use key::RegionKey;
 
 use crate::discover::{self, DiscoverError, Found, Sweeper};
 use crate::input::source::FileSource;
@@ -17,7 +19,6 @@ use crate::output::RegionView;
 use crate::phys::PhysAddr;
 use pstore_ring::kprintf::Pointers;
 use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, PagedTrace, Problem, Region};
-use sha2::{Digest, Sha256};
 use std::fmt::{self, Display};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -212,6 +213,8 @@ pub struct Recovered<'a> {
     pub place: Place,
     pub region: Region<'a>,
     pub trace: PagedTrace<'a>,
+    /// What its outputs' hashes are keyed with.
+    pub key: RegionKey,
     /// How `debug` messages show kernel pointers: [`hashed_pointers`]
     /// unless the reader asked for them raw.
     pub pointers: Pointers,
@@ -220,23 +223,16 @@ pub struct Recovered<'a> {
 }
 
 /// Kernel pointers as the kernel's `%p` shows them, hashed with a key
-/// derived from the whole region, which an output does not contain: the
-/// same input gives the same output, one address the same identifier
-/// throughout it, and nobody holding only the output can test guesses
-/// against an identifier (the kernel's own key died with it). Only a
-/// region with a callsite area holds messages to format, so no other is
-/// read for it.
-fn hashed_pointers(region: &Region) -> Pointers {
+/// derived from the region's (the kernel's own key died with it): one
+/// address the same identifier throughout an output. Only a region with a
+/// callsite area holds messages to format.
+fn hashed_pointers(region: &Region, key: &RegionKey) -> Pointers {
     if region.callsites.is_none() {
         return Pointers::Hidden;
     }
-    let mut h = Sha256::new();
-    h.update(b"crashring pointer key v1\0");
-    h.update(region.bytes());
-    let digest: [u8; 32] = h.finalize().into();
-    let mut key = [0u8; 16];
-    key.copy_from_slice(&digest[..16]);
-    Pointers::Hashed(key)
+    let mut pointer_key = [0u8; 16];
+    pointer_key.copy_from_slice(&key.derive(b"crashring pointer key v2\0")[..16]);
+    Pointers::Hashed(pointer_key)
 }
 
 /// How often a recovered region's pages are given back: readers walk at
@@ -258,7 +254,8 @@ impl<'a> Recovered<'a> {
             why,
         })?;
         let region = region.with_absent(found.absent());
-        let pointers = hashed_pointers(&region);
+        let key = RegionKey::of(&region);
+        let pointers = hashed_pointers(&region, &key);
         let trace = decode(&region, &|walked| found.bytes.release(walked));
         Ok(Recovered {
             index,
@@ -266,6 +263,7 @@ impl<'a> Recovered<'a> {
             place,
             region,
             trace,
+            key,
             pointers,
             _sweeper: sweeper,
         })
