@@ -17,6 +17,7 @@
 
 use super::work_dir;
 use anyhow::{bail, ensure, Context, Result};
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use xshell::{cmd, Shell};
 
@@ -100,7 +101,7 @@ fn staged_files() -> Vec<(&'static str, String)> {
 /// Package sets a scenario's machine has besides the common system, by
 /// name: installed with apt into the running guest, as an admin would,
 /// or into a copy of the root file system before its first boot
-/// ([`rootfs_with`]). The guest has no network: each set is downloaded
+/// ([`rootfs_imaged`]). The guest has no network: each set is downloaded
 /// while the root file system is built, with what it needs beyond the
 /// common system, into a folder of its own under [`OFFLINE_DIR`], for
 /// [`offline_install`].
@@ -216,16 +217,28 @@ pub fn rootfs(sh: &Shell, release: &str) -> Result<Rootfs> {
     Ok(Rootfs { dir: root, recipe })
 }
 
-/// The root file system `base` with the [`OFFLINE`] set `name` installed
-/// with apt, in a chroot, before the machine's first boot: a machine
-/// that came with those packages. Built from a copy of `base` unless the
-/// one of the same recipe is there.
-pub fn rootfs_with(sh: &Shell, base: &Rootfs, name: &str) -> Result<Rootfs> {
+/// The root file system `base` imaged as a fleet's machines are, in a
+/// chroot before their first boot: the [`OFFLINE`] set `name` installed
+/// with apt, then `files` copied into /root and `then` run there (the
+/// site's own packages installed from them). Built from a copy of `base`
+/// unless the one of the same recipe is there.
+pub fn rootfs_imaged(
+    sh: &Shell,
+    base: &Rootfs,
+    name: &str,
+    files: &[PathBuf],
+    then: &str,
+) -> Result<Rootfs> {
     let install = offline_install(name)?;
     let dir = work_dir(sh).join("debian");
     let root = dir.join(format!("rootfs-{name}"));
     let stamp = dir.join(format!("rootfs-{name}.recipe"));
-    let recipe = format!("{}with {name}\n", base.recipe);
+    let mut recipe = format!("{}with {name}\n", base.recipe);
+    for f in files {
+        let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        recipe += &format!("{} {:x}\n", f.display(), Sha256::digest(bytes));
+    }
+    recipe += then;
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s == recipe) && root.is_dir() {
         return Ok(Rootfs { dir: root, recipe });
     }
@@ -233,23 +246,35 @@ pub fn rootfs_with(sh: &Shell, base: &Rootfs, name: &str) -> Result<Rootfs> {
     if root.exists() {
         sh.remove_path(&root)?;
     }
-    eprintln!("debian: the root file system with {name} installed (apt-get in a chroot)");
+    eprintln!("debian: the root file system imaged with {name} and crashring's packages (apt-get in a chroot)");
     let from = &base.dir;
     cmd!(sh, "cp -a {from} {root}").quiet().run()?;
-    // No /proc, /sys or /dev is mounted in the chroot: maintainer scripts
-    // see no running system and start nothing, as under mmdebstrap.
+    for f in files {
+        sh.copy_file(f, root.join("root"))?;
+    }
+    // In mount and PID namespaces of its own, with a /proc and /dev of
+    // their own, which DKMS needs and which go away with them: maintainer
+    // scripts see no running system (no systemd) and start nothing, as
+    // under mmdebstrap; DKMS builds the module for the image's kernel,
+    // the newest it finds.
+    let script = format!("set -e\n{install}\n{then}");
+    let chroot = r#"mount --rbind /dev "$1/dev" && exec chroot "$1" env DEBIAN_FRONTEND=noninteractive sh -c "$2""#;
+    let proc = format!("--mount-proc={}/proc", root.display());
     let out = cmd!(
         sh,
-        "chroot {root} env DEBIAN_FRONTEND=noninteractive sh -c {install}"
+        "unshare --mount --pid --fork {proc} sh -c {chroot} sh {root} {script}"
     )
     .quiet()
     .ignore_status()
     .output()?;
     if !out.status.success() {
         bail!(
-            "installing {name} into {} failed; its log is {}",
+            "imaging {} failed: {}{}; apt's logs are {} and {}",
             root.display(),
-            root.join(format!("root/apt-{name}.log")).display()
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            root.join(format!("root/apt-{name}.log")).display(),
+            root.join("root/apt.log").display()
         );
     }
     std::fs::write(&stamp, &recipe)?;

@@ -146,57 +146,35 @@ mkdir -p /etc/crashring/crashring.conf.d
 printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.conf
 "#;
 
-/// The signage box's loop, booted as `how` says: installed and armed,
-/// [`CRASHES`] crashes under load, each boot recovering the last, checked.
-fn signage_loop(sh: &Shell, k: &Kernel, art: &Artifacts, how: BootPath) -> Result<(Run, String)> {
+/// The signage box's loop on a UEFI machine (OVMF boots GRUB's EFI build
+/// from the ESP, which reads the guest's grub.cfg; the firmware, GRUB and
+/// the EFI stub all allocate memory before the kernel reserves the range):
+/// installed and armed, [`CRASHES`] crashes under load, each boot
+/// recovering the last, checked; its last boot, which does not crash,
+/// also asks for a report without one. (Booted by BIOS, the same box is
+/// the kdump-tools scenario's.)
+pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let site = Site {
-        came_with: None,
+        imaged_with: None,
         packages: None,
         before_arm: SIGNAGE_CONFIG,
         after_arm: "",
-        boot: how,
+        boot: BootPath::Uefi,
     };
     let installed = install(sh, k, art, &site)?;
-    let story = match how {
-        BootPath::Kernel => "",
-        BootPath::Uefi => "UEFI: OVMF, GRUB from the ESP; ",
-        BootPath::SystemdBoot => "UEFI: OVMF, systemd-boot from the ESP; ",
-    };
-    // The BIOS box's last boot, which does not crash, also asks for a
-    // report without one.
-    let last = match how {
-        BootPath::Kernel => report::steps(),
-        BootPath::Uefi | BootPath::SystemdBoot => String::new(),
-    };
     let run = installed.boot_armed(
         sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
-        &signage_script(CRASHES, &last),
-        &format!("{story}{CRASHES} crashes, each boot recovering the last"),
+        &signage_script(CRASHES, &report::steps()),
+        &format!("UEFI: OVMF, GRUB from the ESP; {CRASHES} crashes, each boot recovering the last"),
     )?;
-    let mut checked = check_loop(sh, art, &installed, &run.log, &run.serial)?;
-    if how == BootPath::Kernel {
-        let crashring = host_crashring(sh)?;
-        checked += "; ";
-        checked += &report::check(sh, art, &installed, &crashring, &run.log)?;
-    }
-    Ok((run, checked))
-}
-
-pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let (run, checked) = signage_loop(sh, k, art, BootPath::Kernel)?;
-    Ok(format!("{checked}; {:.0} s", run.took.as_secs_f64()))
-}
-
-/// `signage-reboot-loop` on a UEFI machine: OVMF boots GRUB's EFI build
-/// from the ESP, which reads the guest's grub.cfg; the firmware, GRUB and
-/// the EFI stub all allocate memory before the kernel reserves the range.
-pub fn uefi_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let (run, checked) = signage_loop(sh, k, art, BootPath::Uefi)?;
     let firmware = check_uefi(&run.log)?;
+    let checked = check_loop(sh, art, &installed, &run.log, &run.serial)?;
+    let crashring = host_crashring(sh)?;
+    let reported = report::check(sh, art, &installed, &crashring, &run.log)?;
     Ok(format!(
-        "{firmware}; {checked}; {:.0} s",
+        "{firmware}; {checked}; {reported}; {:.0} s",
         run.took.as_secs_f64()
     ))
 }
@@ -639,7 +617,7 @@ fn check_kdump_part_lost(log: &str) -> Result<()> {
 
 pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let site = Site {
-        came_with: Some("kdump-tools"),
+        imaged_with: Some("kdump-tools"),
         packages: None,
         before_arm: &(VERBOSE_CONSOLE.to_owned() + KDUMP_TOOLS_PRIVATE),
         after_arm: KDUMP_TOOLS_REPLACED,

@@ -158,17 +158,10 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "signage-reboot-loop",
-        about: "a Debian 12 guest with systemd: apt installs the two packages (DKMS builds the module), crashring arm, update-grub; booted as its grub.cfg says (panic=5, MaxBundles=2), it crashes three times under a writer per CPU and reboots by itself; each boot's crashring-recover.service bundles the last crash; the two newest bundles are kept, each passes check-bundle with its own boot's markers, one journal message per crash; then report-without-crash in the last boot, which does not crash: a compositor-like program (uid 1000) calls crashring_request_report_of() through crashring-request.socket and has its checked report (its stream, the granted kernel line, nothing of uid 1001's), uid 1001 asking for its stream is refused, a flood is rate-limited, a report never pushes out a crash, one journal message per report",
+        about: "a Debian 12 guest with systemd: apt installs the two packages (DKMS builds the module), crashring arm, update-grub; a UEFI machine, OVMF boots GRUB's EFI build from an EFI System Partition, which reads the guest's grub.cfg (panic=5, MaxBundles=2), after every crash, and each boot's status gives its initrd and kernel clear of the range and no memory wipe requested; it crashes three times under a writer per CPU and reboots by itself; each boot's crashring-recover.service bundles the last crash; the two newest bundles are kept, each passes check-bundle with its own boot's markers, one journal message per crash; then report-without-crash in the last boot, which does not crash: a compositor-like program (uid 1000) calls crashring_request_report_of() through crashring-request.socket and has its checked report (its stream, the granted kernel line, nothing of uid 1001's), uid 1001 asking for its stream is refused, a flood is rate-limited, a report never pushes out a crash, one journal message per report",
         only_612: Some(DEBIAN_612),
         newest: false,
         run: debian::signage_reboot_loop,
-    },
-    Scenario {
-        name: "uefi-reboot-loop",
-        about: "signage-reboot-loop on a UEFI machine: OVMF boots GRUB's EFI build from an EFI System Partition, which reads the guest's grub.cfg, after every crash; each boot's status gives its initrd and kernel clear of the range and no memory wipe requested",
-        only_612: Some(DEBIAN_612),
-        newest: false,
-        run: debian::uefi_reboot_loop,
     },
     Scenario {
         name: "systemd-boot",
@@ -179,7 +172,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "kdump-tools",
-        about: "a Debian 12 guest with kdump-tools and both packages installed and armed, then kdump-tools' configuration put back without crashring's part (as ucf or a later install of kdump-tools would), which status flags and the next boot repairs, privately, before kdump-tools loads; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event; then apt-get purge leaves nothing of arm's: no drop-in, no memmap= in grub.cfg, no part in kdump-tools' configuration, no module",
+        about: "a Debian 12 guest imaged with kdump-tools and both packages (installed in its image, as a fleet's machines are built), armed in its first boot; then kdump-tools' configuration put back without crashring's part (as ucf or a later install of kdump-tools would), which status flags and the next boot repairs, privately, before kdump-tools loads; panic; the capture kernel boots the root file system, where crashring-capture.service bundles the crash before kdump-tools saves its dump; the next boot finds the region intact and the crash archived, and only acknowledges it; the bundle holds every workload event; then apt-get purge leaves nothing of arm's: no drop-in, no memmap= in grub.cfg, no part in kdump-tools' configuration, no module",
         only_612: Some(DEBIAN_612),
         newest: false,
         run: debian::kdump_tools,

@@ -1,7 +1,9 @@
 //! Putting crashring on a scenario's Debian guest, as a user would: the
 //! packages installed with apt (DKMS builds the module in the guest),
 //! then the site's own setup and `crashring arm`, each in a boot of its
-//! own whose image is kept for the scenarios that begin the same way.
+//! own whose image is kept for the scenarios that begin the same way; or
+//! a machine imaged with its packages and crashring's, armed in its first
+//! boot.
 
 use super::{job, report, said, Artifacts, BootPath, Installed, CPUS, MEMORY};
 use crate::checks::package;
@@ -14,20 +16,34 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use xshell::Shell;
 
-/// Installs the packages from /root as a user would and adds the box's
-/// unprivileged users (uid 1000 and 1001), allowed to add markers; arms
-/// nothing.
-const INSTALL_STEPS: &str = r#"cd /root
-if apt-get install -q -y ./crashring_*.deb ./crashring-dkms_*.deb > /root/apt.log 2>&1; then
+/// Installs the packages from /root as a user would, with apt.
+const APT_INSTALL: &str =
+    "cd /root && apt-get install -q -y ./crashring_*.deb ./crashring-dkms_*.deb > /root/apt.log 2>&1";
+
+/// Adds the box's unprivileged users (uid 1000 and 1001), allowed to add
+/// markers.
+const USERS: &str = "useradd --create-home --groups crashring kiosk
+useradd --create-home --groups crashring visitor
+";
+
+/// What the installed machine says of the install: the module DKMS
+/// built, the group the package made.
+const INSTALLED: &str = r#"say "dkms $(dkms status crashring | tr '\n' ' ')"
+say "group $(getent group crashring | cut -d: -f1)"
+"#;
+
+/// The first boot of the common machine: the packages installed (its
+/// outcome said), its users added; arms nothing.
+fn install_steps() -> String {
+    format!(
+        r#"if {APT_INSTALL}; then
   say "installed"
 else
   say "apt-get install failed"; tail -n 40 /root/apt.log
 fi
-say "dkms $(dkms status crashring | tr '\n' ' ')"
-say "group $(getent group crashring | cut -d: -f1)"
-useradd --create-home --groups crashring kiosk
-useradd --create-home --groups crashring visitor
-"#;
+{INSTALLED}{USERS}"#
+    )
+}
 
 /// The site's own setup on the installed machine: its package set
 /// installed with apt, its configuration (`before_arm`), `crashring arm`,
@@ -54,16 +70,19 @@ crashring arm --dry-run | while read -r line; do say "rearm $line"; done
 }
 
 /// The machine a scenario arms: a package set (one of the guest's
-/// offline sets) it came with, before crashring, and one its admin
-/// installs with apt before arming; the site's own configuration before
-/// `crashring arm` and what runs after it; and how it boots once armed.
+/// offline sets) it was imaged with, crashring's packages installed in
+/// the same image, or one its admin installs with apt before arming; the
+/// site's own configuration before `crashring arm` and what runs after
+/// it; and how it boots once armed.
 ///
-/// A set that rebuilds the initramfs (kdump-tools) is one the machine
-/// comes with: installed in a chroot it takes seconds, in the guest
-/// minutes of emulated CPU. Others (systemd-boot) go on the machine every
-/// site shares, as its admin would install them.
+/// A set that rebuilds the initramfs (kdump-tools) is one the machine is
+/// imaged with: installed in a chroot it takes seconds, in the guest ten
+/// minutes of emulated CPU, as long again as DKMS building the module
+/// there, which the common machine's first boot already proves. Others
+/// (systemd-boot) go on the machine every site shares, as its admin
+/// would install them.
 pub(super) struct Site<'a> {
-    pub(super) came_with: Option<&'a str>,
+    pub(super) imaged_with: Option<&'a str>,
     pub(super) packages: Option<&'a str>,
     pub(super) before_arm: &'a str,
     pub(super) after_arm: &'a str,
@@ -74,20 +93,23 @@ pub(super) struct Site<'a> {
 /// packages are installed (DKMS building the module) in one boot, which
 /// every site begins from (made once, then copied), and the site is set
 /// up and armed in a second; a site armed the same way before is copied
-/// too. A machine that came with packages of its own installs and arms in
-/// one boot.
+/// too. A machine imaged with its packages is armed in its first boot.
 pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> Result<Installed> {
     let base = debian::rootfs(sh, &k.release)?;
-    let root = match site.came_with {
-        Some(set) => debian::rootfs_with(sh, &base, set)?,
-        None => base,
-    };
     // The packages, and the compositor-like program report-without-crash
     // runs (built against the packaged crashring-user).
     let mut debs = package::build(sh)?;
     debs.push(guest::build_debian_compositor(sh)?);
+    let root = match site.imaged_with {
+        Some(set) => {
+            let then = format!("{APT_INSTALL}\n{USERS}");
+            debian::rootfs_imaged(sh, &base, set, &debs, &then)?
+        }
+        None => base,
+    };
     let first = debian::first_boot(&root.dir, &k.release);
-    let mut key = format!("{}\n{INSTALL_STEPS}\n", root.recipe);
+    let install_steps = install_steps();
+    let mut key = format!("{}\n{install_steps}\n", root.recipe);
     for deb in &debs {
         let bytes = std::fs::read(deb).with_context(|| format!("reading {}", deb.display()))?;
         key += &format!("{} {:x}\n", deb.display(), Sha256::digest(bytes));
@@ -103,37 +125,52 @@ pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> R
         debian::esp_disk(sh, &esp, debian::ESP_MIB_FOR_KERNELS, None)?;
         Ok(vec![esp])
     };
-    // A boot on a fresh image of the root file system: the packages
-    // installed, then `then` (the site's arming, or nothing).
-    let install_boot = |to: &Path, disks: Vec<PathBuf>, then: &str| -> Result<()> {
-        let image = Image::create(sh, &root.dir, to, &debs)?;
-        eprintln!("debian: first boot: apt install ./crashring*.deb (DKMS builds the module)");
-        let serial = art.dir.join("install.log");
-        let steps = format!("{INSTALL_STEPS}{then}");
-        job_boot(&first, &image, disks, &job(&steps), &serial, art)?;
-        check_installed(k, &report(sh, &image)?, &serial)
-    };
     let armed = |to: &Path| -> Result<()> {
-        // A machine that came with packages of its own is one site's
-        // alone: nothing to share, so one boot installs and arms.
-        if site.came_with.is_some() {
-            install_boot(to, site_disks()?, &arm)?;
-            let serial = art.dir.join("install.log");
-            return check_armed(site, &report(sh, &Image::at(to))?, &serial);
-        }
-        debian::kept_image(sh, "installed", &key, to, |to| install_boot(to, vec![], ""))?;
-        let disks = site_disks()?;
-        eprintln!("debian: the site's setup, then crashring arm");
         let serial = art.dir.join("arm.log");
-        let image = Image::at(to);
-        job_boot(&first, &image, disks, &job(&arm), &serial, art)?;
-        check_armed(site, &report(sh, &image)?, &serial)
+        let image = if site.imaged_with.is_some() {
+            eprintln!(
+                "debian: first boot of the imaged machine: the site's setup, then crashring arm"
+            );
+            let image = Image::create(sh, &root.dir, to, &[])?;
+            job_boot(
+                &first,
+                &image,
+                site_disks()?,
+                &job(&format!("{INSTALLED}{arm}")),
+                &serial,
+                art,
+            )?;
+            image
+        } else {
+            // The first boot on a fresh image of the root file system:
+            // the packages installed.
+            let install_boot = |to: &Path| -> Result<()> {
+                let image = Image::create(sh, &root.dir, to, &debs)?;
+                eprintln!(
+                    "debian: first boot: apt install ./crashring*.deb (DKMS builds the module)"
+                );
+                let serial = art.dir.join("install.log");
+                job_boot(&first, &image, vec![], &job(&install_steps), &serial, art)?;
+                let log = report(sh, &image)?;
+                check_apt(&log, &serial)?;
+                check_installed(k, &log)
+            };
+            let image = debian::kept_image(sh, "installed", &key, to, install_boot)?;
+            eprintln!("debian: the site's setup, then crashring arm");
+            job_boot(&first, &image, site_disks()?, &job(&arm), &serial, art)?;
+            image
+        };
+        let log = report(sh, &image)?;
+        if site.imaged_with.is_some() {
+            check_installed(k, &log)?;
+        }
+        check_armed(site, &log, &serial)
     };
     let path = art.dir.join("root.img");
     // An armed site is kept for another scenario when all of it is on
     // its root disk and the machine is the common one: a systemd-boot
-    // site also wrote its ESP, and a machine of its own has one site.
-    let image = if site.came_with.is_none() && site.boot != BootPath::SystemdBoot {
+    // site also wrote its ESP, and an imaged machine has one site.
+    let image = if site.imaged_with.is_none() && site.boot != BootPath::SystemdBoot {
         debian::kept_image(sh, "armed", &format!("{key}{arm}"), &path, armed)?
     } else {
         armed(&path)?;
@@ -182,16 +219,21 @@ fn job_boot(
     .map(drop)
 }
 
-/// The install boot installed both packages, DKMS built the module for
-/// the guest's kernel and the package made the crashring group.
-fn check_installed(k: &Kernel, log: &str, serial: &Path) -> Result<()> {
-    let one = |what: &str| said(log, what).first().copied().unwrap_or_default();
+/// The install boot's apt-get install of both packages succeeded.
+fn check_apt(log: &str, serial: &Path) -> Result<()> {
     ensure!(
         log.lines()
             .any(|l| l.trim_end().ends_with("crashring-test: installed")),
         "apt-get install of the packages failed:\n{}",
         qemu::tail(serial, 40)
     );
+    Ok(())
+}
+
+/// DKMS built and installed the module for the guest's kernel and the
+/// package made the crashring group.
+fn check_installed(k: &Kernel, log: &str) -> Result<()> {
+    let one = |what: &str| said(log, what).first().copied().unwrap_or_default();
     ensure!(
         one("dkms").contains(&format!("{}, x86_64: installed", k.release)),
         "DKMS did not build and install the module for {}: {:?}",

@@ -38,7 +38,7 @@ const SYSTEMD_BOOT_CMDLINE: &str = "root=/dev/vda ro console=ttyS0 panic=5";
 pub fn systemd_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let setup = SYSTEMD_BOOT_SETUP.replace("$ESP", debian::ESP_DEVICE);
     let site = Site {
-        came_with: None,
+        imaged_with: None,
         packages: Some("systemd-boot"),
         before_arm: &setup,
         after_arm: "say \"cmdline $(cat /etc/kernel/cmdline)\"\n",
