@@ -260,7 +260,7 @@ pub fn write(
     }
     let plans: Vec<redact::Plan> = regions
         .iter()
-        .map(|r| redact::plan(&r.region, &r.key, &r.trace, rules))
+        .map(|r| redact::plan(&r.region, r.key(), &r.trace, rules))
         .collect();
     let several = regions.len() > 1;
     let mut parts: Vec<Part> = regions
@@ -345,7 +345,7 @@ pub fn write(
     let mut clock = None;
     // Logs go with the first region's trace: its key, so an address in a
     // log hashes as it does in that trace.
-    let text_redactor = redact::TextRedactor::new(&regions[0].region, &regions[0].key, rules);
+    let text_redactor = redact::TextRedactor::new(&regions[0].region, regions[0].key(), rules);
     let mut placed_logs = Vec::with_capacity(add_logs.len());
     for l in add_logs {
         let rel = Path::new("logs").join(&l.name);

@@ -21,7 +21,7 @@ use pstore_ring::kprintf::Pointers;
 use pstore_ring::read::{HeaderError, HeaderTrust, LossKind, PagedTrace, Problem, Region};
 use std::fmt::{self, Display};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// What to read: the input and, unless the regions are scanned for, where
@@ -213,8 +213,10 @@ pub struct Recovered<'a> {
     pub place: Place,
     pub region: Region<'a>,
     pub trace: PagedTrace<'a>,
-    /// What its outputs' hashes are keyed with.
-    pub key: RegionKey,
+    /// What its outputs' hashes are keyed with: made when first asked
+    /// for, as it reads the whole region (`info` and most outputs never
+    /// need it).
+    key: OnceLock<RegionKey>,
     /// How `debug` messages show kernel pointers: [`hashed_pointers`]
     /// unless the reader asked for them raw.
     pub pointers: Pointers,
@@ -225,11 +227,12 @@ pub struct Recovered<'a> {
 /// Kernel pointers as the kernel's `%p` shows them, hashed with a key
 /// derived from the region's (the kernel's own key died with it): one
 /// address the same identifier throughout an output. Only a region with a
-/// callsite area holds messages to format.
-fn hashed_pointers(region: &Region, key: &RegionKey) -> Pointers {
+/// callsite area holds messages to format, so no other is read for it.
+fn hashed_pointers(region: &Region, key: &OnceLock<RegionKey>) -> Pointers {
     if region.callsites.is_none() {
         return Pointers::Hidden;
     }
+    let key = key.get_or_init(|| RegionKey::of(region));
     let mut pointer_key = [0u8; 16];
     pointer_key.copy_from_slice(&key.derive(b"crashring pointer key v2\0")[..16]);
     Pointers::Hashed(pointer_key)
@@ -254,7 +257,7 @@ impl<'a> Recovered<'a> {
             why,
         })?;
         let region = region.with_absent(found.absent());
-        let key = RegionKey::of(&region);
+        let key = OnceLock::new();
         let pointers = hashed_pointers(&region, &key);
         let trace = decode(&region, &|walked| found.bytes.release(walked));
         Ok(Recovered {
@@ -267,6 +270,12 @@ impl<'a> Recovered<'a> {
             pointers,
             _sweeper: sweeper,
         })
+    }
+
+    /// What its outputs' hashes are keyed with (made once, reading the
+    /// whole region, the first time it is asked for).
+    pub fn key(&self) -> &RegionKey {
+        self.key.get_or_init(|| RegionKey::of(&self.region))
     }
 
     /// Physical address of the region's first byte.
