@@ -25,6 +25,9 @@
 
 #define CRASHRING_SLOTS 2
 
+/* The longest shutdown reason kept: a restart command's, as reboot(2) takes it. */
+#define CRASHRING_SHUTDOWN_REASON_MAX 255
+
 /* Which event sources are on: bits of crashring.sources (crashring_sources.c). */
 enum {
 	CR_SRC_PRINTK_NR,
@@ -148,6 +151,14 @@ void crashring_release_previous(void);
 u64 crashring_slot_bytes(const struct crashring_slot *slot);
 int crashring_read_slot(const struct crashring_slot *slot, u64 off, void *dst, size_t len);
 void crashring_note(const char *fmt, ...) __printf(1, 2);
+void crashring_write_back_slot(int cur);
+
+/* crashring_shutdown.c */
+int crashring_shutdown_init(void);
+void crashring_shutdown_exit(void);
+int crashring_set_shutdown_reason(const char *buf, size_t count);
+int crashring_show_shutdown_reason(char *buf);
+void crashring_mark_clean(void *mem);
 
 /* crashring_sources.c */
 int crashring_sources_init(void);

@@ -375,7 +375,7 @@ u64 crashring_slot_bytes(const struct crashring_slot *slot)
  * arch/x86/lib/usercopy_64.c) is coherent across CPUs: lines that other,
  * stopped CPUs dirtied are written back too. No locks, any context.
  */
-static void cr_write_back_slot(int cur)
+void crashring_write_back_slot(int cur)
 {
 	arch_wb_cache_pmem(crashring.slot[cur].mem, crashring_slot_bytes(&crashring.slot[cur]));
 	pmem_wmb();
@@ -458,7 +458,7 @@ int crashring_start_recording(int slot)
 	if (durable > 0 || (durable < 0 && crashring.pmem)) {
 		for (i = 0; i < crashring.nstreams; i++)
 			crashring_set_durable(&crashring.streams[i], true);
-		cr_write_back_slot(slot);
+		crashring_write_back_slot(slot);
 	}
 	crashring.slot[slot].state = CR_SLOT_GENERATION;
 	crashring.slot[slot].generation = cfg.generation;
@@ -592,7 +592,7 @@ static int cr_panic(struct notifier_block *nb, unsigned long event, void *buf)
 	 */
 	WRITE_ONCE(crashring.enabled, false);
 	cr_close_all();
-	cr_write_back_slot(cur);
+	crashring_write_back_slot(cur);
 	return NOTIFY_DONE;
 }
 
@@ -613,7 +613,7 @@ static int cr_die(struct notifier_block *nb, unsigned long val, void *data)
 	crashring_record_crash(CRASHRING_REASON_OOPS, args && args->str ? args->str : "oops",
 			       ktime_get_mono_fast_ns());
 	/* The oops may end in a watchdog's reset rather than a panic. */
-	cr_write_back_slot(cur);
+	crashring_write_back_slot(cur);
 	return NOTIFY_DONE;
 }
 
@@ -653,9 +653,8 @@ static void cr_finish_clean(void)
 		return;
 	WRITE_ONCE(crashring.enabled, false);
 	crashring_stop_all(crashring.streams, crashring.nstreams);
-	crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CLEAN,
-			    CRASHRING_REASON_NONE, 0, 0, "");
-	cr_write_back_slot(cur);
+	crashring_mark_clean(crashring.slot[cur].mem);
+	crashring_write_back_slot(cur);
 }
 
 /*
@@ -787,9 +786,12 @@ static int __init crashring_init(void)
 	register_die_notifier(&cr_die_nb);
 	register_pm_notifier(&cr_pm_nb);
 	cr_register_syscore(&cr_syscore);
-	err = crashring_sysfs_init();
+	err = crashring_shutdown_init();
 	if (err)
 		goto err_notifiers;
+	err = crashring_sysfs_init();
+	if (err)
+		goto err_shutdown;
 	err = crashring_dev_register();
 	if (err)
 		goto err_sysfs;
@@ -804,6 +806,8 @@ err_dev:
 	crashring_dev_unregister();
 err_sysfs:
 	crashring_sysfs_exit();
+err_shutdown:
+	crashring_shutdown_exit();
 err_notifiers:
 	cr_unregister_syscore(&cr_syscore);
 	unregister_pm_notifier(&cr_pm_nb);
@@ -843,6 +847,7 @@ static void __exit crashring_exit(void)
 	crashring_live_unregister();
 	crashring_dev_unregister();
 	crashring_sysfs_exit();
+	crashring_shutdown_exit();
 	cr_unregister_syscore(&cr_syscore);
 	unregister_pm_notifier(&cr_pm_nb);
 	unregister_die_notifier(&cr_die_nb);

@@ -72,6 +72,11 @@ static const struct crashring_field_def cr_fields_debug[] = {
 	{ "args", CRASHRING_FIELD_BYTES, 0 },
 };
 
+static const struct crashring_field_def cr_fields_shutdown[] = {
+	{ "how", CRASHRING_FIELD_U32, 4 },
+	{ "message", CRASHRING_FIELD_STR, 0 },
+};
+
 static const struct crashring_event_def cr_builtin[] = {
 	{ CRASHRING_EVENT_PRINTK, "printk",
 	  ARRAY_SIZE(cr_fields_printk), cr_fields_printk },
@@ -93,6 +98,8 @@ static const struct crashring_event_def cr_builtin[] = {
 	  ARRAY_SIZE(cr_fields_log), cr_fields_log },
 	{ CRASHRING_EVENT_DEBUG, "debug",
 	  ARRAY_SIZE(cr_fields_debug), cr_fields_debug },
+	{ CRASHRING_EVENT_SHUTDOWN, "shutdown",
+	  ARRAY_SIZE(cr_fields_shutdown), cr_fields_shutdown },
 };
 
 #endif /* CRASHRING_SCHEMA_H */

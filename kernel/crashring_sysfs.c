@@ -15,6 +15,9 @@
  *   previous_summary  ro  the previous generation in one screen of text
  *   previous_ack      wo  (0200) "1": archived, release it (EROFS in a
  *                     capture kernel, which leaves the range alone)
+ *   shutdown_reason   rw  (0600) one line: why the next restart, halt or
+ *                     power-off happens (crashring_shutdown.c); empty
+ *                     withdraws it
  *
  * `previous` is removed and created anew whenever the previous generation
  * changes: a reader that opened it before an ack gets -ENODEV instead of
@@ -234,6 +237,17 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 	return n;
 }
 
+static ssize_t shutdown_reason_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return crashring_show_shutdown_reason(buf);
+}
+
+static ssize_t shutdown_reason_store(struct kobject *k, struct kobj_attribute *a,
+				     const char *buf, size_t count)
+{
+	return crashring_set_shutdown_reason(buf, count) ?: count;
+}
+
 static ssize_t previous_read(struct file *f, struct kobject *k,
 			     CR_BIN_ATTR_CONST struct bin_attribute *attr,
 			     char *buf, loff_t off, size_t count);
@@ -327,6 +341,7 @@ static struct kobj_attribute cr_attr_region = __ATTR_RO_MODE(region, 0400);
 static struct kobj_attribute cr_attr_status = __ATTR_RO(status);
 static struct kobj_attribute cr_attr_previous_summary = __ATTR_RO(previous_summary);
 static struct kobj_attribute cr_attr_previous_ack = __ATTR_WO(previous_ack);
+static struct kobj_attribute cr_attr_shutdown_reason = __ATTR_RW_MODE(shutdown_reason, 0600);
 
 static struct attribute *cr_attrs[] = {
 	&cr_attr_enabled.attr,
@@ -337,6 +352,7 @@ static struct attribute *cr_attrs[] = {
 	&cr_attr_status.attr,
 	&cr_attr_previous_summary.attr,
 	&cr_attr_previous_ack.attr,
+	&cr_attr_shutdown_reason.attr,
 	NULL,
 };
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::synth::generation_image;
+use common::synth::{generation_image, Ending};
 use extractor::recovery::{self, Mode, Module, Offer, Outcome, Places, RecoveryError};
 use kexec_hooks::config::{Clean, Recover};
 use std::io;
@@ -17,14 +17,14 @@ use std::time::Duration;
 #[derive(Clone, Copy)]
 struct Kept {
     generation: u64,
-    clean: bool,
+    ending: Ending,
     damaged: bool,
 }
 
 fn crashed(generation: u64) -> Kept {
     Kept {
         generation,
-        clean: false,
+        ending: Ending::Crashed,
         damaged: false,
     }
 }
@@ -61,7 +61,7 @@ impl Module for FakeModule {
         let Some(k) = self.kept.lock().unwrap().last().copied() else {
             return Ok(Offer::Nothing);
         };
-        let mut image = generation_image(k.generation, k.clean);
+        let mut image = generation_image(k.generation, k.ending);
         if k.damaged {
             // A flipped bit in the host name: the header's CRC fails.
             image[168] ^= 1;
@@ -176,7 +176,7 @@ fn a_kept_clean_generation_never_stops_recording() {
     let m = machine();
     let clean = |generation| Kept {
         generation,
-        clean: true,
+        ending: Ending::Clean,
         damaged: false,
     };
     let module = FakeModule::new(&m.module_dir, &[clean(1), clean(2)]);
@@ -193,6 +193,63 @@ fn a_kept_clean_generation_never_stops_recording() {
     );
     assert_eq!(module.acks(), [2]);
     assert!(done.not_recording.is_none(), "{:?}", done.not_recording);
+}
+
+#[test]
+fn a_shutdown_asked_for_with_a_reason_is_bundled_as_a_crash_whatever_clean_says() {
+    for clean in [Clean::Discard, Clean::Keep] {
+        let m = machine();
+        let ended = |generation, ending| Kept {
+            generation,
+            ending,
+            damaged: false,
+        };
+        let module = FakeModule::new(
+            &m.module_dir,
+            &[
+                ended(1, Ending::ShutDownFor("watchdog: player hung")),
+                ended(2, Ending::Clean),
+            ],
+        );
+        let config = Recover {
+            clean,
+            ..Recover::default()
+        };
+        let done = run(&module, &m.bundles, &config);
+        assert!(done.failed.is_none(), "{:?}", done.failed);
+        let outcomes: Vec<_> = done.archived.iter().map(|a| &a.outcome).collect();
+        match clean {
+            Clean::Discard => assert!(
+                matches!(outcomes[..], [Outcome::Discarded, Outcome::Bundled { .. }]),
+                "{outcomes:?}"
+            ),
+            _ => assert!(
+                matches!(
+                    outcomes[..],
+                    [Outcome::ReleasedToRecord, Outcome::Bundled { .. }]
+                ),
+                "{outcomes:?}"
+            ),
+        }
+        let asked = &done.archived[1].generation;
+        assert!(asked.clean && asked.shutdown_asked, "{asked:?}");
+        assert_eq!(
+            (asked.reason.as_str(), asked.message.as_str()),
+            ("shutdown", "watchdog: player hung")
+        );
+        let summaries: Vec<String> = files(&m.bundles)
+            .into_iter()
+            .filter(|f| f.ends_with(".json"))
+            .collect();
+        let [summary] = &summaries[..] else {
+            panic!("one summary, not {summaries:?}");
+        };
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(m.bundles.join(summary)).unwrap()).unwrap();
+        assert_eq!(summary["state"], "clean-shutdown", "{summary}");
+        assert_eq!(summary["reason"], "shutdown", "{summary}");
+        assert_eq!(summary["message"], "watchdog: player hung", "{summary}");
+    }
 }
 
 #[test]
@@ -286,7 +343,7 @@ fn a_damaged_header_is_salvaged_and_said() {
     let m = machine();
     let damaged = Kept {
         generation: 4,
-        clean: false,
+        ending: Ending::Crashed,
         damaged: true,
     };
     let module = FakeModule::new(&m.module_dir, &[damaged]);
@@ -313,7 +370,7 @@ fn a_dump_gives_the_crashed_kernels_own_region() {
     let mut dump = vec![0u8; 1 << 20];
     let (stale, newest) = (0x1_0000usize, 0x8_0000usize);
     for (at, generation) in [(stale, 6u64), (newest, 7)] {
-        let image = generation_image(generation, false);
+        let image = generation_image(generation, Ending::Crashed);
         dump[at..at + image.len()].copy_from_slice(&image);
     }
     let vmcore = m.module_dir.join("vmcore");

@@ -81,13 +81,19 @@ pub const STATE_RUNNING: u32 = 1;
 pub const STATE_CRASHED: u32 = 2;
 pub const STATE_CLEAN: u32 = 3;
 
-/// Crash reasons (`StateBlock::reason` and the `crash` event's `reason`).
+/// Crash reasons (`StateBlock::reason` and the `crash` event's `reason`),
+/// and [`REASON_SHUTDOWN`].
 pub const REASON_NONE: u32 = 0;
 pub const REASON_PANIC: u32 = 1;
 pub const REASON_OOPS: u32 = 2;
 pub const REASON_DIE: u32 = 3;
 pub const REASON_WATCHDOG: u32 = 4;
 pub const REASON_EMERGENCY_RESTART: u32 = 5;
+/// Not a crash: a restart, halt or power-off was asked for with a reason
+/// (the state block's `message`, whole in a `shutdown` event). The state
+/// is clean once the machine went down, still running if a reset came
+/// first (a hang on the way down that a watchdog ended).
+pub const REASON_SHUTDOWN: u32 = 6;
 
 /// Stream kinds (`StreamDesc::kind`).
 pub const STREAM_KERNEL_CPU: u16 = 1;

@@ -131,6 +131,28 @@ pub const EVENT_LOG: u8 = 24;
 /// the callsite area (FORMAT.md, section 18).
 pub const EVENT_DEBUG: u8 = 25;
 
+/// `shutdown`: the machine is going down on purpose (a restart, halt or
+/// power-off), or a reason for it was given before it began.
+pub const EVENT_SHUTDOWN: u8 = 26;
+
+/// `shutdown` `how` values: a reason given (`shutdown_reason`), then the
+/// kernel's own restart, halt and power-off (its `SYS_*` codes).
+pub const SHUTDOWN_ASKED: u32 = 0;
+pub const SHUTDOWN_RESTART: u32 = 1;
+pub const SHUTDOWN_HALT: u32 = 2;
+pub const SHUTDOWN_POWER_OFF: u32 = 3;
+
+/// A `shutdown` event's `how`, by name.
+pub fn shutdown_how_name(how: u32) -> &'static str {
+    match how {
+        SHUTDOWN_ASKED => "asked",
+        SHUTDOWN_RESTART => "restart",
+        SHUTDOWN_HALT => "halt",
+        SHUTDOWN_POWER_OFF => "power-off",
+        _ => "unknown",
+    }
+}
+
 /// `debug` `flags` bits: `args` holds the formatted text (the callsite
 /// could not be added), and `args` was cut to fit the record.
 pub const DEBUG_FORMATTED: u8 = 1;
@@ -226,6 +248,14 @@ pub const BUILTIN_EVENTS: &[EventDef<'static>] = &[
             field("category", FieldKind::U16),
             field("device", FieldKind::Str),
             field("args", FieldKind::Bytes),
+        ],
+    },
+    EventDef {
+        id: EVENT_SHUTDOWN,
+        name: "shutdown",
+        fields: &[
+            field("how", FieldKind::U32),
+            field("message", FieldKind::Str),
         ],
     },
 ];

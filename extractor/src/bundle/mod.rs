@@ -533,9 +533,10 @@ fn request_time(request: &Request) -> u64 {
     u64::try_from(request.at_ns.div_euclid(1_000_000_000)).unwrap_or(0)
 }
 
-/// `crash-<hostname>-<UTC yyyymmddThhmmssZ>-<boot id, 8 hex>` (`snapshot-…`
-/// for a snapshot) at `secs`; the host name keeps only characters safe in
-/// a file name.
+/// `crash-<hostname>-<UTC yyyymmddThhmmssZ>-<boot id, 8 hex>` at `secs`
+/// (`snapshot-…` for a snapshot, `shutdown-…` for a generation brought
+/// down on purpose for a reason); the host name keeps only characters
+/// safe in a file name.
 fn top_name(part: &Part, snapshot: bool, secs: u64) -> String {
     let h = &part.region.header;
     let host: String = h
@@ -561,6 +562,18 @@ fn top_name(part: &Part, snapshot: bool, secs: u64) -> String {
         .take(15)
         .collect();
     let boot: String = h.boot_id[..4].iter().map(|b| format!("{b:02x}")).collect();
-    let what = if snapshot { "snapshot" } else { "crash" };
+    let asked_down = || {
+        part.region
+            .state
+            .as_ref()
+            .is_ok_and(|s| s.shutdown_reason().is_some())
+    };
+    let what = if snapshot {
+        "snapshot"
+    } else if asked_down() {
+        "shutdown"
+    } else {
+        "crash"
+    };
     format!("{what}-{host}-{stamp}Z-{boot}")
 }

@@ -5,6 +5,7 @@ use super::{BundleFile, FileKind, Part, Request, Source};
 use crate::bundle::logs::Log;
 use crate::bundle::redact::Rules;
 use crate::recover::report::{utc, wall};
+use pstore_ring::layout::STATE_CLEAN;
 use pstore_ring::read::reason_name;
 use pstore_ring::text::Escaped;
 use std::fmt::Write;
@@ -124,10 +125,10 @@ fn write_all(
                 .map(|b| format!("{b:02x}"))
                 .collect::<String>()
         )?;
+        let when = |ns: u64| wall(ns, &p.wall).map_or(String::new(), |w| format!(", {}", utc(w)));
         match &p.region.state {
-            Ok(st) if st.reason != 0 => {
-                let when =
-                    wall(st.crash_ns, &p.wall).map_or(String::new(), |w| format!(", {}", utc(w)));
+            Ok(st) if st.is_crash() => {
+                let when = when(st.crash_ns);
                 writeln!(
                     s,
                     "Crashed: {} on CPU {} at {}.{:09} s after boot{when}: {}",
@@ -138,7 +139,22 @@ fn write_all(
                     Escaped(st.message.as_bytes())
                 )?;
             }
-            Ok(st) => writeln!(s, "State: {} (no crash recorded).", st.state_name())?,
+            Ok(st) => match st.shutdown_reason() {
+                Some(why) => writeln!(
+                    s,
+                    "{} (no crash): a shutdown was asked for at {}.{:09} s after boot{}: {}",
+                    if st.state == STATE_CLEAN {
+                        "Shut down on purpose"
+                    } else {
+                        "Reset on its way down"
+                    },
+                    st.crash_ns / 1_000_000_000,
+                    st.crash_ns % 1_000_000_000,
+                    when(st.crash_ns),
+                    Escaped(why.as_bytes())
+                )?,
+                None => writeln!(s, "State: {} (no crash recorded).", st.state_name())?,
+            },
             Err(why) => writeln!(s, "State: unreadable ({why}).")?,
         }
         let (kernel, user) = (p.view().kernel_tally(), p.view().user_tally());

@@ -159,7 +159,7 @@ fn pages(st: &StreamPages) -> Value {
 /// The crash's wall-clock time, with the offset in effect at the crash.
 fn crash_utc(region: &Region, trace: &PagedTrace) -> Option<String> {
     match &region.state {
-        Ok(s) if s.reason != 0 => wall(s.crash_ns, &region.wall_clock_of_pages(trace)).map(utc),
+        Ok(s) if s.is_crash() => wall(s.crash_ns, &region.wall_clock_of_pages(trace)).map(utc),
         _ => None,
     }
 }

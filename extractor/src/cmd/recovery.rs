@@ -151,9 +151,15 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
             salvaged,
         } => (
             format!(
-                "archived generation {n} ({}, {}) as {}: {events} events, {lost} lost; {} older bundles removed by retention{}",
+                "archived generation {n} ({}, {}{}) as {}: {events} events, {lost} lost; {} older bundles removed by retention{}",
                 g.state,
                 g.reason,
+                // The reason a box was brought down for: its crash message.
+                if g.shutdown_asked {
+                    format!(": {}", g.message)
+                } else {
+                    String::new()
+                },
                 path.display(),
                 deleted.len(),
                 if *salvaged {

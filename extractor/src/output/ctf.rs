@@ -281,7 +281,7 @@ struct Clock<'w> {
 /// neither): the offset in effect then is the one the trace ends with.
 fn clock_time(view: &RegionView) -> u64 {
     match &view.region.state {
-        Ok(s) if s.reason != 0 => s.crash_ns,
+        Ok(s) if s.is_crash() => s.crash_ns,
         _ => view.kernel_tally().span.map_or(0, |(_, last)| last),
     }
 }
@@ -334,11 +334,15 @@ fn metadata(
     ];
     if let Ok(s) = &region.state {
         env.push(("crash_state", literal(s.state_name())));
-        if s.reason != 0 {
+        if s.is_crash() {
             env.push(("crash_reason", literal(reason_name(s.reason))));
             env.push(("crash_time_ns", s.crash_ns.to_string()));
             env.push(("crash_cpu", s.crash_cpu.to_string()));
             env.push(("crash_message", literal(&s.message)));
+        }
+        if let Some(why) = s.shutdown_reason() {
+            env.push(("shutdown_reason", literal(why)));
+            env.push(("shutdown_reason_time_ns", s.crash_ns.to_string()));
         }
     }
     if !clock.wall.steps().is_empty() {

@@ -6,6 +6,7 @@
 
 use crate::input::Dump;
 use crate::output::{RegionView, StreamView};
+use pstore_ring::layout::STATE_CLEAN;
 use pstore_ring::read::{reason_name, LossKind, Tally, WallClock};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -58,6 +59,10 @@ pub struct RegionReport {
     /// `unreadable`.
     pub state: &'static str,
     pub crash: Option<CrashReport>,
+    /// A restart, halt or power-off asked for with a reason; absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<ShutdownReport>,
     /// Whether anything beyond what a flight recorder loses by design was
     /// lost ([`crate::recover::Recovered::damaged`]).
     pub damaged: bool,
@@ -126,6 +131,20 @@ pub struct CrashReport {
     /// With the wall-clock offset in effect at the crash; null without one.
     pub time_utc: Option<String>,
     pub message: String,
+}
+
+/// The shutdown asked for that the region's state records.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShutdownReport {
+    /// The reason given: its first 35 bytes (the whole is in the trace's
+    /// `shutdown` event).
+    pub reason: String,
+    /// Whether the machine then went down cleanly; false: it was reset on
+    /// its way down.
+    pub completed: bool,
+    /// When the reason was given, on the region's clock.
+    pub time_ns: u64,
+    pub time_utc: Option<String>,
 }
 
 /// One stream of the region.
@@ -197,7 +216,7 @@ impl RegionReport {
         let h = &r.header;
         let when = |ts: u64| wall(ts, wall_clock).map(utc);
         let crash = match &r.state {
-            Ok(s) if s.reason != 0 => Some(CrashReport {
+            Ok(s) if s.is_crash() => Some(CrashReport {
                 reason: reason_name(s.reason),
                 cpu: s.crash_cpu,
                 time_ns: s.crash_ns,
@@ -206,6 +225,14 @@ impl RegionReport {
             }),
             _ => None,
         };
+        let shutdown = r.state.as_ref().ok().and_then(|s| {
+            s.shutdown_reason().map(|why| ShutdownReport {
+                reason: why.to_string(),
+                completed: s.state == STATE_CLEAN,
+                time_ns: s.crash_ns,
+                time_utc: when(s.crash_ns),
+            })
+        });
         let steps = wall_clock
             .steps()
             .iter()
@@ -234,6 +261,7 @@ impl RegionReport {
             },
             state: r.state.as_ref().map_or("unreadable", |s| s.state_name()),
             crash,
+            shutdown,
             damaged,
             diagnostics: t.diagnostics.iter().map(ToString::to_string).collect(),
             holes: holes.iter().map(ToString::to_string).collect(),

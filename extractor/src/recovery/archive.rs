@@ -22,7 +22,11 @@ pub struct Generation {
     pub boot_id: String,
     pub generation: u64,
     pub state: String,
+    /// Ended in a clean shutdown (whatever its reason).
     pub clean: bool,
+    /// A restart, halt or power-off was asked for with a reason (in
+    /// `message`): bundled as a crash is, whatever `Clean=` says.
+    pub shutdown_asked: bool,
     pub reason: String,
     pub message: String,
 }
@@ -104,7 +108,9 @@ impl Archive<'_> {
                 warnings,
             })
         };
-        if g.clean {
+        // A box rebooted on purpose, for a reason (its watchdog, say), is
+        // bundled as a crash is.
+        if g.clean && !g.shutdown_asked {
             match self.config.clean {
                 Clean::Keep => {
                     return Ok(Archived {
@@ -282,6 +288,7 @@ pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
         generation: h.generation,
         state: state.map_or("unreadable", |s| s.state_name()).into(),
         clean: state.is_some_and(|s| s.state == STATE_CLEAN),
+        shutdown_asked: state.is_some_and(|s| s.shutdown_reason().is_some()),
         reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
         message: state.map(|s| s.message.clone()).unwrap_or_default(),
     }
@@ -386,6 +393,7 @@ mod tests {
             generation: 5,
             state: "crashed".into(),
             clean: false,
+            shutdown_asked: false,
             reason: "panic".into(),
             message: String::new(),
         }

@@ -5,7 +5,7 @@
 //! headers, PN_XNUM, lost pages) and every kind of damage. The fuzz
 //! targets start from these too.
 
-use pstore_ring::layout::{REASON_PANIC, STATE_CLEAN, STATE_CRASHED};
+use pstore_ring::layout::{REASON_PANIC, REASON_SHUTDOWN, STATE_CLEAN, STATE_CRASHED};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use std::io::Write;
@@ -85,7 +85,16 @@ pub fn image_of_generation(
 /// A small region of generation `generation` (its boot id starts with the
 /// number, so that each has a bundle name of its own), crashed by a panic
 /// or shut down cleanly.
-pub fn generation_image(generation: u64, clean: bool) -> Vec<u8> {
+/// How a test generation ended.
+#[derive(Clone, Copy, Debug)]
+pub enum Ending {
+    Crashed,
+    Clean,
+    /// A clean shutdown asked for with this reason.
+    ShutDownFor(&'static str),
+}
+
+pub fn generation_image(generation: u64, ending: Ending) -> Vec<u8> {
     let specs = [StreamSpec::cpu(0)];
     let mut boot_id = [0u8; 16];
     boot_id[..8].copy_from_slice(&generation.to_be_bytes());
@@ -106,16 +115,19 @@ pub fn generation_image(generation: u64, clean: bool) -> Vec<u8> {
     let text = format!("generation {generation}");
     let v = printk_line(1, 0, text.as_bytes());
     ws[0].write_event(1_000, printk, &v).unwrap();
-    if clean {
-        f.control.set_state(STATE_CLEAN, 0, 2_000, 0, "");
-    } else {
-        f.control.set_state(
+    match ending {
+        Ending::Clean => f.control.set_state(STATE_CLEAN, 0, 2_000, 0, ""),
+        Ending::ShutDownFor(why) => {
+            f.control
+                .set_state(STATE_CLEAN, REASON_SHUTDOWN, 1_500, 0, why)
+        }
+        Ending::Crashed => f.control.set_state(
             STATE_CRASHED,
             REASON_PANIC,
             2_000,
             0,
             "Kernel panic - not syncing: test",
-        );
+        ),
     }
     ws.iter_mut().for_each(|w| w.close());
     mem

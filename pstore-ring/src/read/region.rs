@@ -97,6 +97,19 @@ impl StateInfo {
             _ => "unknown",
         }
     }
+
+    /// Whether it records a crash (a panic, an oops …), not a shutdown
+    /// asked for.
+    pub fn is_crash(&self) -> bool {
+        self.reason != REASON_NONE && self.reason != REASON_SHUTDOWN
+    }
+
+    /// The reason a restart, halt or power-off was asked for, when it
+    /// records one: the machine went down so (clean) or was reset on its
+    /// way down (running).
+    pub fn shutdown_reason(&self) -> Option<&str> {
+        (self.reason == REASON_SHUTDOWN).then_some(self.message.as_str())
+    }
 }
 
 /// A crash reason's name, as the state block and `crash` events use it.
@@ -108,6 +121,7 @@ pub fn reason_name(reason: u32) -> &'static str {
         REASON_DIE => "die",
         REASON_WATCHDOG => "watchdog",
         REASON_EMERGENCY_RESTART => "emergency-restart",
+        REASON_SHUTDOWN => "shutdown",
         _ => "unknown",
     }
 }
@@ -568,13 +582,14 @@ mod tests {
                 REASON_OOPS,
                 REASON_DIE,
                 REASON_WATCHDOG,
-                REASON_EMERGENCY_RESTART
+                REASON_EMERGENCY_RESTART,
+                REASON_SHUTDOWN
             ]
         );
         for (value, name) in &spec {
             assert_eq!(reason_name(*value), name, "reason {value}");
         }
-        for value in [6, u32::MAX] {
+        for value in [7, u32::MAX] {
             assert_eq!(reason_name(value), "unknown", "reason {value}");
         }
     }

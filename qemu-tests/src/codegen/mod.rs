@@ -141,7 +141,10 @@ pub fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
 /// `debug_args.rs`), which the module's encoder writes.
 pub fn constants() -> Vec<(&'static str, u64)> {
     use pstore_ring::debug_args::{ARG_ADDR, ARG_INT, ARG_STR, ARG_TEXT};
-    use pstore_ring::schema::{DEBUG_CUT, DEBUG_FORMATTED};
+    use pstore_ring::schema::{
+        DEBUG_CUT, DEBUG_FORMATTED, SHUTDOWN_ASKED, SHUTDOWN_HALT, SHUTDOWN_POWER_OFF,
+        SHUTDOWN_RESTART,
+    };
     vec![
         ("FORMAT_VERSION", FORMAT_VERSION.into()),
         ("ENDIAN_TAG", ENDIAN_TAG.into()),
@@ -176,6 +179,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("REASON_DIE", REASON_DIE.into()),
         ("REASON_WATCHDOG", REASON_WATCHDOG.into()),
         ("REASON_EMERGENCY_RESTART", REASON_EMERGENCY_RESTART.into()),
+        ("REASON_SHUTDOWN", REASON_SHUTDOWN.into()),
         ("STREAM_KERNEL_CPU", STREAM_KERNEL_CPU.into()),
         ("STREAM_USER", STREAM_USER.into()),
         ("DESC_LANE_MASK", DESC_LANE_MASK.into()),
@@ -218,6 +222,10 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("CATEGORY_NONE", CATEGORY_NONE.into()),
         ("DEBUG_FORMATTED", DEBUG_FORMATTED.into()),
         ("DEBUG_CUT", DEBUG_CUT.into()),
+        ("SHUTDOWN_ASKED", SHUTDOWN_ASKED.into()),
+        ("SHUTDOWN_RESTART", SHUTDOWN_RESTART.into()),
+        ("SHUTDOWN_HALT", SHUTDOWN_HALT.into()),
+        ("SHUTDOWN_POWER_OFF", SHUTDOWN_POWER_OFF.into()),
         ("ARG_INT", ARG_INT.into()),
         ("ARG_STR", ARG_STR.into()),
         ("ARG_ADDR", ARG_ADDR.into()),

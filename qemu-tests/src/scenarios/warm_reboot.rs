@@ -11,6 +11,7 @@ use crate::env::guest::{self, Kernel};
 use anyhow::{ensure, Context, Result};
 use pstore_ring::read::{HeaderTrust, Region, Trace};
 use pstore_ring::schema::{Value, EVENT_MARKER, EVENT_PRINTK};
+use std::path::Path;
 use xshell::Shell;
 
 /// Before the workload, lines whose printk metadata is easy to get wrong:
@@ -518,14 +519,28 @@ pub fn warm_reboot_reserve_mem(sh: &Shell, k: &Kernel, art: &Artifacts) -> Resul
         .map(|s| format!("{s}; a user stream maps its own, zeroed pages"))
 }
 
+/// Why `recover-next-boot`'s second boot is reset: as a watchdog daemon
+/// would say it before the reset came (at most the state block's 35 bytes).
+const RESET_REASON: &str = "watchdog: display hung";
+
 /// The second boot's part of `recover-next-boot`: what
-/// crashring-recover.service runs, onto an ext2 disk, twice.
+/// crashring-recover.service runs, onto an ext2 disk, twice; then a
+/// shutdown reason, and a reset without a shutdown (sysrq b, as a
+/// watchdog's). The third boot recovers that generation.
 fn recover_script() -> String {
     format!(
         r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase record"
-{record}else
+{record}elif grep -q '^state running.* reason 6 at ' /sys/kernel/crashring/previous_summary; then
+  echo "crashring-test: phase reset"
+  mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
+  crashring recover --dir /mnt/reset
+  echo "crashring-test: reset recover $?"
+  echo "crashring-test: reset files $(ls /mnt/reset | tr '\n' ' ')"
+  umount /mnt
+  echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
+else
   echo "crashring-test: phase recover"
   mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
   crashring recover --dir /mnt/bundles
@@ -538,7 +553,9 @@ if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: recording $(cat /sys/kernel/crashring/enabled)"
   crashring status | sed 's/^/crashring-test: status /'
   umount /mnt
-  echo "{DONE}" | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
+  echo "{RESET_REASON}" > /sys/kernel/crashring/shutdown_reason
+  echo "crashring-test: reason $(stat -c %a /sys/kernel/crashring/shutdown_reason) $(cat /sys/kernel/crashring/shutdown_reason)"
+  echo b > /proc/sysrq-trigger
 fi
 poweroff -f
 "#,
@@ -613,16 +630,7 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
     );
     // Off the ext2 disk, as a collector would find it.
     let disk = art.dir.join("files.ext2");
-    let out = art.dir.join(bundle);
-    let _ = std::fs::remove_file(&out);
-    let req = format!("dump /bundles/{bundle} {}", out.display());
-    xshell::cmd!(sh, "debugfs -R {req} {disk}")
-        .quiet()
-        .ignore_stderr()
-        .run()?;
-    let checked = extractor::bundle::check(std::io::BufReader::new(
-        std::fs::File::open(&out).with_context(|| format!("{bundle} is not on the disk"))?,
-    ))?;
+    let checked = checked_off(sh, art, &disk, &format!("bundles/{bundle}"))?;
     let region = &checked.manifest["regions"][0];
     let recovered = region["recovered"].as_u64().unwrap_or(0);
     ensure!(
@@ -632,11 +640,87 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         "the bundle's manifest does not hold the workload's {} events and the panic: {region}",
         2 * super::WORKLOAD_EVENTS
     );
+    let reset = check_reset(sh, art, &disk, log)?;
     if !art.kept {
         let _ = std::fs::remove_file(&disk);
     }
     Ok(format!(
-        "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on, and crashring status says so; {:.1} s",
+        "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on, and crashring status says so; {reset}; {:.1} s",
         saved.took.as_secs_f64()
+    ))
+}
+
+/// File `path` of the ext2 disk, copied out.
+fn copied_off(sh: &Shell, art: &Artifacts, disk: &Path, path: &str) -> Result<Vec<u8>> {
+    let out = art.dir.join(path.rsplit('/').next().unwrap_or(path));
+    let _ = std::fs::remove_file(&out);
+    let req = format!("dump /{path} {}", out.display());
+    xshell::cmd!(sh, "debugfs -R {req} {disk}")
+        .quiet()
+        .ignore_stderr()
+        .run()?;
+    std::fs::read(&out).with_context(|| format!("{path} is not on the disk"))
+}
+
+/// Bundle `path` of the ext2 disk, as `check-bundle` passes it.
+fn checked_off(
+    sh: &Shell,
+    art: &Artifacts,
+    disk: &Path,
+    path: &str,
+) -> Result<extractor::bundle::Checked> {
+    let bytes = copied_off(sh, art, disk, path)?;
+    Ok(extractor::bundle::check(bytes.as_slice())?)
+}
+
+/// The third boot of `recover-next-boot`: the second, given a reason
+/// (`shutdown_reason`, root's alone) and then reset without a shutdown as
+/// a watchdog resets, is bundled, and every place says it was reset on
+/// its way down, for that reason.
+fn check_reset(sh: &Shell, art: &Artifacts, disk: &Path, log: &str) -> Result<String> {
+    let given = format!("600 {RESET_REASON}");
+    ensure!(
+        said_after(log, "reason") == Some(given.as_str()),
+        "shutdown_reason read back {:?}, not {given:?}",
+        said_after(log, "reason")
+    );
+    ensure!(
+        said_after(log, "reset recover") == Some("0"),
+        "crashring recover of the reset generation said {:?}",
+        said_after(log, "reset recover")
+    );
+    let files: Vec<&str> = said_after(log, "reset files")
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let [json, bundle] = files[..] else {
+        anyhow::bail!(
+            "the reset generation's directory holds {files:?}, not one bundle and its summary"
+        );
+    };
+    let summary: serde_json::Value =
+        serde_json::from_slice(&copied_off(sh, art, disk, &format!("reset/{json}"))?)?;
+    ensure!(
+        summary["state"] == "running"
+            && summary["reason"] == "shutdown"
+            && summary["message"] == RESET_REASON,
+        "{json} does not say the generation was reset on its way down for {RESET_REASON:?}: {summary}"
+    );
+    let checked = checked_off(sh, art, disk, &format!("reset/{bundle}"))?;
+    let region = &checked.manifest["regions"][0];
+    ensure!(
+        region["crash"].is_null()
+            && region["shutdown"]["reason"] == RESET_REASON
+            && region["shutdown"]["completed"] == false,
+        "the reset generation's manifest does not say it was reset on its way down: {region}"
+    );
+    let said = "Reset on its way down (no crash): a shutdown was asked for at";
+    ensure!(
+        checked.readme.contains(said) && checked.readme.contains(RESET_REASON),
+        "the reset generation's README does not say why: {}",
+        checked.readme
+    );
+    Ok(format!(
+        "a reason given and then a reset without a shutdown: bundled as {bundle}, its summary, manifest and README saying \"{RESET_REASON}\", reset on the way down"
     ))
 }
