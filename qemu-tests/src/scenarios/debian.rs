@@ -8,6 +8,7 @@ use crate::env::debian::{self, Image};
 use crate::env::guest::Kernel;
 use crate::env::qemu::{self, Firmware, Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
+use pstore_ring::schema;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,8 +20,13 @@ mod systemd_boot;
 use install::{install, Site};
 pub use systemd_boot::systemd_boot;
 
-/// Crashes in a row in `signage-reboot-loop`.
+/// Crashes in a row in `signage-reboot-loop`; the boot after them is
+/// rebooted by systemd when a unit's watchdog fires, with
+/// [`REBOOT_REASON`]; the one after that ends the loop.
 const CRASHES: u32 = 3;
+const BOOTS: u32 = CRASHES + 2;
+/// The signage player's unit's `RebootArgument=`.
+const REBOOT_REASON: &str = "signage-player: watchdog timeout";
 /// The bundles the signage box keeps (`MaxBundles=`).
 const MAX_BUNDLES: usize = 2;
 
@@ -117,25 +123,43 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c "echo 'nobody boot $
 
 /// The per-boot part of `signage-reboot-loop`: [`boot_report`], then (for
 /// the first `crashes` boots) a writer on every CPU and a crash in the
-/// middle of it; the last boot runs `last` and powers off.
-fn signage_script(crashes: u32, last: &str) -> String {
+/// middle of it; the boot after them runs `then`, writes on every CPU
+/// again and starts a signage player whose watchdog fires: systemd
+/// reboots the box with the unit's `RebootArgument=`, as it would a box
+/// whose player hung. The last boot powers off.
+fn signage_script(crashes: u32, then: &str) -> String {
     let recovered = kexec_hooks::journal::RECOVERED;
     format!(
-        r#"{report}if [ $n -le {crashes} ]; then
+        r#"{report}writers() {{
   # Now: journald cannot catch up with the writers' printk lines.
   journalctl --sync
   for c in $(seq 0 $(( $(nproc) - 1 ))); do
     taskset -c $c sh -c "i=1; while :; do echo \"signage boot $n cpu $c marker \$i\" > /dev/crashring; echo \"<6>signage: boot $n cpu $c printk \$i\" > /dev/kmsg; i=\$((i+1)); done" &
   done
   sleep 5
+}}
+if [ $n -le {crashes} ]; then
+  writers
   say "boot $n crashing"
   sync {REPORT}
   echo c > /proc/sysrq-trigger
 fi
+if [ $n -eq {rebooted} ]; then
+{then}  writers
+  kill $(jobs -p)
+  say "boot $n rebooting"
+  sync {REPORT}
+  printf '[Unit]\nFailureAction=reboot\nRebootArgument={REBOOT_REASON}\n[Service]\nExecStart=/bin/sleep infinity\nWatchdogSec=3\n' > /run/systemd/system/signage-player.service
+  systemctl daemon-reload
+  systemctl start signage-player.service
+  sleep 600
+  say "boot $n was not rebooted"
+fi
 journalctl -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "all boots message $line"; done
-{last}say "loop done"
+say "loop done"
 {POWER_OFF}"#,
-        report = boot_report()
+        report = boot_report(),
+        rebooted = crashes + 1,
     )
 }
 
@@ -149,9 +173,10 @@ printf '[Recover]\nMaxBundles=2\n' > /etc/crashring/crashring.conf.d/signage.con
 /// The signage box's loop on a UEFI machine (OVMF boots GRUB's EFI build
 /// from the ESP, which reads the guest's grub.cfg; the firmware, GRUB and
 /// the EFI stub all allocate memory before the kernel reserves the range):
-/// installed and armed, [`CRASHES`] crashes under load, each boot
-/// recovering the last, checked; its last boot, which does not crash,
-/// also asks for a report without one. (Booted by BIOS, the same box is
+/// installed and armed, [`CRASHES`] crashes under load, then a reboot by
+/// systemd when a unit's watchdog fires (with a reason), each boot
+/// recovering the last, checked; the boot that is rebooted also asks for
+/// a report without a crash. (Booted by BIOS, the same box is
 /// the kdump-tools scenario's.)
 pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let site = Site {
@@ -167,7 +192,7 @@ pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
         &signage_script(CRASHES, &report::steps()),
-        &format!("UEFI: OVMF, GRUB from the ESP; {CRASHES} crashes, each boot recovering the last"),
+        &format!("UEFI: OVMF, GRUB from the ESP; {CRASHES} crashes and a watchdog reboot, each boot recovering the last"),
     )?;
     let firmware = check_uefi(&run.log)?;
     let checked = check_loop(sh, art, &installed, &run.log, &run.serial)?;
@@ -186,7 +211,7 @@ pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
 /// tested on a copy of a machine, kexec-hooks/src/status.rs.)
 fn check_uefi(log: &str) -> Result<String> {
     let mut loaded = Vec::new();
-    for n in 1..=CRASHES + 1 {
+    for n in 1..=BOOTS {
         let line = said(log, &format!("boot {n} status boot"));
         let [line] = line[..] else {
             bail!("boot {n}: crashring status gave no single boot line: {line:?}");
@@ -315,6 +340,7 @@ struct BootReport<'a> {
     kiosk_wrote: bool,
     nobody_refused: bool,
     crashed: bool,
+    rebooted: bool,
 }
 
 fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
@@ -337,6 +363,7 @@ fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
             "nobody" => r.nobody_refused = value == "refused",
             // The kernel's panic may follow on the same line.
             w if w.starts_with("crashing") => r.crashed = true,
+            "rebooting" => r.rebooted = true,
             _ => {}
         }
     }
@@ -358,11 +385,10 @@ fn check_loop(
             qemu::tail(serial, 40)
         )
     };
-    if boots.len() != CRASHES as usize + 1 || !log.contains("crashring-test: loop done") {
+    if boots.len() != BOOTS as usize || !log.contains("crashring-test: loop done") {
         return Err(fail(format!(
-            "the guest booted {} times, not {} (a crash that did not reboot, or a boot that never came up)",
+            "the guest booted {} times, not {BOOTS} (a crash or a watchdog that did not reboot, or a boot that never came up)",
             boots.len(),
-            CRASHES + 1
         )));
     }
     let mut recovery_ms = Vec::new();
@@ -374,10 +400,12 @@ fn check_loop(
             r.recording
         );
         ensure!(
-            r.crashed == (n <= CRASHES),
-            "boot {n}: crashed {}, expected {}",
+            r.crashed == (n <= CRASHES) && r.rebooted == (n == CRASHES + 1),
+            "boot {n}: crashed {}, rebooted by the watchdog {}, expected {} and {}",
             r.crashed,
-            n <= CRASHES
+            r.rebooted,
+            n <= CRASHES,
+            n == CRASHES + 1
         );
         let want_journal = if crashed_before {
             "1 failed 0"
@@ -423,46 +451,78 @@ fn check_loop(
             recovery_ms.push((exit.saturating_sub(start) / 1000, exit / 1000));
         }
     }
-    // After the last crash: exactly the newest MaxBundles crashes' bundles.
-    let last = &boots[&(CRASHES + 1)];
+    // At the end: the newest MaxBundles generations' bundles (the last
+    // crash's and the watchdog reboot's), besides the report asked for.
+    let last = &boots[&BOOTS];
     let names: Vec<&str> = last.bundles.split_whitespace().collect();
-    let bundles: Vec<&str> = names
+    let archives: Vec<&str> = names
         .iter()
         .filter_map(|n| n.strip_suffix(".tar.gz"))
         .collect();
+    let bundles: Vec<&str> = archives
+        .iter()
+        .copied()
+        .filter(|n| !n.starts_with("snapshot-"))
+        .collect();
+    let rebooted = CRASHES + 1;
     ensure!(
-        bundles.len() == MAX_BUNDLES && names.len() == 2 * MAX_BUNDLES,
-        "after {CRASHES} crashes with MaxBundles={MAX_BUNDLES}, /var/lib/crashring holds {names:?}"
+        bundles.len() == MAX_BUNDLES
+            && names.len() == 2 * archives.len()
+            && bundles[0].starts_with("crash-")
+            && bundles[1].starts_with("shutdown-"),
+        "after {CRASHES} crashes and a watchdog reboot with MaxBundles={MAX_BUNDLES}, /var/lib/crashring holds {names:?}, not the last crash's bundle and the reboot's, each with its summary"
     );
     let kept = installed
         .image
         .copy_out(sh, "/var/lib/crashring", &art.dir.join("bundles"))?;
     let crashring = host_crashring(sh)?;
     let mut sizes = Vec::new();
-    for (i, name) in bundles.iter().enumerate() {
-        // Kept: the crashes of the last MAX_BUNDLES boots, oldest first.
-        let crashed_boot = CRASHES - MAX_BUNDLES as u32 + 1 + i as u32;
-        let id = boots[&crashed_boot].id;
+    for (name, boot) in bundles.iter().zip([CRASHES, rebooted]) {
+        let id = boots[&boot].id;
         let (archive, summary) = checked_bundle(sh, &crashring, &kept, name)?;
+        let (state, message) = if boot == rebooted {
+            ("clean-shutdown", REBOOT_REASON)
+        } else {
+            ("crashed", "sysrq triggered crash")
+        };
         ensure!(
             summary["boot_id"] == id
                 && summary["host"] == debian::HOSTNAME
-                && summary["state"] == "crashed"
-                && summary["message"] == "sysrq triggered crash",
-            "{name}.json is not boot {crashed_boot}'s crash (boot id {id}): {summary}"
+                && summary["state"] == state
+                && summary["message"] == message,
+            "{name}.json is not boot {boot}'s (boot id {id}, {state}, {message:?}): {summary}"
         );
-        check_markers(sh, art, &archive, crashed_boot)?;
+        let ctf = check_markers(sh, art, &archive, boot)?;
+        if boot == rebooted {
+            check_rebooted(&ctf, name)?;
+        }
         sizes.push(std::fs::metadata(&archive)?.len());
     }
     let messages = said(log, "all boots message");
+    let reboot_said = format!("(clean-shutdown, shutdown: {REBOOT_REASON})");
     ensure!(
-        messages.len() == CRASHES as usize,
-        "the journal holds {} recovery messages over all boots, not one per crash: {messages:?}",
+        messages.len() == BOOTS as usize - 1
+            && messages.iter().filter(|m| m.contains(&reboot_said)).count() == 1,
+        "the journal holds {} recovery messages over all boots, not one per crash and one for the reboot saying {reboot_said:?}: {messages:?}",
         messages.len()
     );
     Ok(format!(
-        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers from every CPU and the crashring group member's, and its crash, check-bundle passes; one journal message per crash; recording on every boot, each counting on from the last one's generation; /dev/crashring 660 root:crashring, a user outside the group refused"
+        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); then a unit's watchdog fired and systemd rebooted the box with RebootArgument={REBOOT_REASON:?}: bundled as a crash is, its summary, journal message and CTF's shutdown event saying why; {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers from every CPU and the crashring group member's, check-bundle passes; one journal message per bundle; recording on every boot, each counting on from the last one's generation; /dev/crashring 660 root:crashring, a user outside the group refused"
     ))
+}
+
+/// The watchdog reboot's trace ends with the kernel's restart, for the
+/// unit's reason: a `shutdown` event, as babeltrace2 reads it.
+fn check_rebooted(ctf: &str, name: &str) -> Result<()> {
+    let restart = schema::SHUTDOWN_RESTART;
+    let lines: Vec<&str> = ctf.lines().filter(|l| l.contains(" shutdown: ")).collect();
+    ensure!(
+        lines.len() == 1
+            && lines[0].contains(&format!("how = {restart}"))
+            && lines[0].contains(&format!("message = \"{REBOOT_REASON}\"")),
+        "{name}: not one shutdown event, a restart for {REBOOT_REASON:?}: {lines:?}"
+    );
+    Ok(())
 }
 
 /// Bundle `name` in the copy of the bundle directory `kept`: its path,
@@ -503,8 +563,8 @@ fn unpack_ctf(sh: &Shell, art: &Artifacts, archive: &Path) -> Result<String> {
 
 /// The bundle holds markers of the boot that crashed from every CPU and
 /// the group member's, none of another boot, none of the user outside the
-/// group.
-fn check_markers(sh: &Shell, art: &Artifacts, archive: &Path, boot: u32) -> Result<()> {
+/// group. Returns its CTF, as babeltrace2 read it.
+fn check_markers(sh: &Shell, art: &Artifacts, archive: &Path, boot: u32) -> Result<String> {
     let mut per_cpu = BTreeMap::new();
     let ctf = unpack_ctf(sh, art, archive)?;
     let kiosk = format!("kiosk boot {boot}\"");
@@ -537,7 +597,7 @@ fn check_markers(sh: &Shell, art: &Artifacts, archive: &Path, boot: u32) -> Resu
         "{}: markers of boot {boot} from CPUs {per_cpu:?}, not all {CPUS}",
         archive.display()
     );
-    Ok(())
+    Ok(ctf)
 }
 
 /// The per-boot part of `kdump-tools`: [`boot_report`] and what kdump-tools

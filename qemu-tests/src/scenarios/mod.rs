@@ -95,7 +95,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "recover-next-boot",
-        about: "memmap= region; workload; sysrq panic; warm reboot; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it; a second run finds nothing; the host checks the bundle off the disk",
+        about: "memmap= region; workload; sysrq panic; warm reboot; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it; a second run finds nothing; the host checks the bundle off the disk; then a shutdown reason written to shutdown_reason and a reset without a shutdown (sysrq b, as a watchdog's): the third boot bundles that generation as shutdown-…, its summary, manifest and README saying it was reset on its way down, and why",
         only_612: None,
         newest: false,
         run: warm_reboot::recover_next_boot,
