@@ -1,7 +1,8 @@
-//! Which bundles go once a new one is in place: the oldest first, until
-//! the count, the space used, the space left free and the age are within
-//! the limits. The new bundle is never deleted to make room for itself;
-//! if it alone breaks a limit, it stays and that is said.
+//! Which bundles go once a new one is in place: reports asked for without
+//! a crash before crashes, the oldest first, until the count, the space
+//! used, the space left free and the age are within the limits. The new
+//! bundle is never deleted to make room for itself; if it alone breaks a
+//! limit, it stays and that is said.
 
 use crate::config::Recover;
 use std::io;
@@ -76,13 +77,16 @@ fn prune_where(
     deletable: impl Fn(&Kept) -> bool,
 ) -> Pruning {
     let mut by_age: Vec<&Kept> = old.iter().collect();
-    // Oldest first: in the order they were archived, which a wrong clock
-    // (an RTC that reset, say) cannot change; bundles from before that
-    // order was kept go first, by age, the name (which starts with the
-    // crash time) breaking ties.
+    // Reports first: a crash is what the directory is for, and a box that
+    // crashes again after a report keeps its crashes. Then oldest first:
+    // in the order they were archived, which a wrong clock (an RTC that
+    // reset, say) cannot change; bundles from before that order was kept
+    // go first, by age, the name (which starts with the crash time)
+    // breaking ties.
     by_age.sort_by(|a, b| {
-        a.archived
-            .cmp(&b.archived)
+        b.report
+            .cmp(&a.report)
+            .then(a.archived.cmp(&b.archived))
             .then(b.age.cmp(&a.age))
             .then(a.name.cmp(&b.name))
     });
@@ -99,8 +103,10 @@ fn prune_where(
         let too_old = limits.max_age.is_some_and(|a| k.age > a);
         let too_many = limits.max_bundles.is_some_and(|m| count > m);
         let too_full = free < keep_free && keep_free_reachable;
+        // Not `break`: a young report ahead of an old crash must not keep
+        // the crash from MaxAge=.
         if !(too_old || too_many || used > max_use || too_full) {
-            break;
+            continue;
         }
         if !deletable(k) {
             continue;
@@ -198,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn a_report_makes_room_among_reports_never_by_deleting_a_crash() {
+    fn reports_go_before_crashes_and_a_report_never_deletes_a_crash() {
         let report = |name, days| Kept {
             report: true,
             ..kept(name, 10, days)
@@ -217,11 +223,28 @@ mod tests {
         let p = prune_for_report(&old, 10, BIG, &limits);
         assert_eq!(p.delete, ["report-b", "report-d"]);
         assert!(p.over.is_empty(), "{:?}", p.over);
-        // A crash needs room: the oldest bundles go, whatever they are.
+        // A crash needs room: the reports go before any crash, even an
+        // older one.
         assert_eq!(
             prune(&old, 10, BIG, &limits).delete,
-            ["crash-a", "report-b"]
+            ["report-b", "report-d"]
         );
+        let fewer = Recover {
+            max_bundles: Some(2),
+            ..Recover::default()
+        };
+        assert_eq!(
+            prune(&old, 10, BIG, &fewer).delete,
+            ["report-b", "report-d", "crash-a"]
+        );
+        // A young report ahead in that order keeps no old crash from its
+        // age limit.
+        let month = Recover {
+            max_age: Some(Duration::from_secs(30 * 86400)),
+            ..Recover::default()
+        };
+        let aged = [report("report-e", 1), kept("crash-f", 10, 40)];
+        assert_eq!(prune(&aged, 10, BIG, &month).delete, ["crash-f"]);
         // Crashes alone fill the directory: the report stays, said.
         let crashes = [kept("crash-a", 10, 2), kept("crash-c", 10, 1)];
         let full = Recover {

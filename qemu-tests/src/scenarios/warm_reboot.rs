@@ -612,17 +612,7 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         "crashring status names no generation being recorded: {:?}",
         said_after(log, "status region")
     );
-    let files: Vec<&str> = said_after(log, "files")
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let [json, bundle] = files[..] else {
-        anyhow::bail!("the bundle directory holds {files:?}, not one bundle and its summary");
-    };
-    ensure!(
-        json.strip_suffix(".json") == bundle.strip_suffix(".tar.gz"),
-        "{json} is not {bundle}'s summary"
-    );
+    let (json, bundle) = one_bundle(log, "files")?;
     ensure!(
         said_after(log, "modes") == Some("700 600 600"),
         "modes of the directory, summary and bundle: {:?}",
@@ -648,6 +638,23 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on, and crashring status says so; {reset}; {:.1} s",
         saved.took.as_secs_f64()
     ))
+}
+
+/// The one bundle and its summary a directory held, as the guest listed it
+/// after `crashring-test: {what} `.
+fn one_bundle<'a>(log: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
+    let files: Vec<&str> = said_after(log, what)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let [json, bundle] = files[..] else {
+        anyhow::bail!("{what}: the directory holds {files:?}, not one bundle and its summary");
+    };
+    ensure!(
+        json.strip_suffix(".json") == bundle.strip_suffix(".tar.gz"),
+        "{json} is not {bundle}'s summary"
+    );
+    Ok((json, bundle))
 }
 
 /// File `path` of the ext2 disk, copied out.
@@ -689,15 +696,7 @@ fn check_reset(sh: &Shell, art: &Artifacts, disk: &Path, log: &str) -> Result<St
         "crashring recover of the reset generation said {:?}",
         said_after(log, "reset recover")
     );
-    let files: Vec<&str> = said_after(log, "reset files")
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let [json, bundle] = files[..] else {
-        anyhow::bail!(
-            "the reset generation's directory holds {files:?}, not one bundle and its summary"
-        );
-    };
+    let (json, bundle) = one_bundle(log, "reset files")?;
     let summary: serde_json::Value =
         serde_json::from_slice(&copied_off(sh, art, disk, &format!("reset/{json}"))?)?;
     ensure!(
