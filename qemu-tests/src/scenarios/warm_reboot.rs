@@ -552,9 +552,10 @@ else
   echo "crashring-test: modes $(stat -c %a /mnt/bundles /mnt/bundles/* | tr "\n" " ")"
   echo "crashring-test: recording $(cat /sys/kernel/crashring/enabled)"
   crashring status | sed 's/^/crashring-test: status /'
-  umount /mnt
   echo "{RESET_REASON}" > /sys/kernel/crashring/shutdown_reason
-  echo "crashring-test: reason $(stat -c %a /sys/kernel/crashring/shutdown_reason) $(cat /sys/kernel/crashring/shutdown_reason)"
+  # On the disk: the reset can come before the console has sent a line.
+  echo "$(stat -c %a /sys/kernel/crashring/shutdown_reason) $(cat /sys/kernel/crashring/shutdown_reason)" > /mnt/reason
+  umount /mnt
   echo b > /proc/sysrq-trigger
 fi
 poweroff -f
@@ -685,11 +686,12 @@ fn checked_off(
 /// a watchdog resets, is bundled, and every place says it was reset on
 /// its way down, for that reason.
 fn check_reset(sh: &Shell, art: &Artifacts, disk: &Path, log: &str) -> Result<String> {
-    let given = format!("600 {RESET_REASON}");
+    let given = format!("600 {RESET_REASON}\n");
+    let read_back = copied_off(sh, art, disk, "reason")?;
     ensure!(
-        said_after(log, "reason") == Some(given.as_str()),
+        read_back == given.as_bytes(),
         "shutdown_reason read back {:?}, not {given:?}",
-        said_after(log, "reason")
+        String::from_utf8_lossy(&read_back)
     );
     ensure!(
         said_after(log, "reset recover") == Some("0"),
