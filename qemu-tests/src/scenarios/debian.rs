@@ -123,11 +123,16 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c "echo 'nobody boot $
 
 /// The per-boot part of `signage-reboot-loop`: [`boot_report`], then (for
 /// the first `crashes` boots) a writer on every CPU and a crash in the
-/// middle of it; the boot after them runs `then`, writes on every CPU
-/// again and starts a signage player whose watchdog fires: systemd
-/// reboots the box with the unit's `RebootArgument=`, as it would a box
-/// whose player hung. The last boot powers off.
-fn signage_script(crashes: u32, then: &str) -> String {
+/// middle of it; the boot after them runs `then` and, with `watchdog`,
+/// writes on every CPU again and starts a signage player whose watchdog
+/// fires: systemd reboots the box with the unit's `RebootArgument=`, as
+/// it would a box whose player hung. The last boot powers off.
+fn signage_script(crashes: u32, then: &str, watchdog: bool) -> String {
+    let reboot = if watchdog {
+        watchdog_reboot()
+    } else {
+        String::new()
+    };
     let recovered = kexec_hooks::journal::RECOVERED;
     format!(
         r#"{report}writers() {{
@@ -145,7 +150,19 @@ if [ $n -le {crashes} ]; then
   echo c > /proc/sysrq-trigger
 fi
 if [ $n -eq {rebooted} ]; then
-{then}  writers
+{then}{reboot}fi
+journalctl -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "all boots message $line"; done
+say "loop done"
+{POWER_OFF}"#,
+        report = boot_report(),
+        rebooted = crashes + 1,
+    )
+}
+
+/// The part of [`signage_script`] that has a unit's watchdog reboot the box.
+fn watchdog_reboot() -> String {
+    format!(
+        r#"  writers
   kill $(jobs -p)
   say "boot $n rebooting"
   sync {REPORT}
@@ -154,12 +171,7 @@ if [ $n -eq {rebooted} ]; then
   systemctl start signage-player.service
   sleep 600
   say "boot $n was not rebooted"
-fi
-journalctl -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "all boots message $line"; done
-say "loop done"
-{POWER_OFF}"#,
-        report = boot_report(),
-        rebooted = crashes + 1,
+"#
     )
 }
 
@@ -191,7 +203,7 @@ pub fn signage_reboot_loop(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
-        &signage_script(CRASHES, &report::steps()),
+        &signage_script(CRASHES, &report::steps(), true),
         &format!("UEFI: OVMF, GRUB from the ESP; {CRASHES} crashes and a watchdog reboot, each boot recovering the last"),
     )?;
     let firmware = check_uefi(&run.log)?;

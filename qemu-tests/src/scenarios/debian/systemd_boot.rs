@@ -59,7 +59,7 @@ say "disarmed cmdline $(cat /etc/kernel/cmdline)"
         sh,
         art,
         &["memmap=", "crash_kexec_post_notifiers", "panic=5"],
-        &signage_script(1, disarm),
+        &signage_script(1, disarm, false),
         "UEFI: OVMF, systemd-boot from the ESP; a crash, the next boot recovers it and disarms",
     )?;
     let checked = check_systemd_boot(sh, art, &installed, &run.log).with_context(|| {
