@@ -10,9 +10,11 @@
 use crate::env::{guest, setup};
 use crate::scenarios;
 use anyhow::Result;
+use beside::{Beside, Check};
 use std::path::PathBuf;
 use xshell::{cmd, Shell};
 
+mod beside;
 pub mod campaign;
 mod capture_cost;
 mod kernel_cost;
@@ -58,44 +60,30 @@ fn kernel_checks(sh: &Shell) -> Result<()> {
 
 /// `cargo xtask test`: formatting, lints, the no_std build, the fuzz
 /// targets, the workspace's tests, the kernel module's builds and
-/// checkpatch, and every QEMU scenario on each kernel it runs on.
+/// checkpatch, and every QEMU scenario on each kernel it runs on. What
+/// boots nothing and builds nothing the scenarios use runs beside them
+/// ([`beside`]), and the Debian guest's root file system is built while
+/// the busybox scenarios run.
 pub fn test(sh: &Shell) -> Result<()> {
     step("setup: install what the tests need");
     setup::run(sh)?;
     step("cargo fmt --check");
     cmd!(sh, "cargo fmt --all --check").run()?;
-    step("cargo clippy (all targets, warnings are errors)");
-    cmd!(
-        sh,
-        "cargo clippy --workspace --all-targets --quiet -- -D warnings"
-    )
-    .run()?;
-    step("pstore-ring builds with no_std and no allocator");
-    cmd!(
-        sh,
-        "cargo build --quiet -p pstore-ring --no-default-features"
-    )
-    .run()?;
-    step(
-        "fuzz targets are formatted and build (workspaces of their own, outside the checks above)",
-    );
-    for dir in ["pstore-ring/fuzz", "extractor/fuzz"] {
-        let manifest = format!("{dir}/Cargo.toml");
-        cmd!(sh, "cargo fmt --check --manifest-path {manifest}").run()?;
-        cmd!(
-            sh,
-            "cargo check --quiet --locked --bins --manifest-path {manifest}"
-        )
-        .run()?;
-    }
-    step("cargo test --workspace");
-    // The readers are installed by now: a test missing one fails, not skips.
-    cmd!(sh, "cargo test --workspace")
-        .env("CRASHRING_REQUIRE_READERS", "1")
-        .run()?;
     kernel_checks(sh)?;
     step("Debian packages: cargo xtask package, lintian");
     package::run(sh)?;
+    let log = crate::env::work_dir(sh).join("beside-the-scenarios.log");
+    step(&format!(
+        "beside the scenarios, niced: {} (log in {})",
+        host_checks()
+            .iter()
+            .map(|c| c.what.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+        log.display()
+    ));
+    let mut beside = Beside::start(&sh.current_dir(), log, host_checks())?;
+    let debian = scenarios::prepare_debian(sh)?;
     let mut times = Vec::new();
     for scenario in scenarios::SCENARIOS {
         for series in guest::SERIES {
@@ -103,6 +91,7 @@ pub fn test(sh: &Shell) -> Result<()> {
                 eprintln!("{} does not run on {series}: {why}", scenario.name);
                 continue;
             }
+            beside.poll()?;
             step(&format!("QEMU scenario {} on {series}", scenario.name));
             let started = std::time::Instant::now();
             scenarios::run(sh, scenario.name, series, None)?;
@@ -114,10 +103,60 @@ pub fn test(sh: &Shell) -> Result<()> {
         println!("  {name:<24} {series:<5} {:>6.1} s", took.as_secs_f64());
     }
     println!("{} passed, 0 failed", times.len());
+    debian
+        .join()
+        .map_err(|_| anyhow::anyhow!("building the Debian root file system panicked"))?;
     step(&format!(
         "crash campaign, a fixed batch: {CAMPAIGN_BATCH} runs from seed {CAMPAIGN_SEED}"
     ));
-    campaign::run(sh, CAMPAIGN_BATCH, CAMPAIGN_SEED)
+    campaign::run(sh, CAMPAIGN_BATCH, CAMPAIGN_SEED)?;
+    step("the checks beside the scenarios");
+    for (what, took) in beside.finish()? {
+        println!("  {what:<40} {:>6.1} s", took.as_secs_f64());
+    }
+    Ok(())
+}
+
+/// The checks that run beside the scenarios: each a command whose exit
+/// status is the check.
+fn host_checks() -> Vec<Check> {
+    let argv = |line: &str| line.split(' ').map(String::from).collect::<Vec<_>>();
+    let mut checks = vec![
+        Check {
+            what: "cargo clippy (all targets, warnings are errors)".into(),
+            argv: argv("cargo clippy --workspace --all-targets --quiet -- -D warnings"),
+            env: vec![],
+        },
+        Check {
+            what: "pstore-ring builds with no_std and no allocator".into(),
+            argv: argv("cargo build --quiet -p pstore-ring --no-default-features"),
+            env: vec![],
+        },
+    ];
+    // The fuzz targets: workspaces of their own, outside the checks above.
+    for dir in ["pstore-ring/fuzz", "extractor/fuzz"] {
+        let manifest = format!("{dir}/Cargo.toml");
+        checks.push(Check {
+            what: format!("{dir} is formatted"),
+            argv: argv(&format!("cargo fmt --check --manifest-path {manifest}")),
+            env: vec![],
+        });
+        checks.push(Check {
+            what: format!("{dir}'s targets build"),
+            argv: argv(&format!(
+                "cargo check --quiet --locked --bins --manifest-path {manifest}"
+            )),
+            env: vec![],
+        });
+    }
+    checks.push(Check {
+        what: "cargo test --workspace".into(),
+        argv: argv("cargo test --workspace"),
+        // The readers are installed by now: a test missing one fails, not
+        // skips.
+        env: vec![("CRASHRING_REQUIRE_READERS", "1")],
+    });
+    checks
 }
 
 /// The campaign runs `cargo xtask test` makes (seeds 9 to 12: BUG() on

@@ -19,6 +19,7 @@ use super::work_dir;
 use anyhow::{bail, ensure, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use xshell::{cmd, Shell};
 
 /// The suites the root file system is built from: those of a Debian 12
@@ -142,9 +143,16 @@ pub struct Rootfs {
     pub recipe: String,
 }
 
+/// Held while a root file system is built.
+static ROOTFS: Mutex<()> = Mutex::new(());
+
 /// The root file system with the kernel `release` (the 6.12 one `setup`
 /// picked), built unless the one of the same recipe is there.
 pub fn rootfs(sh: &Shell, release: &str) -> Result<Rootfs> {
+    // One build at a time: a scenario waits for the one begun ahead of
+    // it (`cargo xtask test` starts it beside the busybox scenarios),
+    // then finds it made.
+    let _one = ROOTFS.lock().unwrap_or_else(PoisonError::into_inner);
     let dir = work_dir(sh).join("debian");
     let root = dir.join("rootfs");
     let stamp = dir.join("rootfs.recipe");

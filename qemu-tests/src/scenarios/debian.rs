@@ -11,6 +11,7 @@ use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::schema;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
 use std::time::Duration;
 use xshell::{cmd, Shell};
 
@@ -19,6 +20,22 @@ mod report;
 mod systemd_boot;
 use install::{install, Site};
 pub use systemd_boot::systemd_boot;
+
+/// Builds the Debian guest's root file system on a thread of its own
+/// (mmdebstrap, mostly downloading), while the busybox scenarios boot
+/// their guests, for the Debian scenarios to find made
+/// ([`debian::rootfs`] lets one build at a time). One that fails is built
+/// again by the first of them, which then fails with its own error.
+pub fn prepare(sh: &Shell) -> Result<JoinHandle<()>> {
+    // The Debian scenarios run on the 6.12 kernel alone.
+    let k = crate::env::guest::kernel("6.12")?;
+    let sh = sh.clone();
+    Ok(std::thread::spawn(move || {
+        if let Err(e) = debian::rootfs(&sh, &k.release) {
+            eprintln!("debian: building the root file system ahead failed: {e:#}");
+        }
+    }))
+}
 
 /// Crashes in a row in `signage-reboot-loop`; the boot after them is
 /// rebooted by systemd when a unit's watchdog fires, with

@@ -32,6 +32,7 @@ use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Start, Vm};
 use crate::env::work_dir;
 use anyhow::{bail, ensure, Context, Result};
+pub use debian::prepare as prepare_debian;
 use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
 use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{HeaderTrust, LossKind, Problem, Region, StreamTrace, Trace};
