@@ -132,6 +132,8 @@ fn open_dir(name: &str) -> PathBuf {
 struct Service {
     socket: PathBuf,
     bundles: PathBuf,
+    /// The system tree the service looks crashring.conf up under.
+    root: PathBuf,
 }
 
 impl Service {
@@ -156,6 +158,7 @@ impl Service {
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
         let listener = UnixListener::from(fd);
         let from = region;
+        let system = root.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let conn = std::os::fd::OwnedFd::from(conn.unwrap());
@@ -170,7 +173,11 @@ impl Service {
                 eprintln!("serve-request: {}", String::from_utf8_lossy(&out.stderr));
             }
         });
-        Service { socket, bundles }
+        Service {
+            socket,
+            bundles,
+            root: system,
+        }
     }
 
     /// `crashring report` as `uid` with `args`.
@@ -382,4 +389,26 @@ fn a_malformed_request_is_refused_naming_what_is_wrong() {
         }
     );
     assert!(!Path::new(&service.bundles).join(".requests").exists());
+}
+
+#[test]
+fn a_service_that_cannot_read_its_configuration_says_so_to_the_asker() {
+    if !as_root() {
+        return;
+    }
+    let service = Service::start("request-unreadable-config", "");
+    // Not UTF-8: crashring.conf cannot be read as text.
+    std::fs::write(
+        service.root.join("etc/crashring/crashring.conf"),
+        b"[Request]\nUsers=\xff\n",
+    )
+    .unwrap();
+    let asked = service.ask(1000, &["--why", "black screen"]);
+    assert!(!asked.status.success());
+    let said = text(&asked);
+    assert!(
+        said.contains("/etc/crashring/crashring.conf: invalid utf-8"),
+        "{said}"
+    );
+    assert!(!service.bundles.join(".requests").exists());
 }

@@ -215,11 +215,19 @@ fn apply_request(r: &mut Request, key: &str, value: &str) -> Option<Result<(), &
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{file}:{line}: {what}")]
+#[error("{file}{}: {what}", at_line(*.line))]
 pub struct ConfigError {
     pub file: String,
+    /// The line, from 1; 0 when the file as a whole could not be read.
     pub line: usize,
     pub what: String,
+}
+
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        n => format!(":{n}"),
+    }
 }
 
 fn bytes(v: &str) -> Option<Bytes> {

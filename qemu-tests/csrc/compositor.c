@@ -32,6 +32,11 @@
  *	(crashring_request_report_of()), which it writes to the new file
  *	COPY, and prints "crashring-test: report rc R bundle B events E copy
  *	C ms T" (C: the copy's size, or -1; T: how long the call took)
+ *   compositor hang-ups UID N
+ *	as UID (in no group: anyone may connect), opens N connections to
+ *	crashring-request.socket as fast as it can and closes each without
+ *	asking, and prints "crashring-test: hang-ups N connected C" (C: the
+ *	connections made); a flood that must leave the socket serving
  *   compositor bench N
  *	times N events of 8 bytes into a kernel stream, then N write()s of
  *	8 bytes to /dev/crashring, and prints
@@ -48,6 +53,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -597,6 +603,26 @@ static int report(uid_t uid, gid_t gid, const char *name, unsigned int frames,
 	return 0;
 }
 
+static int hang_ups(uid_t uid, unsigned int n)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX,
+				    .sun_path = "/run/crashring/request.socket" };
+	unsigned int i, connected = 0;
+
+	become(uid, uid, NULL, 0);
+	for (i = 0; i < n; i++) {
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			break;
+		if (!connect(fd, (struct sockaddr *)&addr, sizeof(addr)))
+			connected++;
+		close(fd);
+	}
+	printf("crashring-test: hang-ups %u connected %u\n", n, connected);
+	return 0;
+}
+
 static int bench(unsigned long n)
 {
 	struct crashring_user_config cfg = { .name = "bench", .streams = 1,
@@ -636,12 +662,14 @@ int main(int argc, char **argv)
 	if (argc == 7 && !strcmp(argv[1], "report"))
 		return report(atoi(argv[2]), atoi(argv[3]), argv[4], strtoul(argv[5], NULL, 10),
 			      argv[6]);
+	if (argc == 4 && !strcmp(argv[1], "hang-ups"))
+		return hang_ups(atoi(argv[2]), strtoul(argv[3], NULL, 10));
 	if (argc == 3 && !strcmp(argv[1], "bench"))
 		return bench(strtoul(argv[2], NULL, 10));
 	if (argc == 2 && !strcmp(argv[1], "fresh")) {
 		fresh();
 		return 0;
 	}
-	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | report UID GID NAME FRAMES COPY | bench N\n");
+	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | report UID GID NAME FRAMES COPY | hang-ups UID N | bench N\n");
 	return 2;
 }

@@ -73,11 +73,32 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         Ok(0)
     };
     let (bytes, _) = request::receive(conn).with_context(|| format!("reading {who}'s request"))?;
+    if bytes.is_empty() {
+        // Hung up without asking: nothing to answer, nor to put in the
+        // journal, where a flood of such connections would drown the
+        // reports.
+        eprintln!("crashring: {who} hung up without asking");
+        return Ok(0);
+    }
     let asked = match Request::parse(&bytes) {
         Ok(r) => r,
         Err(e) => return refuse(format!("malformed request: {e}"), journal::REQUEST_REFUSED),
     };
-    let (cfg, warnings) = config::load(&sys)?;
+    // Whatever stops the service from serving is said to the asker too,
+    // who would otherwise see only the connection close.
+    let fail = |e: anyhow::Error| -> Result<u8> {
+        answer(
+            &Reply::Failed {
+                why: format!("{e:#}"),
+            },
+            None,
+        );
+        Err(e.context(format!("serving {who}'s request")))
+    };
+    let (cfg, warnings) = match config::load(&sys) {
+        Ok(loaded) => loaded,
+        Err(e) => return fail(e.into()),
+    };
     for w in warnings {
         eprintln!("crashring: {w}");
     }
@@ -135,10 +156,6 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
             answer(&Reply::RateLimited { retry_after, why }, None);
             Ok(0)
         }
-        Err(e) => {
-            let why = e.to_string();
-            answer(&Reply::Failed { why: why.clone() }, None);
-            Err(e).with_context(|| format!("serving {who}'s request"))
-        }
+        Err(e) => fail(e.into()),
     }
 }

@@ -309,8 +309,14 @@ pub enum RequestError {
     Invalid(String),
     #[error("crashring's request service at {socket}: {source}")]
     Unreachable { socket: String, source: io::Error },
+    /// What the service sent is no answer. (Not the error's source: the
+    /// message says it already.)
     #[error("the request service broke the protocol: {0}")]
-    Protocol(#[from] ProtocolError),
+    Protocol(ProtocolError),
+    #[error(
+        "crashring's request service at {socket} closed the connection without an answer (its journal says why)"
+    )]
+    NoAnswer { socket: String },
     #[error("refused: {0}")]
     Refused(String),
     #[error("rate-limited, try again in {retry_after} s: {why}")]
@@ -351,7 +357,12 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
     rustix::net::send(&fd, &request.encode(), SendFlags::NOSIGNAL)
         .map_err(|e| unreachable(e.into()))?;
     let (bytes, copy) = receive(&fd).map_err(unreachable)?;
-    match Reply::parse(&bytes)? {
+    if bytes.is_empty() {
+        return Err(RequestError::NoAnswer {
+            socket: socket.display().to_string(),
+        });
+    }
+    match Reply::parse(&bytes).map_err(RequestError::Protocol)? {
         Reply::Written { bundle, events } => Ok(Report {
             bundle,
             events,
@@ -537,5 +548,25 @@ mod tests {
         assert_eq!(text, "bundle bytes");
         send(&a, b"refused\nwhy=x\n", None).unwrap();
         assert!(receive(&b).unwrap().1.is_none());
+    }
+
+    #[test]
+    fn a_service_that_closes_without_answering_is_said_to_have_done_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("request.socket");
+        let listener =
+            rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
+        rustix::net::bind(&listener, &SocketAddrUnix::new(&path).unwrap()).unwrap();
+        rustix::net::listen(&listener, 1).unwrap();
+        let service = std::thread::spawn(move || {
+            let conn = rustix::net::accept(&listener).unwrap();
+            receive(&conn).unwrap();
+        });
+        let err = request_report_with(&asked(), &path).unwrap_err();
+        service.join().unwrap();
+        assert!(matches!(err, RequestError::NoAnswer { .. }), "{err:?}");
+        assert!(err
+            .to_string()
+            .contains("closed the connection without an answer"));
     }
 }

@@ -363,7 +363,9 @@ pub unsafe extern "C" fn crashring_request_report_of(
                 }
                 RequestError::Refused(_) => -libc::EPERM,
                 RequestError::RateLimited { .. } => -libc::EAGAIN,
-                RequestError::Protocol(_) | RequestError::Failed(_) => -libc::EIO,
+                RequestError::Protocol(_)
+                | RequestError::NoAnswer { .. }
+                | RequestError::Failed(_) => -libc::EIO,
             }
         }
     }
