@@ -13,7 +13,9 @@
 //! are absent to the reader, never zeros. The poll's events are decoded
 //! by pstore-ring as any region's are, and those whose index was not yet
 //! handed over are; a gap in a stream's indexes is a loss of exactly that
-//! many events, handed over where it happened.
+//! many events, handed over where it happened. Events a writer could not
+//! record are counted on its page (`dropped`), which grows while the page
+//! is current: each is handed over once, as a loss, when first seen.
 
 use crate::input::source::{FileOffset, Source, SourceError};
 use crate::output::RegionView;
@@ -23,6 +25,7 @@ use pstore_ring::layout::{
 };
 use pstore_ring::merge::Pulled;
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust, LossKind, Region};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use zerocopy::FromBytes;
 
@@ -53,7 +56,16 @@ struct Followed {
     next_index: Option<u64>,
     handed: u64,
     missed: u64,
+    /// Events its writer could not record, counted on its pages.
+    dropped: u64,
+    /// The drops counted so far on its newest pages with any, by the
+    /// page's first time: a page's count grows while it is current.
+    drops: BTreeMap<u64, u64>,
 }
+
+/// Pages whose drop counts a follower keeps: only the current one's can
+/// still grow, and it is the newest.
+const DROP_PAGES: usize = 8;
 
 /// What a follower handed over, per stream, for its summary.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +74,7 @@ pub struct StreamCount {
     pub label: String,
     pub handed: u64,
     pub missed: u64,
+    pub dropped: u64,
 }
 
 /// Follows one live region from poll to poll.
@@ -103,6 +116,7 @@ impl Follower {
                 label: label.clone(),
                 handed: f.handed,
                 missed: f.missed,
+                dropped: f.dropped,
             })
             .collect()
     }
@@ -162,11 +176,23 @@ impl Follower {
             // A stream seen for the first time starts at its first event,
             // unless the follower started now: then what is already there
             // is neither handed over nor missed.
+            let baseline = f.next_index.is_none() && first && !self.from_start;
             let mut next = match f.next_index {
                 Some(n) => n,
-                None if first && !self.from_start => st.events().last().map_or(0, |e| e.index + 1),
+                None if baseline => st.events().last().map_or(0, |e| e.index + 1),
                 None => 0,
             };
+            let dropped = st.losses().iter().filter(|l| l.kind == LossKind::Dropped);
+            for l in dropped {
+                let fresh = new_drops(f, l, baseline);
+                if fresh > 0 {
+                    f.dropped += fresh;
+                    losses.push(pstore_ring::read::Loss {
+                        events: fresh,
+                        ..*l
+                    });
+                }
+            }
             for e in st.events() {
                 if e.index < next {
                     continue;
@@ -198,6 +224,8 @@ impl Follower {
             }
             merged.push(item);
         }
+        // Drops after a stream's last event yet.
+        merged.extend(pending);
         if !merged.is_empty() {
             emit(&view, &merged);
         }
@@ -355,6 +383,28 @@ fn lapped(stream: u16, from: u64, to: u64, ts: u64) -> pstore_ring::read::Loss {
         cause: None,
         exact: true,
     }
+}
+
+/// How many of the drops loss `l` counts on its page are new to `f`: all
+/// of them on a page past the stream's last event handed over, those
+/// beyond the count seen before on a page seen with drops before, none on
+/// an older page (read again after a lap) or, at a `baseline` (the first
+/// poll of a follower that started now), on any. Notes the page's count.
+fn new_drops(f: &mut Followed, l: &pstore_ring::read::Loss, baseline: bool) -> u64 {
+    // A page's first time (the loss's `after_ts`) names it.
+    let page = l.after_ts.unwrap_or(0);
+    let fresh = match f.drops.get(&page) {
+        Some(&seen) => l.events.saturating_sub(seen),
+        None if baseline => 0,
+        None if f.next_index.is_none_or(|n| l.at_index > n) => l.events,
+        None => 0,
+    };
+    f.drops
+        .insert(page, l.events.max(f.drops.get(&page).copied().unwrap_or(0)));
+    while f.drops.len() > DROP_PAGES {
+        f.drops.pop_first();
+    }
+    fresh
 }
 
 /// The parts of `0..size` no range of `present` covers.

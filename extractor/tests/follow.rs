@@ -67,3 +67,28 @@ fn following_from_now_prints_nothing_already_there() {
         String::from_utf8_lossy(&followed.stdout)
     );
 }
+
+#[test]
+fn an_interrupted_follow_ends_with_its_summary() {
+    let region = write_tmp("follow-interrupted-region.bin", &rich_image());
+    for signal in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_crashring"))
+            .args(["follow", "--from-start", "--every", "10ms", "--from"])
+            .arg(&region)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Polling until then, as `follow` without --stop-after does.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let pid = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(pid, signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("crashring: followed cpu0: 84 events printed or filtered, 16 missed"),
+            "{signal:?}: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{signal:?}: {stderr}");
+    }
+}

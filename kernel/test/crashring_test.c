@@ -5,7 +5,11 @@
  *
  *   action=load       a thread per online CPU logs "load cpu=C seq=S" with
  *                     crashring_log() as fast as it can, S counting from 0,
- *                     until the machine panics (the scenario triggers it)
+ *                     until the machine panics (the scenario triggers it);
+ *                     while the parameter paused is 1, each thread writes
+ *                     nothing and says once, in the kernel log, "load
+ *                     cpu=C paused after N events" (a reader's count to
+ *                     check), then goes on from S=N
  *   action=nested     the load, and on every CPU a timer that logs "irq
  *                     cpu=C seq=S" from hard IRQ context every 200 us and
  *                     schedules a tasklet that logs "softirq cpu=C seq=S":
@@ -86,6 +90,10 @@ static unsigned int crash_ms = 1000;
 module_param(crash_ms, uint, 0400);
 MODULE_PARM_DESC(crash_ms, "How long after loading crash= strikes");
 
+static bool paused;
+module_param(paused, bool, 0644);
+MODULE_PARM_DESC(paused, "With action=load: 1 holds every thread, which says how many events it wrote");
+
 /* The CPU that locks up; CPU 0 keeps the console and the timers going. */
 #define LOCKUP_CPU 1
 
@@ -122,8 +130,18 @@ static int load_fn(void *unused)
 {
 	char text[48];
 	u64 seq = 0;
+	bool said = false;
 
 	while (!kthread_should_stop()) {
+		if (READ_ONCE(paused)) {
+			if (!said)
+				pr_info("load cpu=%d paused after %llu events\n",
+					raw_smp_processor_id(), seq);
+			said = true;
+			schedule_timeout_interruptible(HZ / 10);
+			continue;
+		}
+		said = false;
 		snprintf(text, sizeof(text), "load cpu=%d seq=%llu",
 			 raw_smp_processor_id(), seq++);
 		crashring_log("load", text);

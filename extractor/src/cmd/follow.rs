@@ -10,8 +10,11 @@ use extractor::input::source::FileSource;
 use extractor::output::select::{parse_time, Selection};
 use extractor::output::{Format, Writer};
 use pstore_ring::kprintf::Pointers;
+use signal_hook::consts::{SIGINT, SIGTERM};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -38,7 +41,7 @@ pub struct FollowArgs {
     #[arg(long, value_name = "T", value_parser = parse_time, default_value = "100ms")]
     every: u64,
     /// Stop after this long, then say what was printed and missed; else
-    /// follow until interrupted.
+    /// follow until interrupted (SIGINT, SIGTERM), then say it.
     #[arg(long, value_name = "T", value_parser = parse_time)]
     stop_after: Option<u64>,
     /// Follow this live region instead.
@@ -66,12 +69,20 @@ pub fn run(args: FollowArgs) -> Result<u8> {
     rustix::rand::getrandom(&mut key, rustix::rand::GetRandomFlags::empty())
         .context("drawing the key that hashes kernel addresses")?;
     let mut follower = Follower::new(args.from_start, Pointers::Hashed(key));
+    // Interrupted (Ctrl-C, kill), it reads once more and says what it
+    // printed and missed, as at --stop-after.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .context("setting up the summary at an interrupt")?;
+    }
     let start = Instant::now();
     let stop = args.stop_after.map(Duration::from_nanos);
     let mut stdout = std::io::stdout().lock();
     let mut text = Vec::new();
     loop {
-        let done = stop.is_some_and(|s| start.elapsed() >= s);
+        let done =
+            interrupted.load(Ordering::Relaxed) || stop.is_some_and(|s| start.elapsed() >= s);
         let live = FileSource::open(&args.from)
             .with_context(|| format!("opening {}", args.from.display()))?;
         let mut written = Ok(());
@@ -94,8 +105,8 @@ pub fn run(args: FollowArgs) -> Result<u8> {
     let mut missed_any = false;
     for c in follower.counts() {
         eprintln!(
-            "crashring: followed {}: {} events printed or filtered, {} missed (written over before they were read)",
-            c.label, c.handed, c.missed
+            "crashring: followed {}: {} events printed or filtered, {} missed (written over before they were read), {} dropped by its writer",
+            c.label, c.handed, c.missed, c.dropped
         );
         missed_any |= c.missed > 0;
     }

@@ -357,3 +357,83 @@ fn following_running_writers_hands_each_event_once_and_counts_every_one_missed()
         assert!(!handed[s].is_empty());
     }
 }
+
+#[test]
+fn following_counts_each_drop_of_the_writer_once() {
+    use extractor::follow::Follower;
+    use pstore_ring::kprintf::Pointers;
+    use pstore_ring::merge::Pulled;
+    use pstore_ring::read::LossKind;
+
+    let specs = [StreamSpec::cpu(0)];
+    let rc = RegionConfig {
+        page_size: 4096,
+        pages_per_stream: Some(64),
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut region = CRegion::format(&rc, 70 * 4096).unwrap();
+    let live = Live(region.bytes().as_ptr(), region.bytes().len());
+    let st = Owned(region.stream(0));
+    let mut written = 0u64;
+    // `events` numbered events, then `drops` the writer cannot record (a
+    // payload over a page): it counts them on its current page.
+    let mut write = |events: u64, drops: u64| {
+        for i in written..written + events {
+            let (ts, p) = event(0, i);
+            let err = unsafe {
+                crashring_write(
+                    st.0,
+                    ts,
+                    schema::EVENT_MARKER,
+                    p.as_ptr().cast(),
+                    p.len() as u32,
+                )
+            };
+            assert_eq!(err, 0);
+        }
+        written += events;
+        let big = vec![0u8; 5000];
+        for _ in 0..drops {
+            let err = unsafe {
+                crashring_write(st.0, 0, schema::EVENT_MARKER, big.as_ptr().cast(), 5000)
+            };
+            assert_ne!(err, 0, "a payload over a page was recorded");
+        }
+    };
+    let poll = |follower: &mut Follower| {
+        let source = LiveSource {
+            snap: std::sync::Mutex::new(Snapshot::of(live.0, live.1)),
+            size: live.1 as u64,
+        };
+        let mut dropped = 0;
+        follower
+            .poll(&source, |_, items| {
+                for item in items {
+                    if let Pulled::Loss(l) = item {
+                        assert_eq!(l.kind, LossKind::Dropped, "{l:?}");
+                        dropped += l.events;
+                    }
+                }
+            })
+            .unwrap();
+        dropped
+    };
+    write(10, 2);
+    // One follower from the start sees those; one from now does not.
+    let (mut all, mut now) = (
+        Follower::new(true, Pointers::Hidden),
+        Follower::new(false, Pointers::Hidden),
+    );
+    assert_eq!((poll(&mut all), poll(&mut now)), (2, 0));
+    // More on the same page: only the new ones count, once.
+    write(5, 3);
+    assert_eq!((poll(&mut all), poll(&mut now)), (3, 3));
+    assert_eq!((poll(&mut all), poll(&mut now)), (0, 0));
+    // Pages later, more drops.
+    write(2000, 1);
+    assert_eq!((poll(&mut all), poll(&mut now)), (1, 1));
+    let counts = (all.counts()[0].dropped, now.counts()[0].dropped);
+    assert_eq!(counts, (6, 4));
+    assert_eq!(all.counts()[0].handed, written);
+}

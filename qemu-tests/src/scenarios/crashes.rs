@@ -4,8 +4,8 @@
 //! every CPU is writing flat out.
 
 use super::{
-    check_region_with, ensure_crashed_by_panic, parse_saved, warm_reboot_run, workload_writes,
-    Artifacts, CrashExpect, WarmReboot,
+    check_region_with, ensure_crashed_by_panic, follow, parse_saved, warm_reboot_run,
+    workload_writes, Artifacts, CrashExpect, WarmReboot,
 };
 use crate::env::guest::Kernel;
 use anyhow::{ensure, Context, Result};
@@ -111,11 +111,14 @@ pub fn hard_lockup(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
 
 pub fn crash_under_load(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     // Only the load threads and the crash write: every CPU's stream is its
-    // thread's numbered events, so loss counts can be checked exactly.
-    let record = "insmod /lib/crashring_test.ko action=load\n\
-                  sleep 3\n\
-                  echo c > /proc/sysrq-trigger\n"
-        .to_string();
+    // thread's numbered events, so loss counts can be checked exactly, by
+    // `crashring follow` live and after the crash. The load goes on from
+    // its pause, its numbers unbroken.
+    let record = format!(
+        "{}sleep 2\n\
+         echo c > /proc/sysrq-trigger\n",
+        follow::STEPS
+    );
     let plan = WarmReboot {
         name: "crash-under-load",
         module_args: "region=16M@0x40000000 sources=marker,crash",
@@ -123,7 +126,10 @@ pub fn crash_under_load(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
         ..WarmReboot::memmap(record)
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
-    saved.check(|image| check_load(&parse_saved(image)?, plan.cpus))
+    let followed = follow::check(&saved.log, plan.cpus)
+        .with_context(|| format!("crashring follow (serial log {})", saved.serial.display()))?;
+    let recovered = saved.check(|image| check_load(&parse_saved(image)?, plan.cpus))?;
+    Ok(format!("{followed}; after the crash: {recovered}"))
 }
 
 pub fn nested_under_load(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {

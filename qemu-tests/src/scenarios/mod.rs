@@ -23,6 +23,7 @@ mod debian;
 pub mod demo;
 mod drm;
 pub(crate) mod dumps;
+mod follow;
 mod pmem;
 mod user_streams;
 mod warm_reboot;
@@ -145,7 +146,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "crash-under-load",
-        about: "memmap= region; a thread per CPU writes numbered events flat out; sysrq panic; every stream's events are exactly its indices, losses exact, the torn record invisible",
+        about: "memmap= region; a thread per CPU writes numbered events flat out, followed live by `crashring follow` until its interrupt, after the threads paused: every event it printed in order, printed + missed = written per CPU; sysrq panic under the load; every stream's events are exactly its indices, losses exact, the torn record invisible",
         only_612: None,
         newest: true,
         run: crashes::crash_under_load,

@@ -1,0 +1,177 @@
+//! `crashring follow` under flat-out writers on every CPU, in
+//! crash-under-load's record phase before its crash: started from the
+//! start before crashring_test.ko's load threads, interrupted (SIGINT)
+//! once they are paused, each having said how many events it wrote. Every
+//! event it printed must be in order per CPU, and printed + reported
+//! missed must equal what that CPU's thread wrote.
+
+use anyhow::{ensure, Context, Result};
+use std::collections::BTreeMap;
+
+/// The guest's part: follow, the load, the pause, the interrupt, and what
+/// follow printed summed up per CPU by awk (the guest is busybox), each
+/// on a `crashring-test:` line; then the load goes on for the crash.
+pub const STEPS: &str = r#"crashring follow --from-start --format jsonl > /tmp/follow.jsonl 2> /tmp/follow.err &
+follow=$!
+insmod /lib/crashring_test.ko action=load
+sleep 2
+echo 1 > /sys/module/crashring_test/parameters/paused
+sleep 1
+kill -INT $follow
+wait $follow
+echo "crashring-test: follow exit $?"
+dmesg | grep -o 'load cpu=[0-9]* paused after [0-9]* events' | sed 's/^/crashring-test: /'
+sed 's/^/crashring-test: /' /tmp/follow.err
+awk '
+/"kind":"event"/ && match($0, /load cpu=[0-9]+ seq=[0-9]+/) {
+  split(substr($0, RSTART + 9, RLENGTH - 9), f, / seq=/)
+  c = f[1] + 0; s = f[2] + 0
+  if ((c in last) && s <= last[c]) disorder[c]++
+  last[c] = s; printed[c]++
+}
+/"kind":"loss"/ && /"reason":"overwritten"/ && match($0, /"cpu":[0-9]+/) {
+  c = substr($0, RSTART + 6, RLENGTH - 6) + 0
+  if (match($0, /"events":[0-9]+/)) lost[c] += substr($0, RSTART + 9, RLENGTH - 9)
+}
+END {
+  for (c in printed)
+    printf "crashring-test: follow cpu %d printed %d last %d disorder %d lost %d\n", c, printed[c], last[c], disorder[c] + 0, lost[c] + 0
+}' /tmp/follow.jsonl
+echo 0 > /sys/module/crashring_test/parameters/paused
+"#;
+
+/// One CPU's numbers: what its thread wrote, what follow said it handed
+/// over and missed, and what its output holds.
+#[derive(Debug, Default)]
+struct Cpu {
+    wrote: Option<u64>,
+    handed: Option<u64>,
+    missed: Option<u64>,
+    /// Printed, the last seq printed, out-of-order events, lost per the
+    /// loss items.
+    printed: Option<(u64, u64, u64, u64)>,
+}
+
+/// The guest's lines after `crashring-test: `.
+fn said(log: &str) -> impl Iterator<Item = &str> {
+    log.lines().filter_map(|l| {
+        l.split_once("crashring-test: ")
+            .map(|(_, rest)| rest.trim())
+    })
+}
+
+fn numbers(text: &str) -> Vec<u64> {
+    text.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// Checks what [`STEPS`] said for a guest of `cpus` CPUs; a summary.
+pub fn check(log: &str, cpus: u32) -> Result<String> {
+    let mut per: BTreeMap<u64, Cpu> = BTreeMap::new();
+    let mut exit = None;
+    for line in said(log) {
+        if let Some(rest) = line.strip_prefix("follow exit ") {
+            exit = rest.parse::<i32>().ok();
+        } else if line.starts_with("load cpu=") && line.contains(" paused after ") {
+            if let [cpu, n] = numbers(line)[..] {
+                per.entry(cpu).or_default().wrote = Some(n);
+            }
+        } else if let Some(rest) = line.strip_prefix("crashring: followed cpu") {
+            // "C: H events printed or filtered, M missed (...)"
+            if let [cpu, handed, missed, ..] = numbers(rest)[..] {
+                let c = per.entry(cpu).or_default();
+                (c.handed, c.missed) = (Some(handed), Some(missed));
+            }
+        } else if let Some(rest) = line.strip_prefix("follow cpu ") {
+            if let [cpu, printed, last, disorder, lost] = numbers(rest)[..] {
+                per.entry(cpu).or_default().printed = Some((printed, last, disorder, lost));
+            }
+        }
+    }
+    let exit = exit.context("follow's exit status was not said")?;
+    let mut lines = Vec::new();
+    let mut missed_any = false;
+    for cpu in 0..u64::from(cpus) {
+        let c = per
+            .get(&cpu)
+            .with_context(|| format!("nothing said of cpu{cpu}"))?;
+        let wrote = c
+            .wrote
+            .with_context(|| format!("cpu{cpu}'s thread did not say it paused: {c:?}"))?;
+        let (Some(handed), Some(missed)) = (c.handed, c.missed) else {
+            anyhow::bail!("follow's summary on SIGINT has no cpu{cpu}: {c:?}");
+        };
+        let (printed, last, disorder, lost) = c.printed.unwrap_or_default();
+        ensure!(
+            disorder == 0,
+            "cpu{cpu}: {disorder} events printed out of order"
+        );
+        ensure!(
+            printed == handed,
+            "cpu{cpu}: {printed} events printed, follow says it handed over {handed}"
+        );
+        ensure!(
+            lost == missed,
+            "cpu{cpu}: the loss items count {lost} missed, the summary {missed}"
+        );
+        ensure!(
+            handed + missed == wrote,
+            "cpu{cpu}: {handed} printed + {missed} missed, but its thread wrote {wrote}"
+        );
+        ensure!(
+            printed == 0 || last + 1 == wrote,
+            "cpu{cpu}: the last event printed is seq {last}, the thread's last {}",
+            wrote - 1
+        );
+        missed_any |= missed > 0;
+        lines.push(format!("cpu{cpu} {handed} + {missed} = {wrote}"));
+    }
+    ensure!(
+        exit == i32::from(missed_any),
+        "follow exited {exit}, expected {} (it missed {}events)",
+        i32::from(missed_any),
+        if missed_any { "" } else { "no " }
+    );
+    Ok(format!(
+        "follow, interrupted, printed + missed = written: {}",
+        lines.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAID: &str = "crashring-test: follow exit 1
+crashring-test: load cpu=0 paused after 100 events
+crashring-test: load cpu=1 paused after 50 events
+crashring-test: crashring: followed cpu0: 90 events printed or filtered, 10 missed (written over before they were read)
+crashring-test: crashring: followed cpu1: 50 events printed or filtered, 0 missed (written over before they were read)
+crashring-test: follow cpu 0 printed 90 last 99 disorder 0 lost 10
+crashring-test: follow cpu 1 printed 50 last 49 disorder 0 lost 0
+";
+
+    #[test]
+    fn counts_that_add_up_pass_and_any_that_do_not_fail() {
+        assert_eq!(
+            check(SAID, 2).unwrap(),
+            "follow, interrupted, printed + missed = written: cpu0 90 + 10 = 100, cpu1 50 + 0 = 50"
+        );
+        for (from, to) in [
+            ("paused after 50", "paused after 51"),
+            ("disorder 0 lost 10", "disorder 1 lost 10"),
+            ("lost 10", "lost 9"),
+            ("last 49", "last 48"),
+            ("follow exit 1", "follow exit 0"),
+            (
+                "crashring-test: crashring: followed cpu1",
+                "crashring-test: crashring: followed cpu7",
+            ),
+        ] {
+            let broken = SAID.replace(from, to);
+            assert!(check(&broken, 2).is_err(), "{from} -> {to} passed");
+        }
+        assert!(check(SAID, 3).is_err(), "a CPU said nothing of passed");
+    }
+}
