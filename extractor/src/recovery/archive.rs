@@ -4,6 +4,7 @@
 //! and after.
 
 use super::module::Module;
+use super::place::{place, Placed};
 use super::{Outcome, RecoveryError};
 use crate::bundle::{self, redact::Rules, Source};
 use crate::phys::PhysAddr;
@@ -12,7 +13,7 @@ use kexec_hooks::config::{Clean, Recover};
 use kexec_hooks::retention;
 use pstore_ring::layout::{STATE_CLEAN, STATE_CRASHED};
 use pstore_ring::read::{reason_name, HeaderTrust};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// The generation, as the journal and the summary name it.
@@ -130,12 +131,6 @@ impl Archive<'_> {
         // Before: a disk too full for the new bundle gets room first.
         let (mut deleted, mut warnings) = self.retain("", 0);
         warnings.extend(unread);
-        let staging = tempfile::Builder::new()
-            .prefix(".recovering-")
-            .suffix(".tar.gz")
-            .tempfile_in(self.dir)
-            .map_err(io_at(self.dir))?
-            .into_temp_path();
         // Root's service: the input layer's debug messages, which only
         // root can have selected, stay.
         let rules = Rules {
@@ -146,42 +141,27 @@ impl Archive<'_> {
             || input.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        let summary = bundle::write(
-            &staging,
-            &Source::of(&loaded.dump, file),
-            &recovered,
-            &rules,
-            &[],
+        let Placed {
+            name,
+            path,
+            size,
+            summary,
+        } = place(
+            self.dir,
+            |staging| {
+                Ok(bundle::write(
+                    staging,
+                    &Source::of(&loaded.dump, file),
+                    &recovered,
+                    &rules,
+                    &[],
+                    None,
+                )?)
+            },
+            |summary, _| summary.top.clone(),
+            &g,
             None,
         )?;
-        let written = std::fs::File::open(&staging).map_err(io_at(&staging))?;
-        bundle::check(io::BufReader::new(written)).map_err(RecoveryError::Check)?;
-        let name = summary.top.clone();
-        let path = self.dir.join(format!("{name}.tar.gz"));
-        if path.exists() {
-            return Err(RecoveryError::Exists(path));
-        }
-        let size = std::fs::metadata(&staging).map_err(io_at(&staging))?.len();
-        staging
-            .persist_noclobber(&path)
-            .map_err(|e| RecoveryError::Io {
-                path: path.clone(),
-                source: e.error,
-            })?;
-        // Its place in the archive order retention goes by.
-        let archived = retention::next_archived(
-            &retention::kept_in(self.dir, &name).map_err(io_at(self.dir))?,
-        );
-        let counts = Counts {
-            size,
-            events: summary.events,
-            lost: summary.lost,
-            archived,
-        };
-        write_summary(self.dir, &name, &g, &counts, None).map_err(io_at(self.dir))?;
-        std::fs::File::open(self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_at(self.dir))?;
         // After the ack nothing can undo the archive: retention's failures
         // are warnings.
         let mut archived = ack(
@@ -327,63 +307,9 @@ fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<String>> {
     Ok(None)
 }
 
-/// What the summary says of the bundle besides the generation.
-pub(super) struct Counts {
-    pub(super) size: u64,
-    pub(super) events: u64,
-    pub(super) lost: u64,
-    pub(super) archived: u64,
-}
-
-/// `NAME.json` beside the bundle, for collectors to index without opening
-/// the archive; written under a temporary name and renamed.
-/// A report asked for while the generation ran carries `request` (who
-/// asked, why), which tells it from the generation's own bundle.
-pub(super) fn write_summary(
-    dir: &Path,
-    name: &str,
-    g: &Generation,
-    c: &Counts,
-    request: Option<&bundle::Request>,
-) -> io::Result<()> {
-    let Counts {
-        size,
-        events,
-        lost,
-        archived,
-    } = c;
-    let mut json = serde_json::json!({
-        "summary_version": 1,
-        "bundle": format!("{name}.tar.gz"),
-        "archived": archived,
-        "size": size,
-        "host": g.host,
-        "boot_id": g.boot_id,
-        "generation": g.generation,
-        "state": g.state,
-        "reason": g.reason,
-        "message": g.message,
-        "events": events,
-        "lost": lost,
-    });
-    if let (Some(r), Some(o)) = (request, json.as_object_mut()) {
-        o.insert(
-            "request".into(),
-            serde_json::json!({ "uid": r.uid, "why": r.why }),
-        );
-    }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".summary-")
-        .tempfile_in(dir)?;
-    writeln!(tmp, "{json:#}")?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(dir.join(format!("{name}.json")))
-        .map_err(|e| e.error)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::place::{write_summary, Counts};
     use super::*;
 
     fn generation() -> Generation {

@@ -13,6 +13,7 @@
 
 mod archive;
 mod module;
+mod place;
 pub mod report;
 pub mod upload;
 

@@ -7,7 +7,8 @@
 //! retention. The asker only ever gets the bundle's name and, where the
 //! policy allows, a read-only descriptor of it.
 
-use super::archive::{generation_of, io_at, retain, write_summary, Counts};
+use super::archive::{generation_of, io_at, retain};
+use super::place::place;
 use super::{lock, RecoveryError};
 use crate::bundle::grant::{self, Grant};
 use crate::bundle::redact::Rules;
@@ -203,57 +204,40 @@ pub fn serve(
     let _lock = lock(dir)?;
     // A report makes room among older reports only (prune_for_report).
     let (_, mut warnings) = retain(dir, &config.recover, "", 0, retention::prune_for_report);
-    let staging = tempfile::Builder::new()
-        .prefix(".recovering-")
-        .suffix(".tar.gz")
-        .tempfile_in(dir)
-        .map_err(io_at(dir))?
-        .into_temp_path();
-    let summary = bundle::write(
-        &staging,
-        &Source::of(&loaded.dump, "crashring-current".into()),
-        &recovered,
-        &rules,
-        &[],
-        Some(&asked),
-    )?;
-    let written = File::open(&staging).map_err(io_at(&staging))?;
-    bundle::check(io::BufReader::new(written)).map_err(RecoveryError::Check)?;
-    let archived = retention::next_archived(&retention::kept_in(dir, "").map_err(io_at(dir))?);
-    // The archive order makes the name unique: one user's requests
-    // within a second share the rest.
-    let name = format!("{}-uid{}-{archived}", summary.top, asker.uid);
-    let path = dir.join(format!("{name}.tar.gz"));
-    let size = std::fs::metadata(&staging).map_err(io_at(&staging))?.len();
-    staging
-        .persist_noclobber(&path)
-        .map_err(|e| RecoveryError::Io {
-            path: path.clone(),
-            source: e.error,
-        })?;
     let mut g = generation_of(&recovered[0]);
     g.reason = "request".into();
     g.message = request.reason.clone();
-    let counts = Counts {
-        size,
-        events: summary.events,
-        lost: summary.lost,
-        archived,
-    };
-    write_summary(dir, &name, &g, &counts, Some(&asked)).map_err(io_at(dir))?;
+    let placed = place(
+        dir,
+        |staging| {
+            Ok(bundle::write(
+                staging,
+                &Source::of(&loaded.dump, "crashring-current".into()),
+                &recovered,
+                &rules,
+                &[],
+                Some(&asked),
+            )?)
+        },
+        // The archive order makes the name unique: one user's requests
+        // within a second share the rest.
+        |summary, archived| format!("{}-uid{}-{archived}", summary.top, asker.uid),
+        &g,
+        Some(&asked),
+    )?;
     let (_, more) = retain(
         dir,
         &config.recover,
-        &name,
-        size,
+        &placed.name,
+        placed.size,
         retention::prune_for_report,
     );
     warnings.extend(more);
-    let file = File::open(&path).map_err(io_at(&path))?;
+    let file = File::open(&placed.path).map_err(io_at(&placed.path))?;
     Ok(Served::Written {
-        name: format!("{name}.tar.gz"),
+        name: format!("{}.tar.gz", placed.name),
         // The asker's own events with the kernel's it was granted.
-        events: summary.events + summary.user_events,
+        events: placed.summary.events + placed.summary.user_events,
         file,
         warnings,
     })

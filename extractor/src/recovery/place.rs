@@ -1,0 +1,129 @@
+//! Putting a bundle in the bundle directory, for a crash and for a report
+//! alike: staged under a hidden name beside the others (retention and
+//! `archived_as` skip dot files), written, checked as its recipient would
+//! read it, then renamed into place, never over another; its summary file
+//! beside it, and the directory synced. A bundle in place is whole.
+
+use super::archive::{io_at, Generation};
+use super::RecoveryError;
+use crate::bundle;
+use kexec_hooks::retention;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// A bundle in place.
+pub(super) struct Placed {
+    /// Its name, without `.tar.gz`.
+    pub(super) name: String,
+    pub(super) path: PathBuf,
+    pub(super) size: u64,
+    pub(super) summary: bundle::Summary,
+}
+
+/// Writes a bundle with `write` (given the staging path) into `dir` under
+/// the name `name` makes of its summary and its place in the archive
+/// order, with the summary file `g` and `request` describe.
+pub(super) fn place(
+    dir: &Path,
+    write: impl FnOnce(&Path) -> Result<bundle::Summary, RecoveryError>,
+    name: impl FnOnce(&bundle::Summary, u64) -> String,
+    g: &Generation,
+    request: Option<&bundle::Request>,
+) -> Result<Placed, RecoveryError> {
+    let staging = tempfile::Builder::new()
+        .prefix(".recovering-")
+        .suffix(".tar.gz")
+        .tempfile_in(dir)
+        .map_err(io_at(dir))?
+        .into_temp_path();
+    let summary = write(&staging)?;
+    let written = File::open(&staging).map_err(io_at(&staging))?;
+    bundle::check(io::BufReader::new(written)).map_err(RecoveryError::Check)?;
+    // Its place in the archive order retention goes by.
+    let archived = retention::next_archived(&retention::kept_in(dir, "").map_err(io_at(dir))?);
+    let name = name(&summary, archived);
+    let path = dir.join(format!("{name}.tar.gz"));
+    let size = std::fs::metadata(&staging).map_err(io_at(&staging))?.len();
+    staging.persist_noclobber(&path).map_err(|e| {
+        if e.error.kind() == io::ErrorKind::AlreadyExists {
+            RecoveryError::Exists(path.clone())
+        } else {
+            RecoveryError::Io {
+                path: path.clone(),
+                source: e.error,
+            }
+        }
+    })?;
+    let counts = Counts {
+        size,
+        events: summary.events,
+        lost: summary.lost,
+        archived,
+    };
+    write_summary(dir, &name, g, &counts, request).map_err(io_at(dir))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_at(dir))?;
+    Ok(Placed {
+        name,
+        path,
+        size,
+        summary,
+    })
+}
+
+/// What the summary says of the bundle besides the generation.
+pub(super) struct Counts {
+    pub(super) size: u64,
+    pub(super) events: u64,
+    pub(super) lost: u64,
+    pub(super) archived: u64,
+}
+
+/// `NAME.json` beside the bundle, for collectors to index without opening
+/// the archive; written under a temporary name and renamed.
+/// A report asked for while the generation ran carries `request` (who
+/// asked, why), which tells it from the generation's own bundle.
+pub(super) fn write_summary(
+    dir: &Path,
+    name: &str,
+    g: &Generation,
+    c: &Counts,
+    request: Option<&bundle::Request>,
+) -> io::Result<()> {
+    let Counts {
+        size,
+        events,
+        lost,
+        archived,
+    } = c;
+    let mut json = serde_json::json!({
+        "summary_version": 1,
+        "bundle": format!("{name}.tar.gz"),
+        "archived": archived,
+        "size": size,
+        "host": g.host,
+        "boot_id": g.boot_id,
+        "generation": g.generation,
+        "state": g.state,
+        "reason": g.reason,
+        "message": g.message,
+        "events": events,
+        "lost": lost,
+    });
+    if let (Some(r), Some(o)) = (request, json.as_object_mut()) {
+        o.insert(
+            "request".into(),
+            serde_json::json!({ "uid": r.uid, "why": r.why }),
+        );
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".summary-")
+        .tempfile_in(dir)?;
+    writeln!(tmp, "{json:#}")?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(dir.join(format!("{name}.json")))
+        .map_err(|e| e.error)?;
+    Ok(())
+}
