@@ -62,8 +62,8 @@ fn kernel_checks(sh: &Shell) -> Result<()> {
 /// targets, the workspace's tests, the kernel module's builds and
 /// checkpatch, and every QEMU scenario on each kernel it runs on. What
 /// boots nothing and builds nothing the scenarios use runs beside them
-/// ([`beside`]), and the Debian guest's root file system is built while
-/// the busybox scenarios run.
+/// ([`beside`]), and the Debian guests' root file systems are built
+/// while the busybox scenarios run.
 pub fn test(sh: &Shell) -> Result<()> {
     step("setup: install what the tests need");
     setup::run(sh)?;

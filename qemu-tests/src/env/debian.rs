@@ -143,7 +143,7 @@ pub struct Rootfs {
     pub recipe: String,
 }
 
-/// Held while a root file system is built.
+/// Held while a root file system is built or imaged.
 static ROOTFS: Mutex<()> = Mutex::new(());
 
 /// The root file system with the kernel `release` (the 6.12 one `setup`
@@ -238,6 +238,7 @@ pub fn rootfs_imaged(
     then: &str,
 ) -> Result<Rootfs> {
     let install = offline_install(name)?;
+    let _one = ROOTFS.lock().unwrap_or_else(PoisonError::into_inner);
     let dir = work_dir(sh).join("debian");
     let root = dir.join(format!("rootfs-{name}"));
     let stamp = dir.join(format!("rootfs-{name}.recipe"));

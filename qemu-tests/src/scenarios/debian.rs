@@ -21,21 +21,26 @@ mod systemd_boot;
 use install::{install, Site};
 pub use systemd_boot::systemd_boot;
 
-/// Builds the Debian guest's root file system on a thread of its own
-/// (mmdebstrap, mostly downloading), while the busybox scenarios boot
-/// their guests, for the Debian scenarios to find made
-/// ([`debian::rootfs`] lets one build at a time). One that fails is built
-/// again by the first of them, which then fails with its own error.
+/// Builds the Debian guests' root file systems on a thread of its own
+/// (mmdebstrap, mostly downloading, then the kdump-tools machine's image
+/// in a chroot), while the busybox scenarios boot their guests, for the
+/// Debian scenarios to find made ([`debian::rootfs`] and
+/// [`debian::rootfs_imaged`] let one build at a time). One that fails is
+/// built again by the first scenario that needs it, which then fails with
+/// its own error.
 pub fn prepare(sh: &Shell) -> Result<JoinHandle<()>> {
     // The Debian scenarios run on the 6.12 kernel alone.
     let k = crate::env::guest::kernel("6.12")?;
     let sh = sh.clone();
     Ok(std::thread::spawn(move || {
-        if let Err(e) = debian::rootfs(&sh, &k.release) {
-            eprintln!("debian: building the root file system ahead failed: {e:#}");
+        if let Err(e) = install::root_file_system(&sh, &k, Some(KDUMP_TOOLS_SET)) {
+            eprintln!("debian: building the root file systems ahead failed: {e:#}");
         }
     }))
 }
+
+/// The package set the kdump-tools machine is imaged with.
+const KDUMP_TOOLS_SET: &str = "kdump-tools";
 
 /// Crashes in a row in `signage-reboot-loop`; the boot after them is
 /// rebooted by systemd when a unit's watchdog fires, with
@@ -706,7 +711,7 @@ fn check_kdump_part_lost(log: &str) -> Result<()> {
 
 pub fn kdump_tools(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let site = Site {
-        imaged_with: Some("kdump-tools"),
+        imaged_with: Some(KDUMP_TOOLS_SET),
         packages: None,
         before_arm: &(VERBOSE_CONSOLE.to_owned() + KDUMP_TOOLS_PRIVATE),
         after_arm: KDUMP_TOOLS_REPLACED,

@@ -95,18 +95,7 @@ pub(super) struct Site<'a> {
 /// up and armed in a second; a site armed the same way before is copied
 /// too. A machine imaged with its packages is armed in its first boot.
 pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> Result<Installed> {
-    let base = debian::rootfs(sh, &k.release)?;
-    // The packages, and the compositor-like program report-without-crash
-    // runs (built against the packaged crashring-user).
-    let mut debs = package::build(sh)?;
-    debs.push(guest::build_debian_compositor(sh)?);
-    let root = match site.imaged_with {
-        Some(set) => {
-            let then = format!("{APT_INSTALL}\n{USERS}");
-            debian::rootfs_imaged(sh, &base, set, &debs, &then)?
-        }
-        None => base,
-    };
+    let (root, debs) = root_file_system(sh, k, site.imaged_with)?;
     let first = debian::first_boot(&root.dir, &k.release);
     let install_steps = install_steps();
     let mut key = format!("{}\n{install_steps}\n", root.recipe);
@@ -187,6 +176,29 @@ pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> R
         how: site.boot,
         log,
     })
+}
+
+/// The root file system a machine begins from (the common one, or one
+/// imaged with the set `imaged_with` and crashring's packages), and the
+/// packages and programs that go on it: crashring's two, and the
+/// compositor-like program report-without-crash runs (built against the
+/// packaged crashring-user).
+pub(super) fn root_file_system(
+    sh: &Shell,
+    k: &Kernel,
+    imaged_with: Option<&str>,
+) -> Result<(debian::Rootfs, Vec<PathBuf>)> {
+    let base = debian::rootfs(sh, &k.release)?;
+    let mut debs = package::build(sh)?;
+    debs.push(guest::build_debian_compositor(sh)?);
+    let root = match imaged_with {
+        Some(set) => {
+            let then = format!("{APT_INSTALL}\n{USERS}");
+            debian::rootfs_imaged(sh, &base, set, &debs, &then)?
+        }
+        None => base,
+    };
+    Ok((root, debs))
 }
 
 /// Boots the guest on `image` (and `disks` after the job disk) as it was
