@@ -108,10 +108,10 @@ impl Expected {
 struct Owned(*mut StreamState);
 unsafe impl Send for Owned {}
 
-/// Writes stream `s`'s events, numbered from 0, as fast as it can, each
-/// while `more` (told how many were written) says so.
-fn write_numbered(st: Owned, s: usize, mut more: impl FnMut(u64) -> bool) {
-    let mut i = 0;
+/// Writes stream `s`'s events, numbered from `from`, as fast as it can,
+/// each while `more` (told its number) says so; returns the next number.
+fn write_numbered(st: Owned, s: usize, from: u64, mut more: impl FnMut(u64) -> bool) -> u64 {
+    let mut i = from;
     while more(i) {
         let (ts, p) = event(s, i);
         let err = unsafe {
@@ -126,6 +126,7 @@ fn write_numbered(st: Owned, s: usize, mut more: impl FnMut(u64) -> bool) {
         assert_eq!(err, 0);
         i += 1;
     }
+    i
 }
 
 /// The region's bytes, read by the snapshotting thread while others write.
@@ -154,7 +155,7 @@ fn snapshots_under_running_writers_show_only_what_was_written() {
             let st = Owned(region.stream(s));
             let stop = &stop;
             scope.spawn(move || {
-                write_numbered(st, s, |i| {
+                write_numbered(st, s, 0, |i| {
                     count.store(i, Ordering::Release);
                     !stop.load(Ordering::Relaxed)
                 })
@@ -329,7 +330,7 @@ fn following_running_writers_hands_each_event_once_and_counts_every_one_missed()
             let st = Owned(region.stream(s));
             let done = &done;
             scope.spawn(move || {
-                write_numbered(st, s, |i| i < EACH);
+                write_numbered(st, s, 0, |i| i < EACH);
                 done.fetch_add(1, Ordering::Release);
             });
         }
@@ -379,20 +380,8 @@ fn following_counts_each_drop_of_the_writer_once() {
     // `events` numbered events, then `drops` the writer cannot record (a
     // payload over a page): it counts them on its current page.
     let mut write = |events: u64, drops: u64| {
-        for i in written..written + events {
-            let (ts, p) = event(0, i);
-            let err = unsafe {
-                crashring_write(
-                    st.0,
-                    ts,
-                    schema::EVENT_MARKER,
-                    p.as_ptr().cast(),
-                    p.len() as u32,
-                )
-            };
-            assert_eq!(err, 0);
-        }
-        written += events;
+        let end = written + events;
+        written = write_numbered(Owned(st.0), 0, written, |i| i < end);
         let big = vec![0u8; 5000];
         for _ in 0..drops {
             let err = unsafe {
