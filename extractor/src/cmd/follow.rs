@@ -103,7 +103,12 @@ pub fn run(args: FollowArgs) -> Result<u8> {
         std::thread::sleep(Duration::from_nanos(args.every));
     }
     let mut missed_any = false;
-    for c in follower.counts() {
+    // Streams nothing was written to (nesting lanes, mostly) say nothing.
+    let counts = follower.counts();
+    let active = counts
+        .iter()
+        .filter(|c| c.handed + c.missed + c.dropped > 0);
+    for c in active {
         eprintln!(
             "crashring: followed {}: {} events printed or filtered, {} missed (written over before they were read), {} dropped by its writer",
             c.label, c.handed, c.missed, c.dropped

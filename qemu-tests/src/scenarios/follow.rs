@@ -8,13 +8,14 @@
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
 
-/// The guest's part: follow, the load, the pause, the interrupt, and what
-/// follow printed summed up per CPU by awk (the guest is busybox), each
-/// on a `crashring-test:` line; then the load goes on for the crash.
-pub const STEPS: &str = r#"crashring follow --from-start --format jsonl > /tmp/follow.jsonl 2> /tmp/follow.err &
+/// The guest's part: follow (its text format, the default), the load, the
+/// pause, the interrupt, and what follow printed summed up per CPU by awk
+/// (the guest is busybox), each on a `crashring-test:` line; then the
+/// load goes on for the crash.
+pub const STEPS: &str = r#"crashring follow --from-start > /tmp/follow.txt 2> /tmp/follow.err &
 follow=$!
 insmod /lib/crashring_test.ko action=load
-sleep 2
+sleep 1
 echo 1 > /sys/module/crashring_test/parameters/paused
 sleep 1
 kill -INT $follow
@@ -23,20 +24,21 @@ echo "crashring-test: follow exit $?"
 dmesg | grep -o 'load cpu=[0-9]* paused after [0-9]* events' | sed 's/^/crashring-test: /'
 sed 's/^/crashring-test: /' /tmp/follow.err
 awk '
-/"kind":"event"/ && match($0, /load cpu=[0-9]+ seq=[0-9]+/) {
+match($0, /load cpu=[0-9]+ seq=[0-9]+/) {
   split(substr($0, RSTART + 9, RLENGTH - 9), f, / seq=/)
   c = f[1] + 0; s = f[2] + 0
   if ((c in last) && s <= last[c]) disorder[c]++
   last[c] = s; printed[c]++
 }
-/"kind":"loss"/ && /"reason":"overwritten"/ && match($0, /"cpu":[0-9]+/) {
-  c = substr($0, RSTART + 6, RLENGTH - 6) + 0
-  if (match($0, /"events":[0-9]+/)) lost[c] += substr($0, RSTART + 9, RLENGTH - 9)
+/^\[[0-9]+\] .* events lost \(overwritten\) \*\*$/ {
+  c = substr($1, 2, length($1) - 2) + 0
+  match($0, /\*\* [0-9]+ events lost/)
+  lost[c] += substr($0, RSTART + 3, RLENGTH - 15)
 }
 END {
   for (c in printed)
     printf "crashring-test: follow cpu %d printed %d last %d disorder %d lost %d\n", c, printed[c], last[c], disorder[c] + 0, lost[c] + 0
-}' /tmp/follow.jsonl
+}' /tmp/follow.txt
 echo 0 > /sys/module/crashring_test/parameters/paused
 "#;
 
@@ -78,10 +80,14 @@ pub fn check(log: &str, cpus: u32) -> Result<String> {
                 per.entry(cpu).or_default().wrote = Some(n);
             }
         } else if let Some(rest) = line.strip_prefix("crashring: followed cpu") {
-            // "C: H events printed or filtered, M missed (...)"
-            if let [cpu, handed, missed, ..] = numbers(rest)[..] {
+            // "C: H events printed or filtered, M missed (...)", for lane
+            // 0's stream; the nesting lanes' ("C.laneL: ...") hold nothing.
+            let Some((cpu, counts)) = rest.split_once(": ") else {
+                continue;
+            };
+            if let (Ok(cpu), [handed, missed, ..]) = (cpu.parse(), &numbers(counts)[..]) {
                 let c = per.entry(cpu).or_default();
-                (c.handed, c.missed) = (Some(handed), Some(missed));
+                (c.handed, c.missed) = (Some(*handed), Some(*missed));
             }
         } else if let Some(rest) = line.strip_prefix("follow cpu ") {
             if let [cpu, printed, last, disorder, lost] = numbers(rest)[..] {
@@ -148,6 +154,7 @@ crashring-test: load cpu=0 paused after 100 events
 crashring-test: load cpu=1 paused after 50 events
 crashring-test: crashring: followed cpu0: 90 events printed or filtered, 10 missed (written over before they were read)
 crashring-test: crashring: followed cpu1: 50 events printed or filtered, 0 missed (written over before they were read)
+crashring-test: crashring: followed cpu0.lane1: 0 events printed or filtered, 0 missed (written over before they were read), 0 dropped by its writer
 crashring-test: follow cpu 0 printed 90 last 99 disorder 0 lost 10
 crashring-test: follow cpu 1 printed 50 last 49 disorder 0 lost 0
 ";
