@@ -385,18 +385,20 @@ fn lapped(stream: u16, from: u64, to: u64, ts: u64) -> pstore_ring::read::Loss {
     }
 }
 
-/// How many of the drops loss `l` counts on its page are new to `f`: all
-/// of them on a page past the stream's last event handed over, those
-/// beyond the count seen before on a page seen with drops before, none on
-/// an older page (read again after a lap) or, at a `baseline` (the first
-/// poll of a follower that started now), on any. Notes the page's count.
+/// How many of the drops loss `l` counts on its page are new to `f`: those
+/// beyond the count seen before on a page seen with drops before; all of
+/// them on another page that ends at or past the stream's next event to
+/// hand over (the current page, whose events were all handed over before
+/// its first drop, ends there); none on an older page (read again after a
+/// lap) or, at a `baseline` (the first poll of a follower that started
+/// now), on any. Notes the page's count.
 fn new_drops(f: &mut Followed, l: &pstore_ring::read::Loss, baseline: bool) -> u64 {
     // A page's first time (the loss's `after_ts`) names it.
     let page = l.after_ts.unwrap_or(0);
     let fresh = match f.drops.get(&page) {
         Some(&seen) => l.events.saturating_sub(seen),
         None if baseline => 0,
-        None if f.next_index.is_none_or(|n| l.at_index > n) => l.events,
+        None if f.next_index.is_none_or(|n| l.at_index >= n) => l.events,
         None => 0,
     };
     f.drops

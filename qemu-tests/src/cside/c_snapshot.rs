@@ -422,7 +422,13 @@ fn following_counts_each_drop_of_the_writer_once() {
     // Pages later, more drops.
     write(2000, 1);
     assert_eq!((poll(&mut all), poll(&mut now)), (1, 1));
+    // Drops alone on a page (pages on) whose events were all handed over
+    // before.
+    write(200, 0);
+    assert_eq!((poll(&mut all), poll(&mut now)), (0, 0));
+    write(0, 2);
+    assert_eq!((poll(&mut all), poll(&mut now)), (2, 2));
     let counts = (all.counts()[0].dropped, now.counts()[0].dropped);
-    assert_eq!(counts, (6, 4));
+    assert_eq!(counts, (8, 6));
     assert_eq!(all.counts()[0].handed, written);
 }
