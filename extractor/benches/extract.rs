@@ -512,8 +512,10 @@ const QUIET_BOOT: u64 = 20_000;
 /// (issue: under a second) and as a quiet boot leaves it, read from a
 /// file here: the bundle it writes is the work; the module's page-by-page
 /// copy is at memcpy speed (the user-space C build is timed in
-/// qemu-tests' c_ring bench). Against copying the region once and
-/// `bundle` of the same file, in the same run.
+/// qemu-tests' c_ring bench). With one worker and with one per core
+/// (what the bundle's parallel writers and compression gain), against
+/// copying the region once and `bundle` of the same file, in the same
+/// run.
 fn snapshot_bench(dir: &Path, region: &[u8], counts: Counts, memcpy: f64) {
     snapshot_of(dir, "dense", region, counts, memcpy);
     let (quiet, counts) = region_of(region.len(), QUIET_BOOT);
@@ -529,26 +531,35 @@ fn snapshot_of(dir: &Path, what: &str, region: &[u8], counts: Counts, memcpy: f6
         path.to_str().expect("UTF-8 scratch path"),
         out.to_str().expect("UTF-8 scratch path"),
     );
-    let time = |args: &[&str]| {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // RAYON_NUM_THREADS sizes the workers; unset, one per core.
+    let time = |args: &[&str], workers: Option<usize>| {
         time_command(|| {
             let _ = std::fs::remove_file(&out);
             let mut c = Command::new(&this);
-            c.args(args);
+            c.args(args).env_remove("RAYON_NUM_THREADS");
+            if let Some(n) = workers {
+                c.env("RAYON_NUM_THREADS", n.to_string());
+            }
             c
         })
     };
-    let snapshot = time(&["snapshot", "--from", p, "--why", "bench", "-o", o]);
-    let bundle = time(&["bundle", p, "-o", o]);
+    let snapshot = ["snapshot", "--from", p, "--why", "bench", "-o", o];
+    let one = time(&snapshot, Some(1));
+    let all = time(&snapshot, None);
+    let bundle = time(&["bundle", p, "-o", o], None);
     let copy = region.len() as f64 / memcpy;
     println!(
-        "\nsnapshot: a {what} {} MiB region, {} events\n  crashring snapshot: {:.2} s ({:.0}x a memcpy of the region, {:.3} s)\n  crashring bundle of the same file: {:.2} s (snapshot / bundle: {:.2}x)",
+        "\nsnapshot: a {what} {} MiB region, {} events\n  crashring snapshot, 1 worker: {:.2} s; {cores} workers: {:.2} s ({:.1}x; {:.0}x a memcpy of the region, {:.3} s)\n  crashring bundle of the same file: {:.2} s (snapshot / bundle: {:.2}x)",
         region.len() >> 20,
         counts.events,
-        snapshot.as_secs_f64(),
-        snapshot.as_secs_f64() / copy,
+        one.as_secs_f64(),
+        all.as_secs_f64(),
+        one.as_secs_f64() / all.as_secs_f64(),
+        all.as_secs_f64() / copy,
         copy,
         bundle.as_secs_f64(),
-        snapshot.as_secs_f64() / bundle.as_secs_f64()
+        all.as_secs_f64() / bundle.as_secs_f64()
     );
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(&path);

@@ -27,7 +27,6 @@ pub mod discover;
 pub mod follow;
 pub mod input;
 pub mod output;
-mod parallel;
 pub mod phys;
 pub mod recover;
 pub mod recovery;

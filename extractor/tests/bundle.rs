@@ -252,15 +252,26 @@ fn jsonl_lines(image: &Path) -> Vec<String> {
 }
 
 #[test]
-fn the_same_input_gives_the_same_bytes() {
+fn the_same_input_gives_the_same_bytes_whatever_the_workers() {
     let image = write_tmp("bundle-same.bin", &rich_image());
     let (a, first) = bundle(&image, "same-1.tar.gz", &[]);
     let (b, second) = bundle(&image, "same-2.tar.gz", &[]);
     assert_eq!(a.status.code(), b.status.code());
-    assert_eq!(
-        std::fs::read(first).unwrap(),
-        std::fs::read(second).unwrap()
-    );
+    let first = std::fs::read(first).unwrap();
+    assert_eq!(first, std::fs::read(second).unwrap());
+    // Files are written and compressed side by side: one worker or
+    // several, the same archive.
+    for workers in ["1", "3"] {
+        let out = tmp(&format!("same-{workers}-workers.tar.gz"));
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_crashring"))
+            .args(["bundle", image.to_str().unwrap(), "-o"])
+            .arg(&out)
+            .env("RAYON_NUM_THREADS", workers)
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), a.status.code(), "{workers} workers");
+        assert_eq!(std::fs::read(&out).unwrap(), first, "{workers} workers");
+    }
     // Nothing is left behind beside the output.
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let left: Vec<_> = std::fs::read_dir(dir)

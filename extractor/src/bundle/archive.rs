@@ -1,14 +1,21 @@
 //! Deterministic `.tar.gz` archives and the private staging directory a
 //! bundle's files are written to first.
 
+use super::gzip::GzWriter;
 use crate::output::create_new;
 use crate::output::files::parent_of;
-use flate2::write::GzEncoder;
-use flate2::{Compression, GzBuilder};
+use flate2::Compression;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// Every archive's compression: zlib's level 2 compresses a dense
+/// trace about 9% worse than the default level 6 at nearly three times
+/// its speed (0.66 s against 1.72 s for a 64 MiB region's 200 MB of
+/// files), and a snapshot's bundle is mostly compression. The level is
+/// part of the bytes: the same input still makes the same archive.
+const LEVEL: Compression = Compression::new(2);
 
 /// A directory only its owner can read, with a random name (so nobody can
 /// plant anything at it in advance), removed with everything in it when
@@ -68,10 +75,7 @@ pub fn tar_gz<W: Write>(
     files: &[PathBuf],
     mtime: u64,
 ) -> io::Result<W> {
-    let gz: GzEncoder<BufWriter<W>> = GzBuilder::new().operating_system(255).write(
-        BufWriter::with_capacity(1 << 16, out),
-        Compression::default(),
-    );
+    let gz = GzWriter::new(BufWriter::with_capacity(1 << 16, out), LEVEL)?;
     let mut tar = tar::Builder::new(gz);
     let mut dirs_done: Vec<PathBuf> = Vec::new();
     for rel in files {

@@ -31,6 +31,7 @@ mod archive;
 mod check;
 mod dmesg;
 pub mod grant;
+mod gzip;
 pub mod logs;
 mod manifest;
 mod readme;
@@ -48,6 +49,7 @@ use crate::recover::{Place, Recovered};
 use logs::Log;
 use pstore_ring::kprintf::Pointers;
 use pstore_ring::read::{PagedTrace, Region, WallClock};
+use rayon::prelude::*;
 use redact::{Counts, Rules, UnknownClass};
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -296,115 +298,34 @@ pub fn write(
     let archive = NewFile::create(out).what(|| format!("creating {}", out.display()))?;
     let staging = archive::Staging::beside(out)
         .what(|| format!("creating a staging directory beside {}", out.display()))?;
-    let mut files: Vec<(PathBuf, FileKind)> = Vec::new();
 
-    let dmesg = Path::new("dmesg.txt");
-    write_file(&staging, dmesg, |w| {
-        for p in &parts {
-            if several {
-                writeln!(w, "# region {} at physical address {:#x}", p.index, p.addr)?;
-            }
-            dmesg::write(w, &p.view())?;
-        }
-        Ok(())
-    })?;
-    files.push((dmesg.into(), FileKind::Dmesg));
-
-    for p in &mut parts {
-        let dir = staging
-            .make_dirs(&p.ctf_dir)
-            .what(|| format!("creating {}", p.ctf_dir.display()))?;
-        let w = crate::output::ctf::write(
-            &dir,
-            &p.view(),
-            &Selection::default(),
-            &source.container,
-            &p.wall,
-        )
-        .what(|| format!("writing the CTF trace {}", p.ctf_dir.display()))?;
-        p.clamped = w.clamped;
-        for f in &w.files {
-            let kind = if f.as_path() == Path::new("metadata") {
-                FileKind::CtfMetadata
-            } else {
-                FileKind::CtfStream
-            };
-            files.push((p.ctf_dir.join(f), kind));
-        }
-        let file = staging
-            .create(&p.tracedat)
-            .what(|| format!("creating {}", p.tracedat.display()))?;
-        let mut w = BufWriter::with_capacity(1 << 16, file);
-        crate::output::tracedat::write(&mut w, &p.view(), &Selection::default())
-            .and_then(|_| w.flush())
-            .what(|| format!("writing {}", p.tracedat.display()))?;
-        files.push((p.tracedat.clone(), FileKind::TraceDat));
-    }
-
-    // Made for the first log, if any: it holds every printk line's text.
-    let mut clock = None;
-    // Logs go with the first region's trace: its key, so an address in a
-    // log hashes as it does in that trace.
-    let text_redactor = redact::TextRedactor::new(&regions[0].region, regions[0].key(), rules);
-    let mut placed_logs = Vec::with_capacity(add_logs.len());
-    for l in add_logs {
-        let rel = Path::new("logs").join(&l.name);
-        let input = File::open(&l.path).what(|| format!("opening the log {}", l.path.display()))?;
-        let mut redaction = None;
-        write_file(&staging, &rel, |w| {
-            let input = BufReader::with_capacity(1 << 16, input);
-            redaction = Some(logs::redact(input, w, &text_redactor)?);
-            Ok(())
-        })?;
-        // Placed from the redacted copy: the Perfetto track shows what
-        // the copy does, no more.
-        let copy = File::open(staging.path().join(&rel))
-            .what(|| format!("reading back {}", rel.display()))?;
-        let clock = clock.get_or_insert_with(|| {
-            let view = parts[0].view();
-            // Aligned by the kernel's printk lines only: a user stream's
-            // records of that type are its process's, not the kernel log.
-            let kernel = view.streams().filter(|s| s.info().is_kernel());
-            let events = kernel.flat_map(|s| s.events());
-            logs::Clock::new(view.region, events, parts[0].wall.clone())
-        });
-        let mut log = clock
-            .place(&l.name, BufReader::with_capacity(1 << 16, copy))
-            .what(|| format!("reading back {}", rel.display()))?;
-        log.redaction = redaction.unwrap_or_default();
-        placed_logs.push(log);
-        files.push((rel, FileKind::Log));
-    }
-
+    // Logs first: the Perfetto trace shows them as tracks.
+    let placed_logs = place_logs(&staging, &parts, regions, rules, add_logs)?;
     let mtime = request.map_or_else(|| archive_time(&parts[0]), request_time);
-    let pftrace = Path::new("kernel.pftrace");
-    let perfetto_dir = archive::Staging::beside(&staging.path().join("perfetto"))
-        .what(|| "creating a staging directory for the Perfetto trace".into())?;
-    write_file(&perfetto_dir, pftrace, |w| {
-        for p in &parts {
-            let view = p.view();
-            Perfetto.begin(w, &view, several)?;
-            write_items(w, &view, &Selection::default(), &Perfetto)?;
-        }
-        for (i, l) in placed_logs.iter().enumerate() {
-            crate::output::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
-        }
-        Ok(())
-    })?;
-    let perfetto = Path::new("perfetto/crash.tar.gz");
-    let file = staging
-        .create(perfetto)
-        .what(|| "creating perfetto/crash.tar.gz".into())?;
-    archive::tar_gz(
-        file,
-        perfetto_dir.path(),
-        Path::new(""),
-        &[pftrace.to_path_buf()],
-        mtime,
-    )
-    .what(|| "writing perfetto/crash.tar.gz".into())?;
-    drop(perfetto_dir);
-    files.push((perfetto.into(), FileKind::PerfettoArchive));
+    // Each file is written on its own core: they read the same trace
+    // and write nothing the others read.
+    let ((dmesg, perfetto), traces) = rayon::join(
+        || {
+            rayon::join(
+                || write_dmesg(&staging, &parts),
+                || write_perfetto(&staging, &parts, &placed_logs, mtime),
+            )
+        },
+        || {
+            parts
+                .par_iter()
+                .map(|p| write_traces(&staging, p, source))
+                .collect::<Vec<_>>()
+        },
+    );
+    let mut files: Vec<(PathBuf, FileKind)> = vec![dmesg?];
+    for (p, traces) in parts.iter_mut().zip(traces) {
+        let (written, clamped) = traces?;
+        p.clamped = clamped;
+        files.extend(written);
+    }
+    files.extend(placed_logs.iter().map(|l| (log_path(l), FileKind::Log)));
+    files.push(perfetto?);
 
     // README lists every file, itself and the manifest included; the
     // manifest checks every file but itself.
@@ -420,17 +341,21 @@ pub fn write(
             sha256: String::new(),
         });
     }
-    for (path, kind) in &files {
-        let (size, sha256) = File::open(staging.path().join(path))
-            .and_then(|f| digest(f, |_| Ok(())))
-            .what(|| format!("reading back {}", path.display()))?;
-        listed.push(BundleFile {
-            path: path.clone(),
-            kind: *kind,
-            size,
-            sha256,
-        });
-    }
+    let digests: Vec<_> = files
+        .par_iter()
+        .map(|(path, kind)| {
+            let (size, sha256) = File::open(staging.path().join(path))
+                .and_then(|f| digest(f, |_| Ok(())))
+                .what(|| format!("reading back {}", path.display()))?;
+            Ok(BundleFile {
+                path: path.clone(),
+                kind: *kind,
+                size,
+                sha256,
+            })
+        })
+        .collect::<Result<_, BundleError>>()?;
+    listed.extend(digests);
     let readme = readme::render(source, &parts, &placed_logs, rules, &listed, request);
     write_text(&staging, &mut listed[1], &readme)?;
     let manifest = manifest::render(source, &parts, &placed_logs, rules, &listed[1..], request);
@@ -463,6 +388,162 @@ pub fn write(
         logs: placed_logs,
         redacted: parts.into_iter().map(|p| p.redacted).collect(),
     })
+}
+
+/// `dmesg.txt`: every region's printk lines.
+fn write_dmesg(
+    staging: &archive::Staging,
+    parts: &[Part],
+) -> Result<(PathBuf, FileKind), BundleError> {
+    let dmesg = Path::new("dmesg.txt");
+    let several = parts.len() > 1;
+    write_file(staging, dmesg, |w| {
+        for p in parts {
+            if several {
+                writeln!(w, "# region {} at physical address {:#x}", p.index, p.addr)?;
+            }
+            dmesg::write(w, &p.view())?;
+        }
+        Ok(())
+    })?;
+    Ok((dmesg.into(), FileKind::Dmesg))
+}
+
+/// A region's CTF trace and trace.dat, side by side; with the events
+/// the trace formats moved forward in time.
+fn write_traces(
+    staging: &archive::Staging,
+    p: &Part,
+    source: &Source,
+) -> Result<(Vec<(PathBuf, FileKind)>, u64), BundleError> {
+    let (ctf, tracedat) = rayon::join(
+        || {
+            let dir = staging
+                .make_dirs(&p.ctf_dir)
+                .what(|| format!("creating {}", p.ctf_dir.display()))?;
+            crate::output::ctf::write(
+                &dir,
+                &p.view(),
+                &Selection::default(),
+                &source.container,
+                &p.wall,
+            )
+            .what(|| format!("writing the CTF trace {}", p.ctf_dir.display()))
+        },
+        || {
+            let file = staging
+                .create(&p.tracedat)
+                .what(|| format!("creating {}", p.tracedat.display()))?;
+            let mut w = BufWriter::with_capacity(1 << 16, file);
+            crate::output::tracedat::write(&mut w, &p.view(), &Selection::default())
+                .and_then(|_| w.flush())
+                .what(|| format!("writing {}", p.tracedat.display()))
+        },
+    );
+    let ctf = ctf?;
+    tracedat?;
+    let mut files: Vec<(PathBuf, FileKind)> = ctf
+        .files
+        .iter()
+        .map(|f| {
+            let kind = if f.as_path() == Path::new("metadata") {
+                FileKind::CtfMetadata
+            } else {
+                FileKind::CtfStream
+            };
+            (p.ctf_dir.join(f), kind)
+        })
+        .collect();
+    files.push((p.tracedat.clone(), FileKind::TraceDat));
+    Ok((files, ctf.clamped))
+}
+
+/// Where a log is in the bundle.
+fn log_path(log: &Log) -> PathBuf {
+    Path::new("logs").join(&log.name)
+}
+
+/// Each added log, redacted into `logs/`, and placed on the first
+/// region's timeline from that copy.
+fn place_logs(
+    staging: &archive::Staging,
+    parts: &[Part],
+    regions: &[Recovered],
+    rules: &Rules,
+    add_logs: &[AddLog],
+) -> Result<Vec<Log>, BundleError> {
+    // Made for the first log, if any: it holds every printk line's text.
+    let mut clock = None;
+    // Logs go with the first region's trace: its key, so an address in a
+    // log hashes as it does in that trace.
+    let text_redactor = redact::TextRedactor::new(&regions[0].region, regions[0].key(), rules);
+    let mut placed_logs = Vec::with_capacity(add_logs.len());
+    for l in add_logs {
+        let rel = Path::new("logs").join(&l.name);
+        let input = File::open(&l.path).what(|| format!("opening the log {}", l.path.display()))?;
+        let mut redaction = None;
+        write_file(staging, &rel, |w| {
+            let input = BufReader::with_capacity(1 << 16, input);
+            redaction = Some(logs::redact(input, w, &text_redactor)?);
+            Ok(())
+        })?;
+        // Placed from the redacted copy: the Perfetto track shows what
+        // the copy does, no more.
+        let copy = File::open(staging.path().join(&rel))
+            .what(|| format!("reading back {}", rel.display()))?;
+        let clock = clock.get_or_insert_with(|| {
+            let view = parts[0].view();
+            // Aligned by the kernel's printk lines only: a user stream's
+            // records of that type are its process's, not the kernel log.
+            let kernel = view.streams().filter(|s| s.info().is_kernel());
+            let events = kernel.flat_map(|s| s.events());
+            logs::Clock::new(view.region, events, parts[0].wall.clone())
+        });
+        let mut log = clock
+            .place(&l.name, BufReader::with_capacity(1 << 16, copy))
+            .what(|| format!("reading back {}", rel.display()))?;
+        log.redaction = redaction.unwrap_or_default();
+        placed_logs.push(log);
+    }
+    Ok(placed_logs)
+}
+
+/// `perfetto/crash.tar.gz`: every region's trace and the logs' tracks in
+/// one Perfetto trace, archived alone.
+fn write_perfetto(
+    staging: &archive::Staging,
+    parts: &[Part],
+    placed_logs: &[Log],
+    mtime: u64,
+) -> Result<(PathBuf, FileKind), BundleError> {
+    let pftrace = Path::new("kernel.pftrace");
+    let perfetto_dir = archive::Staging::beside(&staging.path().join("perfetto"))
+        .what(|| "creating a staging directory for the Perfetto trace".into())?;
+    let several = parts.len() > 1;
+    write_file(&perfetto_dir, pftrace, |w| {
+        for p in parts {
+            let view = p.view();
+            Perfetto.begin(w, &view, several)?;
+            write_items(w, &view, &Selection::default(), &Perfetto)?;
+        }
+        for (i, l) in placed_logs.iter().enumerate() {
+            crate::output::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
+        }
+        Ok(())
+    })?;
+    let perfetto = Path::new("perfetto/crash.tar.gz");
+    let file = staging
+        .create(perfetto)
+        .what(|| "creating perfetto/crash.tar.gz".into())?;
+    archive::tar_gz(
+        file,
+        perfetto_dir.path(),
+        Path::new(""),
+        &[pftrace.to_path_buf()],
+        mtime,
+    )
+    .what(|| "writing perfetto/crash.tar.gz".into())?;
+    Ok((perfetto.into(), FileKind::PerfettoArchive))
 }
 
 /// Creates `relative` in `staging` and fills it with `fill`.

@@ -50,6 +50,7 @@ use pstore_ring::read::{
     is_debug_type, reason_name, Event, EventType, Region, StreamInfo, WallClock,
 };
 use pstore_ring::schema::{FieldKind, Value};
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
@@ -110,28 +111,31 @@ pub fn write(
     let streams = selection.streams(view);
     let has_user = streams.iter().any(|st| st.info().kind != STREAM_KERNEL_CPU);
     // Stream files are independent: one per core at a time.
-    let parts = crate::parallel::map(&streams, |st| {
-        let name = stream_file_name(st.info());
-        let mut out = BufWriter::with_capacity(1 << 16, NewFile::create(&dir.join(&name))?);
-        let mut part = Written::default();
-        let mut writer = StreamWriter {
-            out: &mut out,
-            region,
-            selection,
-            view,
-            uuid,
-            packet: Vec::with_capacity(region.header.page_size as usize * 2),
-            begin_ts: None,
-            last_ts: 0,
-            written: &mut part,
-        };
-        writer.stream(st)?;
-        out.into_inner()
-            .map_err(io::IntoInnerError::into_error)?
-            .persist()?;
-        part.files.push(PathBuf::from(name));
-        io::Result::Ok(part)
-    });
+    let parts: Vec<io::Result<Written>> = streams
+        .par_iter()
+        .map(|st| {
+            let name = stream_file_name(st.info());
+            let mut out = BufWriter::with_capacity(1 << 16, NewFile::create(&dir.join(&name))?);
+            let mut part = Written::default();
+            let mut writer = StreamWriter {
+                out: &mut out,
+                region,
+                selection,
+                view,
+                uuid,
+                packet: Vec::with_capacity(region.header.page_size as usize * 2),
+                begin_ts: None,
+                last_ts: 0,
+                written: &mut part,
+            };
+            writer.stream(st)?;
+            out.into_inner()
+                .map_err(io::IntoInnerError::into_error)?
+                .persist()?;
+            part.files.push(PathBuf::from(name));
+            Ok(part)
+        })
+        .collect();
     for part in parts {
         let part = part?;
         written.events += part.events;

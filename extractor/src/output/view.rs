@@ -243,6 +243,26 @@ impl Overlay {
         self.change(s, at, Some(start..self.arena.len()));
     }
 
+    /// Adds `other`'s changes, to streams this overlay has not changed
+    /// yet (an overlay planned apart for them).
+    pub fn append(&mut self, other: Overlay) {
+        let base = self.arena.len();
+        self.arena.extend_from_slice(&other.arena);
+        if self.changes.len() < other.changes.len() {
+            self.changes.resize_with(other.changes.len(), Vec::new);
+        }
+        for (mine, theirs) in self.changes.iter_mut().zip(other.changes) {
+            debug_assert!(
+                mine.is_empty() || theirs.is_empty(),
+                "a stream planned twice"
+            );
+            mine.extend(theirs.into_iter().map(|c| Change {
+                at: c.at,
+                payload: c.payload.map(|p| p.start + base..p.end + base),
+            }));
+        }
+    }
+
     fn change(&mut self, s: usize, at: usize, payload: Option<Range<usize>>) {
         if self.changes.len() <= s {
             self.changes.resize_with(s + 1, Vec::new);

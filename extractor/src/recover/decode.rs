@@ -5,18 +5,24 @@
 //! from the region's bytes as they need them.
 
 use pstore_ring::read::{PagedTrace, Region};
+use rayon::prelude::*;
 use std::ops::Range;
 
 /// [`Region::decode_paged`], with the streams spread over the machine's
 /// cores; `release` is given the byte ranges decoding has walked, in
 /// runs of at least [`RUN`] where they follow each other, to give back.
 pub fn decode<'a>(region: &Region<'a>, release: &(dyn Fn(Range<usize>) + Sync)) -> PagedTrace<'a> {
-    let parts = crate::parallel::map(&region.streams, |info| {
-        let mut diagnostics = Vec::new();
-        let mut run = Run::new(release);
-        let stream = region.decode_stream_paged_walked(info, &mut diagnostics, &mut |r| run.add(r));
-        (stream, diagnostics)
-    });
+    let parts: Vec<_> = region
+        .streams
+        .par_iter()
+        .map(|info| {
+            let mut diagnostics = Vec::new();
+            let mut run = Run::new(release);
+            let stream =
+                region.decode_stream_paged_walked(info, &mut diagnostics, &mut |r| run.add(r));
+            (stream, diagnostics)
+        })
+        .collect();
     let mut trace = PagedTrace {
         streams: Vec::with_capacity(region.streams.len()),
         diagnostics: region.diagnostics.clone(),

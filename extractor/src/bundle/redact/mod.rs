@@ -22,10 +22,11 @@ use super::grant::Grant;
 use crate::output::Overlay;
 use crate::recover::RegionKey;
 use pstore_ring::endian::Endian;
-use pstore_ring::read::{DebugEvent, EventType, PagedTrace, Region, StateInfo};
+use pstore_ring::read::{DebugEvent, EventType, PagedTrace, Region, StateInfo, StreamPages};
 use pstore_ring::schema::{
     encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value, EVENT_PRINTK,
 };
+use rayon::prelude::*;
 use scrub::{mask_code, scrub_binary, scrub_pointers, Hasher, Word};
 use std::fmt;
 
@@ -216,6 +217,18 @@ impl Counts {
     pub fn scrubbed(&self) -> u64 {
         self.pointers + self.code_lines
     }
+
+    /// Adds what `other` counted, for the same rules.
+    fn add(&mut self, other: &Counts) {
+        for (c, o) in self.per_class.iter_mut().zip(&other.per_class) {
+            *c += o;
+        }
+        self.pointers += other.pointers;
+        self.code_lines += other.code_lines;
+        self.input_layer += other.input_layer;
+        self.before_since += other.before_since;
+        self.outside_grant += other.outside_grant;
+    }
 }
 
 /// A redacted trace's rewritten payloads and left-out events, to be laid
@@ -338,17 +351,13 @@ impl<'r> TextRedactor<'r> {
 }
 
 /// Plans the redaction of `trace` (decoded from `region`, whose key is
-/// `key`) by `rules`, walking its events once, page by page.
+/// `key`) by `rules`, walking its events once, page by page; the
+/// streams on every core.
 pub fn plan(region: &Region, key: &RegionKey, trace: &PagedTrace, rules: &Rules) -> Plan {
     let r = TextRedactor::new(region, key, rules);
-    let e = region.header.endian;
-    let mut overlay = Overlay::default();
-    // A rewritten payload, before it goes into the overlay.
-    let mut payload = Vec::new();
-    let mut counts = r.counts();
     // Per type id: the type's definition for re-encoding, and which
     // classes apply to it.
-    let mut defs: Vec<Option<(Vec<FieldDef>, Vec<usize>)>> = vec![None; 256];
+    let mut defs: Vec<Option<TypePlan>> = vec![None; 256];
     for t in region.schema.types() {
         let fields = t
             .fields
@@ -363,150 +372,17 @@ pub fn plan(region: &Region, key: &RegionKey, trace: &PagedTrace, rules: &Rules)
             .collect();
         defs[usize::from(t.id)] = Some((fields, classes));
     }
-    let mut owned: Vec<Vec<u8>> = Vec::new();
-    for (s, stream) in trace.streams.iter().enumerate() {
-        let granted = rules.grant.as_ref().is_none_or(|g| g.stream(&stream.info));
-        // Of a granted kernel stream, only the events the grant names.
-        let judged = rules.grant.as_ref().filter(|_| stream.info.is_kernel());
-        for (at, ev) in stream.events().enumerate() {
-            if rules.since_ns.is_some_and(|t| ev.ts < t) {
-                counts.before_since += 1;
-                overlay.leave_out(s, at);
-                continue;
-            }
-            let typed = region
-                .schema
-                .get(ev.type_id)
-                .zip(defs[usize::from(ev.type_id)].as_ref());
-            let decoded = typed.and_then(|(t, _)| t.decode(ev.payload, e).ok());
-            let outside = !granted
-                || judged.is_some_and(|g| match (typed, &decoded) {
-                    (Some((t, _)), Some(values)) => !g.kernel_event(t, ev.payload, values, e),
-                    // What cannot be decoded cannot be judged.
-                    _ => true,
-                });
-            if outside {
-                counts.outside_grant += 1;
-                overlay.leave_out(s, at);
-                continue;
-            }
-            let (Some((t, (fields, classes))), Some(decoded)) = (typed, decoded) else {
-                // Shown raw: only what looks like an address, as text or
-                // as a word, can be told apart.
-                let mut raw = ev.payload.to_vec();
-                let before = counts.scrubbed();
-                r.scrub_bytes(&mut raw, &mut counts);
-                if counts.scrubbed() != before {
-                    overlay.rewrite(s, at, &raw);
-                }
-                continue;
-            };
-            if !rules.input_layer && is_input_layer(region, t, ev.payload) {
-                counts.input_layer += 1;
-                overlay.leave_out(s, at);
-                continue;
-            }
-            let text = text_field(t).and_then(|i| match decoded[i] {
-                Value::Str(s) | Value::Chars(s) => Some(s),
-                _ => None,
-            });
-            if let Some(c) = classes
-                .iter()
-                .copied()
-                .find(|&c| rules.classes[c].drops(text))
-            {
-                counts.per_class[c] += 1;
-                overlay.leave_out(s, at);
-                continue;
-            }
-            // Owned copies of every value this event changes.
-            owned.clear();
-            let mut changed: Vec<Option<usize>> = vec![None; decoded.len()];
-            for &c in classes {
-                let Class::Hash { field, .. } = &rules.classes[c] else {
-                    continue;
-                };
-                let Some(i) = t.fields.iter().position(|f| &f.name == field) else {
-                    continue;
-                };
-                counts.per_class[c] += 1;
-                owned.push(hash_value(&r.hasher, &decoded[i], t.fields[i].kind));
-                changed[i] = Some(owned.len() - 1);
-            }
-            // Integers holding kernel addresses, by their hashes.
-            let mut pointer_fields: Vec<(usize, Value)> = Vec::new();
-            if !rules.raw_pointers {
-                for (i, v) in decoded.iter().enumerate() {
-                    // A field hashed by a class holds no address any more.
-                    if changed[i].is_some() {
-                        continue;
-                    }
-                    let kind = t.fields[i].kind;
-                    match *v {
-                        Value::Ptr(a) if r.word.is_kernel(a) => {
-                            pointer_fields.push((i, Value::Ptr(r.hasher.pointer(a, r.word))));
-                            counts.pointers += 1;
-                        }
-                        Value::Unsigned(_) | Value::Signed(_) => {
-                            let Some(a) = r.word.address_in(kind, v) else {
-                                continue;
-                            };
-                            let h = r.hasher.pointer(a, r.word);
-                            let hashed = match v {
-                                Value::Signed(_) => Value::Signed(h as i64),
-                                _ => Value::Unsigned(h),
-                            };
-                            pointer_fields.push((i, hashed));
-                            counts.pointers += 1;
-                        }
-                        Value::Str(s) | Value::Chars(s) | Value::Bytes(s) => {
-                            let mut data = s.to_vec();
-                            let before = counts.scrubbed();
-                            if matches!(v, Value::Bytes(_)) {
-                                r.scrub_bytes(&mut data, &mut counts);
-                            } else {
-                                r.scrub(&mut data, &mut counts);
-                            }
-                            if counts.scrubbed() != before {
-                                owned.push(data);
-                                changed[i] = Some(owned.len() - 1);
-                            }
-                        }
-                        Value::Ptr(_) => {}
-                    }
-                }
-            }
-            if changed.iter().all(Option::is_none) && pointer_fields.is_empty() {
-                continue;
-            }
-            let mut values = Vec::with_capacity(decoded.len());
-            for (i, v) in decoded.iter().enumerate() {
-                values.push(match changed[i] {
-                    Some(o) => retyped(*v, &owned[o]),
-                    None => match pointer_fields.iter().find(|p| p.0 == i) {
-                        Some(&(_, hashed)) => hashed,
-                        None => *v,
-                    },
-                });
-            }
-            let def = EventDef {
-                id: t.id,
-                name: &t.name,
-                fields,
-            };
-            let Ok(len) = payload_len(&def, &values) else {
-                continue;
-            };
-            payload.clear();
-            payload.resize(len, 0);
-            if encode_payload(&def, &values, e, &mut payload).is_err() {
-                // Cannot happen (the length came from the same values);
-                // leaving the event out is the safe side.
-                overlay.leave_out(s, at);
-                continue;
-            }
-            overlay.rewrite(s, at, &payload);
-        }
+    let streams: Vec<(Overlay, Counts)> = trace
+        .streams
+        .par_iter()
+        .enumerate()
+        .map(|(s, stream)| plan_stream(region, &r, &defs, s, stream))
+        .collect();
+    let mut overlay = Overlay::default();
+    let mut counts = r.counts();
+    for (o, c) in streams {
+        overlay.append(o);
+        counts.add(&c);
     }
     let message = region.state.as_ref().ok().map(|s: &StateInfo| {
         let mut text = s.message.clone().into_bytes();
@@ -518,6 +394,169 @@ pub fn plan(region: &Region, key: &RegionKey, trace: &PagedTrace, rules: &Rules)
         message,
         counts,
     }
+}
+
+/// A type's fields, for re-encoding, and the classes that apply to it.
+type TypePlan<'s> = (Vec<FieldDef<'s>>, Vec<usize>);
+
+/// [`plan`] for stream `s`: what it leaves out and rewrites, and counts.
+fn plan_stream(
+    region: &Region,
+    r: &TextRedactor,
+    defs: &[Option<TypePlan>],
+    s: usize,
+    stream: &StreamPages,
+) -> (Overlay, Counts) {
+    let rules = r.rules;
+    let e = region.header.endian;
+    let mut overlay = Overlay::default();
+    let mut counts = r.counts();
+    // A rewritten payload, before it goes into the overlay.
+    let mut payload = Vec::new();
+    let mut owned: Vec<Vec<u8>> = Vec::new();
+    let granted = rules.grant.as_ref().is_none_or(|g| g.stream(&stream.info));
+    // Of a granted kernel stream, only the events the grant names.
+    let judged = rules.grant.as_ref().filter(|_| stream.info.is_kernel());
+    for (at, ev) in stream.events().enumerate() {
+        if rules.since_ns.is_some_and(|t| ev.ts < t) {
+            counts.before_since += 1;
+            overlay.leave_out(s, at);
+            continue;
+        }
+        let typed = region
+            .schema
+            .get(ev.type_id)
+            .zip(defs[usize::from(ev.type_id)].as_ref());
+        let decoded = typed.and_then(|(t, _)| t.decode(ev.payload, e).ok());
+        let outside = !granted
+            || judged.is_some_and(|g| match (typed, &decoded) {
+                (Some((t, _)), Some(values)) => !g.kernel_event(t, ev.payload, values, e),
+                // What cannot be decoded cannot be judged.
+                _ => true,
+            });
+        if outside {
+            counts.outside_grant += 1;
+            overlay.leave_out(s, at);
+            continue;
+        }
+        let (Some((t, (fields, classes))), Some(decoded)) = (typed, decoded) else {
+            // Shown raw: only what looks like an address, as text or
+            // as a word, can be told apart.
+            let mut raw = ev.payload.to_vec();
+            let before = counts.scrubbed();
+            r.scrub_bytes(&mut raw, &mut counts);
+            if counts.scrubbed() != before {
+                overlay.rewrite(s, at, &raw);
+            }
+            continue;
+        };
+        if !rules.input_layer && is_input_layer(region, t, ev.payload) {
+            counts.input_layer += 1;
+            overlay.leave_out(s, at);
+            continue;
+        }
+        let text = text_field(t).and_then(|i| match decoded[i] {
+            Value::Str(s) | Value::Chars(s) => Some(s),
+            _ => None,
+        });
+        if let Some(c) = classes
+            .iter()
+            .copied()
+            .find(|&c| rules.classes[c].drops(text))
+        {
+            counts.per_class[c] += 1;
+            overlay.leave_out(s, at);
+            continue;
+        }
+        // Owned copies of every value this event changes.
+        owned.clear();
+        let mut changed: Vec<Option<usize>> = vec![None; decoded.len()];
+        for &c in classes {
+            let Class::Hash { field, .. } = &rules.classes[c] else {
+                continue;
+            };
+            let Some(i) = t.fields.iter().position(|f| &f.name == field) else {
+                continue;
+            };
+            counts.per_class[c] += 1;
+            owned.push(hash_value(&r.hasher, &decoded[i], t.fields[i].kind));
+            changed[i] = Some(owned.len() - 1);
+        }
+        // Integers holding kernel addresses, by their hashes.
+        let mut pointer_fields: Vec<(usize, Value)> = Vec::new();
+        if !rules.raw_pointers {
+            for (i, v) in decoded.iter().enumerate() {
+                // A field hashed by a class holds no address any more.
+                if changed[i].is_some() {
+                    continue;
+                }
+                let kind = t.fields[i].kind;
+                match *v {
+                    Value::Ptr(a) if r.word.is_kernel(a) => {
+                        pointer_fields.push((i, Value::Ptr(r.hasher.pointer(a, r.word))));
+                        counts.pointers += 1;
+                    }
+                    Value::Unsigned(_) | Value::Signed(_) => {
+                        let Some(a) = r.word.address_in(kind, v) else {
+                            continue;
+                        };
+                        let h = r.hasher.pointer(a, r.word);
+                        let hashed = match v {
+                            Value::Signed(_) => Value::Signed(h as i64),
+                            _ => Value::Unsigned(h),
+                        };
+                        pointer_fields.push((i, hashed));
+                        counts.pointers += 1;
+                    }
+                    Value::Str(s) | Value::Chars(s) | Value::Bytes(s) => {
+                        let mut data = s.to_vec();
+                        let before = counts.scrubbed();
+                        if matches!(v, Value::Bytes(_)) {
+                            r.scrub_bytes(&mut data, &mut counts);
+                        } else {
+                            r.scrub(&mut data, &mut counts);
+                        }
+                        if counts.scrubbed() != before {
+                            owned.push(data);
+                            changed[i] = Some(owned.len() - 1);
+                        }
+                    }
+                    Value::Ptr(_) => {}
+                }
+            }
+        }
+        if changed.iter().all(Option::is_none) && pointer_fields.is_empty() {
+            continue;
+        }
+        let mut values = Vec::with_capacity(decoded.len());
+        for (i, v) in decoded.iter().enumerate() {
+            values.push(match changed[i] {
+                Some(o) => retyped(*v, &owned[o]),
+                None => match pointer_fields.iter().find(|p| p.0 == i) {
+                    Some(&(_, hashed)) => hashed,
+                    None => *v,
+                },
+            });
+        }
+        let def = EventDef {
+            id: t.id,
+            name: &t.name,
+            fields,
+        };
+        let Ok(len) = payload_len(&def, &values) else {
+            continue;
+        };
+        payload.clear();
+        payload.resize(len, 0);
+        if encode_payload(&def, &values, e, &mut payload).is_err() {
+            // Cannot happen (the length came from the same values);
+            // leaving the event out is the safe side.
+            overlay.leave_out(s, at);
+            continue;
+        }
+        overlay.rewrite(s, at, &payload);
+    }
+    (overlay, counts)
 }
 
 /// A field's value hashed, as the bytes of its new value: integers as
