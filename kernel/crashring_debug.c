@@ -217,6 +217,7 @@ static notrace void cr_dynamic_pr_debug(struct _ddebug *desc, const char *fmt, .
 	struct cr_call call = {
 		.source = CRASHRING_CALLSITE_DYNDBG, .category = U16_MAX,
 		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = "",
+		.prefixed = true,
 	};
 	va_list ap;
 
@@ -245,6 +246,8 @@ static notrace void cr_dynamic_dev_dbg(struct _ddebug *desc, const struct device
 	va_list ap;
 
 	preempt_disable_notrace();
+	/* As __dynamic_dev_dbg() puts it: the prefix only before a device. */
+	call.prefixed = dev;
 	if (dev)
 		cr_dev_text(device, dev);
 	else
@@ -273,7 +276,8 @@ static notrace void cr_dynamic_netdev_dbg(struct _ddebug *desc, const struct net
 	va_list ap;
 
 	preempt_disable_notrace();
-	/* As __dynamic_netdev_dbg() names it. */
+	/* As __dynamic_netdev_dbg() names it, the prefix only with a parent. */
+	call.prefixed = dev && dev->dev.parent;
 	if (dev && dev->dev.parent)
 		snprintf(device, sizeof(device), "%s %s %s%s", dev_driver_string(dev->dev.parent),
 			 dev_name(dev->dev.parent), netdev_name(dev), netdev_reg_state(dev));

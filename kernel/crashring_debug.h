@@ -22,6 +22,7 @@ struct cr_call {
 	u16 category;
 	unsigned long key, caller;
 	const struct _ddebug *desc;	/* dynamic debug's callsites */
+	bool prefixed;			/* printk would put dynamic debug's prefix in front */
 	const char *fmt;
 	const char *device;
 };

@@ -151,6 +151,70 @@ void crashring_debug_reset(void)
 
 /* --- recording -------------------------------------------------------- */
 
+/*
+ * Dynamic debug's prefix flags (+t, +m, +f, +s, +l) of @call as the
+ * event's: the reader writes the prefix from them and the callsite's
+ * entry, as __dynamic_emit_prefix() does, cut where this kernel cuts it
+ * (PREFIX_SIZE grew to 128 with +s, in 6.3).
+ */
+static u8 cr_prefix_flags(const struct cr_call *call)
+{
+	unsigned int f = call->prefixed && call->desc ? call->desc->flags : 0;
+	u8 out = 0;
+
+	if (f & _DPRINTK_FLAGS_INCL_TID)
+		out |= CRASHRING_DEBUG_TID;
+	if (f & _DPRINTK_FLAGS_INCL_MODNAME)
+		out |= CRASHRING_DEBUG_MODULE;
+	if (f & _DPRINTK_FLAGS_INCL_FUNCNAME)
+		out |= CRASHRING_DEBUG_FUNCTION;
+	if (f & _DPRINTK_FLAGS_INCL_LINENO)
+		out |= CRASHRING_DEBUG_LINE;
+#ifdef _DPRINTK_FLAGS_INCL_SOURCENAME
+	if (f & _DPRINTK_FLAGS_INCL_SOURCENAME)
+		out |= CRASHRING_DEBUG_FILE;
+	if (out)
+		out |= CRASHRING_DEBUG_PREFIX_128;
+#endif
+	return out;
+}
+
+/* The thread id +t shows: the caller's, or none in interrupt context. */
+static u32 cr_tid(void)
+{
+	return in_interrupt() ? CRASHRING_DEBUG_IN_INTERRUPT : (u32)task_pid_vnr(current);
+}
+
+/*
+ * The prefix of @flags written out, for a message recorded formatted:
+ * as __dynamic_emit_prefix() writes it.
+ */
+static void cr_emit_prefix(char *buf, size_t size, u8 flags, const struct _ddebug *desc)
+{
+	size_t pos = 0, after_tid;
+
+	buf[0] = '\0';
+	if (flags & CRASHRING_DEBUG_TID) {
+		u32 tid = cr_tid();
+
+		if (tid == CRASHRING_DEBUG_IN_INTERRUPT)
+			pos += scnprintf(buf + pos, size - pos, "<intr> ");
+		else
+			pos += scnprintf(buf + pos, size - pos, "[%d] ", (int)tid);
+	}
+	after_tid = pos;
+	if (flags & CRASHRING_DEBUG_MODULE)
+		pos += scnprintf(buf + pos, size - pos, "%s:", desc->modname);
+	if (flags & CRASHRING_DEBUG_FUNCTION)
+		pos += scnprintf(buf + pos, size - pos, "%s:", desc->function);
+	if (flags & CRASHRING_DEBUG_FILE)
+		pos += scnprintf(buf + pos, size - pos, "%s:", desc->filename);
+	if (flags & CRASHRING_DEBUG_LINE)
+		pos += scnprintf(buf + pos, size - pos, "%u:", desc->lineno);
+	if (pos != after_tid)
+		scnprintf(buf + pos, size - pos, " ");
+}
+
 /* The slot of the calling context: ftrace callbacks and probes run in their caller's. */
 static unsigned int cr_context(void)
 {
@@ -162,10 +226,13 @@ static unsigned int cr_context(void)
  * @call: its callsite and device
  * @ap: its arguments
  *
- * Records one message: its callsite's id and the arguments, or, when the
- * callsite has no id, the text printk would have printed after the
- * device (DEBUG_FORMATTED). Never fails silently for lack of room: what
- * does not fit one record is cut and flagged (DEBUG_CUT).
+ * Records one message: its callsite's id, the parts of dynamic debug's
+ * prefix it asks for (with the thread id first in the arguments for +t)
+ * and the arguments; or, when the callsite has no id, the text printk
+ * would have printed after the device (DEBUG_FORMATTED), or with a
+ * prefix, the whole line, the device in it. Never fails silently for
+ * lack of room: what does not fit one record is cut and flagged
+ * (DEBUG_CUT).
  */
 void crashring_debug_record(const struct cr_call *call, va_list ap)
 {
@@ -191,6 +258,7 @@ void crashring_debug_record(const struct cr_call *call, va_list ap)
 		return;
 	b->depth[ctx] = d + 1;
 	rec.callsite = cr_site_id(call);
+	rec.flags = cr_prefix_flags(call);
 	s = crashring_enter(c);
 	room = min_t(u32, CRASHRING_MAX_RECORD_SIZE, s->page_size - CRASHRING_PAGE_HEADER_SIZE) -
 	       CRASHRING_RECORD_HEADER_SIZE - sizeof(rec) - 2 - ndev - 2;
@@ -198,6 +266,14 @@ void crashring_debug_record(const struct cr_call *call, va_list ap)
 	if (rec.callsite) {
 		va_list copy;
 
+		if (rec.flags & CRASHRING_DEBUG_TID) {
+			u32 tid = cr_tid();
+
+			/* The room is a record's, far more than 4 bytes. */
+			memcpy(a.p, &tid, sizeof(tid));
+			a.p += sizeof(tid);
+			a.room -= sizeof(tid);
+		}
 		va_copy(copy, ap);
 		crashring_encode_args(&a, call->fmt, copy);
 		va_end(copy);
@@ -209,11 +285,21 @@ void crashring_debug_record(const struct cr_call *call, va_list ap)
 
 		va_copy(copy, ap);
 		vaf.va = &copy;
-		rec.flags |= CRASHRING_DEBUG_FORMATTED;
-		if (call->source == CRASHRING_CALLSITE_DRM)
+		if (call->source == CRASHRING_CALLSITE_DRM) {
 			n = snprintf(a.p, a.room, "[drm:%ps] %pV", (void *)call->caller, &vaf);
-		else
+		} else if (rec.flags) {
+			/* The prefix goes before the device: the whole line, no device apart. */
+			char prefix[128];
+
+			cr_emit_prefix(prefix, rec.flags & CRASHRING_DEBUG_PREFIX_128 ? 128 : 64,
+				       rec.flags, call->desc);
+			n = snprintf(a.p, a.room, "%s%s%s%pV", prefix, call->device,
+				     ndev ? ": " : "", &vaf);
+			ndev = 0;
+		} else {
 			n = snprintf(a.p, a.room, "%pV", &vaf);
+		}
+		rec.flags = CRASHRING_DEBUG_FORMATTED;
 		va_end(copy);
 		a.cut = a.room && n >= a.room;
 		nargs = a.room ? min_t(u32, n, a.room - 1) : 0;

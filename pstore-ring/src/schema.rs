@@ -158,6 +158,25 @@ pub fn shutdown_how_name(how: u32) -> &'static str {
 pub const DEBUG_FORMATTED: u8 = 1;
 pub const DEBUG_CUT: u8 = 2;
 
+/// `debug` `flags` bits: the parts of dynamic debug's prefix the
+/// callsite asked for when it was called (its `+t`, `+m`, `+f`, `+s`,
+/// `+l`), in front of a message whose printk call carries the prefix.
+/// With `DEBUG_TID`, `args` begins with the caller's thread id (a `u32`;
+/// `DEBUG_IN_INTERRUPT` for a call in interrupt context). Never set with
+/// [`DEBUG_FORMATTED`]: the writer put the prefix in the text.
+pub const DEBUG_TID: u8 = 4;
+pub const DEBUG_MODULE: u8 = 8;
+pub const DEBUG_FUNCTION: u8 = 16;
+pub const DEBUG_FILE: u8 = 32;
+pub const DEBUG_LINE: u8 = 64;
+/// `debug` `flags` bit: the writer's kernel cuts the prefix at 127 bytes
+/// (its `PREFIX_SIZE` is 128, since 6.3), not at 63.
+pub const DEBUG_PREFIX_128: u8 = 128;
+
+/// The thread id of a `DEBUG_TID` message called in interrupt context
+/// (shown as `<intr> `).
+pub const DEBUG_IN_INTERRUPT: u32 = u32::MAX;
+
 /// `printk` `flags` bits.
 pub const PRINTK_TRUNCATED: u8 = 1;
 pub const PRINTK_CONTINUATION: u8 = 2;

@@ -7,10 +7,14 @@
 
 use super::{CallsiteError, EventType, Region};
 use crate::debug_args::{Callsite, DebugArgs};
-use crate::endian::Endian;
+use crate::endian::{u32_at, Endian};
 use crate::kprintf::{self, ArgError, Pointers};
 use crate::layout::CALLSITE_DRM;
-use crate::schema::{builtin, Value, DEBUG_CUT, DEBUG_FORMATTED, EVENT_DEBUG};
+use crate::schema::{
+    builtin, Value, DEBUG_CUT, DEBUG_FILE, DEBUG_FORMATTED, DEBUG_FUNCTION, DEBUG_IN_INTERRUPT,
+    DEBUG_LINE, DEBUG_MODULE, DEBUG_PREFIX_128, DEBUG_TID, EVENT_DEBUG,
+};
+use crate::text::decimal_str;
 use alloc::vec::Vec;
 
 /// The longest text printk keeps of a line: `LOG_LINE_MAX` (1024 less a
@@ -127,6 +131,8 @@ pub enum MessageError {
     Callsite(#[from] CallsiteError),
     #[error("the event names no callsite and holds no text")]
     NoCallsite,
+    #[error("the event's prefix asks for a thread id, and its arguments are shorter than one")]
+    NoThreadId,
     #[error(transparent)]
     Args(#[from] ArgError),
 }
@@ -146,18 +152,22 @@ impl<'a> Region<'a> {
     /// `ev` as printk would have printed it, pointers shown as `pointers`
     /// says.
     ///
-    /// The text is the device's name and `": "` when the event names a
-    /// device (as `dev_printk()` and `netdev_printk()` put it), then for
-    /// a DRM callsite `"[drm:FUNCTION] "` (as `__drm_dev_dbg()` puts it),
-    /// then the format over the arguments; or the text the writer
-    /// formatted itself when it could not add the callsite.
+    /// The text is dynamic debug's prefix when the event's flags ask for
+    /// it, the device's name and `": "` when the event names a device (as
+    /// `dev_printk()` and `netdev_printk()` put it), then for a DRM
+    /// callsite `"[drm:FUNCTION] "` (as `__drm_dev_dbg()` puts it), then
+    /// the format over the arguments; or the text the writer formatted
+    /// itself when it could not add the callsite.
     pub fn debug_message(&self, ev: &DebugEvent<'_>, pointers: &Pointers) -> Message<'a> {
         let mut text = Vec::with_capacity(128);
-        if !ev.device.is_empty() {
-            text.extend_from_slice(ev.device);
-            text.extend_from_slice(b": ");
-        }
+        let device = |text: &mut Vec<u8>| {
+            if !ev.device.is_empty() {
+                text.extend_from_slice(ev.device);
+                text.extend_from_slice(b": ");
+            }
+        };
         if ev.flags & DEBUG_FORMATTED != 0 {
+            device(&mut text);
             text.extend_from_slice(ev.args);
             text.truncate(PRINTK_LINE_MAX);
             return Message {
@@ -165,21 +175,28 @@ impl<'a> Region<'a> {
                 text: Ok(text),
             };
         }
+        let failed = |e: MessageError| Message {
+            callsite: None,
+            text: Err(e),
+        };
         if ev.callsite == 0 {
-            return Message {
-                callsite: None,
-                text: Err(MessageError::NoCallsite),
-            };
+            return failed(MessageError::NoCallsite);
         }
         let callsite = match self.callsite(ev.callsite) {
             Ok(c) => c,
-            Err(e) => {
-                return Message {
-                    callsite: None,
-                    text: Err(e.into()),
-                }
-            }
+            Err(e) => return failed(e.into()),
         };
+        let mut args = ev.args;
+        if ev.flags & DEBUG_TID != 0 {
+            let Some(tid) = u32_at(args, 0, self.header.endian) else {
+                return failed(MessageError::NoThreadId);
+            };
+            args = &args[4..];
+            dyndbg_prefix(&mut text, ev.flags, Some(tid), &callsite);
+        } else {
+            dyndbg_prefix(&mut text, ev.flags, None, &callsite);
+        }
+        device(&mut text);
         if callsite.source == CALLSITE_DRM {
             text.extend_from_slice(b"[drm:");
             text.extend_from_slice(callsite.function);
@@ -187,7 +204,7 @@ impl<'a> Region<'a> {
         }
         let room = PRINTK_LINE_MAX.saturating_sub(text.len());
         text.truncate(PRINTK_LINE_MAX);
-        let mut args = DebugArgs::new(ev.args, self.header.endian);
+        let mut args = DebugArgs::new(args, self.header.endian);
         let text = kprintf::format(callsite.format, &mut args, pointers, room)
             .map(|body| {
                 text.extend_from_slice(&body.text);
@@ -199,6 +216,54 @@ impl<'a> Region<'a> {
             text,
         }
     }
+}
+
+/// Dynamic debug's prefix, as the kernel's `__dynamic_emit_prefix()`
+/// writes it for the parts `flags` names: `[TID] ` (or `<intr> `), then
+/// `MODULE:`, `FUNCTION:`, `FILE:`, `LINE:` and a space after any of
+/// those four; cut where the writer's kernel cuts it.
+fn dyndbg_prefix(text: &mut Vec<u8>, flags: u8, tid: Option<u32>, c: &Callsite<'_>) {
+    let start = text.len();
+    match tid {
+        Some(DEBUG_IN_INTERRUPT) => text.extend_from_slice(b"<intr> "),
+        Some(tid) => {
+            // task_pid_vnr() is an int.
+            let tid = tid as i32;
+            text.push(b'[');
+            if tid < 0 {
+                text.push(b'-');
+            }
+            let mut digits = [0; 20];
+            text.extend_from_slice(decimal_str(tid.unsigned_abs().into(), &mut digits).as_bytes());
+            text.extend_from_slice(b"] ");
+        }
+        None => {}
+    }
+    let after_tid = text.len();
+    for (bit, part) in [
+        (DEBUG_MODULE, c.module),
+        (DEBUG_FUNCTION, c.function),
+        (DEBUG_FILE, c.file),
+    ] {
+        if flags & bit != 0 {
+            text.extend_from_slice(part);
+            text.push(b':');
+        }
+    }
+    if flags & DEBUG_LINE != 0 {
+        let mut digits = [0; 20];
+        text.extend_from_slice(decimal_str(c.line.into(), &mut digits).as_bytes());
+        text.push(b':');
+    }
+    if text.len() != after_tid {
+        text.push(b' ');
+    }
+    let size = if flags & DEBUG_PREFIX_128 != 0 {
+        128
+    } else {
+        64
+    };
+    text.truncate(start + (text.len() - start).min(size - 1));
 }
 
 #[cfg(test)]
@@ -214,6 +279,15 @@ mod tests {
     /// (callsite index or id, device, flags, args) on CPU 0; the
     /// messages of its `debug` events, pointers raw.
     fn messages(events: &[(u32, &[u8], u8, &[DebugArg])]) -> Vec<Result<Vec<u8>, MessageError>> {
+        messages_of(events, Some(4242))
+    }
+
+    /// [`messages`], the arguments of an event whose flags have
+    /// `DEBUG_TID` behind thread id `tid` (none: left out).
+    fn messages_of(
+        events: &[(u32, &[u8], u8, &[DebugArg])],
+        tid: Option<u32>,
+    ) -> Vec<Result<Vec<u8>, MessageError>> {
         let mut out = Vec::new();
         for e in [Endian::Little, Endian::Big] {
             let mut mem = alloc::vec![0u8; 64 * 1024];
@@ -262,6 +336,13 @@ mod tests {
                 let id = ids.get(site as usize).copied().unwrap_or(site);
                 let mut bytes = alloc::vec![0u8; encoded_len(args)];
                 encode(&mut bytes, args, e).unwrap();
+                if let Some(tid) = tid.filter(|_| flags & DEBUG_TID != 0) {
+                    let tid = match e {
+                        Endian::Little => tid.to_le_bytes(),
+                        Endian::Big => tid.to_be_bytes(),
+                    };
+                    bytes.splice(0..0, tid);
+                }
                 let cat = if site == 0 { 2 } else { 0xffff };
                 cpu0.write_event(
                     i as u64 + 1,
@@ -296,6 +377,46 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn dynamic_debug_prefixes_read_as_the_kernel_writes_them() {
+        use DebugArg::{Addr, Str};
+        let args: &[DebugArg] = &[Str(b"up"), Addr(0xab)];
+        let dev: &[u8] = b"e1000 0000:00:03.0 eth0";
+        let all = DEBUG_TID | DEBUG_MODULE | DEBUG_FUNCTION | DEBUG_FILE | DEBUG_LINE;
+        let got = messages(&[
+            (1, b"", all | DEBUG_PREFIX_128, args),
+            (1, dev, DEBUG_MODULE | DEBUG_LINE, args),
+            (1, b"", DEBUG_TID, args),
+            (1, b"", DEBUG_FUNCTION | DEBUG_PREFIX_128, args),
+            // 6.1's PREFIX_SIZE of 64: the prefix cut at 63 bytes.
+            (1, b"", all, args),
+        ]);
+        let ok = |s: &str| Ok(s.as_bytes().to_vec());
+        let all_parts = "[4242] e1000:e1000_watchdog:drivers/net/e1000/e1000_main.c:77: ";
+        assert_eq!(
+            got,
+            [
+                ok(&format!("{all_parts}link up at 00000000000000ab\n")),
+                ok("e1000:77: e1000 0000:00:03.0 eth0: link up at 00000000000000ab\n"),
+                // The thread id alone: no space but its own.
+                ok("[4242] link up at 00000000000000ab\n"),
+                ok("e1000_watchdog: link up at 00000000000000ab\n"),
+                ok(&format!(
+                    "{}link up at 00000000000000ab\n",
+                    &all_parts[..63]
+                )),
+            ]
+        );
+        let intr = messages_of(
+            &[(1, b"", DEBUG_TID | DEBUG_LINE, args)],
+            Some(DEBUG_IN_INTERRUPT),
+        );
+        assert_eq!(intr, [ok("<intr> 77: link up at 00000000000000ab\n")]);
+        // A thread id that is not there is said to be missing.
+        let short = messages_of(&[(1, b"", DEBUG_TID, &[])], None);
+        assert_eq!(short, [Err(MessageError::NoThreadId)]);
     }
 
     #[test]

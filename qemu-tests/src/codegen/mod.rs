@@ -142,8 +142,9 @@ pub fn structs() -> Vec<(&'static str, usize, Vec<Field>)> {
 pub fn constants() -> Vec<(&'static str, u64)> {
     use pstore_ring::debug_args::{ARG_ADDR, ARG_INT, ARG_STR, ARG_TEXT};
     use pstore_ring::schema::{
-        DEBUG_CUT, DEBUG_FORMATTED, SHUTDOWN_ASKED, SHUTDOWN_HALT, SHUTDOWN_POWER_OFF,
-        SHUTDOWN_RESTART,
+        DEBUG_CUT, DEBUG_FILE, DEBUG_FORMATTED, DEBUG_FUNCTION, DEBUG_IN_INTERRUPT, DEBUG_LINE,
+        DEBUG_MODULE, DEBUG_PREFIX_128, DEBUG_TID, SHUTDOWN_ASKED, SHUTDOWN_HALT,
+        SHUTDOWN_POWER_OFF, SHUTDOWN_RESTART,
     };
     vec![
         ("FORMAT_VERSION", FORMAT_VERSION.into()),
@@ -222,6 +223,13 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("CATEGORY_NONE", CATEGORY_NONE.into()),
         ("DEBUG_FORMATTED", DEBUG_FORMATTED.into()),
         ("DEBUG_CUT", DEBUG_CUT.into()),
+        ("DEBUG_TID", DEBUG_TID.into()),
+        ("DEBUG_MODULE", DEBUG_MODULE.into()),
+        ("DEBUG_FUNCTION", DEBUG_FUNCTION.into()),
+        ("DEBUG_FILE", DEBUG_FILE.into()),
+        ("DEBUG_LINE", DEBUG_LINE.into()),
+        ("DEBUG_PREFIX_128", DEBUG_PREFIX_128.into()),
+        ("DEBUG_IN_INTERRUPT", DEBUG_IN_INTERRUPT.into()),
         ("SHUTDOWN_ASKED", SHUTDOWN_ASKED.into()),
         ("SHUTDOWN_RESTART", SHUTDOWN_RESTART.into()),
         ("SHUTDOWN_HALT", SHUTDOWN_HALT.into()),

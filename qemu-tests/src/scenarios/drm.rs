@@ -4,7 +4,8 @@
 //!
 //! QEMU's standard VGA gives the guest bochs-drm. crashring.ko loads
 //! first, selecting DRM's KMS, ATOMIC and STATE categories and the test
-//! module's pr_debug() by file:line, so bochs's probe and a program's
+//! module's pr_debug() by file:line (with every part of dynamic debug's
+//! prefix switched on for it), so bochs's probe and a program's
 //! modesets (raw KMS ioctls) send their messages to the recorder, never to
 //! printk (drm.debug stays 0). While modesets flood in, the module is
 //! unloaded and loaded again three times (the guest runs panic_on_warn).
@@ -76,6 +77,14 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         .context("the test module's DRM-style pr_debug() is gone")?
         + 1;
     let select = format!("drm={};file=crashring_test.c:{line}", CATEGORIES.join(","));
+    // Every part of dynamic debug's prefix the kernel has (+s, the file,
+    // came in 6.3): the "printk" comparison checks the reader's prefix
+    // against the kernel's own.
+    let dyndbg = if k.series == "6.1" {
+        "+pmflt"
+    } else {
+        "+pmfslt"
+    };
     let words = select.replace(';', " ");
     // The compositor's stream (its pool's only one) holds its events
     // since before its input category went on: 5 s at some 2,500 a second.
@@ -98,7 +107,7 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
          wait\n\
          echo \"crashring-test: reloaded $(cat /sys/kernel/crashring/status)\"\n\
          chgrp {GROUP} /dev/crashring\n\
-         insmod /lib/crashring_test.ko action=drm dyndbg=+p\n\
+         insmod /lib/crashring_test.ko action=drm dyndbg={dyndbg}\n\
          {comp} run {MEMBER} {GROUP} &\n\
          {mode} /dev/dri/card0 6\n\
          echo '{INPUT_NEXT}' > /dev/crashring\n\
@@ -211,6 +220,16 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
                         "a dynamic-debug callsite that was not selected: {}:{}",
                         String::from_utf8_lossy(c.file),
                         c.line
+                    );
+                    // Its prefix: the thread id, module, function, (file,)
+                    // line, as the module was loaded with.
+                    let has = |part: &[u8]| text.windows(part.len()).any(|w| w == part);
+                    ensure!(
+                        text.starts_with(b"[")
+                            && has(b"] crashring_test:drm_fn:")
+                            && has(format!(":{line}: [drm:drm_atomic_commit]").as_bytes()),
+                        "the test module's message without dynamic debug's prefix: {}",
+                        String::from_utf8_lossy(&text)
                     );
                     "crashring_test.c".into()
                 };
