@@ -6,8 +6,9 @@
  * What is diverted: DRM's debug messages (drm_dbg_kms() and the rest go
  * through __drm_dev_dbg(), and DRM_DEBUG_KMS() and the like through
  * ___drm_dbg() on the kernels that have it), selected by category; and
- * dynamic debug's pr_debug(), dev_dbg() and netdev_dbg() callsites
- * (__dynamic_pr_debug(), __dynamic_dev_dbg(), __dynamic_netdev_dbg()),
+ * dynamic debug's pr_debug(), dev_dbg(), netdev_dbg() and ibdev_dbg()
+ * callsites (__dynamic_pr_debug(), __dynamic_dev_dbg(),
+ * __dynamic_netdev_dbg(), __dynamic_ibdev_dbg()),
  * selected by module, function or file:line, once dynamic debug enabled
  * them (+p: the kernel calls those functions only for enabled callsites).
  * A selection may also name devices (dev_name() or driver), and may ask
@@ -52,6 +53,7 @@
 #include <linux/dynamic_debug.h>
 #include <linux/device.h>
 #include <linux/netdevice.h>
+#include <rdma/ib_verbs.h>
 #include <linux/rcupdate.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
@@ -189,190 +191,10 @@ static bool cr_wants_dyndbg(const struct cr_selection *sel)
 	return false;
 }
 
-/* The device as dev_printk() names it: "driver name". */
-static void cr_dev_text(char *buf, const struct device *dev)
-{
-	if (dev)
-		snprintf(buf, CR_DEVICE_MAX + 1, "%s %s", dev_driver_string(dev), dev_name(dev));
-	else
-		buf[0] = '\0';
-}
-
-static bool cr_also_printk(void)
+/* Whether "printk" is selected: the replacements call the originals too. */
+bool crashring_debug_also_printk(void)
 {
 	return rcu_dereference_sched(cr_selection)->printk;
-}
-
-/* --- the replacements ------------------------------------------------- */
-
-/*
- * Each runs instead of the function it is named after, with the same
- * arguments, preemption disabled from its first instruction to its last
- * (see "Unload" above). The selection was checked by the callback. With
- * "printk" selected, each then calls the original, which the callback
- * lets through when called from here.
- */
-static notrace void cr_dynamic_pr_debug(struct _ddebug *desc, const char *fmt, ...)
-{
-	struct cr_call call = {
-		.source = CRASHRING_CALLSITE_DYNDBG, .category = U16_MAX,
-		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = "",
-		.prefixed = true,
-	};
-	va_list ap;
-
-	preempt_disable_notrace();
-	va_start(ap, fmt);
-	crashring_debug_record(&call, ap);
-	va_end(ap);
-	if (cr_also_printk()) {
-		struct va_format vaf = { .fmt = fmt, .va = &ap };
-
-		va_start(ap, fmt);
-		__dynamic_pr_debug(desc, "%pV", &vaf);
-		va_end(ap);
-	}
-	preempt_enable_notrace();
-}
-
-static notrace void cr_dynamic_dev_dbg(struct _ddebug *desc, const struct device *dev,
-				       const char *fmt, ...)
-{
-	char device[CR_DEVICE_MAX + 1];
-	struct cr_call call = {
-		.source = CRASHRING_CALLSITE_DYNDBG, .category = U16_MAX,
-		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = device,
-	};
-	va_list ap;
-
-	preempt_disable_notrace();
-	/* As __dynamic_dev_dbg() puts it: the prefix only before a device. */
-	call.prefixed = dev;
-	if (dev)
-		cr_dev_text(device, dev);
-	else
-		strscpy(device, "(NULL device *)", sizeof(device));
-	va_start(ap, fmt);
-	crashring_debug_record(&call, ap);
-	va_end(ap);
-	if (cr_also_printk()) {
-		struct va_format vaf = { .fmt = fmt, .va = &ap };
-
-		va_start(ap, fmt);
-		__dynamic_dev_dbg(desc, dev, "%pV", &vaf);
-		va_end(ap);
-	}
-	preempt_enable_notrace();
-}
-
-static notrace void cr_dynamic_netdev_dbg(struct _ddebug *desc, const struct net_device *dev,
-					  const char *fmt, ...)
-{
-	char device[CR_DEVICE_MAX + 1];
-	struct cr_call call = {
-		.source = CRASHRING_CALLSITE_DYNDBG, .category = U16_MAX,
-		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = device,
-	};
-	va_list ap;
-
-	preempt_disable_notrace();
-	/* As __dynamic_netdev_dbg() names it, the prefix only with a parent. */
-	call.prefixed = dev && dev->dev.parent;
-	if (dev && dev->dev.parent)
-		snprintf(device, sizeof(device), "%s %s %s%s", dev_driver_string(dev->dev.parent),
-			 dev_name(dev->dev.parent), netdev_name(dev), netdev_reg_state(dev));
-	else if (dev)
-		snprintf(device, sizeof(device), "%s%s", netdev_name(dev), netdev_reg_state(dev));
-	else
-		strscpy(device, "(NULL net_device)", sizeof(device));
-	va_start(ap, fmt);
-	crashring_debug_record(&call, ap);
-	va_end(ap);
-	if (cr_also_printk()) {
-		struct va_format vaf = { .fmt = fmt, .va = &ap };
-
-		va_start(ap, fmt);
-		__dynamic_netdev_dbg(desc, dev, "%pV", &vaf);
-		va_end(ap);
-	}
-	preempt_enable_notrace();
-}
-
-/* printk(KERN_DEBUG @fmt, ...), the level an argument as DRM passes it. */
-static __printf(1, 2) void cr_printk_debug(const char *fmt, ...)
-{
-	va_list args;
-
-	va_start(args, fmt);
-	vprintk_emit(0, LOGLEVEL_DEBUG, NULL, fmt, args);
-	va_end(args);
-}
-
-/* What DRM's debug functions print, for "printk" selected. */
-static notrace void cr_drm_printk(const struct device *dev, void *caller, const char *fmt,
-				  va_list ap)
-{
-	/* As __drm_dev_dbg() passes it on (__drm_dev_vprintk() since 6.9). */
-	const char *level = KERN_DEBUG;
-	struct va_format vaf = { .fmt = fmt };
-	va_list copy;
-
-	va_copy(copy, ap);
-	vaf.va = &copy;
-	if (dev)
-		dev_printk(level, dev, "[drm:%ps] %pV", caller, &vaf);
-	else
-		cr_printk_debug("[drm:%ps] %pV", caller, &vaf);
-	va_end(copy);
-}
-
-static notrace void cr_drm_dev_dbg(struct _ddebug *desc, const struct device *dev,
-				   int category, const char *fmt, ...)
-{
-	char device[CR_DEVICE_MAX + 1];
-	/* The return address __drm_dev_dbg() would print as "[drm:%ps]". */
-	void *caller = __builtin_return_address(0);
-	struct cr_call call = {
-		.source = CRASHRING_CALLSITE_DRM, .category = category,
-		.key = (unsigned long)fmt, .caller = (unsigned long)caller,
-		.fmt = fmt, .device = device,
-	};
-	va_list ap;
-
-	preempt_disable_notrace();
-	cr_dev_text(device, dev);
-	va_start(ap, fmt);
-	crashring_debug_record(&call, ap);
-	va_end(ap);
-	if (cr_also_printk()) {
-		va_start(ap, fmt);
-		cr_drm_printk(dev, caller, fmt, ap);
-		va_end(ap);
-	}
-	preempt_enable_notrace();
-}
-
-/* ___drm_dbg(): 6.1 to 6.12's DRM_DEBUG_*() without a device. */
-static notrace void cr_drm_dbg(struct _ddebug *desc, int category, const char *fmt, ...)
-{
-	void *caller = __builtin_return_address(0);
-	struct cr_call call = {
-		.source = CRASHRING_CALLSITE_DRM, .category = category,
-		.key = (unsigned long)fmt, .caller = (unsigned long)caller,
-		.fmt = fmt, .device = "",
-	};
-	va_list ap;
-
-	preempt_disable_notrace();
-	va_start(ap, fmt);
-	crashring_debug_record(&call, ap);
-	va_end(ap);
-	if (cr_also_printk()) {
-		va_start(ap, fmt);
-		cr_drm_printk(NULL, caller, fmt, ap);
-		va_end(ap);
-	}
-	preempt_enable_notrace();
 }
 
 /* --- the hooks -------------------------------------------------------- */
@@ -411,16 +233,21 @@ static bool cr_divert(const struct cr_hook *h, unsigned long caller, unsigned lo
 	if (within_module(caller, THIS_MODULE) ||
 	    !(READ_ONCE(crashring.sources) & CR_SRC_DEBUG) || !READ_ONCE(crashring.enabled))
 		return false;
-	if (to == cr_dynamic_pr_debug)
+	if (to == crashring_dynamic_pr_debug)
 		return cr_dyndbg_selected(sel, (void *)arg0, NULL);
-	if (to == cr_dynamic_dev_dbg)
+	if (to == crashring_dynamic_dev_dbg)
 		return cr_dyndbg_selected(sel, (void *)arg0, (void *)arg1);
-	if (to == cr_dynamic_netdev_dbg) {
+	if (to == crashring_dynamic_netdev_dbg) {
 		const struct net_device *ndev = (void *)arg1;
 
 		return cr_dyndbg_selected(sel, (void *)arg0, ndev ? ndev->dev.parent : NULL);
 	}
-	if (to == cr_drm_dev_dbg)
+	if (to == crashring_dynamic_ibdev_dbg) {
+		const struct ib_device *ibdev = (void *)arg1;
+
+		return cr_dyndbg_selected(sel, (void *)arg0, ibdev ? ibdev->dev.parent : NULL);
+	}
+	if (to == crashring_drm_dev_dbg)
 		return cr_drm_selected(sel, arg2, (void *)arg1);
 	return cr_drm_selected(sel, arg1, NULL);
 }
@@ -459,11 +286,12 @@ static int cr_debug_kprobe(struct kprobe *p, struct pt_regs *regs)
 }
 
 static struct cr_hook cr_hooks[] = {
-	CR_HOOK(__dynamic_pr_debug, cr_dynamic_pr_debug, false),
-	CR_HOOK(__dynamic_dev_dbg, cr_dynamic_dev_dbg, false),
-	CR_HOOK(__dynamic_netdev_dbg, cr_dynamic_netdev_dbg, false),
-	CR_HOOK(__drm_dev_dbg, cr_drm_dev_dbg, true),
-	CR_HOOK(___drm_dbg, cr_drm_dbg, true),
+	CR_HOOK(__dynamic_pr_debug, crashring_dynamic_pr_debug, false),
+	CR_HOOK(__dynamic_dev_dbg, crashring_dynamic_dev_dbg, false),
+	CR_HOOK(__dynamic_netdev_dbg, crashring_dynamic_netdev_dbg, false),
+	CR_HOOK(__dynamic_ibdev_dbg, crashring_dynamic_ibdev_dbg, false),
+	CR_HOOK(__drm_dev_dbg, crashring_drm_dev_dbg, true),
+	CR_HOOK(___drm_dbg, crashring_drm_dbg, true),
 };
 
 /*
@@ -531,9 +359,19 @@ static int cr_hook_set(struct cr_hook *h, bool on)
 }
 
 /*
- * Hooks what the selection needs and nothing else. ___drm_dbg() is only
- * in 6.1 to 6.12: its absence is no error. Called with crashring.lock
- * held (or at load).
+ * Whether @err is @h's function missing where it may be: ___drm_dbg() is
+ * only in 6.1 to 6.12, __dynamic_ibdev_dbg() only with CONFIG_INFINIBAND.
+ */
+static bool cr_hook_absent(const struct cr_hook *h, int err)
+{
+	return (err == -EINVAL && !strcmp(h->name, "___drm_dbg")) ||
+	       (err == -ENOENT && !strcmp(h->name, "__dynamic_ibdev_dbg"));
+}
+
+/*
+ * Hooks what the selection needs and nothing else; a function the
+ * kernel may lack is no error. Called with crashring.lock held (or at
+ * load).
  */
 static void cr_hooks_apply(const struct cr_selection *sel)
 {
@@ -544,7 +382,7 @@ static void cr_hooks_apply(const struct cr_selection *sel)
 		struct cr_hook *h = &cr_hooks[i];
 		int err = cr_hook_set(h, h->drm ? drm : dyndbg);
 
-		h->err = err == -EINVAL && !strcmp(h->name, "___drm_dbg") ? 0 : err;
+		h->err = cr_hook_absent(h, err) ? 0 : err;
 		if (h->err)
 			pr_warn("cannot divert %s: %d%s\n", h->name, h->err,
 				h->err == -EBUSY ? " (another IPMODIFY user, such as a livepatch)" : "");

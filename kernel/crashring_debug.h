@@ -28,6 +28,24 @@ struct cr_call {
 };
 
 void crashring_debug_record(const struct cr_call *call, va_list ap);
+bool crashring_debug_also_printk(void);
+
+struct _ddebug;
+struct device;
+struct net_device;
+struct ib_device;
+
+/* The replacements (crashring_debug_calls.c), each of its original's signature. */
+void crashring_dynamic_pr_debug(struct _ddebug *desc, const char *fmt, ...);
+void crashring_dynamic_dev_dbg(struct _ddebug *desc, const struct device *dev,
+			       const char *fmt, ...);
+void crashring_dynamic_netdev_dbg(struct _ddebug *desc, const struct net_device *dev,
+				  const char *fmt, ...);
+void crashring_dynamic_ibdev_dbg(struct _ddebug *desc, const struct ib_device *ibdev,
+				 const char *fmt, ...);
+void crashring_drm_dev_dbg(struct _ddebug *desc, const struct device *dev, int category,
+			   const char *fmt, ...);
+void crashring_drm_dbg(struct _ddebug *desc, int category, const char *fmt, ...);
 void crashring_debug_forget(const struct module *mod);
 int crashring_debug_record_init(void);
 void crashring_debug_record_exit(void);

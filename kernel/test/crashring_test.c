@@ -38,7 +38,9 @@
  *                     the module is removed or the machine panics (a rate
  *                     one CPU's ring holds for the whole compositor-crash
  *                     run: at 1 ms the thread's own lines wrapped the ring
- *                     of a CPU it stayed on)
+ *                     of a CPU it stayed on); with ibdev=1, also an
+ *                     ibdev_dbg() line about an RDMA device, "crashring_ib0",
+ *                     whose parent is QEMU's standard VGA when there is one
  *
  * With action=load or nested, crash= brings the kernel down crash_ms
  * milliseconds later, under that load (the crash campaign):
@@ -65,6 +67,8 @@
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/panic_notifier.h>
+#include <linux/pci.h>
+#include <rdma/ib_verbs.h>
 #include <asm/nmi.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
@@ -89,6 +93,10 @@ MODULE_PARM_DESC(crash, "With load or nested: irq, nmi, bug, oops, lockup or hun
 static unsigned int crash_ms = 1000;
 module_param(crash_ms, uint, 0400);
 MODULE_PARM_DESC(crash_ms, "How long after loading crash= strikes");
+
+static bool ibdev;
+module_param(ibdev, bool, 0400);
+MODULE_PARM_DESC(ibdev, "With action=drm: 1 adds an ibdev_dbg() line each round");
 
 static bool paused;
 module_param(paused, bool, 0644);
@@ -546,11 +554,20 @@ static int arm_crash(void)
 
 static struct task_struct *drm_thread;
 
+/*
+ * An RDMA device for ibdev_dbg(), never registered: __dynamic_ibdev_dbg()
+ * reads only its name and its parent's.
+ */
+static struct ib_device drm_ibdev = { .dev.init_name = "crashring_ib0" };
+static struct pci_dev *drm_ibdev_parent;
+
 static int drm_fn(void *unused)
 {
 	u32 seq = 0;
 
 	while (!kthread_should_stop()) {
+		if (ibdev)
+			ibdev_dbg(&drm_ibdev, "qp-7 flush seq=%u\n", seq);
 		pr_debug("[drm:drm_atomic_commit] crtc-41 flip seq=%u\n", seq++);
 		usleep_range(4000, 4100);
 	}
@@ -559,6 +576,10 @@ static int drm_fn(void *unused)
 
 static int start_drm(void)
 {
+	/* QEMU's standard VGA (bochs-drm's). */
+	drm_ibdev_parent = pci_get_device(0x1234, 0x1111, NULL);
+	if (drm_ibdev_parent)
+		drm_ibdev.dev.parent = &drm_ibdev_parent->dev;
 	drm_thread = kthread_run(drm_fn, NULL, "crashring_drm");
 	if (IS_ERR(drm_thread)) {
 		int err = PTR_ERR(drm_thread);
@@ -607,6 +628,7 @@ static void __exit crashring_test_exit(void)
 {
 	if (drm_thread)
 		kthread_stop(drm_thread);
+	pci_dev_put(drm_ibdev_parent);
 	stop_nested();
 	stop_load();
 	if (nmi_registered)

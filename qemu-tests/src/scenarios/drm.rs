@@ -4,8 +4,9 @@
 //!
 //! QEMU's standard VGA gives the guest bochs-drm. crashring.ko loads
 //! first, selecting DRM's KMS, ATOMIC and STATE categories and the test
-//! module's pr_debug() by file:line (with every part of dynamic debug's
-//! prefix switched on for it), so bochs's probe and a program's
+//! module's pr_debug() and ibdev_dbg() (about an RDMA device whose parent
+//! is the VGA) by file:line (with every part of dynamic debug's prefix
+//! switched on for them), so bochs's probe and a program's
 //! modesets (raw KMS ioctls) send their messages to the recorder, never to
 //! printk (drm.debug stays 0). While modesets flood in, the module is
 //! unloaded and loaded again three times (the guest runs panic_on_warn).
@@ -44,9 +45,15 @@ const GROUP: u32 = 990;
 /// The DRM categories selected; every other one must stay out.
 const CATEGORIES: &[&str] = &["KMS", "ATOMIC", "STATE"];
 
-/// The test module's pr_debug() the selection names by file:line.
+/// The test module's pr_debug() and ibdev_dbg() the selection names by
+/// file:line.
 const TEST_SOURCE: &str = "kernel/test/crashring_test.c";
 const TEST_CALL: &str = "pr_debug(\"[drm:drm_atomic_commit] crtc-41 flip seq=%u\\n\"";
+const TEST_IB_CALL: &str = "ibdev_dbg(&drm_ibdev, \"qp-7 flush seq=%u\\n\"";
+
+/// The test module's RDMA device as __dynamic_ibdev_dbg() names it: its
+/// parent's driver and name (the standard VGA's), then its own.
+const IB_DEVICE: &str = "bochs-drm 0000:00:02.0 crashring_ib0";
 
 /// The markers before "printk" is added to the selection, after it (the
 /// write returns once every message after it is printed too), and before
@@ -71,12 +78,18 @@ const DEVICE: &str = "bochs-drm 0000:00:02.0";
 
 pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let source = std::fs::read_to_string(sh.current_dir().join(TEST_SOURCE))?;
-    let line = source
-        .lines()
-        .position(|l| l.contains(TEST_CALL))
-        .context("the test module's DRM-style pr_debug() is gone")?
-        + 1;
-    let select = format!("drm={};file=crashring_test.c:{line}", CATEGORIES.join(","));
+    let line_of = |call: &str| {
+        source
+            .lines()
+            .position(|l| l.contains(call))
+            .map(|n| n as u32 + 1)
+            .with_context(|| format!("the test module's {call} is gone"))
+    };
+    let (line, ib_line) = (line_of(TEST_CALL)?, line_of(TEST_IB_CALL)?);
+    let select = format!(
+        "drm={};file=crashring_test.c:{line};file=crashring_test.c:{ib_line}",
+        CATEGORIES.join(",")
+    );
     // Every part of dynamic debug's prefix the kernel has (+s, the file,
     // came in 6.3): the "printk" comparison checks the reader's prefix
     // against the kernel's own.
@@ -107,7 +120,7 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
          wait\n\
          echo \"crashring-test: reloaded $(cat /sys/kernel/crashring/status)\"\n\
          chgrp {GROUP} /dev/crashring\n\
-         insmod /lib/crashring_test.ko action=drm dyndbg={dyndbg}\n\
+         insmod /lib/crashring_test.ko action=drm ibdev=1 dyndbg={dyndbg}\n\
          {comp} run {MEMBER} {GROUP} &\n\
          {mode} /dev/dri/card0 6\n\
          echo '{INPUT_NEXT}' > /dev/crashring\n\
@@ -150,7 +163,7 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         saved.said(INPUT_SELECTED) && saved.said(INPUT_DROPPED),
         "`crashring debug show` did not say the compositor's input category went on, then off"
     );
-    saved.check(|bytes| check(&parse_saved(bytes)?, line as u32))
+    saved.check(|bytes| check(&parse_saved(bytes)?, line, ib_line))
 }
 
 fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
@@ -161,7 +174,7 @@ fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
 }
 
 /// What came back, as the module says.
-fn check(region: &Region<'_>, line: u32) -> Result<String> {
+fn check(region: &Region<'_>, line: u32, ib_line: u32) -> Result<String> {
     let trace = region.decode();
     let e = region.header.endian;
     let debug = region.schema.get(EVENT_DEBUG).context("no debug type")?;
@@ -212,7 +225,7 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
                 } else {
                     ensure!(
                         c.source == CALLSITE_DYNDBG
-                            && c.line == line
+                            && (c.line == line || c.line == ib_line)
                             // 7.3 builds an external module with paths
                             // relative to it.
                             && (c.file == b"crashring_test.c"
@@ -222,16 +235,30 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
                         c.line
                     );
                     // Its prefix: the thread id, module, function, (file,)
-                    // line, as the module was loaded with.
+                    // line, as the module was loaded with; then the RDMA
+                    // device as ibdev_dbg() names it.
                     let has = |part: &[u8]| text.windows(part.len()).any(|w| w == part);
+                    let (after, key) = if c.line == ib_line {
+                        ensure!(
+                            d.device == IB_DEVICE.as_bytes(),
+                            "an ibdev_dbg() message about {:?}",
+                            String::from_utf8_lossy(d.device)
+                        );
+                        (format!(":{ib_line}: {IB_DEVICE}: qp-7"), "ibdev_dbg")
+                    } else {
+                        (
+                            format!(":{line}: [drm:drm_atomic_commit]"),
+                            "crashring_test.c",
+                        )
+                    };
                     ensure!(
                         text.starts_with(b"[")
                             && has(b"] crashring_test:drm_fn:")
-                            && has(format!(":{line}: [drm:drm_atomic_commit]").as_bytes()),
+                            && has(after.as_bytes()),
                         "the test module's message without dynamic debug's prefix: {}",
                         String::from_utf8_lossy(&text)
                     );
-                    "crashring_test.c".into()
+                    key.into()
                 };
                 *counts.entry(key).or_default() += 1;
                 if frames > 0 {
@@ -282,7 +309,7 @@ fn check(region: &Region<'_>, line: u32) -> Result<String> {
             _ => {}
         }
     }
-    for want in ["drm.KMS", "drm.ATOMIC", "crashring_test.c"] {
+    for want in ["drm.KMS", "drm.ATOMIC", "crashring_test.c", "ibdev_dbg"] {
         ensure!(
             counts.get(want).is_some_and(|&n| n > 0),
             "no {want} message came back: {counts:?}"
