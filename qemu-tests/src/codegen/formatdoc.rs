@@ -165,7 +165,7 @@ fn record_types() -> Table {
 /// What the reference writer puts before an event `gap` ns after the
 /// page's start: the prefix's length and record type (`None` when there
 /// is none). Found by writing the event, so the table states what
-/// `write.rs` does, not what its constants suggest.
+/// `write/` does, not what its constants suggest.
 fn time_prefix(gap: u64) -> (usize, Option<u8>) {
     let e = Endian::Little;
     let streams = [StreamSpec::cpu(0)];
