@@ -133,7 +133,7 @@ fn run_all(
         writeln!(&*log, "\n== {}: {}", check.what, check.argv.join(" "))?;
         let started = Instant::now();
         let child = Command::new("nice")
-            .arg("-n10")
+            .arg(format!("-n{}", crate::env::NICE_BESIDE))
             .args(&check.argv)
             .envs(check.env.iter().copied())
             .current_dir(repo)

@@ -50,6 +50,23 @@ pub fn version_key(release: &str) -> Vec<u64> {
         .collect()
 }
 
+/// The nice value of the work that runs beside the scenarios' guests:
+/// the guest booted in the foreground comes first.
+pub const NICE_BESIDE: i32 = 10;
+
+/// Sets the calling thread's nice value, and so that of every process it
+/// starts from now on: Linux keeps one per thread, and a child begins
+/// with its parent thread's.
+pub fn nice_this_thread(nice: i32) -> std::io::Result<()> {
+    // SAFETY: neither call takes a pointer; `gettid` cannot fail.
+    let done = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Where the harness keeps what it builds and runs: target/crashring.
 pub fn work_dir(sh: &Shell) -> PathBuf {
     sh.current_dir().join("target/crashring")

@@ -21,20 +21,27 @@ mod systemd_boot;
 use install::{install, Site};
 pub use systemd_boot::systemd_boot;
 
-/// Builds the Debian guests' root file systems on a thread of its own
-/// (mmdebstrap, mostly downloading, then the kdump-tools machine's image
-/// in a chroot), while the busybox scenarios boot their guests, for the
-/// Debian scenarios to find made ([`debian::rootfs`] and
-/// [`debian::rootfs_imaged`] let one build at a time). One that fails is
-/// built again by the first scenario that needs it, which then fails with
-/// its own error.
+/// Makes what the Debian scenarios begin from on a thread of its own,
+/// while the busybox scenarios boot their guests: the root file system
+/// (mmdebstrap, mostly downloading), the common machine installed in its
+/// first boot (DKMS building the module in a guest, niced: ten minutes
+/// of a core the busybox guests leave), then the kdump-tools machine's
+/// image in a chroot. The scenarios find them made: one of each is made
+/// at a time, and what the thread began is waited for. One that fails
+/// is made again by the first scenario that needs it, which then fails
+/// with its own error.
 pub fn prepare(sh: &Shell) -> Result<JoinHandle<()>> {
     // The Debian scenarios run on the 6.12 kernel alone.
     let k = crate::env::guest::kernel("6.12")?;
     let sh = sh.clone();
     Ok(std::thread::spawn(move || {
+        if let Err(e) = install::install_ahead(&sh, &k) {
+            eprintln!("debian: installing the common machine ahead failed: {e:#}");
+        }
         if let Err(e) = install::root_file_system(&sh, &k, Some(KDUMP_TOOLS_SET)) {
-            eprintln!("debian: building the root file systems ahead failed: {e:#}");
+            eprintln!(
+                "debian: building the kdump-tools machine's root file system ahead failed: {e:#}"
+            );
         }
     }))
 }

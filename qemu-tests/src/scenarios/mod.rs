@@ -66,6 +66,9 @@ const NO_RESERVE_MEM: &str = "it needs reserve_mem=, which 6.1 lacks";
 /// The Debian guest installs the kernel `setup` takes from backports.
 const DEBIAN_612: &str = "the Debian guest runs the 6.12 kernel from bookworm-backports";
 
+/// In the order `cargo xtask test` runs them: the Debian guests last, for
+/// the common machine installed ahead of them, beside the busybox guests
+/// ([`prepare_debian`]), to be ready when they begin.
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "warm-reboot",
@@ -159,6 +162,20 @@ pub const SCENARIOS: &[Scenario] = &[
         run: crashes::nested_under_load,
     },
     Scenario {
+        name: "compositor-crash",
+        about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, after checks of what it and a user outside the group may not do (stale pages, a write-only file, root writing through its descriptor), a flood of its markers and stream, and two members flooding CPU 1 with 994-byte markers beside one writing once a second, each within its own byte budget; sysrq panic; the next boot recovers both on one timeline, with CPU 1's lines from before the flood",
+        only_612: None,
+        newest: false,
+        run: user_streams::compositor_crash,
+    },
+    Scenario {
+        name: "drm-flight-recorder",
+        about: "memmap= region; QEMU's standard VGA (bochs-drm); crashring.ko selects DRM's KMS, ATOMIC and STATE categories and a test module's pr_debug() by file:line before bochs loads; its probe and a program's modesets (raw KMS ioctls) go to the recorder, not printk; the module is unloaded and loaded again three times under a modeset flood (panic_on_warn); a compositor-like member records its stream, its \"input\" category switched on and off by crashring debug while it runs; then \"printk\" is selected too; sysrq panic; the next boot formats every message, none was printed before, each one after is the kernel's own printk line, on one timeline with the compositor's frames, its input lines only while selected (also on the newest kernel)",
+        only_612: None,
+        newest: true,
+        run: drm::drm_flight_recorder,
+    },
+    Scenario {
         name: "signage-reboot-loop",
         about: "a Debian 12 guest with systemd: apt installs the two packages (DKMS builds the module), crashring arm, update-grub; a UEFI machine, OVMF boots GRUB's EFI build from an EFI System Partition, which reads the guest's grub.cfg (panic=5, MaxBundles=2), after every crash, and each boot's status gives its initrd and kernel clear of the range and no memory wipe requested; it crashes three times under a writer per CPU and reboots by itself; each boot's crashring-recover.service bundles the last crash; the two newest bundles are kept, each passes check-bundle with its own boot's markers, one journal message per crash; then report-without-crash in the last boot, which does not crash: a compositor-like program (uid 1000) calls crashring_request_report_of() through crashring-request.socket and has its checked report (its stream, the granted kernel line, nothing of uid 1001's), uid 1001 asking for its stream is refused, a flood is rate-limited, a report never pushes out a crash, one journal message per report",
         only_612: Some(DEBIAN_612),
@@ -178,20 +195,6 @@ pub const SCENARIOS: &[Scenario] = &[
         only_612: Some(DEBIAN_612),
         newest: false,
         run: debian::kdump_tools,
-    },
-    Scenario {
-        name: "compositor-crash",
-        about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, after checks of what it and a user outside the group may not do (stale pages, a write-only file, root writing through its descriptor), a flood of its markers and stream, and two members flooding CPU 1 with 994-byte markers beside one writing once a second, each within its own byte budget; sysrq panic; the next boot recovers both on one timeline, with CPU 1's lines from before the flood",
-        only_612: None,
-        newest: false,
-        run: user_streams::compositor_crash,
-    },
-    Scenario {
-        name: "drm-flight-recorder",
-        about: "memmap= region; QEMU's standard VGA (bochs-drm); crashring.ko selects DRM's KMS, ATOMIC and STATE categories and a test module's pr_debug() by file:line before bochs loads; its probe and a program's modesets (raw KMS ioctls) go to the recorder, not printk; the module is unloaded and loaded again three times under a modeset flood (panic_on_warn); a compositor-like member records its stream, its \"input\" category switched on and off by crashring debug while it runs; then \"printk\" is selected too; sysrq panic; the next boot formats every message, none was printed before, each one after is the kernel's own printk line, on one timeline with the compositor's frames, its input lines only while selected (also on the newest kernel)",
-        only_612: None,
-        newest: true,
-        run: drm::drm_flight_recorder,
     },
 ];
 

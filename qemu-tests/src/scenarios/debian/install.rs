@@ -10,9 +10,11 @@ use crate::checks::package;
 use crate::env::debian::{self, Image};
 use crate::env::guest::{self, Kernel};
 use crate::env::qemu::{self, Start, Vm};
+use crate::env::{self, work_dir};
 use anyhow::{ensure, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 use xshell::Shell;
 
@@ -97,12 +99,7 @@ pub(super) struct Site<'a> {
 pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> Result<Installed> {
     let (root, debs) = root_file_system(sh, k, site.imaged_with)?;
     let first = debian::first_boot(&root.dir, &k.release);
-    let install_steps = install_steps();
-    let mut key = format!("{}\n{install_steps}\n", root.recipe);
-    for deb in &debs {
-        let bytes = std::fs::read(deb).with_context(|| format!("reading {}", deb.display()))?;
-        key += &format!("{} {:x}\n", deb.display(), Sha256::digest(bytes));
-    }
+    let key = installed_key(&root, &debs)?;
     let arm = arm_steps(site)?;
     // The disks the site's setup writes besides its root disk: an empty
     // ESP for systemd-boot to be installed on.
@@ -127,26 +124,14 @@ pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> R
                 site_disks()?,
                 &job(&format!("{INSTALLED}{arm}")),
                 &serial,
-                art,
+                JOB_BOOT,
             )?;
             image
         } else {
-            // The first boot on a fresh image of the root file system:
-            // the packages installed.
-            let install_boot = |to: &Path| -> Result<()> {
-                let image = Image::create(sh, &root.dir, to, &debs)?;
-                eprintln!(
-                    "debian: first boot: apt install ./crashring*.deb (DKMS builds the module)"
-                );
-                let serial = art.dir.join("install.log");
-                job_boot(&first, &image, vec![], &job(&install_steps), &serial, art)?;
-                let log = report(sh, &image)?;
-                check_apt(&log, &serial)?;
-                check_installed(k, &log)
-            };
-            let image = debian::kept_image(sh, "installed", &key, to, install_boot)?;
+            let install_log = art.dir.join("install.log");
+            let image = installed(sh, k, (&root, &debs), to, &install_log, JOB_BOOT)?;
             eprintln!("debian: the site's setup, then crashring arm");
-            job_boot(&first, &image, site_disks()?, &job(&arm), &serial, art)?;
+            job_boot(&first, &image, site_disks()?, &job(&arm), &serial, JOB_BOOT)?;
             image
         };
         let log = report(sh, &image)?;
@@ -178,6 +163,95 @@ pub(super) fn install(sh: &Shell, k: &Kernel, art: &Artifacts, site: &Site) -> R
     })
 }
 
+/// How long a job boot may take: the install boot, DKMS building the
+/// module, takes about ten minutes of a host core.
+const JOB_BOOT: Duration = Duration::from_secs(15 * 60);
+
+/// How long the install boot begun ahead may take: niced, it shares a
+/// core with the checks beside the scenarios until they end.
+const AHEAD_JOB_BOOT: Duration = Duration::from_secs(45 * 60);
+
+/// The text of everything the common machine's install boot begins
+/// from (its root file system's recipe, its job, each package's
+/// digest): the key its image is kept under.
+fn installed_key(root: &debian::Rootfs, debs: &[PathBuf]) -> Result<String> {
+    let mut key = format!("{}\n{}\n", root.recipe, install_steps());
+    for deb in debs {
+        let bytes = std::fs::read(deb).with_context(|| format!("reading {}", deb.display()))?;
+        key += &format!("{} {:x}\n", deb.display(), Sha256::digest(bytes));
+    }
+    Ok(key)
+}
+
+/// Held while the common machine is installed: a scenario that needs it
+/// while the install begun ahead still runs waits, then finds it kept.
+static INSTALLING: Mutex<()> = Mutex::new(());
+
+/// The common machine with crashring's packages installed by apt in its
+/// first boot (DKMS building the module in the guest), at `to`: a copy
+/// of the one kept from the same root file system and packages, or made
+/// by that boot (its console logged to `serial`) and then kept.
+fn installed(
+    sh: &Shell,
+    k: &Kernel,
+    (root, debs): (&debian::Rootfs, &[PathBuf]),
+    to: &Path,
+    serial: &Path,
+    timeout: Duration,
+) -> Result<Image> {
+    let key = installed_key(root, debs)?;
+    let _one = match INSTALLING.try_lock() {
+        Ok(held) => held,
+        Err(TryLockError::Poisoned(held)) => held.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            eprintln!("debian: waiting for the install boot begun ahead");
+            INSTALLING.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+    };
+    debian::kept_image(sh, "installed", &key, to, |to| {
+        let image = Image::create(sh, &root.dir, to, debs)?;
+        eprintln!(
+            "debian: first boot: apt install ./crashring*.deb (DKMS builds the module; console in {})",
+            serial.display()
+        );
+        let first = debian::first_boot(&root.dir, &k.release);
+        job_boot(
+            &first,
+            &image,
+            vec![],
+            &job(&install_steps()),
+            serial,
+            timeout,
+        )?;
+        let log = report(sh, &image)?;
+        check_apt(&log, serial)?;
+        check_installed(k, &log)
+    })
+}
+
+/// The common machine installed ahead of the scenarios that begin from
+/// it (`cargo xtask test` runs this beside the busybox scenarios): its
+/// guest runs niced as the checks beside them do, so that the busybox
+/// guests keep their core, and takes the other from the checks as they
+/// end. What fails here is done again, and reported, by the scenario.
+pub(super) fn install_ahead(sh: &Shell, k: &Kernel) -> Result<()> {
+    let (root, debs) = root_file_system(sh, k, None)?;
+    let dir = work_dir(sh).join("debian/ahead");
+    sh.create_dir(&dir)?;
+    env::nice_this_thread(env::NICE_BESIDE)?;
+    let to = dir.join("root.img");
+    installed(
+        sh,
+        k,
+        (&root, &debs),
+        &to,
+        &dir.join("install.log"),
+        AHEAD_JOB_BOOT,
+    )?;
+    // Kept under debian/installed.img: this copy is done with.
+    std::fs::remove_file(&to).with_context(|| format!("removing {}", to.display()))
+}
+
 /// The root file system a machine begins from (the common one, or one
 /// imaged with the set `imaged_with` and crashring's packages), and the
 /// packages and programs that go on it: crashring's two, and the
@@ -203,16 +277,17 @@ pub(super) fn root_file_system(
 
 /// Boots the guest on `image` (and `disks` after the job disk) as it was
 /// built, before any grub.cfg, with `script` as its job, until it powers
-/// off.
+/// off or `timeout` passes, its console logged to `serial` and its job
+/// disk beside it.
 fn job_boot(
     first: &debian::Boot,
     image: &Image,
     disks: Vec<PathBuf>,
     script: &str,
     serial: &Path,
-    art: &Artifacts,
+    timeout: Duration,
 ) -> Result<()> {
-    let job = art.dir.join("job.img");
+    let job = serial.with_file_name("job.img");
     debian::job_disk(&job, script)?;
     Vm {
         start: Start::Kernel {
@@ -225,7 +300,7 @@ fn job_boot(
         disks: [vec![image.path.clone(), job], disks].concat(),
         extra: vec!["-no-reboot".into()],
         serial: serial.to_path_buf(),
-        timeout: Duration::from_secs(15 * 60),
+        timeout,
     }
     .run()
     .map(drop)
