@@ -350,6 +350,24 @@ impl<'r> TextRedactor<'r> {
     }
 }
 
+/// Decodes `payload` as `t` into `values` (emptied first, its allocation
+/// kept); false when a field does not fit.
+fn decode_into<'p>(
+    t: &EventType,
+    payload: &'p [u8],
+    e: Endian,
+    values: &mut Vec<Value<'p>>,
+) -> bool {
+    values.clear();
+    for v in t.values(payload, e) {
+        match v {
+            Ok(v) => values.push(v),
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// Plans the redaction of `trace` (decoded from `region`, whose key is
 /// `key`) by `rules`, walking its events once, page by page; the
 /// streams on every core.
@@ -411,9 +429,16 @@ fn plan_stream(
     let e = region.header.endian;
     let mut overlay = Overlay::default();
     let mut counts = r.counts();
-    // A rewritten payload, before it goes into the overlay.
+    // Buffers every event reuses (most events change nothing; an
+    // allocation each would cost more than the rest of the walk): a
+    // rewritten payload before it goes into the overlay, the decoded
+    // values, which of them change and their owned copies, a string
+    // being scrubbed.
     let mut payload = Vec::new();
+    let mut values_buf: Vec<Value> = Vec::new();
+    let mut changed: Vec<Option<usize>> = Vec::new();
     let mut owned: Vec<Vec<u8>> = Vec::new();
+    let mut scratch: Vec<u8> = Vec::new();
     let granted = rules.grant.as_ref().is_none_or(|g| g.stream(&stream.info));
     // Of a granted kernel stream, only the events the grant names.
     let judged = rules.grant.as_ref().filter(|_| stream.info.is_kernel());
@@ -427,7 +452,12 @@ fn plan_stream(
             .schema
             .get(ev.type_id)
             .zip(defs[usize::from(ev.type_id)].as_ref());
-        let decoded = typed.and_then(|(t, _)| t.decode(ev.payload, e).ok());
+        let decoded = match typed {
+            Some((t, _)) if decode_into(t, ev.payload, e, &mut values_buf) => {
+                Some(values_buf.as_slice())
+            }
+            _ => None,
+        };
         let outside = !granted
             || judged.is_some_and(|g| match (typed, &decoded) {
                 (Some((t, _)), Some(values)) => !g.kernel_event(t, ev.payload, values, e),
@@ -470,7 +500,8 @@ fn plan_stream(
         }
         // Owned copies of every value this event changes.
         owned.clear();
-        let mut changed: Vec<Option<usize>> = vec![None; decoded.len()];
+        changed.clear();
+        changed.resize(decoded.len(), None);
         for &c in classes {
             let Class::Hash { field, .. } = &rules.classes[c] else {
                 continue;
@@ -509,15 +540,16 @@ fn plan_stream(
                         counts.pointers += 1;
                     }
                     Value::Str(s) | Value::Chars(s) | Value::Bytes(s) => {
-                        let mut data = s.to_vec();
+                        scratch.clear();
+                        scratch.extend_from_slice(s);
                         let before = counts.scrubbed();
                         if matches!(v, Value::Bytes(_)) {
-                            r.scrub_bytes(&mut data, &mut counts);
+                            r.scrub_bytes(&mut scratch, &mut counts);
                         } else {
-                            r.scrub(&mut data, &mut counts);
+                            r.scrub(&mut scratch, &mut counts);
                         }
                         if counts.scrubbed() != before {
-                            owned.push(data);
+                            owned.push(std::mem::take(&mut scratch));
                             changed[i] = Some(owned.len() - 1);
                         }
                     }
