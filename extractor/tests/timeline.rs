@@ -24,21 +24,19 @@ fn extract(image: &Path, format: &str, name: &str) -> std::path::PathBuf {
     path
 }
 
-#[test]
-fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
-    let Some(protoc) = reader("protoc") else {
-        return;
-    };
+/// `trace` decoded by protoc against Perfetto's trace.proto, which must
+/// know every field; None where protoc or the descriptor is missing (a
+/// failure under CI).
+fn protoc_decode(trace: &Path) -> Option<String> {
+    let protoc = reader("protoc")?;
     if !Path::new(PERFETTO_DESCRIPTOR).exists() {
         skip_without(PERFETTO_DESCRIPTOR);
-        return;
+        return None;
     }
-    let image = write_tmp("rich-perfetto.bin", &rich_image());
-    let trace = extract(&image, "perfetto", "rich.pftrace");
     let decoded = Command::new(protoc)
         .arg("--decode=perfetto.protos.Trace")
         .arg(format!("--descriptor_set_in={PERFETTO_DESCRIPTOR}"))
-        .stdin(std::fs::File::open(&trace).unwrap())
+        .stdin(std::fs::File::open(trace).unwrap())
         .stderr(Stdio::piped())
         .output()
         .unwrap();
@@ -54,13 +52,22 @@ fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
         .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
         .collect();
     assert!(unknown.is_empty(), "fields trace.proto lacks: {unknown:?}");
+    Some(text)
+}
 
+#[test]
+fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
+    let image = write_tmp("rich-perfetto.bin", &rich_image());
+    let trace = extract(&image, "perfetto", "rich.pftrace");
+    let Some(text) = protoc_decode(&trace) else {
+        return;
+    };
     let (events, losses, _) = jsonl_totals(&image);
     let count = |what: &str| text.lines().filter(|l| l.trim() == what).count();
-    let generic = count("generic {");
+    let typed = count("irq_handler_entry {");
     let instants = count("type: TYPE_INSTANT");
-    assert!(generic > 0, "no ftrace bundle events");
-    assert_eq!(generic + instants, events + losses);
+    assert!(typed > 0, "no IRQ entries as Perfetto's own message");
+    assert_eq!(typed + instants, events + losses);
     assert_eq!(
         text.matches("events lost (").count(),
         losses,
@@ -69,13 +76,92 @@ fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
     // The corrupt page of CPU 1 is followed by a bundle that says so.
     assert!(text.contains("lost_events: true"), "no bundle flags a loss");
     assert!(text.contains("name: \"Kernel panic - not syncing: test\""));
-    assert!(text.contains("event_name: \"irq_handler_entry\""));
     assert!(text.contains("name: \"user:weston\""));
     // The user stream's track hangs under its process's track.
     let process = text.find("process {").expect("a process track");
     assert!(text[process..]
         .starts_with("process {\n      pid: 412\n      process_name: \"user:weston\""));
     assert_eq!(text.matches("parent_uuid:").count(), 1);
+}
+
+/// The scheduler's and interrupts' events become Perfetto's own messages
+/// (its scheduling and IRQ tracks are built from them) with every field;
+/// a value the message's field cannot hold, and a type Perfetto has no
+/// message for, stay generic events with their fields by name.
+#[test]
+fn sched_and_irq_events_are_perfettos_own_messages_and_others_generic() {
+    use pstore_ring::schema::{self, EventDef, FieldDef, FieldKind, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let fields = [
+        FieldDef {
+            name: "crtc",
+            kind: FieldKind::U32,
+        },
+        FieldDef {
+            name: "seq",
+            kind: FieldKind::U64,
+        },
+    ];
+    let custom = [EventDef {
+        id: 40,
+        name: "drm_vblank",
+        fields: &fields,
+    }];
+    let specs = [StreamSpec::cpu(0)];
+    let cfg = RegionConfig {
+        page_size: 512,
+        streams: &specs,
+        custom_events: &custom,
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 16 * 1024];
+    let mut region = write::format(&mut mem, &cfg).unwrap();
+    let mut w = region.streams.next().unwrap();
+    let def = |id| schema::builtin(id).unwrap();
+    let switch = [
+        Value::Signed(4242),
+        Value::Signed(120),
+        Value::Unsigned(1),
+        Value::Signed(0),
+        Value::Signed(-51),
+        Value::Chars(b"kworker/2:1"),
+        Value::Chars(b"swapper/2"),
+    ];
+    w.write_event(1_000, def(schema::EVENT_SCHED_SWITCH), &switch)
+        .unwrap();
+    let entry = [Value::Unsigned(11), Value::Str(b"timer")];
+    w.write_event(2_000, def(schema::EVENT_IRQ_ENTRY), &entry)
+        .unwrap();
+    let exit = [Value::Unsigned(11), Value::Unsigned(1)];
+    w.write_event(3_000, def(schema::EVENT_IRQ_EXIT), &exit)
+        .unwrap();
+    // Past int32, irq_handler_entry's `irq`: kept exactly, generic.
+    let huge = [Value::Unsigned(0x8000_0000), Value::Str(b"ghost")];
+    w.write_event(4_000, def(schema::EVENT_IRQ_ENTRY), &huge)
+        .unwrap();
+    let vblank = [Value::Unsigned(51), Value::Unsigned(7)];
+    w.write_event(5_000, &custom[0], &vblank).unwrap();
+    w.close();
+    let image = write_tmp("typed-perfetto.bin", &mem);
+    let (out, trace) = extract_to(&image, "perfetto", "typed.pftrace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let Some(text) = protoc_decode(&trace) else {
+        return;
+    };
+    let squeezed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        "timestamp: 1000 sched_switch { prev_comm: \"kworker/2:1\" prev_pid: 4242 prev_prio: 120 prev_state: 1 next_comm: \"swapper/2\" next_pid: 0 next_prio: -51 }",
+        "timestamp: 2000 irq_handler_entry { irq: 11 name: \"timer\" }",
+        "timestamp: 3000 irq_handler_exit { irq: 11 ret: 1 }",
+        "timestamp: 4000 generic { event_name: \"irq_handler_entry\" field { name: \"irq\" uint_value: 2147483648 } field { name: \"name\" str_value: \"ghost\" } }",
+        "timestamp: 5000 generic { event_name: \"drm_vblank\" field { name: \"crtc\" uint_value: 51 } field { name: \"seq\" uint_value: 7 } }",
+    ] {
+        assert!(squeezed.contains(want), "{want} not in:\n{text}");
+    }
 }
 
 #[test]

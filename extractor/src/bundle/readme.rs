@@ -39,7 +39,8 @@ fn how_to_open(kind: FileKind) -> &'static str {
         }
         FileKind::PerfettoArchive => {
             "Perfetto trace archive: open https://ui.perfetto.dev and drop this file\n    \
-             on it (it holds kernel.pftrace: per-CPU kernel events, printk lines and\n    \
+             on it (it holds kernel.pftrace: per-CPU kernel events, context switches\n    \
+             and IRQs on Perfetto's scheduling and IRQ tracks, printk lines and\n    \
              markers on named tracks, data loss per CPU, and every added log on the\n    \
              same timeline). trace_processor opens it too."
         }

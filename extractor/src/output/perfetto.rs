@@ -4,10 +4,13 @@
 //! strictly against it).
 //!
 //! - Kernel events other than printk, markers and crashes go into
-//!   `ftrace_events` bundles per CPU as generic ftrace events (name and
-//!   fields), at most [`BUNDLE`] events per bundle; the first bundle after
-//!   a loss has `lost_events` set, which trace_processor records as data
-//!   loss on that CPU.
+//!   `ftrace_events` bundles per CPU, at most [`BUNDLE`] events per
+//!   bundle: `sched_switch`, `irq_handler_entry` and `irq_handler_exit` as
+//!   Perfetto's own messages for them ([`TYPED`]: trace_processor builds
+//!   its CPU scheduling and IRQ tracks from those), the others as generic
+//!   ftrace events (name and fields). The first bundle after a loss has
+//!   `lost_events` set, which trace_processor records as data loss on
+//!   that CPU.
 //! - Every stream but the empty ones (`RegionView::shown_streams`) has a
 //!   track (`cpu3`, or a user stream's `user:` label) of
 //!   `TrackEvent` instants: printk lines, markers and crashes named by
@@ -53,6 +56,9 @@ mod field {
     }
     pub mod ftrace {
         pub const TIMESTAMP: u32 = 1;
+        pub const SCHED_SWITCH: u32 = 4;
+        pub const IRQ_HANDLER_ENTRY: u32 = 36;
+        pub const IRQ_HANDLER_EXIT: u32 = 37;
         pub const GENERIC: u32 = 327;
     }
     pub mod generic {
@@ -342,7 +348,7 @@ fn bundle(buf: &mut Vec<u8>, region: &Region, cpu: u16, events: &[&Event], lost_
         wire::message(p, field::packet::FTRACE_EVENTS, |b| {
             wire::uint(b, field::bundle::CPU, u64::from(cpu));
             for e in events {
-                wire::message(b, field::bundle::EVENT, |f| generic_event(f, region, e));
+                wire::message(b, field::bundle::EVENT, |f| ftrace_event(f, region, e));
             }
             if lost_before {
                 wire::uint(b, field::bundle::LOST_EVENTS, 1);
@@ -405,26 +411,125 @@ fn loss(buf: &mut Vec<u8>, l: &Loss, track: u64) {
     })
 }
 
-/// One `FtraceEvent` with a `GenericFtraceEvent` payload.
-fn generic_event(f: &mut Vec<u8>, region: &Region, e: &Event) {
+/// A field of one of Perfetto's typed ftrace messages, as trace.proto
+/// declares it.
+#[derive(Clone, Copy)]
+enum Proto {
+    String,
+    Int32,
+    Int64,
+}
+
+/// One of `FtraceEvent`'s typed messages, for the built-in type of its
+/// name: its field number in `FtraceEvent`, and each of the type's fields
+/// by name with its number and type in the message.
+struct Typed {
+    name: &'static str,
+    number: u32,
+    fields: &'static [(&'static str, u32, Proto)],
+}
+
+/// The built-in types written as Perfetto's own messages.
+const TYPED: &[Typed] = &[
+    Typed {
+        name: "sched_switch",
+        number: field::ftrace::SCHED_SWITCH,
+        fields: &[
+            ("prev_comm", 1, Proto::String),
+            ("prev_pid", 2, Proto::Int32),
+            ("prev_prio", 3, Proto::Int32),
+            ("prev_state", 4, Proto::Int64),
+            ("next_comm", 5, Proto::String),
+            ("next_pid", 6, Proto::Int32),
+            ("next_prio", 7, Proto::Int32),
+        ],
+    },
+    Typed {
+        name: "irq_handler_entry",
+        number: field::ftrace::IRQ_HANDLER_ENTRY,
+        fields: &[("irq", 1, Proto::Int32), ("name", 2, Proto::String)],
+    },
+    Typed {
+        name: "irq_handler_exit",
+        number: field::ftrace::IRQ_HANDLER_EXIT,
+        fields: &[("irq", 1, Proto::Int32), ("ret", 2, Proto::Int32)],
+    },
+];
+
+/// One `FtraceEvent`: Perfetto's typed message where [`typed`] finds
+/// one, else a `GenericFtraceEvent`.
+fn ftrace_event(f: &mut Vec<u8>, region: &Region, e: &Event) {
     wire::uint(f, field::ftrace::TIMESTAMP, e.ts);
-    wire::message(f, field::ftrace::GENERIC, |g| {
-        let ty = region.schema.get(e.type_id);
-        let decoded = ty.and_then(|t| Some((t, t.decode(e.payload, region.header.endian).ok()?)));
-        match decoded {
-            Some((t, values)) => {
+    let ty = region.schema.get(e.type_id);
+    let decoded = ty.and_then(|t| Some((t, t.decode(e.payload, region.header.endian).ok()?)));
+    match decoded {
+        Some((t, values)) => {
+            if typed(f, t, &values) {
+                return;
+            }
+            wire::message(f, field::ftrace::GENERIC, |g| {
                 wire::bytes(g, field::generic::EVENT_NAME, t.name.as_bytes());
                 for (fd, v) in t.fields.iter().zip(&values) {
                     generic_field(g, &fd.name, v);
                 }
-            }
-            None => {
-                wire::bytes(g, field::generic::EVENT_NAME, b"crashring_raw");
-                generic_field(g, "type_id", &Value::Unsigned(e.type_id.into()));
-                generic_field(g, "payload", &Value::Bytes(e.payload));
+            });
+        }
+        None => wire::message(f, field::ftrace::GENERIC, |g| {
+            wire::bytes(g, field::generic::EVENT_NAME, b"crashring_raw");
+            generic_field(g, "type_id", &Value::Unsigned(e.type_id.into()));
+            generic_field(g, "payload", &Value::Bytes(e.payload));
+        }),
+    }
+}
+
+/// Writes `values` as the [`TYPED`] message of type `t`, if the type has
+/// one and every field is there by name with a value its field holds
+/// exactly (a region's schema may define any type under a built-in's
+/// name); false, having written nothing, if not.
+fn typed(f: &mut Vec<u8>, t: &EventType, values: &[Value]) -> bool {
+    let Some(&Typed { number, fields, .. }) = TYPED.iter().find(|m| m.name == t.name) else {
+        return false;
+    };
+    if t.fields.len() != fields.len() {
+        return false;
+    }
+    let mut encoded = [(0u32, Value::Unsigned(0)); 8];
+    // Each of the message's fields once: a type that names one twice
+    // lacks another, which the message would show as 0.
+    let mut seen = 0u32;
+    for (slot, (fd, v)) in encoded.iter_mut().zip(t.fields.iter().zip(values)) {
+        let Some(&(_, n, proto)) = fields.iter().find(|p| p.0 == fd.name) else {
+            return false;
+        };
+        if seen & 1 << n != 0 {
+            return false;
+        }
+        seen |= 1 << n;
+        let fits = match (proto, *v) {
+            (Proto::String, Value::Str(_) | Value::Chars(_)) => true,
+            (Proto::Int32, Value::Signed(x)) => i32::try_from(x).is_ok(),
+            (Proto::Int32, Value::Unsigned(x)) => i32::try_from(x).is_ok(),
+            (Proto::Int64, Value::Signed(_)) => true,
+            (Proto::Int64, Value::Unsigned(x)) => i64::try_from(x).is_ok(),
+            _ => false,
+        };
+        if !fits {
+            return false;
+        }
+        *slot = (n, *v);
+    }
+    wire::message(f, number, |m| {
+        for &(n, v) in &encoded[..fields.len()] {
+            match v {
+                Value::Str(s) | Value::Chars(s) => wire::bytes(m, n, utf8(s).as_bytes()),
+                // In range of the field's type, checked above.
+                Value::Signed(x) => wire::int(m, n, x),
+                Value::Unsigned(x) => wire::uint(m, n, x),
+                _ => {}
             }
         }
     });
+    true
 }
 
 fn generic_field(g: &mut Vec<u8>, name: &str, v: &Value) {
@@ -466,7 +571,34 @@ fn hex(s: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::wire;
+    use super::{typed, wire};
+    use pstore_ring::read::{EventType, Field};
+    use pstore_ring::schema::{FieldKind, Value};
+
+    fn irq_exit(names: [&str; 2]) -> EventType {
+        let fields = names
+            .iter()
+            .map(|n| Field::new(n.to_string(), FieldKind::U32))
+            .collect();
+        EventType::new(40, "irq_handler_exit".into(), fields)
+    }
+
+    /// A region may define a type under a built-in's name with fields of
+    /// its own: only one with each of the message's fields, once, is
+    /// written as the message.
+    #[test]
+    fn a_type_is_written_as_perfettos_message_only_with_its_fields() {
+        let values = [Value::Unsigned(11), Value::Unsigned(1)];
+        let mut b = Vec::new();
+        assert!(typed(&mut b, &irq_exit(["irq", "ret"]), &values));
+        // FtraceEvent field 37, 4 bytes: irq (1) = 11, ret (2) = 1.
+        assert_eq!(b, [0xaa, 0x02, 0x04, 0x08, 0x0b, 0x10, 0x01]);
+        for names in [["irq", "irq"], ["irq", "status"]] {
+            b.clear();
+            assert!(!typed(&mut b, &irq_exit(names), &values), "{names:?}");
+            assert!(b.is_empty(), "{names:?}: nothing written");
+        }
+    }
 
     #[test]
     fn varints_and_nested_lengths_follow_the_wire_format() {
