@@ -92,16 +92,8 @@ fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
 fn sched_and_irq_events_are_perfettos_own_messages_and_others_generic() {
     use pstore_ring::schema::{self, EventDef, FieldDef, FieldKind, Value};
     use pstore_ring::write::{self, RegionConfig, StreamSpec};
-    let fields = [
-        FieldDef {
-            name: "crtc",
-            kind: FieldKind::U32,
-        },
-        FieldDef {
-            name: "seq",
-            kind: FieldKind::U64,
-        },
-    ];
+    let f = |name, kind| FieldDef { name, kind };
+    let fields = [f("crtc", FieldKind::U32), f("seq", FieldKind::U64)];
     let custom = [EventDef {
         id: 40,
         name: "drm_vblank",
