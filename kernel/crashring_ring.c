@@ -555,9 +555,19 @@ void crashring_stop_all(struct crashring_stream *streams, u32 n)
 		WRITE_ONCE(streams[i].stopped, true);
 	cr_sync_writers();
 	for (i = 0; i < n; i++) {
-		for (spins = 0; cr_local_read(&streams[i].busy) && spins < CR_STOP_SPINS; spins++)
+		/*
+		 * Once the writer is seen outside, every write that began before
+		 * the stop has ended; one that enters later sees `stopped` and
+		 * leaves without touching the page. So only a writer never seen
+		 * outside keeps its page open: a later look could catch such a
+		 * passing writer and leave a stopped page open for nothing.
+		 */
+		for (spins = 0; cr_local_read(&streams[i].busy); spins++) {
+			if (spins == CR_STOP_SPINS)
+				break;
 			cr_cpu_relax();
-		if (!cr_local_read(&streams[i].busy))
+		}
+		if (spins < CR_STOP_SPINS)
 			crashring_close(&streams[i]);
 	}
 }
