@@ -25,7 +25,9 @@
 pub mod bundle;
 pub mod discover;
 pub mod follow;
+pub mod foreign;
 pub mod input;
+pub mod kmem;
 pub mod output;
 pub mod phys;
 pub mod recover;
