@@ -28,6 +28,7 @@ EXAMPLES:
   crashring extract /var/crash/202611211200/dump.202611211200
   crashring extract vmcore --format jsonl --cpu 2 --since 120.5 -o cpu2.jsonl
   crashring info --json guest-memory.elf
+  crashring dmesg vmcore            (the kernel's own log, armed or not)
   crashring extract /dev/mem --phys 0x40000000:16M     (in a kdump kernel)
   crashring verify /sys/kernel/crashring/previous && echo intact
   crashring extract vmcore --format ctf -o trace-ctf        (babeltrace2 trace-ctf)
@@ -78,7 +79,14 @@ enum Cmd {
     /// Print every event of every region found, merged in time order.
     #[command(after_help = INPUTS)]
     Extract(ExtractArgs),
-    /// Describe the input and every region: header, state, pages, losses.
+    /// Print the crashed kernel's own printk log from a dump with
+    /// VMCOREINFO (a vmcore, a makedumpfile or QEMU dump), whether
+    /// crashring was armed or not, as dmesg prints it or as JSON lines;
+    /// stderr says how many records could not be read.
+    #[command(after_help = INPUTS)]
+    Dmesg(cmd::dmesg::DmesgArgs),
+    /// Describe the input, every region (header, state, pages, losses) and
+    /// the kernel's own printk log when the dump has one.
     #[command(after_help = INPUTS)]
     Info {
         #[command(flatten)]
@@ -212,6 +220,7 @@ fn main() -> ExitCode {
         Cmd::Upload(args) => cmd::upload::run(args),
         Cmd::Disarm(how) => cmd::arm::disarm(how),
         Cmd::Debug(args) => cmd::debug::run(args),
+        Cmd::Dmesg(args) => cmd::dmesg::run(args),
         Cmd::Status { root } => cmd::arm::status(root),
         Cmd::Generate { what } => generate(what),
     };

@@ -7,6 +7,7 @@
 //! their time, as printk would have printed them.
 
 use crate::output::debug::Debug;
+use crate::output::kernel_log::stamp;
 use crate::output::RegionView;
 use pstore_ring::merge::Pulled;
 use pstore_ring::schema::{Value, EVENT_PRINTK, PRINTK_CONTINUATION};
@@ -75,10 +76,4 @@ pub fn write(out: &mut impl Write, view: &RegionView) -> io::Result<u64> {
         out.write_all(b"\n")?;
     }
     Ok(lines)
-}
-/// A line's time, as `dmesg` prints it: `[seconds.micros] `.
-fn stamp(line: &mut Vec<u8>, ts: u64) -> io::Result<()> {
-    let secs = ts / 1_000_000_000;
-    let micros = ts % 1_000_000_000 / 1000;
-    write!(line, "[{secs:5}.{micros:06}] ")
 }

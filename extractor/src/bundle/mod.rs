@@ -14,6 +14,8 @@
 //!                          archive holding a file it cannot parse, so the
 //!                          text files stay out; added logs are tracks in it
 //!   logs/NAME              each --add-log file, redacted like the trace
+//!   logs/kernel-printk.txt the crashed kernel's whole printk log, from a
+//!                          dump with VMCOREINFO, as an added log
 //! ```
 //!
 //! Every file is written through the redaction's overlay
@@ -40,12 +42,13 @@ pub mod redact;
 pub use check::{check, CheckError, Checked};
 
 use crate::discover::Hole;
+use crate::output::kernel_log;
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
 use crate::output::{write_items, ItemFormat, NewFile, Overlay, RegionView};
 use crate::phys::PhysAddr;
 use crate::recover::report::{utc, wall};
-use crate::recover::{Place, Recovered};
+use crate::recover::{Loaded, Place, Recovered};
 use logs::Log;
 use pstore_ring::kprintf::Pointers;
 use pstore_ring::read::{PagedTrace, Region, WallClock};
@@ -58,12 +61,47 @@ use std::path::{Path, PathBuf};
 
 pub use crate::recover::report::SourceReport as Source;
 
-/// A log to add: its path and its name in the bundle.
+/// A log to add: where its lines come from and its name in the bundle.
 #[derive(Clone, Debug)]
 pub struct AddLog {
-    pub path: PathBuf,
+    pub source: LogSource,
     pub name: String,
 }
+
+/// Where an added log's lines come from.
+#[derive(Clone, Debug)]
+pub enum LogSource {
+    /// A file given with `--add-log`.
+    File(PathBuf),
+    /// The crashed kernel's own printk log read from the dump
+    /// ([`crate::foreign::printk`]), as `crashring dmesg` prints it.
+    KernelPrintk(Vec<u8>),
+}
+
+impl AddLog {
+    /// The kernel's printk log of `loaded`'s dump, if it holds one, as
+    /// `logs/kernel-printk.txt`: all of it, where `dmesg.txt` has the lines
+    /// the trace recorded. `Err` says why a log there could not be read:
+    /// the bundle is made without it, never held back for it.
+    pub fn kernel_printk(loaded: &Loaded) -> Result<Option<AddLog>, String> {
+        match loaded.printk() {
+            Some(Ok(log)) => {
+                let mut text = Vec::new();
+                // Into memory: writing a Vec cannot fail.
+                let _ = kernel_log::write_text(&mut text, log);
+                Ok(Some(AddLog {
+                    source: LogSource::KernelPrintk(text),
+                    name: KERNEL_PRINTK.into(),
+                }))
+            }
+            Some(Err(e)) => Err(format!("the kernel's printk log is not bundled: {e}")),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The name of the kernel's printk log among the bundle's logs.
+pub const KERNEL_PRINTK: &str = "kernel-printk.txt";
 
 impl AddLog {
     /// Parses `PATH[:NAME]`; the name defaults to the file's name.
@@ -92,7 +130,10 @@ impl AddLog {
                 "`{name}` cannot name a log in the bundle: use up to 90 printable characters, no slash (PATH:NAME sets it)"
             ));
         }
-        Ok(AddLog { path, name })
+        Ok(AddLog {
+            source: LogSource::File(path),
+            name,
+        })
     }
 }
 
@@ -137,15 +178,18 @@ pub enum FileKind {
     TraceDat,
     PerfettoArchive,
     Log,
+    KernelPrintk,
 }
 
 impl FileKind {
     fn media_type(self) -> &'static str {
         match self {
             FileKind::Manifest => "application/json",
-            FileKind::Readme | FileKind::Dmesg | FileKind::CtfMetadata | FileKind::Log => {
-                "text/plain"
-            }
+            FileKind::Readme
+            | FileKind::Dmesg
+            | FileKind::CtfMetadata
+            | FileKind::Log
+            | FileKind::KernelPrintk => "text/plain",
             FileKind::CtfStream | FileKind::TraceDat => "application/octet-stream",
             FileKind::PerfettoArchive => "application/gzip",
         }
@@ -161,6 +205,7 @@ impl FileKind {
             FileKind::TraceDat => "trace-cmd trace.dat v6",
             FileKind::PerfettoArchive => "tar.gz of Perfetto protobuf traces",
             FileKind::Log => "as added",
+            FileKind::KernelPrintk => "dmesg text",
         }
     }
 }
@@ -324,7 +369,14 @@ pub fn write(
         p.clamped = clamped;
         files.extend(written);
     }
-    files.extend(placed_logs.iter().map(|l| (log_path(l), FileKind::Log)));
+    // Placed in the order they were added.
+    files.extend(placed_logs.iter().zip(add_logs).map(|(l, a)| {
+        let kind = match a.source {
+            LogSource::File(_) => FileKind::Log,
+            LogSource::KernelPrintk(_) => FileKind::KernelPrintk,
+        };
+        (log_path(l), kind)
+    }));
     files.push(perfetto?);
 
     // README lists every file, itself and the manifest included; the
@@ -480,7 +532,12 @@ fn place_logs(
     let mut placed_logs = Vec::with_capacity(add_logs.len());
     for l in add_logs {
         let rel = Path::new("logs").join(&l.name);
-        let input = File::open(&l.path).what(|| format!("opening the log {}", l.path.display()))?;
+        let input: Box<dyn Read> = match &l.source {
+            LogSource::File(path) => {
+                Box::new(File::open(path).what(|| format!("opening the log {}", path.display()))?)
+            }
+            LogSource::KernelPrintk(text) => Box::new(&text[..]),
+        };
         let mut redaction = None;
         write_file(staging, &rel, |w| {
             let input = BufReader::with_capacity(1 << 16, input);

@@ -48,6 +48,12 @@ fn how_to_open(kind: FileKind) -> &'static str {
             "A log added with --add-log, as given but for what redaction (above)\n    \
              takes out."
         }
+        FileKind::KernelPrintk => {
+            "The crashed kernel's own printk log, all of it (dmesg.txt has the\n    \
+             lines the trace recorded), read from the dump's memory through its\n    \
+             VMCOREINFO, as dmesg prints it; redacted and placed on the timeline\n    \
+             as an added log. Any text viewer."
+        }
     }
 }
 

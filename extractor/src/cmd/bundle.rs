@@ -72,19 +72,32 @@ pub fn run(args: BundleArgs) -> Result<u8> {
         bail!("a bundle is written to a file and renamed into place when complete: give it with -o FILE.tar.gz (standard output, `-o -`, cannot hold it)");
     }
     let rules = args.redaction.rules()?;
-    let loaded = args.input.load()?;
+    let loaded = args.input.load_regions()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
+    let logs = with_kernel_printk(&loaded, args.logs);
     write(
         &loaded,
         &recovered,
         &args.input.input,
         &args.output,
         &rules,
-        &args.logs,
+        &logs,
         None,
     )?;
     Ok(u8::from(recovered.iter().any(|r| r.damaged())))
+}
+
+/// The kernel's own printk log first, when the dump holds it, then
+/// `logs`.
+fn with_kernel_printk(loaded: &Loaded, logs: Vec<AddLog>) -> Vec<AddLog> {
+    match AddLog::kernel_printk(loaded) {
+        Ok(printk) => printk.into_iter().chain(logs).collect(),
+        Err(why) => {
+            eprintln!("crashring: warning: {why}");
+            logs
+        }
+    }
 }
 
 /// Writes the bundle of what was recovered from `input` to `output`, and

@@ -1,14 +1,13 @@
 //! `crashring extract`: every region's items in one format, to standard
 //! output, a file, or a file or directory per region.
 
-use super::{is_stdout, report_damage, report_written, InputArgs};
-use anyhow::{bail, Context, Result};
+use super::{is_stdout, report_damage, report_written, write_to, InputArgs};
+use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use extractor::output::select::{parse_time, Selection};
-use extractor::output::{write_items, Format, NewFile, RegionView, Writer};
+use extractor::output::{write_items, Format, RegionView, Writer};
 use extractor::recover::Recovered;
 use pstore_ring::kprintf::Pointers;
-use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -54,7 +53,7 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
     // `-o -` is standard output, as for most tools, never a file named `-`.
     let stdout_named = args.output.as_deref().is_some_and(is_stdout);
     let output = args.output.filter(|o| !is_stdout(o));
-    let loaded = args.input.load()?;
+    let loaded = args.input.load_regions()?;
     let several = loaded.several();
     let source = loaded.dump.container.to_string();
     let mut bad = false;
@@ -91,34 +90,18 @@ pub fn run(args: ExtractArgs) -> Result<u8> {
             }
         }
         Writer::Items(items) => {
-            let mut file = match &output {
-                Some(path) => Some(
-                    NewFile::create(path)
-                        .with_context(|| format!("creating {}", path.display()))?,
-                ),
-                None => None,
-            };
-            let mut stdout = io::stdout().lock();
-            let sink: &mut dyn Write = match &mut file {
-                Some(f) => f,
-                None => &mut stdout,
-            };
-            let mut out = BufWriter::with_capacity(1 << 16, sink);
-            for r in loaded.regions() {
-                let r = r?;
-                report_damage(&r);
-                bad |= r.damaged();
-                let view = view(&r, args.raw_pointers);
-                items.begin(&mut out, &view, several)?;
-                write_items(&mut out, &view, &selection, items)?;
-            }
-            items.end(&mut out)?;
-            out.flush()?;
-            drop(out);
-            if let (Some(file), Some(path)) = (file, &output) {
-                file.persist()
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
+            write_to(output.as_deref(), |out| {
+                for r in loaded.regions() {
+                    let r = r?;
+                    report_damage(&r);
+                    bad |= r.damaged();
+                    let view = view(&r, args.raw_pointers);
+                    items.begin(out, &view, several)?;
+                    write_items(out, &view, &selection, items)?;
+                }
+                items.end(out)?;
+                Ok(())
+            })?;
         }
     }
     Ok(u8::from(bad))

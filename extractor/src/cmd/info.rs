@@ -6,11 +6,15 @@
 //!
 //! The JSON document (extractor/SCHEMAS.md) is one object: `info_version`,
 //! `source` and `regions` as the bundle's manifest has them, the dump's
-//! `cpus`, and per region its header's `copies` and per stream its
-//! `pages` by status.
+//! `cpus`, per region its header's `copies` and per stream its `pages`
+//! by status, and the kernel's own `printk` log.
+//!
+//! A dump with no region but the kernel's printk log is described too:
+//! a vmcore of a machine that never ran crashring.
 
 use super::InputArgs;
 use anyhow::Result;
+use extractor::foreign::printk::{Log, PrintkError};
 use extractor::input::Dump;
 use extractor::recover::report::{utc, wall, RegionReport, SourceReport};
 use extractor::recover::Recovered;
@@ -30,6 +34,7 @@ pub fn run(input: &InputArgs, json: bool, pages: bool) -> Result<u8> {
         input: &input.input,
         dump: &loaded.dump,
         regions: &regions,
+        printk: loaded.printk(),
     };
     let mut text = String::new();
     if json {
@@ -45,6 +50,7 @@ struct View<'a> {
     input: &'a Path,
     dump: &'a Dump,
     regions: &'a [Recovered<'a>],
+    printk: Option<&'a Result<Log, PrintkError>>,
 }
 
 impl View<'_> {
@@ -70,6 +76,36 @@ impl View<'_> {
         }
         for w in &d.warnings {
             writeln!(out, "warning: {w}")?;
+        }
+        match self.printk {
+            Some(Ok(log)) => {
+                write!(
+                    out,
+                    "kernel printk log (VMCOREINFO): {} records",
+                    log.records.len()
+                )?;
+                if let (Some(a), Some(b)) = (log.records.first(), log.records.last()) {
+                    write!(
+                        out,
+                        ", seq {}..{}, {} .. {} ns",
+                        a.seq, b.seq, a.ts_nsec, b.ts_nsec
+                    )?;
+                }
+                writeln!(
+                    out,
+                    "; {} unreadable between tail and head, {} the kernel could not store; `crashring dmesg` prints it",
+                    log.skipped, log.failed
+                )?;
+            }
+            Some(Err(e)) => writeln!(out, "kernel printk log: not read: {e}")?,
+            None => {}
+        }
+        if self.regions.is_empty() {
+            writeln!(
+                out,
+                "no crashring region ({} bytes of memory searched)",
+                map.present_bytes()
+            )?;
         }
         for r in self.regions {
             let (n, f, region, trace) = (r.index, r.found, &r.region, &r.trace);
@@ -132,6 +168,7 @@ impl View<'_> {
             "source": SourceReport::of(d, self.input.display().to_string()),
             "cpus": d.cpus,
             "regions": regions,
+            "printk": self.printk.map(printk_json),
         });
         writeln!(out, "{doc}")
     }
@@ -140,6 +177,25 @@ impl View<'_> {
 /// Schema version of `info --json` (extractor/SCHEMAS.md); bump on
 /// incompatible changes.
 const INFO_VERSION: u64 = 1;
+
+/// What the kernel's printk log holds, or why it was not read.
+fn printk_json(log: &Result<Log, PrintkError>) -> Value {
+    match log {
+        Ok(log) => {
+            let (first, last) = (log.records.first(), log.records.last());
+            json!({
+                "records": log.records.len(),
+                "first_seq": first.map(|r| r.seq),
+                "last_seq": last.map(|r| r.seq),
+                "first_ns": first.map(|r| r.ts_nsec),
+                "last_ns": last.map(|r| r.ts_nsec),
+                "unreadable": log.skipped,
+                "failed": log.failed,
+            })
+        }
+        Err(e) => json!({ "error": e.to_string() }),
+    }
+}
 
 /// A stream's page slots by status.
 fn pages(st: &StreamPages) -> Value {

@@ -5,6 +5,7 @@ pub mod arm;
 pub mod bundle;
 pub mod check_bundle;
 pub mod debug;
+pub mod dmesg;
 pub mod extract;
 pub mod follow;
 pub mod info;
@@ -15,14 +16,15 @@ pub mod snapshot;
 pub mod upload;
 pub mod verify;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
-use extractor::output::Written;
+use extractor::input::Dump;
+use extractor::output::{NewFile, Written};
 use extractor::phys::PhysAddr;
 use extractor::recover::{self, InputSpec, Loaded, Recovered};
 use indicatif::{ProgressBar, ProgressStyle};
 use pstore_ring::read::HeaderTrust;
-use std::io::{self, IsTerminal};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
@@ -51,14 +53,20 @@ impl InputArgs {
         }
     }
 
+    /// Opens the input and says what is wrong with the dump itself.
+    pub fn open(&self) -> Result<Dump> {
+        let dump = recover::open(&self.spec())?;
+        for w in &dump.warnings {
+            eprintln!("crashring: warning: {}: {w}", self.input.display());
+        }
+        Ok(dump)
+    }
+
     /// Opens the input, says what is wrong with the dump itself, and
     /// reads its regions out (with a progress bar for a long scan).
     pub fn load(&self) -> Result<Loaded> {
         let spec = self.spec();
-        let dump = recover::open(&spec)?;
-        for w in &dump.warnings {
-            eprintln!("crashring: warning: {}: {w}", spec.path.display());
-        }
+        let dump = self.open()?;
         let mut bar = None;
         let loaded = recover::find(dump, &spec, &mut |done, total| {
             let bar = bar.get_or_insert_with(|| scan_bar(total));
@@ -72,6 +80,16 @@ impl InputArgs {
         let loaded = loaded?;
         for e in &loaded.unread {
             eprintln!("crashring: warning: {}: {e}", spec.path.display());
+        }
+        Ok(loaded)
+    }
+
+    /// [`Self::load`], for the commands that read regions: an input with
+    /// none is the error that says what else it holds.
+    pub fn load_regions(&self) -> Result<Loaded> {
+        let loaded = self.load()?;
+        if loaded.found.is_empty() {
+            return Err(loaded.no_region(&self.spec()).into());
         }
         Ok(loaded)
     }
@@ -107,6 +125,34 @@ fn parse_phys(text: &str) -> Result<(PhysAddr, Option<u64>), String> {
 /// file of that name.
 pub fn is_stdout(path: &Path) -> bool {
     path == Path::new("-")
+}
+
+/// Runs `write` over `output` (a new file, renamed into place once all of
+/// it is written) or, without one, standard output, buffered.
+pub fn write_to(
+    output: Option<&Path>,
+    write: impl FnOnce(&mut BufWriter<&mut dyn Write>) -> Result<()>,
+) -> Result<()> {
+    let mut file = match output {
+        Some(path) => {
+            Some(NewFile::create(path).with_context(|| format!("creating {}", path.display()))?)
+        }
+        None => None,
+    };
+    let mut stdout = io::stdout().lock();
+    let sink: &mut dyn Write = match &mut file {
+        Some(f) => f,
+        None => &mut stdout,
+    };
+    let mut out = BufWriter::with_capacity(1 << 16, sink);
+    write(&mut out)?;
+    out.flush()?;
+    drop(out);
+    if let (Some(file), Some(path)) = (file, output) {
+        file.persist()
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Says on stderr what the dump lacked of a region and what decoding it

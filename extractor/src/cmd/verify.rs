@@ -5,7 +5,7 @@ use anyhow::Result;
 use pstore_ring::read::Tally;
 
 pub fn run(input: &InputArgs) -> Result<u8> {
-    let loaded = input.load()?;
+    let loaded = input.load_regions()?;
     let mut bad = false;
     for r in loaded.regions() {
         let r = r?;

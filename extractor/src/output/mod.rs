@@ -16,6 +16,7 @@ pub(crate) mod debug;
 pub mod files;
 mod items;
 pub(crate) mod jsonl;
+pub mod kernel_log;
 pub mod perfetto;
 pub mod select;
 mod text;

@@ -13,6 +13,7 @@ pub use decode::decode;
 pub use key::RegionKey;
 
 use crate::discover::{self, DiscoverError, Found, Sweeper};
+use crate::foreign::printk::{self, PrintkError};
 use crate::input::source::FileSource;
 use crate::input::{self, ContainerKind, Dump, OpenError};
 use crate::output::RegionView;
@@ -54,7 +55,7 @@ pub enum LoadError {
     },
     #[error(transparent)]
     Discover(#[from] DiscoverError),
-    #[error("{}", no_region(path, container, *searched, *lost, *vmcore))]
+    #[error("{}", no_region(path, container, *searched, *lost, *vmcore, printk.as_deref()))]
     NoRegion {
         path: PathBuf,
         container: String,
@@ -62,10 +63,20 @@ pub enum LoadError {
         lost: u64,
         /// Whether the input is a capture kernel's `/proc/vmcore`.
         vmcore: bool,
+        /// What the input holds of the kernel's printk log, if it has
+        /// VMCOREINFO to find it by.
+        printk: Option<String>,
     },
 }
 
-fn no_region(path: &Path, container: &str, searched: u64, lost: u64, vmcore: bool) -> String {
+fn no_region(
+    path: &Path,
+    container: &str,
+    searched: u64,
+    lost: u64,
+    vmcore: bool,
+    printk: Option<&str>,
+) -> String {
     let mut msg = format!(
         "no crashring region in {} ({container}; {searched} bytes of memory searched)",
         path.display()
@@ -77,6 +88,10 @@ fn no_region(path: &Path, container: &str, searched: u64, lost: u64, vmcore: boo
     }
     if vmcore {
         msg += "; a memmap= region is not System RAM and is not in /proc/vmcore: read it with --phys from /dev/mem";
+    }
+    if let Some(printk) = printk {
+        msg += "; ";
+        msg += printk;
     }
     msg
 }
@@ -106,11 +121,15 @@ pub struct Loaded {
     /// beside those found: each caller says so.
     pub unread: Vec<DiscoverError>,
     trust: HeaderTrust,
+    /// The crashed kernel's printk log: read when first asked for.
+    printk: OnceLock<Option<Result<printk::Log, PrintkError>>>,
 }
 
 /// Reads the regions out of `dump`: the one at `spec.phys`, or every one
 /// a scan of its memory finds (`progress` is told the bytes scanned and
-/// the total). Finding none is an error.
+/// the total). Finding none is an error unless the dump holds the
+/// kernel's printk log ([`Loaded::printk`]): a vmcore of a machine that
+/// never ran crashring still has that to show.
 pub fn find(
     dump: Dump,
     spec: &InputSpec,
@@ -131,22 +150,17 @@ pub fn find(
     if found.is_empty() && !unread.is_empty() {
         return Err(unread.swap_remove(0).into());
     }
-    if found.is_empty() {
-        let map = dump.memory.map();
-        return Err(LoadError::NoRegion {
-            path: spec.path.clone(),
-            container: dump.container.clone(),
-            searched: map.present_bytes(),
-            lost: map.lost_bytes(),
-            vmcore: dump.kind.is_vmcore(),
-        });
-    }
-    Ok(Loaded {
+    let loaded = Loaded {
         dump,
         found,
         unread,
         trust: spec.trust,
-    })
+        printk: OnceLock::new(),
+    };
+    if loaded.found.is_empty() && !matches!(loaded.printk(), Some(Ok(_))) {
+        return Err(loaded.no_region(spec));
+    }
+    Ok(loaded)
 }
 
 /// A region whose header is unusable.
@@ -330,6 +344,35 @@ impl Loaded {
     /// Whether regions are several, so that outputs name each one.
     pub fn several(&self) -> bool {
         self.found.len() > 1
+    }
+
+    /// The crashed kernel's own printk log, when the dump's VMCOREINFO
+    /// locates it (`None` without VMCOREINFO).
+    pub fn printk(&self) -> Option<&Result<printk::Log, PrintkError>> {
+        self.printk
+            .get_or_init(|| printk::of_dump(&self.dump))
+            .as_ref()
+    }
+
+    /// The error for an input with no region, for the commands that need
+    /// one: what was searched, and what else the input holds.
+    pub fn no_region(&self, spec: &InputSpec) -> LoadError {
+        let map = self.dump.memory.map();
+        LoadError::NoRegion {
+            path: spec.path.clone(),
+            container: self.dump.container.clone(),
+            searched: map.present_bytes(),
+            lost: map.lost_bytes(),
+            vmcore: self.dump.kind.is_vmcore(),
+            printk: self.printk().map(|log| match log {
+                Ok(log) => format!(
+                    "it holds the kernel's printk log ({} records): `crashring dmesg {}` prints it",
+                    log.records.len(),
+                    spec.path.display()
+                ),
+                Err(e) => format!("its printk log could not be read: {e}"),
+            }),
+        }
     }
 }
 

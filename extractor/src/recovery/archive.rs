@@ -6,7 +6,7 @@
 use super::module::Module;
 use super::place::{place, Placed};
 use super::{Outcome, RecoveryError};
-use crate::bundle::{self, redact::Rules, Source};
+use crate::bundle::{self, redact::Rules, AddLog, Source};
 use crate::phys::PhysAddr;
 use crate::recover::{self, InputSpec};
 use kexec_hooks::config::{Clean, Recover};
@@ -74,6 +74,9 @@ impl Archive<'_> {
         };
         let dump = recover::open(&spec)?;
         let loaded = recover::find(dump, &spec, &mut |_, _| {})?;
+        if loaded.found.is_empty() {
+            return Err(loaded.no_region(&spec).into());
+        }
         let unread: Vec<String> = loaded
             .unread
             .iter()
@@ -137,6 +140,15 @@ impl Archive<'_> {
             input_layer: true,
             ..Rules::default()
         };
+        // A vmcore's own printk log goes with its crash; a failure to
+        // read it is a warning, never a reason to keep the crash back.
+        let kernel_printk: Vec<AddLog> = match AddLog::kernel_printk(&loaded) {
+            Ok(log) => log.into_iter().collect(),
+            Err(why) => {
+                warnings.push(why);
+                Vec::new()
+            }
+        };
         let file = input.path.file_name().map_or_else(
             || input.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
@@ -154,7 +166,7 @@ impl Archive<'_> {
                     &Source::of(&loaded.dump, file),
                     &recovered,
                     &rules,
-                    &[],
+                    &kernel_printk,
                     None,
                 )?)
             },

@@ -166,7 +166,7 @@ pub fn serve(
     let loaded = recover::find(dump, &spec, &mut |_, _| {})?;
     let mut recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     if recovered.is_empty() {
-        return Err(RecoveryError::NoRegion);
+        return Err(loaded.no_region(&spec).into());
     }
     // A stream named must be the asker's own; whether another user has
     // one of that name is not said.

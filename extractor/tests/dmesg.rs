@@ -1,0 +1,178 @@
+//! The crashed kernel's own printk log, read from a vmcore through its
+//! VMCOREINFO by the real binary: `dmesg`, `info`, and the bundle, with
+//! and without a crashring region beside it.
+
+mod common;
+
+use common::{crashring, printk_ring, synth, write_tmp};
+use std::io::Read;
+
+/// An ELF vmcore of `mem` with the printk ring's VMCOREINFO.
+fn vmcore(name: &str, mem: &[u8]) -> std::path::PathBuf {
+    let note = printk_ring::note();
+    let elf = synth::elf(
+        mem,
+        &[synth::load(0, mem.len() as u64)],
+        Some(&note),
+        1,
+        false,
+    );
+    write_tmp(name, &elf)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[test]
+fn an_unarmed_vmcores_printk_log_is_printed_and_described() {
+    let path = vmcore("printk-only.elf", &printk_ring::six_records());
+    let path = path.to_str().unwrap();
+    let out = crashring(&["dmesg", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let wrapped = "w".repeat(30);
+    assert_eq!(
+        text(&out.stdout),
+        format!("[    0.010000] hello\\x00\\x00\\x00\n[    0.011000] {wrapped}\n[    0.013000] \n")
+    );
+    assert!(
+        text(&out.stderr).contains("3 printk records (seq 1010..1013); 3 unreadable between tail and head; 5 the kernel could not store"),
+        "{}",
+        text(&out.stderr)
+    );
+    // -o writes the same lines to a file.
+    let file = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("printk-only.txt");
+    let _ = std::fs::remove_file(&file);
+    let written = crashring(&["dmesg", path, "-o", file.to_str().unwrap()]);
+    assert_eq!(written.status.code(), Some(0), "{}", text(&written.stderr));
+    assert_eq!(std::fs::read(&file).unwrap(), out.stdout);
+    let out = crashring(&["dmesg", "--json", path]);
+    let lines = text(&out.stdout);
+    let last: serde_json::Value = serde_json::from_str(lines.lines().nth(2).unwrap()).unwrap();
+    assert_eq!(last["device"], "+pci:0000:00:02.0");
+    assert_eq!(last["caller"], "T1");
+
+    // No region, yet info describes the dump and its log.
+    let out = crashring(&["info", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let info = text(&out.stdout);
+    assert!(
+        info.contains("crashed kernel (VMCOREINFO): 6.12.0-test"),
+        "{info}"
+    );
+    assert!(
+        info.contains("kernel printk log (VMCOREINFO): 3 records, seq 1010..1013, 10000000 .. 13000000 ns; 3 unreadable"),
+        "{info}"
+    );
+    assert!(info.contains("no crashring region"), "{info}");
+    let out = crashring(&["info", "--json", path]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["printk"]["records"], 3);
+    assert_eq!(doc["printk"]["failed"], 5);
+    assert_eq!(doc["regions"].as_array().unwrap().len(), 0);
+
+    // What needs a region says there is none, and what the dump holds.
+    let out = crashring(&["extract", path]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("no crashring region in"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "it holds the kernel's printk log (3 records): `crashring dmesg {path}` prints it"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_dump_without_vmcoreinfo_or_with_a_broken_log_says_why() {
+    let raw = write_tmp("printk-raw.bin", &printk_ring::six_records());
+    let out = crashring(&["dmesg", raw.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("has no VMCOREINFO (raw memory image"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // `prb` points where nothing is mapped.
+    let mut mem = printk_ring::six_records();
+    printk_ring::put(
+        &mut mem,
+        printk_ring::PRB,
+        &0xffff_9000_0000_0000u64.to_le_bytes(),
+    );
+    let path = vmcore("printk-unmapped.elf", &mem);
+    let out = crashring(&["dmesg", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains(
+            "reading the printk ring's descriptor count bits: 0xffff900000000000 is not mapped"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    // info still describes the dump, and why the log is not there.
+    let out = crashring(&["info", "--json", path.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "no region and no log: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains(
+            "its printk log could not be read: reading the printk ring's descriptor count bits"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_bundle_of_an_armed_vmcore_holds_the_kernels_whole_log() {
+    // The region after the ring's memory.
+    let mut mem = synth::image_sized(printk_ring::MEM, 4096, 0x10000, 20);
+    mem[..printk_ring::MEM].copy_from_slice(&printk_ring::six_records());
+    let path = vmcore("printk-armed.elf", &mem);
+    let out_path =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("printk-armed.tar.gz");
+    let _ = std::fs::remove_file(&out_path);
+    let out = crashring(&[
+        "bundle",
+        path.to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = crashring(&["check-bundle", out_path.to_str().unwrap()]);
+    assert_eq!(said.status.code(), Some(0), "{}", text(&said.stderr));
+    let archive = std::fs::read(&out_path).unwrap();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&archive[..]));
+    let mut log = None;
+    let mut manifest = None;
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut data = String::new();
+        if name.ends_with("/logs/kernel-printk.txt") {
+            e.read_to_string(&mut data).unwrap();
+            log = Some(data);
+        } else if name.ends_with("/MANIFEST.json") {
+            e.read_to_string(&mut data).unwrap();
+            manifest = Some(data);
+        }
+    }
+    let log = log.expect("logs/kernel-printk.txt in the bundle");
+    assert!(log.starts_with("[    0.010000] hello"), "{log}");
+    let manifest: serde_json::Value = serde_json::from_str(&manifest.unwrap()).unwrap();
+    assert_eq!(manifest["logs"][0]["name"], "kernel-printk.txt");
+    assert_eq!(manifest["logs"][0]["lines"], 3);
+    let file = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "logs/kernel-printk.txt")
+        .unwrap();
+    assert_eq!(file["format"], "dmesg text");
+}
