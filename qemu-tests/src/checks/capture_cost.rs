@@ -187,6 +187,7 @@ fn kdump(sh: &Shell, k: &guest::Kernel) -> Result<()> {
             region_append: "reserve_mem=16M:4096:crashring",
             module_args: "reserve_mem=crashring",
             capture: capture_script("/proc/vmcore"),
+            before_crash: "",
         };
         (plan, "/proc/vmcore")
     } else {
@@ -196,6 +197,7 @@ fn kdump(sh: &Shell, k: &guest::Kernel) -> Result<()> {
             region_append: "memmap=16M$0x40000000",
             module_args: "region=16M@0x40000000",
             capture: capture_script(input),
+            before_crash: "",
         };
         (plan, input)
     };

@@ -1,6 +1,7 @@
 //! Scenarios whose trace comes back inside a memory dump: the host's
 //! extractor must find the region in every container real tools make.
 
+use super::printk_log;
 use super::{
     check_region, check_warm_reboot, host_crashring, raw_disk, workload_script, Artifacts,
     WorkloadSeq, WORKLOAD_EVENTS,
@@ -176,6 +177,68 @@ fn check_bundle(
     ))
 }
 
+/// Checks the kernel's printk log read from each of `dumps` (one crash's):
+/// the same records from every dump, the panic among them, equal to
+/// `makedumpfile --dump-dmesg`'s reading where that tool reads the dump
+/// (`makedumpfile`: not QEMU's dumps, which 1.7.2 refuses, nor a
+/// flattened file, which it reads only reassembled), and holding the
+/// guest's own dmesg if it printed one on the console (`serial`).
+fn check_printk_logs(
+    sh: &Shell,
+    crashring: &Path,
+    dumps: &[&Path],
+    serial: &Path,
+    makedumpfile: bool,
+) -> Result<String> {
+    let mut first: Option<Vec<(String, Vec<u8>)>> = None;
+    let mut against = Vec::new();
+    for path in dumps {
+        let ours = printk_log::crashring_records(sh, crashring, path)?;
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if makedumpfile && !name.contains("flat") {
+            let out = path.with_extension("makedumpfile-dmesg.txt");
+            let theirs = printk_log::makedumpfile_records(sh, path, &out)?;
+            printk_log::ensure_same(
+                &format!("{name}: makedumpfile --dump-dmesg"),
+                &ours,
+                &theirs,
+            )?;
+            against.push(name.to_string());
+        }
+        match &first {
+            None => first = Some(ours),
+            Some(f) => printk_log::ensure_same(
+                &format!("{name} against {}", dumps[0].display()),
+                &ours,
+                f,
+            )?,
+        }
+    }
+    let ours = first.context("no dump")?;
+    ensure!(
+        ours.iter()
+            .any(|(_, t)| t.starts_with(b"Kernel panic - not syncing: sysrq triggered crash")),
+        "the printk log read from {} has no panic line",
+        dumps[0].display()
+    );
+    let mut line = format!("printk log (crashring dmesg): {} records", ours.len());
+    if dumps.len() > 1 {
+        line += &format!(", the same from all {} dumps", dumps.len());
+    }
+    if !against.is_empty() {
+        line += &format!(
+            "; equal to makedumpfile --dump-dmesg's on {}",
+            against.join(", ")
+        );
+    }
+    if let Some(guest) = printk_log::guest_lines(&std::fs::read(serial)?)? {
+        let n = printk_log::ensure_guest_lines(&ours, &guest)
+            .with_context(|| format!("the guest's dmesg in {}", serial.display()))?;
+        line += &format!("; holds the guest's own dmesg printed before the crash ({n} lines)");
+    }
+    Ok(line)
+}
+
 /// The `"name"` strings of a QMP capability reply's formats.
 fn formats(reply: &str) -> Vec<String> {
     reply
@@ -188,7 +251,12 @@ fn formats(reply: &str) -> Vec<String> {
 pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let module = guest::build_module(sh, k)?;
     let crashring = host_crashring(sh)?;
-    let script = workload_script(&format!("region=16M@{REGION_ADDR:#x}"));
+    // The guest prints its own dmesg just before the crash, for the
+    // printk log read from each dump to be held against.
+    let script = workload_script(
+        &format!("region=16M@{REGION_ADDR:#x}"),
+        printk_log::GUEST_DMESG,
+    );
     let initrd = guest::initramfs(
         sh,
         &format!("qemu-dump-{}", k.series),
@@ -256,6 +324,8 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         "guest booted, ran the workload and panicked in {:.1} s",
         booted.as_secs_f64()
     )];
+    let paths: Vec<&Path> = dumps.iter().map(|(p, _)| p.as_path()).collect();
+    lines.push(check_printk_logs(sh, &crashring, &paths, &serial, false)?);
     for (i, (path, took)) in dumps.iter().enumerate() {
         if i == 0 {
             let line =
@@ -305,6 +375,9 @@ pub(crate) struct KdumpPlan {
     /// Shell lines the capture kernel runs with the results disk at /mnt;
     /// `say` reports a line on the console and in /mnt/status.
     pub capture: String,
+    /// Shell lines the first kernel runs after the workload, just before
+    /// the crash.
+    pub before_crash: &'static str,
 }
 
 /// What a kdump run left: the serial log's text, the status lines the
@@ -426,7 +499,7 @@ kexec -s -p /boot/vmlinuz --initrd=/boot/capture.cpio --append="{capture_append}
 echo "crashring-test: capture kernel loaded: $(cat /sys/kernel/kexec_crash_loaded)"
 {workload}"#,
         args = plan.module_args,
-        workload = workload_script(plan.module_args)
+        workload = workload_script(plan.module_args, plan.before_crash)
             .lines()
             .skip(1)
             .collect::<Vec<_>>()
@@ -580,6 +653,8 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         region_append: "reserve_mem=16M:4096:crashring",
         module_args: "reserve_mem=crashring",
         capture,
+        // The guest's own dmesg, for the log read from each dump.
+        before_crash: printk_log::GUEST_DMESG,
     };
     let crashring = host_crashring(sh)?;
     let run = run_kdump(sh, k, art, &plan)?;
@@ -591,21 +666,31 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     sh.create_dir(&out_dir)?;
     lines.push(check_capture_trace(&run, sh, &out_dir, "/proc/vmcore")?);
     lines.push(check_capture_bundle(&run, sh, &out_dir, k)?);
+    let mut dumps = Vec::new();
     for (name, _) in MAKEDUMPFILE_RUNS {
         run.ensure_reported(&format!("makedumpfile {name} 0"))?;
-        let path = run.take(sh, &out_dir, name)?;
-        let size = std::fs::metadata(&path)?.len();
-        let line =
-            check_dump(sh, &crashring, &path, None, Some(&k.release)).with_context(|| {
-                format!(
-                    "checking {} (serial log {})",
-                    path.display(),
-                    run.serial.display()
-                )
-            })?;
+        dumps.push(run.take(sh, &out_dir, name)?);
+    }
+    let paths: Vec<&Path> = dumps.iter().map(PathBuf::as_path).collect();
+    lines.push(check_printk_logs(
+        sh,
+        &crashring,
+        &paths,
+        &run.serial,
+        true,
+    )?);
+    for path in &dumps {
+        let size = std::fs::metadata(path)?.len();
+        let line = check_dump(sh, &crashring, path, None, Some(&k.release)).with_context(|| {
+            format!(
+                "checking {} (serial log {})",
+                path.display(),
+                run.serial.display()
+            )
+        })?;
         lines.push(format!("{line}; {size} bytes"));
         if !art.kept {
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(path);
         }
     }
     if !art.kept {
@@ -647,11 +732,16 @@ say "capture ack $?"
 "#
     );
     capture += &copy("region-after.bin");
+    // The vmcore without the region: what a machine never armed leaves.
+    capture += &format!(
+        "makedumpfile {UNARMED_ARGS} /proc/vmcore /mnt/{UNARMED}\nsay \"makedumpfile {UNARMED} $?\"\n"
+    );
     let plan = KdumpPlan {
         name: "kdump-direct",
         region_append: "memmap=16M$0x40000000",
         module_args: "region=16M@0x40000000",
         capture,
+        before_crash: printk_log::GUEST_DMESG,
     };
     let run = run_kdump(sh, k, art, &plan)?;
     run.ensure_reported("dd region.bin 0")?;
@@ -688,13 +778,56 @@ say "capture ack $?"
     );
     let summary = check_warm_reboot(&before)
         .with_context(|| format!("checking {} read from /dev/mem", copy.display()))?;
+    run.ensure_reported(&format!("makedumpfile {UNARMED} 0"))?;
+    let unarmed = run.take(sh, &out_dir, UNARMED)?;
+    let unarmed_line = check_unarmed_vmcore(sh, &host_crashring(sh)?, &unarmed, &run.serial)
+        .with_context(|| format!("checking {}", unarmed.display()))?;
     if !art.kept {
         let _ = std::fs::remove_file(&run.disk);
+        let _ = std::fs::remove_file(&unarmed);
     }
     Ok(format!(
-        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}\n  the module in the capture kernel: the same events from /sys/kernel/crashring/previous, the ack refused, every byte of the range as it was\n  {bundle_line}",
+        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}\n  the module in the capture kernel: the same events from /sys/kernel/crashring/previous, the ack refused, every byte of the range as it was\n  {bundle_line}\n  {unarmed_line}",
         run.took.as_secs_f64()
     ))
+}
+
+/// The capture kernel's makedumpfile dump of /proc/vmcore in kdump-direct,
+/// which a memmap= region is not in: a vmcore as a machine never armed
+/// leaves it.
+const UNARMED: &str = "vmcore-unarmed";
+const UNARMED_ARGS: &str = "-c -d 31";
+
+/// Checks a vmcore without a region: `info` describes it and its printk
+/// log, `extract` refuses it naming `crashring dmesg`, and the log is
+/// makedumpfile's and holds the guest's own dmesg.
+fn check_unarmed_vmcore(
+    sh: &Shell,
+    crashring: &Path,
+    dump: &Path,
+    serial: &Path,
+) -> Result<String> {
+    let info = cmd!(sh, "{crashring} info --json {dump}").quiet().read()?;
+    let doc: serde_json::Value = serde_json::from_str(&info)?;
+    ensure!(
+        doc["regions"].as_array().is_some_and(Vec::is_empty)
+            && doc["printk"]["records"].as_u64() > Some(0),
+        "info --json describes no printk log and no empty list of regions: {info}"
+    );
+    let out = cmd!(sh, "{crashring} extract {dump}")
+        .quiet()
+        .ignore_status()
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(2)
+            && err.contains("no crashring region")
+            && err.contains("crashring dmesg"),
+        "extract of a vmcore without a region exited {:?}: {err}",
+        out.status.code()
+    );
+    let line = check_printk_logs(sh, crashring, &[dump], serial, true)?;
+    Ok(format!("{UNARMED} (makedumpfile {UNARMED_ARGS}, no region in it): info describes it, extract refuses it naming crashring dmesg; {line}"))
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod drm;
 pub(crate) mod dumps;
 mod follow;
 mod pmem;
+mod printk_log;
 mod user_streams;
 mod warm_reboot;
 
@@ -107,21 +108,21 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "qemu-dump",
-        about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each",
+        about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each, and from each the kernel's printk log (crashring dmesg), the same from all and holding the guest's own dmesg printed before the crash",
         only_612: None,
         newest: false,
         run: dumps::qemu_dump,
     },
     Scenario {
         name: "kdump-vmcore",
-        about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads",
+        about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads; their printk log equal to makedumpfile --dump-dmesg's and holding the guest's own dmesg",
         only_612: Some(NO_RESERVE_MEM),
         newest: false,
         run: dumps::kdump_vmcore,
     },
     Scenario {
         name: "kdump-direct",
-        about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address",
+        about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address; makedumpfile -c of /proc/vmcore, which the region is not in, is a vmcore as an unarmed machine leaves it: info describes it, extract refuses it naming crashring dmesg, its printk log equals makedumpfile --dump-dmesg's and the guest's own dmesg",
         only_612: None,
         newest: false,
         run: dumps::kdump_direct,
@@ -274,7 +275,12 @@ cat /sys/kernel/crashring/stats
 
 /// The workload, then a sysrq panic.
 pub fn workload_and_sysrq() -> String {
-    workload_writes() + "echo c > /proc/sysrq-trigger\n"
+    workload_then_sysrq("")
+}
+
+/// The workload, `before_crash`'s shell lines, then a sysrq panic.
+pub fn workload_then_sysrq(before_crash: &str) -> String {
+    workload_writes() + before_crash + "echo c > /proc/sysrq-trigger\n"
 }
 
 /// What the second boot writes at [`DONE_MIB`] MiB of its disk once it
@@ -339,8 +345,8 @@ poweroff -f
 }
 
 /// The standard scenario script: the workload, a sysrq panic, recovery.
-pub fn workload_script(module_args: &str) -> String {
-    boot_script(module_args, "", &workload_and_sysrq())
+pub fn workload_script(module_args: &str, before_crash: &str) -> String {
+    boot_script(module_args, "", &workload_then_sysrq(before_crash))
 }
 
 pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {
