@@ -1,7 +1,8 @@
 //! The bodies of the extractor's fuzz targets, shared with the test that
 //! replays committed findings under `cargo test`
 //! (`tests/fuzz_regressions.rs`). The including crate provides `synth`
-//! (`tests/common/synth.rs`), which builds the seed dumps.
+//! (`tests/common/synth.rs`), which builds the seed dumps, and
+//! `printk_ring` (`tests/common/printk_ring.rs`), a kernel's printk ring.
 //!
 //! Every target but `decompress` takes the same input encoding. The first
 //! byte picks the mode: odd means "the rest is the whole file"; even means
@@ -21,13 +22,15 @@
 //! the regression test to check that each committed finding still reaches
 //! the code it was about.
 
+use crate::printk_ring;
 use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
 use extractor::discover::{self, Found};
+use extractor::foreign::printk;
 use extractor::input::kdump::codecs::decompress_page;
 use extractor::input::source::Source;
 use extractor::input::{self, flat::FlatSource, Dump};
 use extractor::output::select::Selection;
-use extractor::output::{tracedat, Format, Overlay, RegionView, Writer};
+use extractor::output::{kernel_log, tracedat, Format, Overlay, RegionView, Writer};
 use extractor::phys::PhysAddr;
 use extractor::recover::RegionKey;
 use pstore_ring::read::{HeaderTrust, PagedTrace, Region};
@@ -62,12 +65,17 @@ pub enum Target {
     /// service parses a request and as the client parses an answer; what
     /// parses must encode back to a message that parses the same.
     Request,
+    /// The kernel's printk ring read from a dump through its VMCOREINFO
+    /// (a page-table walk, the ring's descriptors, infos and data), then
+    /// written as `crashring dmesg` writes it: seeds are an ELF and a
+    /// kdump-compressed vmcore of a ring.
+    Printk,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 8] = [
+    pub const ALL: [(&'static str, Target); 9] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -76,6 +84,7 @@ impl Target {
         ("logs", Target::Logs),
         ("debug_message", Target::DebugMessage),
         ("request", Target::Request),
+        ("printk", Target::Printk),
     ];
 }
 
@@ -139,22 +148,38 @@ fn kdump_seeds(mem: &[u8]) -> Vec<Vec<u8>> {
     ]
 }
 
+/// Vmcores of a printk ring: ELF and kdump-compressed.
+fn printk_seeds() -> Vec<Vec<u8>> {
+    let mem = printk_ring::six_records();
+    let note = printk_ring::note();
+    let kdump = Kdump {
+        codec: ZLIB,
+        vmcoreinfo: Some(&note),
+        ..Default::default()
+    };
+    vec![
+        synth::elf(&mem, &[load(0, mem.len() as u64)], Some(&note), 1, false),
+        synth::kdump(&mem, &kdump),
+    ]
+}
+
 /// The seed dumps of a target, built once per process.
 fn seeds(target: Target) -> &'static [Vec<u8>] {
-    static ALL: OnceLock<[Vec<Vec<u8>>; 4]> = OnceLock::new();
-    let [open, elf, kdump, flat] = ALL.get_or_init(|| {
+    static ALL: OnceLock<[Vec<Vec<u8>>; 5]> = OnceLock::new();
+    let [open, elf, kdump, flat, printk] = ALL.get_or_init(|| {
         let mem = memory();
         let elf = elf_seeds(mem);
         let kdump = kdump_seeds(mem);
         let flat = vec![synth::flatten(&kdump[0]), synth::flatten(&elf[0])];
         let open = [vec![mem.to_vec()], elf.clone(), kdump.clone(), flat.clone()].concat();
-        [open, elf, kdump, flat]
+        [open, elf, kdump, flat, printk_seeds()]
     });
     match target {
         Target::Open => open,
         Target::Elf => elf,
         Target::Kdump => kdump,
         Target::Flattened => flat,
+        Target::Printk => printk,
         Target::Decompress | Target::Logs | Target::DebugMessage | Target::Request => &[],
     }
 }
@@ -199,12 +224,37 @@ pub fn run(target: Target, data: &[u8]) -> String {
     let outputs = matches!(target, Target::Open);
     let mut out = String::new();
     match dump {
+        Ok(dump) if matches!(target, Target::Printk) => kernel_printk(&dump, &mut out),
         Ok(dump) => exercise(&dump, outputs, &mut out),
         Err(e) => {
             let _ = writeln!(out, "{e}");
         }
     }
     out
+}
+
+/// The dump's printk log, read and written both ways.
+fn kernel_printk(dump: &Dump, out: &mut String) {
+    match printk::of_dump(dump) {
+        Some(Ok(log)) => {
+            let (mut text, mut json) = (Vec::new(), Vec::new());
+            let _ = kernel_log::write_text(&mut text, &log);
+            let _ = kernel_log::write_jsonl(&mut json, &log);
+            let _ = writeln!(
+                out,
+                "{} records, {} unreadable, {} failed",
+                log.records.len(),
+                log.skipped,
+                log.failed
+            );
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(out, "{e}");
+        }
+        None => {
+            let _ = writeln!(out, "no VMCOREINFO");
+        }
+    }
 }
 
 fn decompress(data: &[u8]) -> String {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::synth;
+use common::{printk_ring, synth};
 
 #[path = "../fuzz/harness.rs"]
 mod harness;
@@ -37,6 +37,17 @@ fn findings(target: &str) -> &'static [Finding] {
             Finding {
                 name: "unknown-key",
                 says: &["refused request: line 3: unknown key \"path\""],
+            },
+        ],
+        // Seeds: the ring read from an ELF and a kdump-compressed vmcore.
+        "printk" => &[
+            Finding {
+                name: "seed-elf",
+                says: &["3 records, 3 unreadable, 5 failed"],
+            },
+            Finding {
+                name: "seed-kdump",
+                says: &["3 records, 3 unreadable, 5 failed"],
             },
         ],
         // A raw file smaller than any region.

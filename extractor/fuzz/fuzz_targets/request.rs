@@ -1,10 +1,13 @@
 //! Fuzz target: see `harness.rs`, `Target::Request`.
 #![no_main]
 
-// Each target uses only its part of both.
+// Each target uses only its part of each.
 #[allow(dead_code)]
 #[path = "../harness.rs"]
 mod harness;
+#[allow(dead_code)]
+#[path = "../../tests/common/printk_ring.rs"]
+mod printk_ring;
 #[allow(dead_code)]
 #[path = "../../tests/common/synth.rs"]
 mod synth;
