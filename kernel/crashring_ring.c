@@ -567,6 +567,7 @@ void crashring_stop_all(struct crashring_stream *streams, u32 n)
 				break;
 			cr_cpu_relax();
 		}
+		cr_stop_all_closing(&streams[i]);
 		if (spins < CR_STOP_SPINS)
 			crashring_close(&streams[i]);
 	}

@@ -129,6 +129,11 @@ static inline void cr_write_back(const void *p, size_t len)
 void crashring_user_stop_point(void);
 #define cr_stop_point()		crashring_user_stop_point()
 
+/* Lets a test enter a writer just before crashring_stop_all() closes a page. */
+struct crashring_stream;
+void crashring_user_stop_all_closing(struct crashring_stream *s);
+#define cr_stop_all_closing(s)	crashring_user_stop_all_closing(s)
+
 /*
  * What the debug source's argument encoder (crashring_debug_args.c) takes
  * from the kernel: ctype, snprintf, the nofault copy (a plain one here:

@@ -62,6 +62,31 @@ int cr_test_write_stopping_at(struct crashring_stream *s, u64 ts, u8 type,
 }
 
 /*
+ * A writer that enters a stream after crashring_stop_all() stopped it: it
+ * holds `busy` while it passes (it sees `stopped` and leaves), here while
+ * the stopper closes the page. Per thread.
+ */
+static __thread bool cr_late_writers;
+
+void crashring_user_stop_all_closing(struct crashring_stream *s)
+{
+	if (cr_late_writers)
+		(void)cr_try_enter(&s->busy);
+}
+
+/* crashring_stop_all() with such a writer in each stream; they leave after. */
+void cr_test_stop_all_with_late_writers(struct crashring_stream *streams, u32 n)
+{
+	u32 i;
+
+	cr_late_writers = true;
+	crashring_stop_all(streams, n);
+	cr_late_writers = false;
+	for (i = 0; i < n; i++)
+		cr_leave(&streams[i].busy);
+}
+
+/*
  * What the ring code wrote back, while a test logs it: the ranges, in
  * order, up to CR_WB_LOG of them (the rest are counted). Per thread.
  */

@@ -114,6 +114,11 @@ pub const C_MUTATIONS: &[CMutation] = &[
         replacement: "\tcrashring_close(s);\n",
     },
     CMutation {
+        what: "crashring_stop_all() leaves a page open for a writer that entered after the stop",
+        original: "\t\tif (spins < CR_STOP_SPINS)\n",
+        replacement: "\t\tif (spins < CR_STOP_SPINS && !cr_local_read(&streams[i].busy))\n",
+    },
+    CMutation {
         what: "a writer records after crashring_stop_all()",
         original:
             "\tif (READ_ONCE(s->stopped)) {\n\t\tcr_leave(&s->busy);\n\t\treturn NULL;\n\t}\n",

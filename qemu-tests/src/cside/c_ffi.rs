@@ -163,6 +163,9 @@ extern "C" {
         len: u32,
         stop_at: c_int,
     ) -> c_int;
+    /// `crashring_stop_all`, with a writer entering each stream after the
+    /// stop and still inside when the stopper closes its page.
+    pub fn cr_test_stop_all_with_late_writers(streams: *mut StreamState, n: u32);
     pub fn cr_test_sizeof_config() -> usize;
     pub fn cr_test_crc(p: *const c_void, len: usize) -> u32;
     pub fn cr_test_sizeof_cpu() -> usize;

@@ -95,6 +95,34 @@ fn stopping_while_a_writer_runs_never_corrupts_a_page() {
     }
 }
 
+/// A writer that enters after the stop sees `stopped` and leaves without
+/// touching its page, but holds `busy` while it passes. A stopper that
+/// catches it there must close the page all the same: it saw the writer
+/// outside before, so every write begun before the stop had ended. Where
+/// a second look at `busy` left such a page open, a clean shutdown left
+/// it for the reader to salvage (ci31, round 128 of the test above);
+/// here the writer enters at that moment every time.
+#[test]
+fn a_writer_passing_after_the_stop_leaves_the_page_closed() {
+    let mut region = one_stream(256, 16);
+    let s = region.stream(0);
+    for i in 0..10 {
+        assert_eq!(write(s, i), 0);
+    }
+    unsafe { cr_test_stop_all_with_late_writers(s, 1) };
+    let r = Region::parse(region.bytes(), HeaderTrust::Checksummed).unwrap();
+    let trace = r.decode();
+    let st = &trace.streams[0];
+    assert_eq!(
+        st.pages_with(PageStatus::Salvaged),
+        0,
+        "the stop closes the page"
+    );
+    assert_exact(st, 10);
+    // The stream is stopped: a writer that comes later records nothing.
+    assert_ne!(write(s, 10), 0);
+}
+
 /// The stop points of a write that moves to the next page, in order:
 /// in cr_close_page(), after the CRC and after `flags` <- closed; then in
 /// cr_open_page(), after the writer's own state moved on, after `flags`
