@@ -5,6 +5,9 @@ fn main() {
     for f in [
         "crashring_ring.c",
         "crashring_ring.h",
+        "crashring_layout.c",
+        "crashring_layout.h",
+        "crashring_callsites.c",
         "crashring_env.h",
         "crashring_crc.h",
         "crashring_format.h",
@@ -41,6 +44,8 @@ fn main() {
     };
     cc::Build::new()
         .file(ring)
+        .file("../kernel/crashring_layout.c")
+        .file("../kernel/crashring_callsites.c")
         .file("csrc/ring_shim.c")
         .file("../kernel/crashring_debug_args.c")
         .file("../kernel/crashring_snapshot.c")

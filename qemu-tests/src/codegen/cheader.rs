@@ -30,7 +30,7 @@ fn kind_macro(k: FieldKind) -> &'static str {
 
 /// `kernel/crashring_schema.h`: the built-in event types as the arrays the
 /// ring code writes into every region's schema table. Included by
-/// crashring_ring.c alone, after crashring_ring.h defines the structures.
+/// crashring_layout.c alone, after crashring_ring.h defines the structures.
 pub fn generate_schema() -> String {
     let mut o = String::new();
     let w = &mut o;
