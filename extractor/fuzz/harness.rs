@@ -1,8 +1,9 @@
 //! The bodies of the extractor's fuzz targets, shared with the test that
 //! replays committed findings under `cargo test`
 //! (`tests/fuzz_regressions.rs`). The including crate provides `synth`
-//! (`tests/common/synth.rs`), which builds the seed dumps, and
-//! `printk_ring` (`tests/common/printk_ring.rs`), a kernel's printk ring.
+//! (`tests/common/synth.rs`), which builds the seed dumps,
+//! `printk_ring` (`tests/common/printk_ring.rs`), a kernel's printk ring,
+//! and `ramoops_area` (`tests/common/ramoops_area.rs`), a ramoops area.
 //!
 //! Every target but `decompress` takes the same input encoding. The first
 //! byte picks the mode: odd means "the rest is the whole file"; even means
@@ -23,9 +24,11 @@
 //! the code it was about.
 
 use crate::printk_ring;
+use crate::ramoops_area;
 use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
 use extractor::discover::{self, Found};
 use extractor::foreign::printk;
+use extractor::foreign::ramoops::{self, Layout, ZoneKind, ZoneState};
 use extractor::input::kdump::codecs::decompress_page;
 use extractor::input::source::Source;
 use extractor::input::{self, flat::FlatSource, Dump};
@@ -70,12 +73,18 @@ pub enum Target {
     /// written as `crashring dmesg` writes it: seeds are an ELF and a
     /// kdump-compressed vmcore of a ring.
     Printk,
+    /// pstore/ramoops zones read from a raw image by a layout (the seed's,
+    /// with ECC, or cut for 3 CPUs, picked by the input's last byte), as
+    /// `crashring pstore` reads them: headers, wrapped text, dmesg
+    /// headers, inflation, ftrace records. The seed is an area with a zone
+    /// of every kind.
+    Ramoops,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 9] = [
+    pub const ALL: [(&'static str, Target); 10] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -85,6 +94,7 @@ impl Target {
         ("debug_message", Target::DebugMessage),
         ("request", Target::Request),
         ("printk", Target::Printk),
+        ("ramoops", Target::Ramoops),
     ];
 }
 
@@ -165,14 +175,21 @@ fn printk_seeds() -> Vec<Vec<u8>> {
 
 /// The seed dumps of a target, built once per process.
 fn seeds(target: Target) -> &'static [Vec<u8>] {
-    static ALL: OnceLock<[Vec<Vec<u8>>; 5]> = OnceLock::new();
-    let [open, elf, kdump, flat, printk] = ALL.get_or_init(|| {
+    static ALL: OnceLock<[Vec<Vec<u8>>; 6]> = OnceLock::new();
+    let [open, elf, kdump, flat, printk, ramoops] = ALL.get_or_init(|| {
         let mem = memory();
         let elf = elf_seeds(mem);
         let kdump = kdump_seeds(mem);
         let flat = vec![synth::flatten(&kdump[0]), synth::flatten(&elf[0])];
         let open = [vec![mem.to_vec()], elf.clone(), kdump.clone(), flat.clone()].concat();
-        [open, elf, kdump, flat, printk_seeds()]
+        [
+            open,
+            elf,
+            kdump,
+            flat,
+            printk_seeds(),
+            vec![ramoops_area::seed()],
+        ]
     });
     match target {
         Target::Open => open,
@@ -180,6 +197,7 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         Target::Kdump => kdump,
         Target::Flattened => flat,
         Target::Printk => printk,
+        Target::Ramoops => ramoops,
         Target::Decompress | Target::Logs | Target::DebugMessage | Target::Request => &[],
     }
 }
@@ -211,6 +229,9 @@ pub fn run(target: Target, data: &[u8]) -> String {
     let Some(file) = file_of(target, data) else {
         return String::new();
     };
+    if matches!(target, Target::Ramoops) {
+        return ramoops_zones(file, data.last().copied().unwrap_or(0));
+    }
     let source: Arc<dyn Source> = Arc::new(file);
     let dump = match target {
         Target::Elf => input::elf::open(source),
@@ -228,6 +249,37 @@ pub fn run(target: Target, data: &[u8]) -> String {
         Ok(dump) => exercise(&dump, outputs, &mut out),
         Err(e) => {
             let _ = writeln!(out, "{e}");
+        }
+    }
+    out
+}
+
+/// The layouts the ramoops target reads its image by.
+const RAMOOPS_LAYOUTS: [&str; 3] = [
+    ramoops_area::LAYOUT,
+    "0:64K,record=16K,console=8K,ftrace=4K,pmsg=4K,cpus=3,ecc=16",
+    "0:64K,record=4K,console=0,ftrace=0,pmsg=0",
+];
+
+/// Every zone of a raw image, by the layout `pick` names.
+fn ramoops_zones(file: Vec<u8>, pick: u8) -> String {
+    let Ok(layout) = RAMOOPS_LAYOUTS[usize::from(pick) % RAMOOPS_LAYOUTS.len()].parse::<Layout>()
+    else {
+        return "bad layout".to_string();
+    };
+    let dump = match input::open(Arc::new(file)) {
+        Ok(dump) => dump,
+        Err(e) => return e.to_string(),
+    };
+    let zones = match ramoops::read(dump.memory.as_ref(), &layout) {
+        Ok((_, zones)) => zones,
+        Err(e) => return e.to_string(),
+    };
+    let mut out = String::new();
+    for z in &zones {
+        let _ = writeln!(out, "{}: {}", z.file_name(), z.state);
+        if let (ZoneKind::Ftrace, ZoneState::Text(t)) = (z.plan.kind, &z.state) {
+            out.push_str(&ramoops::ftrace_lines(&t.bytes).0);
         }
     }
     out

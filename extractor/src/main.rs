@@ -29,6 +29,7 @@ EXAMPLES:
   crashring extract vmcore --format jsonl --cpu 2 --since 120.5 -o cpu2.jsonl
   crashring info --json guest-memory.elf
   crashring dmesg vmcore            (the kernel's own log, armed or not)
+  crashring pstore vmcore --ramoops 0x7f000000:1M,record=64K -o pstore/
   crashring extract /dev/mem --phys 0x40000000:16M     (in a kdump kernel)
   crashring verify /sys/kernel/crashring/previous && echo intact
   crashring extract vmcore --format ctf -o trace-ctf        (babeltrace2 trace-ctf)
@@ -85,6 +86,12 @@ enum Cmd {
     /// stderr says how many records could not be read.
     #[command(after_help = INPUTS)]
     Dmesg(cmd::dmesg::DmesgArgs),
+    /// Print pstore/ramoops records (crash reports, the console log, pmsg,
+    /// function traces) from a dump or an image, by the parameters ramoops
+    /// was given, or write them as /sys/fs/pstore names them; stderr says
+    /// what each zone holds.
+    #[command(after_help = INPUTS)]
+    Pstore(cmd::pstore::PstoreArgs),
     /// Describe the input, every region (header, state, pages, losses) and
     /// the kernel's own printk log when the dump has one.
     #[command(after_help = INPUTS)]
@@ -221,6 +228,7 @@ fn main() -> ExitCode {
         Cmd::Disarm(how) => cmd::arm::disarm(how),
         Cmd::Debug(args) => cmd::debug::run(args),
         Cmd::Dmesg(args) => cmd::dmesg::run(args),
+        Cmd::Pstore(args) => cmd::pstore::run(args),
         Cmd::Status { root } => cmd::arm::status(root),
         Cmd::Generate { what } => generate(what),
     };

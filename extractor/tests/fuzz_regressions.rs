@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{printk_ring, synth};
+use common::{printk_ring, ramoops_area, synth};
 
 #[path = "../fuzz/harness.rs"]
 mod harness;
@@ -48,6 +48,21 @@ fn findings(target: &str) -> &'static [Finding] {
             Finding {
                 name: "seed-kdump",
                 says: &["3 records, 3 unreadable, 5 failed"],
+            },
+        ],
+        // Seeds: the area read by its own layout, and by one with ECC
+        // (whose smaller buffers refuse the full zones).
+        "ramoops" => &[
+            Finding {
+                name: "seed-area",
+                says: &[
+                    "dmesg-ramoops-1: 42 bytes, written at 1700000000.123456, stored compressed",
+                    "CPU:1 ts:77 0xffffffff81000010 <- 0xffffffff81000020",
+                ],
+            },
+            Finding {
+                name: "seed-ecc",
+                says: &["console-ramoops-0: invalid header"],
             },
         ],
         // A raw file smaller than any region.

@@ -9,6 +9,9 @@ mod harness;
 #[path = "../../tests/common/printk_ring.rs"]
 mod printk_ring;
 #[allow(dead_code)]
+#[path = "../../tests/common/ramoops_area.rs"]
+mod ramoops_area;
+#[allow(dead_code)]
 #[path = "../../tests/common/synth.rs"]
 mod synth;
 

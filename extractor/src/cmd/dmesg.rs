@@ -23,7 +23,7 @@ pub struct DmesgArgs {
 
 pub fn run(args: DmesgArgs) -> Result<u8> {
     // The log is found through VMCOREINFO: no scan for regions.
-    let dump = args.input.open()?;
+    let dump = args.input.open_unscanned()?;
     let path = args.input.input.display();
     let log = match printk::of_dump(&dump) {
         None => {

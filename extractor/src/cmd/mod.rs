@@ -9,6 +9,7 @@ pub mod dmesg;
 pub mod extract;
 pub mod follow;
 pub mod info;
+pub mod pstore;
 pub mod recovery;
 pub mod report;
 pub mod serve_request;
@@ -55,7 +56,16 @@ impl InputArgs {
 
     /// Opens the input and says what is wrong with the dump itself.
     pub fn open(&self) -> Result<Dump> {
-        let dump = recover::open(&self.spec())?;
+        self.warn(recover::open(&self.spec())?)
+    }
+
+    /// [`Self::open`], for a command that reads by addresses it was given
+    /// or finds, never by a scan: `/dev/mem` is an input like any other.
+    pub fn open_unscanned(&self) -> Result<Dump> {
+        self.warn(recover::open_unscanned(&self.spec())?)
+    }
+
+    fn warn(&self, dump: Dump) -> Result<Dump> {
         for w in &dump.warnings {
             eprintln!("crashring: warning: {}: {w}", self.input.display());
         }

@@ -8,7 +8,7 @@
 pub mod elf;
 pub mod flat;
 pub mod kdump;
-mod mapped;
+pub(crate) mod mapped;
 pub mod source;
 
 pub use mapped::MappedMemory;

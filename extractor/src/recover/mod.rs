@@ -96,15 +96,28 @@ fn no_region(
     msg
 }
 
-/// Opens the input as whatever dump it is.
+/// Opens the input as whatever dump it is, for a scan of its regions
+/// unless `spec.phys` places the one to read: a device without a size
+/// (`/dev/mem`) is refused without it.
 pub fn open(spec: &InputSpec) -> Result<Dump, LoadError> {
+    open_for(spec, spec.phys.is_none())
+}
+
+/// Opens the input as whatever dump it is, for a reader that goes by
+/// addresses it was given or finds (VMCOREINFO's, `--ramoops`) and never
+/// scans: a device without a size is read like any other.
+pub fn open_unscanned(spec: &InputSpec) -> Result<Dump, LoadError> {
+    open_for(spec, false)
+}
+
+fn open_for(spec: &InputSpec, scans: bool) -> Result<Dump, LoadError> {
     let path = &spec.path;
     let source = FileSource::open(path).map_err(|why| LoadError::Open {
         path: path.clone(),
         why,
     })?;
     let source: Arc<dyn input::source::Source> = Arc::new(source);
-    if source.len().is_none() && spec.phys.is_none() {
+    if source.len().is_none() && scans {
         return Err(LoadError::NoSize { path: path.clone() });
     }
     input::open(source).map_err(|why| LoadError::Container {

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // Each test binary uses its own part.
 
 pub mod printk_ring;
+pub mod ramoops_area;
 pub mod synth;
 
 use std::path::PathBuf;

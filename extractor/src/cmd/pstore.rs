@@ -1,0 +1,116 @@
+//! `crashring pstore`: pstore/ramoops records read from a dump or an image,
+//! as the next boot's `/sys/fs/pstore` would show them, for a box that
+//! never booted again or a dump taken before it did.
+
+use super::{write_to, InputArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use extractor::foreign::ramoops::{self, Layout, Order, Zone, ZoneKind, ZoneState};
+use extractor::output::files::{create_dir, NewFile};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct PstoreArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// The ramoops area and its parameters, as the kernel was given them
+    /// (ramoops.mem_address, mem_size, record_size, console_size,
+    /// ftrace_size, pmsg_size, ecc; cpus: the ftrace zone count). Left-out
+    /// sizes take ramoops' defaults (4 KiB each).
+    #[arg(
+        long,
+        value_name = "ADDR:SIZE[,record=N][,console=N][,ftrace=N][,pmsg=N][,cpus=N][,ecc=N]"
+    )]
+    ramoops: Layout,
+    /// Write each record to a file in this directory (created, 0700), named
+    /// as /sys/fs/pstore names it, instead of printing them all.
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
+}
+
+pub fn run(args: PstoreArgs) -> Result<u8> {
+    let dump = args.input.open_unscanned()?;
+    let path = args.input.input.display();
+    let (order, zones) = ramoops::read(dump.memory.as_ref(), &args.ramoops)?;
+    if order == Order::FtraceFirst {
+        eprintln!("crashring: {path}: the zones are in older kernels' order (ftrace before pmsg)");
+    }
+    let mut records = 0;
+    for z in &zones {
+        eprintln!(
+            "crashring: {path}: {} at {:#x} ({} bytes): {}",
+            z.file_name(),
+            z.plan.addr,
+            z.plan.size,
+            z.state
+        );
+        records += matches!(z.state, ZoneState::Text(_)) as usize;
+    }
+    if zones
+        .iter()
+        .all(|z| matches!(z.state, ZoneState::NotRamoops { .. }))
+    {
+        bail!("{path}: no ramoops zone where these parameters put them");
+    }
+    match &args.output {
+        Some(dir) => {
+            create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+            for z in &zones {
+                if let Some(bytes) = contents(z) {
+                    let dest = dir.join(z.file_name());
+                    let mut file = NewFile::create(&dest)
+                        .with_context(|| format!("creating {}", dest.display()))?;
+                    file.write_all(&bytes)?;
+                    file.persist()
+                        .with_context(|| format!("writing {}", dest.display()))?;
+                }
+            }
+        }
+        None => write_to(None, |out| {
+            for z in &zones {
+                if let Some(bytes) = contents(z) {
+                    writeln!(out, "==== {} ====", z.file_name())?;
+                    out.write_all(&bytes)?;
+                    if !bytes.ends_with(b"\n") {
+                        writeln!(out)?;
+                    }
+                }
+            }
+            Ok(())
+        })?,
+    }
+    eprintln!(
+        "crashring: {path}: {records} ramoops records in {} zones",
+        zones.len()
+    );
+    // Something the kernel wrote could not be read: say so by the status.
+    let damaged = zones.iter().any(|z| {
+        matches!(
+            z.state,
+            ZoneState::Unreadable(_) | ZoneState::BadCompression(_)
+        )
+    });
+    Ok(u8::from(damaged))
+}
+
+/// A zone's record as pstore's file shows it: the text, or an ftrace
+/// zone's records one per line.
+fn contents(z: &Zone) -> Option<Vec<u8>> {
+    let ZoneState::Text(t) = &z.state else {
+        return None;
+    };
+    Some(match z.plan.kind {
+        ZoneKind::Ftrace => {
+            let (lines, partial) = ramoops::ftrace_lines(&t.bytes);
+            if partial > 0 {
+                eprintln!(
+                    "crashring: {}: {partial} bytes of a partial record at the end left out",
+                    z.file_name()
+                );
+            }
+            lines.into_bytes()
+        }
+        _ => t.bytes.clone(),
+    })
+}

@@ -1,0 +1,723 @@
+//! pstore's RAM backend, ramoops (`fs/pstore/ram.c`, `ram_core.c`), read
+//! from a dump or an image instead of the next boot's `/sys/fs/pstore`.
+//!
+//! The kernel cuts its area into zones in a fixed order (`ramoops_probe()`):
+//! the dmesg zones (one crash report each), the console zone, the pmsg
+//! zone and the ftrace zones (one per CPU when the area came from module
+//! parameters). Kernels before 6.2 ("pstore/ram: Move pmsg init earlier";
+//! Debian's 6.1 among them) put the ftrace zones before pmsg. Nothing in
+//! memory says where one ends, so the reader takes the kernel's own
+//! parameters ([`Layout`]) and plans the zones as `ramoops_init_przs()`
+//! does, in both orders; the zones' headers (the ftrace zones sign with the
+//! kernel's version code, the others without) say which order the memory
+//! was laid out in, and confirm or refute the plan zone by zone.
+//!
+//! A zone is a circular buffer behind a 12-byte header (`struct
+//! persistent_ram_buffer`: signature, start, size); its text is
+//! `data[start..size]` followed by `data[..start]`, as
+//! `persistent_ram_save_old()` copies it. A zone the kernel would discard
+//! (start past size, size past the buffer, a dmesg zone without its `====`
+//! header) is reported, never read.
+
+use crate::phys::{PhysAddr, PhysError, PhysMemory};
+use std::fmt;
+use std::io::Read;
+use std::str::FromStr;
+
+/// `PERSISTENT_RAM_SIG`, "DBGC" read as a little-endian word. The ftrace
+/// zones store it XORed with the kernel's `LINUX_VERSION_CODE`.
+pub const SIG: u32 = 0x4347_4244;
+/// `sizeof(struct persistent_ram_buffer)`.
+pub const HEADER_SIZE: u64 = 12;
+/// ramoops' default size of each zone kind (`MIN_MEM_SIZE`).
+pub const DEFAULT_ZONE_SIZE: u64 = 4096;
+/// `struct pstore_ftrace_record`: ip, parent_ip, ts (with the CPU in its
+/// low 8 bits), 64-bit.
+const FTRACE_RECORD_SIZE: usize = 24;
+/// The most a compressed dmesg record may inflate to. pstore compresses a
+/// record of at most its `bufsize`, and inflates into a buffer sized by a
+/// fixed ratio; this bound only keeps hostile input from taking memory.
+const MAX_INFLATED: u64 = 64 << 20;
+
+/// The ramoops area and its parameters, as the kernel was given them
+/// (`ramoops.mem_address=`, `mem_size=`, `record_size=`, `console_size=`,
+/// `ftrace_size=`, `pmsg_size=`, `ecc=`; `/sys/module/ramoops/parameters/`
+/// shows them on a running box).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub base: PhysAddr,
+    pub size: u64,
+    pub record_size: u64,
+    pub console_size: u64,
+    pub ftrace_size: u64,
+    pub pmsg_size: u64,
+    /// How many zones the ftrace part is cut into: the writer's CPU count
+    /// when ramoops was set up by module parameters, else 1.
+    pub ftrace_zones: u32,
+    /// Bytes of Reed-Solomon parity per 128-byte block (`ramoops.ecc=`;
+    /// 1 means 16), 0 without.
+    pub ecc_size: u32,
+}
+
+/// Why a [`Layout`] could not be parsed or planned.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LayoutError {
+    #[error("`{0}` is not ADDR:SIZE[,record=N][,console=N][,ftrace=N][,pmsg=N][,cpus=N][,ecc=N]")]
+    Syntax(String),
+    #[error("`{0}`: not a number (decimal, 0x hex, optional K/M/G)")]
+    Number(String),
+    #[error("unknown ramoops parameter `{0}`")]
+    Unknown(String),
+    #[error("the console, ftrace and pmsg zones ({0} bytes) do not fit in the area ({1} bytes)")]
+    TooSmall(u64, u64),
+    #[error("the area ends past the top of the address space")]
+    Overflow,
+    #[error("ecc={0}: the parity would not leave room for data in a {1}-byte zone")]
+    Ecc(u32, u64),
+}
+
+impl FromStr for Layout {
+    type Err = LayoutError;
+
+    /// `ADDR:SIZE` and, after commas, `record=`, `console=`, `ftrace=`,
+    /// `pmsg=` (bytes; ramoops' defaults when left out), `cpus=` (the
+    /// ftrace zone count) and `ecc=`. Sizes are rounded down to a power of
+    /// two, as `ramoops_probe()` rounds them.
+    fn from_str(text: &str) -> Result<Layout, LayoutError> {
+        let number = |s: &str| {
+            kexec_hooks::iomem::parse_size(s).ok_or_else(|| LayoutError::Number(s.to_string()))
+        };
+        let mut parts = text.split(',');
+        let area = parts.next().unwrap_or_default();
+        let (addr, size) = area
+            .split_once(':')
+            .ok_or_else(|| LayoutError::Syntax(text.to_string()))?;
+        let mut layout = Layout {
+            base: PhysAddr(number(addr)?),
+            size: number(size)?,
+            record_size: DEFAULT_ZONE_SIZE,
+            console_size: DEFAULT_ZONE_SIZE,
+            ftrace_size: DEFAULT_ZONE_SIZE,
+            pmsg_size: DEFAULT_ZONE_SIZE,
+            ftrace_zones: 1,
+            ecc_size: 0,
+        };
+        for part in parts {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| LayoutError::Syntax(text.to_string()))?;
+            let value = number(value)?;
+            let small = |v: u64| u32::try_from(v).map_err(|_| LayoutError::Number(part.into()));
+            match key {
+                "record" => layout.record_size = pow2_floor(value),
+                "console" => layout.console_size = pow2_floor(value),
+                "ftrace" => layout.ftrace_size = pow2_floor(value),
+                "pmsg" => layout.pmsg_size = pow2_floor(value),
+                "cpus" => layout.ftrace_zones = small(value)?.max(1),
+                "ecc" => layout.ecc_size = if value == 1 { 16 } else { small(value)? },
+                _ => return Err(LayoutError::Unknown(key.to_string())),
+            }
+        }
+        layout.zones(Order::PmsgFirst)?;
+        Ok(layout)
+    }
+}
+
+fn pow2_floor(v: u64) -> u64 {
+    if v == 0 {
+        0
+    } else {
+        1 << (63 - v.leading_zeros())
+    }
+}
+
+/// What a zone holds, by its place in the area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZoneKind {
+    Dmesg,
+    Console,
+    Ftrace,
+    Pmsg,
+}
+
+impl ZoneKind {
+    /// pstore's name for the kind, as in `/sys/fs/pstore` file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZoneKind::Dmesg => "dmesg",
+            ZoneKind::Console => "console",
+            ZoneKind::Ftrace => "ftrace",
+            ZoneKind::Pmsg => "pmsg",
+        }
+    }
+}
+
+/// One zone as planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZonePlan {
+    pub kind: ZoneKind,
+    /// Its number among the zones of its kind.
+    pub index: u32,
+    pub addr: PhysAddr,
+    pub size: u64,
+}
+
+/// Where a kernel puts the pmsg zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Before the ftrace zones, at a place that does not depend on the CPU
+    /// count (current kernels).
+    PmsgFirst,
+    /// Last, after the ftrace zones (older kernels).
+    FtraceFirst,
+}
+
+impl Layout {
+    /// The zones in a kernel's order, where its `ramoops_probe()` puts them.
+    pub fn zones(&self, order: Order) -> Result<Vec<ZonePlan>, LayoutError> {
+        let others = self
+            .console_size
+            .checked_add(self.ftrace_size)
+            .and_then(|s| s.checked_add(self.pmsg_size))
+            .filter(|&s| s <= self.size)
+            .ok_or(LayoutError::TooSmall(
+                self.console_size
+                    .saturating_add(self.ftrace_size)
+                    .saturating_add(self.pmsg_size),
+                self.size,
+            ))?;
+        self.base
+            .checked_add(self.size)
+            .ok_or(LayoutError::Overflow)?;
+        let mut zones = Vec::new();
+        let mut at = self.base;
+        let mut add = |kind, total: u64, count: u64, zones: &mut Vec<ZonePlan>| {
+            if total == 0 || count == 0 {
+                return;
+            }
+            let size = total / count;
+            for index in 0..count {
+                zones.push(ZonePlan {
+                    kind,
+                    index: index as u32,
+                    addr: at,
+                    size,
+                });
+                at = at + size;
+            }
+        };
+        let dump = self.size - others;
+        let records = dump.checked_div(self.record_size).unwrap_or(0);
+        add(ZoneKind::Dmesg, dump, records, &mut zones);
+        add(ZoneKind::Console, self.console_size, 1, &mut zones);
+        if order == Order::PmsgFirst {
+            add(ZoneKind::Pmsg, self.pmsg_size, 1, &mut zones);
+        }
+        add(
+            ZoneKind::Ftrace,
+            self.ftrace_size,
+            self.ftrace_zones.into(),
+            &mut zones,
+        );
+        if order == Order::FtraceFirst {
+            add(ZoneKind::Pmsg, self.pmsg_size, 1, &mut zones);
+        }
+        for z in &zones {
+            self.buffer_size(z.size)
+                .ok_or(LayoutError::Ecc(self.ecc_size, z.size))?;
+        }
+        Ok(zones)
+    }
+
+    /// The data bytes of a zone of `size` bytes, after the header and the
+    /// parity (`persistent_ram_init_ecc()`).
+    fn buffer_size(&self, size: u64) -> Option<u64> {
+        let buffer = size.checked_sub(HEADER_SIZE)?;
+        if self.ecc_size == 0 {
+            return Some(buffer);
+        }
+        let ecc = u64::from(self.ecc_size);
+        let blocks = buffer.checked_sub(ecc)?.div_ceil(128 + ecc);
+        let total = (blocks + 1) * ecc;
+        (total < buffer).then(|| buffer - total)
+    }
+}
+
+/// A zone as the reader found it.
+#[derive(Debug)]
+pub struct Zone {
+    pub plan: ZonePlan,
+    pub state: ZoneState,
+}
+
+/// What a zone's header and data say.
+#[derive(Debug)]
+pub enum ZoneState {
+    /// The signature is not there: ramoops never set this zone up with
+    /// these parameters (or the memory is another's).
+    NotRamoops {
+        found: u32,
+    },
+    /// Set up and empty.
+    Empty,
+    /// A header the kernel would discard.
+    Invalid {
+        start: u32,
+        size: u32,
+    },
+    /// The dump does not hold the zone's bytes.
+    Unreadable(PhysError),
+    /// A dmesg zone without the `====` header the kernel requires.
+    NoDmesgHeader,
+    /// A compressed dmesg record that does not inflate.
+    BadCompression(String),
+    Text(ZoneText),
+}
+
+/// A zone's contents, in the order they were written.
+#[derive(Debug)]
+pub struct ZoneText {
+    pub bytes: Vec<u8>,
+    /// The dmesg header's time (seconds, microseconds).
+    pub time: Option<(i64, u32)>,
+    /// Whether the dmesg record was stored compressed (and is inflated in
+    /// `bytes`).
+    pub compressed: bool,
+    /// The version code an ftrace zone's signature carries.
+    pub version: Option<u32>,
+    /// Whether the writer went round the buffer (older text overwritten).
+    pub wrapped: bool,
+}
+
+impl Zone {
+    /// The name the next boot's `/sys/fs/pstore` gives the record
+    /// (`pstore_mkfile()`), for a zone that holds one. pstore shows the
+    /// per-CPU ftrace zones merged as one record, id 0; each is named here
+    /// by its CPU.
+    pub fn file_name(&self) -> String {
+        format!("{}-ramoops-{}", self.plan.kind.name(), self.plan.index)
+    }
+}
+
+impl fmt::Display for ZoneState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ZoneState::NotRamoops { found } => write!(
+                f,
+                "no ramoops signature (found {found:#010x}): not set up with these parameters"
+            ),
+            ZoneState::Empty => f.write_str("empty"),
+            ZoneState::Invalid { start, size } => write!(
+                f,
+                "invalid header (start {start}, size {size}): the kernel discards it"
+            ),
+            ZoneState::Unreadable(e) => write!(f, "unreadable: {e}"),
+            ZoneState::NoDmesgHeader => {
+                f.write_str("no `====` record header: the kernel discards it")
+            }
+            ZoneState::BadCompression(e) => write!(f, "compressed record does not inflate: {e}"),
+            ZoneState::Text(t) => {
+                write!(f, "{} bytes", t.bytes.len())?;
+                if let Some((s, us)) = t.time {
+                    write!(f, ", written at {s}.{us:06}")?;
+                }
+                if t.compressed {
+                    f.write_str(", stored compressed")?;
+                }
+                if let Some(v) = t.version {
+                    write!(f, ", kernel {}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)?;
+                }
+                if t.wrapped {
+                    f.write_str(", wrapped")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Reads every zone of `layout` from `mem`, in the order whose zones'
+/// headers the memory holds (the current one when neither's or both's
+/// do). A zone that cannot be read says why; the others are read all the
+/// same.
+pub fn read(mem: &dyn PhysMemory, layout: &Layout) -> Result<(Order, Vec<Zone>), LayoutError> {
+    let read_in = |order| -> Result<Vec<Zone>, LayoutError> {
+        Ok(layout
+            .zones(order)?
+            .into_iter()
+            .map(|plan| Zone {
+                state: read_zone(mem, layout, &plan),
+                plan,
+            })
+            .collect())
+    };
+    let signed = |zones: &[Zone]| {
+        zones
+            .iter()
+            .filter(|z| !matches!(z.state, ZoneState::NotRamoops { .. }))
+            .count()
+    };
+    let current = read_in(Order::PmsgFirst)?;
+    let older = read_in(Order::FtraceFirst)?;
+    Ok(if signed(&older) > signed(&current) {
+        (Order::FtraceFirst, older)
+    } else {
+        (Order::PmsgFirst, current)
+    })
+}
+
+fn read_zone(mem: &dyn PhysMemory, layout: &Layout, plan: &ZonePlan) -> ZoneState {
+    let mut header = [0u8; HEADER_SIZE as usize];
+    if let Err(e) = mem.read(plan.addr, &mut header) {
+        return ZoneState::Unreadable(e);
+    }
+    let word =
+        |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    let (sig, start, size) = (word(0), word(4), word(8));
+    let version = match plan.kind {
+        ZoneKind::Ftrace => {
+            let version = sig ^ SIG;
+            // A version code is major << 16 | minor << 8 | patch: anything
+            // wider is another signature.
+            if version == 0 || version >> 24 != 0 {
+                return ZoneState::NotRamoops { found: sig };
+            }
+            Some(version)
+        }
+        _ if sig != SIG => return ZoneState::NotRamoops { found: sig },
+        _ => None,
+    };
+    if start == 0 && size == 0 {
+        return ZoneState::Empty;
+    }
+    // The plan was checked: every zone has a buffer.
+    let buffer = layout.buffer_size(plan.size).unwrap_or(0);
+    if u64::from(size) > buffer || start > size {
+        return ZoneState::Invalid { start, size };
+    }
+    let mut data = vec![0u8; size as usize];
+    let (start, size) = (start as usize, size as usize);
+    let data_at = plan.addr + HEADER_SIZE;
+    if let Err(e) = mem
+        .read(data_at + start as u64, &mut data[..size - start])
+        .and_then(|()| mem.read(data_at, &mut data[size - start..]))
+    {
+        return ZoneState::Unreadable(e);
+    }
+    let mut text = ZoneText {
+        wrapped: start > 0,
+        bytes: data,
+        time: None,
+        compressed: false,
+        version,
+    };
+    if plan.kind == ZoneKind::Dmesg {
+        let Some((time, compressed, len)) = dmesg_header(&text.bytes) else {
+            return ZoneState::NoDmesgHeader;
+        };
+        text.bytes.drain(..len);
+        text.time = Some(time);
+        text.compressed = compressed;
+        if compressed {
+            match inflate(&text.bytes) {
+                Ok(bytes) => text.bytes = bytes,
+                Err(e) => return ZoneState::BadCompression(e),
+            }
+        }
+    }
+    ZoneState::Text(text)
+}
+
+/// `====SEC.USEC-C\n` (or `-D`, or neither, as older kernels wrote it), as
+/// `ramoops_read_kmsg_hdr()` reads it: the time, whether compressed, and
+/// the header's length.
+fn dmesg_header(data: &[u8]) -> Option<((i64, u32), bool, usize)> {
+    let rest = data.strip_prefix(b"====")?;
+    let line = &rest[..rest.iter().position(|&b| b == b'\n')?];
+    let line = std::str::from_utf8(line).ok()?;
+    let (time, kind) = match line.rsplit_once('-') {
+        Some((t, k)) if !t.is_empty() => (t, Some(k)),
+        _ => (line, None),
+    };
+    let (sec, usec) = time.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(usec) || !(digits(sec) || sec.strip_prefix('-').is_some_and(digits)) {
+        return None;
+    }
+    let compressed = match kind {
+        None => false,
+        Some("C") => true,
+        Some("D") => false,
+        Some(_) => return None,
+    };
+    Some((
+        (sec.parse().ok()?, usec.parse().ok()?),
+        compressed,
+        4 + line.len() + 1,
+    ))
+}
+
+/// pstore compresses with raw deflate (zlib without its header, both the
+/// crypto API's "deflate" before 6.6 and `zlib_deflateInit2(-MAX_WBITS)`
+/// since).
+fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    flate2::read::DeflateDecoder::new(bytes)
+        .take(MAX_INFLATED + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() as u64 > MAX_INFLATED {
+        return Err(format!("inflates past {MAX_INFLATED} bytes"));
+    }
+    Ok(out)
+}
+
+/// An ftrace zone's records as pstore prints them
+/// (`pstore_ftrace_seq_show()`), addresses in hex since no symbols are
+/// at hand; a partial record at the end is left out and counted.
+pub fn ftrace_lines(bytes: &[u8]) -> (String, usize) {
+    let mut out = String::new();
+    let chunks = bytes.chunks_exact(FTRACE_RECORD_SIZE);
+    let partial = chunks.remainder().len();
+    for r in chunks {
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&r[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let (ip, parent, ts) = (word(0), word(8), word(16));
+        out.push_str(&format!(
+            "CPU:{} ts:{} {ip:#018x} <- {parent:#018x}\n",
+            ts & 0xff,
+            ts >> 8
+        ));
+    }
+    (out, partial)
+}
+
+#[cfg(test)]
+#[path = "../../tests/common/ramoops_area.rs"]
+mod ramoops_area;
+
+#[cfg(test)]
+mod tests {
+    use super::ramoops_area::{self, console_text, header, put};
+    use super::*;
+    use crate::input::mapped::MappedMemory;
+    use crate::input::source::FileOffset;
+    use crate::phys::{Backing, MemoryMap, Run};
+    use std::sync::Arc;
+
+    /// `bytes` at physical address `base`, nothing else.
+    fn image(base: u64, bytes: Vec<u8>) -> MappedMemory {
+        let map = MemoryMap::new(vec![Run {
+            start: PhysAddr(base),
+            end: PhysAddr(base + bytes.len() as u64),
+            backing: Backing::Present,
+            offset: Some(FileOffset(0)),
+        }]);
+        MappedMemory::new(Arc::new(bytes), map)
+    }
+
+    const BASE: u64 = 0x1000_0000;
+
+    /// The seed's layout, moved to BASE.
+    fn layout() -> Layout {
+        ramoops_area::LAYOUT
+            .replacen("0:", &format!("{BASE:#x}:"), 1)
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_plan_follows_ramoops_probe_in_either_order() {
+        let plan = |order| -> Vec<_> {
+            layout()
+                .zones(order)
+                .unwrap()
+                .iter()
+                .map(|z| (z.kind, z.index, z.addr.0 - BASE, z.size))
+                .collect()
+        };
+        let head = [
+            (ZoneKind::Dmesg, 0, 0, 0x4000),
+            (ZoneKind::Dmesg, 1, 0x4000, 0x4000),
+            (ZoneKind::Dmesg, 2, 0x8000, 0x4000),
+            (ZoneKind::Console, 0, 0xc000, 0x2000),
+        ];
+        let current = [
+            (ZoneKind::Pmsg, 0, 0xe000, 0x1000),
+            (ZoneKind::Ftrace, 0, 0xf000, 0x800),
+            (ZoneKind::Ftrace, 1, 0xf800, 0x800),
+        ];
+        let older = [
+            (ZoneKind::Ftrace, 0, 0xe000, 0x800),
+            (ZoneKind::Ftrace, 1, 0xe800, 0x800),
+            (ZoneKind::Pmsg, 0, 0xf000, 0x1000),
+        ];
+        assert_eq!(plan(Order::PmsgFirst), [&head[..], &current].concat());
+        assert_eq!(plan(Order::FtraceFirst), [&head[..], &older].concat());
+        // A dmesg part that is no multiple of the record size is shared
+        // out, as ramoops_init_przs() does (zone = part / count).
+        let odd: Layout = "0:20000,record=4096,console=0,ftrace=0,pmsg=0"
+            .parse()
+            .unwrap();
+        let sizes: Vec<_> = odd
+            .zones(Order::PmsgFirst)
+            .unwrap()
+            .iter()
+            .map(|z| z.size)
+            .collect();
+        assert_eq!(sizes, [5000; 4]);
+        // Sizes are rounded down to powers of two, as the kernel rounds them.
+        let l: Layout = "0:1M,record=5000".parse().unwrap();
+        assert_eq!(l.record_size, 4096);
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_by_name() {
+        let err = |s: &str| s.parse::<Layout>().unwrap_err();
+        assert_eq!(err("0x1000"), LayoutError::Syntax("0x1000".into()));
+        assert_eq!(err("0:1M,speed=3"), LayoutError::Unknown("speed".into()));
+        assert_eq!(err("0:x"), LayoutError::Number("x".into()));
+        assert_eq!(err("0:8K"), LayoutError::TooSmall(12288, 8192));
+        assert_eq!(
+            err("0xffffffffffffff00:1M,console=0,ftrace=0,pmsg=0"),
+            LayoutError::Overflow
+        );
+        assert_eq!(
+            err("0:64,record=16,console=16,ftrace=16,pmsg=16,ecc=16"),
+            LayoutError::Ecc(16, 16)
+        );
+    }
+
+    /// The zone of `kind` and `index` among `zones`.
+    fn zone(zones: &[Zone], kind: ZoneKind, index: u32) -> &ZoneState {
+        &zones
+            .iter()
+            .find(|z| z.plan.kind == kind && z.plan.index == index)
+            .expect("planned")
+            .state
+    }
+
+    fn text(state: &ZoneState) -> &ZoneText {
+        match state {
+            ZoneState::Text(t) => t,
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn every_kind_of_zone_reads_as_pstore_shows_it_in_either_order() {
+        for (pmsg_first, order) in [(true, Order::PmsgFirst), (false, Order::FtraceFirst)] {
+            let (found, zones) =
+                read(&image(BASE, ramoops_area::seed_in(pmsg_first)), &layout()).unwrap();
+            assert_eq!(found, order);
+            let dmesg = |i| zone(&zones, ZoneKind::Dmesg, i);
+            assert_eq!(
+                text(dmesg(0)).bytes,
+                b"<0>Kernel panic - not syncing: plain\n"
+            );
+            assert_eq!(text(dmesg(0)).time, Some((1700000000, 5)));
+            assert!(!text(dmesg(0)).compressed);
+            assert_eq!(
+                text(dmesg(1)).bytes,
+                b"<0>Kernel panic - not syncing: compressed\n"
+            );
+            assert!(text(dmesg(1)).compressed);
+            assert!(matches!(dmesg(2), ZoneState::Empty));
+            // The console zone went round its buffer: the oldest text is gone.
+            let console = text(zone(&zones, ZoneKind::Console, 0));
+            let written = console_text();
+            assert_eq!(console.bytes, &written[written.len() - (0x2000 - 12)..]);
+            assert!(console.wrapped);
+            assert_eq!(
+                text(zone(&zones, ZoneKind::Pmsg, 0)).bytes,
+                b"compositor: frame 7 late\n"
+            );
+            let ftrace = text(zone(&zones, ZoneKind::Ftrace, 0));
+            assert_eq!(ftrace.version, Some(0x060c75));
+            assert_eq!(
+                ftrace_lines(&ftrace.bytes),
+                (
+                    "CPU:1 ts:77 0xffffffff81000010 <- 0xffffffff81000020\n".to_string(),
+                    0
+                )
+            );
+            // Never written since ramoops set it up: no signature of its own.
+            assert!(matches!(
+                zone(&zones, ZoneKind::Ftrace, 1),
+                ZoneState::NotRamoops { found: 0 }
+            ));
+        }
+        let (_, zones) = read(&image(BASE, ramoops_area::seed()), &layout()).unwrap();
+        assert_eq!(zones[1].file_name(), "dmesg-ramoops-1");
+    }
+
+    #[test]
+    fn zones_the_kernel_would_discard_are_reported_and_the_rest_read() {
+        let sig = ramoops_area::SIG;
+        let mut mem = ramoops_area::seed();
+        put(&mut mem, 0, sig, 0x4000 - 12, b"no header\n");
+        put(
+            &mut mem,
+            0x4000,
+            sig,
+            0x4000 - 12,
+            b"====1.000001-C\nnot deflate",
+        );
+        // Start past size; size past the buffer.
+        header(&mut mem, 0x8000, sig, 9, 8);
+        header(&mut mem, 0xf800, sig ^ 0x060100, 0, 0x800);
+        let (_, zones) = read(&image(BASE, mem.clone()), &layout()).unwrap();
+        let dmesg = |i| zone(&zones, ZoneKind::Dmesg, i);
+        assert!(matches!(dmesg(0), ZoneState::NoDmesgHeader));
+        assert!(matches!(dmesg(1), ZoneState::BadCompression(_)));
+        assert!(matches!(dmesg(2), ZoneState::Invalid { start: 9, size: 8 }));
+        assert!(matches!(
+            zone(&zones, ZoneKind::Console, 0),
+            ZoneState::Text(_)
+        ));
+        assert!(matches!(
+            zone(&zones, ZoneKind::Ftrace, 1),
+            ZoneState::Invalid {
+                start: 0,
+                size: 0x800
+            }
+        ));
+        // An area the dump holds only part of: each zone past it says so.
+        let (_, zones) = read(&image(BASE, mem[..0xc006].to_vec()), &layout()).unwrap();
+        assert!(matches!(
+            zone(&zones, ZoneKind::Dmesg, 2),
+            ZoneState::Invalid { .. }
+        ));
+        for kind in [ZoneKind::Console, ZoneKind::Pmsg, ZoneKind::Ftrace] {
+            assert!(matches!(zone(&zones, kind, 0), ZoneState::Unreadable(_)));
+        }
+    }
+
+    #[test]
+    fn dmesg_headers_are_read_as_the_kernel_reads_them() {
+        assert_eq!(
+            dmesg_header(b"====12.000345-D\nx"),
+            Some(((12, 345), false, 16))
+        );
+        assert_eq!(dmesg_header(b"====12.5\nx"), Some(((12, 5), false, 9)));
+        assert_eq!(dmesg_header(b"====-3.1-C\n"), Some(((-3, 1), true, 11)));
+        for bad in [
+            &b"===12.5\n"[..],
+            b"====12\n",
+            b"====12.5-X\n",
+            b"====1.5",
+            b"====a.5\n",
+            b"====.5\n",
+        ] {
+            assert_eq!(
+                dmesg_header(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! pstore/ramoops records read by the real binary (`crashring pstore`)
+//! from an image and from an ELF vmcore that holds the area, written as
+//! `/sys/fs/pstore` names them; wrong parameters and a cut dump said so.
+
+mod common;
+
+use common::{crashring, ramoops_area, synth, write_tmp};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn an_images_records_are_written_as_sys_fs_pstore_names_them() {
+    let path = write_tmp("ramoops.img", &ramoops_area::seed());
+    let dir = out_dir("ramoops-files");
+    let out = crashring(&[
+        "pstore",
+        path.to_str().unwrap(),
+        "--ramoops",
+        ramoops_area::LAYOUT,
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "console-ramoops-0",
+            "dmesg-ramoops-0",
+            "dmesg-ramoops-1",
+            "ftrace-ramoops-0",
+            "pmsg-ramoops-0"
+        ]
+    );
+    let read = |n: &str| std::fs::read(dir.join(n)).unwrap();
+    assert_eq!(
+        read("dmesg-ramoops-1"),
+        b"<0>Kernel panic - not syncing: compressed\n"
+    );
+    assert_eq!(
+        read("ftrace-ramoops-0"),
+        b"CPU:1 ts:77 0xffffffff81000010 <- 0xffffffff81000020\n"
+    );
+    // Private, like every output: what the kernel logged is in them.
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("dmesg-ramoops-0")), 0o600);
+    for said in [
+        "dmesg-ramoops-1 at 0x4000 (16384 bytes): 42 bytes, written at 1700000000.123456, stored compressed",
+        "dmesg-ramoops-2 at 0x8000 (16384 bytes): empty",
+        "ftrace-ramoops-1 at 0xf800 (2048 bytes): no ramoops signature (found 0x00000000)",
+        "5 ramoops records in 7 zones",
+    ] {
+        assert!(err.contains(said), "{said:?} not in:\n{err}");
+    }
+    // Without -o, each record under its name on standard output.
+    let out = crashring(&[
+        "pstore",
+        path.to_str().unwrap(),
+        "--ramoops",
+        ramoops_area::LAYOUT,
+    ]);
+    let printed = text(&out.stdout);
+    assert!(
+        printed.contains("==== pmsg-ramoops-0 ====\ncompositor: frame 7 late\n"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn a_vmcores_area_is_read_by_physical_address_and_holes_are_said() {
+    // The area at 1 MiB of a dump whose second load stops part way into
+    // the console zone: what the dump lacks is unreadable, not zeros.
+    let base = 0x10_0000usize;
+    let mut mem = vec![0u8; base];
+    mem.extend(ramoops_area::seed());
+    let elf = synth::elf(
+        &mem,
+        &[
+            synth::load(0, (base + 0xc000) as u64),
+            synth::Load {
+                paddr: (base + 0xc000) as u64,
+                memsz: 0x4000,
+                filesz: 0x100,
+            },
+        ],
+        None,
+        1,
+        false,
+    );
+    let path = write_tmp("ramoops-cut.elf", &elf);
+    let layout = ramoops_area::LAYOUT.replacen("0:", &format!("{base:#x}:"), 1);
+    let out = crashring(&["pstore", path.to_str().unwrap(), "--ramoops", &layout]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("dmesg-ramoops-1 at 0x104000 (16384 bytes): 42 bytes"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "console-ramoops-0 at 0x10c000 (8192 bytes): unreadable: physical address 0x10c100"
+        ),
+        "{err}"
+    );
+    assert!(text(&out.stdout).contains("==== dmesg-ramoops-0 ===="));
+}
+
+#[test]
+fn parameters_that_match_nothing_are_an_error_that_says_so() {
+    let path = write_tmp("ramoops-elsewhere.img", &ramoops_area::seed());
+    let out = crashring(&[
+        "pstore",
+        path.to_str().unwrap(),
+        "--ramoops",
+        "0x100:32K,console=0,ftrace=0,pmsg=0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no ramoops zone where these parameters put them"),
+        "{err}"
+    );
+    let out = crashring(&[
+        "pstore",
+        path.to_str().unwrap(),
+        "--ramoops",
+        "0:1M,colour=3",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown ramoops parameter `colour`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
