@@ -26,6 +26,7 @@ pub(crate) mod dumps;
 mod follow;
 mod pmem;
 mod printk_log;
+mod ramoops;
 mod user_streams;
 mod warm_reboot;
 
@@ -101,7 +102,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "recover-next-boot",
-        about: "memmap= region; workload; sysrq panic; warm reboot; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it; a second run finds nothing; the host checks the bundle off the disk; then a shutdown reason written to shutdown_reason and a reset without a shutdown (sysrq b, as a watchdog's): the third boot bundles that generation as shutdown-…, its summary, manifest and README saying it was reset on its way down, and why",
+        about: "memmap= region; workload; sysrq panic; warm reboot; crashring pstore reads the ramoops area beside the region through /dev/mem: the panic's compressed record equal byte for byte to the next boot's /sys/fs/pstore, every other zone where ramoops_probe() puts it; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it; a second run finds nothing; the host checks the bundle off the disk; then a shutdown reason written to shutdown_reason and a reset without a shutdown (sysrq b, as a watchdog's): the third boot bundles that generation as shutdown-…, its summary, manifest and README saying it was reset on its way down, and why",
         only_612: None,
         newest: false,
         run: warm_reboot::recover_next_boot,

@@ -4,8 +4,8 @@
 //! generation whose header decayed, and two generations left unacked.
 
 use super::{
-    check_region, check_warm_reboot, ensure_crashed_by_panic, parse_saved, warm_reboot_run,
-    workload_and_sysrq, workload_writes, Artifacts, WarmReboot, DONE, DONE_MIB,
+    check_region, check_warm_reboot, ensure_crashed_by_panic, parse_saved, ramoops,
+    warm_reboot_run, workload_and_sysrq, workload_writes, Artifacts, WarmReboot, DONE, DONE_MIB,
 };
 use crate::env::guest::{self, Kernel};
 use anyhow::{ensure, Context, Result};
@@ -532,7 +532,7 @@ fn recover_script() -> String {
         r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase record"
-{record}elif grep -q '^state running.* reason 6 at ' /sys/kernel/crashring/previous_summary; then
+{ramoops_record}{record}elif grep -q '^state running.* reason 6 at ' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase reset"
   mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
   crashring recover --dir /mnt/reset
@@ -543,7 +543,7 @@ if grep -q '^none' /sys/kernel/crashring/previous_summary; then
 else
   echo "crashring-test: phase recover"
   mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
-  crashring recover --dir /mnt/bundles
+{ramoops_recover}  crashring recover --dir /mnt/bundles
   echo "crashring-test: recover $?"
   echo "crashring-test: previous after $(head -n 1 /sys/kernel/crashring/previous_summary)"
   crashring recover --dir /mnt/bundles
@@ -560,12 +560,14 @@ else
 fi
 poweroff -f
 "#,
-        record = workload_and_sysrq()
+        record = workload_and_sysrq(),
+        ramoops_record = ramoops::record_script(),
+        ramoops_recover = ramoops::recover_script(),
     )
 }
 
 /// The words after `crashring-test: {what} ` on the console.
-fn said_after<'a>(log: &'a str, what: &str) -> Option<&'a str> {
+pub(super) fn said_after<'a>(log: &'a str, what: &str) -> Option<&'a str> {
     let key = format!("crashring-test: {what} ");
     log.lines()
         .find_map(|l| l.split_once(key.as_str()).map(|(_, rest)| rest.trim()))
@@ -577,6 +579,8 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         cpus: 2,
         script: Some(recover_script()),
         ext2_disk: true,
+        extra_append: ramoops::APPEND,
+        later_modules: ramoops::MODULES,
         ..WarmReboot::memmap(String::new())
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
@@ -632,11 +636,12 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         2 * super::WORKLOAD_EVENTS
     );
     let reset = check_reset(sh, art, &disk, log)?;
+    let pstore = ramoops::check(sh, art, &disk, log, k)?;
     if !art.kept {
         let _ = std::fs::remove_file(&disk);
     }
     Ok(format!(
-        "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on, and crashring status says so; {reset}; {:.1} s",
+        "crashring recover on the next boot: {bundle} (0600, in a 0700 directory) with {json}, intact, {recovered} events and the panic; acknowledged, a second run found nothing, recording on, and crashring status says so; {reset}; {pstore}; {:.1} s",
         saved.took.as_secs_f64()
     ))
 }
@@ -659,7 +664,7 @@ fn one_bundle<'a>(log: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
 }
 
 /// File `path` of the ext2 disk, copied out.
-fn copied_off(sh: &Shell, art: &Artifacts, disk: &Path, path: &str) -> Result<Vec<u8>> {
+pub(super) fn copied_off(sh: &Shell, art: &Artifacts, disk: &Path, path: &str) -> Result<Vec<u8>> {
     let out = art.dir.join(path.rsplit('/').next().unwrap_or(path));
     let _ = std::fs::remove_file(&out);
     let req = format!("dump /{path} {}", out.display());

@@ -1,0 +1,151 @@
+//! pstore/ramoops beside crashring, read by `crashring pstore` from the
+//! memory a crash left and held against the kernel's own reader: the next
+//! boot's `/sys/fs/pstore`, byte for byte.
+//!
+//! The first boot loads ramoops on a `memmap=` area of its own; the panic
+//! leaves its dmesg record, compressed (both Debian kernels have
+//! `CONFIG_PSTORE_COMPRESS`). Debian builds no other pstore front end (no
+//! `CONFIG_PSTORE_CONSOLE`, `_PMSG` or `_FTRACE`), so ramoops sets up the
+//! console, pmsg and ftrace zones and nothing writes them: they are
+//! checked to be where the plan puts them, signed, and empty (the unit and
+//! fuzz tests decode their contents). The next boot reads the area through
+//! `/dev/mem` with `crashring pstore` before ramoops attaches to it again,
+//! then loads ramoops, mounts pstore and copies both sets of files to the
+//! ext2 disk for the host.
+
+use super::warm_reboot::{copied_off, said_after};
+use super::Artifacts;
+use crate::env::guest::Kernel;
+use anyhow::{ensure, Result};
+use std::path::Path;
+use xshell::Shell;
+
+/// The area: the MiB after the crashring region, reserved the same way.
+pub const APPEND: &str = "memmap=1M$0x41000000";
+
+/// What the kernel is given and `crashring pstore` is told. ftrace stays at
+/// ramoops' default, cut per CPU (the guest has 2), so its zones' places
+/// and signatures (the version code) are checked too.
+const MODULE_ARGS: &str = "mem_address=0x41000000 mem_size=0x100000 record_size=0x10000 console_size=0x10000 pmsg_size=0x10000";
+const LAYOUT: &str = "0x41000000:1M,record=64K,console=64K,pmsg=64K,cpus=2";
+
+/// Kernel modules the scenario stages (loaded by the script, with the
+/// parameters above).
+pub const MODULES: &[&str] = &["ramoops"];
+
+/// First boot, before the workload: ramoops on.
+pub fn record_script() -> String {
+    format!(
+        r#"insmod /lib/reed_solomon.ko
+insmod /lib/ramoops.ko {MODULE_ARGS} || echo "crashring-test: ramoops insmod failed"
+"#
+    )
+}
+
+/// Next boot, with the ext2 disk at /mnt: crashring's reading first, then
+/// the kernel's.
+pub fn recover_script() -> String {
+    format!(
+        r#"  crashring pstore /dev/mem --ramoops {LAYOUT} -o /mnt/pstore-crashring 2> /mnt/pstore-crashring.log
+  echo "crashring-test: pstore $?"
+  insmod /lib/reed_solomon.ko
+  insmod /lib/ramoops.ko {MODULE_ARGS} || echo "crashring-test: ramoops insmod failed"
+  mount -t pstore pstore /sys/fs/pstore || echo "crashring-test: pstore mount failed"
+  mkdir /mnt/pstore-kernel
+  cp /sys/fs/pstore/* /mnt/pstore-kernel/
+  echo "crashring-test: pstore ours $(ls /mnt/pstore-crashring | tr '\n' ' ')"
+  echo "crashring-test: pstore kernel's $(ls /mnt/pstore-kernel | tr '\n' ' ')"
+  umount /sys/fs/pstore
+"#
+    )
+}
+
+/// Every record `crashring pstore` wrote equals the kernel's file of the
+/// same name, and they name the same records: the panic's, inflated; every
+/// other zone is where `k`'s ramoops put it, signed, and empty.
+pub fn check(sh: &Shell, art: &Artifacts, disk: &Path, log: &str, k: &Kernel) -> Result<String> {
+    let stderr =
+        String::from_utf8_lossy(&copied_off(sh, art, disk, "pstore-crashring.log")?).into_owned();
+    ensure!(
+        said_after(log, "pstore") == Some("0"),
+        "crashring pstore /dev/mem said {:?}:\n{stderr}",
+        said_after(log, "pstore")
+    );
+    let names = |what| {
+        let mut v: Vec<String> = said_after(log, what)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        v.sort();
+        v
+    };
+    let (ours, kernels) = (names("pstore ours"), names("pstore kernel's"));
+    ensure!(
+        ours == kernels && ours == ["dmesg-ramoops-0"],
+        "crashring pstore wrote {ours:?}, the next boot's /sys/fs/pstore holds {kernels:?}, not the panic's record alone:\n{stderr}"
+    );
+    let zone = |name: &str| {
+        stderr
+            .lines()
+            .find(|l| l.contains(&format!(": {name} at ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    // 1 MiB less console, pmsg and ftrace, cut in 13 records, as
+    // ramoops_init_przs() cuts it; then the console, and pmsg before the
+    // ftrace zones (one per CPU) since 6.2 ("pstore/ram: Move pmsg init
+    // earlier"), after them before: 6.1's zones say so.
+    let older = k.release.starts_with("6.1.");
+    ensure!(
+        stderr.contains("in older kernels' order") == older,
+        "crashring pstore {} the older order on {}:\n{stderr}",
+        if older { "did not find" } else { "found" },
+        k.release
+    );
+    let (pmsg, ftrace) = if older {
+        ("0x410efffe", ["0x410eeffe", "0x410ef7fe"])
+    } else {
+        ("0x410eeffe", ["0x410feffe", "0x410ff7fe"])
+    };
+    let dmesg = zone("dmesg-ramoops-0");
+    ensure!(
+        dmesg.contains(" at 0x41000000 (70262 bytes): ") && dmesg.contains("stored compressed"),
+        "the panic's record was not stored compressed, or not where planned: {dmesg:?}\n{stderr}"
+    );
+    for (name, at) in [
+        ("dmesg-ramoops-12", "0x410cdd88 (70262 bytes)".to_string()),
+        ("console-ramoops-0", "0x410deffe (65536 bytes)".to_string()),
+        ("pmsg-ramoops-0", format!("{pmsg} (65536 bytes)")),
+        ("ftrace-ramoops-0", format!("{} (2048 bytes)", ftrace[0])),
+        ("ftrace-ramoops-1", format!("{} (2048 bytes)", ftrace[1])),
+    ] {
+        let line = zone(name);
+        ensure!(
+            line.ends_with(&format!("{name} at {at}: empty")),
+            "{name} is not an empty ramoops zone at {at}: {line:?}\n{stderr}"
+        );
+    }
+    let mine = copied_off(sh, art, disk, "pstore-crashring/dmesg-ramoops-0")?;
+    let theirs = copied_off(sh, art, disk, "pstore-kernel/dmesg-ramoops-0")?;
+    ensure!(
+        mine == theirs,
+        "dmesg-ramoops-0: crashring read {} bytes, the kernel {} (first difference at byte {})",
+        mine.len(),
+        theirs.len(),
+        mine.iter()
+            .zip(&theirs)
+            .position(|(a, b)| a != b)
+            .unwrap_or(mine.len().min(theirs.len()))
+    );
+    let text = String::from_utf8_lossy(&mine);
+    ensure!(
+        text.contains("Kernel panic - not syncing: sysrq triggered crash"),
+        "the dmesg record does not hold the panic:\n{text}"
+    );
+    Ok(format!(
+        "crashring pstore read the ramoops area through /dev/mem before the next boot's ramoops did: the panic's compressed record ({} bytes inflated) equal to /sys/fs/pstore's, the other 16 zones where ramoops_probe() puts them ({} order) and empty",
+        mine.len(),
+        if older { "the older" } else { "the current" }
+    ))
+}
