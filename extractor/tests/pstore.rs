@@ -149,3 +149,89 @@ fn parameters_that_match_nothing_are_an_error_that_says_so() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_bundle_holds_the_dumps_ramoops_records_as_logs() {
+    // A crashring region, then the ramoops area at 64 KiB.
+    let mut mem = synth::image_sized(0, 4096, 0x10000, 20);
+    mem.resize(0x10000, 0);
+    mem.extend(ramoops_area::seed());
+    let path = write_tmp("ramoops-armed.img", &mem);
+    let archive = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ramoops-armed.tar.gz");
+    let _ = std::fs::remove_file(&archive);
+    let layout = ramoops_area::LAYOUT.replacen("0:", "0x10000:", 1);
+    let out = crashring(&[
+        "bundle",
+        path.to_str().unwrap(),
+        "--ramoops",
+        &layout,
+        "-o",
+        archive.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = crashring(&["check-bundle", archive.to_str().unwrap()]);
+    assert_eq!(said.status.code(), Some(0), "{}", text(&said.stderr));
+    let bytes = std::fs::read(&archive).unwrap();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+    let mut logs = std::collections::BTreeMap::new();
+    let mut manifest = None;
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+        if let Some((_, log)) = name.split_once("/logs/") {
+            logs.insert(log.to_string(), data);
+        } else if name.ends_with("/MANIFEST.json") {
+            manifest = Some(data);
+        }
+    }
+    let names: Vec<&str> = logs.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "pstore-console-ramoops-0",
+            "pstore-dmesg-ramoops-0",
+            "pstore-dmesg-ramoops-1",
+            "pstore-ftrace-ramoops-0",
+            "pstore-pmsg-ramoops-0"
+        ]
+    );
+    assert_eq!(
+        logs["pstore-dmesg-ramoops-1"],
+        b"<0>Kernel panic - not syncing: compressed\n"
+    );
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest.unwrap()).unwrap();
+    let file = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "logs/pstore-pmsg-ramoops-0")
+        .unwrap();
+    assert_eq!(file["format"], "pstore record");
+    // Parameters that find nothing, or an area the dump does not hold: a
+    // warning, and the bundle all the same.
+    for (area, says) in [
+        (
+            "0x8000:32K",
+            "warning: no ramoops zone where the --ramoops parameters put them\n",
+        ),
+        (
+            "0x20000:64K",
+            "warning: no ramoops record is bundled: the dump does not hold the area (physical address 0x20000 is not in the dump)\n",
+        ),
+    ] {
+        let out = crashring(&[
+            "bundle",
+            path.to_str().unwrap(),
+            "--ramoops",
+            area,
+            "-o",
+            archive.to_str().unwrap(),
+        ]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.matches("warning").count(), 1, "{err}");
+    }
+}

@@ -42,6 +42,7 @@ pub mod redact;
 pub use check::{check, CheckError, Checked};
 
 use crate::discover::Hole;
+use crate::foreign::ramoops;
 use crate::output::kernel_log;
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
@@ -76,6 +77,9 @@ pub enum LogSource {
     /// The crashed kernel's own printk log read from the dump
     /// ([`crate::foreign::printk`]), as `crashring dmesg` prints it.
     KernelPrintk(Vec<u8>),
+    /// A pstore/ramoops record read from the dump
+    /// ([`crate::foreign::ramoops`]), as `/sys/fs/pstore` shows it.
+    Ramoops(Vec<u8>),
 }
 
 impl AddLog {
@@ -102,6 +106,68 @@ impl AddLog {
 
 /// The name of the kernel's printk log among the bundle's logs.
 pub const KERNEL_PRINTK: &str = "kernel-printk.txt";
+
+impl AddLog {
+    /// The ramoops records of `loaded`'s dump where `layout` puts them,
+    /// each as `logs/pstore-NAME` (NAME as `/sys/fs/pstore` gives it), and
+    /// what could not be read, one sentence each: the bundle is made
+    /// without those, never held back for them.
+    pub fn ramoops(loaded: &Loaded, layout: &ramoops::Layout) -> (Vec<AddLog>, Vec<String>) {
+        let zones = match ramoops::read(loaded.dump.memory.as_ref(), layout) {
+            Ok((_, zones)) => zones,
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    vec![format!("no ramoops record is bundled: {e}")],
+                )
+            }
+        };
+        // Nothing of ramoops there: one sentence, not one per zone.
+        let absent = |z: &ramoops::Zone| {
+            matches!(
+                z.state,
+                ramoops::ZoneState::NotRamoops { .. } | ramoops::ZoneState::Unreadable(_)
+            )
+        };
+        if zones.iter().all(absent) {
+            let why = zones.iter().find_map(|z| match &z.state {
+                ramoops::ZoneState::Unreadable(e) => Some(e),
+                _ => None,
+            });
+            let warning = match why {
+                Some(e) => {
+                    format!("no ramoops record is bundled: the dump does not hold the area ({e})")
+                }
+                None => "no ramoops zone where the --ramoops parameters put them".into(),
+            };
+            return (Vec::new(), vec![warning]);
+        }
+        let mut warnings = Vec::new();
+        let mut logs = Vec::new();
+        for z in &zones {
+            match (&z.state, z.record()) {
+                (_, Some((bytes, partial))) => {
+                    if partial > 0 {
+                        warnings.push(format!(
+                            "{}: {partial} bytes of a partial record at its end left out",
+                            z.file_name()
+                        ));
+                    }
+                    logs.push(AddLog {
+                        source: LogSource::Ramoops(bytes),
+                        name: format!("pstore-{}", z.file_name()),
+                    });
+                }
+                (
+                    ramoops::ZoneState::Unreadable(_) | ramoops::ZoneState::BadCompression(_),
+                    None,
+                ) => warnings.push(format!("{} is not bundled: {}", z.file_name(), z.state)),
+                _ => {}
+            }
+        }
+        (logs, warnings)
+    }
+}
 
 impl AddLog {
     /// Parses `PATH[:NAME]`; the name defaults to the file's name.
@@ -179,6 +245,7 @@ pub enum FileKind {
     PerfettoArchive,
     Log,
     KernelPrintk,
+    Ramoops,
 }
 
 impl FileKind {
@@ -189,7 +256,8 @@ impl FileKind {
             | FileKind::Dmesg
             | FileKind::CtfMetadata
             | FileKind::Log
-            | FileKind::KernelPrintk => "text/plain",
+            | FileKind::KernelPrintk
+            | FileKind::Ramoops => "text/plain",
             FileKind::CtfStream | FileKind::TraceDat => "application/octet-stream",
             FileKind::PerfettoArchive => "application/gzip",
         }
@@ -206,6 +274,7 @@ impl FileKind {
             FileKind::PerfettoArchive => "tar.gz of Perfetto protobuf traces",
             FileKind::Log => "as added",
             FileKind::KernelPrintk => "dmesg text",
+            FileKind::Ramoops => "pstore record",
         }
     }
 }
@@ -374,6 +443,7 @@ pub fn write(
         let kind = match a.source {
             LogSource::File(_) => FileKind::Log,
             LogSource::KernelPrintk(_) => FileKind::KernelPrintk,
+            LogSource::Ramoops(_) => FileKind::Ramoops,
         };
         (log_path(l), kind)
     }));
@@ -536,7 +606,7 @@ fn place_logs(
             LogSource::File(path) => {
                 Box::new(File::open(path).what(|| format!("opening the log {}", path.display()))?)
             }
-            LogSource::KernelPrintk(text) => Box::new(&text[..]),
+            LogSource::KernelPrintk(text) | LogSource::Ramoops(text) => Box::new(&text[..]),
         };
         let mut redaction = None;
         write_file(staging, &rel, |w| {

@@ -54,6 +54,12 @@ fn how_to_open(kind: FileKind) -> &'static str {
              VMCOREINFO, as dmesg prints it; redacted and placed on the timeline\n    \
              as an added log. Any text viewer."
         }
+        FileKind::Ramoops => {
+            "A pstore/ramoops record of the crashed kernel (a crash report, the\n    \
+             console, pmsg, function calls), read from the dump's memory where\n    \
+             the --ramoops parameters put it, as /sys/fs/pstore shows it;\n    \
+             redacted and placed on the timeline as an added log."
+        }
     }
 }
 

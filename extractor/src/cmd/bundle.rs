@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::bundle::redact::{Class, Rules};
 use extractor::bundle::{self, AddLog};
+use extractor::foreign::ramoops::Layout;
 use extractor::output::select::parse_time;
 use extractor::recover::{Loaded, Recovered};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,13 @@ pub struct BundleArgs {
     /// lines carry times; NAME is its name in the bundle.
     #[arg(long = "add-log", value_name = "PATH[:NAME]", value_parser = AddLog::parse)]
     logs: Vec<AddLog>,
+    /// Add the dump's pstore/ramoops records (as `crashring pstore`
+    /// reads them) as logs/pstore-NAME.
+    #[arg(
+        long,
+        value_name = "ADDR:SIZE[,record=N][,console=N][,ftrace=N][,pmsg=N][,cpus=N][,ecc=N]"
+    )]
+    ramoops: Option<Layout>,
     #[command(flatten)]
     redaction: RedactArgs,
 }
@@ -75,7 +83,7 @@ pub fn run(args: BundleArgs) -> Result<u8> {
     let loaded = args.input.load_regions()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
-    let logs = with_kernel_printk(&loaded, args.logs);
+    let logs = kernels_logs(&loaded, args.ramoops.as_ref(), args.logs);
     write(
         &loaded,
         &recovered,
@@ -88,16 +96,26 @@ pub fn run(args: BundleArgs) -> Result<u8> {
     Ok(u8::from(recovered.iter().any(|r| r.damaged())))
 }
 
-/// The kernel's own printk log first, when the dump holds it, then
-/// `logs`.
-fn with_kernel_printk(loaded: &Loaded, logs: Vec<AddLog>) -> Vec<AddLog> {
-    match AddLog::kernel_printk(loaded) {
-        Ok(printk) => printk.into_iter().chain(logs).collect(),
+/// The kernel's own logs first: its printk log, when the dump holds it,
+/// and the ramoops records where `ramoops` puts them; then `logs`. What
+/// could not be read is a warning.
+fn kernels_logs(loaded: &Loaded, ramoops: Option<&Layout>, logs: Vec<AddLog>) -> Vec<AddLog> {
+    let mut all = match AddLog::kernel_printk(loaded) {
+        Ok(printk) => printk.into_iter().collect(),
         Err(why) => {
             eprintln!("crashring: warning: {why}");
-            logs
+            Vec::new()
         }
+    };
+    if let Some(layout) = ramoops {
+        let (records, warnings) = AddLog::ramoops(loaded, layout);
+        for w in warnings {
+            eprintln!("crashring: warning: {w}");
+        }
+        all.extend(records);
     }
+    all.extend(logs);
+    all
 }
 
 /// Writes the bundle of what was recovered from `input` to `output`, and

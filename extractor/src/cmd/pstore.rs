@@ -5,7 +5,7 @@
 use super::{write_to, InputArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use extractor::foreign::ramoops::{self, Layout, Order, Zone, ZoneKind, ZoneState};
+use extractor::foreign::ramoops::{self, Layout, Order, Zone, ZoneState};
 use extractor::output::files::{create_dir, NewFile};
 use std::io::Write;
 use std::path::PathBuf;
@@ -94,23 +94,14 @@ pub fn run(args: PstoreArgs) -> Result<u8> {
     Ok(u8::from(damaged))
 }
 
-/// A zone's record as pstore's file shows it: the text, or an ftrace
-/// zone's records one per line.
+/// A zone's record, saying what of it was left out.
 fn contents(z: &Zone) -> Option<Vec<u8>> {
-    let ZoneState::Text(t) = &z.state else {
-        return None;
-    };
-    Some(match z.plan.kind {
-        ZoneKind::Ftrace => {
-            let (lines, partial) = ramoops::ftrace_lines(&t.bytes);
-            if partial > 0 {
-                eprintln!(
-                    "crashring: {}: {partial} bytes of a partial record at the end left out",
-                    z.file_name()
-                );
-            }
-            lines.into_bytes()
-        }
-        _ => t.bytes.clone(),
-    })
+    let (bytes, partial) = z.record()?;
+    if partial > 0 {
+        eprintln!(
+            "crashring: {}: {partial} bytes of a partial record at the end left out",
+            z.file_name()
+        );
+    }
+    Some(bytes)
 }

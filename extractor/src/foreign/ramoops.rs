@@ -290,6 +290,22 @@ pub struct ZoneText {
 }
 
 impl Zone {
+    /// The zone's record as its `/sys/fs/pstore` file shows it (an ftrace
+    /// zone's records one per line), and the bytes of a partial ftrace
+    /// record at its end, left out; `None` for a zone without one.
+    pub fn record(&self) -> Option<(Vec<u8>, usize)> {
+        let ZoneState::Text(t) = &self.state else {
+            return None;
+        };
+        Some(match self.plan.kind {
+            ZoneKind::Ftrace => {
+                let (lines, partial) = ftrace_lines(&t.bytes);
+                (lines.into_bytes(), partial)
+            }
+            _ => (t.bytes.clone(), 0),
+        })
+    }
+
     /// The name the next boot's `/sys/fs/pstore` gives the record
     /// (`pstore_mkfile()`), for a zone that holds one. pstore shows the
     /// per-CPU ftrace zones merged as one record, id 0; each is named here

@@ -1,11 +1,11 @@
 //! Scenarios whose trace comes back inside a memory dump: the host's
 //! extractor must find the region in every container real tools make.
 
-use super::printk_log;
 use super::{
     check_region, check_warm_reboot, host_crashring, raw_disk, workload_script, Artifacts,
     WorkloadSeq, WORKLOAD_EVENTS,
 };
+use super::{printk_log, ramoops};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
@@ -111,10 +111,14 @@ fn check_bundle(
     let name = dump.file_name().and_then(|n| n.to_str()).unwrap_or("dump");
     let out = dump.with_file_name(format!("{name}.bundle.tar.gz"));
     let log = format!("{}:console.txt", serial.display());
-    let run = cmd!(sh, "{crashring} bundle {dump} -o {out} --add-log {log}")
-        .quiet()
-        .ignore_status()
-        .output()?;
+    let layout = ramoops::DUMP_LAYOUT;
+    let run = cmd!(
+        sh,
+        "{crashring} bundle {dump} -o {out} --add-log {log} --ramoops {layout}"
+    )
+    .quiet()
+    .ignore_status()
+    .output()?;
     ensure!(
         run.status.code() == Some(0),
         "crashring bundle exited {:?}: {}",
@@ -161,6 +165,7 @@ fn check_bundle(
             f["sha256"]
         );
     }
+    let pstore = ramoops::check_bundled(sh, crashring, dump, &checked.manifest, &top)?;
     let ctf = top.join("kernel/ctf");
     let text = cmd!(sh, "babeltrace2 {ctf}").quiet().read()?;
     let read = text.lines().filter(|l| l.starts_with('[')).count() as u64;
@@ -170,7 +175,7 @@ fn check_bundle(
     );
     std::fs::remove_dir_all(&unpacked)?;
     Ok(format!(
-        "bundle of {name}: {} files, {size} bytes, checked against MANIFEST.json (digests by sha256sum) and README.txt; {recovered} events (babeltrace2 agrees); console log: {placed} of {lines} lines placed, aligned by {matched} printk lines (offset {} ns, spread {} ns)",
+        "bundle of {name}: {} files, {size} bytes, checked against MANIFEST.json (digests by sha256sum) and README.txt; {recovered} events (babeltrace2 agrees); console log: {placed} of {lines} lines placed, aligned by {matched} printk lines (offset {} ns, spread {} ns); {pstore}",
         checked.files.len(),
         align["offset_ns"],
         align["spread_ns"]
@@ -253,9 +258,10 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let crashring = host_crashring(sh)?;
     // The guest prints its own dmesg just before the crash, for the
     // printk log read from each dump to be held against.
+    // ramoops beside the region: the bundle takes its panic record.
     let script = workload_script(
         &format!("region=16M@{REGION_ADDR:#x}"),
-        printk_log::GUEST_DMESG,
+        &(ramoops::dump_script() + printk_log::GUEST_DMESG),
     );
     let initrd = guest::initramfs(
         sh,
@@ -265,7 +271,7 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             module: &module,
             crashring: &crashring,
             kernel_modules: &["qemu_fw_cfg"],
-            later_modules: &[],
+            later_modules: ramoops::MODULES,
             programs: &[],
             files: &[],
             script: &script,
@@ -276,7 +282,10 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         start: Start::Kernel {
             kernel: &k.vmlinuz,
             initrd: &initrd,
-            append: format!("console=ttyS0 panic=0 memmap=16M${REGION_ADDR:#x} loglevel=4"),
+            append: format!(
+                "console=ttyS0 panic=0 memmap=16M${REGION_ADDR:#x} {} loglevel=4",
+                ramoops::DUMP_APPEND
+            ),
         },
         memory: "1G",
         cpus: 4,

@@ -109,7 +109,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "qemu-dump",
-        about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging; the host extractor reads each, and from each the kernel's printk log (crashring dmesg), the same from all and holding the guest's own dmesg printed before the crash",
+        about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging, with ramoops beside the region; the host extractor reads each, bundles the first with its ramoops records (the panic's among them), and from each the kernel's printk log (crashring dmesg), the same from all and holding the guest's own dmesg printed before the crash",
         only_612: None,
         newest: false,
         run: dumps::qemu_dump,

@@ -29,6 +29,67 @@ pub const APPEND: &str = "memmap=1M$0x41000000";
 const MODULE_ARGS: &str = "mem_address=0x41000000 mem_size=0x100000 record_size=0x10000 console_size=0x10000 pmsg_size=0x10000";
 const LAYOUT: &str = "0x41000000:1M,record=64K,console=64K,pmsg=64K,cpus=2";
 
+/// `qemu-dump`'s area, after its region at 0x30000000, and its ramoops.
+pub const DUMP_APPEND: &str = "memmap=1M$0x31000000";
+pub const DUMP_LAYOUT: &str = "0x31000000:1M,record=64K,console=64K,pmsg=64K,cpus=4";
+const DUMP_MODULE_ARGS: &str = "mem_address=0x31000000 mem_size=0x100000 record_size=0x10000 console_size=0x10000 pmsg_size=0x10000";
+
+/// `qemu-dump`'s guest, before its crash: ramoops on.
+pub fn dump_script() -> String {
+    format!(
+        r#"insmod /lib/reed_solomon.ko
+insmod /lib/ramoops.ko {DUMP_MODULE_ARGS} || echo "crashring-test: ramoops insmod failed"
+"#
+    )
+}
+
+/// The panic's record among the logs of a bundle made with
+/// `--ramoops {DUMP_LAYOUT}` (`manifest` and its unpacked `top`): there,
+/// as a pstore record, holding the panic, as many lines as `crashring
+/// pstore` reads from the same dump (the bundle hashes the addresses in
+/// them, so the bytes differ).
+pub fn check_bundled(
+    sh: &Shell,
+    crashring: &Path,
+    dump: &Path,
+    manifest: &serde_json::Value,
+    top: &Path,
+) -> Result<String> {
+    let name = "logs/pstore-dmesg-ramoops-0";
+    let listed = manifest["files"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["path"] == name));
+    ensure!(
+        listed.is_some_and(|f| f["format"] == "pstore record"),
+        "{name} is not listed as a pstore record: {}",
+        manifest["files"]
+    );
+    let bundled = std::fs::read_to_string(top.join(name))?;
+    ensure!(
+        bundled.contains("Kernel panic - not syncing: sysrq triggered crash"),
+        "{name} does not hold the panic:\n{bundled}"
+    );
+    let read = xshell::cmd!(sh, "{crashring} pstore {dump} --ramoops {DUMP_LAYOUT}")
+        .quiet()
+        .ignore_stderr()
+        .read()?;
+    let record = read
+        .split("==== dmesg-ramoops-0 ====\n")
+        .nth(1)
+        .and_then(|r| r.split("\n==== ").next())
+        .unwrap_or_default();
+    ensure!(
+        record.lines().count() == bundled.lines().count(),
+        "crashring pstore reads {} lines of dmesg-ramoops-0, the bundle holds {}",
+        record.lines().count(),
+        bundled.lines().count()
+    );
+    Ok(format!(
+        "the panic's ramoops record bundled as {name} ({} lines)",
+        bundled.lines().count()
+    ))
+}
+
 /// Kernel modules the scenario stages (loaded by the script, with the
 /// parameters above).
 pub const MODULES: &[&str] = &["ramoops"];
