@@ -68,7 +68,17 @@ fn an_images_records_are_written_as_sys_fs_pstore_names_them() {
     ] {
         assert!(err.contains(said), "{said:?} not in:\n{err}");
     }
-    // Without -o, each record under its name on standard output.
+    // Without -o, each record under its name on standard output, with
+    // whatever user space put in pmsg escaped.
+    let mut mem = ramoops_area::seed();
+    ramoops_area::put(
+        &mut mem,
+        0xe000,
+        ramoops_area::SIG,
+        0x1000 - 12,
+        b"frame 7 late\n\x1b]0;owned\x07\n",
+    );
+    let path = write_tmp("ramoops-escapes.img", &mem);
     let out = crashring(&[
         "pstore",
         path.to_str().unwrap(),
@@ -77,7 +87,7 @@ fn an_images_records_are_written_as_sys_fs_pstore_names_them() {
     ]);
     let printed = text(&out.stdout);
     assert!(
-        printed.contains("==== pmsg-ramoops-0 ====\ncompositor: frame 7 late\n"),
+        printed.contains("==== pmsg-ramoops-0 ====\nframe 7 late\n\\x1b]0;owned\\x07\n==== "),
         "{printed}"
     );
 }

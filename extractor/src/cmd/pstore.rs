@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::foreign::ramoops::{self, Layout, Order, Zone, ZoneState};
 use extractor::output::files::{create_dir, NewFile};
+use pstore_ring::text::push_escaped;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -67,13 +68,23 @@ pub fn run(args: PstoreArgs) -> Result<u8> {
                 }
             }
         }
+        // On a terminal: every control byte but the line breaks written
+        // \xNN, since pmsg holds whatever user space wrote. The files keep
+        // the bytes, as /sys/fs/pstore does.
         None => write_to(None, |out| {
+            let mut line = Vec::new();
             for z in &zones {
                 if let Some(bytes) = contents(z) {
                     writeln!(out, "==== {} ====", z.file_name())?;
-                    out.write_all(&bytes)?;
-                    if !bytes.ends_with(b"\n") {
-                        writeln!(out)?;
+                    for text in bytes
+                        .strip_suffix(b"\n")
+                        .unwrap_or(&bytes)
+                        .split(|&b| b == b'\n')
+                    {
+                        line.clear();
+                        push_escaped(&mut line, text);
+                        line.push(b'\n');
+                        out.write_all(&line)?;
                     }
                 }
             }
