@@ -357,29 +357,51 @@ impl fmt::Display for ZoneState {
 /// do). A zone that cannot be read says why; the others are read all the
 /// same.
 pub fn read(mem: &dyn PhysMemory, layout: &Layout) -> Result<(Order, Vec<Zone>), LayoutError> {
-    let read_in = |order| -> Result<Vec<Zone>, LayoutError> {
+    // The order is picked by the signatures alone; then each zone is read
+    // once. A header the dump lacks counts for both orders.
+    let signed = |order| -> Result<usize, LayoutError> {
         Ok(layout
             .zones(order)?
-            .into_iter()
-            .map(|plan| Zone {
-                state: read_zone(mem, layout, &plan),
-                plan,
-            })
-            .collect())
-    };
-    let signed = |zones: &[Zone]| {
-        zones
             .iter()
-            .filter(|z| !matches!(z.state, ZoneState::NotRamoops { .. }))
-            .count()
+            .filter(|plan| {
+                let mut sig = [0u8; 4];
+                mem.read(plan.addr, &mut sig).is_err()
+                    || signature(plan.kind, u32::from_le_bytes(sig)).is_ok()
+            })
+            .count())
     };
-    let current = read_in(Order::PmsgFirst)?;
-    let older = read_in(Order::FtraceFirst)?;
-    Ok(if signed(&older) > signed(&current) {
-        (Order::FtraceFirst, older)
+    let order = if signed(Order::FtraceFirst)? > signed(Order::PmsgFirst)? {
+        Order::FtraceFirst
     } else {
-        (Order::PmsgFirst, current)
-    })
+        Order::PmsgFirst
+    };
+    let zones = layout
+        .zones(order)?
+        .into_iter()
+        .map(|plan| Zone {
+            state: read_zone(mem, layout, &plan),
+            plan,
+        })
+        .collect();
+    Ok((order, zones))
+}
+
+/// Whether `sig` is the signature of a zone of `kind`; for an ftrace
+/// zone, the version code it carries.
+fn signature(kind: ZoneKind, sig: u32) -> Result<Option<u32>, ()> {
+    match kind {
+        ZoneKind::Ftrace => {
+            let version = sig ^ SIG;
+            // A version code is major << 16 | minor << 8 | patch: anything
+            // wider is another signature.
+            if version == 0 || version >> 24 != 0 {
+                return Err(());
+            }
+            Ok(Some(version))
+        }
+        _ if sig != SIG => Err(()),
+        _ => Ok(None),
+    }
 }
 
 fn read_zone(mem: &dyn PhysMemory, layout: &Layout, plan: &ZonePlan) -> ZoneState {
@@ -390,18 +412,8 @@ fn read_zone(mem: &dyn PhysMemory, layout: &Layout, plan: &ZonePlan) -> ZoneStat
     let word =
         |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
     let (sig, start, size) = (word(0), word(4), word(8));
-    let version = match plan.kind {
-        ZoneKind::Ftrace => {
-            let version = sig ^ SIG;
-            // A version code is major << 16 | minor << 8 | patch: anything
-            // wider is another signature.
-            if version == 0 || version >> 24 != 0 {
-                return ZoneState::NotRamoops { found: sig };
-            }
-            Some(version)
-        }
-        _ if sig != SIG => return ZoneState::NotRamoops { found: sig },
-        _ => None,
+    let Ok(version) = signature(plan.kind, sig) else {
+        return ZoneState::NotRamoops { found: sig };
     };
     if start == 0 && size == 0 {
         return ZoneState::Empty;
