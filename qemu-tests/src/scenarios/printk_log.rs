@@ -113,9 +113,21 @@ fn unescape(text: &[u8]) -> Vec<u8> {
 /// The script lines that print the guest's own `dmesg` on the console
 /// between two markers, with the console's level lowered first so that no
 /// message the kernel prints meanwhile lands between them (a panic raises
-/// it again: console_verbose()).
-pub const GUEST_DMESG: &str =
-    "dmesg -n 1\necho crashring-test: dmesg-begin\ndmesg\necho crashring-test: dmesg-end\n";
+/// it again: console_verbose()). Then they wait for the serial port to
+/// send all of it: what the tty still holds when the crash that follows
+/// stops the machine is lost (a CI run lost the end marker so), and
+/// busybox has no tcdrain. The port's `tx` count standing still for
+/// 0.2 s says it is sent; 10 s at most.
+pub const GUEST_DMESG: &str = "dmesg -n 1\n\
+echo crashring-test: dmesg-begin\n\
+dmesg\n\
+echo crashring-test: dmesg-end\n\
+sent=; i=0\n\
+while [ $i -lt 50 ]; do\n\
+  now=$(grep -o 'tx:[0-9]*' /proc/tty/driver/serial | head -n 1)\n\
+  [ -n \"$now\" ] && [ \"$now\" = \"$sent\" ] && break\n\
+  sent=$now; i=$((i + 1)); sleep 0.2\n\
+done\n";
 
 /// The lines the guest's `dmesg` printed in `serial` (busybox's `dmesg`,
 /// the kernel's syslog format: every line of a record with its stamp), or
