@@ -309,7 +309,7 @@ fn scan_bench(dir: &Path, region: &[u8], memcpy: f64) {
         let start = Instant::now();
         let source = Arc::new(FileSource::open(&path).expect("opening image"));
         let dump = input::open(source).expect("a raw image opens");
-        let this_run = discover::scan(&*dump.memory, &mut |_| {}).found;
+        let this_run = discover::scan(&*dump.memory, &mut |_| {}, &mut |_, _| {}).found;
         let took = start.elapsed();
         found = this_run;
         took

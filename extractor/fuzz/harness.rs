@@ -3,7 +3,9 @@
 //! (`tests/fuzz_regressions.rs`). The including crate provides `synth`
 //! (`tests/common/synth.rs`), which builds the seed dumps,
 //! `printk_ring` (`tests/common/printk_ring.rs`), a kernel's printk ring,
-//! and `ramoops_area` (`tests/common/ramoops_area.rs`), a ramoops area.
+//! `ramoops_area` (`tests/common/ramoops_area.rs`), a ramoops area, and
+//! `ftrace_area` (`tests/common/ftrace_area.rs`), a persistent ftrace
+//! buffer.
 //!
 //! Every target but `decompress` takes the same input encoding. The first
 //! byte picks the mode: odd means "the rest is the whole file"; even means
@@ -23,10 +25,12 @@
 //! the regression test to check that each committed finding still reaches
 //! the code it was about.
 
+use crate::ftrace_area;
 use crate::printk_ring;
 use crate::ramoops_area;
 use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
 use extractor::discover::{self, Found};
+use extractor::foreign::ftrace;
 use extractor::foreign::printk;
 use extractor::foreign::ramoops::{self, Layout, ZoneKind, ZoneState};
 use extractor::input::kdump::codecs::decompress_page;
@@ -79,12 +83,17 @@ pub enum Target {
     /// headers, inflation, ftrace records. The seed is an area with a zone
     /// of every kind.
     Ramoops,
+    /// The kernel's persistent ftrace buffers in a raw image, found by a
+    /// search and read at the image's start, as `crashring ftrace` reads
+    /// them: descriptors, order, sub-buffers, events. Seeds are a buffer
+    /// in each of the three layouts (four descriptor sizes).
+    Ftrace,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 10] = [
+    pub const ALL: [(&'static str, Target); 11] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -95,6 +104,7 @@ impl Target {
         ("request", Target::Request),
         ("printk", Target::Printk),
         ("ramoops", Target::Ramoops),
+        ("ftrace", Target::Ftrace),
     ];
 }
 
@@ -175,8 +185,8 @@ fn printk_seeds() -> Vec<Vec<u8>> {
 
 /// The seed dumps of a target, built once per process.
 fn seeds(target: Target) -> &'static [Vec<u8>] {
-    static ALL: OnceLock<[Vec<Vec<u8>>; 6]> = OnceLock::new();
-    let [open, elf, kdump, flat, printk, ramoops] = ALL.get_or_init(|| {
+    static ALL: OnceLock<[Vec<Vec<u8>>; 7]> = OnceLock::new();
+    let [open, elf, kdump, flat, printk, ramoops, ftrace] = ALL.get_or_init(|| {
         let mem = memory();
         let elf = elf_seeds(mem);
         let kdump = kdump_seeds(mem);
@@ -189,6 +199,7 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
             flat,
             printk_seeds(),
             vec![ramoops_area::seed()],
+            ftrace_area::LAYOUTS.map(ftrace_area::seed).to_vec(),
         ]
     });
     match target {
@@ -198,6 +209,7 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         Target::Flattened => flat,
         Target::Printk => printk,
         Target::Ramoops => ramoops,
+        Target::Ftrace => ftrace,
         Target::Decompress | Target::Logs | Target::DebugMessage | Target::Request => &[],
     }
 }
@@ -229,8 +241,10 @@ pub fn run(target: Target, data: &[u8]) -> String {
     let Some(file) = file_of(target, data) else {
         return String::new();
     };
-    if matches!(target, Target::Ramoops) {
-        return ramoops_zones(file, data.last().copied().unwrap_or(0));
+    match target {
+        Target::Ramoops => return ramoops_zones(file, data.last().copied().unwrap_or(0)),
+        Target::Ftrace => return ftrace_buffers(file),
+        _ => {}
     }
     let source: Arc<dyn Source> = Arc::new(file);
     let dump = match target {
@@ -280,6 +294,45 @@ fn ramoops_zones(file: Vec<u8>, pick: u8) -> String {
         let _ = writeln!(out, "{}: {}", z.file_name(), z.state);
         if let (ZoneKind::Ftrace, ZoneState::Text(t)) = (z.plan.kind, &z.state) {
             out.push_str(&ramoops::ftrace_lines(&t.bytes).0);
+        }
+    }
+    out
+}
+
+/// The persistent ftrace buffers of a raw image: searched for, and read
+/// at its start; each CPU's state, tally and losses, and every event as
+/// `crashring ftrace` prints it.
+fn ftrace_buffers(file: Vec<u8>) -> String {
+    let len = file.len() as u64;
+    let dump = match input::open(Arc::new(file)) {
+        Ok(dump) => dump,
+        Err(e) => return e.to_string(),
+    };
+    let mem = dump.memory.as_ref();
+    let mut out = String::new();
+    let at_start = ftrace::read_at(mem, PhysAddr(0), Some(len));
+    for found in ftrace::find(mem).into_iter().chain([at_start]) {
+        let instance = match found {
+            Ok(i) => i,
+            Err(e) => {
+                let _ = writeln!(out, "{e}");
+                continue;
+            }
+        };
+        let _ = writeln!(out, "{:#x}: {}", instance.base, instance.generation);
+        for c in &instance.cpus {
+            let _ = writeln!(out, "cpu {}: {}, {:?}", c.cpu, c.state, c.tally);
+            for loss in &c.losses {
+                let _ = writeln!(out, "{loss}");
+            }
+        }
+        for (cpu, e) in instance.merged() {
+            let _ = writeln!(
+                out,
+                "[{cpu}] {} {}",
+                e.ts,
+                ftrace::event::describe(&e.data, None)
+            );
         }
     }
     out
@@ -465,8 +518,17 @@ fn exercise(dump: &Dump, outputs: bool, out: &mut String) {
         let _ = mem.read(run.start, &mut page);
         let _ = mem.read(PhysAddr(run.end.0.saturating_sub(100)), &mut page);
     }
-    for found in discover::scan(mem, &mut |_| {}).found {
+    // The search takes the kernel's ftrace descriptors on the way, as
+    // `crashring info` does.
+    let mut ftrace_hits = Vec::new();
+    let scanned = discover::scan(mem, &mut |_| {}, &mut |addr, chunk| {
+        ftrace_hits.extend(ftrace::descriptor_hits(addr, chunk));
+    });
+    for found in scanned.found {
         decode(&found, HeaderTrust::Checksummed, outputs, out);
+    }
+    for f in ftrace::read_hits(mem, &ftrace_hits) {
+        let _ = writeln!(out, "ftrace: {:?}", f.map(|i| i.cpus.len()));
     }
     if let Ok(found) = discover::read_at(mem, PhysAddr(REGION as u64), None, HeaderTrust::Lenient) {
         decode(&found, HeaderTrust::Lenient, outputs, out);

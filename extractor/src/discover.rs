@@ -6,7 +6,7 @@
 //! bytes the dump does not hold become absent ranges that the reader
 //! reports, never zeros it decodes.
 
-use crate::phys::{hole_at, Backing, PhysAddr, PhysError, PhysMemory};
+use crate::phys::{hole_at, present_chunks, Backing, PhysAddr, PhysError, PhysMemory};
 use memmap2::{Mmap, UncheckedAdvice};
 use pstore_ring::layout::{HEADER_SIZE, MAGIC_STORED};
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
@@ -19,8 +19,6 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Bytes searched per step of the scan.
-const CHUNK: usize = 8 << 20;
 /// Granule for reads that fail: a hole costs at most this much.
 const GRANULE: usize = 4096;
 /// The most bytes of one region read. Only the part a dump reaches counts
@@ -439,52 +437,33 @@ fn note_hole(holes: &mut Vec<Hole>, r: Range<u64>, cause: HoleCause) {
 }
 
 /// Searches all present memory for regions and reads each one. `progress`
-/// is called with the bytes searched so far.
-pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Scanned {
+/// is called with the bytes searched so far; `also` sees every chunk
+/// searched, for other readers' searches to ride the same pass.
+pub fn scan(
+    mem: &dyn PhysMemory,
+    progress: &mut dyn FnMut(u64),
+    also: &mut dyn FnMut(PhysAddr, &[u8]),
+) -> Scanned {
     let mut found: Vec<Found> = Vec::new();
     let mut unread: Vec<DiscoverError> = Vec::new();
-    let mut searched = 0u64;
-    let mut buf = Vec::new();
-    let runs: Vec<_> = mem.map().present().copied().collect();
-    for run in runs {
-        let mut addr = run.start;
-        while addr < run.end {
-            let len = usize::try_from(run.end - addr)
-                .unwrap_or(usize::MAX)
-                .min(CHUNK);
-            let window = mem.window(addr, len);
-            let chunk: &[u8] = match &window {
-                Some(w) => w,
-                None => {
-                    buf.resize(len, 0);
-                    fill_skipping_holes(mem, addr, &mut buf);
-                    &buf
-                }
-            };
-            for hit in magic_hits(chunk) {
-                let at = addr + hit as u64;
-                // Measured from each region's start: a region may end at
-                // 2^64, which is no u64.
-                if found.iter().any(|f| {
-                    at.checked_offset_from(f.addr)
-                        .is_some_and(|into| into < f.bytes.len() as u64)
-                }) {
-                    continue;
-                }
-                consider(mem, at, &mut found, &mut unread);
+    // Overlap by the magic's length so a magic across two chunks is
+    // still seen.
+    let overlap = MAGIC_STORED.len() - 1;
+    present_chunks(mem, overlap, progress, &mut |addr, chunk| {
+        also(addr, chunk);
+        for hit in magic_hits(chunk) {
+            let at = addr + hit as u64;
+            // Measured from each region's start: a region may end at
+            // 2^64, which is no u64.
+            if found.iter().any(|f| {
+                at.checked_offset_from(f.addr)
+                    .is_some_and(|into| into < f.bytes.len() as u64)
+            }) {
+                continue;
             }
-            // Overlap by the magic's length so a magic across two chunks
-            // is still seen.
-            let step = if len == CHUNK {
-                len - (MAGIC_STORED.len() - 1)
-            } else {
-                len
-            };
-            addr = addr + step as u64;
-            searched += step as u64;
-            progress(searched);
+            consider(mem, at, &mut found, &mut unread);
         }
-    }
+    });
     Scanned { found, unread }
 }
 
@@ -494,22 +473,6 @@ pub fn scan(mem: &dyn PhysMemory, progress: &mut dyn FnMut(u64)) -> Scanned {
 pub struct Scanned {
     pub found: Vec<Found>,
     pub unread: Vec<DiscoverError>,
-}
-
-/// Reads `buf.len()` bytes at `addr`, leaving zeros where the dump has
-/// none (zeros hold no magic, so nothing is found there).
-fn fill_skipping_holes(mem: &dyn PhysMemory, addr: PhysAddr, buf: &mut [u8]) {
-    if mem.read(addr, buf).is_ok() {
-        return;
-    }
-    let mut at = 0;
-    while at < buf.len() {
-        let g = (buf.len() - at).min(GRANULE - (addr.0 as usize + at) % GRANULE);
-        if mem.read(addr + at as u64, &mut buf[at..at + g]).is_err() {
-            buf[at..at + g].fill(0);
-        }
-        at += g;
-    }
 }
 
 /// Reads the region at `at` if its header checks out, or notes it as a

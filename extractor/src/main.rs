@@ -30,6 +30,7 @@ EXAMPLES:
   crashring info --json guest-memory.elf
   crashring dmesg vmcore            (the kernel's own log, armed or not)
   crashring pstore vmcore --ramoops 0x7f000000:1M,record=64K -o pstore/
+  crashring ftrace vmcore --ftrace-formats events-6.12/   (trace_instance= buffers)
   crashring extract /dev/mem --phys 0x40000000:16M     (in a kdump kernel)
   crashring verify /sys/kernel/crashring/previous && echo intact
   crashring extract vmcore --format ctf -o trace-ctf        (babeltrace2 trace-ctf)
@@ -92,6 +93,12 @@ enum Cmd {
     /// what each zone holds.
     #[command(after_help = INPUTS)]
     Pstore(cmd::pstore::PstoreArgs),
+    /// Print the kernel's own persistent ftrace buffer (trace_instance= in
+    /// reserved memory, Linux 6.12+) from a dump or an image, every CPU
+    /// merged in time order; stderr says what each CPU held and which
+    /// sub-buffers were lost and why.
+    #[command(after_help = INPUTS)]
+    Ftrace(cmd::ftrace::FtraceArgs),
     /// Describe the input, every region (header, state, pages, losses) and
     /// the kernel's own printk log when the dump has one.
     #[command(after_help = INPUTS)]
@@ -229,6 +236,7 @@ fn main() -> ExitCode {
         Cmd::Debug(args) => cmd::debug::run(args),
         Cmd::Dmesg(args) => cmd::dmesg::run(args),
         Cmd::Pstore(args) => cmd::pstore::run(args),
+        Cmd::Ftrace(args) => cmd::ftrace::run(args),
         Cmd::Status { root } => cmd::arm::status(root),
         Cmd::Generate { what } => generate(what),
     };

@@ -264,6 +264,69 @@ pub fn hole_at(map: &MemoryMap, addr: PhysAddr) -> PhysError {
     }
 }
 
+/// Bytes a search of all memory looks at per step.
+pub const SEARCH_CHUNK: usize = 8 << 20;
+/// The granule of [`present_chunks`]' reads around a hole.
+const PAGE: usize = 4096;
+
+/// Calls `visit` with all present memory, [`SEARCH_CHUNK`] bytes at a time from
+/// the dump's own mapping where it has one; the bytes of a hole inside a
+/// chunk read as zeros (zeros hold no magic). Consecutive chunks overlap
+/// by `overlap` bytes, so that a pattern across two is seen. `progress` is
+/// called with the bytes searched so far.
+pub fn present_chunks(
+    mem: &dyn PhysMemory,
+    overlap: usize,
+    progress: &mut dyn FnMut(u64),
+    visit: &mut dyn FnMut(PhysAddr, &[u8]),
+) {
+    let mut searched = 0u64;
+    let mut buf = Vec::new();
+    let runs: Vec<_> = mem.map().present().copied().collect();
+    for run in runs {
+        let mut addr = run.start;
+        while addr < run.end {
+            let len = usize::try_from(run.end - addr)
+                .unwrap_or(usize::MAX)
+                .min(SEARCH_CHUNK);
+            let window = mem.window(addr, len);
+            let chunk: &[u8] = match &window {
+                Some(w) => w,
+                None => {
+                    buf.resize(len, 0);
+                    fill_skipping_holes(mem, addr, &mut buf);
+                    &buf
+                }
+            };
+            visit(addr, chunk);
+            let step = if len == SEARCH_CHUNK {
+                len - overlap
+            } else {
+                len
+            };
+            addr = addr + step as u64;
+            searched += step as u64;
+            progress(searched);
+        }
+    }
+}
+
+/// Reads `buf.len()` bytes at `addr`, leaving zeros where the dump has
+/// none (zeros hold no magic, so nothing is found there).
+fn fill_skipping_holes(mem: &dyn PhysMemory, addr: PhysAddr, buf: &mut [u8]) {
+    if mem.read(addr, buf).is_ok() {
+        return;
+    }
+    let mut at = 0;
+    while at < buf.len() {
+        let g = (buf.len() - at).min(PAGE - (addr.0 as usize + at) % PAGE);
+        if mem.read(addr + at as u64, &mut buf[at..at + g]).is_err() {
+            buf[at..at + g].fill(0);
+        }
+        at += g;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{printk_ring, ramoops_area, synth};
+use common::{ftrace_area, printk_ring, ramoops_area, synth};
 
 #[path = "../fuzz/harness.rs"]
 mod harness;
@@ -63,6 +63,25 @@ fn findings(target: &str) -> &'static [Finding] {
             Finding {
                 name: "seed-ecc",
                 says: &["console-ramoops-0: invalid header"],
+            },
+        ],
+        // Seeds: a buffer in each layout, CPU 0 gone round its ring.
+        "ftrace" => &[
+            Finding {
+                name: "seed-6.12",
+                says: &["0x0: Linux 6.12 layout", "[1] 2000000 print: cpu1 marker 0"],
+            },
+            Finding {
+                name: "seed-6.13",
+                says: &["0x0: Linux 6.13-6.14 layout", "[0] 1599000 print: cpu0 marker 599"],
+            },
+            Finding {
+                name: "seed-6.15",
+                says: &["0x0: Linux 6.15+ layout", "cpu 1: in the order its descriptor gives"],
+            },
+            Finding {
+                name: "seed-6.15-counts",
+                says: &["0x0: Linux 6.15+ (with test counts) layout", "[1] 1075741824 print: cpu1 marker 4"],
             },
         ],
         // A raw file smaller than any region.

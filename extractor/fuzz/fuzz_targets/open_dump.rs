@@ -6,6 +6,9 @@
 #[path = "../harness.rs"]
 mod harness;
 #[allow(dead_code)]
+#[path = "../../tests/common/ftrace_area.rs"]
+mod ftrace_area;
+#[allow(dead_code)]
 #[path = "../../tests/common/printk_ring.rs"]
 mod printk_ring;
 #[allow(dead_code)]

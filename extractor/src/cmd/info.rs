@@ -7,13 +7,16 @@
 //! The JSON document (extractor/SCHEMAS.md) is one object: `info_version`,
 //! `source` and `regions` as the bundle's manifest has them, the dump's
 //! `cpus`, per region its header's `copies` and per stream its `pages`
-//! by status, and the kernel's own `printk` log.
+//! by status, the kernel's own `printk` log and its persistent `ftrace`
+//! buffers.
 //!
-//! A dump with no region but the kernel's printk log is described too:
-//! a vmcore of a machine that never ran crashring.
+//! A dump with no region but the kernel's printk log or a persistent
+//! ftrace buffer is described too: a vmcore of a machine that never ran
+//! crashring.
 
 use super::InputArgs;
 use anyhow::Result;
+use extractor::foreign::ftrace::{meta::MetaError, CpuState, Instance};
 use extractor::foreign::printk::{Log, PrintkError};
 use extractor::input::Dump;
 use extractor::recover::report::{utc, wall, RegionReport, SourceReport};
@@ -35,6 +38,7 @@ pub fn run(input: &InputArgs, json: bool, pages: bool) -> Result<u8> {
         dump: &loaded.dump,
         regions: &regions,
         printk: loaded.printk(),
+        ftrace: loaded.ftrace(),
     };
     let mut text = String::new();
     if json {
@@ -43,7 +47,13 @@ pub fn run(input: &InputArgs, json: bool, pages: bool) -> Result<u8> {
         view.write_text(&mut text, pages)?;
     }
     io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(u8::from(regions.iter().any(Recovered::damaged)))
+    let ftrace_damaged = loaded
+        .ftrace()
+        .iter()
+        .any(|f| f.as_ref().is_ok_and(Instance::damaged));
+    Ok(u8::from(
+        regions.iter().any(Recovered::damaged) || ftrace_damaged,
+    ))
 }
 
 struct View<'a> {
@@ -51,6 +61,7 @@ struct View<'a> {
     dump: &'a Dump,
     regions: &'a [Recovered<'a>],
     printk: Option<&'a Result<Log, PrintkError>>,
+    ftrace: &'a [Result<Instance, MetaError>],
 }
 
 impl View<'_> {
@@ -99,6 +110,31 @@ impl View<'_> {
             }
             Some(Err(e)) => writeln!(out, "kernel printk log: not read: {e}")?,
             None => {}
+        }
+        for f in self.ftrace {
+            match f {
+                Ok(i) => {
+                    let t = FtraceTally::of(i);
+                    write!(
+                        out,
+                        "kernel ftrace buffer at {:#x}..{:#x} ({}): {} CPUs, {} events in {} sub-buffers",
+                        i.base, i.end, i.generation, t.cpus, t.events, t.kept
+                    )?;
+                    if let (Some(a), Some(b)) = (t.first_ns, t.last_ns) {
+                        write!(out, ", {a} .. {b} ns (its trace clock)")?;
+                    }
+                    write!(
+                        out,
+                        "; {} sub-buffers invalid, {} not in the dump",
+                        t.invalid, t.unreadable
+                    )?;
+                    if t.unreadable_cpus > 0 {
+                        write!(out, ", {} CPUs unreadable", t.unreadable_cpus)?;
+                    }
+                    writeln!(out, "; `crashring ftrace` prints it")?;
+                }
+                Err(e) => writeln!(out, "kernel ftrace buffer: not read: {e}")?,
+            }
         }
         if self.regions.is_empty() {
             writeln!(
@@ -169,6 +205,7 @@ impl View<'_> {
             "cpus": d.cpus,
             "regions": regions,
             "printk": self.printk.map(printk_json),
+            "ftrace": self.ftrace.iter().map(ftrace_json).collect::<Vec<_>>(),
         });
         writeln!(out, "{doc}")
     }
@@ -194,6 +231,67 @@ fn printk_json(log: &Result<Log, PrintkError>) -> Value {
             })
         }
         Err(e) => json!({ "error": e.to_string() }),
+    }
+}
+
+/// What one persistent ftrace buffer holds, over all its CPUs.
+struct FtraceTally {
+    cpus: usize,
+    events: usize,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+    kept: u32,
+    invalid: u32,
+    unreadable: u32,
+    dropped_earlier: u32,
+    unreadable_cpus: usize,
+}
+
+impl FtraceTally {
+    fn of(i: &Instance) -> FtraceTally {
+        let events = i.cpus.iter().flat_map(|c| &c.events);
+        let sum = |f: fn(&extractor::foreign::ftrace::Tally) -> u32| {
+            i.cpus.iter().map(|c| f(&c.tally)).sum()
+        };
+        FtraceTally {
+            cpus: i.cpus.len(),
+            events: i.cpus.iter().map(|c| c.events.len()).sum(),
+            first_ns: events.clone().map(|e| e.ts).min(),
+            last_ns: events.map(|e| e.ts).max(),
+            kept: sum(|t| t.kept),
+            invalid: sum(|t| t.invalid),
+            unreadable: sum(|t| t.unreadable),
+            dropped_earlier: sum(|t| t.dropped_earlier),
+            unreadable_cpus: i
+                .cpus
+                .iter()
+                .filter(|c| matches!(c.state, CpuState::Unreadable(_)))
+                .count(),
+        }
+    }
+}
+
+/// One persistent ftrace buffer, or why it was not read.
+fn ftrace_json(found: &Result<Instance, MetaError>) -> Value {
+    match found {
+        Ok(i) => {
+            let t = FtraceTally::of(i);
+            json!({
+                "addr": format!("{:#x}", i.base),
+                "end": format!("{:#x}", i.end),
+                "layout": i.generation.kernels(),
+                "cpus": t.cpus,
+                "events": t.events,
+                "first_ns": t.first_ns,
+                "last_ns": t.last_ns,
+                "kept": t.kept,
+                "invalid": t.invalid,
+                "unreadable": t.unreadable,
+                "dropped_earlier": t.dropped_earlier,
+                "unreadable_cpus": t.unreadable_cpus,
+            })
+        }
+        Err(e) => json!({ "addr": format!("{:#x}", e.addr()), "error": e.to_string() }),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod debug;
 pub mod dmesg;
 pub mod extract;
 pub mod follow;
+pub mod ftrace;
 pub mod info;
 pub mod pstore;
 pub mod recovery;
@@ -124,7 +125,7 @@ fn parse_number(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is not a number (decimal, 0x hex, optional K/M/G)"))
 }
 
-fn parse_phys(text: &str) -> Result<(PhysAddr, Option<u64>), String> {
+pub(crate) fn parse_phys(text: &str) -> Result<(PhysAddr, Option<u64>), String> {
     match text.split_once(':') {
         Some((a, s)) => Ok((PhysAddr(parse_number(a)?), Some(parse_number(s)?))),
         None => Ok((PhysAddr(parse_number(text)?), None)),

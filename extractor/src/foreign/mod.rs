@@ -1,6 +1,7 @@
 //! Traces and logs the kernel keeps itself, read from a dump beside
-//! crashring's own regions: its printk log ([`printk`]) and pstore's
-//! RAM backend ([`ramoops`]).
+//! crashring's own regions: its printk log ([`printk`]), pstore's RAM
+//! backend ([`ramoops`]) and its persistent ftrace buffers ([`ftrace`]).
 
+pub mod ftrace;
 pub mod printk;
 pub mod ramoops;

@@ -13,6 +13,7 @@ pub use decode::decode;
 pub use key::RegionKey;
 
 use crate::discover::{self, DiscoverError, Found, Sweeper};
+use crate::foreign::ftrace::{self, meta::MetaError};
 use crate::foreign::printk::{self, PrintkError};
 use crate::input::source::FileSource;
 use crate::input::{self, ContainerKind, Dump, OpenError};
@@ -55,7 +56,7 @@ pub enum LoadError {
     },
     #[error(transparent)]
     Discover(#[from] DiscoverError),
-    #[error("{}", no_region(path, container, *searched, *lost, *vmcore, printk.as_deref()))]
+    #[error("{}", no_region(path, container, *searched, *lost, *vmcore, holds))]
     NoRegion {
         path: PathBuf,
         container: String,
@@ -63,9 +64,10 @@ pub enum LoadError {
         lost: u64,
         /// Whether the input is a capture kernel's `/proc/vmcore`.
         vmcore: bool,
-        /// What the input holds of the kernel's printk log, if it has
-        /// VMCOREINFO to find it by.
-        printk: Option<String>,
+        /// What else the input holds, a sentence each: the kernel's
+        /// printk log (if it has VMCOREINFO to find it by), its
+        /// persistent ftrace buffers.
+        holds: Vec<String>,
     },
 }
 
@@ -75,7 +77,7 @@ fn no_region(
     searched: u64,
     lost: u64,
     vmcore: bool,
-    printk: Option<&str>,
+    holds: &[String],
 ) -> String {
     let mut msg = format!(
         "no crashring region in {} ({container}; {searched} bytes of memory searched)",
@@ -89,9 +91,9 @@ fn no_region(
     if vmcore {
         msg += "; a memmap= region is not System RAM and is not in /proc/vmcore: read it with --phys from /dev/mem";
     }
-    if let Some(printk) = printk {
+    for what in holds {
         msg += "; ";
-        msg += printk;
+        msg += what;
     }
     msg
 }
@@ -136,18 +138,25 @@ pub struct Loaded {
     trust: HeaderTrust,
     /// The crashed kernel's printk log: read when first asked for.
     printk: OnceLock<Option<Result<printk::Log, PrintkError>>>,
+    /// Where the scan saw persistent ftrace descriptors, and the buffers
+    /// there, read when first asked for.
+    ftrace_hits: Vec<PhysAddr>,
+    ftrace: OnceLock<Vec<Result<ftrace::Instance, MetaError>>>,
 }
 
 /// Reads the regions out of `dump`: the one at `spec.phys`, or every one
 /// a scan of its memory finds (`progress` is told the bytes scanned and
-/// the total). Finding none is an error unless the dump holds the
-/// kernel's printk log ([`Loaded::printk`]): a vmcore of a machine that
-/// never ran crashring still has that to show.
+/// the total), noting on the way where the kernel's persistent ftrace
+/// buffers are. Finding none is an error unless the dump holds the
+/// kernel's printk log ([`Loaded::printk`]) or such a buffer
+/// ([`Loaded::ftrace`]): a vmcore of a machine that never ran crashring
+/// still has those to show.
 pub fn find(
     dump: Dump,
     spec: &InputSpec,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Loaded, LoadError> {
+    let mut ftrace_hits = Vec::new();
     let (found, mut unread) = match spec.phys {
         Some((addr, size)) => (
             vec![discover::read_at(&*dump.memory, addr, size, spec.trust)?],
@@ -155,7 +164,11 @@ pub fn find(
         ),
         None => {
             let total = dump.memory.map().present_bytes();
-            let scanned = discover::scan(&*dump.memory, &mut |done| progress(done, total));
+            let scanned = discover::scan(
+                &*dump.memory,
+                &mut |done| progress(done, total),
+                &mut |addr, chunk| ftrace_hits.extend(ftrace::descriptor_hits(addr, chunk)),
+            );
             (scanned.found, scanned.unread)
         }
     };
@@ -169,8 +182,12 @@ pub fn find(
         unread,
         trust: spec.trust,
         printk: OnceLock::new(),
+        ftrace_hits,
+        ftrace: OnceLock::new(),
     };
-    if loaded.found.is_empty() && !matches!(loaded.printk(), Some(Ok(_))) {
+    let foreign =
+        matches!(loaded.printk(), Some(Ok(_))) || loaded.ftrace().iter().any(Result::is_ok);
+    if loaded.found.is_empty() && !foreign {
         return Err(loaded.no_region(spec));
     }
     Ok(loaded)
@@ -367,6 +384,13 @@ impl Loaded {
             .as_ref()
     }
 
+    /// The kernel's persistent ftrace buffers the scan saw (none when
+    /// `--phys` placed the region instead).
+    pub fn ftrace(&self) -> &[Result<ftrace::Instance, MetaError>] {
+        self.ftrace
+            .get_or_init(|| ftrace::read_hits(&*self.dump.memory, &self.ftrace_hits))
+    }
+
     /// The error for an input with no region, for the commands that need
     /// one: what was searched, and what else the input holds.
     pub fn no_region(&self, spec: &InputSpec) -> LoadError {
@@ -377,14 +401,25 @@ impl Loaded {
             searched: map.present_bytes(),
             lost: map.lost_bytes(),
             vmcore: self.dump.kind.is_vmcore(),
-            printk: self.printk().map(|log| match log {
-                Ok(log) => format!(
-                    "it holds the kernel's printk log ({} records): `crashring dmesg {}` prints it",
-                    log.records.len(),
-                    spec.path.display()
-                ),
-                Err(e) => format!("its printk log could not be read: {e}"),
-            }),
+            holds: self
+                .printk()
+                .map(|log| match log {
+                    Ok(log) => format!(
+                        "it holds the kernel's printk log ({} records): `crashring dmesg {}` prints it",
+                        log.records.len(),
+                        spec.path.display()
+                    ),
+                    Err(e) => format!("its printk log could not be read: {e}"),
+                })
+                .into_iter()
+                .chain(self.ftrace().iter().flatten().map(|i| {
+                    format!(
+                        "it holds a persistent ftrace buffer at {:#x}: `crashring ftrace {}` prints it",
+                        i.base,
+                        spec.path.display()
+                    )
+                }))
+                .collect(),
         }
     }
 }

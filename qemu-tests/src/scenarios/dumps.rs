@@ -66,7 +66,7 @@ pub fn check_dump(
     let found = match addr {
         Some(a) => discover::read_at(&*opened.memory, PhysAddr(a), None, HeaderTrust::Checksummed)?,
         None => {
-            let scanned = discover::scan(&*opened.memory, &mut |_| {});
+            let scanned = discover::scan(&*opened.memory, &mut |_| {}, &mut |_, _| {});
             match (
                 scanned.found.into_iter().next(),
                 scanned.unread.into_iter().next(),

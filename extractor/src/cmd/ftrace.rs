@@ -1,0 +1,126 @@
+//! `crashring ftrace`: the kernel's own persistent ftrace buffer
+//! (`trace_instance=` in reserved memory, 6.12+) read from a dump or an
+//! image, whatever kernel boots next.
+
+use super::{parse_phys, write_to, InputArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use extractor::foreign::ftrace::event::{self, Formats};
+use extractor::foreign::ftrace::{self, CpuState, Instance};
+use extractor::phys::PhysAddr;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct FtraceArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Read the buffer at this physical address (the start of its
+    /// reserve_mem or memmap range) instead of searching the dump for it;
+    /// SIZE bounds it. A device such as /dev/mem needs it.
+    #[arg(long, value_name = "ADDR[:SIZE]", value_parser = parse_phys)]
+    ftrace: Option<(PhysAddr, Option<u64>)>,
+    /// A copy of the writing boot's /sys/kernel/tracing/events, which
+    /// names its events and their fields; without it an event other than
+    /// ftrace's own shows as its id and bytes.
+    #[arg(long, value_name = "DIR")]
+    ftrace_formats: Option<PathBuf>,
+}
+
+pub fn run(args: FtraceArgs) -> Result<u8> {
+    let path = args.input.input.display();
+    let formats = match &args.ftrace_formats {
+        Some(dir) => Some(Formats::load(dir).context("reading the event formats")?),
+        None => None,
+    };
+    let instances: Vec<Instance> = match args.ftrace {
+        Some((base, size)) => {
+            let dump = args.input.open_unscanned()?;
+            vec![ftrace::read_at(dump.memory.as_ref(), base, size)
+                .with_context(|| format!("{path}"))?]
+        }
+        None => {
+            let dump = args.input.open()?;
+            let mut found = Vec::new();
+            for f in ftrace::find(dump.memory.as_ref()) {
+                match f {
+                    Ok(i) => found.push(i),
+                    Err(e) => eprintln!("crashring: {path}: {e}"),
+                }
+            }
+            found
+        }
+    };
+    if instances.is_empty() {
+        bail!("{path}: no persistent ftrace buffer found");
+    }
+    for i in &instances {
+        report(&path.to_string(), i);
+    }
+    write_to(None, |out| {
+        for i in &instances {
+            if instances.len() > 1 {
+                writeln!(out, "==== ftrace buffer at {:#x} ====", i.base)?;
+            }
+            for (cpu, e) in i.merged() {
+                let pid = event::Common::of(&e.data).map_or(-1, |c| c.pid);
+                writeln!(
+                    out,
+                    "[{cpu:03}] {:>8}.{:09} {pid:>7} {}",
+                    e.ts / 1_000_000_000,
+                    e.ts % 1_000_000_000,
+                    event::describe(&e.data, formats.as_ref())
+                )?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(u8::from(instances.iter().any(Instance::damaged)))
+}
+
+/// What was found, on stderr: the buffer, then each CPU and its losses
+/// (a run of empty CPUs on one line: a box has many possible CPUs).
+fn report(path: &str, i: &Instance) {
+    eprintln!(
+        "crashring: {path}: ftrace buffer at {:#x}..{:#x} ({}), {} CPUs; time stamps are the writing boot's trace clock (\"local\" unless it was changed), in nanoseconds",
+        i.base,
+        i.end,
+        i.generation,
+        i.cpus.len()
+    );
+    let mut empty: Option<(u32, u32)> = None;
+    let flush = |empty: &mut Option<(u32, u32)>| match empty.take() {
+        Some((a, b)) if a == b => eprintln!("crashring:   cpu {a}: empty"),
+        Some((a, b)) => eprintln!("crashring:   cpus {a}-{b}: empty"),
+        None => {}
+    };
+    for c in &i.cpus {
+        if c.state == CpuState::Empty {
+            empty = Some(empty.map_or((c.cpu, c.cpu), |(a, _)| (a, c.cpu)));
+            continue;
+        }
+        flush(&mut empty);
+        let t = &c.tally;
+        eprint!(
+            "crashring:   cpu {}: {} events in {} sub-buffers, {}",
+            c.cpu,
+            c.events.len(),
+            t.kept,
+            c.state
+        );
+        if t.invalid + t.unreadable > 0 {
+            eprint!("; {} invalid, {} not in the dump", t.invalid, t.unreadable);
+        }
+        if t.dropped_earlier > 0 {
+            eprint!("; {} dropped by an earlier boot", t.dropped_earlier);
+        }
+        if t.after_loss > 0 {
+            eprint!("; {} follow events the writer lost", t.after_loss);
+        }
+        eprintln!();
+        for loss in &c.losses {
+            eprintln!("crashring:     {loss}");
+        }
+    }
+    flush(&mut empty);
+}

@@ -1,0 +1,679 @@
+//! The kernel's own persistent ftrace buffer (6.12+, `trace_instance=` in
+//! reserved memory), read from a dump or an image without the next boot's
+//! help: the kernel re-attaches such a buffer only when the next kernel
+//! lays it out the same way, and before 7.2 throws away a whole CPU for
+//! one bad sub-buffer.
+//!
+//! [`meta`] finds each CPU's chunk and the order its sub-buffers were
+//! written in, [`page`] checks and walks one sub-buffer, [`event`] says
+//! what an event holds. A sub-buffer that fails its checks costs only
+//! itself; a CPU whose order cannot be trusted is read in the order of its
+//! sub-buffers' time stamps, and says so.
+
+pub mod event;
+pub mod meta;
+pub mod page;
+
+use crate::phys::{present_chunks, PhysAddr, PhysMemory};
+use meta::{CpuMeta, Generation, MetaError};
+use page::{Page, RawEvent};
+use std::fmt;
+
+/// The most CPU chunks read from one area (the kernel's `NR_CPUS` limit).
+const MAX_CPUS: u32 = 8192;
+
+/// A persistent ftrace buffer found in memory.
+#[derive(Debug)]
+pub struct Instance {
+    pub base: PhysAddr,
+    pub generation: Generation,
+    /// Past the last CPU chunk read.
+    pub end: PhysAddr,
+    pub cpus: Vec<Cpu>,
+}
+
+impl Instance {
+    /// Every event of every CPU, oldest first (by time stamp, then CPU).
+    pub fn merged(&self) -> Vec<(u32, &RawEvent)> {
+        let mut all: Vec<(u32, &RawEvent)> = self
+            .cpus
+            .iter()
+            .flat_map(|c| c.events.iter().map(move |e| (c.cpu, e)))
+            .collect();
+        // Stable: one CPU's events keep their order on equal stamps.
+        all.sort_by_key(|&(cpu, e)| (e.ts, cpu));
+        all
+    }
+
+    /// Sub-buffers lost to damage, on every CPU.
+    pub fn damaged(&self) -> bool {
+        self.cpus.iter().any(|c| {
+            matches!(c.state, CpuState::Unreadable(_)) || c.tally.invalid + c.tally.unreadable > 0
+        })
+    }
+}
+
+/// One CPU's part of an [`Instance`].
+#[derive(Debug)]
+pub struct Cpu {
+    pub cpu: u32,
+    pub meta_addr: PhysAddr,
+    pub state: CpuState,
+    pub events: Vec<RawEvent>,
+    pub tally: Tally,
+    /// One line per sub-buffer lost, saying where and why.
+    pub losses: Vec<String>,
+}
+
+/// How a CPU's sub-buffers were put in order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CpuState {
+    /// By the descriptor: the reader page, then head to commit.
+    Ordered,
+    /// The descriptor's order could not be used (why), so by the
+    /// sub-buffers' time stamps.
+    ByTimeStamps(String),
+    /// Nothing written since the kernel laid it out, or all of it read
+    /// before the crash.
+    Empty,
+    /// The descriptor is unreadable: nothing of this CPU can be placed.
+    Unreadable(MetaError),
+}
+
+impl fmt::Display for CpuState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuState::Ordered => f.write_str("in the order its descriptor gives"),
+            CpuState::ByTimeStamps(why) => {
+                write!(f, "in the order of the sub-buffers' time stamps ({why})")
+            }
+            CpuState::Empty => f.write_str("empty"),
+            CpuState::Unreadable(e) => write!(f, "unreadable: {e}"),
+        }
+    }
+}
+
+/// What became of one CPU's sub-buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Read and kept.
+    pub kept: u32,
+    /// Refused by their own checks or their time stamps.
+    pub invalid: u32,
+    /// Not in the dump.
+    pub unreadable: u32,
+    /// Marked by an earlier boot as dropped (7.2's `RB_MISSED_EVENTS`
+    /// with nothing committed).
+    pub dropped_earlier: u32,
+    /// Kept, flagged with `RB_MISSED_EVENTS`: the writer lost events
+    /// before them.
+    pub after_loss: u32,
+}
+
+/// Reads the buffer whose area starts at `base`; `size`, when known,
+/// bounds it.
+pub fn read_at(
+    mem: &dyn PhysMemory,
+    base: PhysAddr,
+    size: Option<u64>,
+) -> Result<Instance, MetaError> {
+    let head = meta::head(mem, base)?;
+    let generation = head.generation;
+    let first = meta::cpu_meta(mem, generation, head.first_chunk)?;
+    let limit = [head.total_size, size]
+        .into_iter()
+        .flatten()
+        .min()
+        .and_then(|s| base.checked_add(s));
+    let mut cpus = Vec::new();
+    let mut at = head.first_chunk;
+    let mut end = at;
+    for cpu in 0..MAX_CPUS {
+        let Some((subbufs, chunk_end)) =
+            meta::chunk_geometry(generation, at, first.subbuf_size, first.nr_subbufs)
+        else {
+            break;
+        };
+        if limit.is_some_and(|l| chunk_end > l) {
+            break;
+        }
+        // Nothing counts the CPUs: a chunk is one while its descriptor
+        // checks out. One that does not ends the area, unless the next
+        // one checks out (a damaged CPU between two good ones), or the
+        // area's size is known and it is not blank: the kernel clears
+        // what its chunks leave of the range, so garbage there is a
+        // damaged CPU.
+        if cpu > 0 && !same_geometry(mem, generation, &first, at) {
+            let next_fits = limit.is_none_or(|l| chunk_end < l);
+            let next_good = next_fits && same_geometry(mem, generation, &first, chunk_end);
+            if !next_good && (limit.is_none() || blank(mem, generation, at)) {
+                break;
+            }
+        }
+        cpus.push(read_cpu(mem, generation, &first, cpu, at, subbufs));
+        end = chunk_end;
+        at = chunk_end;
+    }
+    Ok(Instance {
+        base,
+        generation,
+        end,
+        cpus,
+    })
+}
+
+/// Whether the chunk at `at` has a descriptor that checks out, for chunks
+/// the size of CPU 0's (`first`).
+fn same_geometry(
+    mem: &dyn PhysMemory,
+    generation: Generation,
+    first: &CpuMeta,
+    at: PhysAddr,
+) -> bool {
+    meta::cpu_meta(mem, generation, at)
+        .is_ok_and(|m| m.subbuf_size == first.subbuf_size && m.nr_subbufs == first.nr_subbufs)
+}
+
+/// Whether the descriptor place at `at` holds zeros only.
+fn blank(mem: &dyn PhysMemory, generation: Generation, at: PhysAddr) -> bool {
+    let mut bytes = [0u8; 56];
+    let bytes = &mut bytes[..generation.cpu_meta_size() as usize];
+    mem.read(at, bytes).is_ok() && bytes.iter().all(|&b| b == 0)
+}
+
+/// Searches all present memory for buffers and reads each.
+pub fn find(mem: &dyn PhysMemory) -> Vec<Result<Instance, MetaError>> {
+    let mut hits = Vec::new();
+    present_chunks(mem, 0, &mut |_| {}, &mut |addr, chunk| {
+        hits.extend(descriptor_hits(addr, chunk));
+    });
+    read_hits(mem, &hits)
+}
+
+/// The page starts in `chunk` (memory at `addr`) that hold a descriptor's
+/// magic and a known size after it: where a buffer may start. A search of
+/// all memory for crashring's regions takes these on the way.
+pub fn descriptor_hits(addr: PhysAddr, chunk: &[u8]) -> impl Iterator<Item = PhysAddr> + '_ {
+    let skip = (4096 - addr.0 % 4096) % 4096;
+    (skip as usize..chunk.len().saturating_sub(7))
+        .step_by(4096)
+        .filter(move |&off| {
+            let word = |i| meta::u32_at(chunk, off + i);
+            word(0) == meta::MAGIC && Generation::from_word(word(4)).is_some()
+        })
+        .map(move |off| addr + off as u64)
+}
+
+/// Reads the buffer at each of `hits` (in address order) that is not
+/// inside one read before it: a per-CPU layout signs every CPU's chunk.
+pub fn read_hits(mem: &dyn PhysMemory, hits: &[PhysAddr]) -> Vec<Result<Instance, MetaError>> {
+    let mut found: Vec<Result<Instance, MetaError>> = Vec::new();
+    for &hit in hits {
+        let inside = found.iter().any(|f| match f {
+            Ok(i) => i.base <= hit && hit < i.end,
+            Err(_) => false,
+        });
+        if !inside {
+            found.push(read_at(mem, hit, None));
+        }
+    }
+    found
+}
+
+/// Reads one CPU's chunk, whose descriptor is at `at` and sub-buffers at
+/// `subbufs`; `first` is CPU 0's descriptor, which sizes every chunk.
+fn read_cpu(
+    mem: &dyn PhysMemory,
+    generation: Generation,
+    first: &CpuMeta,
+    cpu: u32,
+    at: PhysAddr,
+    subbufs: PhysAddr,
+) -> Cpu {
+    let mut out = Cpu {
+        cpu,
+        meta_addr: at,
+        state: CpuState::Ordered,
+        events: Vec::new(),
+        tally: Tally::default(),
+        losses: Vec::new(),
+    };
+    let m = match meta::cpu_meta(mem, generation, at) {
+        Ok(m) if m.subbuf_size == first.subbuf_size && m.nr_subbufs == first.nr_subbufs => m,
+        Ok(m) => {
+            out.state = CpuState::Unreadable(MetaError::SubbufCount(at, m.nr_subbufs));
+            return out;
+        }
+        Err(e) => {
+            out.state = CpuState::Unreadable(e);
+            return out;
+        }
+    };
+    if m.head_buffer == 0 {
+        out.state = CpuState::Empty;
+        return out;
+    }
+    let sequence = match write_order(mem, generation, &m) {
+        Ok(seq) => seq,
+        Err(why) => {
+            out.state = CpuState::ByTimeStamps(why);
+            (0..m.nr_subbufs).collect()
+        }
+    };
+    let ss = u64::from(m.subbuf_size);
+    let mut bytes = vec![0u8; m.subbuf_size as usize];
+    let mut pages: Vec<(u32, Page)> = Vec::new();
+    for idx in sequence {
+        let addr = subbufs + u64::from(idx) * ss;
+        if let Err(e) = mem.read(addr, &mut bytes) {
+            out.tally.unreadable += 1;
+            out.losses
+                .push(format!("sub-buffer {idx} at {addr:#x}: {e}"));
+            continue;
+        }
+        match page::read(&bytes) {
+            Ok(p) if p.unused() => {}
+            Ok(p) if p.dropped_by_kernel() => out.tally.dropped_earlier += 1,
+            Ok(p) => pages.push((idx, p)),
+            Err(e) => {
+                out.tally.invalid += 1;
+                out.losses
+                    .push(format!("sub-buffer {idx} at {addr:#x}: {e}"));
+            }
+        }
+    }
+    if matches!(out.state, CpuState::ByTimeStamps(_)) {
+        pages.sort_by_key(|(_, p)| p.time_stamp);
+    }
+    let unordered = out_of_order(&pages);
+    let mut kept = Vec::with_capacity(pages.len());
+    for (i, (idx, p)) in pages.into_iter().enumerate() {
+        if unordered.contains(&i) {
+            out.tally.invalid += 1;
+            out.losses.push(format!(
+                "sub-buffer {idx} at {:#x}: time stamp {} out of order with its neighbours",
+                subbufs + u64::from(idx) * ss,
+                p.time_stamp
+            ));
+        } else {
+            kept.push(p);
+        }
+    }
+    if kept.is_empty() && out.losses.is_empty() && out.tally.dropped_earlier == 0 {
+        out.state = CpuState::Empty;
+    }
+    for p in kept {
+        out.tally.kept += 1;
+        out.tally.after_loss += u32::from(p.missed);
+        out.events.extend(p.events);
+    }
+    out
+}
+
+/// The physical sub-buffers in the order they were written: the reader
+/// page, then from the head to the commit page, following `buffers[]`
+/// (logical place to physical index; `[0]` the reader page). `Err` says
+/// why the descriptor's order cannot be used.
+fn write_order(
+    mem: &dyn PhysMemory,
+    generation: Generation,
+    m: &CpuMeta,
+) -> Result<Vec<u32>, String> {
+    let n = m.nr_subbufs;
+    let order = meta::order(mem, generation, m).map_err(|e| e.to_string())?;
+    // buffers[] must be a permutation, as 7.2 checks it.
+    let mut logical = vec![u32::MAX; n as usize];
+    for (place, &phys) in order.iter().enumerate() {
+        let slot = usize::try_from(phys)
+            .ok()
+            .and_then(|p| logical.get_mut(p))
+            .filter(|s| **s == u32::MAX)
+            .ok_or_else(|| format!("buffers[{place}] = {phys} repeats or is out of range"))?;
+        *slot = place as u32;
+    }
+    let index_of = |va: u64, what: &str| {
+        va.checked_sub(m.first_buffer)
+            .filter(|d| d % u64::from(m.subbuf_size) == 0)
+            .map(|d| d / u64::from(m.subbuf_size))
+            .filter(|&i| i < u64::from(n))
+            .map(|i| logical[i as usize])
+            .ok_or_else(|| format!("the {what} pointer {va:#x} is not one of its sub-buffers"))
+    };
+    let head = index_of(m.head_buffer, "head")?;
+    let commit = index_of(m.commit_buffer, "commit")?;
+    let mut seq = vec![order[0] as u32];
+    if commit == 0 {
+        return Ok(seq);
+    }
+    if head == 0 {
+        return Err("the head pointer is the reader page".into());
+    }
+    let mut place = head;
+    loop {
+        seq.push(order[place as usize] as u32);
+        if place == commit {
+            return Ok(seq);
+        }
+        place = if place + 1 == n { 1 } else { place + 1 };
+        if place == head {
+            return Err("the commit page is not in the ring".into());
+        }
+    }
+}
+
+/// Sub-buffers whose time stamp does not fit between their neighbours'
+/// (7.2's check): below the last one kept, or above the next one where
+/// the next one itself follows the last one kept, so that one bad stamp
+/// costs one sub-buffer.
+fn out_of_order(pages: &[(u32, Page)]) -> Vec<usize> {
+    let mut bad = Vec::new();
+    let mut prev: Option<u64> = None;
+    for (i, (_, p)) in pages.iter().enumerate() {
+        let ts = p.time_stamp;
+        let next = pages.get(i + 1).map(|(_, n)| n.time_stamp);
+        let below = prev.is_some_and(|prev| ts < prev);
+        let above = next.is_some_and(|next| ts > next && prev.is_none_or(|prev| next >= prev));
+        if below || above {
+            bad.push(i);
+        } else {
+            prev = Some(ts);
+        }
+    }
+    bad
+}
+
+#[cfg(test)]
+#[path = "../../../tests/common/ftrace_area.rs"]
+mod ftrace_area;
+
+#[cfg(test)]
+mod tests {
+    use super::ftrace_area::{self, print_entry, Area, LAYOUTS, MARKERS0, PAGE};
+    use super::*;
+    use crate::input::mapped::MappedMemory;
+    use crate::input::source::FileOffset;
+    use crate::phys::{Backing, MemoryMap, Run};
+    use std::sync::Arc;
+
+    const BASE: u64 = 0x3200_0000;
+
+    /// `bytes` at BASE, with the range `lost` (offsets) not in the dump.
+    fn image(bytes: Vec<u8>, lost: Option<std::ops::Range<u64>>) -> MappedMemory {
+        let len = bytes.len() as u64;
+        let lost = lost.unwrap_or(len..len);
+        let present = |r: std::ops::Range<u64>| Run {
+            start: PhysAddr(BASE + r.start),
+            end: PhysAddr(BASE + r.end),
+            backing: Backing::Present,
+            offset: Some(FileOffset(r.start)),
+        };
+        let mut runs = vec![present(0..lost.start)];
+        if !lost.is_empty() {
+            runs.push(Run::lost(
+                PhysAddr(BASE + lost.start)..PhysAddr(BASE + lost.end),
+            ));
+            runs.push(present(lost.end..len));
+        }
+        MappedMemory::new(Arc::new(bytes), MemoryMap::new(runs))
+    }
+
+    /// The markers of one CPU, as numbers after `prefix`.
+    fn markers(i: &Instance, cpu: usize, prefix: &str) -> Vec<u64> {
+        i.cpus[cpu]
+            .events
+            .iter()
+            .filter_map(|e| {
+                let text = event::describe(&e.data, None);
+                text.strip_prefix(&format!("print: {prefix} marker "))?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// The markers a CPU-0 ring of the seed's size keeps: the newest ones,
+    /// contiguous up to the last written.
+    fn kept_tail(got: &[u64]) -> bool {
+        !got.is_empty()
+            && got.last() == Some(&(MARKERS0 - 1))
+            && got.windows(2).all(|w| w[1] == w[0] + 1)
+    }
+
+    #[test]
+    fn every_layout_is_read_in_write_order_by_address_and_by_search() {
+        for word in LAYOUTS {
+            let mem = image(ftrace_area::seed(word), None);
+            let by_addr = read_at(&mem, PhysAddr(BASE), None).unwrap();
+            let found = find(&mem);
+            assert_eq!(found.len(), 1, "layout {word:#x}");
+            for i in [&by_addr, found[0].as_ref().unwrap()] {
+                assert_eq!(i.generation.word(), word);
+                assert_eq!(i.cpus.len(), 2, "layout {word:#x}");
+                assert_eq!(i.end.0 - BASE, mem.map().present_bytes());
+                let cpu0 = markers(i, 0, "cpu0");
+                assert!(kept_tail(&cpu0), "layout {word:#x}: {cpu0:?}");
+                // Five sub-buffers of the ring and the reader page: all
+                // but what the ring overwrote.
+                assert!(cpu0.len() > 450, "layout {word:#x}: {}", cpu0.len());
+                assert_eq!(markers(i, 1, "cpu1"), [0, 1, 2, 3, 4]);
+                for c in &i.cpus {
+                    assert_eq!(c.state, CpuState::Ordered);
+                    assert_eq!((c.tally.invalid, c.tally.unreadable), (0, 0));
+                }
+                assert!(!i.damaged());
+                let merged: Vec<u64> = i.merged().iter().map(|(_, e)| e.ts).collect();
+                assert!(merged.windows(2).all(|w| w[0] <= w[1]));
+            }
+            // Time extends carried CPU 1's stamps 2^28 ns apart.
+            let ts: Vec<u64> = by_addr.cpus[1].events.iter().map(|e| e.ts).collect();
+            assert_eq!(
+                ts,
+                (0..5).map(|i| 2_000_000 + (i << 28)).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    /// Where CPU 0's sub-buffer at logical place `place` is in the seed.
+    fn cpu0_page(word: u32, place: usize) -> usize {
+        let area = seed_area(word);
+        area.page_at(0, area.phys(0, place))
+    }
+
+    fn seed_area(word: u32) -> Area {
+        let mut area = Area::new(word, 2, 6);
+        for i in 0..MARKERS0 {
+            area.write(
+                0,
+                1_000_000 + i * 1000,
+                &print_entry(7, &format!("cpu0 marker {i}")),
+            );
+        }
+        area.swap_reader(0);
+        for i in 0..5u64 {
+            area.write(
+                1,
+                2_000_000 + (i << 28),
+                &print_entry(8, &format!("cpu1 marker {i}")),
+            );
+        }
+        assert_eq!(area.bytes, ftrace_area::seed(word));
+        area
+    }
+
+    /// Markers of the seed's CPU 0 without damage.
+    fn intact(word: u32) -> Vec<u64> {
+        markers(
+            &read_at(&image(ftrace_area::seed(word), None), PhysAddr(BASE), None).unwrap(),
+            0,
+            "cpu0",
+        )
+    }
+
+    #[test]
+    fn a_damaged_sub_buffer_costs_that_sub_buffer_only() {
+        for word in LAYOUTS {
+            let all = intact(word);
+            // An event length past the commit, in the third page of the ring.
+            let mut bytes = ftrace_area::seed(word);
+            let page = cpu0_page(word, 3);
+            bytes[page + 16 + 40..page + 16 + 44].copy_from_slice(&0u32.to_le_bytes());
+            let i = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap();
+            let got = markers(&i, 0, "cpu0");
+            let c = &i.cpus[0];
+            assert_eq!(c.tally.invalid, 1, "layout {word:#x}: {:?}", c.losses);
+            assert!(c.losses[0].starts_with("sub-buffer "), "{:?}", c.losses);
+            assert!(i.damaged());
+            // What is left is what was there, less one page's run.
+            let lost: Vec<u64> = all.iter().copied().filter(|m| !got.contains(m)).collect();
+            assert!(!lost.is_empty() && lost.len() < 110, "{}", lost.len());
+            assert!(lost.windows(2).all(|w| w[1] == w[0] + 1), "{lost:?}");
+            assert_eq!(got.len() + lost.len(), all.len());
+            assert_eq!(markers(&i, 1, "cpu1").len(), 5);
+        }
+    }
+
+    #[test]
+    fn a_page_stamp_out_of_order_costs_that_page_only() {
+        let word = LAYOUTS[1];
+        let all = intact(word);
+        for (stamp, what) in [(u64::MAX / 2, "far ahead"), (1, "behind")] {
+            let mut bytes = ftrace_area::seed(word);
+            let page = cpu0_page(word, 3);
+            bytes[page..page + 8].copy_from_slice(&stamp.to_le_bytes());
+            let i = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap();
+            let c = &i.cpus[0];
+            assert_eq!(c.tally.invalid, 1, "{what}: {:?}", c.losses);
+            assert!(c.losses[0].contains("out of order"), "{:?}", c.losses);
+            assert!(all.len() - markers(&i, 0, "cpu0").len() < 110, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_broken_order_falls_back_to_the_page_stamps() {
+        for word in LAYOUTS {
+            let all = intact(word);
+            let area = seed_area(word);
+            let meta = area.meta_at(0);
+            let buffers = meta + ftrace_area_meta_size(word);
+            let head_at = meta + ftrace_area_pointers_at(word) + 8;
+            for (at, value, why) in [
+                (buffers + 4, 0u64, "repeats"),
+                (head_at, 0x1234, "head pointer"),
+            ] {
+                let mut bytes = area.bytes.clone();
+                let width = if at == head_at { 8 } else { 4 };
+                bytes[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+                let i = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap();
+                match &i.cpus[0].state {
+                    CpuState::ByTimeStamps(w) => assert!(w.contains(why), "{w}"),
+                    s => panic!("layout {word:#x}: {s:?}"),
+                }
+                assert_eq!(markers(&i, 0, "cpu0"), all, "layout {word:#x}, {why}");
+            }
+        }
+    }
+
+    fn ftrace_area_meta_size(word: u32) -> usize {
+        Generation::from_word(word).unwrap().cpu_meta_size() as usize
+    }
+
+    fn ftrace_area_pointers_at(word: u32) -> usize {
+        match Generation::from_word(word).unwrap().has_global_meta() {
+            true => 0,
+            false => ftrace_area_meta_size(word) - 32,
+        }
+    }
+
+    #[test]
+    fn a_damaged_descriptor_costs_its_cpu_only() {
+        for word in LAYOUTS {
+            let area = seed_area(word);
+            let mut bytes = area.bytes.clone();
+            // CPU 1's sub-buffer size, or (per-CPU layouts) its magic.
+            let at = area.meta_at(1)
+                + if Generation::from_word(word).unwrap().has_global_meta() {
+                    24
+                } else {
+                    0
+                };
+            bytes[at..at + 4].copy_from_slice(&7u32.to_le_bytes());
+            let i = read_at(
+                &image(bytes, None),
+                PhysAddr(BASE),
+                Some(area.bytes.len() as u64 + PAGE as u64),
+            )
+            .unwrap();
+            assert_eq!(i.cpus.len(), 2, "layout {word:#x}");
+            assert!(kept_tail(&markers(&i, 0, "cpu0")));
+            assert!(
+                matches!(i.cpus[1].state, CpuState::Unreadable(_)),
+                "{:?}",
+                i.cpus[1].state
+            );
+            assert!(i.damaged());
+        }
+    }
+
+    #[test]
+    fn the_cleared_rest_of_a_range_is_no_cpu() {
+        // The kernel sizes chunks with room to spare (7.3 left four
+        // chunks' worth of its range blank behind 64 CPUs).
+        for word in LAYOUTS {
+            let mut bytes = ftrace_area::seed(word);
+            let chunk = (bytes.len() - seed_area(word).meta_at(1)) as u64;
+            let range = bytes.len() as u64 + 3 * chunk;
+            bytes.resize(range as usize, 0);
+            if Generation::from_word(word).unwrap().has_global_meta() {
+                bytes[8..16].copy_from_slice(&range.to_le_bytes());
+            }
+            let i = read_at(&image(bytes, None), PhysAddr(BASE), Some(range)).unwrap();
+            assert_eq!(i.cpus.len(), 2, "layout {word:#x}");
+            assert!(!i.damaged());
+        }
+    }
+
+    #[test]
+    fn a_page_the_dump_lacks_is_reported_not_read_as_zeros() {
+        let word = LAYOUTS[2];
+        let all = intact(word);
+        let page = cpu0_page(word, 3) as u64;
+        let i = read_at(
+            &image(ftrace_area::seed(word), Some(page..page + PAGE as u64)),
+            PhysAddr(BASE),
+            None,
+        )
+        .unwrap();
+        let c = &i.cpus[0];
+        assert_eq!(
+            (c.tally.unreadable, c.tally.invalid),
+            (1, 0),
+            "{:?}",
+            c.losses
+        );
+        assert!(c.losses[0].contains("lost"), "{:?}", c.losses);
+        assert!(markers(&i, 0, "cpu0").len() < all.len());
+    }
+
+    #[test]
+    fn a_page_an_earlier_boot_dropped_is_counted() {
+        let word = LAYOUTS[3];
+        let mut bytes = ftrace_area::seed(word);
+        let page = cpu0_page(word, 3);
+        bytes[page + 8..page + 16].copy_from_slice(&page::MISSED_EVENTS.to_le_bytes());
+        let i = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap();
+        let c = &i.cpus[0];
+        assert_eq!((c.tally.dropped_earlier, c.tally.invalid), (1, 0));
+        assert!(!i.damaged());
+    }
+
+    #[test]
+    fn no_magic_is_an_error_naming_the_address() {
+        let mem = image(vec![0u8; 2 * PAGE], None);
+        let e = read_at(&mem, PhysAddr(BASE), None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no persistent ftrace descriptor (magic 0xbadfeed) at 0x32000000"
+        );
+        assert!(find(&mem).is_empty());
+    }
+}

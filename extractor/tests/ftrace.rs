@@ -1,0 +1,137 @@
+//! The kernel's persistent ftrace buffer read by the real binary
+//! (`crashring ftrace`): found by a search in a vmcore, read at an
+//! address in an image, named by formats; damage, a missing buffer and
+//! bad formats said so by the exit status and stderr.
+
+mod common;
+
+use common::{crashring, ftrace_area, synth, write_tmp};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The seed of `word`'s layout at 1 MiB of an ELF vmcore.
+fn vmcore(word: u32) -> Vec<u8> {
+    let base = 0x10_0000usize;
+    let mut mem = vec![0u8; base];
+    mem.extend(ftrace_area::seed(word));
+    synth::elf(&mem, &[synth::load(0, mem.len() as u64)], None, 1, false)
+}
+
+#[test]
+fn a_vmcores_buffer_is_found_and_printed_in_time_order() {
+    for (word, layout) in [
+        (56, "Linux 6.12 layout"),
+        (0x0018_0020, "Linux 6.15+ layout"),
+    ] {
+        let path = write_tmp(&format!("ftrace-{word:x}.elf"), &vmcore(word));
+        let out = crashring(&["ftrace", path.to_str().unwrap()]);
+        let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(
+            err.starts_with(&format!(
+                "crashring: {}: ftrace buffer at 0x100000..",
+                path.display()
+            )),
+            "{err}"
+        );
+        assert!(err.contains(&format!("({layout}), 2 CPUs")), "{err}");
+        assert!(
+            err.contains("  cpu 1: 5 events in 1 sub-buffers, in the order its descriptor gives\n"),
+            "{err}"
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(
+            lines.first(),
+            Some(&"[000]        0.001112000       7 print: cpu0 marker 112")
+        );
+        assert_eq!(
+            lines.last(),
+            Some(&"[001]        1.075741824       8 print: cpu1 marker 4")
+        );
+        assert!(lines.contains(&"[001]        0.002000000       8 print: cpu1 marker 0"));
+    }
+}
+
+#[test]
+fn a_damaged_sub_buffer_is_said_and_sets_the_status() {
+    let mut mem = ftrace_area::seed(48);
+    // A page of CPU 0's ring whose commit runs past the page.
+    let mut area = ftrace_area::Area::new(48, 2, 6);
+    for i in 0..ftrace_area::MARKERS0 {
+        area.write(0, 1_000_000 + i * 1000, &ftrace_area::print_entry(7, "x"));
+    }
+    area.swap_reader(0);
+    let page = area.page_at(0, area.phys(0, 3));
+    mem[page + 8..page + 16].copy_from_slice(&0x2000u64.to_le_bytes());
+    let path = write_tmp("ftrace-damaged.img", &mem);
+    let out = crashring(&["ftrace", path.to_str().unwrap(), "--ftrace", "0"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(" events in 4 sub-buffers, in the order its descriptor gives; 1 invalid, 0 not in the dump\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "    sub-buffer {} at {page:#x}: commit 0x2000 is past the sub-buffer\n",
+            area.phys(0, 3)
+        )),
+        "{err}"
+    );
+    assert!(text(&out.stdout).contains("cpu1 marker 4"));
+}
+
+#[test]
+fn no_buffer_is_an_error_naming_the_input() {
+    let path = write_tmp("ftrace-none.img", &[0u8; 8192]);
+    let out = crashring(&["ftrace", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "crashring: {}: no persistent ftrace buffer found\n",
+            path.display()
+        )
+    );
+    let out = crashring(&["ftrace", path.to_str().unwrap(), "--ftrace", "0x1000:4K"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr)
+        .ends_with("no persistent ftrace descriptor (magic 0xbadfeed) at 0x1000\n"));
+}
+
+#[test]
+fn formats_name_events_and_a_directory_without_them_is_refused() {
+    let path = write_tmp("ftrace-formats.img", &ftrace_area::seed(0x0018_0028));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ftrace-events");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = crashring(&[
+        "ftrace",
+        path.to_str().unwrap(),
+        "--ftrace-formats",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no event format in it"),
+        "{}",
+        text(&out.stderr)
+    );
+    // ftrace's own print event keeps its reading with a format for it.
+    std::fs::create_dir_all(dir.join("ftrace/print")).unwrap();
+    std::fs::write(
+        dir.join("ftrace/print/format"),
+        "name: print\nID: 5\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;\n",
+    )
+    .unwrap();
+    let out = crashring(&[
+        "ftrace",
+        path.to_str().unwrap(),
+        "--ftrace-formats",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(" print: cpu1 marker 4\n"));
+}
