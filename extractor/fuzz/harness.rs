@@ -326,7 +326,14 @@ fn ftrace_buffers(file: Vec<u8>) -> String {
                 let _ = writeln!(out, "{loss}");
             }
         }
-        for (cpu, e) in instance.merged() {
+        // The first and last events said in full: the rest only repeat
+        // the same code at the price of a string each.
+        let merged = instance.merged();
+        let ends = merged
+            .iter()
+            .take(16)
+            .chain(merged.iter().skip(16).rev().take(16));
+        for (cpu, e) in ends {
             let _ = writeln!(
                 out,
                 "[{cpu}] {} {}",
@@ -334,6 +341,7 @@ fn ftrace_buffers(file: Vec<u8>) -> String {
                 ftrace::event::describe(&e.data, None)
             );
         }
+        let _ = writeln!(out, "{} events", merged.len());
     }
     out
 }

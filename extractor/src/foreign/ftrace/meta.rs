@@ -145,6 +145,8 @@ pub enum MetaError {
     SubbufCount(PhysAddr, u32),
     #[error("global descriptor at {0:#x}: buffers at {1:#x} past the area's {2:#x} bytes")]
     BuffersOffset(PhysAddr, u64, u64),
+    #[error("descriptor at {0:#x}: its sub-buffers run to {1:#x}, past {2}")]
+    PastEnd(PhysAddr, PhysAddr, &'static str),
 }
 
 impl MetaError {
@@ -156,7 +158,8 @@ impl MetaError {
             | MetaError::Unreadable(a)
             | MetaError::SubbufSize(a, _)
             | MetaError::SubbufCount(a, _)
-            | MetaError::BuffersOffset(a, _, _) => a,
+            | MetaError::BuffersOffset(a, _, _)
+            | MetaError::PastEnd(a, _, _) => a,
         }
     }
 }

@@ -61,8 +61,40 @@ pub struct Cpu {
     pub state: CpuState,
     pub events: Vec<RawEvent>,
     pub tally: Tally,
-    /// One line per sub-buffer lost, saying where and why.
-    pub losses: Vec<String>,
+    /// The sub-buffers lost, where and why.
+    pub losses: Vec<Loss>,
+}
+
+/// Sub-buffers lost for one reason: one, or a run of sub-buffers in a
+/// row that the dump does not hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// Physical indices of the first and last.
+    pub first: u32,
+    pub last: u32,
+    /// Where the first is.
+    pub addr: PhysAddr,
+    pub why: String,
+    /// Whether the dump lacks them (they may run on).
+    unreadable: bool,
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(
+                f,
+                "sub-buffer {} at {:#x}: {}",
+                self.first, self.addr, self.why
+            )
+        } else {
+            write!(
+                f,
+                "sub-buffers {}-{} from {:#x}: {}",
+                self.first, self.last, self.addr, self.why
+            )
+        }
+    }
 }
 
 /// How a CPU's sub-buffers were put in order.
@@ -125,6 +157,7 @@ pub fn read_at(
         .flatten()
         .min()
         .and_then(|s| base.checked_add(s));
+    let top = mem.map().runs().last().map(|r| r.end);
     let mut cpus = Vec::new();
     let mut at = head.first_chunk;
     let mut end = at;
@@ -134,7 +167,20 @@ pub fn read_at(
         else {
             break;
         };
-        if limit.is_some_and(|l| chunk_end > l) {
+        // CPU 0's chunk past the area, or past everything the dump
+        // describes, is a count no kernel wrote: refused before its
+        // sub-buffers are read one by one. Another CPU's ends the area.
+        let past = if limit.is_some_and(|l| chunk_end > l) {
+            Some("the area's end")
+        } else if top.is_some_and(|t| chunk_end > t) {
+            Some("all memory the dump describes")
+        } else {
+            None
+        };
+        if let Some(what) = past {
+            if cpu == 0 {
+                return Err(MetaError::PastEnd(at, chunk_end, what));
+            }
             break;
         }
         // Nothing counts the CPUs: a chunk is one while its descriptor
@@ -263,12 +309,33 @@ fn read_cpu(
     let ss = u64::from(m.subbuf_size);
     let mut bytes = vec![0u8; m.subbuf_size as usize];
     let mut pages: Vec<(u32, Page)> = Vec::new();
+    // The hole the last failed read met: the sub-buffers that start in
+    // it are not read again one by one (a dump may lack gigabytes).
+    let mut hole: Option<(PhysAddr, PhysAddr, String)> = None;
     for idx in sequence {
         let addr = subbufs + u64::from(idx) * ss;
-        if let Err(e) = mem.read(addr, &mut bytes) {
+        let in_hole = hole
+            .as_ref()
+            .is_some_and(|(start, end, _)| *start <= addr && addr < *end);
+        let failed = in_hole
+            || mem.read(addr, &mut bytes).is_err_and(|e| {
+                let end = mem.map().hole_end(e.addr()).unwrap_or(e.addr());
+                hole = Some((e.addr(), end, e.to_string()));
+                true
+            });
+        if let (true, Some((_, _, why))) = (failed, &hole) {
             out.tally.unreadable += 1;
-            out.losses
-                .push(format!("sub-buffer {idx} at {addr:#x}: {e}"));
+            // A dump without the range lacks every sub-buffer: one line.
+            match out.losses.last_mut() {
+                Some(l) if l.unreadable && l.last.checked_add(1) == Some(idx) => l.last = idx,
+                _ => out.losses.push(Loss {
+                    first: idx,
+                    last: idx,
+                    addr,
+                    why: why.clone(),
+                    unreadable: true,
+                }),
+            }
             continue;
         }
         match page::read(&bytes) {
@@ -277,8 +344,13 @@ fn read_cpu(
             Ok(p) => pages.push((idx, p)),
             Err(e) => {
                 out.tally.invalid += 1;
-                out.losses
-                    .push(format!("sub-buffer {idx} at {addr:#x}: {e}"));
+                out.losses.push(Loss {
+                    first: idx,
+                    last: idx,
+                    addr,
+                    why: e.to_string(),
+                    unreadable: false,
+                });
             }
         }
     }
@@ -288,13 +360,18 @@ fn read_cpu(
     let unordered = out_of_order(&pages);
     let mut kept = Vec::with_capacity(pages.len());
     for (i, (idx, p)) in pages.into_iter().enumerate() {
-        if unordered.contains(&i) {
+        if unordered.binary_search(&i).is_ok() {
             out.tally.invalid += 1;
-            out.losses.push(format!(
-                "sub-buffer {idx} at {:#x}: time stamp {} out of order with its neighbours",
-                subbufs + u64::from(idx) * ss,
-                p.time_stamp
-            ));
+            out.losses.push(Loss {
+                first: idx,
+                last: idx,
+                addr: subbufs + u64::from(idx) * ss,
+                why: format!(
+                    "time stamp {} out of order with its neighbours",
+                    p.time_stamp
+                ),
+                unreadable: false,
+            });
         } else {
             kept.push(p);
         }
@@ -364,7 +441,7 @@ fn write_order(
 /// Sub-buffers whose time stamp does not fit between their neighbours'
 /// (7.2's check): below the last one kept, or above the next one where
 /// the next one itself follows the last one kept, so that one bad stamp
-/// costs one sub-buffer.
+/// costs one sub-buffer. Positions in `pages`, ascending.
 fn out_of_order(pages: &[(u32, Page)]) -> Vec<usize> {
     let mut bad = Vec::new();
     let mut prev: Option<u64> = None;
@@ -521,7 +598,11 @@ mod tests {
             let got = markers(&i, 0, "cpu0");
             let c = &i.cpus[0];
             assert_eq!(c.tally.invalid, 1, "layout {word:#x}: {:?}", c.losses);
-            assert!(c.losses[0].starts_with("sub-buffer "), "{:?}", c.losses);
+            assert!(
+                c.losses[0].to_string().starts_with("sub-buffer "),
+                "{:?}",
+                c.losses
+            );
             assert!(i.damaged());
             // What is left is what was there, less one page's run.
             let lost: Vec<u64> = all.iter().copied().filter(|m| !got.contains(m)).collect();
@@ -543,7 +624,7 @@ mod tests {
             let i = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap();
             let c = &i.cpus[0];
             assert_eq!(c.tally.invalid, 1, "{what}: {:?}", c.losses);
-            assert!(c.losses[0].contains("out of order"), "{:?}", c.losses);
+            assert!(c.losses[0].why.contains("out of order"), "{:?}", c.losses);
             assert!(all.len() - markers(&i, 0, "cpu0").len() < 110, "{what}");
         }
     }
@@ -633,12 +714,14 @@ mod tests {
     }
 
     #[test]
-    fn a_page_the_dump_lacks_is_reported_not_read_as_zeros() {
+    fn pages_the_dump_lacks_are_reported_not_read_as_zeros() {
         let word = LAYOUTS[2];
         let all = intact(word);
+        // Places 3 and 4 of CPU 0's ring: sub-buffers 3 and 4, in a row.
         let page = cpu0_page(word, 3) as u64;
+        assert_eq!(cpu0_page(word, 4) as u64, page + PAGE as u64);
         let i = read_at(
-            &image(ftrace_area::seed(word), Some(page..page + PAGE as u64)),
+            &image(ftrace_area::seed(word), Some(page..page + 2 * PAGE as u64)),
             PhysAddr(BASE),
             None,
         )
@@ -646,11 +729,17 @@ mod tests {
         let c = &i.cpus[0];
         assert_eq!(
             (c.tally.unreadable, c.tally.invalid),
-            (1, 0),
+            (2, 0),
             "{:?}",
             c.losses
         );
-        assert!(c.losses[0].contains("lost"), "{:?}", c.losses);
+        assert_eq!(c.losses.len(), 1, "{:?}", c.losses);
+        let said = c.losses[0].to_string();
+        assert!(
+            said.starts_with(&format!("sub-buffers 3-4 from {:#x}: ", BASE + page)),
+            "{said}"
+        );
+        assert!(said.contains("lost"), "{said}");
         assert!(markers(&i, 0, "cpu0").len() < all.len());
     }
 
@@ -664,6 +753,18 @@ mod tests {
         let c = &i.cpus[0];
         assert_eq!((c.tally.dropped_earlier, c.tally.invalid), (1, 0));
         assert!(!i.damaged());
+    }
+
+    #[test]
+    fn a_count_past_the_dumps_memory_is_refused_unread() {
+        for word in LAYOUTS {
+            let area = seed_area(word);
+            let mut bytes = area.bytes.clone();
+            let at = area.meta_at(0) + ftrace_area_pointers_at(word) + 28;
+            bytes[at..at + 4].copy_from_slice(&100_000u32.to_le_bytes());
+            let e = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap_err();
+            assert!(matches!(e, MetaError::PastEnd(..)), "layout {word:#x}: {e}");
+        }
     }
 
     #[test]
