@@ -982,3 +982,57 @@ fn info_and_the_manifest_describe_regions_alike() {
     info["source"]["file"] = manifest["source"]["file"].clone();
     assert_eq!(info["source"], manifest["source"]);
 }
+
+#[test]
+fn a_persistent_ftrace_buffer_beside_the_region_is_bundled_as_ftrace_text() {
+    // The rich image, then at the next page a buffer in the 6.15+ layout.
+    let mut mem = rich_image();
+    mem.resize(mem.len().next_multiple_of(4096), 0);
+    let base = mem.len();
+    mem.extend(common::ftrace_area::seed(0x0018_0020));
+    let image = write_tmp("bundle-ftrace.bin", &mem);
+    let (out, archive) = bundle(&image, "bundle-ftrace.tar.gz", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // 1: the rich image's region is damaged on purpose.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "logs/kernel-ftrace-{base:x}.txt: 493 of 493 lines placed"
+        )),
+        "{err}"
+    );
+    let (_, files) = bundled(&archive);
+    let name = format!("logs/kernel-ftrace-{base:x}.txt");
+    let log = text(&files[&name]);
+    assert!(
+        log.contains("] cpu1 pid 8: print: cpu1 marker 4\n"),
+        "{log}"
+    );
+    assert_eq!(
+        log.lines().count(),
+        std::process::Command::new(env!("CARGO_BIN_EXE_crashring"))
+            .args(["ftrace", image.to_str().unwrap()])
+            .output()
+            .unwrap()
+            .stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count()
+    );
+    let manifest: serde_json::Value = serde_json::from_slice(&files["MANIFEST.json"].data).unwrap();
+    let listed = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == name.as_str())
+        .unwrap();
+    assert_eq!(listed["format"], "ftrace text");
+    assert!(text(&files["README.txt"]).contains("persistent ftrace buffer"));
+    // `info` lists it beside the region.
+    let info = crashring(&["info", image.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        said.contains(&format!("kernel ftrace buffer at {base:#x}..")),
+        "{said}"
+    );
+}

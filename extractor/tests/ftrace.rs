@@ -44,13 +44,13 @@ fn a_vmcores_buffer_is_found_and_printed_in_time_order() {
         let lines: Vec<&str> = stdout.lines().collect();
         assert_eq!(
             lines.first(),
-            Some(&"[000]        0.001112000       7 print: cpu0 marker 112")
+            Some(&"[    0.001112000] cpu0 pid 7: print: cpu0 marker 112")
         );
         assert_eq!(
             lines.last(),
-            Some(&"[001]        1.075741824       8 print: cpu1 marker 4")
+            Some(&"[    1.075741824] cpu1 pid 8: print: cpu1 marker 4")
         );
-        assert!(lines.contains(&"[001]        0.002000000       8 print: cpu1 marker 0"));
+        assert!(lines.contains(&"[    0.002000000] cpu1 pid 8: print: cpu1 marker 0"));
     }
 }
 

@@ -42,7 +42,7 @@ pub mod redact;
 pub use check::{check, CheckError, Checked};
 
 use crate::discover::Hole;
-use crate::foreign::ramoops;
+use crate::foreign::{ftrace, ramoops};
 use crate::output::kernel_log;
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
@@ -80,6 +80,9 @@ pub enum LogSource {
     /// A pstore/ramoops record read from the dump
     /// ([`crate::foreign::ramoops`]), as `/sys/fs/pstore` shows it.
     Ramoops(Vec<u8>),
+    /// The kernel's persistent ftrace buffer read from the dump
+    /// ([`crate::foreign::ftrace`]), as `crashring ftrace` prints it.
+    KernelFtrace(Vec<u8>),
 }
 
 impl AddLog {
@@ -101,6 +104,54 @@ impl AddLog {
             Some(Err(e)) => Err(format!("the kernel's printk log is not bundled: {e}")),
             None => Ok(None),
         }
+    }
+}
+
+impl AddLog {
+    /// What the kernel kept itself in `loaded`'s dump and its scan found:
+    /// its printk log and its persistent ftrace buffers, and what of them
+    /// could not be read or was lost, one sentence each.
+    pub fn kernels_own(loaded: &Loaded) -> (Vec<AddLog>, Vec<String>) {
+        let (mut logs, mut warnings) = (Vec::new(), Vec::new());
+        match AddLog::kernel_printk(loaded) {
+            Ok(printk) => logs.extend(printk),
+            Err(why) => warnings.push(why),
+        }
+        let (ftrace, lost) = AddLog::kernel_ftrace(loaded);
+        logs.extend(ftrace);
+        warnings.extend(lost);
+        (logs, warnings)
+    }
+
+    /// Every persistent ftrace buffer the scan of `loaded`'s dump found,
+    /// each as `logs/kernel-ftrace-ADDR.txt`, and what could not be read
+    /// or was lost, one sentence each: the bundle is made without those,
+    /// never held back for them.
+    pub fn kernel_ftrace(loaded: &Loaded) -> (Vec<AddLog>, Vec<String>) {
+        let (mut logs, mut warnings) = (Vec::new(), Vec::new());
+        for found in loaded.ftrace() {
+            let i = match found {
+                Ok(i) => i,
+                Err(e) => {
+                    warnings.push(format!("a persistent ftrace buffer is not bundled: {e}"));
+                    continue;
+                }
+            };
+            if i.damaged() {
+                warnings.push(format!(
+                    "the persistent ftrace buffer at {:#x} lost sub-buffers: `crashring ftrace` says which",
+                    i.base
+                ));
+            }
+            let mut text = Vec::new();
+            // Into memory: writing a Vec cannot fail.
+            let _ = ftrace::write_text(&mut text, i, None);
+            logs.push(AddLog {
+                source: LogSource::KernelFtrace(text),
+                name: format!("kernel-ftrace-{:x}.txt", i.base.0),
+            });
+        }
+        (logs, warnings)
     }
 }
 
@@ -246,6 +297,7 @@ pub enum FileKind {
     Log,
     KernelPrintk,
     Ramoops,
+    KernelFtrace,
 }
 
 impl FileKind {
@@ -257,7 +309,8 @@ impl FileKind {
             | FileKind::CtfMetadata
             | FileKind::Log
             | FileKind::KernelPrintk
-            | FileKind::Ramoops => "text/plain",
+            | FileKind::Ramoops
+            | FileKind::KernelFtrace => "text/plain",
             FileKind::CtfStream | FileKind::TraceDat => "application/octet-stream",
             FileKind::PerfettoArchive => "application/gzip",
         }
@@ -275,6 +328,7 @@ impl FileKind {
             FileKind::Log => "as added",
             FileKind::KernelPrintk => "dmesg text",
             FileKind::Ramoops => "pstore record",
+            FileKind::KernelFtrace => "ftrace text",
         }
     }
 }
@@ -444,6 +498,7 @@ pub fn write(
             LogSource::File(_) => FileKind::Log,
             LogSource::KernelPrintk(_) => FileKind::KernelPrintk,
             LogSource::Ramoops(_) => FileKind::Ramoops,
+            LogSource::KernelFtrace(_) => FileKind::KernelFtrace,
         };
         (log_path(l), kind)
     }));
@@ -606,7 +661,9 @@ fn place_logs(
             LogSource::File(path) => {
                 Box::new(File::open(path).what(|| format!("opening the log {}", path.display()))?)
             }
-            LogSource::KernelPrintk(text) | LogSource::Ramoops(text) => Box::new(&text[..]),
+            LogSource::KernelPrintk(text)
+            | LogSource::Ramoops(text)
+            | LogSource::KernelFtrace(text) => Box::new(&text[..]),
         };
         let mut redaction = None;
         write_file(staging, &rel, |w| {

@@ -60,6 +60,13 @@ fn how_to_open(kind: FileKind) -> &'static str {
              the --ramoops parameters put it, as /sys/fs/pstore shows it;\n    \
              redacted and placed on the timeline as an added log."
         }
+        FileKind::KernelFtrace => {
+            "The crashed kernel's own persistent ftrace buffer (trace_instance=),\n    \
+             every CPU's events merged in time order, read from the dump's memory\n    \
+             as crashring ftrace prints it; its times are the kernel's trace\n    \
+             clock, printk's by default, so it is redacted and placed on the\n    \
+             timeline as the kernel's printk log is."
+        }
     }
 }
 

@@ -96,17 +96,14 @@ pub fn run(args: BundleArgs) -> Result<u8> {
     Ok(u8::from(recovered.iter().any(|r| r.damaged())))
 }
 
-/// The kernel's own logs first: its printk log, when the dump holds it,
-/// and the ramoops records where `ramoops` puts them; then `logs`. What
-/// could not be read is a warning.
+/// The kernel's own logs first: its printk log and persistent ftrace
+/// buffers, when the dump holds them, and the ramoops records where
+/// `ramoops` puts them; then `logs`. What could not be read is a warning.
 fn kernels_logs(loaded: &Loaded, ramoops: Option<&Layout>, logs: Vec<AddLog>) -> Vec<AddLog> {
-    let mut all = match AddLog::kernel_printk(loaded) {
-        Ok(printk) => printk.into_iter().collect(),
-        Err(why) => {
-            eprintln!("crashring: warning: {why}");
-            Vec::new()
-        }
-    };
+    let (mut all, warnings) = AddLog::kernels_own(loaded);
+    for w in warnings {
+        eprintln!("crashring: warning: {w}");
+    }
     if let Some(layout) = ramoops {
         let (records, warnings) = AddLog::ramoops(loaded, layout);
         for w in warnings {

@@ -5,7 +5,7 @@
 use super::{parse_phys, write_to, InputArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use extractor::foreign::ftrace::event::{self, Formats};
+use extractor::foreign::ftrace::event::Formats;
 use extractor::foreign::ftrace::{self, CpuState, Instance};
 use extractor::phys::PhysAddr;
 use std::io::Write;
@@ -62,16 +62,7 @@ pub fn run(args: FtraceArgs) -> Result<u8> {
             if instances.len() > 1 {
                 writeln!(out, "==== ftrace buffer at {:#x} ====", i.base)?;
             }
-            for (cpu, e) in i.merged() {
-                let pid = event::Common::of(&e.data).map_or(-1, |c| c.pid);
-                writeln!(
-                    out,
-                    "[{cpu:03}] {:>8}.{:09} {pid:>7} {}",
-                    e.ts / 1_000_000_000,
-                    e.ts % 1_000_000_000,
-                    event::describe(&e.data, formats.as_ref())
-                )?;
-            }
+            ftrace::write_text(out, i, formats.as_ref())?;
         }
         Ok(())
     })?;

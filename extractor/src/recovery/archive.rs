@@ -140,15 +140,11 @@ impl Archive<'_> {
             input_layer: true,
             ..Rules::default()
         };
-        // A vmcore's own printk log goes with its crash; a failure to
-        // read it is a warning, never a reason to keep the crash back.
-        let kernel_printk: Vec<AddLog> = match AddLog::kernel_printk(&loaded) {
-            Ok(log) => log.into_iter().collect(),
-            Err(why) => {
-                warnings.push(why);
-                Vec::new()
-            }
-        };
+        // A vmcore's own printk log and persistent ftrace buffers go with
+        // its crash; a failure to read them is a warning, never a reason
+        // to keep the crash back.
+        let (kernel_logs, unread) = AddLog::kernels_own(&loaded);
+        warnings.extend(unread);
         let file = input.path.file_name().map_or_else(
             || input.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
@@ -166,7 +162,7 @@ impl Archive<'_> {
                     &Source::of(&loaded.dump, file),
                     &recovered,
                     &rules,
-                    &kernel_printk,
+                    &kernel_logs,
                     None,
                 )?)
             },

@@ -5,7 +5,7 @@ use super::{
     check_region, check_warm_reboot, host_crashring, raw_disk, workload_script, Artifacts,
     WorkloadSeq, WORKLOAD_EVENTS,
 };
-use super::{printk_log, ramoops};
+use super::{ftrace, printk_log, ramoops};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
@@ -107,6 +107,7 @@ fn check_bundle(
     dump: &Path,
     serial: &Path,
     release: &str,
+    ftrace_cpus: Option<u32>,
 ) -> Result<String> {
     let name = dump.file_name().and_then(|n| n.to_str()).unwrap_or("dump");
     let out = dump.with_file_name(format!("{name}.bundle.tar.gz"));
@@ -165,7 +166,11 @@ fn check_bundle(
             f["sha256"]
         );
     }
-    let pstore = ramoops::check_bundled(sh, crashring, dump, &checked.manifest, &top)?;
+    let mut pstore = ramoops::check_bundled(sh, crashring, dump, &checked.manifest, &top)?;
+    if let Some(cpus) = ftrace_cpus {
+        pstore += "; ";
+        pstore += &ftrace::check_bundled(&checked.manifest, &top, cpus)?;
+    }
     let ctf = top.join("kernel/ctf");
     let text = cmd!(sh, "babeltrace2 {ctf}").quiet().read()?;
     let read = text.lines().filter(|l| l.starts_with('[')).count() as u64;
@@ -258,10 +263,18 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let crashring = host_crashring(sh)?;
     // The guest prints its own dmesg just before the crash, for the
     // printk log read from each dump to be held against.
-    // ramoops beside the region: the bundle takes its panic record.
+    // ramoops beside the region: the bundle takes its panic record. A
+    // persistent ftrace instance too, where the kernel has them.
+    let persistent_ftrace = k.has_reserve_mem();
+    let cpus = 4;
+    let ftrace_script = if persistent_ftrace {
+        ftrace::script(cpus)
+    } else {
+        String::new()
+    };
     let script = workload_script(
         &format!("region=16M@{REGION_ADDR:#x}"),
-        &(ramoops::dump_script() + printk_log::GUEST_DMESG),
+        &(ramoops::dump_script() + &ftrace_script + printk_log::GUEST_DMESG),
     );
     let initrd = guest::initramfs(
         sh,
@@ -283,12 +296,17 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             kernel: &k.vmlinuz,
             initrd: &initrd,
             append: format!(
-                "console=ttyS0 panic=0 memmap=16M${REGION_ADDR:#x} {} loglevel=4",
-                ramoops::DUMP_APPEND
+                "console=ttyS0 panic=0 memmap=16M${REGION_ADDR:#x} {} {} loglevel=4",
+                ramoops::DUMP_APPEND,
+                if persistent_ftrace {
+                    ftrace::APPEND
+                } else {
+                    ""
+                }
             ),
         },
         memory: "1G",
-        cpus: 4,
+        cpus,
         disks: vec![],
         extra: ["-device", "vmcoreinfo", "-no-shutdown"]
             .map(String::from)
@@ -337,14 +355,21 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     lines.push(check_printk_logs(sh, &crashring, &paths, &serial, false)?);
     for (i, (path, took)) in dumps.iter().enumerate() {
         if i == 0 {
-            let line =
-                check_bundle(sh, &crashring, path, &serial, &k.release).with_context(|| {
-                    format!(
-                        "bundling {} (serial log {})",
-                        path.display(),
-                        serial.display()
-                    )
-                })?;
+            let line = check_bundle(
+                sh,
+                &crashring,
+                path,
+                &serial,
+                &k.release,
+                persistent_ftrace.then_some(cpus),
+            )
+            .with_context(|| {
+                format!(
+                    "bundling {} (serial log {})",
+                    path.display(),
+                    serial.display()
+                )
+            })?;
             lines.push(line);
         }
         let line = check_dump(sh, &crashring, path, Some(REGION_ADDR), Some(&k.release))
@@ -356,6 +381,9 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
                 )
             })?;
         lines.push(format!("{line}; dumped in {:.1} s", took.as_secs_f64()));
+        if persistent_ftrace {
+            lines.push(ftrace::check_dump(sh, &crashring, path, cpus)?);
+        }
         if !art.kept {
             let _ = std::fs::remove_file(path);
         }

@@ -24,6 +24,7 @@ pub mod demo;
 mod drm;
 pub(crate) mod dumps;
 mod follow;
+mod ftrace;
 mod pmem;
 mod printk_log;
 mod ramoops;
@@ -74,7 +75,7 @@ const DEBIAN_612: &str = "the Debian guest runs the 6.12 kernel from bookworm-ba
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "warm-reboot",
-        about: "memmap= region; hibernation refused while recording; workload, during which the periodic write-back writes back its pages and no idle stream's; sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack",
+        about: "memmap= region; hibernation refused while recording; workload, during which the periodic write-back writes back its pages and no idle stream's; markers into a persistent ftrace instance beside it (6.12+); sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; ack; crashring ftrace reads the instance through /dev/mem as the kernel's own reader does",
         only_612: None,
         newest: true,
         run: warm_reboot::warm_reboot,
@@ -109,7 +110,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "qemu-dump",
-        about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging, with ramoops beside the region; the host extractor reads each, bundles the first with its ramoops records (the panic's among them), and from each the kernel's printk log (crashring dmesg), the same from all and holding the guest's own dmesg printed before the crash",
+        about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging, with ramoops and a persistent ftrace instance (6.12) beside the region; the host extractor reads each and every ftrace marker in it, bundles the first with its ramoops records (the panic's among them), and from each the kernel's printk log (crashring dmesg), the same from all and holding the guest's own dmesg printed before the crash",
         only_612: None,
         newest: false,
         run: dumps::qemu_dump,

@@ -1,10 +1,11 @@
 //! The scenarios built on the warm-reboot runner alone
 //! ([`super::warm_reboot_run`]): the plain one (a bad load refused, printk
-//! metadata, a wall clock step, 64 CPUs), its reserve_mem= twin, a crashed
+//! metadata, a wall clock step, 64 CPUs, a persistent ftrace instance), its
+//! reserve_mem= twin, a crashed
 //! generation whose header decayed, and two generations left unacked.
 
 use super::{
-    check_region, check_warm_reboot, ensure_crashed_by_panic, parse_saved, ramoops,
+    check_region, check_warm_reboot, ensure_crashed_by_panic, ftrace, parse_saved, ramoops,
     warm_reboot_run, workload_and_sysrq, workload_writes, Artifacts, WarmReboot, DONE, DONE_MIB,
 };
 use crate::env::guest::{self, Kernel};
@@ -116,7 +117,7 @@ const POSSIBLE_CPUS: u32 = 64;
 /// Of those, the ones the kernel brings up: the module gives every
 /// possible CPU its streams, online or not, and starting 62 more CPUs
 /// costs each boot a minute of emulated time.
-const ONLINE_CPUS: &str = "maxcpus=2";
+const ONLINE: u32 = 2;
 
 /// The module's default `nest_lanes`: streams per CPU.
 const NEST_LANES: u32 = 5;
@@ -137,17 +138,27 @@ const LONG_HOSTNAME: &str =
     "hostname hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\n";
 
 pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    let before = format!("{LONG_HOSTNAME}{BAD_LOAD}");
+    // A persistent ftrace instance beside the region, where the kernel
+    // has them: 64 possible CPUs' chunks, markers from the 2 online ones,
+    // read on the next boot against the kernel's own reader.
+    let ftrace = k.has_reserve_mem();
+    let (ftrace_next, ftrace_record, ftrace_append) = match ftrace {
+        true => (ftrace::NEXT_BOOT, ftrace::script(ONLINE), ftrace::APPEND),
+        false => ("", String::new(), ""),
+    };
+    let before = format!("{LONG_HOSTNAME}{BAD_LOAD}{ftrace_next}");
+    let append = format!("maxcpus={ONLINE} {ftrace_append}");
     let plan = WarmReboot {
         test_module: true,
         before_insmod: &before,
         // 64 streams: a 64 MiB range keeps each one 512 KiB per slot.
         region_append: "memmap=64M$0x40000000",
         module_args: "region=64M@0x40000000",
-        extra_append: ONLINE_CPUS,
+        extra_append: &append,
         cpus: POSSIBLE_CPUS,
         ..WarmReboot::memmap(
-            PRINTK_METADATA.to_owned()
+            ftrace_record
+                + PRINTK_METADATA
                 + HIBERNATE
                 + CLOCK_STEP
                 + WRITE_BACK_BEFORE
@@ -218,6 +229,13 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         Ok(format!(
             "{workload}; {metadata}; {clock}; {write_back}; stats lists all {POSSIBLE_CPUS} CPUs; a 64-character host name kept to 63"
         ))
+    })
+    .and_then(|line| match ftrace {
+        true => Ok(format!(
+            "{line}; {}",
+            ftrace::check_next_boot(&run.log, ONLINE)?
+        )),
+        false => Ok(line),
     })
 }
 

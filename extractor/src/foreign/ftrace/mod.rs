@@ -53,6 +53,28 @@ impl Instance {
     }
 }
 
+/// Writes every event of `i`, oldest first, a line each: the time in
+/// seconds in brackets (the writing boot's trace clock, which is printk's
+/// by default, so that a log placer aligns the lines as it aligns
+/// printk's), the CPU, the pid, and what the event holds.
+pub fn write_text(
+    out: &mut dyn std::io::Write,
+    i: &Instance,
+    formats: Option<&event::Formats>,
+) -> std::io::Result<()> {
+    for (cpu, e) in i.merged() {
+        let pid = event::Common::of(&e.data).map_or(-1, |c| c.pid);
+        writeln!(
+            out,
+            "[{:>5}.{:09}] cpu{cpu} pid {pid}: {}",
+            e.ts / 1_000_000_000,
+            e.ts % 1_000_000_000,
+            event::describe(&e.data, formats)
+        )?;
+    }
+    Ok(())
+}
+
 /// One CPU's part of an [`Instance`].
 #[derive(Debug)]
 pub struct Cpu {
@@ -165,6 +187,10 @@ pub fn read_at(
         let Some((subbufs, chunk_end)) =
             meta::chunk_geometry(generation, at, first.subbuf_size, first.nr_subbufs)
         else {
+            if cpu == 0 {
+                let top = PhysAddr(u64::MAX);
+                return Err(MetaError::PastEnd(at, top, "the top of the address space"));
+            }
             break;
         };
         // CPU 0's chunk past the area, or past everything the dump

@@ -1,0 +1,217 @@
+//! The kernel's own persistent ftrace buffer beside crashring, read by
+//! `crashring ftrace` from the memory a crash left.
+//!
+//! The guest boots with a `trace_instance=` on a `memmap=` range of its
+//! own (6.12+: the kernels that have persistent instances). One writer
+//! pinned to each online CPU writes numbered markers into the instance's
+//! `trace_marker`, so that several CPUs' chunks of the range hold events;
+//! then the guest crashes. From a dump ([`check_dump`]), every marker must
+//! come back on the CPU that wrote it, once, in order, with nothing lost,
+//! and `info` must list the buffer with its events.
+//! On the next boot ([`NEXT_BOOT`], [`check_next_boot`]), the kernel
+//! attaches to the buffer again; `crashring ftrace` reads it through
+//! `/dev/mem` and must give the same markers, in the same order, as the
+//! kernel's own reader (the instance's `trace` file).
+
+use anyhow::{ensure, Context, Result};
+use std::path::Path;
+use xshell::Shell;
+
+/// The range and the instance on it (after `qemu-dump`'s ramoops area,
+/// below every scenario's crashring region).
+pub const APPEND: &str = "memmap=4M$0x32000000 trace_instance=crashring@0x32000000:4M";
+/// Markers each writer writes.
+const MARKERS: u32 = 250;
+
+/// The guest's part before the crash: one writer per online CPU (`cpus`
+/// of them) writes its markers, `crashring-ftrace CPU N`.
+pub fn script(cpus: u32) -> String {
+    format!(
+        r#"mount -t tracefs nodev /sys/kernel/tracing
+t=/sys/kernel/tracing/instances/crashring
+if [ -d $t ]; then
+  for c in $(seq 0 {last}); do
+    taskset -c $c sh -c "for i in \$(seq 1 {MARKERS}); do echo \"crashring-ftrace $c \$i\" > $t/trace_marker; done" &
+  done
+  wait
+else
+  echo "crashring-test: no ftrace instance"
+fi
+"#,
+        last = cpus - 1
+    )
+}
+
+/// The next boot, before anything else: if the instance holds the
+/// previous boot's markers, `crashring ftrace` reads the range through
+/// `/dev/mem`, and the markers it gives (count, digest, count per CPU) and
+/// the kernel's (count, digest) are said on the console.
+pub const NEXT_BOOT: &str = r#"mount -t tracefs nodev /sys/kernel/tracing
+t=/sys/kernel/tracing/instances/crashring
+if grep -q crashring-ftrace $t/trace 2>/dev/null; then
+  crashring ftrace /dev/mem --ftrace 0x32000000:4M > /ftrace.txt 2> /ftrace.err
+  echo "crashring-test: ftrace read $?"
+  sed 's/^/crashring-test: ftrace says /' /ftrace.err
+  grep -o 'crashring-ftrace [0-9]* [0-9]*' /ftrace.txt > /ftrace-ours
+  grep -o 'crashring-ftrace [0-9]* [0-9]*' $t/trace > /ftrace-kernel
+  echo "crashring-test: ftrace ours $(wc -l < /ftrace-ours) $(md5sum < /ftrace-ours)"
+  echo "crashring-test: ftrace kernel's $(wc -l < /ftrace-kernel) $(md5sum < /ftrace-kernel)"
+  per=; for c in 0 1 2 3; do per="$per $(grep -c "\] cpu$c pid .* crashring-ftrace $c " /ftrace.txt)"; done
+  echo "crashring-test: ftrace per cpu$per"
+fi
+"#;
+
+/// `crashring ftrace` on `dump`: one buffer, nothing lost, and on each of
+/// the first `cpus` CPUs its writer's markers 1 to [`MARKERS`], each once
+/// and in order.
+pub fn check_dump(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Result<String> {
+    let out = xshell::cmd!(sh, "{crashring} ftrace {dump}")
+        .quiet()
+        .ignore_status()
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(0),
+        "crashring ftrace {} exited {:?}:\n{stderr}",
+        dump.display(),
+        out.status.code()
+    );
+    check_markers(&stdout, cpus)
+        .with_context(|| format!("crashring ftrace {}:\n{stderr}", dump.display()))?;
+    // `info` lists it among what the dump holds.
+    let info = xshell::cmd!(sh, "{crashring} info --json {dump}")
+        .quiet()
+        .read()?;
+    let info: serde_json::Value = serde_json::from_str(&info)?;
+    let listed = &info["ftrace"];
+    ensure!(
+        listed.as_array().map(Vec::len) == Some(1)
+            && listed[0]["events"].as_u64() == Some(u64::from(MARKERS * cpus))
+            && listed[0]["invalid"] == 0
+            && listed[0]["unreadable"] == 0,
+        "crashring info --json {} lists the ftrace buffers {listed}",
+        dump.display()
+    );
+    Ok(format!(
+        "the persistent ftrace instance ({}): {MARKERS} markers of {MARKERS} on each of {cpus} CPUs, in order, and listed by info",
+        layout(&stderr)
+    ))
+}
+
+/// In `text` (as `crashring ftrace` prints it): on each of the first
+/// `cpus` CPUs, its writer's markers 1 to [`MARKERS`], each once and in
+/// order, and no marker on another CPU.
+fn check_markers(text: &str, cpus: u32) -> Result<()> {
+    let mut per_cpu = vec![Vec::new(); cpus as usize];
+    for line in text.lines() {
+        let Some((head, marker)) = line.split_once(" print: crashring-ftrace ") else {
+            continue;
+        };
+        // `[    5.070412236] cpu1 pid 1:`
+        let cpu: Option<usize> = head
+            .split_once("] cpu")
+            .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok());
+        let (writer, n) = marker.split_once(' ').unwrap_or_default();
+        ensure!(
+            cpu.is_some_and(|c| c < per_cpu.len() && writer.parse() == Ok(c)),
+            "a marker on the wrong CPU: {line}"
+        );
+        per_cpu[cpu.unwrap_or_default()].push(n.parse::<u32>()?);
+    }
+    let expected: Vec<u32> = (1..=MARKERS).collect();
+    for (cpu, got) in per_cpu.iter().enumerate() {
+        ensure!(
+            *got == expected,
+            "CPU {cpu} holds {} markers, not 1..={MARKERS} in order (first {:?})",
+            got.len(),
+            got.iter().take(5).collect::<Vec<_>>()
+        );
+    }
+    Ok(())
+}
+
+/// The buffer among the logs of a bundle (`manifest` and its unpacked
+/// `top`): listed as ftrace text, every line placed on the timeline, and
+/// every marker of `cpus` writers in it.
+pub fn check_bundled(manifest: &serde_json::Value, top: &Path, cpus: u32) -> Result<String> {
+    let name = "kernel-ftrace-32000000.txt";
+    let path = format!("logs/{name}");
+    let listed = manifest["files"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["path"] == path.as_str()));
+    ensure!(
+        listed.is_some_and(|f| f["format"] == "ftrace text"),
+        "{path} is not listed as ftrace text: {}",
+        manifest["files"]
+    );
+    let log = manifest["logs"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["name"] == name))
+        .context("the manifest's logs do not describe the ftrace buffer")?;
+    let total = u64::from(MARKERS * cpus);
+    ensure!(
+        log["lines"] == total && log["placed"] == total,
+        "the bundled ftrace buffer's lines are not all placed on the timeline: {log}"
+    );
+    check_markers(&std::fs::read_to_string(top.join(&path))?, cpus)
+        .with_context(|| format!("the bundle's {path}"))?;
+    Ok(format!(
+        "the ftrace buffer bundled as {path}, its {total} lines on the timeline"
+    ))
+}
+
+/// The layout `crashring ftrace` named on its first line.
+fn layout(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .next()
+        .and_then(|l| l.split_once(" (").map(|(_, rest)| rest))
+        .and_then(|l| l.split(')').next())
+        .unwrap_or_default()
+}
+
+/// What [`NEXT_BOOT`] said in `log`, the console of a guest whose first
+/// boot ran [`script`] on `cpus` CPUs: `crashring ftrace /dev/mem`
+/// succeeded, gave every marker, [`MARKERS`] on each CPU where they were
+/// written, and the same markers in the same order as the kernel's
+/// reader.
+pub fn check_next_boot(log: &str, cpus: u32) -> Result<String> {
+    let said = |what: &str| {
+        let key = format!("crashring-test: ftrace {what} ");
+        log.lines().find_map(|l| {
+            l.split_once(key.as_str())
+                .map(|(_, rest)| rest.trim().to_string())
+        })
+    };
+    let says: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once("crashring-test: ftrace says ").map(|(_, r)| r))
+        .collect();
+    ensure!(
+        said("read").as_deref() == Some("0"),
+        "crashring ftrace /dev/mem on the next boot said {:?}:\n{}",
+        said("read"),
+        says.join("\n")
+    );
+    let ours = said("ours").unwrap_or_default();
+    let kernels = said("kernel's").unwrap_or_default();
+    let total = MARKERS * cpus;
+    ensure!(
+        ours.starts_with(&format!("{total} ")) && ours == kernels,
+        "markers (count, digest) crashring read: {ours:?}; the kernel's reader: {kernels:?}:\n{}",
+        says.join("\n")
+    );
+    let per: Vec<String> = (0..4)
+        .map(|c| if c < cpus { MARKERS } else { 0 }.to_string())
+        .collect();
+    ensure!(
+        said("per cpu") == Some(per.join(" ")),
+        "markers per CPU {:?}, not {per:?}",
+        said("per cpu")
+    );
+    Ok(format!(
+        "the persistent ftrace instance on the next boot ({}): {total} markers through /dev/mem, the same and in the same order as the kernel's reader",
+        layout(&says.join("\n"))
+    ))
+}
