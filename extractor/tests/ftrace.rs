@@ -56,13 +56,9 @@ fn a_vmcores_buffer_is_found_and_printed_in_time_order() {
 
 #[test]
 fn a_damaged_sub_buffer_is_said_and_sets_the_status() {
-    let mut mem = ftrace_area::seed(48);
     // A page of CPU 0's ring whose commit runs past the page.
-    let mut area = ftrace_area::Area::new(48, 2, 6);
-    for i in 0..ftrace_area::MARKERS0 {
-        area.write(0, 1_000_000 + i * 1000, &ftrace_area::print_entry(7, "x"));
-    }
-    area.swap_reader(0);
+    let area = ftrace_area::seed_area(48);
+    let mut mem = area.bytes.clone();
     let page = area.page_at(0, area.phys(0, 3));
     mem[page + 8..page + 16].copy_from_slice(&0x2000u64.to_le_bytes());
     let path = write_tmp("ftrace-damaged.img", &mem);

@@ -256,13 +256,13 @@ pub fn print_entry(pid: i32, text: &str) -> Vec<u8> {
     e
 }
 
-/// Markers [`seed`] writes on CPU 0: enough to go round its ring.
+/// Markers [`seed_area`] writes on CPU 0: enough to go round its ring.
 pub const MARKERS0: u64 = 600;
 
 /// A small area of each layout: 2 CPUs of 6 sub-buffers, the first gone
 /// round its ring and read from once, the second holding a few markers
 /// far apart in time (time extends).
-pub fn seed(word: u32) -> Vec<u8> {
+pub fn seed_area(word: u32) -> Area {
     let mut area = Area::new(word, 2, 6);
     for i in 0..MARKERS0 {
         area.write(
@@ -279,5 +279,10 @@ pub fn seed(word: u32) -> Vec<u8> {
             &print_entry(8, &format!("cpu1 marker {i}")),
         );
     }
-    area.bytes
+    area
+}
+
+/// [`seed_area`]'s bytes.
+pub fn seed(word: u32) -> Vec<u8> {
+    seed_area(word).bytes
 }

@@ -491,7 +491,7 @@ mod ftrace_area;
 
 #[cfg(test)]
 mod tests {
-    use super::ftrace_area::{self, print_entry, Area, LAYOUTS, MARKERS0, PAGE};
+    use super::ftrace_area::{self, seed_area, LAYOUTS, MARKERS0, PAGE};
     use super::*;
     use crate::input::mapped::MappedMemory;
     use crate::input::source::FileOffset;
@@ -580,27 +580,6 @@ mod tests {
     fn cpu0_page(word: u32, place: usize) -> usize {
         let area = seed_area(word);
         area.page_at(0, area.phys(0, place))
-    }
-
-    fn seed_area(word: u32) -> Area {
-        let mut area = Area::new(word, 2, 6);
-        for i in 0..MARKERS0 {
-            area.write(
-                0,
-                1_000_000 + i * 1000,
-                &print_entry(7, &format!("cpu0 marker {i}")),
-            );
-        }
-        area.swap_reader(0);
-        for i in 0..5u64 {
-            area.write(
-                1,
-                2_000_000 + (i << 28),
-                &print_entry(8, &format!("cpu1 marker {i}")),
-            );
-        }
-        assert_eq!(area.bytes, ftrace_area::seed(word));
-        area
     }
 
     /// Markers of the seed's CPU 0 without damage.
