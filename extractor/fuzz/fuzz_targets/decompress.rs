@@ -3,11 +3,11 @@
 
 // Each target uses only its part of each.
 #[allow(dead_code)]
-#[path = "../harness.rs"]
-mod harness;
-#[allow(dead_code)]
 #[path = "../../tests/common/ftrace_area.rs"]
 mod ftrace_area;
+#[allow(dead_code)]
+#[path = "../harness.rs"]
+mod harness;
 #[allow(dead_code)]
 #[path = "../../tests/common/printk_ring.rs"]
 mod printk_ring;
