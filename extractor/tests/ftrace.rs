@@ -131,3 +131,34 @@ fn formats_name_events_and_a_directory_without_them_is_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains(" print: cpu1 marker 4\n"));
 }
+
+#[test]
+fn an_unreadable_buffer_beside_a_readable_one_sets_the_status() {
+    // A good 6.12 buffer, then a page that signs as a 6.15 descriptor but
+    // holds nothing else.
+    let mut mem = ftrace_area::seed(56);
+    let bad = mem.len().next_multiple_of(ftrace_area::PAGE);
+    mem.resize(bad + ftrace_area::PAGE, 0);
+    mem[bad..bad + 4].copy_from_slice(&0x0bad_feedu32.to_le_bytes());
+    mem[bad + 4..bad + 8].copy_from_slice(&0x0018_0020u32.to_le_bytes());
+    let path = write_tmp("ftrace-one-unreadable.img", &mem);
+    let out = crashring(&["ftrace", path.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!(" {bad:#x}")), "{err}");
+    assert!(text(&out.stdout).contains(" print: cpu1 marker 4\n"));
+}
+
+#[test]
+fn region_options_are_not_offered() {
+    let path = write_tmp("ftrace-phys.img", &ftrace_area::seed(56));
+    for command in ["ftrace", "pstore", "dmesg"] {
+        let out = crashring(&[command, path.to_str().unwrap(), "--phys", "0"]);
+        assert_eq!(out.status.code(), Some(2), "{command}");
+        assert!(
+            text(&out.stderr).contains("unexpected argument '--phys'"),
+            "{command}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! `crashring dmesg`: the crashed kernel's own printk log, read from a
 //! dump by its VMCOREINFO, armed or not, without debuginfo.
 
-use super::{is_stdout, write_to, InputArgs};
+use super::{is_stdout, write_to, DumpArgs};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use extractor::foreign::printk;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Args)]
 pub struct DmesgArgs {
     #[command(flatten)]
-    input: InputArgs,
+    input: DumpArgs,
     /// One JSON object per record (sequence number, time, level, facility,
     /// caller, continuation, text, device) instead of dmesg's lines.
     #[arg(long)]

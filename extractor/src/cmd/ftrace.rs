@@ -2,7 +2,7 @@
 //! (`trace_instance=` in reserved memory, 6.12+) read from a dump or an
 //! image, whatever kernel boots next.
 
-use super::{parse_phys, write_to, InputArgs};
+use super::{parse_phys, write_to, DumpArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::foreign::ftrace::event::Formats;
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 #[derive(Args)]
 pub struct FtraceArgs {
     #[command(flatten)]
-    input: InputArgs,
+    input: DumpArgs,
     /// Read the buffer at this physical address (the start of its
     /// reserve_mem or memmap range) instead of searching the dump for it;
     /// SIZE bounds it. A device such as /dev/mem needs it.
@@ -33,6 +33,9 @@ pub fn run(args: FtraceArgs) -> Result<u8> {
         Some(dir) => Some(Formats::load(dir).context("reading the event formats")?),
         None => None,
     };
+    // A buffer found but unreadable is said here and makes the exit
+    // status 1, as a damaged one does.
+    let mut unreadable = false;
     let instances: Vec<Instance> = match args.ftrace {
         Some((base, size)) => {
             let dump = args.input.open_unscanned()?;
@@ -45,7 +48,10 @@ pub fn run(args: FtraceArgs) -> Result<u8> {
             for f in ftrace::find(dump.memory.as_ref()) {
                 match f {
                     Ok(i) => found.push(i),
-                    Err(e) => eprintln!("crashring: {path}: {e}"),
+                    Err(e) => {
+                        eprintln!("crashring: {path}: {e}");
+                        unreadable = true;
+                    }
                 }
             }
             found
@@ -66,7 +72,9 @@ pub fn run(args: FtraceArgs) -> Result<u8> {
         }
         Ok(())
     })?;
-    Ok(u8::from(instances.iter().any(Instance::damaged)))
+    Ok(u8::from(
+        unreadable || instances.iter().any(Instance::damaged),
+    ))
 }
 
 /// What was found, on stderr: the buffer, then each CPU and its losses

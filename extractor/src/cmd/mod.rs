@@ -29,6 +29,44 @@ use pstore_ring::read::HeaderTrust;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+/// The input of a command that reads what a dump holds besides regions
+/// (the printk log, ramoops, ftrace): no region options.
+#[derive(Args)]
+pub struct DumpArgs {
+    /// A dump, an image or a device.
+    pub input: PathBuf,
+}
+
+impl DumpArgs {
+    fn spec(&self) -> InputSpec {
+        InputSpec {
+            path: self.input.clone(),
+            phys: None,
+            trust: HeaderTrust::Checksummed,
+        }
+    }
+
+    /// Opens the input for a search of all of it (it needs a size).
+    pub fn open(&self) -> Result<Dump> {
+        warn(&self.input, recover::open(&self.spec())?)
+    }
+
+    /// Opens the input for reading by addresses given or found
+    /// (VMCOREINFO's, `--ramoops`, `--ftrace`), never by a search:
+    /// `/dev/mem` is an input like any other.
+    pub fn open_unscanned(&self) -> Result<Dump> {
+        warn(&self.input, recover::open_unscanned(&self.spec())?)
+    }
+}
+
+/// Says what is wrong with the dump itself.
+fn warn(path: &Path, dump: Dump) -> Result<Dump> {
+    for w in &dump.warnings {
+        eprintln!("crashring: warning: {}: {w}", path.display());
+    }
+    Ok(dump)
+}
+
 #[derive(Args)]
 pub struct InputArgs {
     /// A dump, an image or a device.
@@ -57,20 +95,7 @@ impl InputArgs {
 
     /// Opens the input and says what is wrong with the dump itself.
     pub fn open(&self) -> Result<Dump> {
-        self.warn(recover::open(&self.spec())?)
-    }
-
-    /// [`Self::open`], for a command that reads by addresses it was given
-    /// or finds, never by a scan: `/dev/mem` is an input like any other.
-    pub fn open_unscanned(&self) -> Result<Dump> {
-        self.warn(recover::open_unscanned(&self.spec())?)
-    }
-
-    fn warn(&self, dump: Dump) -> Result<Dump> {
-        for w in &dump.warnings {
-            eprintln!("crashring: warning: {}: {w}", self.input.display());
-        }
-        Ok(dump)
+        warn(&self.input, recover::open(&self.spec())?)
     }
 
     /// Opens the input, says what is wrong with the dump itself, and

@@ -2,7 +2,7 @@
 //! as the next boot's `/sys/fs/pstore` would show them, for a box that
 //! never booted again or a dump taken before it did.
 
-use super::{write_to, InputArgs};
+use super::{write_to, DumpArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::foreign::ramoops::{self, Layout, Order, Zone, ZoneState};
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 #[derive(Args)]
 pub struct PstoreArgs {
     #[command(flatten)]
-    input: InputArgs,
+    input: DumpArgs,
     /// The ramoops area and its parameters, as the kernel was given them
     /// (ramoops.mem_address, mem_size, record_size, console_size,
     /// ftrace_size, pmsg_size, ecc; cpus: the ftrace zone count). Left-out
