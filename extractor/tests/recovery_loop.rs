@@ -95,7 +95,7 @@ impl Module for FakeModule {
 }
 
 struct Machine {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     module_dir: PathBuf,
     bundles: PathBuf,
 }
@@ -108,17 +108,47 @@ fn machine() -> Machine {
     Machine {
         module_dir,
         bundles,
-        _tmp: tmp,
+        tmp,
     }
 }
 
+impl Machine {
+    /// Where this machine's kernel shows pstore's records and tracefs
+    /// (empty unless a test writes there).
+    fn pstore(&self) -> PathBuf {
+        self.tmp.path().join("pstore")
+    }
+
+    fn tracing(&self) -> PathBuf {
+        self.tmp.path().join("tracing")
+    }
+}
+
+/// A normal boot's run into `dir`, whose machine's pstore and tracefs are
+/// its siblings (see [`Machine`]).
 fn run(m: &dyn Module, dir: &Path, config: &Recover) -> recovery::Run {
     let places = Places {
         vmcore: Path::new("/nonexistent/vmcore"),
         dir,
         armed: None,
+        pstore: &dir.with_file_name("pstore"),
+        tracing: &dir.with_file_name("tracing"),
     };
     recovery::run(m, Mode::Boot, &places, config).unwrap()
+}
+
+/// The files a bundle lists, once checked.
+fn bundled_files(outcome: &Outcome) -> Vec<String> {
+    let Outcome::Bundled { path, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    let checked = extractor::bundle::check(std::fs::File::open(path).unwrap()).unwrap();
+    checked.manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn files(dir: &Path) -> Vec<String> {
@@ -169,6 +199,45 @@ fn every_generation_the_module_keeps_is_archived_newest_first() {
     // Nothing is left: the next run finds nothing.
     let again = run(&module, &m.bundles, &Recover::default());
     assert!(again.archived.is_empty() && again.nothing.is_some());
+}
+
+#[test]
+fn what_the_kernel_shows_of_the_boot_before_goes_with_its_crash_only() {
+    let m = machine();
+    std::fs::create_dir_all(m.pstore()).unwrap();
+    std::fs::write(
+        m.pstore().join("dmesg-ramoops-0"),
+        "Panic#1 Part1\n<0>[    5.1] Kernel panic - not syncing: sysrq triggered crash\n",
+    )
+    .unwrap();
+    let instance = m.tracing().join("instances/boot");
+    std::fs::create_dir_all(&instance).unwrap();
+    std::fs::write(instance.join("last_boot_info"), "text delta:\t0\n").unwrap();
+    std::fs::write(
+        instance.join("trace"),
+        "# tracer: nop\n  sh-95  [001] .....  5.070412: tracing_mark_write: m 1\n",
+    )
+    .unwrap();
+    let module = FakeModule::new(&m.module_dir, &[crashed(1), crashed(2)]);
+    let done = run(&module, &m.bundles, &Recover::default());
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    assert_eq!(generations(&done), [2, 1]);
+    let (newest, older) = (
+        bundled_files(&done.archived[0].outcome),
+        bundled_files(&done.archived[1].outcome),
+    );
+    for name in [
+        "logs/pstore-dmesg-ramoops-0",
+        "logs/ftrace-instance-boot.txt",
+    ] {
+        assert!(newest.iter().any(|f| f == name), "{name}: {newest:?}");
+    }
+    assert!(
+        !older.iter().any(|f| f.starts_with("logs/")),
+        "an older generation took the last boot's logs: {older:?}"
+    );
+    // Read, not removed.
+    assert!(m.pstore().join("dmesg-ramoops-0").exists());
 }
 
 #[test]
@@ -381,6 +450,8 @@ fn a_dump_gives_the_crashed_kernels_own_region() {
             vmcore: &vmcore,
             dir,
             armed,
+            pstore: &m.pstore(),
+            tracing: &m.tracing(),
         };
         recovery::run(&module, Mode::Capture, &places, &Recover::default()).unwrap()
     };

@@ -83,6 +83,12 @@ pub enum LogSource {
     /// The kernel's persistent ftrace buffer read from the dump
     /// ([`crate::foreign::ftrace`]), as `crashring ftrace` prints it.
     KernelFtrace(Vec<u8>),
+    /// A pstore record of the crashed boot, as the next boot's
+    /// `/sys/fs/pstore` shows it ([`crate::recovery::next_boot`]).
+    NextBootPstore(Vec<u8>),
+    /// A persistent ftrace instance's `trace` file, as the next boot's
+    /// kernel reads the crashed boot's events.
+    NextBootFtrace(Vec<u8>),
 }
 
 impl AddLog {
@@ -298,6 +304,8 @@ pub enum FileKind {
     KernelPrintk,
     Ramoops,
     KernelFtrace,
+    NextBootPstore,
+    NextBootFtrace,
 }
 
 impl FileKind {
@@ -310,7 +318,9 @@ impl FileKind {
             | FileKind::Log
             | FileKind::KernelPrintk
             | FileKind::Ramoops
-            | FileKind::KernelFtrace => "text/plain",
+            | FileKind::KernelFtrace
+            | FileKind::NextBootPstore
+            | FileKind::NextBootFtrace => "text/plain",
             FileKind::CtfStream | FileKind::TraceDat => "application/octet-stream",
             FileKind::PerfettoArchive => "application/gzip",
         }
@@ -327,8 +337,9 @@ impl FileKind {
             FileKind::PerfettoArchive => "tar.gz of Perfetto protobuf traces",
             FileKind::Log => "as added",
             FileKind::KernelPrintk => "dmesg text",
-            FileKind::Ramoops => "pstore record",
+            FileKind::Ramoops | FileKind::NextBootPstore => "pstore record",
             FileKind::KernelFtrace => "ftrace text",
+            FileKind::NextBootFtrace => "ftrace trace file",
         }
     }
 }
@@ -499,6 +510,8 @@ pub fn write(
             LogSource::KernelPrintk(_) => FileKind::KernelPrintk,
             LogSource::Ramoops(_) => FileKind::Ramoops,
             LogSource::KernelFtrace(_) => FileKind::KernelFtrace,
+            LogSource::NextBootPstore(_) => FileKind::NextBootPstore,
+            LogSource::NextBootFtrace(_) => FileKind::NextBootFtrace,
         };
         (log_path(l), kind)
     }));
@@ -663,7 +676,9 @@ fn place_logs(
             }
             LogSource::KernelPrintk(text)
             | LogSource::Ramoops(text)
-            | LogSource::KernelFtrace(text) => Box::new(&text[..]),
+            | LogSource::KernelFtrace(text)
+            | LogSource::NextBootPstore(text)
+            | LogSource::NextBootFtrace(text) => Box::new(&text[..]),
         };
         let mut redaction = None;
         write_file(staging, &rel, |w| {

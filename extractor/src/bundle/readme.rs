@@ -67,6 +67,18 @@ fn how_to_open(kind: FileKind) -> &'static str {
              clock, printk's by default, so it is redacted and placed on the\n    \
              timeline as the kernel's printk log is."
         }
+        FileKind::NextBootPstore => {
+            "A pstore record of the crashed boot (a crash report, the console,\n    \
+             pmsg, function calls; from ramoops, EFI variables or ERST), copied\n    \
+             from the next boot's /sys/fs/pstore before anything removed it;\n    \
+             redacted and placed on the timeline as an added log."
+        }
+        FileKind::NextBootFtrace => {
+            "A persistent ftrace instance's trace file (trace_instance=), the\n    \
+             crashed boot's events as the next boot's kernel reads them; redacted\n    \
+             as an added log. Its lines carry the trace clock's seconds after the\n    \
+             CPU, so they stay unplaced."
+        }
     }
 }
 

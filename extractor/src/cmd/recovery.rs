@@ -7,7 +7,9 @@
 
 use anyhow::Result;
 use clap::Args;
-use extractor::recovery::{self, Generation, Mode, Outcome, Places, RecoveryError, Sysfs, VMCORE};
+use extractor::recovery::{
+    self, next_boot, Generation, Mode, Outcome, Places, RecoveryError, Sysfs, VMCORE,
+};
 use kexec_hooks::config;
 use kexec_hooks::continuity::{self, Continuity};
 use kexec_hooks::journal;
@@ -64,6 +66,8 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
         vmcore: &sys.path(VMCORE),
         dir: &dir,
         armed,
+        pstore: &sys.path(next_boot::PSTORE),
+        tracing: &sys.path(next_boot::TRACING),
     };
     let done = match recovery::run(&Sysfs { sys: &sys }, mode, &places, &cfg) {
         Ok(done) => done,

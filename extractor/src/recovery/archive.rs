@@ -50,6 +50,9 @@ pub struct Archive<'a> {
     /// Where `crashring arm` placed the range, if this machine is armed:
     /// in a dump, the region there is the crashed kernel's.
     pub armed: Option<u64>,
+    /// pstore's and tracefs' places, for the crash of the boot before this
+    /// one: its records and persistent ftrace instances go with it.
+    pub next_boot: Option<(&'a Path, &'a Path)>,
 }
 
 /// What became of a generation, and what went wrong after it was safe.
@@ -143,8 +146,13 @@ impl Archive<'_> {
         // A vmcore's own printk log and persistent ftrace buffers go with
         // its crash; a failure to read them is a warning, never a reason
         // to keep the crash back.
-        let (kernel_logs, unread) = AddLog::kernels_own(&loaded);
+        let (mut kernel_logs, unread) = AddLog::kernels_own(&loaded);
         warnings.extend(unread);
+        if let (Some((pstore, tracing)), Some(_)) = (self.next_boot, input.offered) {
+            let (shown, unread) = super::next_boot::previous_boot(pstore, tracing);
+            kernel_logs.extend(shown);
+            warnings.extend(unread);
+        }
         let file = input.path.file_name().map_or_else(
             || input.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),

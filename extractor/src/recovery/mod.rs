@@ -13,6 +13,7 @@
 
 mod archive;
 mod module;
+pub mod next_boot;
 mod place;
 pub mod report;
 pub mod upload;
@@ -112,6 +113,11 @@ pub struct Places<'a> {
     pub dir: &'a Path,
     /// Where `crashring arm` placed the range, if this machine is armed.
     pub armed: Option<u64>,
+    /// Where the running kernel shows pstore's records and tracefs
+    /// (under the system root): a normal boot bundles what they show of
+    /// the crashed boot ([`next_boot`]) with its crash.
+    pub pstore: &'a Path,
+    pub tracing: &'a Path,
 }
 
 /// Archives what waits, under the bundle directory's lock.
@@ -131,11 +137,12 @@ pub fn run(
         not_recording: None,
         nothing: None,
     };
-    let archive = Archive {
+    let mut archive = Archive {
         dir,
         config,
         module: (mode == Mode::Boot).then_some(module),
         armed: places.armed,
+        next_boot: (mode == Mode::Boot).then_some((places.pstore, places.tracing)),
     };
     let mut last = None;
     for _ in 0..SLOTS {
@@ -178,7 +185,11 @@ pub fn run(
             }
         };
         let from_vmcore = input.offered.is_none();
-        match archive.run(&input) {
+        let outcome = archive.run(&input);
+        // What the kernel shows of the boot before is that boot's: the
+        // newest generation's, never an older one's.
+        archive.next_boot = None;
+        match outcome {
             Ok(mut a) => {
                 let keeping = matches!(a.outcome, Outcome::Kept);
                 if keeping && mode == Mode::Boot && module_not_recording(module).is_some() {

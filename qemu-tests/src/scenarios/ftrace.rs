@@ -77,7 +77,7 @@ pub fn check_dump(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Resul
         dump.display(),
         out.status.code()
     );
-    check_markers(&stdout, cpus)
+    check_markers(&stdout, cpus, ours)
         .with_context(|| format!("crashring ftrace {}:\n{stderr}", dump.display()))?;
     // `info` lists it among what the dump holds.
     let info = xshell::cmd!(sh, "{crashring} info --json {dump}")
@@ -99,19 +99,41 @@ pub fn check_dump(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Resul
     ))
 }
 
-/// In `text` (as `crashring ftrace` prints it): on each of the first
-/// `cpus` CPUs, its writer's markers 1 to [`MARKERS`], each once and in
-/// order, and no marker on another CPU.
-fn check_markers(text: &str, cpus: u32) -> Result<()> {
+/// Reads a marker line of one text: its CPU and the words after the
+/// marker's prefix; `None` for any other line.
+type MarkerLine = fn(&str) -> Option<(Option<usize>, &str)>;
+
+/// A marker line as `crashring ftrace` prints it: its CPU (from
+/// `[    5.070412236] cpu1 pid 1: `) and the words after the marker's
+/// prefix.
+fn ours(line: &str) -> Option<(Option<usize>, &str)> {
+    let (head, marker) = line.split_once(" print: crashring-ftrace ")?;
+    let cpu = head
+        .split_once("] cpu")
+        .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok());
+    Some((cpu, marker))
+}
+
+/// A marker line as the kernel's `trace` file shows it: its CPU (from
+/// `  sh-95  [001] .....  5.070412: `) and the words after the marker's
+/// prefix.
+fn kernels(line: &str) -> Option<(Option<usize>, &str)> {
+    let (head, marker) = line.split_once(": tracing_mark_write: crashring-ftrace ")?;
+    let cpu = head
+        .split_once('[')
+        .and_then(|(_, rest)| rest.split(']').next()?.parse().ok());
+    Some((cpu, marker))
+}
+
+/// In `text` (lines read by `split`): on each of the first `cpus` CPUs,
+/// its writer's markers 1 to [`MARKERS`], each once and in order, and no
+/// marker on another CPU.
+fn check_markers(text: &str, cpus: u32, split: MarkerLine) -> Result<()> {
     let mut per_cpu = vec![Vec::new(); cpus as usize];
     for line in text.lines() {
-        let Some((head, marker)) = line.split_once(" print: crashring-ftrace ") else {
+        let Some((cpu, marker)) = split(line) else {
             continue;
         };
-        // `[    5.070412236] cpu1 pid 1:`
-        let cpu: Option<usize> = head
-            .split_once("] cpu")
-            .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok());
         let (writer, n) = marker.split_once(' ').unwrap_or_default();
         ensure!(
             cpu.is_some_and(|c| c < per_cpu.len() && writer.parse() == Ok(c)),
@@ -154,7 +176,7 @@ pub fn check_bundled(manifest: &serde_json::Value, top: &Path, cpus: u32) -> Res
         log["lines"] == total && log["placed"] == total,
         "the bundled ftrace buffer's lines are not all placed on the timeline: {log}"
     );
-    check_markers(&std::fs::read_to_string(top.join(&path))?, cpus)
+    check_markers(&std::fs::read_to_string(top.join(&path))?, cpus, ours)
         .with_context(|| format!("the bundle's {path}"))?;
     Ok(format!(
         "the ftrace buffer bundled as {path}, its {total} lines on the timeline"
@@ -213,5 +235,31 @@ pub fn check_next_boot(log: &str, cpus: u32) -> Result<String> {
     Ok(format!(
         "the persistent ftrace instance on the next boot ({}): {total} markers through /dev/mem, the same and in the same order as the kernel's reader",
         layout(&says.join("\n"))
+    ))
+}
+
+/// The instance's `trace` file among the logs of a bundle the next boot's
+/// `crashring recover` made (`manifest` and its unpacked `top`): listed as
+/// the kernel's trace file, every marker of `cpus` writers in it, as the
+/// kernel read them.
+pub fn check_next_boot_bundled(
+    manifest: &serde_json::Value,
+    top: &Path,
+    cpus: u32,
+) -> Result<String> {
+    let path = "logs/ftrace-instance-crashring.txt";
+    let listed = manifest["files"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["path"] == path));
+    ensure!(
+        listed.is_some_and(|f| f["format"] == "ftrace trace file"),
+        "{path} is not listed as the kernel's trace file: {}",
+        manifest["files"]
+    );
+    check_markers(&std::fs::read_to_string(top.join(path))?, cpus, kernels)
+        .with_context(|| format!("the bundle's {path}"))?;
+    Ok(format!(
+        "the persistent ftrace instance bundled as {path}, {} markers as the kernel read them",
+        MARKERS * cpus
     ))
 }

@@ -55,20 +55,7 @@ pub fn check_bundled(
     manifest: &serde_json::Value,
     top: &Path,
 ) -> Result<String> {
-    let name = "logs/pstore-dmesg-ramoops-0";
-    let listed = manifest["files"]
-        .as_array()
-        .and_then(|f| f.iter().find(|f| f["path"] == name));
-    ensure!(
-        listed.is_some_and(|f| f["format"] == "pstore record"),
-        "{name} is not listed as a pstore record: {}",
-        manifest["files"]
-    );
-    let bundled = std::fs::read_to_string(top.join(name))?;
-    ensure!(
-        bundled.contains("Kernel panic - not syncing: sysrq triggered crash"),
-        "{name} does not hold the panic:\n{bundled}"
-    );
+    let bundled = bundled_panic(manifest, top)?;
     let read = xshell::cmd!(sh, "{crashring} pstore {dump} --ramoops {DUMP_LAYOUT}")
         .quiet()
         .ignore_stderr()
@@ -85,7 +72,55 @@ pub fn check_bundled(
         bundled.lines().count()
     );
     Ok(format!(
-        "the panic's ramoops record bundled as {name} ({} lines)",
+        "the panic's ramoops record bundled as {PANIC_RECORD} ({} lines)",
+        bundled.lines().count()
+    ))
+}
+
+/// The panic's record among a bundle's logs.
+const PANIC_RECORD: &str = "logs/pstore-dmesg-ramoops-0";
+
+/// [`PANIC_RECORD`] of a bundle (`manifest` and its unpacked `top`):
+/// listed as a pstore record and holding the panic.
+fn bundled_panic(manifest: &serde_json::Value, top: &Path) -> Result<String> {
+    let listed = manifest["files"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["path"] == PANIC_RECORD));
+    ensure!(
+        listed.is_some_and(|f| f["format"] == "pstore record"),
+        "{PANIC_RECORD} is not listed as a pstore record: {}",
+        manifest["files"]
+    );
+    let bundled = std::fs::read_to_string(top.join(PANIC_RECORD))?;
+    ensure!(
+        bundled.contains("Kernel panic - not syncing: sysrq triggered crash"),
+        "{PANIC_RECORD} does not hold the panic:\n{bundled}"
+    );
+    Ok(bundled)
+}
+
+/// The panic's record in the bundle the next boot's `crashring recover`
+/// made (`manifest` and its unpacked `top`), copied from the mounted
+/// pstore: as many lines as the kernel's file the guest copied to `disk`
+/// (the bundle hashes the addresses in them, so the bytes differ).
+pub fn check_next_boot_bundled(
+    sh: &Shell,
+    art: &Artifacts,
+    disk: &Path,
+    manifest: &serde_json::Value,
+    top: &Path,
+) -> Result<String> {
+    let bundled = bundled_panic(manifest, top)?;
+    let kernels = copied_off(sh, art, disk, "pstore-kernel/dmesg-ramoops-0")?;
+    let kernels = String::from_utf8_lossy(&kernels);
+    ensure!(
+        kernels.lines().count() == bundled.lines().count(),
+        "/sys/fs/pstore/dmesg-ramoops-0 holds {} lines, the bundle's copy {}",
+        kernels.lines().count(),
+        bundled.lines().count()
+    );
+    Ok(format!(
+        "the next boot's /sys/fs/pstore/dmesg-ramoops-0 bundled with the crash ({} lines)",
         bundled.lines().count()
     ))
 }
@@ -104,7 +139,7 @@ insmod /lib/ramoops.ko {MODULE_ARGS} || echo "crashring-test: ramoops insmod fai
 }
 
 /// Next boot, with the ext2 disk at /mnt: crashring's reading first, then
-/// the kernel's.
+/// the kernel's, left mounted for `crashring recover` to bundle.
 pub fn recover_script() -> String {
     format!(
         r#"  crashring pstore /dev/mem --ramoops {LAYOUT} -o /mnt/pstore-crashring 2> /mnt/pstore-crashring.log
@@ -116,7 +151,6 @@ pub fn recover_script() -> String {
   cp /sys/fs/pstore/* /mnt/pstore-kernel/
   echo "crashring-test: pstore ours $(ls /mnt/pstore-crashring | tr '\n' ' ')"
   echo "crashring-test: pstore kernel's $(ls /mnt/pstore-kernel | tr '\n' ' ')"
-  umount /sys/fs/pstore
 "#
     )
 }

@@ -546,11 +546,13 @@ const RESET_REASON: &str = "watchdog: display hung";
 /// shutdown reason, and a reset without a shutdown (sysrq b, as a
 /// watchdog's). The third boot recovers that generation.
 fn recover_script() -> String {
+    // The persistent ftrace instance where the kernel has one (the
+    // script says when it has not).
     format!(
         r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase record"
-{ramoops_record}{record}elif grep -q '^state running.* reason 6 at ' /sys/kernel/crashring/previous_summary; then
+{ftrace_record}{ramoops_record}{record}elif grep -q '^state running.* reason 6 at ' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase reset"
   mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
   crashring recover --dir /mnt/reset
@@ -561,7 +563,8 @@ if grep -q '^none' /sys/kernel/crashring/previous_summary; then
 else
   echo "crashring-test: phase recover"
   mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
-{ramoops_recover}  crashring recover --dir /mnt/bundles
+{ramoops_recover}  mount -t tracefs nodev /sys/kernel/tracing
+  crashring recover --dir /mnt/bundles
   echo "crashring-test: recover $?"
   echo "crashring-test: previous after $(head -n 1 /sys/kernel/crashring/previous_summary)"
   crashring recover --dir /mnt/bundles
@@ -579,6 +582,7 @@ fi
 poweroff -f
 "#,
         record = workload_and_sysrq(),
+        ftrace_record = ftrace::script(2),
         ramoops_record = ramoops::record_script(),
         ramoops_recover = ramoops::recover_script(),
     )
@@ -592,12 +596,17 @@ pub(super) fn said_after<'a>(log: &'a str, what: &str) -> Option<&'a str> {
 }
 
 pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let ftrace = k.has_reserve_mem();
+    let append = match ftrace {
+        true => format!("{} {}", ramoops::APPEND, ftrace::APPEND),
+        false => ramoops::APPEND.to_string(),
+    };
     let plan = WarmReboot {
         name: "recover-next-boot",
         cpus: 2,
         script: Some(recover_script()),
         ext2_disk: true,
-        extra_append: ramoops::APPEND,
+        extra_append: &append,
         later_modules: ramoops::MODULES,
         ..WarmReboot::memmap(String::new())
     };
@@ -654,7 +663,22 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         2 * super::WORKLOAD_EVENTS
     );
     let reset = check_reset(sh, art, &disk, log)?;
-    let pstore = ramoops::check(sh, art, &disk, log, k)?;
+    let mut pstore = ramoops::check(sh, art, &disk, log, k)?;
+    // What the kernel showed of the crashed boot went with its crash.
+    let unpacked = art.dir.join("bundle");
+    let _ = std::fs::remove_dir_all(&unpacked);
+    std::fs::create_dir_all(&unpacked)?;
+    let archive = art.dir.join(bundle);
+    xshell::cmd!(sh, "tar -xzf {archive} -C {unpacked}")
+        .quiet()
+        .run()?;
+    let top = unpacked.join(&checked.top);
+    pstore += "; ";
+    pstore += &ramoops::check_next_boot_bundled(sh, art, &disk, &checked.manifest, &top)?;
+    if ftrace {
+        pstore += "; ";
+        pstore += &ftrace::check_next_boot_bundled(&checked.manifest, &top, 2)?;
+    }
     if !art.kept {
         let _ = std::fs::remove_file(&disk);
     }
