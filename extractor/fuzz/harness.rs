@@ -33,6 +33,7 @@ use extractor::discover::{self, Found};
 use extractor::foreign::ftrace;
 use extractor::foreign::printk;
 use extractor::foreign::ramoops::{self, Layout, ZoneKind, ZoneState};
+use extractor::foreign::reed_solomon;
 use extractor::input::kdump::codecs::decompress_page;
 use extractor::input::source::Source;
 use extractor::input::{self, flat::FlatSource, Dump};
@@ -198,7 +199,7 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
             kdump,
             flat,
             printk_seeds(),
-            vec![ramoops_area::seed()],
+            ramoops_seeds(),
             ftrace_area::LAYOUTS.map(ftrace_area::seed).to_vec(),
         ]
     });
@@ -268,10 +269,22 @@ pub fn run(target: Target, data: &[u8]) -> String {
     out
 }
 
+/// The ramoops target's areas: the plain seed, and the ECC one with the
+/// parity ramoops keeps.
+fn ramoops_seeds() -> Vec<Vec<u8>> {
+    let Some(rs) = reed_solomon::Codec::new(16) else {
+        return vec![ramoops_area::seed()];
+    };
+    vec![
+        ramoops_area::seed(),
+        ramoops_area::seed_ecc(&|block: &[u8]| rs.encode(block)),
+    ]
+}
+
 /// The layouts the ramoops target reads its image by.
 const RAMOOPS_LAYOUTS: [&str; 3] = [
     ramoops_area::LAYOUT,
-    "0:64K,record=16K,console=8K,ftrace=4K,pmsg=4K,cpus=3,ecc=16",
+    ramoops_area::ECC_LAYOUT,
     "0:64K,record=4K,console=0,ftrace=0,pmsg=0",
 ];
 

@@ -51,7 +51,8 @@ fn findings(target: &str) -> &'static [Finding] {
             },
         ],
         // Seeds: the area read by its own layout, and by one with ECC
-        // (whose smaller buffers refuse the full zones).
+        // (whose smaller buffers refuse the full zones); the ECC area with
+        // its parity, read by the ECC layout.
         "ramoops" => &[
             Finding {
                 name: "seed-area",
@@ -63,6 +64,14 @@ fn findings(target: &str) -> &'static [Finding] {
             Finding {
                 name: "seed-ecc",
                 says: &["console-ramoops-0: invalid header"],
+            },
+            Finding {
+                name: "seed-ecc-parity",
+                says: &[
+                    "dmesg-ramoops-0: 11890 bytes, written at 1700000000.123456, stored compressed, ECC: no errors",
+                    "console-ramoops-0: 7252 bytes, wrapped, ECC: no errors",
+                    "pmsg-ramoops-0: 25 bytes, ECC: no errors",
+                ],
             },
         ],
         // Seeds: a buffer in each layout, CPU 0 gone round its ring.

@@ -1,7 +1,9 @@
 //! Traces and logs the kernel keeps itself, read from a dump beside
 //! crashring's own regions: its printk log ([`printk`]), pstore's RAM
-//! backend ([`ramoops`]) and its persistent ftrace buffers ([`ftrace`]).
+//! backend ([`ramoops`], its parity checked by [`reed_solomon`]) and its
+//! persistent ftrace buffers ([`ftrace`]).
 
 pub mod ftrace;
 pub mod printk;
 pub mod ramoops;
+pub mod reed_solomon;

@@ -18,7 +18,15 @@
 //! `persistent_ram_save_old()` copies it. A zone the kernel would discard
 //! (start past size, size past the buffer, a dmesg zone without its `====`
 //! header) is reported, never read.
+//!
+//! With `ecc=`, each zone keeps Reed-Solomon parity after its data, one
+//! block per 128 data bytes and one for the header
+//! (`persistent_ram_init_ecc()`); the header, then every block the record
+//! covers, is corrected as the kernel corrects them before it reads the
+//! zone (`persistent_ram_ecc_old()`), and each record ends with the
+//! kernel's notice of what was found (`persistent_ram_ecc_string()`).
 
+use super::reed_solomon::Codec;
 use crate::phys::{PhysAddr, PhysError, PhysMemory};
 use std::fmt;
 use std::io::Read;
@@ -34,6 +42,9 @@ pub const DEFAULT_ZONE_SIZE: u64 = 4096;
 /// `struct pstore_ftrace_record`: ip, parent_ip, ts (with the CPU in its
 /// low 8 bits), 64-bit.
 const FTRACE_RECORD_SIZE: usize = 24;
+/// Data bytes per parity block (`ecc_info.block_size`, which module
+/// parameters leave at its default).
+const ECC_BLOCK: u64 = 128;
 /// The most a compressed dmesg record may inflate to. pstore compresses a
 /// record of at most its `bufsize`, and inflates into a buffer sized by a
 /// fixed ratio; this bound only keeps hostile input from taking memory.
@@ -232,14 +243,57 @@ impl Layout {
     /// The data bytes of a zone of `size` bytes, after the header and the
     /// parity (`persistent_ram_init_ecc()`).
     fn buffer_size(&self, size: u64) -> Option<u64> {
+        self.geometry(size).map(|(buffer, _)| buffer)
+    }
+
+    /// A zone's data bytes and its count of parity blocks before the
+    /// header's (0 without ECC): the parity follows the data, block by
+    /// block, then the header's.
+    fn geometry(&self, size: u64) -> Option<(u64, u64)> {
         let buffer = size.checked_sub(HEADER_SIZE)?;
         if self.ecc_size == 0 {
-            return Some(buffer);
+            return Some((buffer, 0));
         }
         let ecc = u64::from(self.ecc_size);
-        let blocks = buffer.checked_sub(ecc)?.div_ceil(128 + ecc);
+        let blocks = buffer.checked_sub(ecc)?.div_ceil(ECC_BLOCK + ecc);
         let total = (blocks + 1) * ecc;
-        (total < buffer).then(|| buffer - total)
+        (total < buffer).then(|| (buffer - total, blocks))
+    }
+
+    /// The code the zones' parity is in, with ECC.
+    fn codec(&self) -> Option<Codec> {
+        Codec::new(self.ecc_size as usize)
+    }
+}
+
+/// What a zone's parity found, counted as the kernel counts it: bytes
+/// corrected, and blocks (the header one of them) it could not correct
+/// and left as they were.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EccTally {
+    pub corrected_bytes: u64,
+    pub bad_blocks: u64,
+}
+
+impl EccTally {
+    fn count(&mut self, decoded: Result<usize, super::reed_solomon::Uncorrectable>) {
+        match decoded {
+            Ok(n) => self.corrected_bytes += n as u64,
+            Err(_) => self.bad_blocks += 1,
+        }
+    }
+
+    /// The notice the kernel puts after a record it read with ECC
+    /// (`persistent_ram_ecc_string()`).
+    pub fn notice(&self) -> String {
+        if *self == EccTally::default() {
+            "\nECC: No errors detected\n".into()
+        } else {
+            format!(
+                "\nECC: {} Corrected bytes, {} unrecoverable blocks\n",
+                self.corrected_bytes, self.bad_blocks
+            )
+        }
     }
 }
 
@@ -287,6 +341,8 @@ pub struct ZoneText {
     pub version: Option<u32>,
     /// Whether the writer went round the buffer (older text overwritten).
     pub wrapped: bool,
+    /// What the parity found, with ECC.
+    pub ecc: Option<EccTally>,
 }
 
 impl Zone {
@@ -298,11 +354,19 @@ impl Zone {
             return None;
         };
         Some(match self.plan.kind {
+            // pstore prints ftrace records one by one: the notice is not
+            // a record.
             ZoneKind::Ftrace => {
                 let (lines, partial) = ftrace_lines(&t.bytes);
                 (lines.into_bytes(), partial)
             }
-            _ => (t.bytes.clone(), 0),
+            _ => {
+                let mut bytes = t.bytes.clone();
+                if let Some(ecc) = t.ecc {
+                    bytes.extend(ecc.notice().as_bytes());
+                }
+                (bytes, 0)
+            }
         })
     }
 
@@ -346,6 +410,15 @@ impl fmt::Display for ZoneState {
                 if t.wrapped {
                     f.write_str(", wrapped")?;
                 }
+                match t.ecc {
+                    Some(e) if e == EccTally::default() => f.write_str(", ECC: no errors")?,
+                    Some(e) => write!(
+                        f,
+                        ", ECC: {} bytes corrected, {} blocks uncorrectable",
+                        e.corrected_bytes, e.bad_blocks
+                    )?,
+                    None => {}
+                }
                 Ok(())
             }
         }
@@ -375,11 +448,12 @@ pub fn read(mem: &dyn PhysMemory, layout: &Layout) -> Result<(Order, Vec<Zone>),
     } else {
         Order::PmsgFirst
     };
+    let codec = layout.codec();
     let zones = layout
         .zones(order)?
         .into_iter()
         .map(|plan| Zone {
-            state: read_zone(mem, layout, &plan),
+            state: read_zone(mem, layout, codec.as_ref(), &plan),
             plan,
         })
         .collect();
@@ -404,10 +478,29 @@ fn signature(kind: ZoneKind, sig: u32) -> Result<Option<u32>, ()> {
     }
 }
 
-fn read_zone(mem: &dyn PhysMemory, layout: &Layout, plan: &ZonePlan) -> ZoneState {
+fn read_zone(
+    mem: &dyn PhysMemory,
+    layout: &Layout,
+    codec: Option<&Codec>,
+    plan: &ZonePlan,
+) -> ZoneState {
+    // The plan was checked: every zone has a buffer.
+    let (buffer, blocks) = layout.geometry(plan.size).unwrap_or((0, 0));
+    let data_at = plan.addr + HEADER_SIZE;
+    let parity_at = data_at + buffer;
+    let ecc = u64::from(layout.ecc_size);
     let mut header = [0u8; HEADER_SIZE as usize];
     if let Err(e) = mem.read(plan.addr, &mut header) {
         return ZoneState::Unreadable(e);
+    }
+    // The header is corrected before anything reads it.
+    let mut tally = codec.map(|_| EccTally::default());
+    if let (Some(rs), Some(tally)) = (codec, &mut tally) {
+        let mut parity = vec![0u8; ecc as usize];
+        if let Err(e) = mem.read(parity_at + blocks * ecc, &mut parity) {
+            return ZoneState::Unreadable(e);
+        }
+        tally.count(rs.decode(&mut header, &mut parity));
     }
     let word =
         |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
@@ -418,26 +511,44 @@ fn read_zone(mem: &dyn PhysMemory, layout: &Layout, plan: &ZonePlan) -> ZoneStat
     if start == 0 && size == 0 {
         return ZoneState::Empty;
     }
-    // The plan was checked: every zone has a buffer.
-    let buffer = layout.buffer_size(plan.size).unwrap_or(0);
     if u64::from(size) > buffer || start > size {
         return ZoneState::Invalid { start, size };
     }
-    let mut data = vec![0u8; size as usize];
+    // The buffer as it lies, up to its size, then (with ECC) to the end of
+    // the last block that covers it, since that block's parity covers it
+    // all.
     let (start, size) = (start as usize, size as usize);
-    let data_at = plan.addr + HEADER_SIZE;
-    if let Err(e) = mem
-        .read(data_at + start as u64, &mut data[..size - start])
-        .and_then(|()| mem.read(data_at, &mut data[size - start..]))
-    {
+    let covered = match codec {
+        Some(_) => (size as u64).div_ceil(ECC_BLOCK),
+        None => 0,
+    };
+    let span = (covered * ECC_BLOCK).clamp(size as u64, buffer) as usize;
+    let mut data = vec![0u8; span];
+    if let Err(e) = mem.read(data_at, &mut data) {
         return ZoneState::Unreadable(e);
     }
+    if let (Some(rs), Some(tally)) = (codec, &mut tally) {
+        let mut parity = vec![0u8; (covered * ecc) as usize];
+        if let Err(e) = mem.read(parity_at, &mut parity) {
+            return ZoneState::Unreadable(e);
+        }
+        for (block, par) in data
+            .chunks_mut(ECC_BLOCK as usize)
+            .zip(parity.chunks_mut(ecc as usize))
+        {
+            tally.count(rs.decode(block, par));
+        }
+    }
+    data.truncate(size);
+    data.rotate_left(start);
     let mut text = ZoneText {
-        wrapped: start > 0,
+        // The writer has gone round when text lies after its position.
+        wrapped: start < size,
         bytes: data,
         time: None,
         compressed: false,
         version,
+        ecc: tally,
     };
     if plan.kind == ZoneKind::Dmesg {
         let Some((time, compressed, len)) = dmesg_header(&text.bytes) else {
@@ -619,6 +730,86 @@ mod tests {
         );
     }
 
+    /// The ECC seed at BASE, its layout, and the panic it holds.
+    fn ecc_area() -> (Vec<u8>, Layout, Vec<u8>) {
+        let rs = Codec::new(16).unwrap();
+        let area = ramoops_area::seed_ecc(&|b: &[u8]| rs.encode(b));
+        let layout = ramoops_area::ECC_LAYOUT
+            .replacen("0:", &format!("{BASE:#x}:"), 1)
+            .parse()
+            .unwrap();
+        (area, layout, ramoops_area::ecc_panic())
+    }
+
+    #[test]
+    fn with_ecc_a_clean_record_reads_as_without_and_says_so() {
+        let (area, layout, panic) = ecc_area();
+        let (_, zones) = read(&image(BASE, area), &layout).unwrap();
+        let dmesg = text(zone(&zones, ZoneKind::Dmesg, 0));
+        assert_eq!(dmesg.bytes, panic);
+        assert_eq!(dmesg.ecc, Some(EccTally::default()));
+        let (record, _) = zones[0].record().unwrap();
+        assert!(record.ends_with(b" line 299\n\nECC: No errors detected\n"));
+        let console = text(zone(&zones, ZoneKind::Console, 0));
+        assert!(console.wrapped);
+        assert_eq!(console.ecc, Some(EccTally::default()));
+    }
+
+    #[test]
+    fn with_ecc_damage_is_corrected_or_counted_as_the_kernel_counts_it() {
+        let (clean, ecc, panic) = ecc_area();
+        let mut area = clean.clone();
+        // Two bytes of the dmesg zone's first block, one of its header's
+        // size word, one of the console's parity.
+        area[12 + 3] ^= 0x40;
+        area[12 + 100] ^= 0x01;
+        area[9] ^= 0x80;
+        let (console_buffer, _) = ramoops_area::ecc_buffer(0x2000, 16);
+        area[0xc000 + 12 + console_buffer + 5] ^= 0xff;
+        let (_, zones) = read(&image(BASE, area.clone()), &ecc).unwrap();
+        let dmesg = text(zone(&zones, ZoneKind::Dmesg, 0));
+        assert_eq!(dmesg.bytes, panic);
+        let three = EccTally {
+            corrected_bytes: 3,
+            bad_blocks: 0,
+        };
+        assert_eq!(dmesg.ecc, Some(three));
+        assert!(zones[0]
+            .record()
+            .unwrap()
+            .0
+            .ends_with(b"\nECC: 3 Corrected bytes, 0 unrecoverable blocks\n"));
+        let console = text(zone(&zones, ZoneKind::Console, 0));
+        assert_eq!(
+            console.ecc.map(|e| (e.corrected_bytes, e.bad_blocks)),
+            Some((1, 0))
+        );
+        // A block past its parity's reach is left as it is and counted:
+        // here the compressed record then no longer inflates.
+        for b in &mut area[12 + 128 * 3..12 + 128 * 3 + 20] {
+            *b ^= 0x5a;
+        }
+        let (_, zones) = read(&image(BASE, area), &ecc).unwrap();
+        assert!(
+            matches!(
+                zone(&zones, ZoneKind::Dmesg, 0),
+                ZoneState::BadCompression(_)
+            ),
+            "{}",
+            zone(&zones, ZoneKind::Dmesg, 0)
+        );
+        // Without ECC the same memory reads as it lies: the flipped size
+        // word makes the header invalid.
+        let plain = layout();
+        let mut damaged = clean;
+        damaged[9] ^= 0x80;
+        let (_, zones) = read(&image(BASE, damaged), &plain).unwrap();
+        assert!(matches!(
+            zone(&zones, ZoneKind::Dmesg, 0),
+            ZoneState::Invalid { .. }
+        ));
+    }
+
     /// The zone of `kind` and `index` among `zones`.
     fn zone(zones: &[Zone], kind: ZoneKind, index: u32) -> &ZoneState {
         &zones
@@ -648,6 +839,8 @@ mod tests {
             );
             assert_eq!(text(dmesg(0)).time, Some((1700000000, 5)));
             assert!(!text(dmesg(0)).compressed);
+            // Written once from the start: its position is at its end.
+            assert!(!text(dmesg(0)).wrapped);
             assert_eq!(
                 text(dmesg(1)).bytes,
                 b"<0>Kernel panic - not syncing: compressed\n"

@@ -23,6 +23,40 @@ pub fn put(area: &mut [u8], at: usize, sig: u32, buffer: usize, text: &[u8]) {
     header(area, at, sig, start as u32, size as u32);
 }
 
+/// Gives the zone at `at` (`zone` bytes in all) the parity ramoops keeps
+/// with `ecc=nroots` (`persistent_ram_update_ecc()`, `_update_header_ecc()`):
+/// for each 128-byte block its record covers, then for the header, each
+/// by `encode` (the parity of a block). The data must have been put with
+/// the buffer [`ecc_buffer`] gives.
+pub fn protect(
+    area: &mut [u8],
+    at: usize,
+    zone: usize,
+    nroots: usize,
+    encode: &dyn Fn(&[u8]) -> Vec<u8>,
+) {
+    let (buffer, blocks) = ecc_buffer(zone, nroots);
+    let data = at + 12;
+    let size = u32::from_le_bytes([area[at + 8], area[at + 9], area[at + 10], area[at + 11]]);
+    for b in 0..(size as usize).div_ceil(128) {
+        let block = data + b * 128..data + ((b + 1) * 128).min(buffer);
+        let parity = encode(&area[block]);
+        let p = data + buffer + b * nroots;
+        area[p..p + nroots].copy_from_slice(&parity);
+    }
+    let parity = encode(&area[at..at + 12]);
+    let p = data + buffer + blocks * nroots;
+    area[p..p + nroots].copy_from_slice(&parity);
+}
+
+/// The data bytes of a zone of `zone` bytes with `ecc=nroots`, and its
+/// count of data parity blocks (`persistent_ram_init_ecc()`).
+pub fn ecc_buffer(zone: usize, nroots: usize) -> (usize, usize) {
+    let buffer = zone - 12;
+    let blocks = (buffer - nroots).div_ceil(128 + nroots);
+    (buffer - (blocks + 1) * nroots, blocks)
+}
+
 /// A zone header as it stands.
 pub fn header(area: &mut [u8], at: usize, sig: u32, start: u32, size: u32) {
     area[at..at + 4].copy_from_slice(&sig.to_le_bytes());
@@ -106,4 +140,33 @@ pub fn seed_in(pmsg_first: bool) -> Vec<u8> {
 /// [`seed_in`] the current order.
 pub fn seed() -> Vec<u8> {
     seed_in(true)
+}
+
+/// The layout [`seed_ecc`] was laid out with: [`LAYOUT`]'s zones, three
+/// ftrace zones, 16 bytes of parity per block.
+pub const ECC_LAYOUT: &str = "0:64K,record=16K,console=8K,ftrace=4K,pmsg=4K,cpus=3,ecc=16";
+
+/// The panic [`seed_ecc`] stores compressed: 300 numbered lines.
+pub fn ecc_panic() -> Vec<u8> {
+    (0..300)
+        .flat_map(|i| format!("<0>[{i:5}.000000] Kernel panic line {i}\n").into_bytes())
+        .collect()
+}
+
+/// An area laid out by [`ECC_LAYOUT`] as ramoops leaves it with ECC, each
+/// zone's parity by `encode` (a block's parity): [`ecc_panic`] compressed
+/// in the first dmesg zone, a console zone gone round, a pmsg line; every
+/// other zone set up and empty.
+pub fn seed_ecc(encode: &dyn Fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
+    let mut area = vec![0u8; SIZE];
+    let zone = |area: &mut Vec<u8>, at: usize, size: usize, text: &[u8]| {
+        put(area, at, SIG, ecc_buffer(size, 16).0, text);
+        protect(area, at, size, 16, encode);
+    };
+    zone(&mut area, 0, 0x4000, &compressed_record(&ecc_panic()));
+    zone(&mut area, 0x4000, 0x4000, b"");
+    zone(&mut area, 0x8000, 0x4000, b"");
+    zone(&mut area, 0xc000, 0x2000, &console_text());
+    zone(&mut area, 0xe000, 0x1000, b"compositor: frame 7 late\n");
+    area
 }

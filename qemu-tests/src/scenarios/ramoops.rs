@@ -25,9 +25,27 @@ pub const APPEND: &str = "memmap=1M$0x41000000";
 
 /// What the kernel is given and `crashring pstore` is told. ftrace stays at
 /// ramoops' default, cut per CPU (the guest has 2), so its zones' places
-/// and signatures (the version code) are checked too.
-const MODULE_ARGS: &str = "mem_address=0x41000000 mem_size=0x100000 record_size=0x10000 console_size=0x10000 pmsg_size=0x10000";
-const LAYOUT: &str = "0x41000000:1M,record=64K,console=64K,pmsg=64K,cpus=2";
+/// and signatures (the version code) are checked too. With `ecc`, every
+/// zone keeps 16 bytes of Reed-Solomon parity per 128-byte block.
+fn module_args(ecc: bool) -> String {
+    let ecc = if ecc { " ecc=16" } else { "" };
+    format!("mem_address=0x41000000 mem_size=0x100000 record_size=0x10000 console_size=0x10000 pmsg_size=0x10000{ecc}")
+}
+
+fn layout(ecc: bool) -> String {
+    let ecc = if ecc { ",ecc=16" } else { "" };
+    format!("0x41000000:1M,record=64K,console=64K,pmsg=64K,cpus=2{ecc}")
+}
+
+/// Three bytes of the panic's zone changed through `/dev/mem` before
+/// anything reads it, as decayed memory would change them: two in its
+/// first block of text, one in its header's size. ECC corrects them all.
+const DAMAGE: &str = r#"  for a in 0x41000009 0x4100000f 0x41000070; do
+    v=$(devmem $a 8)
+    devmem $a 8 $((v ^ 0x41))
+  done
+  echo "crashring-test: ramoops damaged 3 bytes"
+"#;
 
 /// `qemu-dump`'s area, after its region at 0x30000000, and its ramoops.
 pub const DUMP_APPEND: &str = "memmap=1M$0x31000000";
@@ -130,35 +148,52 @@ pub fn check_next_boot_bundled(
 pub const MODULES: &[&str] = &["ramoops"];
 
 /// First boot, before the workload: ramoops on.
-pub fn record_script() -> String {
+pub fn record_script(ecc: bool) -> String {
     format!(
         r#"insmod /lib/reed_solomon.ko
-insmod /lib/ramoops.ko {MODULE_ARGS} || echo "crashring-test: ramoops insmod failed"
-"#
+insmod /lib/ramoops.ko {} || echo "crashring-test: ramoops insmod failed"
+"#,
+        module_args(ecc)
     )
 }
 
-/// Next boot, with the ext2 disk at /mnt: crashring's reading first, then
-/// the kernel's, left mounted for `crashring recover` to bundle.
-pub fn recover_script() -> String {
+/// Next boot, with the ext2 disk at /mnt: (with `ecc`, the panic's zone
+/// damaged first) crashring's reading, then the kernel's, left mounted
+/// for `crashring recover` to bundle.
+pub fn recover_script(ecc: bool) -> String {
     format!(
-        r#"  crashring pstore /dev/mem --ramoops {LAYOUT} -o /mnt/pstore-crashring 2> /mnt/pstore-crashring.log
+        r#"{damage}  crashring pstore /dev/mem --ramoops {layout} -o /mnt/pstore-crashring 2> /mnt/pstore-crashring.log
   echo "crashring-test: pstore $?"
   insmod /lib/reed_solomon.ko
-  insmod /lib/ramoops.ko {MODULE_ARGS} || echo "crashring-test: ramoops insmod failed"
+  insmod /lib/ramoops.ko {args} || echo "crashring-test: ramoops insmod failed"
   mount -t pstore pstore /sys/fs/pstore || echo "crashring-test: pstore mount failed"
   mkdir /mnt/pstore-kernel
   cp /sys/fs/pstore/* /mnt/pstore-kernel/
   echo "crashring-test: pstore ours $(ls /mnt/pstore-crashring | tr '\n' ' ')"
   echo "crashring-test: pstore kernel's $(ls /mnt/pstore-kernel | tr '\n' ' ')"
-"#
+"#,
+        damage = if ecc { DAMAGE } else { "" },
+        layout = layout(ecc),
+        args = module_args(ecc),
     )
 }
 
+/// Whether `k`'s guest keeps ECC parity: 6.1 keeps plain zones, the
+/// others parity, so both are held byte for byte to the kernel's reader.
+pub fn ecc_on(k: &Kernel) -> bool {
+    !k.release.starts_with("6.1.")
+}
+
 /// Every record `crashring pstore` wrote equals the kernel's file of the
-/// same name, and they name the same records: the panic's, inflated; every
-/// other zone is where `k`'s ramoops put it, signed, and empty.
+/// same name, and they name the same records: the panic's, inflated (with
+/// ECC: its damage corrected and the kernel's notice saying so after it);
+/// every other zone is where `k`'s ramoops put it, signed, and empty.
 pub fn check(sh: &Shell, art: &Artifacts, disk: &Path, log: &str, k: &Kernel) -> Result<String> {
+    let ecc = ecc_on(k);
+    ensure!(
+        !ecc || said_after(log, "ramoops damaged").is_some(),
+        "the guest did not damage the panic's ramoops zone"
+    );
     let stderr =
         String::from_utf8_lossy(&copied_off(sh, art, disk, "pstore-crashring.log")?).into_owned();
     ensure!(
@@ -238,9 +273,22 @@ pub fn check(sh: &Shell, art: &Artifacts, disk: &Path, log: &str, k: &Kernel) ->
         text.contains("Kernel panic - not syncing: sysrq triggered crash"),
         "the dmesg record does not hold the panic:\n{text}"
     );
+    let notice = "\nECC: 3 Corrected bytes, 0 unrecoverable blocks\n";
+    if ecc {
+        ensure!(
+            text.ends_with(notice) && dmesg.contains(", ECC: 3 bytes corrected, 0 blocks uncorrectable"),
+            "the 3 damaged bytes were not found corrected by both readers: {dmesg:?}, the record ends {:?}",
+            &text[text.len().saturating_sub(80)..]
+        );
+    }
     Ok(format!(
-        "crashring pstore read the ramoops area through /dev/mem before the next boot's ramoops did: the panic's compressed record ({} bytes inflated) equal to /sys/fs/pstore's, the other 16 zones where ramoops_probe() puts them ({} order) and empty",
+        "crashring pstore read the ramoops area through /dev/mem before the next boot's ramoops did: the panic's compressed record ({} bytes inflated{}) equal to /sys/fs/pstore's, the other 16 zones where ramoops_probe() puts them ({} order) and empty",
         mine.len(),
+        if ecc {
+            ", 3 damaged bytes corrected by ECC as the kernel corrected them"
+        } else {
+            ""
+        },
         if older { "the older" } else { "the current" }
     ))
 }

@@ -545,7 +545,7 @@ const RESET_REASON: &str = "watchdog: display hung";
 /// crashring-recover.service runs, onto an ext2 disk, twice; then a
 /// shutdown reason, and a reset without a shutdown (sysrq b, as a
 /// watchdog's). The third boot recovers that generation.
-fn recover_script() -> String {
+fn recover_script(ecc: bool) -> String {
     // The persistent ftrace instance where the kernel has one (the
     // script says when it has not).
     format!(
@@ -583,8 +583,8 @@ poweroff -f
 "#,
         record = workload_and_sysrq(),
         ftrace_record = ftrace::script(2),
-        ramoops_record = ramoops::record_script(),
-        ramoops_recover = ramoops::recover_script(),
+        ramoops_record = ramoops::record_script(ecc),
+        ramoops_recover = ramoops::recover_script(ecc),
     )
 }
 
@@ -604,7 +604,7 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
     let plan = WarmReboot {
         name: "recover-next-boot",
         cpus: 2,
-        script: Some(recover_script()),
+        script: Some(recover_script(ramoops::ecc_on(k))),
         ext2_disk: true,
         extra_append: &append,
         later_modules: ramoops::MODULES,
