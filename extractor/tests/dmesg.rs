@@ -1,10 +1,11 @@
 //! The crashed kernel's own printk log, read from a vmcore through its
-//! VMCOREINFO by the real binary: `dmesg`, `info`, and the bundle, with
-//! and without a crashring region beside it.
+//! VMCOREINFO by the real binary: `dmesg`, `info`, the bundle, and
+//! `extract --kernel-logs` with a persistent ftrace buffer too, with and
+//! without a crashring region beside it.
 
 mod common;
 
-use common::{crashring, printk_ring, synth, write_tmp};
+use common::{crashring, ftrace_area, printk_ring, synth, write_tmp};
 use std::io::Read;
 
 /// An ELF vmcore of `mem` with the printk ring's VMCOREINFO.
@@ -175,4 +176,95 @@ fn a_bundle_of_an_armed_vmcore_holds_the_kernels_whole_log() {
         .find(|f| f["path"] == "logs/kernel-printk.txt")
         .unwrap();
     assert_eq!(file["format"], "dmesg text");
+}
+
+/// The seconds of a text line (`[000]        0.000001000: …`, `[log] …`).
+fn seconds(line: &str) -> f64 {
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(':')
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn extract_merges_the_kernels_own_logs_into_the_timeline() {
+    // The ring, the region after it, a 6.12 ftrace buffer after that.
+    let mut mem = synth::image_sized(printk_ring::MEM, 4096, 0x10000, 20);
+    mem[..printk_ring::MEM].copy_from_slice(&printk_ring::six_records());
+    let ftrace_at = mem.len();
+    mem.extend(ftrace_area::seed(56));
+    let path = vmcore("printk-ftrace-armed.elf", &mem);
+    let path = path.to_str().unwrap();
+    let markers = ftrace_area::MARKERS0 as usize;
+
+    let out = crashring(&["extract", path, "--kernel-logs"]);
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("--kernel-logs: kernel-printk.txt: 3 lines placed, no printk line in common with the region: its times are taken as the region's clock; 0 not placed"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("--kernel-logs: kernel-ftrace-{ftrace_at:x}.txt: ")),
+        "{err}"
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    // One timeline: the region's events, then the log lines among them.
+    let times: Vec<f64> = lines.iter().map(|l| seconds(l)).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{stdout}");
+    assert!(lines.contains(&"[log]        0.010000000: kernel printk log: hello\\x00\\x00\\x00"));
+    assert!(lines.contains(
+        &"[log]        0.001112000: kernel ftrace buffer: cpu0 pid 7: print: cpu0 marker 112"
+    ));
+    let logged = lines.iter().filter(|l| l.starts_with("[log] ")).count();
+    let plain = crashring(&["extract", path]);
+    assert_eq!(lines.len() - logged, text(&plain.stdout).lines().count());
+    // The region's first event comes first: its clock starts before them.
+    assert_eq!(lines[0], text(&plain.stdout).lines().next().unwrap());
+
+    // jsonl names each line's source; --type log keeps only them.
+    let out = crashring(&[
+        "extract",
+        path,
+        "--kernel-logs",
+        "--format",
+        "jsonl",
+        "--type",
+        "log",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let docs: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(docs.len(), logged);
+    assert!(docs.iter().all(|d| d["kind"] == "log" && d["region"] == 0));
+    let ftrace = docs
+        .iter()
+        .filter(|d| d["source"] == "kernel ftrace buffer")
+        .count();
+    let printk = docs
+        .iter()
+        .filter(|d| d["source"] == "kernel printk log")
+        .count();
+    assert_eq!((printk, ftrace), (3, logged - 3));
+    assert!(ftrace > markers / 2, "{ftrace} ftrace lines");
+    let ts: Vec<u64> = docs.iter().map(|d| d["ts"].as_u64().unwrap()).collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]));
+
+    // A selection of CPUs leaves them out; a format that cannot hold
+    // them refuses.
+    let out = crashring(&["extract", path, "--kernel-logs", "--cpu", "0"]);
+    assert!(!text(&out.stdout).contains("[log]"));
+    let out = crashring(&["extract", path, "--kernel-logs", "--format", "chrome"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains(
+            "--kernel-logs: --format chrome cannot hold them (text, jsonl and perfetto can)"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
 }

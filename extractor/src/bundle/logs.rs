@@ -85,6 +85,37 @@ pub struct Redaction {
     pub too_long: u64,
 }
 
+impl Log {
+    /// Takes `reference`'s alignment for a log that found none of its own
+    /// (no printk line of the trace in it) and is stamped by the same
+    /// clock: the kernel's ftrace buffer beside its printk log, both on
+    /// the kernel's local clock. Returns whether it did.
+    pub fn borrow_alignment(&mut self, reference: &Log) -> bool {
+        let (own, theirs) = (&mut self.placement, &reference.placement);
+        // Every line bracketed: the offset applies to them all.
+        let all_bracketed = own.bracketed > 0 && own.bracketed == self.placed.len() as u64;
+        if own.matched > 0 || theirs.matched == 0 || !all_bracketed {
+            return false;
+        }
+        let offset = i128::from(theirs.offset_ns);
+        let before = self.placed.len();
+        self.placed
+            .retain_mut(|(ts, _)| match u64::try_from(i128::from(*ts) + offset) {
+                Ok(moved) => {
+                    *ts = moved;
+                    true
+                }
+                Err(_) => false,
+            });
+        let gone = (before - self.placed.len()) as u64;
+        own.bracketed -= gone;
+        own.unplaced += gone;
+        own.offset_ns = theirs.offset_ns;
+        own.spread_ns = theirs.spread_ns;
+        true
+    }
+}
+
 /// Copies the log `input` to `out`, redacted as the trace it goes with
 /// (`r` holds that trace's key and rules):
 ///
@@ -691,5 +722,34 @@ no time ffff888000000000
         assert_eq!(placed.placed, vec![(1, "m".to_string())]);
         assert_eq!(placed.placement.unplaced, 1);
         assert_eq!(placed.placement.bracketed, 1);
+    }
+
+    #[test]
+    fn a_log_of_the_same_clock_borrows_the_printk_logs_alignment() {
+        let c = clock();
+        let printk = c
+            .place("printk", "[5.0] sysrq: Trigger a crash\n".as_bytes())
+            .unwrap();
+        assert_eq!(printk.placement.offset_ns, 500);
+        // An ftrace buffer's lines match no printk line of the trace.
+        let ftrace = "[4.0] cpu0 pid 1: print: a\n[4.5] cpu0 pid 1: print: b\n";
+        let mut log = c.place("ftrace", ftrace.as_bytes()).unwrap();
+        assert_eq!(log.placement.matched, 0);
+        assert!(log.borrow_alignment(&printk));
+        let times: Vec<u64> = log.placed.iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, [4_000_000_500, 4_500_000_500]);
+        assert_eq!(log.placement.offset_ns, 500);
+        // One that found its own, or a reference that found none, stays.
+        let mut own = c
+            .place("own", "[5.0] sysrq: Trigger a crash\n".as_bytes())
+            .unwrap();
+        assert!(!own.borrow_alignment(&printk));
+        let none = c.place("none", "[1.0] other\n".as_bytes()).unwrap();
+        let mut log = c.place("ftrace", ftrace.as_bytes()).unwrap();
+        assert!(!log.borrow_alignment(&none));
+        // Lines placed by another clock (a journal's) are not moved.
+        let mixed = "{\"T\":[3,250],\"N\":\"x\"}\n[4.0] y\n";
+        let mut mixed = c.place("mixed", mixed.as_bytes()).unwrap();
+        assert!(!mixed.borrow_alignment(&printk));
     }
 }

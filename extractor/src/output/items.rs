@@ -1,10 +1,11 @@
 //! Writing a region's merged items in a format written item by item:
 //! merged on this thread, formatted on every core, written in merge order.
 
-use super::select::Selection;
-use super::{ItemFormat, RegionView};
+use super::select::{time_of, Selection};
+use super::{ItemFormat, LogLine, RegionView};
 use pstore_ring::merge::Pulled;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::sync::mpsc;
 
 /// Items formatted per job: big enough that passing a job costs nothing
@@ -12,6 +13,18 @@ use std::sync::mpsc;
 const CHUNK: usize = 16 * 1024;
 
 /// Writes the items of `view` that `selection` admits.
+pub fn write_items(
+    out: &mut impl Write,
+    view: &RegionView,
+    selection: &Selection,
+    format: &dyn ItemFormat,
+) -> io::Result<()> {
+    write_items_and_logs(out, view, selection, format, &[])
+}
+
+/// Writes the items of `view` that `selection` admits, with the `lines`
+/// of the kernel's own logs it admits among them, each before the first
+/// item later than it (`lines` in time order).
 ///
 /// Merging is sequential, formatting (most of the cost) is not: this
 /// thread merges the items into chunks and deals them round-robin to one
@@ -21,11 +34,12 @@ const CHUNK: usize = 16 * 1024;
 /// rather than being allocated per chunk. The merge pulls each stream's
 /// events page by page, so memory is the chunks in flight and a page walk
 /// per stream, whatever the region's size.
-pub fn write_items(
+pub fn write_items_and_logs(
     out: &mut impl Write,
     view: &RegionView,
     selection: &Selection,
     format: &dyn ItemFormat,
+    lines: &[LogLine],
 ) -> io::Result<()> {
     let region = view.region;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -33,21 +47,33 @@ pub fn write_items(
     let mut merged = view
         .merged()
         .filter(|p| all || selection.admits(&p.as_item(), region));
-    let mut next_chunk = |items: &mut Vec<_>| refill(items, &mut merged);
-    let format_chunk = |items: &[Pulled], text: &mut Vec<u8>| {
-        text.clear();
-        format.items(text, items, view)
+    let lines: Vec<LogLine> = lines
+        .iter()
+        .filter(|l| selection.admits_log_line(l.ts))
+        .copied()
+        .collect();
+    let mut next_line = 0;
+    let format_chunk = |job: &mut Job| {
+        job.text.clear();
+        let mut from = 0;
+        for (at, range) in &job.marks {
+            format.items(&mut job.text, &job.items[from..*at], view);
+            format.log_lines(&mut job.text, &lines[range.clone()], view);
+            from = *at;
+        }
+        format.items(&mut job.text, &job.items[from..], view);
     };
     // A lane's thread ends only if this one has gone, or panicked.
     let failed = || io::Error::other("a formatting thread stopped");
     let new_job = || Job {
         items: Vec::with_capacity(CHUNK),
+        marks: Vec::new(),
         text: Vec::with_capacity(CHUNK * 128),
     };
     if workers == 1 {
         let mut job = new_job();
-        while next_chunk(&mut job.items) {
-            format_chunk(&job.items, &mut job.text);
+        while job.refill(&mut merged, &lines, &mut next_line) {
+            format_chunk(&mut job);
             out.write_all(&job.text)?;
         }
         return Ok(());
@@ -60,7 +86,7 @@ pub fn write_items(
             let (done_tx, done) = mpsc::sync_channel(1);
             scope.spawn(move || {
                 for mut job in job_rx {
-                    format_chunk(&job.items, &mut job.text);
+                    format_chunk(&mut job);
                     if done_tx.send(job).is_err() {
                         return;
                     }
@@ -73,7 +99,7 @@ pub fn write_items(
         'deal: for _ in 0..2 {
             for (jobs, _) in &lanes {
                 let mut job = new_job();
-                if !next_chunk(&mut job.items) {
+                if !job.refill(&mut merged, &lines, &mut next_line) {
                     break 'deal;
                 }
                 jobs.send(job).map_err(|_| failed())?;
@@ -85,7 +111,7 @@ pub fn write_items(
             let (jobs, done) = &lanes[n % workers];
             let mut job: Job = done.recv().map_err(|_| failed())?;
             out.write_all(&job.text)?;
-            if next_chunk(&mut job.items) {
+            if job.refill(&mut merged, &lines, &mut next_line) {
                 jobs.send(job).map_err(|_| failed())?;
                 dealt += 1;
             }
@@ -95,21 +121,47 @@ pub fn write_items(
     })
 }
 
-/// Refills `items` with the next [`CHUNK`] merged items; false when none
-/// are left.
-fn refill<'t, 'a>(
-    items: &mut Vec<Pulled<'t, 'a>>,
-    merged: &mut impl Iterator<Item = Pulled<'t, 'a>>,
-) -> bool {
-    items.clear();
-    items.extend(merged.take(CHUNK));
-    !items.is_empty()
-}
-
-/// A chunk of merged items and the text they format to.
+/// A chunk of merged items, the log lines among them, and the text they
+/// format to.
 struct Job<'t, 'a> {
     items: Vec<Pulled<'t, 'a>>,
+    /// (item position, lines of the log that go before it).
+    marks: Vec<(usize, Range<usize>)>,
     text: Vec<u8>,
+}
+
+impl<'t, 'a> Job<'t, 'a> {
+    /// Refills the job with the next [`CHUNK`] merged items and the lines
+    /// (from `next_line` on) earlier than each, and after the last item
+    /// every line left; false when nothing is left.
+    fn refill(
+        &mut self,
+        merged: &mut impl Iterator<Item = Pulled<'t, 'a>>,
+        lines: &[LogLine],
+        next_line: &mut usize,
+    ) -> bool {
+        self.items.clear();
+        self.marks.clear();
+        while self.items.len() < CHUNK {
+            let next = merged.next();
+            let before = next.as_ref().map_or(u64::MAX, |p| time_of(&p.as_item()));
+            let from = *next_line;
+            while lines
+                .get(*next_line)
+                .is_some_and(|l| l.ts < before || next.is_none())
+            {
+                *next_line += 1;
+            }
+            if from < *next_line {
+                self.marks.push((self.items.len(), from..*next_line));
+            }
+            match next {
+                Some(p) => self.items.push(p),
+                None => break,
+            }
+        }
+        !self.items.is_empty() || !self.marks.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -192,6 +192,21 @@ impl super::ItemFormat for Jsonl {
             out.push(b'\n');
         }
     }
+
+    /// `{"kind":"log","region":0,"source":"kernel printk log","ts":…,"text":"…"}`.
+    fn log_lines(&self, out: &mut Vec<u8>, lines: &[super::LogLine], view: &RegionView) {
+        for l in lines {
+            out.extend_from_slice(b"{\"kind\":\"log\",\"region\":");
+            write_u64(out, view.index as u64);
+            out.extend_from_slice(b",\"source\":");
+            write_string(out, l.source.as_bytes());
+            out.extend_from_slice(b",\"ts\":");
+            write_u64(out, l.ts);
+            out.extend_from_slice(b",\"text\":");
+            write_string(out, l.text.as_bytes());
+            out.extend_from_slice(b"}\n");
+        }
+    }
 }
 
 /// Writes one item as one JSON line (without the newline); `values` is

@@ -24,7 +24,7 @@ pub mod tracedat;
 pub mod view;
 
 pub use files::{create_dir, create_new, NewFile, NotAFile};
-pub use items::write_items;
+pub use items::{write_items, write_items_and_logs};
 pub use view::{Overlay, RegionView, StreamView};
 
 use pstore_ring::merge::Pulled;
@@ -89,10 +89,26 @@ pub trait ItemFormat: Sync {
     /// threads at once, each chunk of items alone.
     fn items(&self, out: &mut Vec<u8>, items: &[Pulled], view: &RegionView);
 
+    /// Appends `lines` of the kernel's own logs, placed among the items
+    /// ([`write_items_and_logs`]). A format that keeps them apart (on
+    /// their own tracks) takes none here.
+    fn log_lines(&self, _out: &mut Vec<u8>, _lines: &[LogLine], _view: &RegionView) {}
+
     /// After the last region.
     fn end(&self, _out: &mut dyn Write) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// A line of a log the kernel kept itself (its printk log, its persistent
+/// ftrace buffer), placed on the region's clock.
+#[derive(Clone, Copy, Debug)]
+pub struct LogLine<'l> {
+    pub ts: u64,
+    /// What kept it: `kernel printk log`, `kernel ftrace buffer`.
+    pub source: &'l str,
+    /// The line without the kernel's own time stamp.
+    pub text: &'l str,
 }
 
 /// A format written as a file or directory per region.

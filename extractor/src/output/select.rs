@@ -71,11 +71,7 @@ impl Selection {
         }) {
             return false;
         }
-        let ts = match item {
-            Item::Event(e) => e.ts,
-            Item::Loss(l) => l.before_ts.or(l.after_ts).unwrap_or(0),
-        };
-        if self.since_ns.is_some_and(|t| ts < t) || self.until_ns.is_some_and(|t| ts > t) {
+        if !self.admits_time(time_of(item)) {
             return false;
         }
         match item {
@@ -85,6 +81,34 @@ impl Selection {
             }
             _ => true,
         }
+    }
+}
+
+impl Selection {
+    fn admits_time(&self, ts: u64) -> bool {
+        !(self.since_ns.is_some_and(|t| ts < t) || self.until_ns.is_some_and(|t| ts > t))
+    }
+
+    /// Whether a line of a log the kernel kept itself, placed at `ts`, is
+    /// admitted: a selection of streams or CPUs leaves them out, one of
+    /// types keeps them only when it names `log`.
+    pub fn admits_log_line(&self, ts: u64) -> bool {
+        self.cpu.is_none()
+            && self.streams.is_empty()
+            && (self.types.is_empty() || self.types.iter().any(|t| t == LOG_TYPE))
+            && self.admits_time(ts)
+    }
+}
+
+/// The `--type` that names the lines of the kernel's own logs.
+pub const LOG_TYPE: &str = "log";
+
+/// The time an item is selected by: a loss's, the event before it (or
+/// else after it).
+pub fn time_of(item: &Item<'_, '_>) -> u64 {
+    match item {
+        Item::Event(e) => e.ts,
+        Item::Loss(l) => l.before_ts.or(l.after_ts).unwrap_or(0),
     }
 }
 

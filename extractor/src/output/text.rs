@@ -1,8 +1,8 @@
 //! Text like `trace-cmd report`: one line per item, as pstore-ring's
 //! [`Line`] renders it.
 
-use super::ItemFormat;
 use super::RegionView;
+use super::{ItemFormat, LogLine};
 use pstore_ring::merge::Pulled;
 use pstore_ring::text::Line;
 use std::io::{self, Write};
@@ -26,6 +26,20 @@ impl ItemFormat for Text {
             Line::of(&item.as_item(), view.region)
                 .pointers(view.pointers)
                 .write_to(out);
+            out.push(b'\n');
+        }
+    }
+
+    /// `[log]        5.070412236: kernel printk log: Kernel panic ...`:
+    /// the time on the region's clock, as an event's.
+    fn log_lines(&self, out: &mut Vec<u8>, lines: &[LogLine], _view: &RegionView) {
+        for l in lines {
+            out.extend_from_slice(b"[log] ");
+            let (secs, ns) = (l.ts / 1_000_000_000, l.ts % 1_000_000_000);
+            out.extend_from_slice(format!("{secs:>8}.{ns:09}: ").as_bytes());
+            out.extend_from_slice(l.source.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(l.text.as_bytes());
             out.push(b'\n');
         }
     }

@@ -170,6 +170,8 @@ fn check_bundle(
     if let Some(cpus) = ftrace_cpus {
         pstore += "; ";
         pstore += &ftrace::check_bundled(&checked.manifest, &top, cpus)?;
+        pstore += "; ";
+        pstore += &ftrace::check_merged(sh, crashring, dump, cpus)?;
     }
     let ctf = top.join("kernel/ctf");
     let text = cmd!(sh, "babeltrace2 {ctf}").quiet().read()?;

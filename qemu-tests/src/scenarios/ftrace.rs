@@ -263,3 +263,78 @@ pub fn check_next_boot_bundled(
         MARKERS * cpus
     ))
 }
+
+/// `crashring extract --kernel-logs` on `dump`: the kernel's printk log
+/// aligned by the printk lines the region holds too, the ftrace buffer
+/// moved by the same offset (one kernel clock), every marker of `cpus`
+/// writers among the region's events, all in time order, and every
+/// marker before the region's crash record.
+pub fn check_merged(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Result<String> {
+    let out = xshell::cmd!(
+        sh,
+        "{crashring} extract {dump} --kernel-logs --format jsonl"
+    )
+    .quiet()
+    .ignore_status()
+    .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(0),
+        "crashring extract --kernel-logs exited {:?}:\n{stderr}",
+        out.status.code()
+    );
+    let said = |log: &str| {
+        stderr
+            .lines()
+            .find_map(|l| {
+                l.split_once(&format!("--kernel-logs: {log}: "))
+                    .map(|(_, r)| r)
+            })
+            .unwrap_or_default()
+    };
+    let printk = said("kernel-printk.txt");
+    let matched: u64 = printk
+        .split_once("aligned by ")
+        .and_then(|(_, r)| r.split(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    ensure!(
+        matched > 0,
+        "the printk log was not aligned with the region:\n{stderr}"
+    );
+    ensure!(
+        said("kernel-ftrace-32000000.txt").contains("moved by the printk log's offset"),
+        "the ftrace buffer was not moved by the printk log's offset:\n{stderr}"
+    );
+    let mut last = 0u64;
+    let (mut markers, mut crash_at, mut latest_marker) = (0u32, None, 0u64);
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let ts = v["ts"].as_u64().context("a line without a time")?;
+        ensure!(ts >= last, "out of time order at {line}");
+        last = ts;
+        if v["type"] == "crash" {
+            crash_at.get_or_insert(ts);
+        }
+        if v["source"] == "kernel ftrace buffer"
+            && v["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(" print: crashring-ftrace "))
+        {
+            markers += 1;
+            latest_marker = ts;
+        }
+    }
+    ensure!(
+        markers == MARKERS * cpus,
+        "{markers} ftrace markers merged, not {}",
+        MARKERS * cpus
+    );
+    let crash_at = crash_at.context("no crash record in the region")?;
+    ensure!(
+        latest_marker < crash_at,
+        "the last ftrace marker lands at {latest_marker} ns, after the crash at {crash_at} ns"
+    );
+    Ok(format!(
+        "extract --kernel-logs: the printk log aligned by {matched} printk lines, the ftrace buffer by the same offset, its {markers} markers merged in time order before the crash"
+    ))
+}
