@@ -57,6 +57,9 @@ pub struct Placement {
     /// How far the matched lines' own offsets stray from `offset_ns` at
     /// most: the alignment's precision.
     pub spread_ns: u64,
+    /// Whether `offset_ns` and `spread_ns` are the kernel printk log's,
+    /// taken by a log of the same clock ([`Log::borrow_alignment`]).
+    pub from_printk_log: bool,
     /// Lines with no time we understand, too long, before the clock's
     /// zero, or over [`MAX_PLACED`].
     pub unplaced: u64,
@@ -112,6 +115,7 @@ impl Log {
         own.unplaced += gone;
         own.offset_ns = theirs.offset_ns;
         own.spread_ns = theirs.spread_ns;
+        own.from_printk_log = true;
         true
     }
 }
@@ -736,6 +740,7 @@ no time ffff888000000000
         let mut log = c.place("ftrace", ftrace.as_bytes()).unwrap();
         assert_eq!(log.placement.matched, 0);
         assert!(log.borrow_alignment(&printk));
+        assert!(log.placement.from_printk_log);
         let times: Vec<u64> = log.placed.iter().map(|(t, _)| *t).collect();
         assert_eq!(times, [4_000_000_500, 4_500_000_500]);
         assert_eq!(log.placement.offset_ns, 500);

@@ -63,6 +63,7 @@ fn log(l: &Log) -> Value {
             "matched_printk_lines": p.matched,
             "offset_ns": p.offset_ns,
             "spread_ns": p.spread_ns,
+            "from_printk_log": p.from_printk_log,
         },
         "redacted": {
             "per_class": l.redaction.counts.per_class,

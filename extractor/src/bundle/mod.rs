@@ -702,6 +702,12 @@ fn place_logs(
             .place(&l.name, BufReader::with_capacity(1 << 16, copy))
             .what(|| format!("reading back {}", rel.display()))?;
         log.redaction = redaction.unwrap_or_default();
+        // The ftrace buffer is stamped by the printk log's clock.
+        if let LogSource::KernelFtrace(_) = l.source {
+            if let Some(printk) = placed_logs.iter().find(|p: &&Log| p.name == KERNEL_PRINTK) {
+                log.borrow_alignment(printk);
+            }
+        }
         placed_logs.push(log);
     }
     Ok(placed_logs)

@@ -171,20 +171,19 @@ fn placed_kernel_logs(loaded: &Loaded, r: &Recovered) -> Vec<(Log, &'static str)
         let Ok(mut log) = clock.place(&l.name, &text[..]) else {
             continue;
         };
-        let borrowed = match (source, placed.first()) {
-            ("kernel ftrace buffer", Some((printk, _))) => log.borrow_alignment(printk),
-            _ => false,
-        };
-        report_placement(&log, borrowed);
+        if let (LogSource::KernelFtrace(_), Some((printk, _))) = (&l.source, placed.first()) {
+            log.borrow_alignment(printk);
+        }
+        report_placement(&log);
         placed.push((log, source));
     }
     placed
 }
 
 /// How a log was placed, on stderr.
-fn report_placement(log: &Log, borrowed: bool) {
+fn report_placement(log: &Log) {
     let p = &log.placement;
-    let how = if borrowed {
+    let how = if p.from_printk_log {
         format!(
             "moved by the printk log's offset ({:+.3} ms): the same kernel clock",
             p.offset_ns as f64 / 1e6

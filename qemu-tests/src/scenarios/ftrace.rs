@@ -154,8 +154,8 @@ fn check_markers(text: &str, cpus: u32, split: MarkerLine) -> Result<()> {
 }
 
 /// The buffer among the logs of a bundle (`manifest` and its unpacked
-/// `top`): listed as ftrace text, every line placed on the timeline, and
-/// every marker of `cpus` writers in it.
+/// `top`): listed as ftrace text, every line placed on the timeline by
+/// the printk log's offset, and every marker of `cpus` writers in it.
 pub fn check_bundled(manifest: &serde_json::Value, top: &Path, cpus: u32) -> Result<String> {
     let name = "kernel-ftrace-32000000.txt";
     let path = format!("logs/{name}");
@@ -176,10 +176,14 @@ pub fn check_bundled(manifest: &serde_json::Value, top: &Path, cpus: u32) -> Res
         log["lines"] == total && log["placed"] == total,
         "the bundled ftrace buffer's lines are not all placed on the timeline: {log}"
     );
+    ensure!(
+        log["bracketed_alignment"]["from_printk_log"] == true,
+        "the bundled ftrace buffer was not placed by the printk log's offset: {log}"
+    );
     check_markers(&std::fs::read_to_string(top.join(&path))?, cpus, ours)
         .with_context(|| format!("the bundle's {path}"))?;
     Ok(format!(
-        "the ftrace buffer bundled as {path}, its {total} lines on the timeline"
+        "the ftrace buffer bundled as {path}, its {total} lines on the timeline by the printk log's offset"
     ))
 }
 
