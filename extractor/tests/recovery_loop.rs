@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::synth::{generation_image, Ending};
+use common::synth::{self, generation_image, Ending};
+use common::{ftrace_area, printk_ring};
+use extractor::recovery::event_formats;
 use extractor::recovery::{self, Mode, Module, Offer, Outcome, Places, RecoveryError};
 use kexec_hooks::config::{Clean, Recover};
 use std::io;
@@ -133,6 +135,7 @@ fn run(m: &dyn Module, dir: &Path, config: &Recover) -> recovery::Run {
         armed: None,
         pstore: &dir.with_file_name("pstore"),
         tracing: &dir.with_file_name("tracing"),
+        release: None,
     };
     recovery::run(m, Mode::Boot, &places, config).unwrap()
 }
@@ -452,6 +455,7 @@ fn a_dump_gives_the_crashed_kernels_own_region() {
             armed,
             pstore: &m.pstore(),
             tracing: &m.tracing(),
+            release: None,
         };
         recovery::run(&module, Mode::Capture, &places, &Recover::default()).unwrap()
     };
@@ -468,4 +472,91 @@ fn a_dump_gives_the_crashed_kernels_own_region() {
     let other = m.bundles.with_file_name("armed");
     let done = capture(Some(stale as u64), &other);
     assert_eq!(generations(&done), [6]);
+}
+
+/// The text of `name` in the bundle at `path`.
+fn bundled_text(path: &Path, name: &str) -> String {
+    use std::io::Read;
+    let archive = std::fs::read(path).unwrap();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&archive[..]));
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        if e.path().unwrap().to_string_lossy().ends_with(name) {
+            let mut text = String::new();
+            e.read_to_string(&mut text).unwrap();
+            return text;
+        }
+    }
+    panic!("{name} is not in {}", path.display())
+}
+
+#[test]
+fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
+    let m = machine();
+    // This boot's kernel, with a persistent instance and one event.
+    let events = m.tracing().join("events/sched/sched_test");
+    std::fs::create_dir_all(&events).unwrap();
+    std::fs::create_dir_all(m.tracing().join("instances/boot")).unwrap();
+    std::fs::write(
+        m.tracing().join("instances/boot/last_boot_info"),
+        "# Current\n",
+    )
+    .unwrap();
+    std::fs::write(
+        events.join("format"),
+        "name: sched_test\nID: 316\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:int prev_pid;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"prev_pid=%d\", REC->prev_pid\n",
+    )
+    .unwrap();
+    let module = FakeModule::new(&m.module_dir, &[]);
+    let places = Places {
+        vmcore: Path::new("/nonexistent/vmcore"),
+        dir: &m.bundles,
+        armed: None,
+        pstore: &m.pstore(),
+        tracing: &m.tracing(),
+        release: Some("6.12.0-test"),
+    };
+    let done = recovery::run(&module, Mode::Boot, &places, &Recover::default()).unwrap();
+    assert!(
+        matches!(
+            done.formats,
+            Some(Ok(event_formats::Kept::Written { formats: 1, .. }))
+        ),
+        "{:?}",
+        done.formats
+    );
+
+    // That kernel crashes; its vmcore holds the region and a persistent
+    // ftrace buffer with one such event.
+    let mut dump = generation_image(7, Ending::Crashed);
+    let at = dump.len().next_multiple_of(ftrace_area::PAGE);
+    let mut area = ftrace_area::Area::new(56, 1, 4);
+    let mut event = vec![0u8; 12];
+    event[..2].copy_from_slice(&316u16.to_le_bytes());
+    event[4..8].copy_from_slice(&5i32.to_le_bytes());
+    event[8..12].copy_from_slice(&42i32.to_le_bytes());
+    area.write(0, 1_000_000, &event);
+    dump.resize(at, 0);
+    dump.extend(&area.bytes);
+    let note = printk_ring::note();
+    let elf = synth::elf(
+        &dump,
+        &[synth::load(0, dump.len() as u64)],
+        Some(&note),
+        1,
+        false,
+    );
+    let vmcore = m.module_dir.join("vmcore.elf");
+    std::fs::write(&vmcore, elf).unwrap();
+    let places = Places {
+        vmcore: &vmcore,
+        ..places
+    };
+    let done = recovery::run(&module, Mode::Capture, &places, &Recover::default()).unwrap();
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    let Outcome::Bundled { path, .. } = &done.archived[0].outcome else {
+        panic!("{:?}", done.archived[0].outcome)
+    };
+    let text = bundled_text(path, &format!("logs/kernel-ftrace-{at:x}.txt"));
+    assert!(text.contains("pid 5: sched_test: prev_pid=42"), "{text}");
 }

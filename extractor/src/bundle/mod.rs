@@ -42,6 +42,7 @@ pub mod redact;
 pub use check::{check, CheckError, Checked};
 
 use crate::discover::Hole;
+use crate::foreign::ftrace::event::Formats;
 use crate::foreign::{ftrace, ramoops};
 use crate::output::kernel_log;
 use crate::output::perfetto::Perfetto;
@@ -117,13 +118,15 @@ impl AddLog {
     /// What the kernel kept itself in `loaded`'s dump and its scan found:
     /// its printk log and its persistent ftrace buffers, and what of them
     /// could not be read or was lost, one sentence each.
-    pub fn kernels_own(loaded: &Loaded) -> (Vec<AddLog>, Vec<String>) {
+    /// `formats` name the buffers' events (the crashed kernel's copy of
+    /// `/sys/kernel/tracing/events`), when there is one.
+    pub fn kernels_own(loaded: &Loaded, formats: Option<&Formats>) -> (Vec<AddLog>, Vec<String>) {
         let (mut logs, mut warnings) = (Vec::new(), Vec::new());
         match AddLog::kernel_printk(loaded) {
             Ok(printk) => logs.extend(printk),
             Err(why) => warnings.push(why),
         }
-        let (ftrace, lost) = AddLog::kernel_ftrace(loaded);
+        let (ftrace, lost) = AddLog::kernel_ftrace(loaded, formats);
         logs.extend(ftrace);
         warnings.extend(lost);
         (logs, warnings)
@@ -133,7 +136,7 @@ impl AddLog {
     /// each as `logs/kernel-ftrace-ADDR.txt`, and what could not be read
     /// or was lost, one sentence each: the bundle is made without those,
     /// never held back for them.
-    pub fn kernel_ftrace(loaded: &Loaded) -> (Vec<AddLog>, Vec<String>) {
+    pub fn kernel_ftrace(loaded: &Loaded, formats: Option<&Formats>) -> (Vec<AddLog>, Vec<String>) {
         let (mut logs, mut warnings) = (Vec::new(), Vec::new());
         for found in loaded.ftrace() {
             let i = match found {
@@ -151,7 +154,7 @@ impl AddLog {
             }
             let mut text = Vec::new();
             // Into memory: writing a Vec cannot fail.
-            let _ = ftrace::write_text(&mut text, i, None);
+            let _ = ftrace::write_text(&mut text, i, formats);
             logs.push(AddLog {
                 source: LogSource::KernelFtrace(text),
                 name: format!("kernel-ftrace-{:x}.txt", i.base.0),

@@ -4,6 +4,8 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use extractor::recovery::event_formats;
+use extractor::recovery::next_boot;
 use kexec_hooks::arm::{self, Plan};
 use kexec_hooks::kdump_tools;
 use kexec_hooks::system::System;
@@ -87,7 +89,25 @@ pub fn arm(args: ArmArgs) -> Result<u8> {
             );
         }
     }
+    if sys.is_live() && !args.how.dry_run {
+        keep_event_formats(&sys);
+    }
     Ok(0)
+}
+
+/// Keeps the running kernel's event formats for its persistent ftrace
+/// buffer's dumps, as every boot's `crashring recover` does; a failure
+/// is said and arming stands.
+fn keep_event_formats(sys: &System) {
+    let Ok(release) = std::fs::read_to_string(sys.path("/proc/sys/kernel/osrelease")) else {
+        return;
+    };
+    let bundles = sys.path(kexec_hooks::status::BUNDLE_DIR);
+    super::recovery::say_formats(&event_formats::keep(
+        &sys.path(next_boot::TRACING),
+        release.trim(),
+        &bundles,
+    ));
 }
 
 pub fn disarm(how: ChangeArgs) -> Result<u8> {

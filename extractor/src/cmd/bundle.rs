@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::bundle::redact::{Class, Rules};
 use extractor::bundle::{self, AddLog};
+use extractor::foreign::ftrace::event::Formats;
 use extractor::foreign::ramoops::Layout;
 use extractor::output::select::parse_time;
 use extractor::recover::{Loaded, Recovered};
@@ -28,6 +29,12 @@ pub struct BundleArgs {
         value_name = "ADDR:SIZE[,record=N][,console=N][,ftrace=N][,pmsg=N][,cpus=N][,ecc=N]"
     )]
     ramoops: Option<Layout>,
+    /// The crashed kernel's event formats (a copy of its
+    /// /sys/kernel/tracing/events, or the file `crashring recover` keeps
+    /// of each release in /var/lib/crashring/ftrace-formats/), naming the
+    /// events of its persistent ftrace buffers.
+    #[arg(long, value_name = "PATH")]
+    ftrace_formats: Option<PathBuf>,
     #[command(flatten)]
     redaction: RedactArgs,
 }
@@ -80,10 +87,14 @@ pub fn run(args: BundleArgs) -> Result<u8> {
         bail!("a bundle is written to a file and renamed into place when complete: give it with -o FILE.tar.gz (standard output, `-o -`, cannot hold it)");
     }
     let rules = args.redaction.rules()?;
+    let formats = match &args.ftrace_formats {
+        Some(path) => Some(Formats::load(path).context("reading the event formats")?),
+        None => None,
+    };
     let loaded = args.input.load_regions()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
-    let logs = kernels_logs(&loaded, args.ramoops.as_ref(), args.logs);
+    let logs = kernels_logs(&loaded, args.ramoops.as_ref(), formats.as_ref(), args.logs);
     write(
         &loaded,
         &recovered,
@@ -99,8 +110,13 @@ pub fn run(args: BundleArgs) -> Result<u8> {
 /// The kernel's own logs first: its printk log and persistent ftrace
 /// buffers, when the dump holds them, and the ramoops records where
 /// `ramoops` puts them; then `logs`. What could not be read is a warning.
-fn kernels_logs(loaded: &Loaded, ramoops: Option<&Layout>, logs: Vec<AddLog>) -> Vec<AddLog> {
-    let (mut all, warnings) = AddLog::kernels_own(loaded);
+fn kernels_logs(
+    loaded: &Loaded,
+    ramoops: Option<&Layout>,
+    formats: Option<&Formats>,
+    logs: Vec<AddLog>,
+) -> Vec<AddLog> {
+    let (mut all, warnings) = AddLog::kernels_own(loaded, formats);
     for w in warnings {
         eprintln!("crashring: warning: {w}");
     }

@@ -20,10 +20,12 @@ pub struct FtraceArgs {
     /// SIZE bounds it. A device such as /dev/mem needs it.
     #[arg(long, value_name = "ADDR[:SIZE]", value_parser = parse_phys)]
     ftrace: Option<(PhysAddr, Option<u64>)>,
-    /// A copy of the writing boot's /sys/kernel/tracing/events, which
-    /// names its events and their fields; without it an event other than
-    /// ftrace's own shows as its id and bytes.
-    #[arg(long, value_name = "DIR")]
+    /// A copy of the writing boot's /sys/kernel/tracing/events (or the
+    /// file `crashring recover` keeps of each kernel release in
+    /// /var/lib/crashring/ftrace-formats/), which names its events and
+    /// their fields; without it an event other than ftrace's own shows as
+    /// its id and bytes.
+    #[arg(long, value_name = "PATH")]
     ftrace_formats: Option<PathBuf>,
 }
 

@@ -7,6 +7,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use extractor::recovery::event_formats::Kept;
 use extractor::recovery::{
     self, next_boot, Generation, Mode, Outcome, Places, RecoveryError, Sysfs, VMCORE,
 };
@@ -62,12 +63,14 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
         Mode::Boot
     };
     let armed = loader::armed(etc).ok().flatten().map(|a| a.placement.start);
+    let release = std::fs::read_to_string(sys.path("/proc/sys/kernel/osrelease")).ok();
     let places = Places {
         vmcore: &sys.path(VMCORE),
         dir: &dir,
         armed,
         pstore: &sys.path(next_boot::PSTORE),
         tracing: &sys.path(next_boot::TRACING),
+        release: release.as_deref().map(str::trim),
     };
     let done = match recovery::run(&Sysfs { sys: &sys }, mode, &places, &cfg) {
         Ok(done) => done,
@@ -88,6 +91,9 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     if args.capture && !done.archived.is_empty() {
         eprintln!("crashring: capture kernel: the generation stays in the region; the next boot finds its summary and acknowledges it");
     }
+    if let Some(kept) = &done.formats {
+        say_formats(kept);
+    }
     if let Some(status) = &done.not_recording {
         let message = format!("crashring: the module records nothing: {status}");
         eprintln!("{message}");
@@ -96,6 +102,19 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     match done.failed {
         None => Ok(0),
         Some((generation, e)) => failed(&socket, generation, e),
+    }
+}
+
+/// Says what keeping the running kernel's event formats did, when it
+/// did something or failed (`crashring arm` does it too).
+pub(super) fn say_formats(kept: &std::io::Result<Kept>) {
+    match kept {
+        Ok(Kept::Written { path, formats }) => eprintln!(
+            "crashring: kept this kernel's {formats} event formats in {}, for its persistent ftrace buffer's dumps",
+            path.display()
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("crashring: this kernel's event formats were not kept: {e}"),
     }
 }
 

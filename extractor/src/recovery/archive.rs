@@ -146,7 +146,13 @@ impl Archive<'_> {
         // A vmcore's own printk log and persistent ftrace buffers go with
         // its crash; a failure to read them is a warning, never a reason
         // to keep the crash back.
-        let (mut kernel_logs, unread) = AddLog::kernels_own(&loaded);
+        // Its ftrace buffers' events named by the formats this directory
+        // kept of that kernel release, if any.
+        let formats = loaded
+            .dump
+            .vmcoreinfo_value("OSRELEASE")
+            .and_then(|release| super::event_formats::kept(self.dir, release));
+        let (mut kernel_logs, unread) = AddLog::kernels_own(&loaded, formats.as_ref());
         warnings.extend(unread);
         if let (Some((pstore, tracing)), Some(_)) = (self.next_boot, input.offered) {
             let (shown, unread) = super::next_boot::previous_boot(pstore, tracing);

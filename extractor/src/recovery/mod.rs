@@ -12,6 +12,7 @@
 //! twice or release one nobody bundled.
 
 mod archive;
+pub mod event_formats;
 mod module;
 pub mod next_boot;
 mod place;
@@ -103,6 +104,9 @@ pub struct Run {
     pub not_recording: Option<String>,
     /// Whether there was anything at all: the module's absence, say.
     pub nothing: Option<&'static str>,
+    /// What keeping the running kernel's event formats did, on a normal
+    /// boot that knows its release.
+    pub formats: Option<io::Result<event_formats::Kept>>,
 }
 
 /// Where a run reads from and writes to.
@@ -118,6 +122,9 @@ pub struct Places<'a> {
     /// the crashed boot ([`next_boot`]) with its crash.
     pub pstore: &'a Path,
     pub tracing: &'a Path,
+    /// The running kernel's release: a normal boot keeps its event
+    /// formats for the dumps to come ([`event_formats`]).
+    pub release: Option<&'a str>,
 }
 
 /// Archives what waits, under the bundle directory's lock.
@@ -136,6 +143,7 @@ pub fn run(
         failed: None,
         not_recording: None,
         nothing: None,
+        formats: None,
     };
     let mut archive = Archive {
         dir,
@@ -215,6 +223,10 @@ pub fn run(
     }
     if mode == Mode::Boot {
         out.not_recording = module_not_recording(module);
+        // After the bundles: they come first.
+        out.formats = places
+            .release
+            .map(|release| event_formats::keep(places.tracing, release, dir));
     }
     Ok(out)
 }

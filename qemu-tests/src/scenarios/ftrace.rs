@@ -342,3 +342,44 @@ pub fn check_merged(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Res
         "extract --kernel-logs: the printk log aligned by {matched} printk lines, the ftrace buffer by the same offset, its {markers} markers merged in time order before the crash"
     ))
 }
+
+/// The event formats `crashring recover` kept on a box with a persistent
+/// instance (`log`: the guest said where, and the file's mode, after
+/// `crashring-test: formats `): a private file named by the release,
+/// on the ext2 `disk`, whose formats include ftrace's own print event
+/// and the scheduler's, as the running kernel numbered them.
+pub fn check_kept_formats(
+    sh: &Shell,
+    art: &super::Artifacts,
+    disk: &Path,
+    log: &str,
+    release: &str,
+) -> Result<String> {
+    let said = super::warm_reboot::said_after(log, "formats").unwrap_or_default();
+    ensure!(
+        said == format!("{release} 600"),
+        "crashring recover kept {said:?}, not {release}'s formats as a private file"
+    );
+    let bytes = super::warm_reboot::copied_off(
+        sh,
+        art,
+        disk,
+        &format!("bundles/ftrace-formats/{release}"),
+    )?;
+    let path = art.dir.join(release);
+    std::fs::write(&path, &bytes)?;
+    let formats = extractor::foreign::ftrace::event::Formats::load(&path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    ensure!(
+        formats.len() > 500
+            && text.contains("name: print\nID: 5\n")
+            && text.contains("name: sched_switch\n"),
+        "the kept formats hold {} events, or lack print (ID 5) or sched_switch",
+        formats.len()
+    );
+    Ok(format!(
+        "{} event formats of {release} kept for its dumps",
+        formats.len()
+    ))
+}
+

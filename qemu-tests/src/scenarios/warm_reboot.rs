@@ -569,8 +569,9 @@ else
   echo "crashring-test: previous after $(head -n 1 /sys/kernel/crashring/previous_summary)"
   crashring recover --dir /mnt/bundles
   echo "crashring-test: again $?"
-  echo "crashring-test: files $(ls /mnt/bundles | tr '\n' ' ')"
-  echo "crashring-test: modes $(stat -c %a /mnt/bundles /mnt/bundles/* | tr "\n" " ")"
+  echo "crashring-test: files $(ls -p /mnt/bundles | grep -v / | tr '\n' ' ')"
+  echo "crashring-test: modes $(stat -c %a /mnt/bundles /mnt/bundles/*.* | tr "\n" " ")"
+  echo "crashring-test: formats $(ls /mnt/bundles/ftrace-formats 2>/dev/null) $(stat -c %a /mnt/bundles/ftrace-formats/* 2>/dev/null)"
   echo "crashring-test: recording $(cat /sys/kernel/crashring/enabled)"
   crashring status | sed 's/^/crashring-test: status /'
   echo "{RESET_REASON}" > /sys/kernel/crashring/shutdown_reason
@@ -678,6 +679,8 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
     if ftrace {
         pstore += "; ";
         pstore += &ftrace::check_next_boot_bundled(&checked.manifest, &top, 2)?;
+        pstore += "; ";
+        pstore += &ftrace::check_kept_formats(sh, art, &disk, log, &k.release)?;
     }
     if !art.kept {
         let _ = std::fs::remove_file(&disk);

@@ -71,31 +71,62 @@ pub enum FormatsError {
     Empty(String),
 }
 
+/// Bytes of one `format` file read at most: the longest the kernel
+/// writes is a few KiB.
+const MAX_FORMAT: u64 = 64 << 10;
+/// Bytes of a kept copy read at most.
+const MAX_COPY: u64 = 64 << 20;
+
 impl Formats {
-    /// Reads every `SYSTEM/EVENT/format` under `dir` (a copy of
-    /// `/sys/kernel/tracing/events`). A file that does not parse is
-    /// skipped: its events then show as id and bytes.
-    pub fn load(dir: &Path) -> Result<Formats, FormatsError> {
+    /// Reads every `SYSTEM/EVENT/format` under `path` (a copy of
+    /// `/sys/kernel/tracing/events`), or, when `path` is a file, the
+    /// format files in it one after the other ([`gather`]'s copy). A
+    /// format that does not parse is skipped: its events then show as id
+    /// and bytes.
+    pub fn load(path: &Path) -> Result<Formats, FormatsError> {
         let io = |p: &Path, e| FormatsError::Io(p.display().to_string(), e);
-        let mut formats = Formats::default();
-        for system in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
-            let system = system.map_err(|e| io(dir, e))?.path();
-            let Ok(events) = std::fs::read_dir(&system) else {
-                continue;
-            };
-            for event in events.flatten() {
-                let path = event.path().join("format");
-                if let Ok(text) = std::fs::read_to_string(&path) {
-                    if let Some((id, f)) = parse_format(&text) {
-                        formats.by_id.insert(id, f);
-                    }
+        let formats = if path.is_file() {
+            let text = read_bounded(path, MAX_COPY).map_err(|e| io(path, e))?;
+            Formats::parse(&text)
+        } else {
+            let mut formats = Formats::default();
+            for file in format_files(path).map_err(|e| io(path, e))? {
+                if let Ok(text) = read_bounded(&file, MAX_FORMAT) {
+                    formats.insert(&text);
                 }
             }
-        }
+            formats
+        };
         if formats.by_id.is_empty() {
-            return Err(FormatsError::Empty(dir.display().to_string()));
+            return Err(FormatsError::Empty(path.display().to_string()));
         }
         Ok(formats)
+    }
+
+    /// The formats in `text`, format files one after the other, each
+    /// starting at its `name:` line.
+    pub fn parse(text: &str) -> Formats {
+        let mut formats = Formats::default();
+        let mut start = None;
+        let mut at = 0;
+        for line in text.split_inclusive('\n') {
+            if line.starts_with("name: ") {
+                if let Some(s) = start.replace(at) {
+                    formats.insert(&text[s..at]);
+                }
+            }
+            at += line.len();
+        }
+        if let Some(s) = start {
+            formats.insert(&text[s..]);
+        }
+        formats
+    }
+
+    fn insert(&mut self, text: &str) {
+        if let Some((id, f)) = parse_format(text) {
+            self.by_id.insert(id, f);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -105,6 +136,51 @@ impl Formats {
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
     }
+}
+
+/// Every `SYSTEM/EVENT/format` under `events`, in path order.
+fn format_files(events: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    for system in std::fs::read_dir(events)? {
+        let Ok(list) = std::fs::read_dir(system?.path()) else {
+            continue;
+        };
+        files.extend(list.flatten().map(|e| e.path().join("format")));
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// `path`'s text, at most `max` bytes of it.
+fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max)
+        .read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Every format under `events` (a running kernel's
+/// `/sys/kernel/tracing/events`) one after the other, as [`Formats::load`]
+/// reads a file of them, and how many there were.
+pub fn gather(events: &Path) -> std::io::Result<(String, usize)> {
+    let mut text = String::new();
+    let mut count = 0;
+    for file in format_files(events)? {
+        let Ok(format) = read_bounded(&file, MAX_FORMAT) else {
+            continue;
+        };
+        if !format.starts_with("name: ") || text.len() as u64 + format.len() as u64 > MAX_COPY {
+            continue;
+        }
+        text.push_str(&format);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        count += 1;
+    }
+    Ok((text, count))
 }
 
 /// One `format` file: its id and fields.
@@ -316,6 +392,37 @@ mod tests {
             raw.starts_with("event 600: 40 bytes 6b 77 6f 72 00 00 00 00 fb ff"),
             "{raw}"
         );
+    }
+
+    #[test]
+    fn a_gathered_copy_reads_as_the_directory_it_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in [
+            ("ftrace/print", PRINT_FORMAT),
+            ("test/sample", SAMPLE_FORMAT),
+        ] {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::write(p.join("format"), text).unwrap();
+        }
+        // tracefs' other files are not formats.
+        std::fs::write(dir.path().join("enable"), "0\n").unwrap();
+        let (text, count) = gather(dir.path()).unwrap();
+        assert_eq!(count, 2);
+        let copy = dir.path().join("copy");
+        std::fs::write(&copy, &text).unwrap();
+        let (from_copy, from_dir) = (
+            Formats::load(&copy).unwrap(),
+            Formats::load(dir.path()).unwrap(),
+        );
+        assert_eq!(from_copy.by_id, from_dir.by_id);
+        assert_eq!(
+            describe(&sample(), Some(&from_copy)),
+            describe(&sample(), Some(&from_dir))
+        );
+        // A file with no format in it is refused as an empty directory is.
+        std::fs::write(&copy, "not formats\n").unwrap();
+        assert!(matches!(Formats::load(&copy), Err(FormatsError::Empty(_))));
     }
 
     #[test]
