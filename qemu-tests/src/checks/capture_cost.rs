@@ -13,7 +13,7 @@
 
 use crate::env::guest;
 use crate::env::qemu::SerialClock;
-use crate::scenarios::dumps::{capture_extract, run_kdump, KdumpPlan};
+use crate::scenarios::kdump::{capture_extract, run_kdump, KdumpPlan};
 use crate::scenarios::{
     warm_reboot_run, workload_and_sysrq, Artifacts, WarmReboot, DONE, DONE_MIB,
 };

@@ -382,4 +382,3 @@ pub fn check_kept_formats(
         formats.len()
     ))
 }
-

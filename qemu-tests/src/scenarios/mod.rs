@@ -25,6 +25,7 @@ mod drm;
 pub(crate) mod dumps;
 mod follow;
 mod ftrace;
+pub(crate) mod kdump;
 mod pmem;
 mod printk_log;
 mod ramoops;
@@ -120,14 +121,14 @@ pub const SCENARIOS: &[Scenario] = &[
         about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads; their printk log equal to makedumpfile --dump-dmesg's and holding the guest's own dmesg",
         only_612: Some(NO_RESERVE_MEM),
         newest: false,
-        run: dumps::kdump_vmcore,
+        run: kdump::kdump_vmcore,
     },
     Scenario {
         name: "kdump-direct",
         about: "memmap= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads the region from /dev/mem by physical address; makedumpfile -c of /proc/vmcore, which the region is not in, is a vmcore as an unarmed machine leaves it: info describes it, extract refuses it naming crashring dmesg, its printk log equals makedumpfile --dump-dmesg's and the guest's own dmesg",
         only_612: None,
         newest: false,
-        run: dumps::kdump_direct,
+        run: kdump::kdump_direct,
     },
     Scenario {
         name: "pmem-power-loss",
