@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{crashring, ftrace_area, printk_ring, synth, write_tmp};
-use std::io::Read;
+use common::{bundles, crashring, ftrace_area, printk_ring, synth, write_tmp};
 
 /// An ELF vmcore of `mem` with the printk ring's VMCOREINFO.
 fn vmcore(name: &str, mem: &[u8]) -> std::path::PathBuf {
@@ -148,25 +147,12 @@ fn a_bundle_of_an_armed_vmcore_holds_the_kernels_whole_log() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let said = crashring(&["check-bundle", out_path.to_str().unwrap()]);
     assert_eq!(said.status.code(), Some(0), "{}", text(&said.stderr));
-    let archive = std::fs::read(&out_path).unwrap();
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&archive[..]));
-    let mut log = None;
-    let mut manifest = None;
-    for e in tar.entries().unwrap() {
-        let mut e = e.unwrap();
-        let name = e.path().unwrap().display().to_string();
-        let mut data = String::new();
-        if name.ends_with("/logs/kernel-printk.txt") {
-            e.read_to_string(&mut data).unwrap();
-            log = Some(data);
-        } else if name.ends_with("/MANIFEST.json") {
-            e.read_to_string(&mut data).unwrap();
-            manifest = Some(data);
-        }
-    }
+    let (_, files) = bundles::bundled(&out_path);
+    let log = files.get("logs/kernel-printk.txt").map(bundles::text);
+    let manifest = files.get("MANIFEST.json").map(bundles::text);
     let log = log.expect("logs/kernel-printk.txt in the bundle");
     assert!(log.starts_with("[    0.010000] hello"), "{log}");
-    let manifest: serde_json::Value = serde_json::from_str(&manifest.unwrap()).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(manifest.unwrap()).unwrap();
     assert_eq!(manifest["logs"][0]["name"], "kernel-printk.txt");
     assert_eq!(manifest["logs"][0]["lines"], 3);
     let file = manifest["files"]

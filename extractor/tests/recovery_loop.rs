@@ -6,7 +6,7 @@
 mod common;
 
 use common::synth::{self, generation_image, Ending};
-use common::{ftrace_area, printk_ring};
+use common::{bundles, ftrace_area, printk_ring};
 use extractor::recovery::event_formats;
 use extractor::recovery::{self, Mode, Module, Offer, Outcome, Places, RecoveryError};
 use kexec_hooks::config::{Clean, Recover};
@@ -474,22 +474,6 @@ fn a_dump_gives_the_crashed_kernels_own_region() {
     assert_eq!(generations(&done), [6]);
 }
 
-/// The text of `name` in the bundle at `path`.
-fn bundled_text(path: &Path, name: &str) -> String {
-    use std::io::Read;
-    let archive = std::fs::read(path).unwrap();
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&archive[..]));
-    for e in tar.entries().unwrap() {
-        let mut e = e.unwrap();
-        if e.path().unwrap().to_string_lossy().ends_with(name) {
-            let mut text = String::new();
-            e.read_to_string(&mut text).unwrap();
-            return text;
-        }
-    }
-    panic!("{name} is not in {}", path.display())
-}
-
 #[test]
 fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
     let m = machine();
@@ -557,6 +541,7 @@ fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
     let Outcome::Bundled { path, .. } = &done.archived[0].outcome else {
         panic!("{:?}", done.archived[0].outcome)
     };
-    let text = bundled_text(path, &format!("logs/kernel-ftrace-{at:x}.txt"));
+    let (_, files) = bundles::bundled(path);
+    let text = bundles::text(&files[&format!("logs/kernel-ftrace-{at:x}.txt")]);
     assert!(text.contains("pid 5: sched_test: prev_pid=42"), "{text}");
 }
