@@ -31,6 +31,7 @@ use crate::ramoops_area;
 use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
 use extractor::discover::{self, Found};
 use extractor::foreign::ftrace;
+use extractor::foreign::ftrace::event::Formats;
 use extractor::foreign::printk;
 use extractor::foreign::ramoops::{self, Layout, ZoneKind, ZoneState};
 use extractor::foreign::reed_solomon;
@@ -89,12 +90,17 @@ pub enum Target {
     /// them: descriptors, order, sub-buffers, events. Seeds are a buffer
     /// in each of the three layouts (four descriptor sizes).
     Ftrace,
+    /// Event formats as `--ftrace-formats FILE` reads them (the input is
+    /// the file), then an event of each id they give described by them:
+    /// fields at hostile offsets and sizes, `__data_loc` strings. The seed
+    /// is five of 6.12's formats.
+    FtraceFormats,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 11] = [
+    pub const ALL: [(&'static str, Target); 12] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -106,6 +112,7 @@ impl Target {
         ("printk", Target::Printk),
         ("ramoops", Target::Ramoops),
         ("ftrace", Target::Ftrace),
+        ("ftrace_formats", Target::FtraceFormats),
     ];
 }
 
@@ -211,7 +218,11 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         Target::Printk => printk,
         Target::Ramoops => ramoops,
         Target::Ftrace => ftrace,
-        Target::Decompress | Target::Logs | Target::DebugMessage | Target::Request => &[],
+        Target::Decompress
+        | Target::Logs
+        | Target::DebugMessage
+        | Target::Request
+        | Target::FtraceFormats => &[],
     }
 }
 
@@ -237,6 +248,7 @@ pub fn run(target: Target, data: &[u8]) -> String {
         Target::Logs => return logs(data),
         Target::DebugMessage => return debug_message(data),
         Target::Request => return request(data),
+        Target::FtraceFormats => return ftrace_formats(data),
         _ => {}
     }
     let Some(file) = file_of(target, data) else {
@@ -308,6 +320,19 @@ fn ramoops_zones(file: Vec<u8>, pick: u8) -> String {
         if let (ZoneKind::Ftrace, ZoneState::Text(t)) = (z.plan.kind, &z.state) {
             out.push_str(&ramoops::ftrace_lines(&t.bytes).0);
         }
+    }
+    out
+}
+
+/// The formats in `data`, and a 64-byte event of each of their first ids
+/// described by them.
+fn ftrace_formats(data: &[u8]) -> String {
+    let formats = Formats::parse(&String::from_utf8_lossy(data));
+    let mut out = String::new();
+    for id in formats.ids().into_iter().take(32) {
+        let mut event: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(37)).collect();
+        event[..2].copy_from_slice(&id.to_le_bytes());
+        let _ = writeln!(out, "{}", ftrace::event::describe(&event, Some(&formats)));
     }
     out
 }

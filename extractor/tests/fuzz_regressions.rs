@@ -74,6 +74,14 @@ fn findings(target: &str) -> &'static [Finding] {
                 ],
             },
         ],
+        // Seed: five of 6.12's formats, an event of each described.
+        "ftrace_formats" => &[Finding {
+            name: "seed-6.12",
+            says: &[
+                "irq_handler_entry: irq=-1754116824 name=(past the event)",
+                "sched_switch: prev_comm=(Mr",
+            ],
+        }],
         // Seeds: a buffer in each layout, CPU 0 gone round its ring.
         "ftrace" => &[
             Finding {

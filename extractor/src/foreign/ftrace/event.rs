@@ -133,6 +133,13 @@ impl Formats {
         self.by_id.len()
     }
 
+    /// The ids that have a format, in order.
+    pub fn ids(&self) -> Vec<u16> {
+        let mut ids: Vec<u16> = self.by_id.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
     }
