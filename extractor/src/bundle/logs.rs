@@ -434,14 +434,30 @@ impl<'t> Clock<'t> {
     }
 }
 
-/// `[   12.345678] text`: the time, and where the text starts.
+/// `[   12.345678] text`, or with the syslog priority `kmsg_dump()` puts
+/// before it in a pstore record (`<6>[   12.345678] text`): the time, and
+/// where the text starts.
 fn bracketed(line: &[u8]) -> Option<(u64, usize)> {
-    let rest = line.strip_prefix(b"[")?;
+    let priority = syslog_priority(line);
+    let rest = line[priority..].strip_prefix(b"[")?;
     let close = memchr::memchr(b']', rest)?;
     let ns = seconds(std::str::from_utf8(&rest[..close]).ok()?.trim())?;
     let text = &rest[close + 1..];
     let skipped = text.len() - text.trim_ascii_start().len();
-    Some((ns, 1 + close + 1 + skipped))
+    Some((ns, priority + 1 + close + 1 + skipped))
+}
+
+/// The length of a leading `<N>` (facility and level, at most 3 digits:
+/// `print_syslog()`), 0 without one.
+fn syslog_priority(line: &[u8]) -> usize {
+    let Some(rest) = line.strip_prefix(b"<") else {
+        return 0;
+    };
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    match rest.get(digits) {
+        Some(b'>') if (1..=3).contains(&digits) => digits + 2,
+        _ => 0,
+    }
 }
 
 /// A console line's kernel message: the journal's `HOST kernel: ` (one
@@ -561,7 +577,7 @@ mod tests {
 {\"MESSAGE\":\"hello\",\"SYSLOG_IDENTIFIER\":\"weston\",\"_BOOT_ID\":\"00112233445566778899aabbccddeeff\",\"__MONOTONIC_TIMESTAMP\":\"4000001\",\"__REALTIME_TIMESTAMP\":\"9\"}
 {\"MESSAGE\":[104,105],\"_BOOT_ID\":\"ffff\",\"__MONOTONIC_TIMESTAMP\":\"1\",\"__REALTIME_TIMESTAMP\":\"1002000000\"}
 [    5.000000] sysrq: Trigger a crash
-[    6.5] later
+<6>[    6.5] later
 no time here
 ";
         let placed = clock().place("x", log.as_bytes()).unwrap();
@@ -666,6 +682,7 @@ no time here
 [    1.100000] host kernel: input: mouse at ffffffff81000010
 [    1.200000] usb 1-1: new device; input: not at the start
 [    1.300000] Code: 0f 0b <cc>
+<6>[    1.400000] input: from a pstore record
 {\"MESSAGE\":\"input: pad\",\"_TRANSPORT\":\"kernel\"}
 {\"MESSAGE\":\"input: by a user\",\"_TRANSPORT\":\"stdout\"}
 {\"MESSAGE\":[97,116,32,102,102,102,102,56,56,56,48,48,48,48,48,48,48,48,48],\"_TRANSPORT\":\"syslog\"}
@@ -683,9 +700,10 @@ no time ffff888000000000
         let done = redact(log.as_bytes(), &mut out, &r).unwrap();
         let out = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = out.lines().collect();
-        // Three kernel messages dropped; the other bracketed lines hashed
-        // whole by printk.text, keeping their times.
-        assert_eq!(done.counts.per_class, [3, 2], "{out}");
+        // Four kernel messages dropped (one behind pstore's syslog
+        // priority); the other bracketed lines hashed whole by
+        // printk.text, keeping their times.
+        assert_eq!(done.counts.per_class, [4, 2], "{out}");
         assert_eq!(lines.len(), 5, "{out}");
         assert!(lines[0].starts_with("[    1.200000] h:"), "{out}");
         assert!(lines[1].starts_with("[    1.300000] h:"), "{out}");

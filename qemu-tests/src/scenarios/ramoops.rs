@@ -16,7 +16,7 @@
 use super::warm_reboot::{copied_off, said_after};
 use super::Artifacts;
 use crate::env::guest::Kernel;
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use std::path::Path;
 use xshell::Shell;
 
@@ -99,7 +99,9 @@ pub fn check_bundled(
 const PANIC_RECORD: &str = "logs/pstore-dmesg-ramoops-0";
 
 /// [`PANIC_RECORD`] of a bundle (`manifest` and its unpacked `top`):
-/// listed as a pstore record and holding the panic.
+/// listed as a pstore record, holding the panic, and placed on the
+/// timeline by the printk lines it shares with the trace (behind the
+/// syslog priority `kmsg_dump()` gives each line).
 fn bundled_panic(manifest: &serde_json::Value, top: &Path) -> Result<String> {
     let listed = manifest["files"]
         .as_array()
@@ -108,6 +110,16 @@ fn bundled_panic(manifest: &serde_json::Value, top: &Path) -> Result<String> {
         listed.is_some_and(|f| f["format"] == "pstore record"),
         "{PANIC_RECORD} is not listed as a pstore record: {}",
         manifest["files"]
+    );
+    let name = PANIC_RECORD.trim_start_matches("logs/");
+    let log = manifest["logs"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["name"] == name))
+        .context("the manifest's logs do not describe the panic's record")?;
+    ensure!(
+        log["placed"].as_u64() > Some(0)
+            && log["bracketed_alignment"]["matched_printk_lines"].as_u64() > Some(0),
+        "the panic's record is not placed on the timeline by the printk lines it shares: {log}"
     );
     let bundled = std::fs::read_to_string(top.join(PANIC_RECORD))?;
     ensure!(
