@@ -100,7 +100,8 @@ enum Cmd {
     #[command(after_help = INPUTS)]
     Ftrace(cmd::ftrace::FtraceArgs),
     /// Describe the input, every region (header, state, pages, losses) and
-    /// the kernel's own printk log when the dump has one.
+    /// what the kernel kept itself: its printk log when the dump has one,
+    /// its persistent ftrace buffers, and its ramoops zones (--ramoops).
     #[command(after_help = INPUTS)]
     Info {
         #[command(flatten)]
@@ -112,6 +113,13 @@ enum Cmd {
         /// of absent slots on one line).
         #[arg(long)]
         pages: bool,
+        /// Also list the pstore/ramoops zones where these parameters put
+        /// them (as `crashring pstore` takes them).
+        #[arg(
+            long,
+            value_name = "ADDR:SIZE[,record=N][,console=N][,ftrace=N][,pmsg=N][,cpus=N][,ecc=N]"
+        )]
+        ramoops: Option<extractor::foreign::ramoops::Layout>,
     },
     /// Make a bug-report bundle: a .tar.gz with MANIFEST.json (checksums,
     /// per-CPU counts, crash), README.txt, dmesg.txt, CTF, trace.dat, a
@@ -221,7 +229,12 @@ fn generate(what: Generated) -> anyhow::Result<u8> {
 fn main() -> ExitCode {
     let done = match Cli::parse().cmd {
         Cmd::Extract(args) => cmd::extract::run(args),
-        Cmd::Info { input, json, pages } => cmd::info::run(&input, json, pages),
+        Cmd::Info {
+            input,
+            json,
+            pages,
+            ramoops,
+        } => cmd::info::run(&input, json, pages, ramoops.as_ref()),
         Cmd::Bundle(args) => cmd::bundle::run(args),
         Cmd::Snapshot(args) => cmd::snapshot::run(args),
         Cmd::Follow(args) => cmd::follow::run(args),

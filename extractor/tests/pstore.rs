@@ -245,3 +245,54 @@ fn a_bundle_holds_the_dumps_ramoops_records_as_logs() {
         assert_eq!(err.matches("warning").count(), 1, "{err}");
     }
 }
+
+#[test]
+fn info_lists_the_zones_where_the_parameters_put_them() {
+    let path = write_tmp("ramoops-info.img", &ramoops_area::seed());
+    let path = path.to_str().unwrap();
+    // The area alone: no region, no log of the kernel's, yet described.
+    let out = crashring(&["info", path, "--ramoops", ramoops_area::LAYOUT]);
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        stdout.contains("ramoops (--ramoops): 7 zones in the current order; 1 empty, 1 not set up with these parameters"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  dmesg-ramoops-1 at 0x4000 (16384 bytes): 42 bytes, written at 1700000000.123456, stored compressed\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no crashring region"), "{stdout}");
+    let out = crashring(&["info", "--json", path, "--ramoops", ramoops_area::LAYOUT]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let zones = doc["ramoops"]["zones"].as_array().unwrap();
+    assert_eq!(doc["ramoops"]["order"], "current");
+    assert_eq!(zones.len(), 7);
+    assert_eq!(zones[1]["state"], "record");
+    assert_eq!(zones[1]["compressed"], true);
+    assert_eq!(zones[2]["state"], "empty");
+    // Without --ramoops nothing says where the zones are: none listed,
+    // and the input holds nothing else.
+    let out = crashring(&["info", path]);
+    assert_eq!(out.status.code(), Some(2));
+    // A record that no longer inflates sets the status, as pstore's does.
+    let mut mem = ramoops_area::seed();
+    // The deflate stream's first byte (its block header), after the
+    // 24-byte `====…-C` line.
+    mem[0x4000 + 12 + 24] ^= 0xff;
+    let broken = write_tmp("ramoops-info-broken.img", &mem);
+    let out = crashring(&[
+        "info",
+        broken.to_str().unwrap(),
+        "--ramoops",
+        ramoops_area::LAYOUT,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains(
+            "dmesg-ramoops-1 at 0x4000 (16384 bytes): compressed record does not inflate"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+}

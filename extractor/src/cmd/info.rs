@@ -18,6 +18,7 @@ use super::InputArgs;
 use anyhow::Result;
 use extractor::foreign::ftrace::{meta::MetaError, CpuState, Instance};
 use extractor::foreign::printk::{Log, PrintkError};
+use extractor::foreign::ramoops::{self, Layout, LayoutError, Order, Zone, ZoneState};
 use extractor::input::Dump;
 use extractor::recover::report::{utc, wall, RegionReport, SourceReport};
 use extractor::recover::Recovered;
@@ -29,16 +30,22 @@ use std::io::{self, Write as _};
 use std::path::Path;
 
 /// Describes the input and its regions: text unless `json`, with every
-/// stream and page slot if `pages`.
-pub fn run(input: &InputArgs, json: bool, pages: bool) -> Result<u8> {
-    let loaded = input.load()?;
+/// stream and page slot if `pages`, and the ramoops zones `ramoops` puts.
+pub fn run(input: &InputArgs, json: bool, pages: bool, ramoops: Option<&Layout>) -> Result<u8> {
+    // With --ramoops, the zones may be all the input holds.
+    let loaded = match ramoops {
+        Some(_) => input.load_any()?,
+        None => input.load()?,
+    };
     let regions = loaded.regions().collect::<Result<Vec<_>, _>>()?;
+    let ramoops = ramoops.map(|l| ramoops::read(loaded.dump.memory.as_ref(), l));
     let view = View {
         input: &input.input,
         dump: &loaded.dump,
         regions: &regions,
         printk: loaded.printk(),
         ftrace: loaded.ftrace(),
+        ramoops: ramoops.as_ref(),
     };
     let mut text = String::new();
     if json {
@@ -51,8 +58,10 @@ pub fn run(input: &InputArgs, json: bool, pages: bool) -> Result<u8> {
         .ftrace()
         .iter()
         .any(|f| f.as_ref().is_ok_and(Instance::damaged));
+    let ramoops_lost =
+        matches!(&ramoops, Some(Ok((_, zones))) if zones.iter().any(|z| z.state.lost()));
     Ok(u8::from(
-        regions.iter().any(Recovered::damaged) || ftrace_damaged,
+        regions.iter().any(Recovered::damaged) || ftrace_damaged || ramoops_lost,
     ))
 }
 
@@ -62,6 +71,8 @@ struct View<'a> {
     regions: &'a [Recovered<'a>],
     printk: Option<&'a Result<Log, PrintkError>>,
     ftrace: &'a [Result<Instance, MetaError>],
+    /// The ramoops zones, when asked for.
+    ramoops: Option<&'a Result<(Order, Vec<Zone>), LayoutError>>,
 }
 
 impl View<'_> {
@@ -136,6 +147,11 @@ impl View<'_> {
                 Err(e) => writeln!(out, "kernel ftrace buffer: not read: {e}")?,
             }
         }
+        match self.ramoops {
+            Some(Ok((order, zones))) => write_ramoops(out, *order, zones)?,
+            Some(Err(e)) => writeln!(out, "ramoops: not read: {e}")?,
+            None => {}
+        }
         if self.regions.is_empty() {
             writeln!(
                 out,
@@ -206,6 +222,7 @@ impl View<'_> {
             "regions": regions,
             "printk": self.printk.map(printk_json),
             "ftrace": self.ftrace.iter().map(ftrace_json).collect::<Vec<_>>(),
+            "ramoops": self.ramoops.map(ramoops_json),
         });
         writeln!(out, "{doc}")
     }
@@ -292,6 +309,85 @@ fn ftrace_json(found: &Result<Instance, MetaError>) -> Value {
             })
         }
         Err(e) => json!({ "addr": format!("{:#x}", e.addr()), "error": e.to_string() }),
+    }
+}
+
+/// The ramoops zones: each that holds a record or could not be read on
+/// its own line, the empty ones and those never set up counted.
+fn write_ramoops(out: &mut impl Write, order: Order, zones: &[Zone]) -> fmt::Result {
+    let count = |f: fn(&ZoneState) -> bool| zones.iter().filter(|z| f(&z.state)).count();
+    let empty = count(|s| matches!(s, ZoneState::Empty));
+    let absent = count(|s| matches!(s, ZoneState::NotRamoops { .. }));
+    writeln!(
+        out,
+        "ramoops (--ramoops): {} zones in {}; {empty} empty, {absent} not set up with these parameters; `crashring pstore` prints the records",
+        zones.len(),
+        order_name(order)
+    )?;
+    for z in zones {
+        if !matches!(z.state, ZoneState::Empty | ZoneState::NotRamoops { .. }) {
+            writeln!(
+                out,
+                "  {} at {:#x} ({} bytes): {}",
+                z.file_name(),
+                z.plan.addr,
+                z.plan.size,
+                z.state
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn order_name(order: Order) -> &'static str {
+    match order {
+        Order::PmsgFirst => "the current order",
+        Order::FtraceFirst => "older kernels' order (ftrace before pmsg)",
+    }
+}
+
+/// Every ramoops zone: its name, place, size and what it holds.
+fn ramoops_json(read: &Result<(Order, Vec<Zone>), LayoutError>) -> Value {
+    match read {
+        Ok((order, zones)) => json!({
+            "order": match order {
+                Order::PmsgFirst => "current",
+                Order::FtraceFirst => "older",
+            },
+            "zones": zones.iter().map(|z| {
+                let text = match &z.state {
+                    ZoneState::Text(t) => Some(t),
+                    _ => None,
+                };
+                json!({
+                    "name": z.file_name(),
+                    "addr": format!("{:#x}", z.plan.addr),
+                    "size": z.plan.size,
+                    "state": zone_state(&z.state),
+                    "says": z.state.to_string(),
+                    "bytes": text.map(|t| t.bytes.len()),
+                    "compressed": text.map(|t| t.compressed),
+                    "ecc": text.and_then(|t| t.ecc).map(|e| json!({
+                        "corrected_bytes": e.corrected_bytes,
+                        "bad_blocks": e.bad_blocks,
+                    })),
+                })
+            }).collect::<Vec<_>>(),
+        }),
+        Err(e) => json!({ "error": e.to_string() }),
+    }
+}
+
+/// A zone's state by name, for machines.
+fn zone_state(state: &ZoneState) -> &'static str {
+    match state {
+        ZoneState::NotRamoops { .. } => "not_ramoops",
+        ZoneState::Empty => "empty",
+        ZoneState::Invalid { .. } => "invalid",
+        ZoneState::Unreadable(_) => "unreadable",
+        ZoneState::NoDmesgHeader => "no_dmesg_header",
+        ZoneState::BadCompression(_) => "bad_compression",
+        ZoneState::Text(_) => "record",
     }
 }
 

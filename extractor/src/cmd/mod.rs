@@ -23,7 +23,7 @@ use clap::Args;
 use extractor::input::Dump;
 use extractor::output::{NewFile, Written};
 use extractor::phys::PhysAddr;
-use extractor::recover::{self, InputSpec, Loaded, Recovered};
+use extractor::recover::{self, InputSpec, LoadError, Loaded, Recovered};
 use indicatif::{ProgressBar, ProgressStyle};
 use pstore_ring::read::HeaderTrust;
 use std::io::{self, BufWriter, IsTerminal, Write};
@@ -101,10 +101,20 @@ impl InputArgs {
     /// Opens the input, says what is wrong with the dump itself, and
     /// reads its regions out (with a progress bar for a long scan).
     pub fn load(&self) -> Result<Loaded> {
+        self.load_by(recover::find)
+    }
+
+    /// [`Self::load`], an input with nothing of crashring's or the
+    /// kernel's logs in it included (`info --ramoops` looks for more).
+    pub fn load_any(&self) -> Result<Loaded> {
+        self.load_by(recover::find_any)
+    }
+
+    fn load_by(&self, find: Finder) -> Result<Loaded> {
         let spec = self.spec();
         let dump = self.open()?;
         let mut bar = None;
-        let loaded = recover::find(dump, &spec, &mut |done, total| {
+        let loaded = find(dump, &spec, &mut |done, total| {
             let bar = bar.get_or_insert_with(|| scan_bar(total));
             if let Some(b) = bar {
                 b.set_position(done);
@@ -130,6 +140,9 @@ impl InputArgs {
         Ok(loaded)
     }
 }
+
+/// [`recover::find`] or [`recover::find_any`].
+type Finder = fn(Dump, &InputSpec, &mut dyn FnMut(u64, u64)) -> Result<Loaded, LoadError>;
 
 /// A progress bar for a scan of more than 1 GiB, when someone watches.
 fn scan_bar(total: u64) -> Option<ProgressBar> {

@@ -96,13 +96,7 @@ pub fn run(args: PstoreArgs) -> Result<u8> {
         zones.len()
     );
     // Something the kernel wrote could not be read: say so by the status.
-    let damaged = zones.iter().any(|z| {
-        matches!(
-            z.state,
-            ZoneState::Unreadable(_) | ZoneState::BadCompression(_)
-        )
-    });
-    Ok(u8::from(damaged))
+    Ok(u8::from(zones.iter().any(|z| z.state.lost())))
 }
 
 /// A zone's record, saying what of it was left out.

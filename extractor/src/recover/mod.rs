@@ -156,6 +156,20 @@ pub fn find(
     spec: &InputSpec,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Loaded, LoadError> {
+    let loaded = find_any(dump, spec, progress)?;
+    if loaded.found.is_empty() && !loaded.holds_kernel_logs() {
+        return Err(loaded.no_region(spec));
+    }
+    Ok(loaded)
+}
+
+/// [`find`], an input with nothing of it found included: for a caller
+/// that looks for more (ramoops zones where it was told they are).
+pub fn find_any(
+    dump: Dump,
+    spec: &InputSpec,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Loaded, LoadError> {
     let mut ftrace_hits = Vec::new();
     let (found, mut unread) = match spec.phys {
         Some((addr, size)) => (
@@ -176,7 +190,7 @@ pub fn find(
     if found.is_empty() && !unread.is_empty() {
         return Err(unread.swap_remove(0).into());
     }
-    let loaded = Loaded {
+    Ok(Loaded {
         dump,
         found,
         unread,
@@ -184,13 +198,7 @@ pub fn find(
         printk: OnceLock::new(),
         ftrace_hits,
         ftrace: OnceLock::new(),
-    };
-    let foreign =
-        matches!(loaded.printk(), Some(Ok(_))) || loaded.ftrace().iter().any(Result::is_ok);
-    if loaded.found.is_empty() && !foreign {
-        return Err(loaded.no_region(spec));
-    }
-    Ok(loaded)
+    })
 }
 
 /// A region whose header is unusable.
@@ -369,6 +377,12 @@ impl Loaded {
             .iter()
             .enumerate()
             .map(|(n, f)| Recovered::of(n, f, Place::of(&self.dump.kind, f.addr), self.trust))
+    }
+
+    /// Whether the dump holds the kernel's printk log or a persistent
+    /// ftrace buffer that reads: what a dump without a region can show.
+    pub fn holds_kernel_logs(&self) -> bool {
+        matches!(self.printk(), Some(Ok(_))) || self.ftrace().iter().any(Result::is_ok)
     }
 
     /// Whether regions are several, so that outputs name each one.

@@ -89,8 +89,20 @@ pub fn check_bundled(
         record.lines().count(),
         bundled.lines().count()
     );
+    // `info` lists it where the parameters put it.
+    let info = xshell::cmd!(sh, "{crashring} info --json {dump} --ramoops {DUMP_LAYOUT}")
+        .quiet()
+        .read()?;
+    let info: serde_json::Value = serde_json::from_str(&info)?;
+    let zone = &info["ramoops"]["zones"][0];
+    ensure!(
+        zone["name"] == "dmesg-ramoops-0"
+            && zone["state"] == "record"
+            && zone["compressed"] == true,
+        "crashring info --ramoops lists the first zone as {zone}"
+    );
     Ok(format!(
-        "the panic's ramoops record bundled as {PANIC_RECORD} ({} lines)",
+        "the panic's ramoops record bundled as {PANIC_RECORD} ({} lines) and listed by info",
         bundled.lines().count()
     ))
 }

@@ -166,6 +166,17 @@ impl Zone {
     }
 }
 
+impl ZoneState {
+    /// Whether something the kernel wrote could not be read: the dump
+    /// lacks it, or a compressed record does not inflate.
+    pub fn lost(&self) -> bool {
+        matches!(
+            self,
+            ZoneState::Unreadable(_) | ZoneState::BadCompression(_)
+        )
+    }
+}
+
 impl fmt::Display for ZoneState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
