@@ -252,10 +252,38 @@ pub fn run(sh: &Shell, name: &str, series: &str, keep: Option<PathBuf>) -> Resul
         k.release,
         dir.display()
     );
-    let summary = (scenario.run)(sh, &k, &Artifacts { dir, kept })
-        .map_err(|e| e.context(format!("scenario {name} on {}", k.release)))?;
+    let summary = (scenario.run)(
+        sh,
+        &k,
+        &Artifacts {
+            dir: dir.clone(),
+            kept,
+        },
+    )
+    .map_err(|e| e.context(format!("scenario {name} on {}", k.release)))?;
     println!("PASS {name} [{}]: {summary}", k.release);
+    if !kept {
+        prune_passed(&dir)?;
+    }
     Ok(summary)
+}
+
+/// Above this, a file of a passed run is a disk, a dump or an initramfs.
+const PRUNE_ABOVE: u64 = 16 << 20;
+
+/// Deletes what a passed run no longer needs: its disks, dumps and
+/// initramfs, gigabytes over a whole suite (a CI run once ran out of disk).
+/// Its reports, logs and bundles stay for a look after the run.
+fn prune_passed(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_file() && meta.len() > PRUNE_ABOVE {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("removing {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Markers and printk lines the workload writes before it crashes the guest.
