@@ -38,6 +38,7 @@ use extractor::foreign::reed_solomon;
 use extractor::input::kdump::codecs::decompress_page;
 use extractor::input::source::Source;
 use extractor::input::{self, flat::FlatSource, Dump};
+use extractor::kmem::symbols::{KernelText, SymbolMap, Symbolizer};
 use extractor::output::select::Selection;
 use extractor::output::{kernel_log, tracedat, Format, Overlay, RegionView, Writer};
 use extractor::phys::PhysAddr;
@@ -95,12 +96,17 @@ pub enum Target {
     /// fields at hostile offsets and sizes, `__data_loc` strings. The seed
     /// is five of 6.12's formats.
     FtraceFormats,
+    /// A symbol map as `--symbols FILE` reads it (the input is the file),
+    /// placed 2 MiB from where it says, then addresses across its text
+    /// named as a function entry names them. The seed is the lines of a
+    /// 6.12 guest's kallsyms the qemu-dump scenario uses.
+    SymbolMap,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 12] = [
+    pub const ALL: [(&'static str, Target); 13] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -113,6 +119,7 @@ impl Target {
         ("ramoops", Target::Ramoops),
         ("ftrace", Target::Ftrace),
         ("ftrace_formats", Target::FtraceFormats),
+        ("symbol_map", Target::SymbolMap),
     ];
 }
 
@@ -222,7 +229,8 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         | Target::Logs
         | Target::DebugMessage
         | Target::Request
-        | Target::FtraceFormats => &[],
+        | Target::FtraceFormats
+        | Target::SymbolMap => &[],
     }
 }
 
@@ -249,6 +257,7 @@ pub fn run(target: Target, data: &[u8]) -> String {
         Target::DebugMessage => return debug_message(data),
         Target::Request => return request(data),
         Target::FtraceFormats => return ftrace_formats(data),
+        Target::SymbolMap => return symbol_map(data),
         _ => {}
     }
     let Some(file) = file_of(target, data) else {
@@ -332,7 +341,49 @@ fn ftrace_formats(data: &[u8]) -> String {
     for id in formats.ids().into_iter().take(32) {
         let mut event: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(37)).collect();
         event[..2].copy_from_slice(&id.to_le_bytes());
-        let _ = writeln!(out, "{}", ftrace::event::describe(&event, Some(&formats)));
+        let _ = writeln!(
+            out,
+            "{}",
+            ftrace::event::describe(&event, Some(&formats), None)
+        );
+    }
+    out
+}
+
+/// The map in `data` placed 2 MiB higher, and 17 function entries across
+/// its text (4 bytes into each sixteenth) named by it.
+fn symbol_map(data: &[u8]) -> String {
+    let map = match SymbolMap::parse(&String::from_utf8_lossy(data)) {
+        Ok(map) => map,
+        Err(e) => return e.to_string(),
+    };
+    let Some(start) = map.address("_text") else {
+        return String::new();
+    };
+    let end = map.address("_etext").unwrap_or(start.wrapping_add(0x1000));
+    let shift = 0x20_0000u64;
+    let text = KernelText::Symbol {
+        name: "_text",
+        addr: start.wrapping_add(shift),
+    };
+    let symbols = match Symbolizer::new(&map, None, Some(text)) {
+        Ok(s) => s,
+        Err(e) => return e.to_string(),
+    };
+    let step = end.wrapping_sub(start) / 16;
+    let mut out = String::new();
+    for i in 0..=16u64 {
+        let at = start
+            .wrapping_add(step.wrapping_mul(i))
+            .wrapping_add(4 + shift);
+        let mut event = vec![1, 0, 0, 0, 1, 0, 0, 0];
+        event.extend(at.to_le_bytes());
+        event.extend(start.wrapping_add(shift).to_le_bytes());
+        let _ = writeln!(
+            out,
+            "{}",
+            ftrace::event::describe(&event, None, Some(&symbols))
+        );
     }
     out
 }
@@ -376,7 +427,7 @@ fn ftrace_buffers(file: Vec<u8>) -> String {
                 out,
                 "[{cpu}] {} {}",
                 e.ts,
-                ftrace::event::describe(&e.data, None)
+                ftrace::event::describe(&e.data, None, None)
             );
         }
         let _ = writeln!(out, "{} events", merged.len());

@@ -162,3 +162,81 @@ fn region_options_are_not_offered() {
         );
     }
 }
+
+/// A kallsyms copy of a boot that put `_text` at 0xffffffff9d000000.
+const KALLSYMS: &str = "ffffffff9d000000 T _text\n\
+    ffffffff9d000500 t rb_meta_init_text_addr\n\
+    ffffffff9d001234 T f\n\
+    ffffffff9d002000 t g\n\
+    ffffffff9d100000 T _etext\n";
+
+#[test]
+fn a_symbol_map_of_another_boot_names_function_entries() {
+    // 6.12 saves where it put rb_meta_init_text_addr, 6.15+ where it put
+    // _text: the seed's TEXT either way.
+    // Where the writing boot put _text.
+    for (word, base) in [
+        (56, ftrace_area::TEXT - 0x500),
+        (0x0018_0020, ftrace_area::TEXT),
+    ] {
+        let mut area = ftrace_area::Area::new(word, 1, 4);
+        let mut entry = vec![1, 0, 0, 0, 9, 0, 0, 0];
+        entry.extend((base + 0x1234 + 4).to_le_bytes());
+        entry.extend((base + 0x2000 + 0x10).to_le_bytes());
+        area.write(0, 1_000, &entry);
+        let image = write_tmp(&format!("ftrace-fn-{word:x}.img"), &area.bytes);
+        let map = write_tmp("kallsyms", KALLSYMS.as_bytes());
+        let args = |map: &std::path::Path| {
+            crashring(&[
+                "ftrace",
+                image.to_str().unwrap(),
+                "--ftrace",
+                "0",
+                "--symbols",
+                map.to_str().unwrap(),
+            ])
+        };
+        let out = args(&map);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(
+            text(&out.stdout).contains("cpu0 pid 9: function: f+0x4 <- g+0x10\n"),
+            "{}",
+            text(&out.stdout)
+        );
+        assert!(err.contains("code addresses named by the symbol map, placed by ftrace's saved "));
+        // Without the map: the addresses.
+        let out = crashring(&["ftrace", image.to_str().unwrap(), "--ftrace", "0"]);
+        assert!(text(&out.stdout).contains(&format!("function: {:#x} <- ", base + 0x1238)));
+    }
+    // The stub Debian puts in /boot, and a map without 6.12's anchor.
+    let area = {
+        let mut area = ftrace_area::Area::new(56, 1, 4);
+        area.write(0, 1_000, &ftrace_area::print_entry(1, "m"));
+        area
+    };
+    let image = write_tmp("ftrace-fn-refused.img", &area.bytes);
+    for (map, says) in [
+        (
+            "ffffffffffffffff B The real System.map is in the linux-image-<version>-dbg package\n",
+            "no `_text` symbol",
+        ),
+        (
+            "ffffffff9d000000 T _text\nffffffff9d001234 T f\n",
+            "the map is of another kernel: it has no rb_meta_init_text_addr",
+        ),
+    ] {
+        let map = write_tmp("refused-map", map.as_bytes());
+        let out = crashring(&[
+            "ftrace",
+            image.to_str().unwrap(),
+            "--ftrace",
+            "0",
+            "--symbols",
+            map.to_str().unwrap(),
+        ]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}

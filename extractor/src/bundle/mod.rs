@@ -154,7 +154,7 @@ impl AddLog {
             }
             let mut text = Vec::new();
             // Into memory: writing a Vec cannot fail.
-            let _ = ftrace::write_text(&mut text, i, formats);
+            let _ = ftrace::write_text(&mut text, i, formats, None);
             logs.push(AddLog {
                 source: LogSource::KernelFtrace(text),
                 name: format!("kernel-ftrace-{:x}.txt", i.base.0),

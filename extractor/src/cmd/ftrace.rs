@@ -7,6 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use extractor::foreign::ftrace::event::Formats;
 use extractor::foreign::ftrace::{self, CpuState, Instance};
+use extractor::kmem::symbols::{SymbolMap, Symbolizer, SymbolsError};
+use extractor::kmem::vmcoreinfo::VmcoreInfo;
 use extractor::phys::PhysAddr;
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,6 +29,14 @@ pub struct FtraceArgs {
     /// its id and bytes.
     #[arg(long, value_name = "PATH")]
     ftrace_formats: Option<PathBuf>,
+    /// The writing kernel's symbols: its System.map (the real one, from
+    /// Debian's -dbg package) or a copy of /proc/kallsyms of any boot of
+    /// that kernel (the next boot's own will do), which names the code
+    /// addresses of function entries. The writing boot's placement comes
+    /// from the dump's VMCOREINFO or from what ftrace saved beside the
+    /// buffer.
+    #[arg(long, value_name = "FILE")]
+    symbols: Option<PathBuf>,
 }
 
 pub fn run(args: FtraceArgs) -> Result<u8> {
@@ -35,14 +45,19 @@ pub fn run(args: FtraceArgs) -> Result<u8> {
         Some(dir) => Some(Formats::load(dir).context("reading the event formats")?),
         None => None,
     };
+    let map = match &args.symbols {
+        Some(file) => Some(SymbolMap::load(file).context("reading the symbol map")?),
+        None => None,
+    };
     // A buffer found but unreadable is said here and makes the exit
     // status 1, as a damaged one does.
     let mut unreadable = false;
-    let instances: Vec<Instance> = match args.ftrace {
+    let (instances, dump): (Vec<Instance>, _) = match args.ftrace {
         Some((base, size)) => {
             let dump = args.input.open_unscanned()?;
-            vec![ftrace::read_at(dump.memory.as_ref(), base, size)
-                .with_context(|| format!("{path}"))?]
+            let i = ftrace::read_at(dump.memory.as_ref(), base, size)
+                .with_context(|| format!("{path}"))?;
+            (vec![i], dump)
         }
         None => {
             let dump = args.input.open()?;
@@ -56,7 +71,7 @@ pub fn run(args: FtraceArgs) -> Result<u8> {
                     }
                 }
             }
-            found
+            (found, dump)
         }
     };
     if instances.is_empty() {
@@ -65,18 +80,55 @@ pub fn run(args: FtraceArgs) -> Result<u8> {
     for i in &instances {
         report(&path.to_string(), i);
     }
+    let info = dump.vmcoreinfo.as_deref().map(VmcoreInfo::parse);
+    let symbolizers = match &map {
+        Some(map) => instances
+            .iter()
+            .map(|i| symbolizer(i, map, info.as_ref()))
+            .collect::<Result<Vec<_>>>()?,
+        None => instances.iter().map(|_| None).collect(),
+    };
     write_to(None, |out| {
-        for i in &instances {
+        for (i, symbols) in instances.iter().zip(&symbolizers) {
             if instances.len() > 1 {
                 writeln!(out, "==== ftrace buffer at {:#x} ====", i.base)?;
             }
-            ftrace::write_text(out, i, formats.as_ref())?;
+            ftrace::write_text(out, i, formats.as_ref(), symbols.as_ref())?;
         }
         Ok(())
     })?;
     Ok(u8::from(
         unreadable || instances.iter().any(Instance::damaged),
     ))
+}
+
+/// `map` placed where the boot that wrote `i` put the kernel, said on
+/// stderr; without anything to place it by, the addresses stay numbers
+/// (said too). A map of another kernel is an error.
+fn symbolizer<'a>(
+    i: &Instance,
+    map: &'a SymbolMap,
+    info: Option<&VmcoreInfo>,
+) -> Result<Option<Symbolizer<'a>>> {
+    match Symbolizer::new(map, info, i.kernel_text) {
+        Ok(s) => {
+            eprintln!(
+                "crashring: ftrace buffer at {:#x}: code addresses named by the symbol map, placed by {}",
+                i.base, s.anchor
+            );
+            Ok(Some(s))
+        }
+        Err(e @ SymbolsError::NoAnchor) => {
+            eprintln!(
+                "crashring: ftrace buffer at {:#x}: code addresses stay numbers: {e}",
+                i.base
+            );
+            Ok(None)
+        }
+        Err(e) => {
+            Err(e).with_context(|| format!("the symbol map for the ftrace buffer at {:#x}", i.base))
+        }
+    }
 }
 
 /// What was found, on stderr: the buffer, then each CPU and its losses

@@ -6,6 +6,7 @@
 //! A read fails at the first byte that is not mapped or not in the dump,
 //! and says which and why: nothing is read as zeros.
 
+pub mod symbols;
 pub mod vmcoreinfo;
 pub mod x86_64;
 

@@ -89,6 +89,8 @@ impl Area {
             area.put32(4, word);
             area.put64(8, total);
             area.put64(16, first as u64);
+            // Tracing's scratch area: clock_id, then _text.
+            area.put64(24 + 8, TEXT);
         }
         for cpu in 0..cpus {
             area.sync_meta(cpu);

@@ -382,7 +382,7 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             })?;
         lines.push(format!("{line}; dumped in {:.1} s", took.as_secs_f64()));
         if persistent_ftrace {
-            lines.push(ftrace::check_dump(sh, &crashring, path, cpus)?);
+            lines.push(ftrace::check_dump(sh, &crashring, path, cpus, &serial)?);
         }
         if !art.kept {
             let _ = std::fs::remove_file(path);

@@ -22,18 +22,32 @@ use xshell::Shell;
 pub const APPEND: &str = "memmap=4M$0x32000000 trace_instance=crashring@0x32000000:4M";
 /// Markers each writer writes.
 const MARKERS: u32 = 250;
+/// The guest's symbols the host names the function entry by, as its
+/// `/proc/kallsyms` gives them (a map of the crashed boot), and the
+/// anchors VMCOREINFO places such a map by.
+const KALLSYMS: &str =
+    "_text|_stext|_etext|init_uts_ns|rb_meta_init_text_addr|sysrq_handle_crash|__handle_sysrq";
+/// The function entry the crash leaves, its caller's name after `<-`.
+const FUNCTION: &str = "sysrq_handle_crash";
+const CALLER: &str = "__handle_sysrq";
 
 /// The guest's part before the crash: one writer per online CPU (`cpus`
-/// of them) writes its markers, `crashring-ftrace CPU N`.
+/// of them) writes its markers, `crashring-ftrace CPU N`; then the
+/// instance traces [`FUNCTION`], which the crash calls once, and the
+/// guest says the symbols of [`KALLSYMS`].
 pub fn script(cpus: u32) -> String {
     format!(
         r#"mount -t tracefs nodev /sys/kernel/tracing
 t=/sys/kernel/tracing/instances/crashring
 if [ -d $t ]; then
+  # One function entry, at the crash. First: a tracer set empties the
+  # buffer.
+  echo sysrq_handle_crash > $t/set_ftrace_filter && echo function > $t/current_tracer || echo "crashring-test: no function tracing"
   for c in $(seq 0 {last}); do
     taskset -c $c sh -c "for i in \$(seq 1 {MARKERS}); do echo \"crashring-ftrace $c \$i\" > $t/trace_marker; done" &
   done
   wait
+  grep -E ' ({KALLSYMS})$' /proc/kallsyms | sed 's/^/crashring-test: kallsyms /'
 else
   echo "crashring-test: no ftrace instance"
 fi
@@ -44,12 +58,14 @@ fi
 
 /// The next boot, before anything else: if the instance holds the
 /// previous boot's markers, `crashring ftrace` reads the range through
-/// `/dev/mem`, and the markers it gives (count, digest, count per CPU) and
-/// the kernel's (count, digest) are said on the console.
+/// `/dev/mem`, naming code by this boot's own `/proc/kallsyms` (the same
+/// kernel, placed elsewhere by KASLR), and the markers it gives (count,
+/// digest, count per CPU) and the kernel's (count, digest) are said on
+/// the console, and the function entry as each names it.
 pub const NEXT_BOOT: &str = r#"mount -t tracefs nodev /sys/kernel/tracing
 t=/sys/kernel/tracing/instances/crashring
 if grep -q crashring-ftrace $t/trace 2>/dev/null; then
-  crashring ftrace /dev/mem --ftrace 0x32000000:4M > /ftrace.txt 2> /ftrace.err
+  crashring ftrace /dev/mem --ftrace 0x32000000:4M --symbols /proc/kallsyms > /ftrace.txt 2> /ftrace.err
   echo "crashring-test: ftrace read $?"
   sed 's/^/crashring-test: ftrace says /' /ftrace.err
   grep -o 'crashring-ftrace [0-9]* [0-9]*' /ftrace.txt > /ftrace-ours
@@ -58,14 +74,23 @@ if grep -q crashring-ftrace $t/trace 2>/dev/null; then
   echo "crashring-test: ftrace kernel's $(wc -l < /ftrace-kernel) $(md5sum < /ftrace-kernel)"
   per=; for c in 0 1 2 3; do per="$per $(grep -c "\] cpu$c pid .* crashring-ftrace $c " /ftrace.txt)"; done
   echo "crashring-test: ftrace per cpu$per"
+  echo "crashring-test: ftrace function ours $(grep -o 'function: .*' /ftrace.txt | sed 's/+0x[0-9a-f]*//g')"
+  echo "crashring-test: ftrace function kernel's $(grep -o '[^ ]* <-[^ ]*$' $t/trace)"
 fi
 "#;
 
 /// `crashring ftrace` on `dump`: one buffer, nothing lost, and on each of
 /// the first `cpus` CPUs its writer's markers 1 to [`MARKERS`], each once
 /// and in order.
-pub fn check_dump(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Result<String> {
-    let out = xshell::cmd!(sh, "{crashring} ftrace {dump}")
+pub fn check_dump(
+    sh: &Shell,
+    crashring: &Path,
+    dump: &Path,
+    cpus: u32,
+    serial: &Path,
+) -> Result<String> {
+    let map = kallsyms_said(serial)?;
+    let out = xshell::cmd!(sh, "{crashring} ftrace {dump} --symbols {map}")
         .quiet()
         .ignore_status()
         .output()?;
@@ -79,6 +104,22 @@ pub fn check_dump(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Resul
     );
     check_markers(&stdout, cpus, ours)
         .with_context(|| format!("crashring ftrace {}:\n{stderr}", dump.display()))?;
+    let functions: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_once(": function: ").map(|(_, f)| f))
+        .collect();
+    let named = |f: &str| {
+        let (callee, caller) = f.split_once(" <- ").unwrap_or_default();
+        callee.split('+').next() == Some(FUNCTION) && caller.split('+').next() == Some(CALLER)
+    };
+    ensure!(
+        functions.len() == 1 && named(functions[0]),
+        "crashring ftrace --symbols gave the function entries {functions:?}, not {FUNCTION} called by {CALLER}:\n{stderr}"
+    );
+    ensure!(
+        stderr.contains("placed by VMCOREINFO's _stext"),
+        "the symbol map was not placed by VMCOREINFO:\n{stderr}"
+    );
     // `info` lists it among what the dump holds.
     let info = xshell::cmd!(sh, "{crashring} info --json {dump}")
         .quiet()
@@ -87,16 +128,39 @@ pub fn check_dump(sh: &Shell, crashring: &Path, dump: &Path, cpus: u32) -> Resul
     let listed = &info["ftrace"];
     ensure!(
         listed.as_array().map(Vec::len) == Some(1)
-            && listed[0]["events"].as_u64() == Some(u64::from(MARKERS * cpus))
+            && listed[0]["events"].as_u64() == Some(u64::from(MARKERS * cpus + 1))
             && listed[0]["invalid"] == 0
             && listed[0]["unreadable"] == 0,
         "crashring info --json {} lists the ftrace buffers {listed}",
         dump.display()
     );
     Ok(format!(
-        "the persistent ftrace instance ({}): {MARKERS} markers of {MARKERS} on each of {cpus} CPUs, in order, and listed by info",
-        layout(&stderr)
+        "the persistent ftrace instance ({}): {MARKERS} markers of {MARKERS} on each of {cpus} CPUs, in order, the crash's function entry named {}, and listed by info",
+        layout(&stderr),
+        functions[0]
     ))
+}
+
+/// A symbol map of the lines the guest said of its `/proc/kallsyms`
+/// ([`KALLSYMS`]), written beside `serial`.
+fn kallsyms_said(serial: &Path) -> Result<std::path::PathBuf> {
+    let log = std::fs::read_to_string(serial)?;
+    let lines: Vec<&str> = log
+        .lines()
+        .filter_map(|l| {
+            l.split_once("crashring-test: kallsyms ")
+                .map(|(_, s)| s.trim())
+        })
+        .collect();
+    ensure!(
+        lines.len() == KALLSYMS.split('|').count(),
+        "the guest said {} of its symbols, not {}: {lines:?}",
+        lines.len(),
+        KALLSYMS.split('|').count()
+    );
+    let path = serial.with_file_name("kallsyms");
+    std::fs::write(&path, lines.join("\n") + "\n")?;
+    Ok(path)
 }
 
 /// Reads a marker line of one text: its CPU and the words after the
@@ -171,7 +235,8 @@ pub fn check_bundled(manifest: &serde_json::Value, top: &Path, cpus: u32) -> Res
         .as_array()
         .and_then(|l| l.iter().find(|l| l["name"] == name))
         .context("the manifest's logs do not describe the ftrace buffer")?;
-    let total = u64::from(MARKERS * cpus);
+    // The markers and the crash's function entry.
+    let total = u64::from(MARKERS * cpus + 1);
     ensure!(
         log["lines"] == total && log["placed"] == total,
         "the bundled ftrace buffer's lines are not all placed on the timeline: {log}"
@@ -236,9 +301,28 @@ pub fn check_next_boot(log: &str, cpus: u32) -> Result<String> {
         "markers per CPU {:?}, not {per:?}",
         said("per cpu")
     );
+    // This boot's kallsyms placed by the address ftrace saved of the
+    // crashed boot's _text: the same names as the kernel's reader gives.
+    // The caller may be its cold part (`__handle_sysrq.cold` on 7.3).
+    let (ours, kernels) = (said("function ours"), said("function kernel's"));
+    let caller = kernels
+        .as_deref()
+        .and_then(|k| k.strip_prefix(&format!("{FUNCTION} <-")))
+        .filter(|c| c.starts_with(CALLER));
+    ensure!(
+        caller.is_some_and(|c| ours == Some(format!("function: {FUNCTION} <- {c}"))),
+        "the crash's function entry named {ours:?} by crashring with this boot's kallsyms, {kernels:?} by the kernel's reader:\n{}",
+        says.join("\n")
+    );
+    ensure!(
+        says.iter().any(|l| l.contains("placed by ftrace's saved ")),
+        "the symbol map was not placed by what ftrace saved:\n{}",
+        says.join("\n")
+    );
     Ok(format!(
-        "the persistent ftrace instance on the next boot ({}): {total} markers through /dev/mem, the same and in the same order as the kernel's reader",
-        layout(&says.join("\n"))
+        "the persistent ftrace instance on the next boot ({}): {total} markers through /dev/mem, the same and in the same order as the kernel's reader, and the crash's function entry named {FUNCTION} <- {} by this boot's kallsyms as by the kernel's reader",
+        layout(&says.join("\n")),
+        caller.unwrap_or_default()
     ))
 }
 

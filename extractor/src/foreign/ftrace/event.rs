@@ -10,6 +10,7 @@
 //! event is shown as its id and bytes, never guessed.
 
 use super::meta::{u32_at, u64_at};
+use crate::kmem::symbols::Symbolizer;
 use pstore_ring::text::Escaped;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -233,8 +234,9 @@ fn parse_field(text: &str) -> Option<Field> {
     })
 }
 
-/// The event `data` in one line: its kind, then what it holds.
-pub fn describe(data: &[u8], formats: Option<&Formats>) -> String {
+/// The event `data` in one line: its kind, then what it holds; a code
+/// address by its symbol where `symbols` names it.
+pub fn describe(data: &[u8], formats: Option<&Formats>, symbols: Option<&Symbolizer>) -> String {
     let Some(common) = Common::of(data) else {
         return format!("(event of {} bytes, too short for its header)", data.len());
     };
@@ -247,12 +249,11 @@ pub fn describe(data: &[u8], formats: Option<&Formats>) -> String {
             let _ = write!(out, "{}", Escaped(text.strip_suffix(b"\n").unwrap_or(text)));
         }
         (TRACE_FN, _) if data.len() >= 24 => {
-            let _ = write!(
-                out,
-                "function: {:#x} <- {:#x}",
-                u64_at(data, 8),
-                u64_at(data, 16)
-            );
+            let (ip, parent) = (u64_at(data, 8), u64_at(data, 16));
+            let _ = match symbols {
+                Some(s) => write!(out, "function: {} <- {}", s.name(ip), s.name(parent)),
+                None => write!(out, "function: {ip:#x} <- {parent:#x}"),
+            };
         }
         (TRACE_BPRINT, _) if data.len() >= 24 => {
             let args: Vec<String> = data[24..]
@@ -390,11 +391,11 @@ mod tests {
         ]);
         assert_eq!(f.len(), 2);
         assert_eq!(
-            describe(&sample(), Some(&f)),
+            describe(&sample(), Some(&f), None),
             "sample: comm=kwor delta=-5 ptr=0xffff888012345678 name=eth0\\x01 raw=0x0102ff"
         );
         // Without formats, an event given out at boot is its id and bytes.
-        let raw = describe(&sample(), None);
+        let raw = describe(&sample(), None, None);
         assert!(
             raw.starts_with("event 600: 40 bytes 6b 77 6f 72 00 00 00 00 fb ff"),
             "{raw}"
@@ -424,8 +425,8 @@ mod tests {
         );
         assert_eq!(from_copy.by_id, from_dir.by_id);
         assert_eq!(
-            describe(&sample(), Some(&from_copy)),
-            describe(&sample(), Some(&from_dir))
+            describe(&sample(), Some(&from_copy), None),
+            describe(&sample(), Some(&from_dir), None)
         );
         // A file with no format in it is refused as an empty directory is.
         std::fs::write(&copy, "not formats\n").unwrap();
@@ -437,16 +438,16 @@ mod tests {
         let mut print = vec![5, 0, 0, 0, 1, 0, 0, 0];
         print.extend(0xffff_ffff_8100_0000u64.to_le_bytes());
         print.extend(b"hello\x1b\n\0\0");
-        assert_eq!(describe(&print, None), "print: hello\\x1b");
+        assert_eq!(describe(&print, None, None), "print: hello\\x1b");
         let mut function = vec![1, 0, 0, 0, 1, 0, 0, 0];
         function.extend(0xffff_ffff_8100_0010u64.to_le_bytes());
         function.extend(0xffff_ffff_8100_0020u64.to_le_bytes());
         assert_eq!(
-            describe(&function, None),
+            describe(&function, None, None),
             "function: 0xffffffff81000010 <- 0xffffffff81000020"
         );
         assert_eq!(
-            describe(&[5, 0], None),
+            describe(&[5, 0], None, None),
             "(event of 2 bytes, too short for its header)"
         );
     }
@@ -457,7 +458,7 @@ mod tests {
         let mut short = sample();
         short[32..36].copy_from_slice(&(200u32 | 6 << 16).to_le_bytes());
         short.truncate(40);
-        assert!(describe(&short, Some(&f)).contains("name=(past the event)"));
+        assert!(describe(&short, Some(&f), None).contains("name=(past the event)"));
     }
 
     #[test]

@@ -23,6 +23,7 @@
 //! head and commit pointers are the previous boot's virtual addresses; like
 //! the kernel, the reader relocates them against `first_buffer`.
 
+use crate::kmem::symbols::KernelText;
 use crate::phys::{PhysAddr, PhysMemory};
 use std::fmt;
 
@@ -126,8 +127,48 @@ pub struct CpuMeta {
     /// The invalid-page test's counts (40-byte descriptors): pages it
     /// corrupted at the panic, and the bytes it expects to stay readable.
     pub tested: Option<(u32, u32)>,
-    /// The kernel's text (or KASLR) address, from a per-CPU descriptor.
+    /// `rb_meta_init_text_addr`'s address (6.12) or the KASLR offset
+    /// (6.13, 6.14), from a per-CPU descriptor.
     pub text_addr: Option<u64>,
+}
+
+/// The lowest address of the kernel's image on x86-64 and arm64: what a
+/// saved `_text` must be at least.
+const KERNEL_IMAGE_FLOOR: u64 = 0xffff_ffff_8000_0000;
+
+/// Where the writing boot put the kernel, as the area says: CPU 0's
+/// descriptor (6.12: the address of `rb_meta_init_text_addr`, the
+/// function that saves it; 6.13–6.14: the KASLR offset), or tracing's
+/// scratch area after the global one (6.15+: `_text`). The scratch area began as `{text_addr, nr_entries,
+/// entries[]}` and later gained a leading `unsigned int clock_id`; it is
+/// zeroed when the buffer is set up, so the padding after `clock_id` is
+/// 0 and the first word that is a kernel image address is `_text`.
+pub fn kernel_text(mem: &dyn PhysMemory, head: &Head, first: &CpuMeta) -> Option<KernelText> {
+    match head.generation {
+        Generation::PerCpuTextData => first
+            .text_addr
+            .filter(|&addr| addr >= KERNEL_IMAGE_FLOOR)
+            .map(|addr| KernelText::Symbol {
+                name: "rb_meta_init_text_addr",
+                addr,
+            }),
+        Generation::PerCpuKaslr => first.text_addr.map(KernelText::KaslrOffset),
+        Generation::Global | Generation::GlobalTested => {
+            let scratch = head.base + GLOBAL_META_SIZE;
+            if head.first_chunk.0 < scratch.0 + 16 {
+                return None;
+            }
+            let mut words = [0u8; 16];
+            mem.read(scratch, &mut words).ok()?;
+            [u64_at(&words, 0), u64_at(&words, 8)]
+                .into_iter()
+                .find(|&w| w >= KERNEL_IMAGE_FLOOR)
+                .map(|addr| KernelText::Symbol {
+                    name: "_text",
+                    addr,
+                })
+        }
+    }
 }
 
 /// Why a descriptor cannot be used.

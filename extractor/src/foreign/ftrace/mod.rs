@@ -14,6 +14,7 @@ pub mod event;
 pub mod meta;
 pub mod page;
 
+use crate::kmem::symbols::{KernelText, Symbolizer};
 use crate::phys::{present_chunks, PhysAddr, PhysMemory};
 use meta::{CpuMeta, Generation, MetaError};
 use page::{Page, RawEvent};
@@ -30,6 +31,9 @@ pub struct Instance {
     /// Past the last CPU chunk read.
     pub end: PhysAddr,
     pub cpus: Vec<Cpu>,
+    /// Where the writing boot put the kernel, to name the code addresses
+    /// of its events by a symbol map.
+    pub kernel_text: Option<KernelText>,
 }
 
 impl Instance {
@@ -61,6 +65,7 @@ pub fn write_text(
     out: &mut dyn std::io::Write,
     i: &Instance,
     formats: Option<&event::Formats>,
+    symbols: Option<&Symbolizer>,
 ) -> std::io::Result<()> {
     for (cpu, e) in i.merged() {
         let pid = event::Common::of(&e.data).map_or(-1, |c| c.pid);
@@ -69,7 +74,7 @@ pub fn write_text(
             "[{:>5}.{:09}] cpu{cpu} pid {pid}: {}",
             e.ts / 1_000_000_000,
             e.ts % 1_000_000_000,
-            event::describe(&e.data, formats)
+            event::describe(&e.data, formats, symbols)
         )?;
     }
     Ok(())
@@ -231,6 +236,7 @@ pub fn read_at(
         generation,
         end,
         cpus,
+        kernel_text: meta::kernel_text(mem, &head, &first),
     })
 }
 
@@ -526,7 +532,7 @@ mod tests {
             .events
             .iter()
             .filter_map(|e| {
-                let text = event::describe(&e.data, None);
+                let text = event::describe(&e.data, None, None);
                 text.strip_prefix(&format!("print: {prefix} marker "))?
                     .parse()
                     .ok()
