@@ -7,7 +7,7 @@
 mod common;
 
 use common::bundles::*;
-use common::{crashring, jsonl_totals, reader, rich_image, run_ok, write_tmp};
+use common::{crashring, ftrace_area, jsonl_totals, reader, rich_image, run_ok, write_tmp};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -305,15 +305,29 @@ fn a_persistent_ftrace_buffer_beside_the_region_is_bundled_as_ftrace_text() {
     let mut mem = rich_image();
     mem.resize(mem.len().next_multiple_of(4096), 0);
     let base = mem.len();
-    mem.extend(common::ftrace_area::seed(0x0018_0020));
+    // Its markers, and a function entry that a symbol map names.
+    let mut area = ftrace_area::seed_area(0x0018_0020);
+    // 6.15+ saved where it put _text: the seed's TEXT.
+    let at = ftrace_area::TEXT;
+    area.write(
+        1,
+        2_000_000 + (5 << 28),
+        &ftrace_area::function_entry(8, at + 0x1238, at + 0x2010),
+    );
+    mem.extend(area.bytes);
     let image = write_tmp("bundle-ftrace.bin", &mem);
-    let (out, archive) = bundle(&image, "bundle-ftrace.tar.gz", &[]);
+    let map = write_tmp("bundle-kallsyms", ftrace_area::KALLSYMS.as_bytes());
+    let (out, archive) = bundle(
+        &image,
+        "bundle-ftrace.tar.gz",
+        &["--symbols", map.to_str().unwrap()],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     // 1: the rich image's region is damaged on purpose.
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!(
-            "logs/kernel-ftrace-{base:x}.txt: 493 of 493 lines placed"
+            "logs/kernel-ftrace-{base:x}.txt: 494 of 494 lines placed"
         )),
         "{err}"
     );
@@ -322,6 +336,10 @@ fn a_persistent_ftrace_buffer_beside_the_region_is_bundled_as_ftrace_text() {
     let log = text(&files[&name]);
     assert!(
         log.contains("] cpu1 pid 8: print: cpu1 marker 4\n"),
+        "{log}"
+    );
+    assert!(
+        log.contains("] cpu1 pid 8: function: f+0x4 <- g+0x10\n"),
         "{log}"
     );
     assert_eq!(

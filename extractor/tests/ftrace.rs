@@ -163,13 +163,6 @@ fn region_options_are_not_offered() {
     }
 }
 
-/// A kallsyms copy of a boot that put `_text` at 0xffffffff9d000000.
-const KALLSYMS: &str = "ffffffff9d000000 T _text\n\
-    ffffffff9d000500 t rb_meta_init_text_addr\n\
-    ffffffff9d001234 T f\n\
-    ffffffff9d002000 t g\n\
-    ffffffff9d100000 T _etext\n";
-
 #[test]
 fn a_symbol_map_of_another_boot_names_function_entries() {
     // 6.12 saves where it put rb_meta_init_text_addr, 6.15+ where it put
@@ -180,12 +173,10 @@ fn a_symbol_map_of_another_boot_names_function_entries() {
         (0x0018_0020, ftrace_area::TEXT),
     ] {
         let mut area = ftrace_area::Area::new(word, 1, 4);
-        let mut entry = vec![1, 0, 0, 0, 9, 0, 0, 0];
-        entry.extend((base + 0x1234 + 4).to_le_bytes());
-        entry.extend((base + 0x2000 + 0x10).to_le_bytes());
+        let entry = ftrace_area::function_entry(9, base + 0x1234 + 4, base + 0x2000 + 0x10);
         area.write(0, 1_000, &entry);
         let image = write_tmp(&format!("ftrace-fn-{word:x}.img"), &area.bytes);
-        let map = write_tmp("kallsyms", KALLSYMS.as_bytes());
+        let map = write_tmp("kallsyms", ftrace_area::KALLSYMS.as_bytes());
         let args = |map: &std::path::Path| {
             crashring(&[
                 "ftrace",

@@ -136,6 +136,7 @@ fn run(m: &dyn Module, dir: &Path, config: &Recover) -> recovery::Run {
         pstore: &dir.with_file_name("pstore"),
         tracing: &dir.with_file_name("tracing"),
         release: None,
+        kallsyms: Path::new("/nonexistent/kallsyms"),
     };
     recovery::run(m, Mode::Boot, &places, config).unwrap()
 }
@@ -456,6 +457,7 @@ fn a_dump_gives_the_crashed_kernels_own_region() {
             pstore: &m.pstore(),
             tracing: &m.tracing(),
             release: None,
+            kallsyms: Path::new("/nonexistent/kallsyms"),
         };
         recovery::run(&module, Mode::Capture, &places, &Recover::default()).unwrap()
     };
@@ -492,6 +494,9 @@ fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
     )
     .unwrap();
     let module = FakeModule::new(&m.module_dir, &[]);
+    // The capture kernel is the same release: its kallsyms name the code.
+    let kallsyms = m.tmp.path().join("kallsyms");
+    std::fs::write(&kallsyms, ftrace_area::KALLSYMS).unwrap();
     let places = Places {
         vmcore: Path::new("/nonexistent/vmcore"),
         dir: &m.bundles,
@@ -499,6 +504,7 @@ fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
         pstore: &m.pstore(),
         tracing: &m.tracing(),
         release: Some("6.12.0-test"),
+        kallsyms: &kallsyms,
     };
     let done = recovery::run(&module, Mode::Boot, &places, &Recover::default()).unwrap();
     assert!(
@@ -520,6 +526,14 @@ fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
     event[4..8].copy_from_slice(&5i32.to_le_bytes());
     event[8..12].copy_from_slice(&42i32.to_le_bytes());
     area.write(0, 1_000_000, &event);
+    // 6.12 saved where it put rb_meta_init_text_addr (the seed's TEXT):
+    // _text is 0x500 before it.
+    let text_at = ftrace_area::TEXT - 0x500;
+    area.write(
+        0,
+        2_000_000,
+        &ftrace_area::function_entry(5, text_at + 0x1238, text_at + 0x2010),
+    );
     dump.resize(at, 0);
     dump.extend(&area.bytes);
     let note = printk_ring::note();
@@ -544,4 +558,5 @@ fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
     let (_, files) = bundles::bundled(path);
     let text = bundles::text(&files[&format!("logs/kernel-ftrace-{at:x}.txt")]);
     assert!(text.contains("pid 5: sched_test: prev_pid=42"), "{text}");
+    assert!(text.contains("pid 5: function: f+0x4 <- g+0x10"), "{text}");
 }

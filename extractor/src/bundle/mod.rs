@@ -44,6 +44,8 @@ pub use check::{check, CheckError, Checked};
 use crate::discover::Hole;
 use crate::foreign::ftrace::event::Formats;
 use crate::foreign::{ftrace, ramoops};
+use crate::kmem::symbols::{SymbolMap, Symbolizer};
+use crate::kmem::vmcoreinfo::VmcoreInfo;
 use crate::output::kernel_log;
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
@@ -120,13 +122,19 @@ impl AddLog {
     /// could not be read or was lost, one sentence each.
     /// `formats` name the buffers' events (the crashed kernel's copy of
     /// `/sys/kernel/tracing/events`), when there is one.
-    pub fn kernels_own(loaded: &Loaded, formats: Option<&Formats>) -> (Vec<AddLog>, Vec<String>) {
+    /// `symbols`, the crashed kernel's symbol map, names their code
+    /// addresses where the dump tells where that boot put the kernel.
+    pub fn kernels_own(
+        loaded: &Loaded,
+        formats: Option<&Formats>,
+        symbols: Option<&SymbolMap>,
+    ) -> (Vec<AddLog>, Vec<String>) {
         let (mut logs, mut warnings) = (Vec::new(), Vec::new());
         match AddLog::kernel_printk(loaded) {
             Ok(printk) => logs.extend(printk),
             Err(why) => warnings.push(why),
         }
-        let (ftrace, lost) = AddLog::kernel_ftrace(loaded, formats);
+        let (ftrace, lost) = AddLog::kernel_ftrace(loaded, formats, symbols);
         logs.extend(ftrace);
         warnings.extend(lost);
         (logs, warnings)
@@ -136,8 +144,13 @@ impl AddLog {
     /// each as `logs/kernel-ftrace-ADDR.txt`, and what could not be read
     /// or was lost, one sentence each: the bundle is made without those,
     /// never held back for them.
-    pub fn kernel_ftrace(loaded: &Loaded, formats: Option<&Formats>) -> (Vec<AddLog>, Vec<String>) {
+    pub fn kernel_ftrace(
+        loaded: &Loaded,
+        formats: Option<&Formats>,
+        symbols: Option<&SymbolMap>,
+    ) -> (Vec<AddLog>, Vec<String>) {
         let (mut logs, mut warnings) = (Vec::new(), Vec::new());
+        let info = loaded.dump.vmcoreinfo.as_deref().map(VmcoreInfo::parse);
         for found in loaded.ftrace() {
             let i = match found {
                 Ok(i) => i,
@@ -152,9 +165,19 @@ impl AddLog {
                     i.base
                 ));
             }
+            let symbolizer = symbols.and_then(|map| {
+                Symbolizer::new(map, info.as_ref(), i.kernel_text)
+                    .map_err(|e| {
+                        warnings.push(format!(
+                            "the persistent ftrace buffer at {:#x}: code addresses stay numbers: {e}",
+                            i.base
+                        ))
+                    })
+                    .ok()
+            });
             let mut text = Vec::new();
             // Into memory: writing a Vec cannot fail.
-            let _ = ftrace::write_text(&mut text, i, formats, None);
+            let _ = ftrace::write_text(&mut text, i, formats, symbolizer.as_ref());
             logs.push(AddLog {
                 source: LogSource::KernelFtrace(text),
                 name: format!("kernel-ftrace-{:x}.txt", i.base.0),

@@ -7,6 +7,7 @@ use extractor::bundle::redact::{Class, Rules};
 use extractor::bundle::{self, AddLog};
 use extractor::foreign::ftrace::event::Formats;
 use extractor::foreign::ramoops::Layout;
+use extractor::kmem::symbols::SymbolMap;
 use extractor::output::select::parse_time;
 use extractor::recover::{Loaded, Recovered};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,11 @@ pub struct BundleArgs {
     /// events of its persistent ftrace buffers.
     #[arg(long, value_name = "PATH")]
     ftrace_formats: Option<PathBuf>,
+    /// The crashed kernel's System.map or a copy of /proc/kallsyms of any
+    /// boot of it, naming the code addresses of its persistent ftrace
+    /// buffers' function entries (as `crashring ftrace --symbols`).
+    #[arg(long, value_name = "FILE")]
+    symbols: Option<PathBuf>,
     #[command(flatten)]
     redaction: RedactArgs,
 }
@@ -91,10 +97,20 @@ pub fn run(args: BundleArgs) -> Result<u8> {
         Some(path) => Some(Formats::load(path).context("reading the event formats")?),
         None => None,
     };
+    let symbols = match &args.symbols {
+        Some(file) => Some(SymbolMap::load(file).context("reading the symbol map")?),
+        None => None,
+    };
     let loaded = args.input.load_regions()?;
     let recovered = loaded.regions().collect::<Result<Vec<_>, _>>()?;
     recovered.iter().for_each(report_damage);
-    let logs = kernels_logs(&loaded, args.ramoops.as_ref(), formats.as_ref(), args.logs);
+    let logs = kernels_logs(
+        &loaded,
+        args.ramoops.as_ref(),
+        formats.as_ref(),
+        symbols.as_ref(),
+        args.logs,
+    );
     write(
         &loaded,
         &recovered,
@@ -114,9 +130,10 @@ fn kernels_logs(
     loaded: &Loaded,
     ramoops: Option<&Layout>,
     formats: Option<&Formats>,
+    symbols: Option<&SymbolMap>,
     logs: Vec<AddLog>,
 ) -> Vec<AddLog> {
-    let (mut all, warnings) = AddLog::kernels_own(loaded, formats);
+    let (mut all, warnings) = AddLog::kernels_own(loaded, formats, symbols);
     for w in warnings {
         eprintln!("crashring: warning: {w}");
     }

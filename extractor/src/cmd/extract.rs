@@ -146,7 +146,7 @@ fn format_name(format: Format) -> String {
 /// clock, each with the source it names in the output; how each was
 /// placed is said on stderr.
 fn placed_kernel_logs(loaded: &Loaded, r: &Recovered) -> Vec<(Log, &'static str)> {
-    let (logs, unread) = AddLog::kernels_own(loaded, None);
+    let (logs, unread) = AddLog::kernels_own(loaded, None, None);
     for why in unread {
         eprintln!("crashring: --kernel-logs: {why}");
     }

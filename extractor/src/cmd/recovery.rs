@@ -71,6 +71,7 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
         pstore: &sys.path(next_boot::PSTORE),
         tracing: &sys.path(next_boot::TRACING),
         release: release.as_deref().map(str::trim),
+        kallsyms: &sys.path("/proc/kallsyms"),
     };
     let done = match recovery::run(&Sysfs { sys: &sys }, mode, &places, &cfg) {
         Ok(done) => done,

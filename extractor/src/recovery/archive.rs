@@ -7,6 +7,7 @@ use super::module::Module;
 use super::place::{place, Placed};
 use super::{Outcome, RecoveryError};
 use crate::bundle::{self, redact::Rules, AddLog, Source};
+use crate::kmem::symbols::SymbolMap;
 use crate::phys::PhysAddr;
 use crate::recover::{self, InputSpec};
 use kexec_hooks::config::{Clean, Recover};
@@ -53,6 +54,10 @@ pub struct Archive<'a> {
     /// pstore's and tracefs' places, for the crash of the boot before this
     /// one: its records and persistent ftrace instances go with it.
     pub next_boot: Option<(&'a Path, &'a Path)>,
+    /// The running kernel's release and its `/proc/kallsyms`: a vmcore of
+    /// the same release (a capture kernel is the crashed one, booted
+    /// again) has its ftrace buffers' code addresses named by them.
+    pub running: Option<(&'a str, &'a Path)>,
 }
 
 /// What became of a generation, and what went wrong after it was safe.
@@ -147,12 +152,25 @@ impl Archive<'_> {
         // its crash; a failure to read them is a warning, never a reason
         // to keep the crash back.
         // Its ftrace buffers' events named by the formats this directory
-        // kept of that kernel release, if any.
-        let formats = loaded
-            .dump
-            .vmcoreinfo_value("OSRELEASE")
-            .and_then(|release| super::event_formats::kept(self.dir, release));
-        let (mut kernel_logs, unread) = AddLog::kernels_own(&loaded, formats.as_ref());
+        // kept of that kernel release, if any, and their code by the
+        // running kernel's symbols if it is that release: the anchors
+        // refuse another build of the same name.
+        let release = loaded.dump.vmcoreinfo_value("OSRELEASE");
+        let formats = release.and_then(|release| super::event_formats::kept(self.dir, release));
+        let symbols = match self.running {
+            Some((running, kallsyms))
+                if release == Some(running) && !loaded.ftrace().is_empty() =>
+            {
+                SymbolMap::load(kallsyms)
+                    .map_err(|e| {
+                        warnings.push(format!("the running kernel's symbols are not used: {e}"))
+                    })
+                    .ok()
+            }
+            _ => None,
+        };
+        let (mut kernel_logs, unread) =
+            AddLog::kernels_own(&loaded, formats.as_ref(), symbols.as_ref());
         warnings.extend(unread);
         if let (Some((pstore, tracing)), Some(_)) = (self.next_boot, input.offered) {
             let (shown, unread) = super::next_boot::previous_boot(pstore, tracing);

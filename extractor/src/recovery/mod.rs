@@ -125,6 +125,9 @@ pub struct Places<'a> {
     /// The running kernel's release: a normal boot keeps its event
     /// formats for the dumps to come ([`event_formats`]).
     pub release: Option<&'a str>,
+    /// The running kernel's `/proc/kallsyms` (under the system root),
+    /// which names the code of a vmcore of the same release.
+    pub kallsyms: &'a Path,
 }
 
 /// Archives what waits, under the bundle directory's lock.
@@ -151,6 +154,7 @@ pub fn run(
         module: (mode == Mode::Boot).then_some(module),
         armed: places.armed,
         next_boot: (mode == Mode::Boot).then_some((places.pstore, places.tracing)),
+        running: places.release.map(|r| (r, places.kallsyms)),
     };
     let mut last = None;
     for _ in 0..SLOTS {

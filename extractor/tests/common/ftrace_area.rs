@@ -258,6 +258,24 @@ pub fn print_entry(pid: i32, text: &str) -> Vec<u8> {
     e
 }
 
+/// A function entry (`struct ftrace_entry`): the common header (type 1,
+/// the pid), the traced function's address and its caller's.
+pub fn function_entry(pid: i32, ip: u64, parent: u64) -> Vec<u8> {
+    let mut e = vec![1, 0, 0, 0];
+    e.extend(pid.to_le_bytes());
+    e.extend(ip.to_le_bytes());
+    e.extend(parent.to_le_bytes());
+    e
+}
+
+/// A kallsyms copy of a boot that put `_text` at 0xffffffff9d000000:
+/// `f` and `g` 0x1234 and 0x2000 past it.
+pub const KALLSYMS: &str = "ffffffff9d000000 T _text\n\
+    ffffffff9d000500 t rb_meta_init_text_addr\n\
+    ffffffff9d001234 T f\n\
+    ffffffff9d002000 t g\n\
+    ffffffff9d100000 T _etext\n";
+
 /// Markers [`seed_area`] writes on CPU 0: enough to go round its ring.
 pub const MARKERS0: u64 = 600;
 
