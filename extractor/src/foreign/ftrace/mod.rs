@@ -526,6 +526,35 @@ mod tests {
         MappedMemory::new(Arc::new(bytes), MemoryMap::new(runs))
     }
 
+    #[test]
+    fn each_layout_says_where_its_boot_put_the_kernel() {
+        use crate::kmem::symbols::{SymbolMap, Symbolizer};
+        let map = SymbolMap::parse(ftrace_area::KALLSYMS).unwrap();
+        // The seed saves TEXT where each layout saves its anchor: 6.12
+        // rb_meta_init_text_addr (0x500 into the text), 6.13-6.14 the
+        // KASLR offset (from the link address), 6.15+ _text.
+        let link = 0xffff_ffff_8100_0000u64;
+        for (word, text) in [
+            (56, ftrace_area::TEXT - 0x500),
+            (48, link.wrapping_add(ftrace_area::TEXT)),
+            (0x0018_0020, ftrace_area::TEXT),
+            (0x0018_0028, ftrace_area::TEXT),
+        ] {
+            let mut area = ftrace_area::Area::new(word, 1, 4);
+            let entry = ftrace_area::function_entry(3, text + 0x1238, text + 0x2010);
+            area.write(0, 1_000, &entry);
+            let i = read_at(&image(area.bytes, None), PhysAddr(BASE), None).unwrap();
+            let symbols = Symbolizer::new(&map, None, i.kernel_text).unwrap();
+            let mut out = Vec::new();
+            write_text(&mut out, &i, None, Some(&symbols)).unwrap();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "[    0.000001000] cpu0 pid 3: function: f+0x4 <- g+0x10\n",
+                "layout {word:#x}"
+            );
+        }
+    }
+
     /// The markers of one CPU, as numbers after `prefix`.
     fn markers(i: &Instance, cpu: usize, prefix: &str) -> Vec<u64> {
         i.cpus[cpu]
