@@ -139,6 +139,9 @@ say "boot $n journal $(journalctl -b 0 -q -o cat {recovered} | wc -l) failed $(j
 journalctl -b 0 -q -o cat {recovered} | while read -r line; do say "boot $n message $line"; done
 say "boot $n bundles $(ls /var/lib/crashring | tr '\n' ' ')"
 say "boot $n recording $(cat /sys/kernel/crashring/enabled)"
+# The panic records UEFI kept in its variables: systemd-pstore, which runs
+# after crashring-recover.service, moved them here.
+say "boot $n systemd-pstore $(find /var/lib/systemd/pstore -name 'dmesg-efi*' | wc -l) left $(ls /sys/fs/pstore | wc -l)"
 crashring status | while read -r line; do say "boot $n status $line"; done
 # Who may write markers: the node's mode and owners (udev's rule), a
 # member of the group, and a user outside it.
@@ -378,6 +381,9 @@ struct BootReport<'a> {
     bundles: &'a str,
     recording: &'a str,
     device: &'a str,
+    /// The panic records systemd-pstore archived so far, and what it
+    /// left in /sys/fs/pstore.
+    systemd_pstore: &'a str,
     kiosk_wrote: bool,
     nobody_refused: bool,
     crashed: bool,
@@ -400,6 +406,7 @@ fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
             "bundles" => r.bundles = value,
             "recording" => r.recording = value,
             "device" => r.device = value,
+            "systemd-pstore" => r.systemd_pstore = value,
             "kiosk" => r.kiosk_wrote = value == "wrote",
             "nobody" => r.nobody_refused = value == "refused",
             // The kernel's panic may follow on the same line.
@@ -479,6 +486,18 @@ fn check_loop(
                 && !continuity[0].contains("not yet noted"),
             "boot {n}: crashring status says of the last boot {continuity:?}, not {want:?} as crashring recover noted it"
         );
+        // UEFI kept each panic's record in its variables: systemd-pstore,
+        // which runs after crashring-recover.service, still archives it
+        // (and empties pstore).
+        let archived: Option<u32> = r
+            .systemd_pstore
+            .strip_suffix(" left 0")
+            .and_then(|n| n.parse().ok());
+        ensure!(
+            archived.is_some_and(|a| (a > 0) == crashed_before),
+            "boot {n}: systemd-pstore archived {:?} (panic records archived, files left in /sys/fs/pstore), not records of the crashes before it",
+            r.systemd_pstore
+        );
         let recover: Vec<&str> = r.recover.split(' ').collect();
         let [result, start, exit] = recover[..] else {
             bail!("boot {n}: crashring-recover.service said {:?}", r.recover);
@@ -518,6 +537,7 @@ fn check_loop(
         .copy_out(sh, "/var/lib/crashring", &art.dir.join("bundles"))?;
     let crashring = host_crashring(sh)?;
     let mut sizes = Vec::new();
+    let mut efi_records = 0;
     for (name, boot) in bundles.iter().zip([CRASHES, rebooted]) {
         let id = boots[&boot].id;
         let (archive, summary) = checked_bundle(sh, &crashring, &kept, name)?;
@@ -536,6 +556,8 @@ fn check_loop(
         let ctf = check_markers(sh, art, &archive, boot)?;
         if boot == rebooted {
             check_rebooted(&ctf, name)?;
+        } else {
+            efi_records = check_efi_pstore(sh, &archive)?;
         }
         sizes.push(std::fs::metadata(&archive)?.len());
     }
@@ -548,8 +570,37 @@ fn check_loop(
         messages.len()
     );
     Ok(format!(
-        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); then a unit's watchdog fired and systemd rebooted the box with RebootArgument={REBOOT_REASON:?}: bundled as a crash is, its summary, journal message and CTF's shutdown event saying why; {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers from every CPU and the crashring group member's, check-bundle passes; one journal message per bundle; recording on every boot, each counting on from the last one's generation; /dev/crashring 660 root:crashring, a user outside the group refused"
+        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); then a unit's watchdog fired and systemd rebooted the box with RebootArgument={REBOOT_REASON:?}: bundled as a crash is, its summary, journal message and CTF's shutdown event saying why; {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers from every CPU and the crashring group member's, check-bundle passes; the crash's bundle holds the panic's {efi_records} EFI pstore records as the next boot showed them, read by the sandboxed service before systemd-pstore archived them (as it did after every crash); one journal message per bundle; recording on every boot, each counting on from the last one's generation; /dev/crashring 660 root:crashring, a user outside the group refused"
     ))
+}
+
+/// The EFI pstore records in a crash's `archive`, as the next boot's
+/// `/sys/fs/pstore` showed them to crashring-recover.service: listed in
+/// the manifest, and one of them the panic's last lines. Their number.
+fn check_efi_pstore(sh: &Shell, archive: &Path) -> Result<usize> {
+    let listed = cmd!(sh, "tar -tzf {archive}").quiet().read()?;
+    let records: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.contains("/logs/pstore-dmesg-efi"))
+        .collect();
+    ensure!(
+        !records.is_empty(),
+        "{} holds no EFI pstore record of the panic: {listed}",
+        archive.display()
+    );
+    let text = cmd!(
+        sh,
+        "tar -xzf {archive} -O --wildcards */logs/pstore-dmesg-efi*"
+    )
+    .quiet()
+    .read()?;
+    ensure!(
+        text.contains("Kernel panic - not syncing: sysrq triggered crash"),
+        "{}'s EFI pstore records lack the panic:\n{}",
+        archive.display(),
+        text.lines().rev().take(10).collect::<Vec<_>>().join("\n")
+    );
+    Ok(records.len())
 }
 
 /// The watchdog reboot's trace ends with the kernel's restart, for the

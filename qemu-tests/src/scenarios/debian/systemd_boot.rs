@@ -3,8 +3,8 @@
 //! `/etc/kernel/cmdline` and disarmed again.
 
 use super::{
-    check_markers, checked_bundle, install, reports, said, signage_script, BootPath, Installed,
-    Site,
+    check_efi_pstore, check_markers, checked_bundle, install, reports, said, signage_script,
+    BootPath, Installed, Site,
 };
 use crate::env::debian;
 use crate::env::guest::Kernel;
@@ -150,6 +150,7 @@ fn check_systemd_boot(
         first.id
     );
     check_markers(sh, art, &archive, 1)?;
+    let efi_records = check_efi_pstore(sh, &archive)?;
     let disarmed = one("disarmed cmdline");
     ensure!(
         disarmed == SYSTEMD_BOOT_CMDLINE,
@@ -157,6 +158,6 @@ fn check_systemd_boot(
         said(log, "disarm")
     );
     Ok(format!(
-        "armed through kernel-install; UEFI boot by systemd-boot with the range reserved; the crash recovered by the next boot, check-bundle passes with the markers of every CPU; disarm gave back {SYSTEMD_BOOT_CMDLINE:?}"
+        "armed through kernel-install; UEFI boot by systemd-boot with the range reserved; the crash recovered by the next boot, check-bundle passes with the markers of every CPU and the panic's {efi_records} EFI pstore records; disarm gave back {SYSTEMD_BOOT_CMDLINE:?}"
     ))
 }
