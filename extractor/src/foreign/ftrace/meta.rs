@@ -132,17 +132,19 @@ pub struct CpuMeta {
     pub text_addr: Option<u64>,
 }
 
-/// The lowest address of the kernel's image on x86-64 and arm64: what a
+/// Where a 64-bit kernel's image is: the upper half of the address space
+/// (x86-64 links it at 0xffffffff81000000, arm64 at KIMAGE_VADDR). What a
 /// saved `_text` must be at least.
-const KERNEL_IMAGE_FLOOR: u64 = 0xffff_ffff_8000_0000;
+const KERNEL_IMAGE_FLOOR: u64 = 0xffff_8000_0000_0000;
 
 /// Where the writing boot put the kernel, as the area says: CPU 0's
 /// descriptor (6.12: the address of `rb_meta_init_text_addr`, the
 /// function that saves it; 6.13–6.14: the KASLR offset), or tracing's
-/// scratch area after the global one (6.15+: `_text`). The scratch area began as `{text_addr, nr_entries,
-/// entries[]}` and later gained a leading `unsigned int clock_id`; it is
-/// zeroed when the buffer is set up, so the padding after `clock_id` is
-/// 0 and the first word that is a kernel image address is `_text`.
+/// scratch area after the global one (6.15+: `_text`). The scratch area
+/// began as `{text_addr, nr_entries, entries[]}` and later gained a
+/// leading `unsigned int clock_id`; it is zeroed when the buffer is set
+/// up, so the padding after `clock_id` is 0 and the first word that is a
+/// kernel image address is `_text`.
 pub fn kernel_text(mem: &dyn PhysMemory, head: &Head, first: &CpuMeta) -> Option<KernelText> {
     match head.generation {
         Generation::PerCpuTextData => first
