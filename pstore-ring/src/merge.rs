@@ -24,6 +24,16 @@ impl Item<'_, '_> {
             Item::Loss(l) => l.stream,
         }
     }
+
+    /// The time the merge places it at: an event's own; a loss's, that
+    /// of the event after it, else of the one before it, else 0.
+    #[inline]
+    pub fn time(&self) -> u64 {
+        match self {
+            Item::Event(e) => e.ts,
+            Item::Loss(l) => loss_time(l),
+        }
+    }
 }
 
 /// Sort key: time, stream, index in stream, then losses before events.
@@ -36,8 +46,12 @@ fn event_key(e: &Event<'_>) -> Key {
 
 #[inline]
 fn loss_key(l: &Loss) -> Key {
-    let ts = l.before_ts.or(l.after_ts).unwrap_or(0);
-    (ts, l.stream, l.at_index, 0)
+    (loss_time(l), l.stream, l.at_index, 0)
+}
+
+#[inline]
+fn loss_time(l: &Loss) -> u64 {
+    l.before_ts.or(l.after_ts).unwrap_or(0)
 }
 
 /// A heap entry: a stream's next item, packed so that one integer

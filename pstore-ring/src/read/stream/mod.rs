@@ -36,6 +36,9 @@ pub struct DecodedPage<'a> {
     /// Events decoded from it: the first `records` records of its walk
     /// (the walk stopped, or salvage ended, after them).
     pub records: u32,
+    /// The time of its last event decoded (`start_ts` when none): the
+    /// latest of its events, as time only goes forward within a page.
+    pub last_ts: u64,
     /// Events of its stream before it, as [`PageReport::first_event`].
     pub first_event: usize,
     /// Whether the page was open, its events salvaged.
@@ -75,10 +78,16 @@ impl<'a> StreamPages<'a> {
     /// Every event, in stream order, walked again page by page: exactly
     /// [`StreamTrace::events`].
     pub fn events(&self) -> StreamEvents<'_, 'a> {
+        self.events_from(0)
+    }
+
+    /// The events of [`Self::decoded`]'s pages from `page` on, in stream
+    /// order.
+    pub fn events_from(&self, page: usize) -> StreamEvents<'_, 'a> {
         StreamEvents {
             stream: self.info.index,
             endian: self.endian,
-            pages: self.decoded.iter(),
+            pages: self.decoded.get(page..).unwrap_or_default().iter(),
             page: None,
         }
     }
@@ -481,6 +490,7 @@ fn rebuild<'a>(
             start_ts: r.first_ts,
             first_index: r.first_index,
             records: decoded,
+            last_ts,
             first_event,
             salvaged: r.open,
             data: r.data,
