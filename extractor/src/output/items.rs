@@ -1,16 +1,28 @@
-//! Writing a region's merged items in a format written item by item:
-//! merged on this thread, formatted on every core, written in merge order.
+//! Writing a region's merged items in a format written item by item: the
+//! timeline cut into windows of time ([`Windows`]), each merged and
+//! formatted on its own core, written in time order.
 
-use super::select::{time_of, Selection};
+use super::select::Selection;
+use super::window::Windows;
 use super::{ItemFormat, LogLine, RegionView};
 use pstore_ring::merge::Pulled;
+use pstore_ring::read::StreamInfo;
 use std::io::{self, Write};
 use std::ops::Range;
 use std::sync::mpsc;
 
-/// Items formatted per job: big enough that passing a job costs nothing
-/// next to formatting it, small enough that memory stays a few MiB.
-const CHUNK: usize = 16 * 1024;
+/// Items formatted at once: big enough that a call costs nothing next to
+/// formatting them, small enough that memory stays a few MiB.
+const CHUNK: usize = 4096;
+
+/// Events a window holds per stream merged, at least [`CHUNK`]: where a
+/// window starts, each stream's walk begins inside a page, which costs
+/// about half a page of events per stream.
+const WINDOW_PER_STREAM: usize = 256;
+
+/// Text a worker hands the writer at once: a window bigger than planned
+/// (events crowded at one time) goes in pieces, so memory stays bounded.
+const PIECE: usize = 1 << 20;
 
 /// Writes the items of `view` that `selection` admits.
 pub fn write_items(
@@ -24,16 +36,18 @@ pub fn write_items(
 
 /// Writes the items of `view` that `selection` admits, with the `lines`
 /// of the kernel's own logs it admits among them, each before the first
-/// item later than it (`lines` in time order).
+/// item of the timeline later than it (`lines` in time order); a line's
+/// place does not depend on which items the selection leaves out.
 ///
-/// Merging is sequential, formatting (most of the cost) is not: this
-/// thread merges the items into chunks and deals them round-robin to one
-/// formatting thread per core, two chunks ahead, and writes the results
-/// back in the order it dealt them, so the output is the same bytes
-/// whatever the thread count. Item and text buffers go round and round
-/// rather than being allocated per chunk. The merge pulls each stream's
-/// events page by page, so memory is the chunks in flight and a page walk
-/// per stream, whatever the region's size.
+/// The timeline, of the streams the selection keeps from the time it
+/// starts at, is cut into windows of time ([`Windows`]); one thread per
+/// worker ([`rayon::current_num_threads`], `RAYON_NUM_THREADS` when set)
+/// merges and formats every n-th window, and this one writes the windows'
+/// texts back in order, so the output is the same bytes whatever the
+/// number of workers, and only writing is left to one thread. Each worker
+/// holds its page walks and a piece of text or two ahead, whatever the
+/// region's size; text buffers go round rather than being allocated per
+/// window.
 pub fn write_items_and_logs(
     out: &mut impl Write,
     view: &RegionView,
@@ -41,134 +55,221 @@ pub fn write_items_and_logs(
     format: &dyn ItemFormat,
     lines: &[LogLine],
 ) -> io::Result<()> {
-    let region = view.region;
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let all = selection.admits_all();
-    let mut merged = view
-        .merged()
-        .filter(|p| all || selection.admits(&p.as_item(), region));
     let lines: Vec<LogLine> = lines
         .iter()
         .filter(|l| selection.admits_log_line(l.ts))
         .copied()
         .collect();
-    let mut next_line = 0;
-    let format_chunk = |job: &mut Job| {
-        job.text.clear();
-        let mut from = 0;
-        for (at, range) in &job.marks {
-            format.items(&mut job.text, &job.items[from..*at], view);
-            format.log_lines(&mut job.text, &lines[range.clone()], view);
-            from = *at;
-        }
-        format.items(&mut job.text, &job.items[from..], view);
+    let windows = windows(view, selection);
+    write_in_windows(out, view, &windows, selection, format, &lines)
+}
+
+/// The windows [`write_items`] cuts the timeline of `view` into for
+/// `selection`.
+pub fn windows<'v, 'r, 'a>(
+    view: &'v RegionView<'r, 'a>,
+    selection: &Selection,
+) -> Windows<'v, 'r, 'a> {
+    let merged = view.streams().filter(|s| selection.keeps(s.info())).count();
+    plan(
+        view,
+        selection,
+        CHUNK.max(WINDOW_PER_STREAM.saturating_mul(merged)),
+    )
+}
+
+/// The timeline of the streams `selection` keeps, from the time it starts
+/// at, in windows of about `per_window` events.
+fn plan<'v, 'r, 'a>(
+    view: &'v RegionView<'r, 'a>,
+    selection: &Selection,
+    per_window: usize,
+) -> Windows<'v, 'r, 'a> {
+    let kept = |s: &StreamInfo| selection.keeps(s);
+    Windows::plan(view, &kept, selection.since_ns.unwrap_or(0), per_window)
+}
+
+/// [`write_items_and_logs`] through `windows`, `lines` already selected.
+fn write_in_windows(
+    out: &mut impl Write,
+    view: &RegionView,
+    windows: &Windows,
+    selection: &Selection,
+    format: &dyn ItemFormat,
+    lines: &[LogLine],
+) -> io::Result<()> {
+    let writer = Windowed {
+        view,
+        windows,
+        selection,
+        all: selection.admits_all(),
+        format,
+        lines,
     };
-    // A lane's thread ends only if this one has gone, or panicked.
-    let failed = || io::Error::other("a formatting thread stopped");
-    let new_job = || Job {
-        items: Vec::with_capacity(CHUNK),
-        marks: Vec::new(),
-        text: Vec::with_capacity(CHUNK * 128),
-    };
-    if workers == 1 {
-        let mut job = new_job();
-        while job.refill(&mut merged, &lines, &mut next_line) {
-            format_chunk(&mut job);
-            out.write_all(&job.text)?;
+    let count = windows.count();
+    let workers = rayon::current_num_threads().min(count);
+    if workers <= 1 {
+        let mut batch = Batch::default();
+        let mut text = Vec::new();
+        let mut write = |text: &mut Vec<u8>| {
+            out.write_all(text)?;
+            text.clear();
+            Ok(())
+        };
+        for w in 0..count {
+            writer.window(w, &mut batch, &mut text, &mut write)?;
+            write(&mut text)?;
         }
         return Ok(());
     }
+    // A worker stops only when this thread has gone, or it panicked.
+    let failed = || io::Error::other("a formatting thread stopped");
     std::thread::scope(|scope| {
         let mut lanes = Vec::with_capacity(workers);
-        for _ in 0..workers {
-            // One job queued and one being formatted per lane.
-            let (jobs, job_rx) = mpsc::sync_channel::<Job>(1);
-            let (done_tx, done) = mpsc::sync_channel(1);
+        for lane in 0..workers {
+            // One piece queued, one being formatted, one being written.
+            let (done_tx, done) = mpsc::sync_channel::<Piece>(1);
+            let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
+            let writer = &writer;
             scope.spawn(move || {
-                for mut job in job_rx {
-                    format_chunk(&mut job);
-                    if done_tx.send(job).is_err() {
+                let fresh = || spare.try_recv().unwrap_or_default();
+                let mut batch = Batch::default();
+                for w in (lane..count).step_by(workers) {
+                    let mut text = fresh();
+                    let mut hand_over = |text: &mut Vec<u8>| {
+                        let full = std::mem::replace(text, fresh());
+                        let piece = Piece {
+                            text: full,
+                            last: false,
+                        };
+                        done_tx.send(piece).map_err(|_| failed())
+                    };
+                    let formatted = writer.window(w, &mut batch, &mut text, &mut hand_over);
+                    let last = Piece { text, last: true };
+                    if formatted.is_err() || done_tx.send(last).is_err() {
                         return;
                     }
                 }
             });
-            lanes.push((jobs, done));
+            lanes.push((done, spare_tx));
         }
-        // Deal two chunks to every lane, then keep each lane two ahead.
-        let mut dealt = 0usize;
-        'deal: for _ in 0..2 {
-            for (jobs, _) in &lanes {
-                let mut job = new_job();
-                if !job.refill(&mut merged, &lines, &mut next_line) {
-                    break 'deal;
+        for w in 0..count {
+            let (done, spare) = &lanes[w % workers];
+            loop {
+                let mut piece = done.recv().map_err(|_| failed())?;
+                out.write_all(&piece.text)?;
+                piece.text.clear();
+                // A lane with no window left has no use for it.
+                let _ = spare.send(piece.text);
+                if piece.last {
+                    break;
                 }
-                jobs.send(job).map_err(|_| failed())?;
-                dealt += 1;
             }
-        }
-        let mut n = 0;
-        while n < dealt {
-            let (jobs, done) = &lanes[n % workers];
-            let mut job: Job = done.recv().map_err(|_| failed())?;
-            out.write_all(&job.text)?;
-            if job.refill(&mut merged, &lines, &mut next_line) {
-                jobs.send(job).map_err(|_| failed())?;
-                dealt += 1;
-            }
-            n += 1;
         }
         Ok(())
     })
 }
 
-/// A chunk of merged items, the log lines among them, and the text they
-/// format to.
-struct Job<'t, 'a> {
-    items: Vec<Pulled<'t, 'a>>,
-    /// (item position, lines of the log that go before it).
-    marks: Vec<(usize, Range<usize>)>,
+/// Some of a window's text, and whether it is the end of it.
+struct Piece {
     text: Vec<u8>,
+    last: bool,
 }
 
-impl<'t, 'a> Job<'t, 'a> {
-    /// Refills the job with the next [`CHUNK`] merged items and the lines
-    /// (from `next_line` on) earlier than each, and after the last item
-    /// every line left; false when nothing is left.
-    fn refill(
-        &mut self,
-        merged: &mut impl Iterator<Item = Pulled<'t, 'a>>,
-        lines: &[LogLine],
-        next_line: &mut usize,
-    ) -> bool {
-        self.items.clear();
-        self.marks.clear();
-        while self.items.len() < CHUNK {
-            let next = merged.next();
-            let before = next.as_ref().map_or(u64::MAX, |p| time_of(&p.as_item()));
-            let from = *next_line;
-            while lines
-                .get(*next_line)
-                .is_some_and(|l| l.ts < before || next.is_none())
-            {
-                *next_line += 1;
+/// What every worker formats windows with.
+struct Windowed<'w, 'v, 'r, 'a> {
+    view: &'w RegionView<'r, 'a>,
+    windows: &'w Windows<'v, 'r, 'a>,
+    selection: &'w Selection,
+    /// Whether the selection admits every item, so none needs asking.
+    all: bool,
+    format: &'w dyn ItemFormat,
+    /// The lines the selection admits, in time order.
+    lines: &'w [LogLine<'w>],
+}
+
+impl<'r> Windowed<'_, '_, 'r, '_> {
+    /// Formats window `w` into `text`, handing it to `hand_over` (which
+    /// leaves it empty) whenever it holds a [`PIECE`]; the rest is left
+    /// in `text`. The lines of the window's time go before the first item
+    /// later than each, those later than all of them at its end: the
+    /// windows' edges are times, so every line falls in the window a
+    /// single merge would have placed it in.
+    fn window(
+        &self,
+        w: usize,
+        batch: &mut Batch<'r>,
+        text: &mut Vec<u8>,
+        hand_over: &mut dyn FnMut(&mut Vec<u8>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let (start, end) = self.windows.span(w);
+        let lines = self.lines;
+        let mut next = lines.partition_point(|l| l.ts < start);
+        let stop = end.map_or(lines.len(), |e| lines.partition_point(|l| l.ts < e));
+        batch.clear();
+        for p in self.windows.items(w) {
+            let item = p.as_item();
+            let from = next;
+            while next < stop && lines[next].ts < item.time() {
+                next += 1;
             }
-            if from < *next_line {
-                self.marks.push((self.items.len(), from..*next_line));
+            if from < next {
+                batch.marks.push((batch.items.len(), from..next));
             }
-            match next {
-                Some(p) => self.items.push(p),
-                None => break,
+            if self.all || self.selection.admits(&item, self.view.region) {
+                batch.items.push(p);
+            }
+            if batch.items.len() >= CHUNK {
+                self.format(batch, text);
+                if text.len() >= PIECE {
+                    hand_over(text)?;
+                }
             }
         }
-        !self.items.is_empty() || !self.marks.is_empty()
+        if next < stop {
+            batch.marks.push((batch.items.len(), next..stop));
+        }
+        self.format(batch, text);
+        Ok(())
+    }
+
+    /// Appends the batch's items and lines to `text`, and empties it.
+    fn format(&self, batch: &mut Batch<'r>, text: &mut Vec<u8>) {
+        let mut from = 0;
+        for (at, range) in &batch.marks {
+            self.format.items(text, &batch.items[from..*at], self.view);
+            self.format
+                .log_lines(text, &self.lines[range.clone()], self.view);
+            from = *at;
+        }
+        self.format.items(text, &batch.items[from..], self.view);
+        batch.clear();
+    }
+}
+
+/// Merged items to format, and the log lines among them.
+#[derive(Default)]
+struct Batch<'r> {
+    items: Vec<Pulled<'r, 'r>>,
+    /// (item position, lines of the log that go before it).
+    marks: Vec<(usize, Range<usize>)>,
+}
+
+impl Batch<'_> {
+    fn clear(&mut self) {
+        self.items.clear();
+        self.marks.clear();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::Overlay;
+    use crate::output::{Format, Writer};
+    use pstore_ring::layout::PAGE_HEADER_SIZE;
     use pstore_ring::merge::merge;
-    use pstore_ring::read::{HeaderTrust, Region};
+    use pstore_ring::read::{HeaderTrust, LossKind, Region};
     use pstore_ring::schema::{self, Value};
     use pstore_ring::text::Line;
     use pstore_ring::write::{self, RegionConfig, StreamSpec};
@@ -219,5 +320,224 @@ mod tests {
         )
         .unwrap();
         assert!(got == want);
+    }
+
+    /// A region of three CPUs whose times interleave, with losses of every
+    /// kind a reader makes (overwritten, an unreadable page) and a stream
+    /// whose time goes back twice between its pages: what the windows must
+    /// merge exactly as one merge does.
+    fn tangled_region() -> Vec<u8> {
+        let specs: Vec<StreamSpec> = (0..3).map(StreamSpec::cpu).collect();
+        let cfg = RegionConfig {
+            page_size: 1024,
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut buf = vec![0u8; 512 << 10];
+        let lost = schema::builtin(schema::EVENT_LOST).unwrap();
+        let exit = schema::builtin(schema::EVENT_IRQ_EXIT).unwrap();
+        {
+            let mut f = write::format(&mut buf, &cfg).unwrap();
+            let mut ws: Vec<_> = f.streams.by_ref().collect();
+            for i in 0..75_000u64 {
+                let s = (i * 7 % 11 % 3) as usize;
+                // Equal times across streams, so ties are broken by stream.
+                let ts = i / 3 * 40;
+                let _ = if i % 5 == 0 {
+                    ws[s].write_event(ts, exit, &[Value::Unsigned(i % 16), Value::Unsigned(1)])
+                } else {
+                    ws[s].write_event(ts, lost, &[Value::Unsigned(i)])
+                };
+            }
+            ws.iter_mut().for_each(|w| w.close());
+        }
+        let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
+        let (e, checksum) = (region.header.endian, region.header.checksum);
+        let size = region.header.page_size as usize;
+        let trace = region.decode_paged();
+        let at = |s: usize, k: usize| {
+            let info = &region.streams[s];
+            let slot = trace.streams[s].decoded[k].slot as usize;
+            info.pages_offset as usize + slot * size
+        };
+        let pages = trace.streams[1].decoded.len();
+        let back = [(at(1, pages / 3), 3u64), (at(1, pages * 2 / 3), 5)];
+        let broken = at(2, trace.streams[2].decoded.len() / 2);
+        drop(trace);
+        // Each page's time goes back by a third, then a fifth, of itself.
+        for (page, part) in back {
+            let first_ts = u64::from_le_bytes(buf[page + 16..page + 24].try_into().unwrap());
+            buf[page + 16..page + 24].copy_from_slice(&(first_ts - first_ts / part).to_le_bytes());
+            let commit = u32::from_le_bytes(buf[page + 32..page + 36].try_into().unwrap());
+            let data = &buf[page + PAGE_HEADER_SIZE..][..commit as usize];
+            let crc = checksum.crc(&[&buf[page..page + 44], data]);
+            buf[page + 44..page + 48].copy_from_slice(&crc.to_le_bytes());
+        }
+        assert_eq!(e, pstore_ring::endian::Endian::Little);
+        buf[broken + PAGE_HEADER_SIZE + 3] ^= 0x55;
+        buf
+    }
+
+    /// What one merge of the whole gives: every line before the first item
+    /// later than it, then the items the selection admits, one by one.
+    fn one_merge(
+        view: &RegionView,
+        selection: &Selection,
+        format: &dyn ItemFormat,
+        lines: &[LogLine],
+    ) -> Vec<u8> {
+        let lines: Vec<LogLine> = lines
+            .iter()
+            .filter(|l| selection.admits_log_line(l.ts))
+            .copied()
+            .collect();
+        let mut out = Vec::new();
+        let mut next = 0;
+        for pulled in view.merged() {
+            let item = pulled.as_item();
+            while lines.get(next).is_some_and(|l| l.ts < item.time()) {
+                format.log_lines(&mut out, &lines[next..=next], view);
+                next += 1;
+            }
+            if selection.admits(&item, view.region) {
+                format.items(&mut out, &[pulled], view);
+            }
+        }
+        format.log_lines(&mut out, &lines[next..], view);
+        out
+    }
+
+    #[test]
+    fn windows_write_the_bytes_of_one_merge_whatever_the_workers() {
+        let buf = tangled_region();
+        let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
+        let paged = region.decode_paged();
+        let trace = region.decode();
+        // The region is what it is meant to be: a stream going back in
+        // time, and losses of both kinds.
+        let ts: Vec<u64> = trace.streams[1].events.iter().map(|e| e.ts).collect();
+        assert_eq!(ts.windows(2).filter(|w| w[1] < w[0]).count(), 2);
+        let kinds: Vec<LossKind> = trace
+            .streams
+            .iter()
+            .flat_map(|s| &s.losses)
+            .map(|l| l.kind)
+            .collect();
+        assert!(
+            kinds.contains(&LossKind::Overwritten) && kinds.contains(&LossKind::Unreadable),
+            "{kinds:?}"
+        );
+        let (first, last) = (ts[0], *ts.iter().max().unwrap());
+        // A bundle's redaction: every event of a stream left out, every
+        // third of another, and some given new payloads.
+        let mut overlay = Overlay::default();
+        for (at, e) in paged.streams[0].events().enumerate() {
+            match at % 10 {
+                0 | 3 | 6 | 9 => overlay.leave_out(0, at),
+                1 => overlay.rewrite(0, at, &e.payload.iter().rev().copied().collect::<Vec<u8>>()),
+                _ => {}
+            }
+        }
+        for at in 0..paged.streams[2].event_count() {
+            overlay.leave_out(2, at);
+        }
+        for overlay in [None, Some(&overlay)] {
+            let view = RegionView {
+                index: 0,
+                addr: 0,
+                region: &region,
+                trace: &paged,
+                overlay,
+                pointers: pstore_ring::kprintf::Pointers::Hidden,
+            };
+            same_bytes_whatever_the_workers(&view, first, last);
+        }
+    }
+
+    /// Every item format, with log lines and selections, written by 1, 2, 3
+    /// and 16 workers in windows of 5 events to many thousands: the bytes
+    /// of one merge (or, for Perfetto, of one worker). `first` and `last`:
+    /// the times the view's events span.
+    fn same_bytes_whatever_the_workers(view: &RegionView, first: u64, last: u64) {
+        // Log lines before, among (at the items' own times too) and after.
+        let times: Vec<u64> = (0..400u64)
+            .map(|i| first.saturating_sub(500) + i * (last - first + 1000) / 400 + i % 3)
+            .chain([first, last, last + 1, u64::MAX])
+            .collect();
+        let mut times = times;
+        times.sort_unstable();
+        let lines: Vec<LogLine> = times
+            .iter()
+            .map(|&ts| LogLine {
+                ts,
+                source: "kernel printk log",
+                text: "a line",
+            })
+            .collect();
+        let mid = first + (last - first) / 2;
+        let selections = [
+            Selection::default(),
+            Selection {
+                since_ns: Some(mid - 77_777),
+                until_ns: Some(mid + 33_333),
+                ..Default::default()
+            },
+            Selection {
+                types: vec!["irq_handler_exit".into(), "log".into()],
+                since_ns: Some(mid),
+                ..Default::default()
+            },
+            Selection {
+                cpu: Some(1),
+                ..Default::default()
+            },
+        ];
+        let formats = Format::all().filter_map(|f| match f.writer() {
+            Writer::Items(w) => Some((f, w)),
+            Writer::Files(_) => None,
+        });
+        for (name, format) in formats {
+            for selection in &selections {
+                let admitted: Vec<LogLine> = lines
+                    .iter()
+                    .filter(|l| selection.admits_log_line(l.ts))
+                    .copied()
+                    .collect();
+                let write = |workers, per_window| {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(workers)
+                        .build()
+                        .unwrap();
+                    let windows = plan(view, selection, per_window);
+                    let mut got = Vec::new();
+                    pool.install(|| {
+                        write_in_windows(&mut got, view, &windows, selection, format, &admitted)
+                    })
+                    .unwrap();
+                    got
+                };
+                // Perfetto bundles a CPU's events run by run, so its bytes
+                // follow the windows, not the workers; every other
+                // format's are those of one merge.
+                let want =
+                    (name != Format::Perfetto).then(|| one_merge(view, selection, format, &lines));
+                for per_window in [5, 300, CHUNK] {
+                    let one = write(1, per_window);
+                    if let Some(want) = &want {
+                        assert!(want.len() > 10_000, "{selection:?}");
+                        assert!(
+                            one == *want,
+                            "{name:?}, windows of {per_window}, {selection:?}"
+                        );
+                    }
+                    for workers in [2, 3, 16] {
+                        assert!(
+                            write(workers, per_window) == one,
+                            "{name:?}, {workers} workers, windows of {per_window}, {selection:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

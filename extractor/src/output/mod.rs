@@ -22,9 +22,10 @@ pub mod select;
 mod text;
 pub mod tracedat;
 pub mod view;
+pub mod window;
 
 pub use files::{create_dir, create_new, NewFile, NotAFile};
-pub use items::{write_items, write_items_and_logs};
+pub use items::{windows, write_items, write_items_and_logs};
 pub use view::{Overlay, RegionView, StreamView};
 
 use pstore_ring::merge::Pulled;

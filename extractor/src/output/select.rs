@@ -36,7 +36,7 @@ impl Selection {
             .collect()
     }
 
-    fn keeps(&self, info: &StreamInfo) -> bool {
+    pub(crate) fn keeps(&self, info: &StreamInfo) -> bool {
         if self.cpu.is_none() && self.streams.is_empty() {
             return true;
         }
@@ -71,7 +71,7 @@ impl Selection {
         }) {
             return false;
         }
-        if !self.admits_time(time_of(item)) {
+        if !self.admits_time(item.time()) {
             return false;
         }
         match item {
@@ -102,15 +102,6 @@ impl Selection {
 
 /// The `--type` that names the lines of the kernel's own logs.
 pub const LOG_TYPE: &str = "log";
-
-/// The time an item is selected by: a loss's, the event before it (or
-/// else after it).
-pub fn time_of(item: &Item<'_, '_>) -> u64 {
-    match item {
-        Item::Event(e) => e.ts,
-        Item::Loss(l) => l.before_ts.or(l.after_ts).unwrap_or(0),
-    }
-}
 
 /// Parses a time on the region's clock: seconds with an optional fraction
 /// (`12.5`), or an integer with a unit (`1500ms`, `20us`, `7ns`, `3s`).

@@ -11,6 +11,7 @@ use pstore_ring::read::{
     StreamPages, Tally,
 };
 use pstore_ring::text::EmptyStreams;
+use std::iter::Skip;
 use std::ops::Range;
 
 /// One region as the writers see it: a recovered region
@@ -144,6 +145,35 @@ impl<'r, 'a> StreamView<'r, 'a> {
         self.overlaid(0, self.pages.events())
     }
 
+    /// The events from `from` on, up to `to` (not included; with none, to
+    /// the end).
+    pub fn events_between(
+        &self,
+        from: Cut,
+        to: Option<Cut>,
+    ) -> Events<'r, Skip<StreamEvents<'r, 'a>>> {
+        let page = self.decoded().get(from.page);
+        let skip = page.map_or(0, |p| from.at.saturating_sub(p.first_event));
+        let mut events = self.overlaid(from.at, self.pages.events_from(from.page).skip(skip));
+        events.end = to.map_or(usize::MAX, |c| c.at);
+        events
+    }
+
+    /// Where the stream's first event at `t` or later is, given `page`,
+    /// the first of [`Self::decoded`] whose last event is that late (their
+    /// count when none is): found by walking that page alone, as time
+    /// only goes forward within a page. An overlay does not move it.
+    pub fn cut(&self, page: usize, t: u64) -> Cut {
+        let at = match self.decoded().get(page) {
+            Some(p) => p.first_event + self.pages.page_events(p).take_while(|e| e.ts < t).count(),
+            None => self
+                .decoded()
+                .last()
+                .map_or(0, |p| p.first_event + p.records as usize),
+        };
+        Cut { page, at }
+    }
+
     /// The events of one of [`Self::decoded`]'s pages.
     pub fn page_events(&self, page: &DecodedPage<'a>) -> Events<'r, PageEvents<'a>> {
         self.overlaid(page.first_event, self.pages.page_events(page))
@@ -156,6 +186,7 @@ impl<'r, 'a> StreamView<'r, 'a> {
         Events {
             events,
             at,
+            end: usize::MAX,
             changes: &self.changes[first..],
             arena: self.arena,
         }
@@ -178,6 +209,15 @@ impl<'r, 'a> StreamView<'r, 'a> {
     }
 }
 
+/// A place among a stream's events as decoded (an overlay's changes do
+/// not move it): its page in [`StreamView::decoded`] (their count past
+/// the last) and its position in the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cut {
+    pub page: usize,
+    pub at: usize,
+}
+
 /// A stream's events with an overlay's changes laid over them: those it
 /// leaves out are skipped, those it rewrites carry their new payloads.
 #[derive(Clone, Debug)]
@@ -185,6 +225,8 @@ pub struct Events<'r, I> {
     events: I,
     /// The position in the stream of the next event `events` yields.
     at: usize,
+    /// The position it stops at.
+    end: usize,
     /// The changes from there on, by position.
     changes: &'r [Change],
     arena: &'r [u8],
@@ -196,6 +238,9 @@ impl<'r, 'a: 'r, I: Iterator<Item = Event<'a>>> Iterator for Events<'r, I> {
     #[inline]
     fn next(&mut self) -> Option<Event<'r>> {
         loop {
+            if self.at >= self.end {
+                return None;
+            }
             let mut ev: Event<'r> = self.events.next()?;
             let at = self.at;
             self.at += 1;
