@@ -6,6 +6,9 @@
 //! - decode: parse, CRC, decode, merge and text (and JSON lines) output of
 //!   a dense 64 MiB 4-CPU region, in events per second, against memcpy of
 //!   the region;
+//! - scaling: the item formats written from the decoded region by one
+//!   worker and by every core, and the part that stays serial timed
+//!   alone;
 //! - writers: parse, decode and each file format written (CTF, Perfetto,
 //!   Chrome JSON, trace.dat), against babeltrace2 converting the same CTF
 //!   trace to CTF (reading and writing the same format, the nearest like
@@ -29,6 +32,7 @@
 //! `CRASHRING_BENCH_DIR`, or the target directory's tmp.
 
 mod rss;
+mod scaling;
 mod scan;
 mod writers;
 
@@ -38,6 +42,7 @@ use pstore_ring::read::{HeaderTrust, LossKind, PagedTrace, Region};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
 use rss::{dense_bench, memory_bench, rss_probe, RSS_PROBE};
+use scaling::scaling_bench;
 use scan::{scan_bench, snapshot_bench};
 use std::hint::black_box;
 use std::io::{self, BufWriter, Write};
@@ -293,6 +298,9 @@ fn main() {
     let (region, counts) = dense_region(REGION);
     if wanted("decode") {
         decode_bench(&region, counts, memcpy);
+    }
+    if wanted("scaling") {
+        scaling_bench(&region, counts);
     }
     if wanted("memory") {
         memory_bench(&dir, &region, counts);
