@@ -419,6 +419,15 @@ struct StreamWriter<'w, 'r, 'a> {
     written: &'w mut Written,
 }
 
+/// Packets waiting for their discarded counter: a page's, built in
+/// [`StreamWriter::packet`] (its times and sizes final, as no event comes
+/// before it is written), and the empty ones after it, by `seq`.
+#[derive(Default)]
+struct Held {
+    packet: bool,
+    empty: Vec<u64>,
+}
+
 /// Where the packet context's fields sit in a packet.
 const CONTEXT_AT: usize = 4 + 16 + 4;
 const TS_BEGIN: usize = CONTEXT_AT;
@@ -428,6 +437,12 @@ const PACKET_SIZE: usize = CONTEXT_AT + 24;
 const DISCARDED: usize = CONTEXT_AT + 40;
 
 impl StreamWriter<'_, '_, '_> {
+    /// One packet per recovered page, even one left empty by the
+    /// selection: a gap in `packet_seq_num` means a page was lost. A
+    /// packet's discarded counter takes the losses before the next
+    /// packet's first event, which only a later page tells, so a page's
+    /// packet is held, built, until then ([`Held`]): each page is walked
+    /// once, in order, and only the page being written is resident.
     fn stream(&mut self, st: &StreamView) -> io::Result<()> {
         let admitted = |e: &Event| self.selection.admits(&Item::Event(e), self.region);
         let mut losses = st
@@ -435,57 +450,67 @@ impl StreamWriter<'_, '_, '_> {
             .iter()
             .filter(|l| self.selection.admits(&Item::Loss(l), self.region))
             .peekable();
-        // One packet per recovered page, even one left empty by the
-        // selection: a gap in `packet_seq_num` means a page was lost. The
-        // pages are walked twice, so that no more than one is held: first
-        // for each one's first admitted event (index and time), then to
-        // write them.
+        let info = st.info();
         let pages = st.decoded();
-        let firsts: Vec<Option<(u64, u64)>> = pages
-            .iter()
-            .map(|p| {
-                let first = st.page_events(p).find(admitted);
-                first.map(|e| (e.index, e.ts))
-            })
-            .collect();
-        // Losses before the next packet's first event are this packet's.
-        let mut cutoffs = vec![u64::MAX; pages.len()];
-        let mut next = u64::MAX;
-        for (k, first) in firsts.iter().enumerate().rev() {
-            cutoffs[k] = next;
-            if let Some((index, _)) = first {
-                next = *index;
-            }
-        }
         let first_seq = pages.first().map_or(0, |p| p.seq.saturating_sub(1));
-        self.last_ts = firsts
-            .iter()
-            .find_map(|first| first.map(|(_, ts)| ts))
-            .or_else(|| losses.peek().and_then(|l| l.before_ts.or(l.after_ts)))
-            .unwrap_or(0);
-        // The empty packet that sets the discarded counter's start at 0.
-        self.begin(st.info(), first_seq);
-        self.finish(0)?;
+        let mut held = Held::default();
+        let mut opened = false;
         let mut discarded = 0u64;
-        for (p, cutoff) in pages.iter().zip(cutoffs) {
-            while let Some(l) = losses.next_if(|l| l.at_index < cutoff) {
+        for p in pages {
+            let mut events = st.page_events(p).filter(admitted).peekable();
+            let Some(first) = events.peek() else {
+                held.empty.push(p.seq);
+                continue;
+            };
+            if !opened {
+                self.last_ts = first.ts;
+                self.open(info, first_seq)?;
+                opened = true;
+            }
+            while let Some(l) = losses.next_if(|l| l.at_index < first.index) {
                 discarded = discarded.saturating_add(l.events);
             }
-            self.begin(st.info(), p.seq);
-            for e in st.page_events(p).filter(admitted) {
+            self.release(&mut held, info, discarded)?;
+            self.begin(info, p.seq);
+            for e in events {
                 self.event(&e);
             }
-            self.finish(discarded)?;
+            held.packet = true;
         }
-        // Losses with no packet after them: one more empty packet.
-        let rest = losses.fold(0u64, |n, l| n.saturating_add(l.events));
-        if rest > 0 {
-            discarded = discarded.saturating_add(rest);
-            let seq = pages.last().map_or(first_seq, |p| p.seq);
-            self.begin(st.info(), seq.saturating_add(1));
-            self.finish(discarded)?;
+        if !opened {
+            self.last_ts = losses
+                .peek()
+                .and_then(|l| l.before_ts.or(l.after_ts))
+                .unwrap_or(0);
+            self.open(info, first_seq)?;
         }
+        // What no later event follows is the last packets'; with no page
+        // at all, one more empty packet carries it.
+        discarded = losses.fold(discarded, |n, l| n.saturating_add(l.events));
+        if pages.is_empty() && discarded > 0 {
+            held.empty.push(first_seq.saturating_add(1));
+        }
+        self.release(&mut held, info, discarded)?;
         self.written.lost = self.written.lost.saturating_add(discarded);
+        Ok(())
+    }
+
+    /// The empty packet a stream opens with, at its first time: readers
+    /// count discarded events from its counter, 0.
+    fn open(&mut self, info: &StreamInfo, seq: u64) -> io::Result<()> {
+        self.begin(info, seq);
+        self.finish(0)
+    }
+
+    /// Writes the held packets with the discarded counter now known.
+    fn release(&mut self, held: &mut Held, info: &StreamInfo, discarded: u64) -> io::Result<()> {
+        if std::mem::take(&mut held.packet) {
+            self.finish(discarded)?;
+        }
+        for seq in held.empty.drain(..) {
+            self.begin(info, seq);
+            self.finish(discarded)?;
+        }
         Ok(())
     }
 

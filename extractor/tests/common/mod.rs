@@ -332,6 +332,11 @@ const RSS_PROBE_OUT: &str = "CRASHRING_TEST_RSS_OUT";
 /// binary must have `#[test] fn rss_probe() { common::rss_probe() }`,
 /// which does nothing unless started this way.
 pub fn crashring_peak_rss(args: &[&str]) -> (Output, u64) {
+    crashring_peak_rss_with(args, &[])
+}
+
+/// [`crashring_peak_rss`] with `env` set for crashring.
+pub fn crashring_peak_rss_with(args: &[&str], env: &[(&str, &str)]) -> (Output, u64) {
     use std::os::unix::process::ExitStatusExt;
     let exe = std::env::current_exe().unwrap();
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
@@ -343,6 +348,7 @@ pub fn crashring_peak_rss(args: &[&str]) -> (Output, u64) {
         .args(["--exact", "rss_probe", "--nocapture", "--test-threads=1"])
         .env(RSS_PROBE, args.join("\u{1f}"))
         .env(RSS_PROBE_OUT, &out)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&probe.stdout);
