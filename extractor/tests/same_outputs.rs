@@ -8,7 +8,7 @@
 mod common;
 
 use common::synth::{self, load, Kdump, LZO, ZSTD};
-use common::{crashring, image_sized, rich_image};
+use common::{crashring_with, image_sized, rich_image};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,6 +56,7 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
                 ..Default::default()
             }),
         ),
+        ("windows.raw", windows_image()),
         (
             "two-be.flat",
             synth::flatten(&kdump(&Kdump {
@@ -65,6 +66,55 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             })),
         ),
     ]
+}
+
+/// A region the item formats cut into many windows of time, one per
+/// worker in turn: 4 CPUs, 24000 events (three CPUs' rings wrapped), every
+/// time shared by three events on different CPUs, so ties fall on the
+/// windows' edges.
+fn windows_image() -> Vec<u8> {
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let specs: Vec<StreamSpec> = (0..4).map(StreamSpec::cpu).collect();
+    let cfg = RegionConfig {
+        page_size: 4096,
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut image = vec![0u8; 512 << 10];
+    let printk = schema::builtin(schema::EVENT_PRINTK).unwrap();
+    let switch = schema::builtin(schema::EVENT_SCHED_SWITCH).unwrap();
+    let mut f = write::format(&mut image, &cfg).unwrap();
+    let mut ws: Vec<_> = f.streams.by_ref().collect();
+    for i in 0..24_000u64 {
+        let cpu = (i % 3 + i / 3000 % 2) as usize;
+        let ts = 1000 + i / 3 * 10;
+        let written = if i % 2 == 0 {
+            let text = format!("message {i}");
+            let v = [
+                Value::Unsigned(6),
+                Value::Unsigned(0),
+                Value::Unsigned(cpu as u64),
+                Value::Unsigned(i),
+                Value::Str(text.as_bytes()),
+            ];
+            ws[cpu].write_event(ts, printk, &v)
+        } else {
+            let v = [
+                Value::Signed(i as i64),
+                Value::Signed(120),
+                Value::Unsigned(1),
+                Value::Signed(0),
+                Value::Signed(120),
+                Value::Chars(b"worker"),
+                Value::Chars(b"swapper"),
+            ];
+            ws[cpu].write_event(ts, switch, &v)
+        };
+        written.unwrap();
+    }
+    drop(ws);
+    image
 }
 
 /// The runs: each subcommand and format, with the options that change
@@ -151,11 +201,11 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs every run on every input; the digest of each covers its exit
-/// status, stdout, stderr (with the scratch directory's path replaced) and
-/// every file it wrote.
-fn digests() -> BTreeMap<String, String> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("same-outputs");
+/// Runs every run on every input with `workers` workers; the digest of
+/// each covers its exit status, stdout, stderr (with the scratch
+/// directory's path replaced) and every file it wrote.
+fn digests(workers: &str) -> BTreeMap<String, String> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("same-outputs-{workers}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let scratch = dir.to_str().unwrap().to_owned();
@@ -180,7 +230,7 @@ fn digests() -> BTreeMap<String, String> {
                 .collect();
             let mut all = vec![args[0].as_str(), input.to_str().unwrap()];
             all.extend(args[1..].iter().map(String::as_str));
-            let result = crashring(&all);
+            let result = crashring_with(&all, &[("RAYON_NUM_THREADS", workers)]);
             let mut hash = Sha256::new();
             hash.update(format!("exit {:?}\n", result.status.code()));
             // `info` names its input: where the clone is must not matter.
@@ -209,11 +259,16 @@ fn digests() -> BTreeMap<String, String> {
     out
 }
 
+/// Every output, by 1, 2, 3 and 16 workers (the windows of the item
+/// formats, the streams of CTF and trace.dat, the bundle's files and
+/// compression are shared among them): the same bytes, the recorded ones.
 #[test]
 fn every_output_is_byte_identical_to_the_recorded_one() {
-    let got = digests();
-    let text: String = got.iter().map(|(k, v)| format!("{v}  {k}\n")).collect();
     if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
+        let text: String = digests("1")
+            .iter()
+            .map(|(k, v)| format!("{v}  {k}\n"))
+            .collect();
         std::fs::write(DIGESTS, &text).unwrap();
         return;
     }
@@ -224,15 +279,18 @@ fn every_output_is_byte_identical_to_the_recorded_one() {
         .filter_map(|l| l.split_once("  "))
         .map(|(d, k)| (k, d))
         .collect();
-    let changed: Vec<&String> = got
-        .iter()
-        .filter(|(k, v)| want.get(k.as_str()) != Some(&v.as_str()))
-        .map(|(k, _)| k)
-        .collect();
-    assert!(
-        changed.is_empty() && want.len() == got.len(),
-        "outputs changed: {changed:?} ({} recorded, {} run)",
-        want.len(),
-        got.len()
-    );
+    for workers in ["1", "2", "3", "16"] {
+        let got = digests(workers);
+        let changed: Vec<&String> = got
+            .iter()
+            .filter(|(k, v)| want.get(k.as_str()) != Some(&v.as_str()))
+            .map(|(k, _)| k)
+            .collect();
+        assert!(
+            changed.is_empty() && want.len() == got.len(),
+            "{workers} workers: outputs changed: {changed:?} ({} recorded, {} run)",
+            want.len(),
+            got.len()
+        );
+    }
 }

@@ -15,8 +15,14 @@ use std::process::{Command, Output};
 pub use synth::image_sized;
 
 pub fn crashring(args: &[&str]) -> Output {
+    crashring_with(args, &[])
+}
+
+/// [`crashring`] with `env` set.
+pub fn crashring_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_crashring"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
