@@ -22,7 +22,9 @@
 //!   file-backed memory (the region's snapshot), and of `crashring bundle`
 //!   on the 256 MiB one, plain and redacting a quarter of its events; with
 //!   `CRASHRING_BENCH_BASELINE` naming another crashring binary (one built
-//!   before a change), the same runs of it beside them.
+//!   before a change), the same runs of it beside them;
+//! - workers: peak RSS and time of `crashring extract` in each output
+//!   format on a dense 4 GiB region, by 1, 16 and 64 workers.
 //!
 //! Every time is the median of several runs; only ratios are meant to be
 //! compared between machines. No figure is printed before the work it
@@ -41,7 +43,7 @@ use extractor::output::{write_items, Format, RegionView, Writer};
 use pstore_ring::read::{HeaderTrust, LossKind, PagedTrace, Region};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{self, RegionConfig, StreamSpec};
-use rss::{dense_bench, memory_bench, rss_probe, RSS_PROBE};
+use rss::{dense_bench, memory_bench, rss_probe, workers_bench, RSS_PROBE};
 use scaling::scaling_bench;
 use scan::{scan_bench, snapshot_bench};
 use std::hint::black_box;
@@ -314,8 +316,11 @@ fn main() {
     if wanted("snapshot") {
         snapshot_bench(&dir, &region, counts, memcpy);
     }
+    drop(region);
     if wanted("dense") {
-        drop(region);
         dense_bench(&dir);
+    }
+    if wanted("workers") {
+        workers_bench(&dir);
     }
 }
