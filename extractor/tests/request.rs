@@ -147,9 +147,12 @@ impl Service {
         let bundles = root.join("var/lib/crashring");
         let socket = base.join("request.socket");
         // std has no SOCK_SEQPACKET listener: rustix makes it, std accepts.
-        let fd = rustix::net::socket(
+        // Close-on-exec, as std's own: the services and other tests start
+        // programs, which must not hold the socket open after it is gone.
+        let fd = rustix::net::socket_with(
             rustix::net::AddressFamily::UNIX,
             rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
             None,
         )
         .unwrap();
@@ -363,9 +366,10 @@ fn a_malformed_request_is_refused_naming_what_is_wrong() {
         return;
     }
     let service = Service::start("request-malformed", "");
-    let fd = rustix::net::socket(
+    let fd = rustix::net::socket_with(
         rustix::net::AddressFamily::UNIX,
         rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
         None,
     )
     .unwrap();

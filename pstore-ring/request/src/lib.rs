@@ -554,12 +554,18 @@ mod tests {
     fn a_service_that_closes_without_answering_is_said_to_have_done_so() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("request.socket");
-        let listener =
-            rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
+        let listener = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
         rustix::net::bind(&listener, &SocketAddrUnix::new(&path).unwrap()).unwrap();
         rustix::net::listen(&listener, 1).unwrap();
         let service = std::thread::spawn(move || {
-            let conn = rustix::net::accept(&listener).unwrap();
+            let conn =
+                rustix::net::accept_with(&listener, rustix::net::SocketFlags::CLOEXEC).unwrap();
             receive(&conn).unwrap();
         });
         let err = request_report_with(&asked(), &path).unwrap_err();

@@ -183,9 +183,14 @@ fn a_c_program_asks_for_a_report_and_reads_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "report", &["tests/c/report.c"], &[]);
     let socket = dir.path().join("request.socket");
-    let fd = rustix::net::socket(
+    // Close-on-exec, as every descriptor here: the other tests of this
+    // binary start programs meanwhile, and one that inherited the
+    // listening socket would keep it open, so the last connection below
+    // would be queued and then reset rather than refused.
+    let fd = rustix::net::socket_with(
         rustix::net::AddressFamily::UNIX,
         rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
         None,
     )
     .unwrap();
@@ -202,7 +207,7 @@ fn a_c_program_asks_for_a_report_and_reads_the_answer() {
                 why: "uid 1001 has no stream named \"kiosk-ui\"".into(),
             },
         ] {
-            let conn = rustix::net::accept(&fd).unwrap();
+            let conn = rustix::net::accept_with(&fd, rustix::net::SocketFlags::CLOEXEC).unwrap();
             let (bytes, _) = request::receive(&conn).unwrap();
             let r = Request::parse(&bytes).unwrap();
             let mut copy = tempfile::tempfile().unwrap();
