@@ -607,8 +607,8 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
         }
 
         // Page seq k lives in slot (k - 1) mod pages: slots are taken in
-        // ring order from slot 0. A page's first time is its first event's,
-        // or for one without events the time it was opened at.
+        // ring order from slot 0. A page's first event, where its report
+        // says, is the one the model wrote first on it.
         let mut slots: Vec<(u32, u32, PageStatus, u64, u32, Option<u64>)> = (0..pages)
             .map(|slot| (slot, 1, PageStatus::Unused, 0, 0, None))
             .collect();
@@ -618,17 +618,17 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
             } else {
                 PageStatus::Salvaged
             };
-            let first_ts = match p.count {
-                0 => p.first_ts,
-                _ => model.events[p.first_index as usize].ts,
-            };
+            let first_ts = (p.count > 0).then(|| model.events[p.first_index as usize].ts);
             let slot = ((p.seq - 1) % u64::from(pages)) as usize;
-            slots[slot] = (slot as u32, 1, status, p.seq, p.count, Some(first_ts));
+            slots[slot] = (slot as u32, 1, status, p.seq, p.count, first_ts);
         }
         let got: Vec<_> = st
             .pages
             .iter()
-            .map(|p| (p.slot, p.slots, p.status, p.seq, p.records, p.first_ts))
+            .map(|p| {
+                let first = (p.records > 0).then(|| st.events.get(p.first_event).map(|e| e.ts));
+                (p.slot, p.slots, p.status, p.seq, p.records, first.flatten())
+            })
             .collect();
         prop_assert_eq!(got, slots, "stream {} pages", i);
 

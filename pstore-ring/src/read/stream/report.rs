@@ -57,8 +57,6 @@ pub struct PageReport {
     /// stream's trace.
     pub records: u32,
     pub first_event: usize,
-    pub first_ts: Option<u64>,
-    pub last_ts: Option<u64>,
 }
 
 /// Why events are missing.
