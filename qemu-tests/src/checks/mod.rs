@@ -156,6 +156,14 @@ fn host_checks() -> Vec<Check> {
         // skips.
         env: vec![("CRASHRING_REQUIRE_READERS", "1")],
     });
+    // The limits at full size: an optimized build extracts a dense 4 GiB
+    // region (a debug build, 512 MiB). A target directory of its own, so
+    // that the scenarios' release builds never wait on its lock.
+    checks.push(Check {
+        what: "extractor limits, optimized: a 4 GiB region under 256 MiB".into(),
+        argv: argv("cargo test --release --quiet -p extractor --test limits"),
+        env: vec![("CARGO_TARGET_DIR", "target/optimized-tests")],
+    });
     checks
 }
 
