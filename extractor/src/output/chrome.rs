@@ -16,7 +16,7 @@
 
 use super::debug::Debug;
 use super::RegionView;
-use crate::output::jsonl::{decode_into, write_fields, write_hex, write_string, write_u64};
+use crate::output::jsonl::{write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::{Item, Pulled};
 use pstore_ring::read::{Event, StreamInfo};
@@ -167,7 +167,10 @@ fn event<'a>(
 ) {
     let region = view.region;
     let ty = region.schema.get(e.type_id);
-    let Some(t) = ty.filter(|t| decode_into(t, e.payload, region, values)) else {
+    let Some(t) = ty.filter(|t| {
+        t.decode_into(e.payload, region.header.endian, values)
+            .is_ok()
+    }) else {
         let name = format!("crashring_raw type {}", e.type_id);
         instant(out, name.as_bytes(), "raw", e.ts, pid, tid);
         out.extend_from_slice(b",\"args\":{\"payload\":");

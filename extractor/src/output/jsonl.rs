@@ -7,7 +7,7 @@ use super::debug::Debug;
 use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::{Item, Pulled};
-use pstore_ring::read::{EventType, Region, StreamInfo};
+use pstore_ring::read::{EventType, StreamInfo};
 use pstore_ring::schema::Value;
 
 /// Appends `s` as a JSON string: invalid UTF-8 becomes U+FFFD, as
@@ -163,24 +163,6 @@ pub fn write_fields(out: &mut Vec<u8>, t: &EventType, values: &[Value<'_>]) {
     out.push(b'}');
 }
 
-/// Decodes `payload` into `values` (cleared first), reusing its memory
-/// from event to event; false if a field does not fit.
-pub fn decode_into<'p>(
-    t: &EventType,
-    payload: &'p [u8],
-    region: &Region,
-    values: &mut Vec<Value<'p>>,
-) -> bool {
-    values.clear();
-    for v in t.values(payload, region.header.endian) {
-        match v {
-            Ok(v) => values.push(v),
-            Err(_) => return false,
-        }
-    }
-    true
-}
-
 /// JSON lines.
 pub struct Jsonl;
 
@@ -242,7 +224,10 @@ pub fn write_item<'a>(
                 b",\"salvaged\":false"
             });
             match ty {
-                Some(t) if decode_into(t, ev.payload, region, values) => {
+                Some(t)
+                    if t.decode_into(ev.payload, region.header.endian, values)
+                        .is_ok() =>
+                {
                     out.extend_from_slice(b",\"fields\":");
                     write_fields(out, t, values);
                     if let Some(debug) = Debug::of(view, ev) {

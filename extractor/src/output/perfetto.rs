@@ -297,6 +297,8 @@ pub(crate) fn instant_name<'p>(type_id: u8, t: &'p EventType, values: &[Value<'p
 /// gets an empty bundle of its own that says so.
 fn chunk(buf: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
     let (region, region_index) = (view.region, view.index);
+    // Each event's decoded fields, in one buffer for the whole run.
+    let mut values = Vec::new();
     // Per stream: its bundle's events so far, and whether a loss precedes.
     let mut bundles: Vec<(u16, u16, Vec<&Event>, bool)> = Vec::new();
     for item in items {
@@ -316,16 +318,16 @@ fn chunk(buf: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
                 let b = &mut bundles[at];
                 b.2.push(e);
                 if b.2.len() == BUNDLE {
-                    bundle(buf, region, b.1, &b.2, b.3);
+                    bundle(buf, region, b.1, &b.2, b.3, &mut values);
                     b.2.clear();
                     b.3 = false;
                 }
             }
-            Pulled::Event(e) => instant(buf, view, e, track),
+            Pulled::Event(e) => instant(buf, view, e, track, &mut values),
             Pulled::Loss(l) => {
                 if let Some(b) = bundles.iter_mut().find(|b| b.0 == l.stream) {
                     if !b.2.is_empty() {
-                        bundle(buf, region, b.1, &b.2, b.3);
+                        bundle(buf, region, b.1, &b.2, b.3, &mut values);
                         b.2.clear();
                     }
                     b.3 = true;
@@ -338,17 +340,26 @@ fn chunk(buf: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
     }
     for (_, cpu, events, lost) in &bundles {
         if !events.is_empty() || *lost {
-            bundle(buf, region, *cpu, events, *lost);
+            bundle(buf, region, *cpu, events, *lost, &mut values);
         }
     }
 }
 
-fn bundle(buf: &mut Vec<u8>, region: &Region, cpu: u16, events: &[&Event], lost_before: bool) {
+fn bundle<'e>(
+    buf: &mut Vec<u8>,
+    region: &Region,
+    cpu: u16,
+    events: &[&Event<'e>],
+    lost_before: bool,
+    values: &mut Vec<Value<'e>>,
+) {
     wire::message(buf, field::TRACE_PACKET, |p| {
         wire::message(p, field::packet::FTRACE_EVENTS, |b| {
             wire::uint(b, field::bundle::CPU, u64::from(cpu));
             for e in events {
-                wire::message(b, field::bundle::EVENT, |f| ftrace_event(f, region, e));
+                wire::message(b, field::bundle::EVENT, |f| {
+                    ftrace_event(f, region, e, values)
+                });
             }
             if lost_before {
                 wire::uint(b, field::bundle::LOST_EVENTS, 1);
@@ -377,11 +388,17 @@ fn track_event(
     });
 }
 
-fn instant(buf: &mut Vec<u8>, view: &RegionView, e: &Event, track: u64) {
+fn instant<'e>(
+    buf: &mut Vec<u8>,
+    view: &RegionView,
+    e: &Event<'e>,
+    track: u64,
+    values: &mut Vec<Value<'e>>,
+) {
     let region = view.region;
     let ty = region.schema.get(e.type_id);
-    let values = ty.and_then(|t| t.decode(e.payload, region.header.endian).ok());
-    let (Some(t), Some(values)) = (ty, values) else {
+    let decoded = ty.and_then(|t| t.decode_into(e.payload, region.header.endian, values).ok());
+    let (Some(t), Some(())) = (ty, decoded) else {
         let name = format!("crashring_raw type {}", e.type_id);
         return track_event(buf, track, e.ts, name.as_bytes(), |t| {
             annotation(t, "payload", &Value::Bytes(e.payload));
@@ -391,9 +408,9 @@ fn instant(buf: &mut Vec<u8>, view: &RegionView, e: &Event, track: u64) {
     let debug_name = debug.as_ref().map(Debug::name);
     let name = debug_name
         .as_deref()
-        .unwrap_or_else(|| instant_name(e.type_id, t, &values));
+        .unwrap_or_else(|| instant_name(e.type_id, t, values));
     track_event(buf, track, e.ts, name, |out| {
-        for (f, v) in t.fields.iter().zip(&values) {
+        for (f, v) in t.fields.iter().zip(values.iter()) {
             annotation(out, &f.name, v);
         }
         if let Some(d) = &debug {
@@ -458,18 +475,21 @@ const TYPED: &[Typed] = &[
 
 /// One `FtraceEvent`: Perfetto's typed message where [`typed`] finds
 /// one, else a `GenericFtraceEvent`.
-fn ftrace_event(f: &mut Vec<u8>, region: &Region, e: &Event) {
+fn ftrace_event<'e>(f: &mut Vec<u8>, region: &Region, e: &Event<'e>, values: &mut Vec<Value<'e>>) {
     wire::uint(f, field::ftrace::TIMESTAMP, e.ts);
     let ty = region.schema.get(e.type_id);
-    let decoded = ty.and_then(|t| Some((t, t.decode(e.payload, region.header.endian).ok()?)));
+    let decoded = ty.filter(|t| {
+        t.decode_into(e.payload, region.header.endian, values)
+            .is_ok()
+    });
     match decoded {
-        Some((t, values)) => {
-            if typed(f, t, &values) {
+        Some(t) => {
+            if typed(f, t, values) {
                 return;
             }
             wire::message(f, field::ftrace::GENERIC, |g| {
                 wire::bytes(g, field::generic::EVENT_NAME, t.name.as_bytes());
-                for (fd, v) in t.fields.iter().zip(&values) {
+                for (fd, v) in t.fields.iter().zip(values.iter()) {
                     generic_field(g, &fd.name, v);
                 }
             });

@@ -350,24 +350,6 @@ impl<'r> TextRedactor<'r> {
     }
 }
 
-/// Decodes `payload` as `t` into `values` (emptied first, its allocation
-/// kept); false when a field does not fit.
-fn decode_into<'p>(
-    t: &EventType,
-    payload: &'p [u8],
-    e: Endian,
-    values: &mut Vec<Value<'p>>,
-) -> bool {
-    values.clear();
-    for v in t.values(payload, e) {
-        match v {
-            Ok(v) => values.push(v),
-            Err(_) => return false,
-        }
-    }
-    true
-}
-
 /// Plans the redaction of `trace` (decoded from `region`, whose key is
 /// `key`) by `rules`, walking its events once, page by page; the
 /// streams on every core.
@@ -453,7 +435,7 @@ fn plan_stream(
             .get(ev.type_id)
             .zip(defs[usize::from(ev.type_id)].as_ref());
         let decoded = match typed {
-            Some((t, _)) if decode_into(t, ev.payload, e, &mut values_buf) => {
+            Some((t, _)) if t.decode_into(ev.payload, e, &mut values_buf).is_ok() => {
                 Some(values_buf.as_slice())
             }
             _ => None,
