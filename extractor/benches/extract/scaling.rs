@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::io::{self, BufWriter, Write};
 use std::time::{Duration, Instant};
 
-/// What the writer thread hands on at once.
+/// What a worker hands over at once (as `output/items.rs`).
 const PIECE: usize = 1 << 20;
 
 pub(crate) fn scaling_bench(region: &[u8], counts: Counts) {
@@ -104,7 +104,7 @@ pub(crate) fn scaling_bench(region: &[u8], counts: Counts) {
         };
         let (one, all) = (timed(1), timed(cores));
         // What one thread does whatever the workers: the windows' plan,
-        // and every byte written out as the writer thread writes it.
+        // and every byte written out, one window at a time.
         let serial = median(RUNS, || {
             let start = Instant::now();
             black_box(windows(&view, &selection).count());

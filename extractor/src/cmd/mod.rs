@@ -180,7 +180,7 @@ pub fn is_stdout(path: &Path) -> bool {
 /// it is written) or, without one, standard output, buffered.
 pub fn write_to(
     output: Option<&Path>,
-    write: impl FnOnce(&mut BufWriter<&mut dyn Write>) -> Result<()>,
+    write: impl FnOnce(&mut BufWriter<&mut (dyn Write + Send)>) -> Result<()>,
 ) -> Result<()> {
     let mut file = match output {
         Some(path) => {
@@ -188,8 +188,10 @@ pub fn write_to(
         }
         None => None,
     };
-    let mut stdout = io::stdout().lock();
-    let sink: &mut dyn Write = match &mut file {
+    // Not locked: the item formats write from whichever of their worker
+    // threads holds the next window's text.
+    let mut stdout = io::stdout();
+    let sink: &mut (dyn Write + Send) = match &mut file {
         Some(f) => f,
         None => &mut stdout,
     };

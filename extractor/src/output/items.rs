@@ -2,6 +2,7 @@
 //! timeline cut into windows of time ([`Windows`]), each merged and
 //! formatted on its own core, written in time order.
 
+use super::ordered::{self, HandOver};
 use super::select::Selection;
 use super::window::Windows;
 use super::{ItemFormat, LogLine, RegionView};
@@ -9,7 +10,6 @@ use pstore_ring::merge::Pulled;
 use pstore_ring::read::StreamInfo;
 use std::io::{self, Write};
 use std::ops::Range;
-use std::sync::mpsc;
 
 /// Items formatted at once: big enough that a call costs nothing next to
 /// formatting them (1024 and 4096 run at one speed), small enough that a
@@ -24,18 +24,18 @@ const CHUNK: usize = 1024;
 /// about half a page of events per stream.
 const WINDOW_PER_STREAM: usize = 256;
 
-/// Text a worker hands the writer at once: a window bigger than planned
+/// Text a worker hands over at once: a window bigger than planned
 /// (events crowded at one time) goes in pieces, so memory stays bounded.
-/// A worker holds about three (one queued, one being formatted, one on
-/// its way back) and a chunk's text past each: text of a dense 4 GiB
-/// region by 64 workers peaks at 247 MiB, against 273 with 256 KiB
-/// pieces. Pieces of 64 KiB make two workers on two cores a third slower
-/// (each hand-over costs a context switch).
+/// A worker holds about three ([`ordered`]) and a chunk's text past
+/// each: text of a dense 4 GiB region by 64 workers peaked at 247 MiB,
+/// against 273 with 256 KiB pieces (with the page index of then). With a
+/// writer thread woken for each piece, pieces of 64 KiB made two workers
+/// on two cores a third slower.
 const PIECE: usize = 128 << 10;
 
 /// Writes the items of `view` that `selection` admits.
 pub fn write_items(
-    out: &mut impl Write,
+    out: &mut (impl Write + Send),
     view: &RegionView,
     selection: &Selection,
     format: &dyn ItemFormat,
@@ -51,14 +51,13 @@ pub fn write_items(
 /// The timeline, of the streams the selection keeps from the time it
 /// starts at, is cut into windows of time ([`Windows`]); one thread per
 /// worker ([`rayon::current_num_threads`], `RAYON_NUM_THREADS` when set)
-/// merges and formats every n-th window, and this one writes the windows'
-/// texts back in order, so the output is the same bytes whatever the
-/// number of workers, and only writing is left to one thread. Each worker
-/// holds its page walks and a piece of text or two ahead, whatever the
-/// region's size; text buffers go round rather than being allocated per
-/// window.
+/// merges and formats the next window no worker has taken, and the
+/// windows' texts are written in order ([`ordered`]), so the output is
+/// the same bytes whatever the number of workers. Each worker holds its
+/// page walks and a piece of text or two ahead, whatever the region's
+/// size; text buffers go round rather than being allocated per window.
 pub fn write_items_and_logs(
-    out: &mut impl Write,
+    out: &mut (impl Write + Send),
     view: &RegionView,
     selection: &Selection,
     format: &dyn ItemFormat,
@@ -99,10 +98,10 @@ fn plan<'v, 'r, 'a>(
 }
 
 /// [`write_items_and_logs`] through `windows`, `lines` already selected.
-fn write_in_windows(
-    out: &mut impl Write,
-    view: &RegionView,
-    windows: &Windows,
+fn write_in_windows<'r>(
+    out: &mut (impl Write + Send),
+    view: &RegionView<'r, '_>,
+    windows: &Windows<'_, 'r, '_>,
     selection: &Selection,
     format: &dyn ItemFormat,
     lines: &[LogLine],
@@ -131,58 +130,10 @@ fn write_in_windows(
         }
         return Ok(());
     }
-    // A worker stops only when this thread has gone, or it panicked.
-    let failed = || io::Error::other("a formatting thread stopped");
-    std::thread::scope(|scope| {
-        let mut lanes = Vec::with_capacity(workers);
-        for lane in 0..workers {
-            // One piece queued, one being formatted, one being written.
-            let (done_tx, done) = mpsc::sync_channel::<Piece>(1);
-            let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
-            let writer = &writer;
-            scope.spawn(move || {
-                let fresh = || spare.try_recv().unwrap_or_default();
-                let mut batch = Batch::default();
-                for w in (lane..count).step_by(workers) {
-                    let mut text = fresh();
-                    let mut hand_over = |text: &mut Vec<u8>| {
-                        let full = std::mem::replace(text, fresh());
-                        let piece = Piece {
-                            text: full,
-                            last: false,
-                        };
-                        done_tx.send(piece).map_err(|_| failed())
-                    };
-                    let formatted = writer.window(w, &mut batch, &mut text, &mut hand_over);
-                    let last = Piece { text, last: true };
-                    if formatted.is_err() || done_tx.send(last).is_err() {
-                        return;
-                    }
-                }
-            });
-            lanes.push((done, spare_tx));
-        }
-        for w in 0..count {
-            let (done, spare) = &lanes[w % workers];
-            loop {
-                let mut piece = done.recv().map_err(|_| failed())?;
-                out.write_all(&piece.text)?;
-                piece.text.clear();
-                // A lane with no window left has no use for it.
-                let _ = spare.send(piece.text);
-                if piece.last {
-                    break;
-                }
-            }
-        }
-        Ok(())
-    })
-}
-
-/// Some of a window's text, and whether it is the end of it.
-struct Piece {
-    text: Vec<u8>,
-    last: bool,
+    let format = |w: usize, batch: &mut Batch<'r>, text: &mut Vec<u8>, hand_over: &mut HandOver| {
+        writer.window(w, batch, text, hand_over)
+    };
+    ordered::write_in_order(out, count, workers, &format)
 }
 
 /// What every worker formats windows with.

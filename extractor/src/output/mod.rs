@@ -17,6 +17,7 @@ pub mod files;
 mod items;
 pub(crate) mod jsonl;
 pub mod kernel_log;
+mod ordered;
 pub mod perfetto;
 pub mod select;
 mod text;
