@@ -651,3 +651,43 @@ pub fn check_decoded(s: &Setup, want: &Prediction, trace: &Trace<'_>) -> Result<
     }
     Ok(())
 }
+
+/// A busy image in which every page is closed: several wraparounds on
+/// every stream.
+pub fn closed_image(
+    endian: Endian,
+    page_size: u32,
+    streams: usize,
+    pages: u32,
+    seed: u64,
+) -> Model {
+    let ops = (0..(streams * pages as usize * page_size as usize / 24))
+        .map(|n| {
+            let n = n as u64 ^ seed;
+            Op::Write {
+                stream: (n % streams as u64) as usize,
+                shape: (n % 4) as u8,
+                size: (n % 60) as usize,
+                dt: (n % 90_000) as i64,
+            }
+        })
+        .collect();
+    build(&Setup {
+        endian,
+        word_size: 8,
+        page_size,
+        streams,
+        pages,
+        lanes: 1,
+        lane_pages: 2,
+        ops,
+        close_at_end: true,
+    })
+}
+
+/// Rewrites a little-endian field and the CRC that covers it.
+pub fn patch(image: &mut [u8], at: usize, bytes: &[u8], crc_range: std::ops::Range<usize>) {
+    image[at..at + bytes.len()].copy_from_slice(bytes);
+    let crc = pstore_ring::layout::crc32(&[&image[crc_range.clone()]]);
+    image[crc_range.end..crc_range.end + 4].copy_from_slice(&crc.to_le_bytes());
+}
