@@ -77,6 +77,50 @@ static const struct crashring_field_def cr_fields_shutdown[] = {
 	{ "message", CRASHRING_FIELD_STR, 0 },
 };
 
+static const struct crashring_field_def cr_fields_mce[] = {
+	{ "origin", CRASHRING_FIELD_U8, 1 },
+	{ "bank", CRASHRING_FIELD_U8, 1 },
+	{ "severity", CRASHRING_FIELD_U8, 1 },
+	{ "cpuvendor", CRASHRING_FIELD_U8, 1 },
+	{ "cpu", CRASHRING_FIELD_U32, 4 },
+	{ "status", CRASHRING_FIELD_U64, 8 },
+	{ "addr", CRASHRING_FIELD_U64, 8 },
+	{ "misc", CRASHRING_FIELD_U64, 8 },
+	{ "synd", CRASHRING_FIELD_U64, 8 },
+	{ "ipid", CRASHRING_FIELD_U64, 8 },
+	{ "mcgstatus", CRASHRING_FIELD_U64, 8 },
+	{ "mcgcap", CRASHRING_FIELD_U64, 8 },
+	{ "ip", CRASHRING_FIELD_U64, 8 },
+	{ "cs", CRASHRING_FIELD_U8, 1 },
+	{ "tsc", CRASHRING_FIELD_U64, 8 },
+	{ "walltime", CRASHRING_FIELD_U64, 8 },
+	{ "cpuid", CRASHRING_FIELD_U32, 4 },
+	{ "apicid", CRASHRING_FIELD_U32, 4 },
+	{ "socketid", CRASHRING_FIELD_U32, 4 },
+	{ "microcode", CRASHRING_FIELD_U32, 4 },
+	{ "ppin", CRASHRING_FIELD_U64, 8 },
+};
+
+static const struct crashring_field_def cr_fields_memory_failure[] = {
+	{ "pfn", CRASHRING_FIELD_U64, 8 },
+	{ "type", CRASHRING_FIELD_U32, 4 },
+	{ "result", CRASHRING_FIELD_U32, 4 },
+	{ "page", CRASHRING_FIELD_STR, 0 },
+};
+
+static const struct crashring_field_def cr_fields_aer[] = {
+	{ "status", CRASHRING_FIELD_U32, 4 },
+	{ "severity", CRASHRING_FIELD_U8, 1 },
+	{ "tlp_valid", CRASHRING_FIELD_U8, 1 },
+	{ "device", CRASHRING_FIELD_STR, 0 },
+	{ "tlp", CRASHRING_FIELD_BYTES, 0 },
+};
+
+static const struct crashring_field_def cr_fields_suppressed[] = {
+	{ "source", CRASHRING_FIELD_CHARS, 16 },
+	{ "count", CRASHRING_FIELD_U64, 8 },
+};
+
 static const struct crashring_event_def cr_builtin[] = {
 	{ CRASHRING_EVENT_PRINTK, "printk",
 	  ARRAY_SIZE(cr_fields_printk), cr_fields_printk },
@@ -100,6 +144,14 @@ static const struct crashring_event_def cr_builtin[] = {
 	  ARRAY_SIZE(cr_fields_debug), cr_fields_debug },
 	{ CRASHRING_EVENT_SHUTDOWN, "shutdown",
 	  ARRAY_SIZE(cr_fields_shutdown), cr_fields_shutdown },
+	{ CRASHRING_EVENT_MCE, "mce",
+	  ARRAY_SIZE(cr_fields_mce), cr_fields_mce },
+	{ CRASHRING_EVENT_MEMORY_FAILURE, "memory_failure",
+	  ARRAY_SIZE(cr_fields_memory_failure), cr_fields_memory_failure },
+	{ CRASHRING_EVENT_AER, "aer",
+	  ARRAY_SIZE(cr_fields_aer), cr_fields_aer },
+	{ CRASHRING_EVENT_SUPPRESSED, "suppressed",
+	  ARRAY_SIZE(cr_fields_suppressed), cr_fields_suppressed },
 };
 
 #endif /* CRASHRING_SCHEMA_H */

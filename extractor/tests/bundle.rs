@@ -212,7 +212,7 @@ fn a_misspelt_class_or_a_bad_log_is_refused_and_leaves_nothing() {
     for (args, says) in [
         (
             &["--redact", "prinkt"][..],
-            "no event type `prinkt`; the types are: clock, crash, debug, drm_flip,",
+            "no event type `prinkt`; the types are: aer, clock, crash, debug, drm_flip,",
         ),
         (
             &["--redact", "drm_flip.nope"][..],

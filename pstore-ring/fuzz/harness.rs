@@ -27,7 +27,7 @@ fn base_image() -> Vec<u8> {
         streams: &specs,
         ..Default::default()
     };
-    let mut buf = vec![0u8; 4096];
+    let mut buf = vec![0u8; 8192];
     if let Ok(mut f) = write::format(&mut buf, &cfg) {
         let marker = schema::builtin(schema::EVENT_MARKER);
         let lost = schema::builtin(schema::EVENT_LOST);

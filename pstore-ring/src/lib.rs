@@ -70,6 +70,8 @@ pub mod kprintf;
 #[cfg(feature = "alloc")]
 pub mod merge;
 #[cfg(feature = "alloc")]
+pub mod ras;
+#[cfg(feature = "alloc")]
 pub mod read;
 #[cfg(feature = "alloc")]
 pub mod text;

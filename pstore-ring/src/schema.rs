@@ -135,6 +135,25 @@ pub const EVENT_DEBUG: u8 = 25;
 /// power-off), or a reason for it was given before it began.
 pub const EVENT_SHUTDOWN: u8 = 26;
 
+/// `mce`: a machine check, as the kernel's `mce:mce_record` tracepoint
+/// gives it, or as the panic path read it from the banks (`origin`).
+pub const EVENT_MCE: u8 = 27;
+/// `memory_failure`: the kernel's `memory_failure_event`, a page taken
+/// out of service; `page` is the kernel's own name for what it was.
+pub const EVENT_MEMORY_FAILURE: u8 = 28;
+/// `aer`: a PCIe Advanced Error Reporting error (the kernel's `aer_event`).
+pub const EVENT_AER: u8 = 29;
+/// `suppressed`: events of a source that its rate budget kept out of the
+/// ring on this CPU since the last one it let in (a storm of corrected
+/// errors, say).
+pub const EVENT_SUPPRESSED: u8 = 30;
+
+/// `mce` `origin` values: the kernel's tracepoint, which runs after the
+/// handler, from a work item; or the banks read by the panic path of a
+/// machine check that brought the kernel down before that.
+pub const MCE_FROM_TRACEPOINT: u8 = 0;
+pub const MCE_FROM_PANIC: u8 = 1;
+
 /// `shutdown` `how` values: a reason given (`shutdown_reason`), then the
 /// kernel's own restart, halt and power-off (its `SYS_*` codes).
 pub const SHUTDOWN_ASKED: u32 = 0;
@@ -275,6 +294,62 @@ pub const BUILTIN_EVENTS: &[EventDef<'static>] = &[
         fields: &[
             field("how", FieldKind::U32),
             field("message", FieldKind::Str),
+        ],
+    },
+    EventDef {
+        id: EVENT_MCE,
+        name: "mce",
+        fields: &[
+            field("origin", FieldKind::U8),
+            field("bank", FieldKind::U8),
+            field("severity", FieldKind::U8),
+            field("cpuvendor", FieldKind::U8),
+            field("cpu", FieldKind::U32),
+            field("status", FieldKind::U64),
+            field("addr", FieldKind::U64),
+            field("misc", FieldKind::U64),
+            field("synd", FieldKind::U64),
+            field("ipid", FieldKind::U64),
+            field("mcgstatus", FieldKind::U64),
+            field("mcgcap", FieldKind::U64),
+            field("ip", FieldKind::U64),
+            field("cs", FieldKind::U8),
+            field("tsc", FieldKind::U64),
+            field("walltime", FieldKind::U64),
+            field("cpuid", FieldKind::U32),
+            field("apicid", FieldKind::U32),
+            field("socketid", FieldKind::U32),
+            field("microcode", FieldKind::U32),
+            field("ppin", FieldKind::U64),
+        ],
+    },
+    EventDef {
+        id: EVENT_MEMORY_FAILURE,
+        name: "memory_failure",
+        fields: &[
+            field("pfn", FieldKind::U64),
+            field("type", FieldKind::U32),
+            field("result", FieldKind::U32),
+            field("page", FieldKind::Str),
+        ],
+    },
+    EventDef {
+        id: EVENT_AER,
+        name: "aer",
+        fields: &[
+            field("status", FieldKind::U32),
+            field("severity", FieldKind::U8),
+            field("tlp_valid", FieldKind::U8),
+            field("device", FieldKind::Str),
+            field("tlp", FieldKind::Bytes),
+        ],
+    },
+    EventDef {
+        id: EVENT_SUPPRESSED,
+        name: "suppressed",
+        fields: &[
+            field("source", FieldKind::Chars(16)),
+            field("count", FieldKind::U64),
         ],
     },
 ];
@@ -552,7 +627,7 @@ mod tests {
 
     #[test]
     fn builtins_are_valid_and_make_a_table() {
-        let mut buf = [0u8; 2048];
+        let mut buf = [0u8; 4096];
         let n = write_table(&[], Endian::Little, &mut buf).unwrap();
         assert_eq!(n, table_size(&[]));
         assert_eq!(&buf[..4], b"CRSC");

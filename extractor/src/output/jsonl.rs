@@ -7,6 +7,7 @@ use super::debug::Debug;
 use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::{Item, Pulled};
+use pstore_ring::ras;
 use pstore_ring::read::{EventType, StreamInfo};
 use pstore_ring::schema::Value;
 
@@ -232,6 +233,10 @@ pub fn write_item<'a>(
                     write_fields(out, t, values);
                     if let Some(debug) = Debug::of(view, ev) {
                         debug.write_json(out);
+                    }
+                    if let Some(words) = ras::describe(t, ev.payload, region.header.endian) {
+                        out.extend_from_slice(b",\"described\":");
+                        write_string(out, words.as_bytes());
                     }
                 }
                 _ => {

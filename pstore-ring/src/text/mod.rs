@@ -507,6 +507,12 @@ fn event(
         Some(d) => debug_message(out, &d, ty, ev.payload, region, pointers),
         None => fields(out, ty, ev.payload, e),
     }
+    // A hardware error in words after its fields: `<machine check, bank 4, ...>`.
+    if let Some(words) = ty.and_then(|t| crate::ras::describe(t, ev.payload, e)) {
+        out.extend_from_slice(b" <");
+        push_escaped(out, words.as_bytes());
+        out.push(b'>');
+    }
 }
 
 /// A `debug` event as its tag and printk's text (`drm.KMS bochs-drm

@@ -143,8 +143,8 @@ pub fn constants() -> Vec<(&'static str, u64)> {
     use pstore_ring::debug_args::{ARG_ADDR, ARG_INT, ARG_STR, ARG_TEXT};
     use pstore_ring::schema::{
         DEBUG_CUT, DEBUG_FILE, DEBUG_FORMATTED, DEBUG_FUNCTION, DEBUG_IN_INTERRUPT, DEBUG_LINE,
-        DEBUG_MODULE, DEBUG_PREFIX_128, DEBUG_TID, SHUTDOWN_ASKED, SHUTDOWN_HALT,
-        SHUTDOWN_POWER_OFF, SHUTDOWN_RESTART,
+        DEBUG_MODULE, DEBUG_PREFIX_128, DEBUG_TID, MCE_FROM_PANIC, MCE_FROM_TRACEPOINT,
+        SHUTDOWN_ASKED, SHUTDOWN_HALT, SHUTDOWN_POWER_OFF, SHUTDOWN_RESTART,
     };
     vec![
         ("FORMAT_VERSION", FORMAT_VERSION.into()),
@@ -234,6 +234,8 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("SHUTDOWN_RESTART", SHUTDOWN_RESTART.into()),
         ("SHUTDOWN_HALT", SHUTDOWN_HALT.into()),
         ("SHUTDOWN_POWER_OFF", SHUTDOWN_POWER_OFF.into()),
+        ("MCE_FROM_TRACEPOINT", MCE_FROM_TRACEPOINT.into()),
+        ("MCE_FROM_PANIC", MCE_FROM_PANIC.into()),
         ("ARG_INT", ARG_INT.into()),
         ("ARG_STR", ARG_STR.into()),
         ("ARG_ADDR", ARG_ADDR.into()),
