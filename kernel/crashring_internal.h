@@ -36,6 +36,7 @@ enum {
 	CR_SRC_IRQ_NR,
 	CR_SRC_CRASH_NR,
 	CR_SRC_DEBUG_NR,
+	CR_SRC_RAS_NR,
 	CR_NR_SOURCES
 };
 
@@ -45,6 +46,7 @@ enum {
 #define CR_SRC_IRQ	BIT(CR_SRC_IRQ_NR)
 #define CR_SRC_CRASH	BIT(CR_SRC_CRASH_NR)
 #define CR_SRC_DEBUG	BIT(CR_SRC_DEBUG_NR)
+#define CR_SRC_RAS	BIT(CR_SRC_RAS_NR)
 
 struct tracepoint;
 
@@ -189,6 +191,10 @@ void crashring_debug_reset(void);
 
 extern const struct crashring_source crashring_source_sched;
 extern const struct crashring_source crashring_source_irq;
+
+/* crashring_ras.c */
+extern const struct crashring_source crashring_source_ras;
+void crashring_ras_panic(u64 at);
 
 /* crashring_clock.c */
 u64 crashring_panic_clock(void);

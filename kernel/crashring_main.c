@@ -583,6 +583,7 @@ static int cr_panic(struct notifier_block *nb, unsigned long event, void *buf)
 		return NOTIFY_DONE;
 	now = cr_panic_time();
 	crashring_take_innermost(&crashring.cpus[raw_smp_processor_id()]);
+	crashring_ras_panic(now);
 	crashring_record_crash(CRASHRING_REASON_PANIC, msg, now);
 	crashring_set_state(crashring.slot[cur].mem, CRASHRING_STATE_CRASHED,
 			    CRASHRING_REASON_PANIC, now, raw_smp_processor_id(), msg);
@@ -774,7 +775,7 @@ static int __init crashring_init(void)
 			boot_id ? "boot_id=" : CR_BOOT_ID_PATH, err);
 		get_random_bytes(crashring.boot_id, sizeof(crashring.boot_id));
 	}
-	crashring.sources = CR_SRC_PRINTK | CR_SRC_MARKER | CR_SRC_CRASH | CR_SRC_DEBUG;
+	crashring.sources = CR_SRC_PRINTK | CR_SRC_MARKER | CR_SRC_CRASH | CR_SRC_DEBUG | CR_SRC_RAS;
 	/* Parameters are checked before any slot is formatted. */
 	err = crashring_sources_init();
 	if (err)

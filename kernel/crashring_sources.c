@@ -4,8 +4,8 @@
  * printk lines (crashring_printk.c), user and kernel markers
  * (crashring_marker.c), sched_switch and irq handlers, off by default
  * (crashring_sched.c), crash markers (here; the panic and die notifiers
- * in crashring_main.c write them), and kernel debug messages diverted
- * from printk (crashring_debug.c). Clock events are not a
+ * in crashring_main.c write them), kernel debug messages diverted
+ * from printk (crashring_debug.c) and hardware errors (crashring_ras.c). Clock events are not a
  * source: recording always keeps them (crashring_clock.c).
  *
  * A source is turned on and off as a whole: its bit in crashring.sources,
@@ -26,7 +26,7 @@
 
 static char *sources;
 module_param(sources, charp, 0400);
-MODULE_PARM_DESC(sources, "Comma-separated event sources: printk,marker,crash,sched,irq,debug (default printk,marker,crash,debug)");
+MODULE_PARM_DESC(sources, "Comma-separated event sources: printk,marker,crash,sched,irq,debug,ras (default printk,marker,crash,debug,ras)");
 
 /**
  * crashring_record_crash - record a crash marker on this CPU
@@ -55,6 +55,7 @@ static const struct crashring_source *const cr_sources[CR_NR_SOURCES] = {
 	[CR_SRC_IRQ_NR] = &crashring_source_irq,
 	[CR_SRC_CRASH_NR] = &cr_source_crash,
 	[CR_SRC_DEBUG_NR] = &crashring_source_debug,
+	[CR_SRC_RAS_NR] = &crashring_source_ras,
 };
 
 static void cr_find_tracepoint(struct tracepoint *tp, void *unused)
@@ -174,7 +175,7 @@ int crashring_sources_init(void)
 	int err;
 
 	if (sources && crashring_parse_sources(sources, &want)) {
-		pr_err("sources=%s: known sources are printk, marker, crash, sched, irq, debug\n",
+		pr_err("sources=%s: known sources are printk, marker, crash, sched, irq, debug, ras\n",
 		       sources);
 		return -EINVAL;
 	}
