@@ -222,10 +222,31 @@ fn last_bundle(sys: &System) -> String {
         })
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.file_name())))
         .max();
-    match newest {
-        Some((_, name)) => format!("{BUNDLE_DIR}/{}", name.to_string_lossy()),
-        None => "none".into(),
+    let Some((_, name)) = newest else {
+        return "none".into();
+    };
+    let name = name.to_string_lossy();
+    let path = format!("{BUNDLE_DIR}/{name}");
+    match what_ended(sys, &path) {
+        Some(why) => format!("{path}: {why}"),
+        None => path,
     }
+}
+
+/// How the generation in `bundle` ended, from the summary beside it
+/// (extractor/SCHEMAS.md): its reason and message, and the hardware error
+/// that brought it down, if one did; `None` without a readable summary.
+fn what_ended(sys: &System, bundle: &str) -> Option<String> {
+    let summary = bundle.strip_suffix(".tar.gz")?.to_string() + ".json";
+    let text = std::fs::read_to_string(sys.path(&summary)).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let field = |k: &str| json.get(k)?.as_str().filter(|v| !v.is_empty());
+    let mut why = field("reason")?.to_string();
+    for part in ["message", "hardware_error"].into_iter().filter_map(field) {
+        why += ": ";
+        why += part;
+    }
+    Some(why)
 }
 
 /// The firmware, and where this boot's loader put the initrd and the
@@ -346,6 +367,18 @@ mod tests {
         assert_eq!(
             item(&s, "bundle"),
             "/var/lib/crashring/host-20261122T2300Z.tar.gz"
+        );
+        // With its summary: how it ended, a machine check named in words.
+        sys.write(
+            &format!("{BUNDLE_DIR}/host-20261122T2300Z.json"),
+            r#"{"reason": "panic", "message": "Fatal local machine check",
+                "hardware_error": "machine check, bank 4, addr 0xabcd000, uncorrected"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            item(&status(&sys), "bundle"),
+            "/var/lib/crashring/host-20261122T2300Z.tar.gz: panic: Fatal local machine check: \
+             machine check, bank 4, addr 0xabcd000, uncorrected"
         );
         assert_eq!(
             item(&s, "on crash"),

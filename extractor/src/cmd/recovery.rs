@@ -178,11 +178,12 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
                 "archived generation {n} ({}, {}{}) as {}: {events} events, {lost} lost; {} older bundles removed by retention{}",
                 g.state,
                 g.reason,
-                // The reason a box was brought down for: its crash message.
-                if g.shutdown_asked {
-                    format!(": {}", g.message)
-                } else {
-                    String::new()
+                // The reason a box was brought down for, or the hardware
+                // error that brought it down.
+                match (&g.hardware_error, g.shutdown_asked) {
+                    (Some(e), _) => format!(": {}: {e}", g.message),
+                    (None, true) => format!(": {}", g.message),
+                    (None, false) => String::new(),
                 },
                 path.display(),
                 deleted.len(),
@@ -235,6 +236,10 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
             ("CRASHRING_STATE", &g.state),
             ("CRASHRING_REASON", &g.reason),
             ("CRASHRING_CRASH_MESSAGE", &g.message),
+            (
+                "CRASHRING_HARDWARE_ERROR",
+                g.hardware_error.as_deref().unwrap_or_default(),
+            ),
             ("CRASHRING_EVENTS", &events),
             ("CRASHRING_LOST", &lost),
         ],

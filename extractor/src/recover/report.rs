@@ -7,6 +7,7 @@
 use crate::input::Dump;
 use crate::output::{RegionView, StreamView};
 use pstore_ring::layout::STATE_CLEAN;
+use pstore_ring::ras;
 use pstore_ring::read::{reason_name, LossKind, Tally, WallClock};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -131,6 +132,10 @@ pub struct CrashReport {
     /// With the wall-clock offset in effect at the crash; null without one.
     pub time_utc: Option<String>,
     pub message: String,
+    /// The machine check that brought the kernel down, in words, as the
+    /// panic path read it from the banks; absent for any other crash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_error: Option<String>,
 }
 
 /// The shutdown asked for that the region's state records.
@@ -222,6 +227,7 @@ impl RegionReport {
                 time_ns: s.crash_ns,
                 time_utc: when(s.crash_ns),
                 message: s.message.clone(),
+                hardware_error: ras::fatal_machine_check(r, t),
             }),
             _ => None,
         };

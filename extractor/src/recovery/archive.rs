@@ -31,6 +31,9 @@ pub struct Generation {
     pub shutdown_asked: bool,
     pub reason: String,
     pub message: String,
+    /// The machine check that brought the kernel down, in words
+    /// ([`pstore_ring::ras::fatal_machine_check`]).
+    pub hardware_error: Option<String>,
 }
 
 /// Where a generation is read from, and how.
@@ -311,6 +314,7 @@ pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
         shutdown_asked: state.is_some_and(|s| s.shutdown_reason().is_some()),
         reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
         message: state.map(|s| s.message.clone()).unwrap_or_default(),
+        hardware_error: pstore_ring::ras::fatal_machine_check(&r.region, &r.trace),
     }
 }
 
@@ -362,6 +366,7 @@ mod tests {
             shutdown_asked: false,
             reason: "panic".into(),
             message: String::new(),
+            hardware_error: None,
         }
     }
 
@@ -389,5 +394,30 @@ mod tests {
         std::fs::write(dir.path().join("crash.tar.gz"), b"x").unwrap();
         write_summary(dir.path(), "crash", &g, &counts, None).unwrap();
         assert_eq!(archived_as(dir.path(), &g).unwrap(), Some("crash".into()));
+    }
+
+    /// The summary names a machine check that brought the kernel down,
+    /// and says nothing of one otherwise.
+    #[test]
+    fn the_summary_names_a_fatal_hardware_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let counts = Counts {
+            size: 1,
+            events: 1,
+            lost: 0,
+            archived: 1,
+        };
+        let read = |name: &str| -> serde_json::Value {
+            let text = std::fs::read_to_string(dir.path().join(format!("{name}.json"))).unwrap();
+            serde_json::from_str(&text).unwrap()
+        };
+        write_summary(dir.path(), "plain", &generation(), &counts, None).unwrap();
+        assert_eq!(read("plain").get("hardware_error"), None);
+        let g = Generation {
+            hardware_error: Some("machine check, bank 4".into()),
+            ..generation()
+        };
+        write_summary(dir.path(), "mce", &g, &counts, None).unwrap();
+        assert_eq!(read("mce")["hardware_error"], "machine check, bank 4");
     }
 }

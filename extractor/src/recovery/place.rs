@@ -112,6 +112,9 @@ pub(super) fn write_summary(
         "events": events,
         "lost": lost,
     });
+    if let (Some(e), Some(o)) = (&g.hardware_error, json.as_object_mut()) {
+        o.insert("hardware_error".into(), e.as_str().into());
+    }
     if let (Some(r), Some(o)) = (request, json.as_object_mut()) {
         o.insert(
             "request".into(),
