@@ -63,6 +63,8 @@ pub struct Running {
     child: Child,
     qmp: BufReader<UnixStream>,
     serial: PathBuf,
+    /// When QEMU was started.
+    started: Instant,
 }
 
 fn kill(child: &mut Child) {
@@ -175,6 +177,7 @@ impl Vm<'_> {
             child,
             qmp: BufReader::new(stream),
             serial: self.serial.clone(),
+            started: start,
         };
         vm.read_reply()?; // The greeting.
         vm.execute(r#"{"execute":"qmp_capabilities"}"#)?;
@@ -189,29 +192,40 @@ impl Vm<'_> {
             .command()
             .spawn()
             .context("starting qemu-system-x86_64 (run `cargo xtask setup`)")?;
-        loop {
-            if let Some(status) = child.try_wait()? {
-                if !status.success() {
-                    let mut err = String::new();
-                    if let Some(mut e) = child.stderr.take() {
-                        use std::io::Read;
-                        let _ = e.read_to_string(&mut err);
-                    }
-                    bail!("QEMU exited with {status}: {err}");
+        wait_for_power_off(&mut child, start, self.timeout, &self.serial)
+    }
+}
+
+/// Waits for QEMU, started at `started`, to exit as its guest powers off,
+/// and returns how long it ran; fails when it exits otherwise, and kills
+/// it past `timeout`, with the end of the serial log.
+fn wait_for_power_off(
+    child: &mut Child,
+    started: Instant,
+    timeout: Duration,
+    serial: &Path,
+) -> Result<Duration> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
                 }
-                return Ok(start.elapsed());
+                bail!("QEMU exited with {status}: {err}");
             }
-            if start.elapsed() > self.timeout {
-                kill(&mut child);
-                bail!(
-                    "guest did not power off within {:?}; end of its serial log ({}):\n{}",
-                    self.timeout,
-                    self.serial.display(),
-                    tail(&self.serial, 40)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            return Ok(started.elapsed());
         }
+        if started.elapsed() > timeout {
+            kill(child);
+            bail!(
+                "guest did not power off within {timeout:?}; end of its serial log ({}):\n{}",
+                serial.display(),
+                tail(serial, 40)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -263,6 +277,12 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Waits for the guest to power off, as [`Vm::run`] does, and returns
+    /// how long QEMU ran.
+    pub fn wait_for_exit(mut self, timeout: Duration) -> Result<Duration> {
+        wait_for_power_off(&mut self.child, self.started, timeout, &self.serial)
     }
 
     /// Kills QEMU at once, as a power cut would: no flush, no shutdown.

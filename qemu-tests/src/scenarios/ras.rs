@@ -1,0 +1,381 @@
+//! Hardware errors, injected from outside the guest the way a machine
+//! reports them: QEMU's monitor latches machine checks into a vCPU's banks
+//! (a corrected one, found by the kernel's poll, and a fatal one, raised
+//! as #MC), and the kernel's hwpoison injector takes a page out of service.
+
+use super::{
+    check_region_with, host_crashring, parse_saved, warm_reboot_run, workload_writes, Artifacts,
+    CrashExpect, WarmReboot,
+};
+use crate::env::guest::Kernel;
+use crate::env::qemu::Running;
+use anyhow::{bail, ensure, Context, Result};
+use pstore_ring::read::{Event, Region};
+use pstore_ring::schema::{
+    Value, EVENT_CRASH, EVENT_MCE, EVENT_MEMORY_FAILURE, EVENT_PRINTK, EVENT_SUPPRESSED,
+    MCE_FROM_PANIC, MCE_FROM_TRACEPOINT,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use xshell::{cmd, Shell};
+
+/// A machine check as QEMU's `mce` command latches it into CPU 0's bank.
+struct Injected {
+    bank: u64,
+    status: u64,
+    mcg_status: u64,
+    addr: u64,
+    /// Bits 5:0 give the address's least significant valid bit (12: a
+    /// page), bits 8:6 its mode (2: physical), so that the kernel, which
+    /// masks the address by them, keeps it whole.
+    misc: u64,
+}
+
+impl Injected {
+    fn command(&self) -> String {
+        format!(
+            "mce 0 {} {:#x} {:#x} {:#x} {:#x}",
+            self.bank, self.status, self.mcg_status, self.addr, self.misc
+        )
+    }
+}
+
+/// Corrected (VAL EN MISCV ADDRV), internal parity error: not a memory
+/// error on either vendor, so the kernel's corrected-error collector
+/// (RAS_CEC), which swallows corrected DRAM errors, lets it through.
+const CORRECTED: Injected = Injected {
+    bank: 1,
+    status: 0x9c00_0000_0000_0005,
+    mcg_status: 0,
+    addr: 0x1234_5000,
+    misc: 0x8c,
+};
+
+/// Uncorrected, processor context corrupt (VAL UC EN MISCV ADDRV PCC),
+/// internal timer error, raised as #MC (MCG_STATUS RIPV EIPV MCIP): the
+/// kernel must panic.
+const FATAL: Injected = Injected {
+    bank: 4,
+    status: 0xbe00_0000_0000_0400,
+    mcg_status: 0x7,
+    addr: 0x0abc_d000,
+    misc: 0x8c,
+};
+
+/// The page the hwpoison injector takes out of service: one that
+/// `memmap=` keeps from the allocator ([`POISONED_PAGE`]), so that no
+/// process or cache holds it and the kernel, which cannot handle a
+/// reserved page, ignores it the same way on every boot. (A page of
+/// the allocator's was free on most boots, and in use on one.)
+const POISONED_PFN: u64 = 0x30000;
+const POISONED_PAGE: &str = "memmap=4K$0x30000000";
+
+/// The storm: corrected errors the kernel's mce-inject logs as fast as a
+/// shell loop writes its files, each a trip through mce_log() and the
+/// decoder chain to the tracepoint, as a polled bank's error takes (those
+/// that find the kernel's record pool full are dropped before it, and
+/// are not counted).
+const STORM: Injected = Injected {
+    bank: 2,
+    status: 0x9c00_0000_0000_0005,
+    mcg_status: 0,
+    addr: 0x5678_9000,
+    misc: 0x8c,
+};
+const STORM_WRITES: u32 = 3000;
+/// The module's budget in this scenario, hardware-error events per CPU
+/// per second: far below what the storm brings.
+const BUDGET: u64 = 20;
+
+/// The record phase: the kernel polls the banks every second; each
+/// injection in turn, the guest saying when it is ready for the next;
+/// the storm with the workload writing beside it, counted by the kernel's
+/// own trace of the tracepoint; the fatal error, which must bring the
+/// kernel down.
+fn record() -> String {
+    format!(
+        r#"echo 1 > /sys/devices/system/machinecheck/machinecheck0/check_interval
+echo "crashring-test: inject corrected"
+i=0
+until crashring extract /dev/crashring-current --type mce 2>/dev/null | grep -q 'bank={ce_bank} '; do
+  i=$((i+1))
+  if [ $i -gt 60 ]; then echo "crashring-test: the corrected error was not recorded"; break; fi
+  sleep 1
+done
+load_later
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tracefs tracefs /sys/kernel/tracing
+# The kernel refuses a reserved page (EBUSY), and says so in its log.
+echo {pfn:#x} > /sys/kernel/debug/hwpoison/corrupt-pfn 2>/dev/null
+# A fresh budget second for the storm, after the page's event.
+sleep 2
+echo 1 > /sys/kernel/tracing/events/mce/mce_record/enable
+cd /sys/kernel/debug/mce-inject
+echo sw > flags
+({workload}) > /dev/null &
+# Each injection resets what it injected: every one is written whole.
+i=0
+while [ $i -lt {writes} ]; do
+  echo {status:#x} > status; echo {addr:#x} > addr; echo {misc:#x} > misc; echo {bank} > bank
+  i=$((i+1))
+done
+wait
+cd /
+# Until the decoder chain's work has caught up (the tracepoint's count
+# stops moving).
+before=-1
+now=$(grep -c mce_record: /sys/kernel/tracing/trace)
+while [ "$now" != "$before" ]; do sleep 1; before=$now; now=$(grep -c mce_record: /sys/kernel/tracing/trace); done
+echo 0 > /sys/kernel/tracing/events/mce/mce_record/enable
+echo "crashring-test: storm traced $now"
+echo "crashring-test: inject fatal"
+sleep 120
+"#,
+        workload = workload_writes(),
+        ce_bank = CORRECTED.bank,
+        pfn = POISONED_PFN,
+        status = STORM.status,
+        addr = STORM.addr,
+        misc = STORM.misc,
+        writes = STORM_WRITES,
+        bank = STORM.bank,
+    )
+}
+
+/// Runs `line` on QEMU's human monitor; its errors come back as text.
+fn monitor(vm: &mut Running, line: &str) -> Result<()> {
+    let reply = vm.execute(&format!(
+        r#"{{"execute":"human-monitor-command","arguments":{{"command-line":"{line}"}}}}"#
+    ))?;
+    ensure!(
+        reply.contains(r#""return": """#),
+        "QEMU's monitor refused `{line}`: {}",
+        reply.trim()
+    );
+    Ok(())
+}
+
+fn inject(vm: &mut Running) -> Result<()> {
+    vm.wait_for_serial("crashring-test: inject corrected", Duration::from_secs(200))?;
+    monitor(vm, &CORRECTED.command())?;
+    vm.wait_for_serial("crashring-test: inject fatal", Duration::from_secs(120))?;
+    monitor(vm, &FATAL.command())
+}
+
+pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let module_args = format!("region=16M@0x40000000 ras_events_per_sec={BUDGET}");
+    let plan = WarmReboot {
+        name: "machine-check",
+        module_args: &module_args,
+        extra_append: POISONED_PAGE,
+        cpus: 2,
+        later_modules: &["hwpoison-inject", "mce-inject"],
+        monitor: Some(&inject),
+        ..WarmReboot::memmap(record())
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    ensure!(
+        !saved.said("crashring-test: the corrected error was not recorded"),
+        "the corrected machine check was not recorded within a minute (serial log {})",
+        saved.serial.display()
+    );
+    let traced: u64 = saved
+        .log
+        .lines()
+        .find_map(|l| {
+            l.split_once("crashring-test: storm traced ")
+                .map(|(_, n)| n)
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .context("the guest did not say how many mce_record events the kernel traced")?;
+    let summary = saved.check(|image| {
+        let region = parse_saved(image)?;
+        let expect = CrashExpect {
+            messages: &["machine check"],
+            cause: None,
+        };
+        let workload = check_region_with(&region, &expect)?;
+        let errors = check_errors(&region, traced)?;
+        Ok(format!("{workload}; {errors}"))
+    })?;
+    let described = check_text(sh, &art.dir.join("previous.img"))?;
+    Ok(format!("{summary}; {described}"))
+}
+
+/// An event's fields by name, as the region's schema names them.
+fn fields<'a>(region: &Region, ev: &Event<'a>) -> Result<BTreeMap<String, Value<'a>>> {
+    let t = region
+        .schema
+        .get(ev.type_id)
+        .with_context(|| format!("event type {} is not in the schema", ev.type_id))?;
+    let values = t
+        .decode(ev.payload, region.header.endian)
+        .map_err(|f| anyhow::anyhow!("a {} event does not decode at field {f}", t.name))?;
+    Ok(t.fields
+        .iter()
+        .map(|f| f.name.clone())
+        .zip(values)
+        .collect())
+}
+
+fn uint(f: &BTreeMap<String, Value>, name: &str) -> Result<u64> {
+    match f.get(name) {
+        Some(Value::Unsigned(x)) => Ok(*x),
+        other => bail!("field {name} is {other:?}"),
+    }
+}
+
+fn text(f: &BTreeMap<String, Value>, name: &str) -> Result<String> {
+    match f.get(name) {
+        Some(Value::Str(s) | Value::Chars(s)) => Ok(String::from_utf8_lossy(s).into_owned()),
+        other => bail!("field {name} is {other:?}"),
+    }
+}
+
+/// Whether `f`, an mce event's fields, holds exactly what was injected.
+fn is(f: &BTreeMap<String, Value>, origin: u8, want: &Injected) -> Result<bool> {
+    Ok(uint(f, "origin")? == u64::from(origin)
+        && uint(f, "bank")? == want.bank
+        && uint(f, "status")? == want.status
+        && uint(f, "addr")? == want.addr
+        && uint(f, "misc")? == want.misc)
+}
+
+/// The corrected machine check from the kernel's tracepoint, the fatal
+/// one read by the panic path just before the crash record on the same
+/// stream, the poisoned page as the kernel's own printk line names it,
+/// and the storm: each CPU within its budget, and what it let in plus
+/// what it counted as suppressed exactly what the kernel `traced`.
+fn check_errors(region: &Region, traced: u64) -> Result<String> {
+    let trace = region.decode();
+    let (mut corrected, mut fatal_before_crash, mut poisoned) = (0, 0, None);
+    let mut printk = Vec::new();
+    // Per CPU: storm events let in, and the first and last budget second.
+    let mut storm: BTreeMap<u16, (u64, u64, u64)> = BTreeMap::new();
+    let mut suppressed = 0;
+    for st in &trace.streams {
+        for (i, ev) in st.events.iter().enumerate() {
+            match ev.type_id {
+                EVENT_MCE => {
+                    let f = fields(region, ev)?;
+                    if is(&f, MCE_FROM_TRACEPOINT, &CORRECTED)? {
+                        corrected += 1;
+                    } else if is(&f, MCE_FROM_TRACEPOINT, &STORM)? {
+                        let second = ev.ts >> 30;
+                        let e = storm.entry(st.info.cpu).or_insert((0, second, second));
+                        *e = (e.0 + 1, e.1.min(second), e.2.max(second));
+                    } else if is(&f, MCE_FROM_PANIC, &FATAL)? {
+                        let next = st.events.get(i + 1).map(|e| e.type_id);
+                        ensure!(
+                            next == Some(EVENT_CRASH),
+                            "the fatal machine check is followed by type {next:?}, not the crash record"
+                        );
+                        fatal_before_crash += 1;
+                    } else {
+                        bail!("an mce event that was never injected: {f:?}");
+                    }
+                }
+                EVENT_MEMORY_FAILURE => {
+                    let f = fields(region, ev)?;
+                    poisoned = Some((uint(&f, "pfn")?, text(&f, "page")?, uint(&f, "result")?));
+                }
+                EVENT_PRINTK => printk.push(text(&fields(region, ev)?, "text")?),
+                EVENT_SUPPRESSED => {
+                    let f = fields(region, ev)?;
+                    ensure!(text(&f, "source")? == "ras", "suppressed {f:?}");
+                    suppressed += uint(&f, "count")?;
+                }
+                _ => {}
+            }
+        }
+    }
+    ensure!(
+        corrected == 1,
+        "{corrected} corrected machine checks recorded, not 1"
+    );
+    ensure!(
+        fatal_before_crash == 1,
+        "{fatal_before_crash} fatal machine checks read by the panic path, not 1"
+    );
+    let let_in: u64 = storm.values().map(|s| s.0).sum();
+    ensure!(
+        let_in + suppressed == traced,
+        "the storm: {let_in} events recorded and {suppressed} suppressed, but the kernel traced {traced}"
+    );
+    ensure!(suppressed > 0, "the storm of {traced} never met the budget");
+    for (cpu, (n, first, last)) in &storm {
+        // A budget second is 2^30 ns; the event's stamp may fall in the
+        // second after the one that let it in.
+        let most = BUDGET * (last - first + 2);
+        ensure!(
+            *n <= most,
+            "CPU {cpu} recorded {n} storm events over budget seconds {first}..={last}, more than {most}"
+        );
+    }
+    let (pfn, page, result) = poisoned.context("no memory_failure event")?;
+    ensure!(pfn == POISONED_PFN, "memory_failure pfn {pfn:#x}");
+    // mm/memory-failure.c: "%#lx: recovery action for %s: %s\n".
+    let result_name = pstore_ring::ras::memory_failure_result(result);
+    let said = format!("{pfn:#x}: recovery action for {page}: ");
+    // The kernel's line ends with the result's name, capitalised.
+    let line = printk
+        .iter()
+        .find(|t| t.contains(&said))
+        .with_context(|| format!("no printk line with {said:?}"))?;
+    ensure!(
+        line.to_lowercase().trim_end().ends_with(result_name),
+        "the kernel said {line:?}, the event says {result_name}"
+    );
+    Ok(format!(
+        "the corrected and the fatal machine check as injected, the fatal one read by the \
+         panic path just before the crash record; pfn {pfn:#x} recorded as the kernel's printk \
+         named it ({page}: {result_name}); a storm the kernel traced {traced} of: {let_in} recorded \
+         within {BUDGET} a second per CPU, {suppressed} counted as suppressed"
+    ))
+}
+
+/// The host's text output, its `info --json` and a bundle's manifest name
+/// the fatal error in words.
+fn check_text(sh: &Shell, image: &Path) -> Result<String> {
+    let crashring = host_crashring(sh)?;
+    let want = format!(
+        "machine check, bank {}, addr {:#x}, uncorrected, processor context corrupt",
+        FATAL.bank, FATAL.addr
+    );
+    let out = cmd!(sh, "{crashring} extract {image} --type mce")
+        .quiet()
+        .ignore_status()
+        .read()?;
+    ensure!(
+        out.contains(&format!("<{want}")),
+        "crashring extract does not say {want:?}:\n{out}"
+    );
+    let info = cmd!(sh, "{crashring} info --json {image}")
+        .quiet()
+        .ignore_status()
+        .read()?;
+    let info: serde_json::Value = serde_json::from_str(&info)?;
+    let named = |region: &serde_json::Value| {
+        region["crash"]["hardware_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with(&want))
+    };
+    ensure!(
+        named(&info["regions"][0]),
+        "info --json does not name the machine check: {}",
+        info["regions"][0]["crash"]
+    );
+    let bundle = image.with_extension("tar.gz");
+    cmd!(sh, "{crashring} bundle {image} -o {bundle}")
+        .quiet()
+        .ignore_status()
+        .run()?;
+    let checked = extractor::bundle::check(std::io::BufReader::new(std::fs::File::open(&bundle)?))?;
+    ensure!(
+        named(&checked.manifest["regions"][0]),
+        "the bundle's manifest does not name the machine check: {}",
+        checked.manifest["regions"][0]["crash"]
+    );
+    Ok("the text output, info --json and a bundle's manifest name it".into())
+}
