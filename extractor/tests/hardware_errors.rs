@@ -1,5 +1,6 @@
 //! Hardware-error events (`mce`, `memory_failure`, `aer`) through the real
-//! binary: described in words in text and JSON lines, the machine check
+//! binary: described in words in text, JSON lines, the Chrome and the
+//! Perfetto trace, the machine check
 //! that brought the kernel down named in `info --json` and a bundle's
 //! manifest, and each read back by babeltrace2 and trace-cmd with the
 //! values written.
@@ -92,7 +93,7 @@ fn image() -> Vec<u8> {
 }
 
 #[test]
-fn text_and_json_lines_describe_each_error_in_words() {
+fn text_json_lines_chrome_and_perfetto_describe_each_error_in_words() {
     let path = write_tmp("hardware-errors.bin", &image());
     let out = crashring(&["extract", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
@@ -116,6 +117,24 @@ fn text_and_json_lines_describe_each_error_in_words() {
         .collect();
     assert_eq!(described.len(), 4, "{described:?}");
     assert_eq!(described[3], FATAL);
+    let (out, chrome) = extract_to(&path, "chrome", "hardware-errors.json");
+    assert_eq!(out.status.code(), Some(0));
+    let chrome: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(chrome).unwrap()).unwrap();
+    let in_args = chrome
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["args"]["described"].as_str())
+        .collect::<Vec<_>>();
+    assert_eq!(in_args, described, "the Chrome trace's args");
+    let (out, perfetto) = extract_to(&path, "perfetto", "hardware-errors.pftrace");
+    assert_eq!(out.status.code(), Some(0));
+    let bytes = std::fs::read(perfetto).unwrap();
+    for words in &described {
+        let found = bytes.windows(words.len()).any(|w| w == words.as_bytes());
+        assert!(found, "the Perfetto trace lacks {words}");
+    }
 }
 
 #[test]

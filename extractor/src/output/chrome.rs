@@ -19,6 +19,7 @@ use super::RegionView;
 use crate::output::jsonl::{write_fields, write_hex, write_string, write_u64};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::{Item, Pulled};
+use pstore_ring::ras;
 use pstore_ring::read::{Event, StreamInfo};
 use pstore_ring::schema::Value;
 use std::io::{self, Write};
@@ -188,10 +189,17 @@ fn event<'a>(
     }
     out.extend_from_slice(b",\"args\":");
     write_fields(out, t, values);
+    // The message's keys, or a hardware error's words, go inside the args
+    // object.
     if let Some(d) = &debug {
-        // The message's keys go inside the args object.
         out.pop();
         d.write_json(out);
+        out.push(b'}');
+    }
+    if let Some(words) = ras::describe(t, e.payload, region.header.endian) {
+        out.pop();
+        out.extend_from_slice(b",\"described\":");
+        write_string(out, words.as_bytes());
         out.push(b'}');
     }
     out.extend_from_slice(b"},");

@@ -3,8 +3,8 @@
 //! (field numbers from Perfetto's `trace.proto`; a test decodes our output
 //! strictly against it).
 //!
-//! - Kernel events other than printk, markers and crashes go into
-//!   `ftrace_events` bundles per CPU, at most [`BUNDLE`] events per
+//! - Kernel events other than printk, markers, crashes, debug messages
+//!   and hardware errors go into `ftrace_events` bundles per CPU, at most [`BUNDLE`] events per
 //!   bundle: `sched_switch`, `irq_handler_entry` and `irq_handler_exit` as
 //!   Perfetto's own messages for them ([`TYPED`]: trace_processor builds
 //!   its CPU scheduling and IRQ tracks from those), the others as generic
@@ -13,9 +13,11 @@
 //!   that CPU.
 //! - Every stream but the empty ones (`RegionView::shown_streams`) has a
 //!   track (`cpu3`, or a user stream's `user:` label) of
-//!   `TrackEvent` instants: printk lines, markers and crashes named by
-//!   their text, all events of user streams named by their type, and each
-//!   loss as "N events lost (reason)"; fields become debug annotations.
+//!   `TrackEvent` instants: printk lines, markers, crashes and debug
+//!   messages named by their text, hardware errors by their words (also a
+//!   `described` annotation), all events of user streams named by their
+//!   type, and each loss as "N events lost (reason)"; fields become debug
+//!   annotations.
 //! - Timestamps are the region's clock (CLOCK_MONOTONIC) in nanoseconds,
 //!   written as trace time.
 //! - Text becomes valid UTF-8 (protobuf strings must be); bytes become hex.
@@ -24,6 +26,7 @@ use super::debug::Debug;
 use super::RegionView;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Pulled;
+use pstore_ring::ras;
 use pstore_ring::read::{Event, EventType, Loss, Region};
 use pstore_ring::schema::{self, Value};
 use std::io::{self, Write};
@@ -259,6 +262,18 @@ fn is_named_by_text(type_id: u8) -> bool {
     )
 }
 
+/// Events an instant each on their stream's track rather than a line of
+/// their CPU's ftrace bundle: those shown by their text, and hardware
+/// errors, which are rare and what a reader looks for, named by their
+/// words.
+fn is_instant(type_id: u8) -> bool {
+    is_named_by_text(type_id)
+        || matches!(
+            type_id,
+            schema::EVENT_MCE | schema::EVENT_MEMORY_FAILURE | schema::EVENT_AER
+        )
+}
+
 /// A debug message's text (or why there is none) and its callsite, as
 /// annotations.
 fn debug_annotations(out: &mut Vec<u8>, d: &Debug) {
@@ -306,7 +321,7 @@ fn chunk(buf: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
         let kernel_cpu = info.filter(|i| i.kind == STREAM_KERNEL_CPU).map(|i| i.cpu);
         let track = track_uuid(region_index, item.stream());
         match item {
-            Pulled::Event(e) if kernel_cpu.is_some() && !is_named_by_text(e.type_id) => {
+            Pulled::Event(e) if kernel_cpu.is_some() && !is_instant(e.type_id) => {
                 let at = match bundles.iter().position(|b| b.0 == e.stream) {
                     Some(at) => at,
                     None => {
@@ -406,8 +421,10 @@ fn instant<'e>(
     };
     let debug = Debug::of(view, e);
     let debug_name = debug.as_ref().map(Debug::name);
+    let words = ras::describe(t, e.payload, region.header.endian);
     let name = debug_name
         .as_deref()
+        .or(words.as_ref().map(String::as_bytes))
         .unwrap_or_else(|| instant_name(e.type_id, t, values));
     track_event(buf, track, e.ts, name, |out| {
         for (f, v) in t.fields.iter().zip(values.iter()) {
@@ -415,6 +432,9 @@ fn instant<'e>(
         }
         if let Some(d) = &debug {
             debug_annotations(out, d);
+        }
+        if let Some(words) = &words {
+            annotation(out, "described", &Value::Str(words.as_bytes()));
         }
     })
 }
