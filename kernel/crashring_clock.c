@@ -102,6 +102,23 @@ u64 crashring_panic_clock(void)
 }
 
 /**
+ * crashring_mono_minus_local - CLOCK_MONOTONIC less local_clock()
+ *
+ * Return: the difference in the last published pair: what moves a
+ * local_clock() time (printk's) onto the region's clock.
+ */
+s64 crashring_mono_minus_local(void)
+{
+	unsigned int seq = READ_ONCE(cr_pair_seq);
+	const struct cr_clock_pair *p;
+
+	/* Pairs with cr_pair_sample()'s: the pair the number names, filled. */
+	smp_rmb();
+	p = &cr_pairs[seq & 1];
+	return (s64)(p->mono - p->local);
+}
+
+/**
  * crashring_record_clock - record a clock event on this CPU
  * @wall_offset_ns: CLOCK_REALTIME - CLOCK_MONOTONIC from now on
  */

@@ -174,6 +174,14 @@ void crashring_record_crash(u32 reason, const char *message, u64 at);
 extern const struct crashring_source crashring_source_printk;
 int crashring_set_filter(const char *spec);
 void crashring_show_filter(char *buf, size_t len);
+bool crashring_printk_wanted(int level, const char *text, size_t len);
+u64 crashring_printk_next_seq(void);
+
+/* crashring_backfill.c */
+struct kmsg_dump_iter;
+bool crashring_backfill_wanted(void);
+void crashring_backfill_begin(struct kmsg_dump_iter *iter);
+unsigned int crashring_backfill(struct kmsg_dump_iter *iter);
 
 /* crashring_marker.c */
 extern const struct crashring_source crashring_source_marker;
@@ -198,6 +206,7 @@ void crashring_ras_panic(u64 at);
 
 /* crashring_clock.c */
 u64 crashring_panic_clock(void);
+s64 crashring_mono_minus_local(void);
 void crashring_record_clock(s64 wall_offset_ns);
 void crashring_clock_arm(void);
 void crashring_clock_stop(void);

@@ -12,6 +12,7 @@
 
 #include <linux/module.h>
 #include <linux/kernel.h>
+#include <linux/kmsg_dump.h>
 #include <linux/io.h>
 #include <linux/ioport.h>
 #include <linux/slab.h>
@@ -418,6 +419,11 @@ int crashring_start_recording(int slot)
 		.callsite_pages = callsite_pages,
 		.callsites = &crashring.callsites,
 	};
+	/* The boot's first generation records what printk logged before it. */
+	bool backfill = crashring_backfill_wanted();
+	struct kmsg_dump_iter iter;
+	unsigned int backfilled = 0;
+	unsigned long flags;
 	u64 generation = 0;
 	unsigned int i;
 	int err;
@@ -469,14 +475,21 @@ int crashring_start_recording(int slot)
 	/* Before recording: a panic from then on finds the panic clock set. */
 	crashring_clock_arm();
 	crashring_writeback_arm();
+	/* This CPU's stream takes the backfilled lines before any other event. */
+	local_irq_save(flags);
+	if (backfill)
+		crashring_backfill_begin(&iter);
 	/*
 	 * Release: a CPU that sees recording on (crashring_this_cpu()) also
 	 * sees the streams crashring_format() just set up, on any architecture.
 	 */
 	smp_store_release(&crashring.enabled, true);
-	pr_info("recording generation %llu in slot %d at %pa (%llu bytes, %u CPUs)\n",
+	if (backfill)
+		backfilled = crashring_backfill(&iter);
+	local_irq_restore(flags);
+	pr_info("recording generation %llu in slot %d at %pa (%llu bytes, %u CPUs), %u earlier printk lines recorded\n",
 		cfg.generation, slot, &crashring.slot[slot].phys,
-		crashring_region_size(crashring.slot[slot].mem), crashring.nstreams);
+		crashring_region_size(crashring.slot[slot].mem), crashring.nstreams, backfilled);
 	return 0;
 }
 

@@ -236,10 +236,32 @@ static int cr_vprintk_level(struct pt_regs *regs)
 	return level == LOGLEVEL_DEFAULT ? default_message_loglevel : level;
 }
 
+/**
+ * crashring_printk_wanted - whether the printk filter keeps a line
+ * @level: its level, or CR_LEVEL_UNKNOWN
+ * @text: its text
+ * @len: @text's bytes
+ *
+ * Called with preemption off: an RCU-sched read side.
+ */
+bool crashring_printk_wanted(int level, const char *text, size_t len)
+{
+	struct cr_filter *f = rcu_dereference_sched(cr_filter);
+
+	if (level != CR_LEVEL_UNKNOWN && level > f->max_level)
+		return false;
+	return cr_prefix_match(f->prefixes, text, len);
+}
+
+/* The next printk event's seq: every line recorded, backfilled or not, counts. */
+u64 crashring_printk_next_seq(void)
+{
+	return atomic64_inc_return(&cr_printk_seq);
+}
+
 /* Records a printk line of @level (or CR_LEVEL_CONT) printed in context @ctx. */
 static void cr_record_line(unsigned int ctx, int level, const char *text, size_t len)
 {
-	struct cr_filter *f;
 	struct {
 		u8 level;
 		u8 flags;
@@ -255,15 +277,12 @@ static void cr_record_line(unsigned int ctx, int level, const char *text, size_t
 		level = CR_LEVEL_UNKNOWN;
 	}
 	this_cpu_write(cr_levels.last[ctx], level);
-	/* Callers run with preemption off: an RCU-sched read side. */
-	f = rcu_dereference_sched(cr_filter);
-	if (level != CR_LEVEL_UNKNOWN && level > f->max_level)
-		return;
-	if (!cr_prefix_match(f->prefixes, text, len))
+	/* Callers run with preemption off. */
+	if (!crashring_printk_wanted(level, text, len))
 		return;
 	rec.level = level;
 	rec.caller = cr_caller_id();
-	rec.seq = atomic64_inc_return(&cr_printk_seq);
+	rec.seq = crashring_printk_next_seq();
 	cr_emit(CRASHRING_EVENT_PRINTK, &rec, sizeof(rec), text, len, offsetof(typeof(rec), flags));
 }
 

@@ -229,6 +229,27 @@ void crashring_drop(struct crashring_stream *s)
 }
 
 /**
+ * crashring_start_earlier - let a stream record events from before its region
+ * @s: a stream whose open page holds nothing yet
+ * @ts: the first such event's time
+ *
+ * Lowers the page's first_ts, and the running time, to @ts, so that those
+ * events (the printk lines of the boot before the module loaded) keep
+ * their own times (FORMAT.md, "Writer rules"). Does nothing to a page
+ * that holds a record, or for a @ts no earlier than the running time.
+ */
+void crashring_start_earlier(struct crashring_stream *s, u64 ts)
+{
+	struct crashring_page_header *h = cr_page(s, s->cur);
+
+	if (!s->open || s->count || s->commit || ts >= s->time)
+		return;
+	s->time = ts;
+	h->first_ts = ts;
+	cr_persist(s, &h->first_ts, sizeof(h->first_ts));
+}
+
+/**
  * crashring_enter - the stream a write of the calling context records on
  * @c: the calling CPU's lanes, preemption off
  *

@@ -167,6 +167,7 @@ int crashring_write(struct crashring_stream *s, u64 ts, u8 type,
 		    const void *payload, u32 len);
 void crashring_drop(struct crashring_stream *s);
 void crashring_close(struct crashring_stream *s);
+void crashring_start_earlier(struct crashring_stream *s, u64 ts);
 struct crashring_stream *crashring_enter(struct crashring_cpu *c);
 void crashring_leave(struct crashring_cpu *c);
 void crashring_take_innermost(struct crashring_cpu *c);

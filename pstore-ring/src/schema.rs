@@ -196,9 +196,12 @@ pub const DEBUG_PREFIX_128: u8 = 128;
 /// (shown as `<intr> `).
 pub const DEBUG_IN_INTERRUPT: u32 = u32::MAX;
 
-/// `printk` `flags` bits.
+/// `printk` `flags` bits: the text was cut; a continuation line; logged
+/// before recording started and recorded when it did, at its own time
+/// (the kernel module's lines of the boot before it loaded).
 pub const PRINTK_TRUNCATED: u8 = 1;
 pub const PRINTK_CONTINUATION: u8 = 2;
+pub const PRINTK_BACKFILLED: u8 = 4;
 /// `printk` `caller` values with this bit set name a CPU, otherwise a pid
 /// (the kernel's `printk_caller_id` convention).
 pub const CALLER_CPU_FLAG: u32 = 0x8000_0000;

@@ -27,7 +27,7 @@
 
 use crate::bundle::redact::{Counts, TextRedactor, Verdict};
 use pstore_ring::read::{Event, Region, WallClock};
-use pstore_ring::schema::{Value, EVENT_PRINTK};
+use pstore_ring::schema::{Value, EVENT_PRINTK, PRINTK_BACKFILLED};
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 
@@ -283,17 +283,26 @@ impl<'t> Clock<'t> {
         let e = region.header.endian;
         let mut printk: HashMap<&[u8], Option<u64>> = HashMap::new();
         if let Some(t) = region.schema.get(EVENT_PRINTK) {
+            let flags = t.fields.iter().position(|f| f.name == "flags");
             for ev in events {
                 if ev.type_id != EVENT_PRINTK {
                     continue;
                 }
-                let text = t
-                    .values(ev.payload, e)
-                    .filter_map(Result::ok)
-                    .find_map(|v| match v {
-                        Value::Str(s) => Some(s),
-                        _ => None,
-                    });
+                let (mut text, mut backfilled) = (None, false);
+                for (i, v) in t.values(ev.payload, e).filter_map(Result::ok).enumerate() {
+                    match v {
+                        Value::Unsigned(f) if Some(i) == flags => {
+                            backfilled = f & u64::from(PRINTK_BACKFILLED) != 0
+                        }
+                        Value::Str(s) if text.is_none() => text = Some(s),
+                        _ => {}
+                    }
+                }
+                // A backfilled line's time was worked out from printk's,
+                // not seen: it cannot tell how the two clocks relate.
+                if backfilled {
+                    continue;
+                }
                 if let Some(text) = text.map(trim).filter(|t| !t.is_empty()) {
                     printk
                         .entry(text)
@@ -733,6 +742,46 @@ no time ffff888000000000
             out.starts_with("[    1.000000] input: AT keyboard\r\n"),
             "{out}"
         );
+    }
+
+    /// A backfilled printk line's time was worked out, not seen: only the
+    /// lines recorded as printk stored them align a log.
+    #[test]
+    fn backfilled_printk_lines_do_not_align_a_log() {
+        use pstore_ring::read::{Event, HeaderTrust};
+        use pstore_ring::schema::{builtin, PRINTK_BACKFILLED};
+        let mut mem = vec![0u8; 16 * 1024];
+        let specs = [pstore_ring::write::StreamSpec::cpu(0)];
+        let cfg = pstore_ring::write::RegionConfig {
+            page_size: 1024,
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut w = pstore_ring::write::format(&mut mem, &cfg)
+            .unwrap()
+            .streams
+            .next()
+            .unwrap();
+        let printk = builtin(EVENT_PRINTK).unwrap();
+        for (ts, flags, text) in [
+            (1, PRINTK_BACKFILLED, &b"early line"[..]),
+            (3_000_000_000, 0, &b"live line"[..]),
+        ] {
+            let v = [
+                Value::Unsigned(6),
+                Value::Unsigned(flags.into()),
+                Value::Unsigned(0),
+                Value::Unsigned(1),
+                Value::Str(text),
+            ];
+            w.write_event(ts, printk, &v).unwrap();
+        }
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode();
+        let events: Vec<Event> = trace.streams[0].events.clone();
+        let c = Clock::new(&region, events, WallClock::fixed(0));
+        assert_eq!(c.printk.get(&b"live line"[..]), Some(&Some(3_000_000_000)));
+        assert_eq!(c.printk.get(&b"early line"[..]), None);
     }
 
     #[test]

@@ -144,7 +144,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
     use pstore_ring::schema::{
         DEBUG_CUT, DEBUG_FILE, DEBUG_FORMATTED, DEBUG_FUNCTION, DEBUG_IN_INTERRUPT, DEBUG_LINE,
         DEBUG_MODULE, DEBUG_PREFIX_128, DEBUG_TID, MCE_FROM_PANIC, MCE_FROM_TRACEPOINT,
-        SHUTDOWN_ASKED, SHUTDOWN_HALT, SHUTDOWN_POWER_OFF, SHUTDOWN_RESTART,
+        PRINTK_BACKFILLED, SHUTDOWN_ASKED, SHUTDOWN_HALT, SHUTDOWN_POWER_OFF, SHUTDOWN_RESTART,
     };
     vec![
         ("FORMAT_VERSION", FORMAT_VERSION.into()),
@@ -236,6 +236,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("SHUTDOWN_POWER_OFF", SHUTDOWN_POWER_OFF.into()),
         ("MCE_FROM_TRACEPOINT", MCE_FROM_TRACEPOINT.into()),
         ("MCE_FROM_PANIC", MCE_FROM_PANIC.into()),
+        ("PRINTK_BACKFILLED", PRINTK_BACKFILLED.into()),
         ("ARG_INT", ARG_INT.into()),
         ("ARG_STR", ARG_STR.into()),
         ("ARG_ADDR", ARG_ADDR.into()),
