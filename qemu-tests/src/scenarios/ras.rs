@@ -1,7 +1,8 @@
 //! Hardware errors, injected from outside the guest the way a machine
 //! reports them: QEMU's monitor latches machine checks into a vCPU's banks
 //! (a corrected one, found by the kernel's poll, and a fatal one, raised
-//! as #MC), and the kernel's hwpoison injector takes a page out of service.
+//! as #MC) and raises a PCIe error in a root port's AER capability, and
+//! the kernel's hwpoison injector takes a page out of service.
 
 use super::{
     check_region_with, host_crashring, parse_saved, warm_reboot_run, workload_writes, Artifacts,
@@ -12,8 +13,8 @@ use crate::env::qemu::Running;
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::read::{Event, Region};
 use pstore_ring::schema::{
-    Value, EVENT_CRASH, EVENT_MCE, EVENT_MEMORY_FAILURE, EVENT_PRINTK, EVENT_SUPPRESSED,
-    MCE_FROM_PANIC, MCE_FROM_TRACEPOINT,
+    Value, EVENT_AER, EVENT_CRASH, EVENT_MCE, EVENT_MEMORY_FAILURE, EVENT_PRINTK, EVENT_SUPPRESSED,
+    MCE_FROM_PANIC, MCE_FROM_TRACEPOINT, PRINTK_BACKFILLED,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -63,6 +64,20 @@ const FATAL: Injected = Injected {
     misc: 0x8c,
 };
 
+/// A PCIe root port on a q35 machine, whose AER capability QEMU's
+/// monitor raises errors in: the kernel's AER driver (ACPI's _OSC grants
+/// it control) reports each through aer_event.
+const ROOT_PORT: &str = "rp0";
+const MACHINE: &[&str] = &[
+    "-machine",
+    "q35",
+    "-device",
+    "pcie-root-port,id=rp0,chassis=1,slot=1",
+];
+/// A correctable Receiver Error: bit 0 of the Correctable Error Status,
+/// given to the monitor as the number (with -c, correctable).
+const AER_STATUS: u64 = 0x1;
+
 /// The page the hwpoison injector takes out of service: one that
 /// `memmap=` keeps from the allocator ([`POISONED_PAGE`]), so that no
 /// process or cache holds it and the kernel, which cannot handle a
@@ -101,6 +116,13 @@ i=0
 until crashring extract /dev/crashring-current --type mce 2>/dev/null | grep -q 'bank={ce_bank} '; do
   i=$((i+1))
   if [ $i -gt 60 ]; then echo "crashring-test: the corrected error was not recorded"; break; fi
+  sleep 1
+done
+echo "crashring-test: inject aer"
+i=0
+until crashring extract /dev/crashring-current --type aer 2>/dev/null | grep -q 'aer: '; do
+  i=$((i+1))
+  if [ $i -gt 60 ]; then echo "crashring-test: the PCIe error was not recorded"; break; fi
   sleep 1
 done
 load_later
@@ -143,15 +165,19 @@ sleep 120
     )
 }
 
-/// Runs `line` on QEMU's human monitor; its errors come back as text.
+/// Runs `line` on QEMU's human monitor. Its errors come back as text: a
+/// command that took says nothing (`mce`) or begins with OK
+/// (`pcie_aer_inject_error`).
 fn monitor(vm: &mut Running, line: &str) -> Result<()> {
     let reply = vm.execute(&format!(
         r#"{{"execute":"human-monitor-command","arguments":{{"command-line":"{line}"}}}}"#
     ))?;
+    let said: serde_json::Value = serde_json::from_str(&reply)?;
+    let said = said["return"].as_str().unwrap_or("no answer");
     ensure!(
-        reply.contains(r#""return": """#),
+        said.is_empty() || said.starts_with("OK "),
         "QEMU's monitor refused `{line}`: {}",
-        reply.trim()
+        said.trim()
     );
     Ok(())
 }
@@ -159,6 +185,11 @@ fn monitor(vm: &mut Running, line: &str) -> Result<()> {
 fn inject(vm: &mut Running) -> Result<()> {
     vm.wait_for_serial("crashring-test: inject corrected", Duration::from_secs(200))?;
     monitor(vm, &CORRECTED.command())?;
+    vm.wait_for_serial("crashring-test: inject aer", Duration::from_secs(120))?;
+    monitor(
+        vm,
+        &format!("pcie_aer_inject_error -c {ROOT_PORT} {AER_STATUS:#x}"),
+    )?;
     vm.wait_for_serial("crashring-test: inject fatal", Duration::from_secs(120))?;
     monitor(vm, &FATAL.command())
 }
@@ -169,17 +200,26 @@ pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> 
         name: "machine-check",
         module_args: &module_args,
         extra_append: POISONED_PAGE,
+        qemu_args: MACHINE,
         cpus: 2,
         later_modules: &["hwpoison-inject", "mce-inject"],
         monitor: Some(&inject),
         ..WarmReboot::memmap(record())
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
-    ensure!(
-        !saved.said("crashring-test: the corrected error was not recorded"),
-        "the corrected machine check was not recorded within a minute (serial log {})",
-        saved.serial.display()
-    );
+    for (what, said) in [
+        (
+            "corrected machine check",
+            "the corrected error was not recorded",
+        ),
+        ("PCIe error", "the PCIe error was not recorded"),
+    ] {
+        ensure!(
+            !saved.said(&format!("crashring-test: {said}")),
+            "the {what} was not recorded within a minute (serial log {})",
+            saved.serial.display()
+        );
+    }
     let traced: u64 = saved
         .log
         .lines()
@@ -254,6 +294,8 @@ fn check_errors(region: &Region, traced: u64) -> Result<String> {
     // Per CPU: storm events let in, and the first and last budget second.
     let mut storm: BTreeMap<u16, (u64, u64, u64)> = BTreeMap::new();
     let mut suppressed = 0;
+    let mut pcie = Vec::new();
+    let mut backfilled = Vec::new();
     for st in &trace.streams {
         for (i, ev) in st.events.iter().enumerate() {
             match ev.type_id {
@@ -280,7 +322,22 @@ fn check_errors(region: &Region, traced: u64) -> Result<String> {
                     let f = fields(region, ev)?;
                     poisoned = Some((uint(&f, "pfn")?, text(&f, "page")?, uint(&f, "result")?));
                 }
-                EVENT_PRINTK => printk.push(text(&fields(region, ev)?, "text")?),
+                EVENT_AER => {
+                    let f = fields(region, ev)?;
+                    pcie.push((
+                        text(&f, "device")?,
+                        uint(&f, "severity")?,
+                        uint(&f, "status")?,
+                    ));
+                }
+                EVENT_PRINTK => {
+                    let f = fields(region, ev)?;
+                    let line = text(&f, "text")?;
+                    if uint(&f, "flags")? & u64::from(PRINTK_BACKFILLED) != 0 {
+                        backfilled.push((ev.ts, line.clone()));
+                    }
+                    printk.push((ev.ts, line));
+                }
                 EVENT_SUPPRESSED => {
                     let f = fields(region, ev)?;
                     ensure!(text(&f, "source")? == "ras", "suppressed {f:?}");
@@ -313,44 +370,117 @@ fn check_errors(region: &Region, traced: u64) -> Result<String> {
             "CPU {cpu} recorded {n} storm events over budget seconds {first}..={last}, more than {most}"
         );
     }
+    // drivers/pci/pcie/aer.c prints the status the tracepoint passes.
+    let [(device, severity, status)] = &pcie[..] else {
+        bail!("aer events {pcie:?}, not the one injected");
+    };
+    ensure!(
+        *severity == 2 && *status == AER_STATUS,
+        "the PCIe error recorded as severity {severity}, status {status:#x}"
+    );
+    let said = format!("{device}:   device [");
+    let status_line = format!("error status/mask={status:08x}/");
+    ensure!(
+        printk
+            .iter()
+            .any(|(_, t)| t.contains(&said) && t.contains(&status_line)),
+        "no printk line of {device} with {status_line:?}"
+    );
     let (pfn, page, result) = poisoned.context("no memory_failure event")?;
     ensure!(pfn == POISONED_PFN, "memory_failure pfn {pfn:#x}");
     // mm/memory-failure.c: "%#lx: recovery action for %s: %s\n".
     let result_name = pstore_ring::ras::memory_failure_result(result);
     let said = format!("{pfn:#x}: recovery action for {page}: ");
     // The kernel's line ends with the result's name, capitalised.
-    let line = printk
+    let (_, line) = printk
         .iter()
-        .find(|t| t.contains(&said))
+        .find(|(_, t)| t.contains(&said))
         .with_context(|| format!("no printk line with {said:?}"))?;
     ensure!(
         line.to_lowercase().trim_end().ends_with(result_name),
         "the kernel said {line:?}, the event says {result_name}"
     );
+    let backfill = check_backfill(region, &printk, &backfilled)?;
     Ok(format!(
-        "the corrected and the fatal machine check as injected, the fatal one read by the \
-         panic path just before the crash record; pfn {pfn:#x} recorded as the kernel's printk \
-         named it ({page}: {result_name}); a storm the kernel traced {traced} of: {let_in} recorded \
+        "{backfill}; the corrected and the fatal machine check as injected, the fatal one read by the \
+         panic path just before the crash record; {device}'s corrected PCIe error with the \
+         status the kernel printed; pfn {pfn:#x} recorded as the kernel's printk named it \
+         ({page}: {result_name}); a storm the kernel traced {traced} of: {let_in} recorded \
          within {BUDGET} a second per CPU, {suppressed} counted as suppressed"
     ))
 }
 
-/// The host's text output, its `info --json` and a bundle's manifest name
-/// the fatal error in words.
+/// The boot's printk lines from before the module loaded, recorded when
+/// it did (`printk` is every printk event, `backfilled` those flagged so,
+/// each with its time): as many as the module said it recorded, from the
+/// kernel's banner on, at their own times, in time order and all before
+/// the module's line.
+fn check_backfill(
+    region: &Region,
+    printk: &[(u64, String)],
+    backfilled: &[(u64, String)],
+) -> Result<String> {
+    const SAID: &str = " earlier printk lines recorded";
+    let (at, said) = printk
+        .iter()
+        .find_map(|(ts, t)| {
+            let n = t
+                .strip_suffix(SAID)?
+                .rsplit(' ')
+                .next()?
+                .parse::<usize>()
+                .ok()?;
+            Some((*ts, n))
+        })
+        .context(
+            "the module's recording line, with its count of earlier lines, is not in the region",
+        )?;
+    ensure!(
+        said == backfilled.len() && said > 0,
+        "the module said it recorded {said} earlier printk lines, the region holds {} flagged so",
+        backfilled.len()
+    );
+    ensure!(
+        backfilled[0].1.starts_with("Linux version "),
+        "the first backfilled line is {:?}, not the kernel's banner",
+        backfilled[0].1
+    );
+    ensure!(
+        backfilled.windows(2).all(|w| w[0].0 <= w[1].0) && backfilled.iter().all(|b| b.0 <= at),
+        "backfilled lines out of time order, or after the module's line at {at} ns"
+    );
+    // At their own times: the banner long before the region was made.
+    let created = region.header.created_ns;
+    ensure!(
+        backfilled[0].0 < created / 2,
+        "the banner is backfilled at {} ns, the region made at {created} ns: not at its own time",
+        backfilled[0].0
+    );
+    Ok(format!(
+        "the {said} printk lines of the boot before the module loaded, backfilled from the banner on"
+    ))
+}
+
+/// The host's text output names the PCIe error and the fatal machine
+/// check in words, and its `info --json` and a bundle's manifest name the
+/// machine check.
 fn check_text(sh: &Shell, image: &Path) -> Result<String> {
     let crashring = host_crashring(sh)?;
     let want = format!(
         "machine check, bank {}, addr {:#x}, uncorrected, processor context corrupt",
         FATAL.bank, FATAL.addr
     );
-    let out = cmd!(sh, "{crashring} extract {image} --type mce")
+    let out = cmd!(sh, "{crashring} extract {image} --type mce --type aer")
         .quiet()
         .ignore_status()
         .read()?;
-    ensure!(
-        out.contains(&format!("<{want}")),
-        "crashring extract does not say {want:?}:\n{out}"
-    );
+    let pcie = format!(", corrected, status {AER_STATUS:#010x} (Receiver Error)>");
+    for words in [format!("<{want}"), pcie] {
+        ensure!(
+            out.contains(&words),
+            "crashring extract does not say {words:?}:\n{out}"
+        );
+    }
     let info = cmd!(sh, "{crashring} info --json {image}")
         .quiet()
         .ignore_status()
