@@ -89,7 +89,6 @@ static void cr_start_earlier_here(u64 ts)
 static unsigned int cr_backfill_record(size_t len, s64 mono_minus_local, unsigned int lines)
 {
 	unsigned int first = lines;
-
 	size_t at = 0;
 
 	while (at < len) {

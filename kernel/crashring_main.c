@@ -424,6 +424,7 @@ int crashring_start_recording(int slot)
 	struct kmsg_dump_iter iter;
 	unsigned int backfilled = 0;
 	unsigned long flags;
+	u64 took = 0;
 	u64 generation = 0;
 	unsigned int i;
 	int err;
@@ -484,12 +485,16 @@ int crashring_start_recording(int slot)
 	 * sees the streams crashring_format() just set up, on any architecture.
 	 */
 	smp_store_release(&crashring.enabled, true);
-	if (backfill)
+	if (backfill) {
+		took = ktime_get_mono_fast_ns();
 		backfilled = crashring_backfill(&iter);
+		took = ktime_get_mono_fast_ns() - took;
+	}
 	local_irq_restore(flags);
-	pr_info("recording generation %llu in slot %d at %pa (%llu bytes, %u CPUs), %u earlier printk lines recorded\n",
+	pr_info("recording generation %llu in slot %d at %pa (%llu bytes, %u CPUs), %u earlier printk lines recorded in %llu us\n",
 		cfg.generation, slot, &crashring.slot[slot].phys,
-		crashring_region_size(crashring.slot[slot].mem), crashring.nstreams, backfilled);
+		crashring_region_size(crashring.slot[slot].mem), crashring.nstreams, backfilled,
+		div_u64(took, NSEC_PER_USEC));
 	return 0;
 }
 

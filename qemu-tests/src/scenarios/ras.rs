@@ -110,21 +110,20 @@ const BUDGET: u64 = 20;
 /// kernel down.
 fn record() -> String {
     format!(
-        r#"echo 1 > /sys/devices/system/machinecheck/machinecheck0/check_interval
-echo "crashring-test: inject corrected"
-i=0
-until crashring extract /dev/crashring-current --type mce 2>/dev/null | grep -q 'bank={ce_bank} '; do
-  i=$((i+1))
-  if [ $i -gt 60 ]; then echo "crashring-test: the corrected error was not recorded"; break; fi
-  sleep 1
-done
-echo "crashring-test: inject aer"
-i=0
-until crashring extract /dev/crashring-current --type aer 2>/dev/null | grep -q 'aer: '; do
-  i=$((i+1))
-  if [ $i -gt 60 ]; then echo "crashring-test: the PCIe error was not recorded"; break; fi
-  sleep 1
-done
+        r#"# Asks the host for injection $1 and waits up to a minute for an event
+# of type $2 whose line holds $3 in the generation being recorded.
+injected() {{
+  echo "crashring-test: inject $1"
+  i=0
+  until crashring extract /dev/crashring-current --type $2 2>/dev/null | grep -q "$3"; do
+    i=$((i+1))
+    if [ $i -gt 60 ]; then echo "crashring-test: $1 was not recorded"; break; fi
+    sleep 1
+  done
+}}
+echo 1 > /sys/devices/system/machinecheck/machinecheck0/check_interval
+injected corrected mce 'bank={ce_bank} '
+injected aer aer 'aer: '
 load_later
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t tracefs tracefs /sys/kernel/tracing
@@ -207,15 +206,12 @@ pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> 
         ..WarmReboot::memmap(record())
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
-    for (what, said) in [
-        (
-            "corrected machine check",
-            "the corrected error was not recorded",
-        ),
-        ("PCIe error", "the PCIe error was not recorded"),
+    for (what, asked) in [
+        ("corrected machine check", "corrected"),
+        ("PCIe error", "aer"),
     ] {
         ensure!(
-            !saved.said(&format!("crashring-test: {said}")),
+            !saved.said(&format!("crashring-test: {asked} was not recorded")),
             "the {what} was not recorded within a minute (serial log {})",
             saved.serial.display()
         );
@@ -420,17 +416,15 @@ fn check_backfill(
     printk: &[(u64, String)],
     backfilled: &[(u64, String)],
 ) -> Result<String> {
-    const SAID: &str = " earlier printk lines recorded";
-    let (at, said) = printk
+    // "..., 406 earlier printk lines recorded in 5210 us".
+    const SAID: &str = " earlier printk lines recorded in ";
+    let (at, said, micros) = printk
         .iter()
         .find_map(|(ts, t)| {
-            let n = t
-                .strip_suffix(SAID)?
-                .rsplit(' ')
-                .next()?
-                .parse::<usize>()
-                .ok()?;
-            Some((*ts, n))
+            let (before, after) = t.split_once(SAID)?;
+            let n = before.rsplit(' ').next()?.parse::<usize>().ok()?;
+            let us = after.strip_suffix(" us")?.parse::<u64>().ok()?;
+            Some((*ts, n, us))
         })
         .context(
             "the module's recording line, with its count of earlier lines, is not in the region",
@@ -457,7 +451,8 @@ fn check_backfill(
         backfilled[0].0
     );
     Ok(format!(
-        "the {said} printk lines of the boot before the module loaded, backfilled from the banner on"
+        "the {said} printk lines of the boot before the module loaded, backfilled from the banner \
+         on, in {micros} us"
     ))
 }
 
