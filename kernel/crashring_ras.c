@@ -61,15 +61,19 @@ struct cr_ras_budget {
 
 static DEFINE_PER_CPU(struct cr_ras_budget, cr_ras_budget);
 
-/* Records a suppressed event for @count events this source kept out. */
-static void cr_ras_suppressed(u64 count)
+/*
+ * Records a suppressed event for @count events this source kept out,
+ * stamped @at (0: now). The panic path passes its own time: it must not
+ * read the clocksource once the other CPUs are stopped (crashring_clock.c).
+ */
+static void cr_ras_suppressed(u64 count, u64 at)
 {
 	struct {
 		char source[16];
 		u64 count;
 	} __packed rec = { .source = "ras", .count = count };
 
-	cr_emit(CRASHRING_EVENT_SUPPRESSED, &rec, sizeof(rec), NULL, 0, -1);
+	cr_emit_at(at, CRASHRING_EVENT_SUPPRESSED, &rec, sizeof(rec), NULL, 0, -1);
 }
 
 /*
@@ -95,7 +99,7 @@ static bool cr_ras_admit(void)
 	b->used++;
 	kept_out = atomic64_xchg(&b->suppressed, 0);
 	if (kept_out)
-		cr_ras_suppressed(kept_out);
+		cr_ras_suppressed(kept_out, 0);
 	return true;
 }
 
@@ -311,7 +315,7 @@ void crashring_ras_panic(u64 at)
 	for_each_possible_cpu(cpu)
 		kept_out += atomic64_xchg(&per_cpu(cr_ras_budget, cpu).suppressed, 0);
 	if (kept_out)
-		cr_ras_suppressed(kept_out);
+		cr_ras_suppressed(kept_out, at);
 #ifdef CONFIG_X86_MCE
 	cr_mce_banks_at_panic(at);
 #endif
