@@ -30,6 +30,7 @@ use crate::printk_ring;
 use crate::ramoops_area;
 use crate::synth::{self, load, Kdump, Load, LZO, SNAPPY, ZLIB, ZSTD};
 use extractor::discover::{self, Found};
+use extractor::foreign::bert;
 use extractor::foreign::ftrace;
 use extractor::foreign::ftrace::event::Formats;
 use extractor::foreign::printk;
@@ -101,12 +102,17 @@ pub enum Target {
     /// named as a function entry names them. The seed is the lines of a
     /// 6.12 guest's kallsyms the qemu-dump scenario uses.
     SymbolMap,
+    /// ACPI's Boot Error Region as `/sys/firmware/acpi/tables/data/BERT`
+    /// shows it: the input is the region, walked block by block and
+    /// written as `logs/firmware-BERT.txt` writes it. The seed is a fatal
+    /// memory error beside a corrected one the kernel cleared.
+    Bert,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 13] = [
+    pub const ALL: [(&'static str, Target); 14] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -120,6 +126,7 @@ impl Target {
         ("ftrace", Target::Ftrace),
         ("ftrace_formats", Target::FtraceFormats),
         ("symbol_map", Target::SymbolMap),
+        ("bert", Target::Bert),
     ];
 }
 
@@ -230,7 +237,8 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         | Target::DebugMessage
         | Target::Request
         | Target::FtraceFormats
-        | Target::SymbolMap => &[],
+        | Target::SymbolMap
+        | Target::Bert => &[],
     }
 }
 
@@ -258,6 +266,7 @@ pub fn run(target: Target, data: &[u8]) -> String {
         Target::Request => return request(data),
         Target::FtraceFormats => return ftrace_formats(data),
         Target::SymbolMap => return symbol_map(data),
+        Target::Bert => return bert::text(data),
         _ => {}
     }
     let Some(file) = file_of(target, data) else {

@@ -84,6 +84,13 @@ fn findings(target: &str) -> &'static [Finding] {
         }],
         // Seed: a 6.12 guest's kallsyms lines, placed 2 MiB higher; past
         // _etext an address stays a number.
+        "bert" => &[Finding {
+            name: "seed-memory-errors",
+            says: &[
+                "fatal platform memory error, physical address 0x76543000, node 1, multi-bit ECC",
+                "corrected platform memory error, physical address 0x2000, node 1, scrub corrected error",
+            ],
+        }],
         "symbol_map" => &[Finding {
             name: "seed-6.12-kallsyms",
             says: &[

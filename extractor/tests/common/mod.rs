@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // Each test binary uses its own part.
 
+pub mod bert_region;
 pub mod bundles;
 pub mod ftrace_area;
 pub mod printk_ring;
