@@ -15,6 +15,18 @@
  * lane of its own unless it comes between two lines). Lines printk
  * stores after the iterator's end is taken and before recording starts,
  * a few microseconds, are in neither.
+ *
+ * The same lines tell how the boot before this one ended, and only this
+ * boot's log has them: the firmware's Boot Error Record Table as the
+ * kernel printed it (drivers/acpi/apei/bert.c: "BERT: ", then the CPER
+ * lines of cper_estatus_print(), "[Hardware Error]: " as GHES's are), a
+ * machine check found in the banks at boot ("mce: [Hardware Error]: ",
+ * left across a warm reset or raised in this boot's first seconds), AMD's
+ * "Previous system reset reason" (arch/x86/kernel/cpu/amd.c, 6.16+).
+ * crashring-recover.service, which bundles the crash they explain, may
+ * not read the kernel's log (ProtectKernelLogs=), so the module keeps
+ * those lines at load, whatever it records, and gives them to root in
+ * /sys/kernel/crashring/reset_evidence.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -28,6 +40,24 @@
 #define CR_BACKFILL_LINE	1200
 
 static char cr_line[CR_BACKFILL_LINE];
+
+/*
+ * The reset's evidence as kept: BERT's records are printed 5 at most, each
+ * short of 1 KiB, which this holds with room for the other lines.
+ */
+#define CR_EVIDENCE_SIZE	16384
+/* Room kept for the line that says how many more there were. */
+#define CR_EVIDENCE_TAIL	64
+
+static char cr_evidence[CR_EVIDENCE_SIZE];
+static size_t cr_evidence_len;
+
+/* What marks a line about the previous boot's end: see the top. */
+static const char * const cr_evidence_marks[] = {
+	"[Hardware Error]: ",
+	"BERT: ",
+	"Previous system reset reason",
+};
 
 /*
  * Parses one line of @len bytes at @s, as record_print_text() prints it
@@ -117,6 +147,77 @@ static unsigned int cr_backfill_record(size_t len, s64 mono_minus_local, unsigne
 		lines++;
 	}
 	return lines - first;
+}
+
+/* Whether the text of a line, @len bytes at @text, is about the last reset. */
+static bool cr_is_evidence(const char *text, size_t len)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(cr_evidence_marks); i++)
+		if (strnstr(text, cr_evidence_marks[i], len))
+			return true;
+	return false;
+}
+
+/**
+ * crashring_keep_reset_evidence - keep what this boot logged of the last reset
+ *
+ * Called once, at load, before sysfs shows the lines: every line printk
+ * holds that cr_is_evidence() takes, as kmsg_dump_get_line() prints it
+ * ("<level>[seconds] text"), in order, as many as fit, then a line that
+ * counts the rest.
+ *
+ * Return: the lines kept.
+ */
+unsigned int crashring_keep_reset_evidence(void)
+{
+	static char line[CR_BACKFILL_LINE];
+	unsigned int kept = 0, more = 0;
+	struct kmsg_dump_iter iter;
+	size_t len;
+
+	kmsg_dump_rewind(&iter);
+	while (kmsg_dump_get_line(&iter, true, line, sizeof(line), &len)) {
+		size_t at = 0;
+
+		while (at < len) {
+			const char *end = memchr(line + at, '\n', len - at);
+			size_t n = end ? end - (line + at) : len - at;
+			int level;
+			u64 ts;
+			size_t text = cr_parse_prefix(line + at, n, &level, &ts);
+
+			if (cr_is_evidence(line + at + text, n - text)) {
+				if (cr_evidence_len + n + 1 + CR_EVIDENCE_TAIL <= sizeof(cr_evidence)) {
+					memcpy(cr_evidence + cr_evidence_len, line + at, n);
+					cr_evidence_len += n;
+					cr_evidence[cr_evidence_len++] = '\n';
+					kept++;
+				} else {
+					more++;
+				}
+			}
+			at += n + 1;
+		}
+	}
+	if (more)
+		cr_evidence_len += scnprintf(cr_evidence + cr_evidence_len,
+					     sizeof(cr_evidence) - cr_evidence_len,
+					     "# %u more lines not kept\n", more);
+	return kept;
+}
+
+/**
+ * crashring_reset_evidence - the lines crashring_keep_reset_evidence() kept
+ * @text: set to them
+ *
+ * Return: their length.
+ */
+size_t crashring_reset_evidence(const char **text)
+{
+	*text = cr_evidence;
+	return cr_evidence_len;
 }
 
 /**

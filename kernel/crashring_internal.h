@@ -182,6 +182,8 @@ struct kmsg_dump_iter;
 bool crashring_backfill_wanted(void);
 void crashring_backfill_begin(struct kmsg_dump_iter *iter);
 unsigned int crashring_backfill(struct kmsg_dump_iter *iter);
+unsigned int crashring_keep_reset_evidence(void);
+size_t crashring_reset_evidence(const char **text);
 
 /* crashring_marker.c */
 extern const struct crashring_source crashring_source_marker;

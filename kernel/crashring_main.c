@@ -763,6 +763,7 @@ static void cr_free_lanes(void)
 
 static int __init crashring_init(void)
 {
+	unsigned int evidence;
 	int err;
 
 	/*
@@ -793,6 +794,10 @@ static int __init crashring_init(void)
 			boot_id ? "boot_id=" : CR_BOOT_ID_PATH, err);
 		get_random_bytes(crashring.boot_id, sizeof(crashring.boot_id));
 	}
+	evidence = crashring_keep_reset_evidence();
+	if (evidence)
+		pr_info("%u lines of this boot's log about the last reset kept in /sys/kernel/crashring/reset_evidence\n",
+			evidence);
 	crashring.sources = CR_SRC_PRINTK | CR_SRC_MARKER | CR_SRC_CRASH | CR_SRC_DEBUG | CR_SRC_RAS;
 	/* Parameters are checked before any slot is formatted. */
 	err = crashring_sources_init();

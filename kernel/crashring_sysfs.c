@@ -333,6 +333,17 @@ static ssize_t previous_read(struct file *f, struct kobject *k,
 	return n;
 }
 
+/* Static once the module is loaded: crashring_keep_reset_evidence(). */
+static ssize_t reset_evidence_read(struct file *f, struct kobject *k,
+				   CR_BIN_ATTR_CONST struct bin_attribute *attr,
+				   char *buf, loff_t off, size_t count)
+{
+	const char *text;
+	size_t len = crashring_reset_evidence(&text);
+
+	return memory_read_from_buffer(buf, count, &off, text, len);
+}
+
 static struct kobj_attribute cr_attr_enabled = __ATTR_RW(enabled);
 static struct kobj_attribute cr_attr_sources = __ATTR_RW(sources);
 static struct kobj_attribute cr_attr_filter = __ATTR_RW(filter);
@@ -361,8 +372,15 @@ static struct bin_attribute cr_attr_stats = {
 	.read = stats_read,
 };
 
+/* The kernel's log is root's: dmesg_restrict's rule. */
+static struct bin_attribute cr_attr_reset_evidence = {
+	.attr = { .name = "reset_evidence", .mode = 0400 },
+	.read = reset_evidence_read,
+};
+
 static CR_BIN_ATTR_CONST struct bin_attribute *cr_bin_attrs[] = {
 	&cr_attr_stats,
+	&cr_attr_reset_evidence,
 	NULL,
 };
 
