@@ -6,7 +6,7 @@
 mod common;
 
 use common::synth::{self, generation_image, Ending};
-use common::{bundles, ftrace_area, printk_ring};
+use common::{bert_region, bundles, ftrace_area, printk_ring};
 use extractor::recovery::event_formats;
 use extractor::recovery::{self, Mode, Module, Offer, Outcome, Places, RecoveryError};
 use kexec_hooks::config::{Clean, Recover};
@@ -126,15 +126,35 @@ impl Machine {
     }
 }
 
+/// Where a machine under `root` shows the boot before (see
+/// [`Machine`]).
+struct NextBootPaths([PathBuf; 4]);
+
+impl NextBootPaths {
+    fn under(root: &Path) -> NextBootPaths {
+        NextBootPaths(["pstore", "tracing", "BERT", "reset_evidence"].map(|n| root.join(n)))
+    }
+
+    fn shown(&self) -> recovery::next_boot::Shown<'_> {
+        let [pstore, tracing, bert, reset_evidence] = &self.0;
+        recovery::next_boot::Shown {
+            pstore,
+            tracing,
+            bert,
+            reset_evidence,
+        }
+    }
+}
+
 /// A normal boot's run into `dir`, whose machine's pstore and tracefs are
 /// its siblings (see [`Machine`]).
 fn run(m: &dyn Module, dir: &Path, config: &Recover) -> recovery::Run {
+    let next_boot = NextBootPaths::under(dir.parent().unwrap());
     let places = Places {
         vmcore: Path::new("/nonexistent/vmcore"),
         dir,
         armed: None,
-        pstore: &dir.with_file_name("pstore"),
-        tracing: &dir.with_file_name("tracing"),
+        next_boot: next_boot.shown(),
         release: None,
         kallsyms: Path::new("/nonexistent/kallsyms"),
     };
@@ -222,6 +242,17 @@ fn what_the_kernel_shows_of_the_boot_before_goes_with_its_crash_only() {
         "# tracer: nop\n  sh-95  [001] .....  5.070412: tracing_mark_write: m 1\n",
     )
     .unwrap();
+    // The firmware's record of the reset, and this boot's lines about it
+    // (bracketed, but on this boot's clock: never placed on the crash's).
+    let mut region = bert_region::block(1, 0, &bert_region::memory_section(0x7654_3000, 3));
+    region.resize(4096, 0);
+    std::fs::write(m.tmp.path().join("BERT"), &region).unwrap();
+    std::fs::write(
+        m.tmp.path().join("reset_evidence"),
+        "<6>[    1.204127] BERT: Error records from previous boot:\n\
+         <6>[    1.204131] [Hardware Error]: event severity: fatal\n",
+    )
+    .unwrap();
     let module = FakeModule::new(&m.module_dir, &[crashed(1), crashed(2)]);
     let done = run(&module, &m.bundles, &Recover::default());
     assert!(done.failed.is_none(), "{:?}", done.failed);
@@ -233,9 +264,35 @@ fn what_the_kernel_shows_of_the_boot_before_goes_with_its_crash_only() {
     for name in [
         "logs/pstore-dmesg-ramoops-0",
         "logs/ftrace-instance-boot.txt",
+        "logs/firmware-BERT.txt",
+        "logs/next-boot-kernel.txt",
     ] {
         assert!(newest.iter().any(|f| f == name), "{name}: {newest:?}");
     }
+    let Outcome::Bundled { path, .. } = &done.archived[0].outcome else {
+        unreachable!()
+    };
+    let (_, files) = bundles::bundled(path);
+    let bert = bundles::text(&files["logs/firmware-BERT.txt"]);
+    assert!(
+        bert.contains("fatal platform memory error, physical address 0x76543000"),
+        "{bert}"
+    );
+    let checked = extractor::bundle::check(std::fs::File::open(path).unwrap()).unwrap();
+    let logs = checked.manifest["logs"].as_array().unwrap();
+    let next_boot = logs
+        .iter()
+        .find(|l| l["name"] == "next-boot-kernel.txt")
+        .unwrap();
+    assert_eq!(
+        (
+            &next_boot["lines"],
+            &next_boot["placed"],
+            &next_boot["unplaced"]
+        ),
+        (&2.into(), &0.into(), &2.into()),
+        "{next_boot}"
+    );
     assert!(
         !older.iter().any(|f| f.starts_with("logs/")),
         "an older generation took the last boot's logs: {older:?}"
@@ -450,12 +507,12 @@ fn a_dump_gives_the_crashed_kernels_own_region() {
     std::fs::write(&vmcore, &dump).unwrap();
     let module = FakeModule::new(&m.module_dir, &[]);
     let capture = |armed, dir: &Path| {
+        let next_boot = NextBootPaths::under(m.tmp.path());
         let places = Places {
             vmcore: &vmcore,
             dir,
             armed,
-            pstore: &m.pstore(),
-            tracing: &m.tracing(),
+            next_boot: next_boot.shown(),
             release: None,
             kallsyms: Path::new("/nonexistent/kallsyms"),
         };
@@ -497,12 +554,12 @@ fn a_boot_keeps_its_event_formats_and_a_capture_names_the_events_by_them() {
     // The capture kernel is the same release: its kallsyms name the code.
     let kallsyms = m.tmp.path().join("kallsyms");
     std::fs::write(&kallsyms, ftrace_area::KALLSYMS).unwrap();
+    let next_boot = NextBootPaths::under(m.tmp.path());
     let places = Places {
         vmcore: Path::new("/nonexistent/vmcore"),
         dir: &m.bundles,
         armed: None,
-        pstore: &m.pstore(),
-        tracing: &m.tracing(),
+        next_boot: next_boot.shown(),
         release: Some("6.12.0-test"),
         kallsyms: &kallsyms,
     };

@@ -520,6 +520,21 @@ fn cut(mut text: String) -> String {
     text
 }
 
+/// A log on another boot's clock (the boot after the crash): its lines
+/// counted, none placed on the crashed boot's timeline.
+pub fn unplaced(name: &str, input: impl BufRead) -> io::Result<Log> {
+    let mut log = Log {
+        name: name.into(),
+        ..Log::default()
+    };
+    for line in split_lines(input) {
+        line?;
+        log.lines += 1;
+    }
+    log.placement.unplaced = log.lines;
+    Ok(log)
+}
+
 /// The lines of `input`; `None` for one longer than [`MAX_LINE`], which
 /// is skipped without being held in memory.
 fn split_lines(mut input: impl BufRead) -> impl Iterator<Item = io::Result<Option<Vec<u8>>>> {

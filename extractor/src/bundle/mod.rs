@@ -92,6 +92,20 @@ pub enum LogSource {
     /// A persistent ftrace instance's `trace` file, as the next boot's
     /// kernel reads the crashed boot's events.
     NextBootFtrace(Vec<u8>),
+    /// The next boot's kernel log lines about how the crashed boot ended
+    /// (`/sys/kernel/crashring/reset_evidence`): on that boot's clock.
+    NextBootKernel(Vec<u8>),
+    /// The firmware's boot error records as the next boot found them,
+    /// decoded ([`crate::foreign::bert`]): no clock of the trace's.
+    Firmware(Vec<u8>),
+}
+
+impl LogSource {
+    /// Whether its times are the crashed boot's, to place its lines on
+    /// the trace's timeline by: not those of the boot after it.
+    fn on_the_crashed_boots_clock(&self) -> bool {
+        !matches!(self, LogSource::NextBootKernel(_) | LogSource::Firmware(_))
+    }
 }
 
 impl AddLog {
@@ -332,6 +346,8 @@ pub enum FileKind {
     KernelFtrace,
     NextBootPstore,
     NextBootFtrace,
+    NextBootKernel,
+    Firmware,
 }
 
 impl FileKind {
@@ -346,7 +362,9 @@ impl FileKind {
             | FileKind::Ramoops
             | FileKind::KernelFtrace
             | FileKind::NextBootPstore
-            | FileKind::NextBootFtrace => "text/plain",
+            | FileKind::NextBootFtrace
+            | FileKind::NextBootKernel
+            | FileKind::Firmware => "text/plain",
             FileKind::CtfStream | FileKind::TraceDat => "application/octet-stream",
             FileKind::PerfettoArchive => "application/gzip",
         }
@@ -366,6 +384,8 @@ impl FileKind {
             FileKind::Ramoops | FileKind::NextBootPstore => "pstore record",
             FileKind::KernelFtrace => "ftrace text",
             FileKind::NextBootFtrace => "ftrace trace file",
+            FileKind::NextBootKernel => "dmesg text of the next boot",
+            FileKind::Firmware => "ACPI boot error records, decoded",
         }
     }
 }
@@ -538,6 +558,8 @@ pub fn write(
             LogSource::KernelFtrace(_) => FileKind::KernelFtrace,
             LogSource::NextBootPstore(_) => FileKind::NextBootPstore,
             LogSource::NextBootFtrace(_) => FileKind::NextBootFtrace,
+            LogSource::NextBootKernel(_) => FileKind::NextBootKernel,
+            LogSource::Firmware(_) => FileKind::Firmware,
         };
         (log_path(l), kind)
     }));
@@ -704,7 +726,9 @@ fn place_logs(
             | LogSource::Ramoops(text)
             | LogSource::KernelFtrace(text)
             | LogSource::NextBootPstore(text)
-            | LogSource::NextBootFtrace(text) => Box::new(&text[..]),
+            | LogSource::NextBootFtrace(text)
+            | LogSource::NextBootKernel(text)
+            | LogSource::Firmware(text) => Box::new(&text[..]),
         };
         let mut redaction = None;
         write_file(staging, &rel, |w| {
@@ -716,6 +740,14 @@ fn place_logs(
         // the copy does, no more.
         let copy = File::open(staging.path().join(&rel))
             .what(|| format!("reading back {}", rel.display()))?;
+        let copy = BufReader::with_capacity(1 << 16, copy);
+        if !l.source.on_the_crashed_boots_clock() {
+            let mut log =
+                logs::unplaced(&l.name, copy).what(|| format!("reading back {}", rel.display()))?;
+            log.redaction = redaction.unwrap_or_default();
+            placed_logs.push(log);
+            continue;
+        }
         let clock = clock.get_or_insert_with(|| {
             let view = parts[0].view();
             // Aligned by the kernel's printk lines only: a user stream's
@@ -725,7 +757,7 @@ fn place_logs(
             logs::Clock::new(view.region, events, parts[0].wall.clone())
         });
         let mut log = clock
-            .place(&l.name, BufReader::with_capacity(1 << 16, copy))
+            .place(&l.name, copy)
             .what(|| format!("reading back {}", rel.display()))?;
         log.redaction = redaction.unwrap_or_default();
         // The ftrace buffer is stamped by the printk log's clock.

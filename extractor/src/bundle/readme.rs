@@ -79,6 +79,21 @@ fn how_to_open(kind: FileKind) -> &'static str {
              as an added log. Its lines carry the trace clock's seconds after the\n    \
              CPU, so they stay unplaced."
         }
+        FileKind::NextBootKernel => {
+            "The lines the next boot's kernel logged, before crashring's module\n    \
+             loaded, about how the crashed boot ended: the firmware's boot error\n    \
+             records as the kernel printed them (BERT: ...), machine checks it\n    \
+             found in the banks ([Hardware Error]: ...; left across a warm reset,\n    \
+             or raised in its own first seconds), AMD's previous reset reason.\n    \
+             Their seconds are the next boot's, so they stay unplaced; redacted as\n    \
+             an added log."
+        }
+        FileKind::Firmware => {
+            "The firmware's Boot Error Record Table as the next boot found it\n    \
+             (/sys/firmware/acpi/tables/data/BERT): every error status block and\n    \
+             CPER section in words, a memory error's address and type, and every\n    \
+             section's bytes in hex; redacted as an added log."
+        }
     }
 }
 

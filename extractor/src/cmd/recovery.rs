@@ -68,8 +68,12 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
         vmcore: &sys.path(VMCORE),
         dir: &dir,
         armed,
-        pstore: &sys.path(next_boot::PSTORE),
-        tracing: &sys.path(next_boot::TRACING),
+        next_boot: next_boot::Shown {
+            pstore: &sys.path(next_boot::PSTORE),
+            tracing: &sys.path(next_boot::TRACING),
+            bert: &sys.path(next_boot::BERT),
+            reset_evidence: &sys.path(next_boot::RESET_EVIDENCE),
+        },
         release: release.as_deref().map(str::trim),
         kallsyms: &sys.path("/proc/kallsyms"),
     };

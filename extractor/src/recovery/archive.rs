@@ -54,9 +54,9 @@ pub struct Archive<'a> {
     /// Where `crashring arm` placed the range, if this machine is armed:
     /// in a dump, the region there is the crashed kernel's.
     pub armed: Option<u64>,
-    /// pstore's and tracefs' places, for the crash of the boot before this
-    /// one: its records and persistent ftrace instances go with it.
-    pub next_boot: Option<(&'a Path, &'a Path)>,
+    /// Where the running kernel shows what it kept of the boot before this
+    /// one ([`super::next_boot`]): it goes with that boot's crash.
+    pub next_boot: Option<super::next_boot::Shown<'a>>,
     /// The running kernel's release and its `/proc/kallsyms`: a vmcore of
     /// the same release (a capture kernel is the crashed one, booted
     /// again) has its ftrace buffers' code addresses named by them.
@@ -175,8 +175,8 @@ impl Archive<'_> {
         let (mut kernel_logs, unread) =
             AddLog::kernels_own(&loaded, formats.as_ref(), symbols.as_ref());
         warnings.extend(unread);
-        if let (Some((pstore, tracing)), Some(_)) = (self.next_boot, input.offered) {
-            let (shown, unread) = super::next_boot::previous_boot(pstore, tracing);
+        if let (Some(next_boot), Some(_)) = (self.next_boot, input.offered) {
+            let (shown, unread) = super::next_boot::previous_boot(&next_boot);
             kernel_logs.extend(shown);
             warnings.extend(unread);
         }

@@ -117,11 +117,11 @@ pub struct Places<'a> {
     pub dir: &'a Path,
     /// Where `crashring arm` placed the range, if this machine is armed.
     pub armed: Option<u64>,
-    /// Where the running kernel shows pstore's records and tracefs
-    /// (under the system root): a normal boot bundles what they show of
-    /// the crashed boot ([`next_boot`]) with its crash.
-    pub pstore: &'a Path,
-    pub tracing: &'a Path,
+    /// Where the running kernel shows what it kept of the crashed boot
+    /// (under the system root): a normal boot bundles it with its crash
+    /// ([`next_boot`]). Its tracefs is where the running kernel's event
+    /// formats are.
+    pub next_boot: next_boot::Shown<'a>,
     /// The running kernel's release: a normal boot keeps its event
     /// formats for the dumps to come ([`event_formats`]).
     pub release: Option<&'a str>,
@@ -153,7 +153,7 @@ pub fn run(
         config,
         module: (mode == Mode::Boot).then_some(module),
         armed: places.armed,
-        next_boot: (mode == Mode::Boot).then_some((places.pstore, places.tracing)),
+        next_boot: (mode == Mode::Boot).then_some(places.next_boot),
         running: places.release.map(|r| (r, places.kallsyms)),
     };
     let mut last = None;
@@ -230,7 +230,7 @@ pub fn run(
         // After the bundles: they come first.
         out.formats = places
             .release
-            .map(|release| event_formats::keep(places.tracing, release, dir));
+            .map(|release| event_formats::keep(places.next_boot.tracing, release, dir));
     }
     Ok(out)
 }

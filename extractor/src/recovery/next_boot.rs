@@ -1,17 +1,24 @@
 //! What the boot after a crash shows of the boot before it, besides
 //! crashring's region, bundled with that boot's crash: pstore's records
 //! (`/sys/fs/pstore`: ramoops, EFI variables, ERST, whichever backend the
-//! box has) and each persistent ftrace instance that still holds the last
+//! box has), each persistent ftrace instance that still holds the last
 //! boot's events (`/sys/kernel/tracing/instances/NAME/trace`, where the
-//! instance's `last_boot_info` says so), both as the kernel reads them.
+//! instance's `last_boot_info` says so), the firmware's Boot Error Record
+//! Table (`/sys/firmware/acpi/tables/data/BERT`, decoded by
+//! [`crate::foreign::bert`]), and the lines of this boot's kernel log
+//! about how the last one ended, as the module kept them at load
+//! (`/sys/kernel/crashring/reset_evidence`: BERT as the kernel printed it,
+//! machine checks found in the banks at boot, AMD's previous reset
+//! reason).
 //!
-//! Both are read, never removed: an instance keeps its events until
+//! All are read, never removed: an instance keeps its events until
 //! someone resets it, and systemd-pstore, which moves pstore's records
 //! out of pstore (erasing them from the backend), runs after
 //! crashring-recover.service, once the bundle is durable. Nothing here
 //! holds a crash back: what cannot be read is a warning.
 
 use crate::bundle::{AddLog, LogSource};
+use crate::foreign::bert;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -19,18 +26,34 @@ use std::path::{Path, PathBuf};
 /// Where the running kernel shows them.
 pub const PSTORE: &str = "/sys/fs/pstore";
 pub const TRACING: &str = "/sys/kernel/tracing";
+pub const BERT: &str = "/sys/firmware/acpi/tables/data/BERT";
+pub const RESET_EVIDENCE: &str = "/sys/kernel/crashring/reset_evidence";
 
 /// Bytes read of one file at most: a bundle is not the place for more,
 /// and memory stays bounded whatever the kernel shows.
 pub const MAX_FILE: u64 = 64 << 20;
 
-/// pstore's records under `pstore`, then the instances under `tracing`
-/// that hold the last boot's events, each as a log to bundle, and what
-/// could not be read, one sentence each. A directory that is not there
-/// (pstore not mounted, no tracefs) holds nothing.
-pub fn previous_boot(pstore: &Path, tracing: &Path) -> (Vec<AddLog>, Vec<String>) {
+/// Their names in a bundle's `logs/`.
+pub const BERT_LOG: &str = "firmware-BERT.txt";
+pub const RESET_EVIDENCE_LOG: &str = "next-boot-kernel.txt";
+
+/// Where one system shows them (under its root).
+#[derive(Clone, Copy, Debug)]
+pub struct Shown<'a> {
+    pub pstore: &'a Path,
+    pub tracing: &'a Path,
+    pub bert: &'a Path,
+    pub reset_evidence: &'a Path,
+}
+
+/// pstore's records, then the instances that hold the last boot's events,
+/// then the firmware's boot error records and this boot's lines about the
+/// last reset, each as a log to bundle, and what could not be read, one
+/// sentence each. What is not there (pstore not mounted, no tracefs, no
+/// BERT, a module that keeps no lines) holds nothing.
+pub fn previous_boot(shown: &Shown) -> (Vec<AddLog>, Vec<String>) {
     let (mut logs, mut warnings) = (Vec::new(), Vec::new());
-    for path in entries(pstore, &mut warnings) {
+    for path in entries(shown.pstore, &mut warnings) {
         if !path.is_file() {
             continue;
         }
@@ -41,7 +64,7 @@ pub fn previous_boot(pstore: &Path, tracing: &Path) -> (Vec<AddLog>, Vec<String>
             });
         }
     }
-    for dir in entries(&tracing.join("instances"), &mut warnings) {
+    for dir in entries(&shown.tracing.join("instances"), &mut warnings) {
         let Ok(info) = std::fs::read_to_string(dir.join("last_boot_info")) else {
             // Not an instance in reserved memory.
             continue;
@@ -69,6 +92,23 @@ pub fn previous_boot(pstore: &Path, tracing: &Path) -> (Vec<AddLog>, Vec<String>
             });
         }
     }
+    if let Some((bytes, _)) = read_if_there(shown.bert, &mut warnings) {
+        // A region of zeros holds no record: nothing to say.
+        if !bert::parse(&bytes).blocks.is_empty() {
+            logs.push(AddLog {
+                source: LogSource::Firmware(bert::text(&bytes).into_bytes()),
+                name: BERT_LOG.into(),
+            });
+        }
+    }
+    if let Some((bytes, _)) = read_if_there(shown.reset_evidence, &mut warnings) {
+        if !bytes.is_empty() {
+            logs.push(AddLog {
+                source: LogSource::NextBootKernel(bytes),
+                name: RESET_EVIDENCE_LOG.into(),
+            });
+        }
+    }
     (logs, warnings)
 }
 
@@ -85,6 +125,14 @@ fn entries(dir: &Path, warnings: &mut Vec<String>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = list.flatten().map(|e| e.path()).collect();
     paths.sort();
     paths
+}
+
+/// [`read_whole`], or nothing without a word when `path` is not there.
+fn read_if_there(path: &Path, warnings: &mut Vec<String>) -> Option<(Vec<u8>, String)> {
+    if !path.exists() {
+        return None;
+    }
+    read_whole(path, warnings)
 }
 
 /// `path`'s bytes (at most [`MAX_FILE`], said when cut) and its name.
@@ -116,6 +164,18 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
+    /// [`previous_boot`] on a machine whose places are under `root`.
+    fn previous_boot_under(root: &Path) -> (Vec<AddLog>, Vec<String>) {
+        let (pstore, tracing) = (root.join("pstore"), root.join("tracing"));
+        let (bert, reset_evidence) = (root.join("BERT"), root.join("reset_evidence"));
+        previous_boot(&Shown {
+            pstore: &pstore,
+            tracing: &tracing,
+            bert: &bert,
+            reset_evidence: &reset_evidence,
+        })
+    }
+
     fn names(logs: &[AddLog]) -> Vec<&str> {
         logs.iter().map(|l| l.name.as_str()).collect()
     }
@@ -143,7 +203,7 @@ mod tests {
         write(&instances.join("wiped/trace"), headers);
         // An ordinary instance.
         write(&instances.join("plain/trace"), events);
-        let (logs, warnings) = previous_boot(&pstore, &tracing);
+        let (logs, warnings) = previous_boot_under(tmp.path());
         assert_eq!(
             names(&logs),
             [
@@ -160,9 +220,39 @@ mod tests {
     #[test]
     fn nothing_mounted_is_nothing_to_say() {
         let tmp = tempfile::tempdir().unwrap();
-        let (logs, warnings) =
-            previous_boot(&tmp.path().join("pstore"), &tmp.path().join("tracing"));
+        let (logs, warnings) = previous_boot_under(tmp.path());
         assert!(logs.is_empty() && warnings.is_empty());
+    }
+
+    #[test]
+    fn the_firmwares_records_and_the_kernels_lines_about_the_reset_are_taken() {
+        use crate::foreign::bert::bert_region::{block, memory_section};
+        let tmp = tempfile::tempdir().unwrap();
+        let mut region = block(1, 0, &memory_section(0x7654_3000, 3));
+        region.resize(4096, 0);
+        std::fs::write(tmp.path().join("BERT"), &region).unwrap();
+        let lines = "<6>[    1.204127] BERT: Error records from previous boot:\n";
+        write(&tmp.path().join("reset_evidence"), lines);
+        let (logs, warnings) = previous_boot_under(tmp.path());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(names(&logs), [BERT_LOG, RESET_EVIDENCE_LOG]);
+        let LogSource::Firmware(text) = &logs[0].source else {
+            panic!("{:?}", logs[0].source);
+        };
+        let text = String::from_utf8_lossy(text);
+        assert!(
+            text.contains("fatal platform memory error, physical address 0x76543000"),
+            "{text}"
+        );
+        assert!(matches!(&logs[1].source, LogSource::NextBootKernel(b) if b == lines.as_bytes()));
+        // A region of zeros and a module that kept no line: nothing.
+        std::fs::write(tmp.path().join("BERT"), [0; 4096]).unwrap();
+        write(&tmp.path().join("reset_evidence"), "");
+        let (logs, warnings) = previous_boot_under(tmp.path());
+        assert!(
+            logs.is_empty() && warnings.is_empty(),
+            "{logs:?} {warnings:?}"
+        );
     }
 
     #[test]
@@ -177,7 +267,7 @@ mod tests {
             "text delta:\t0\n",
         );
         std::fs::create_dir(tracing.join("instances/boot/trace")).unwrap();
-        let (logs, warnings) = previous_boot(&pstore, &tracing);
+        let (logs, warnings) = previous_boot_under(tmp.path());
         assert_eq!(names(&logs), ["pstore-dmesg-ramoops-0"]);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
