@@ -20,6 +20,7 @@
 //! the environment from `crate::env`; it never imports from a sibling.
 //! Whatever two children need lives in this file.
 
+mod bert;
 pub mod crashes;
 mod debian;
 pub mod demo;
@@ -107,7 +108,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "recover-next-boot",
-        about: "memmap= region; workload; sysrq panic; warm reboot; crashring pstore reads the ramoops area beside the region through /dev/mem: the panic's compressed record equal byte for byte to the next boot's /sys/fs/pstore (on 6.12 with ecc=16 and 3 bytes of the zone damaged first, both readers correcting them alike), every other zone where ramoops_probe() puts it; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it, with the next boot's /sys/fs/pstore records and (6.12) the persistent ftrace instance's trace file in the bundle, as the kernel showed them; a second run finds nothing; the host checks the bundle off the disk; then a shutdown reason written to shutdown_reason and a reset without a shutdown (sysrq b, as a watchdog's): the third boot bundles that generation as shutdown-…, its summary, manifest and README saying it was reset on its way down, and why",
+        about: "memmap= region; workload; sysrq panic; warm reboot; crashring pstore reads the ramoops area beside the region through /dev/mem: the panic's compressed record equal byte for byte to the next boot's /sys/fs/pstore (on 6.12 with ecc=16 and 3 bytes of the zone damaged first, both readers correcting them alike), every other zone where ramoops_probe() puts it; crashring recover (what crashring-recover.service runs) bundles the previous generation onto an ext2 disk with a .json summary, checks it, acknowledges it, with the next boot's /sys/fs/pstore records and (6.12) the persistent ftrace instance's trace file in the bundle, as the kernel showed them, and the firmware's BERT record (QEMU's -acpitable and loader: a fatal memory error) decoded beside the lines the kernel's bert.c printed of it and an AMD reset reason line, as the module kept them at load; a second run finds nothing; the host checks the bundle off the disk; then a shutdown reason written to shutdown_reason and a reset without a shutdown (sysrq b, as a watchdog's): the third boot bundles that generation as shutdown-…, its summary, manifest and README saying it was reset on its way down, and why",
         only_612: None,
         newest: false,
         run: warm_reboot::recover_next_boot,

@@ -5,7 +5,7 @@
 //! generation whose header decayed, and two generations left unacked.
 
 use super::{
-    check_region, check_warm_reboot, ensure_crashed_by_panic, ftrace, parse_saved, ramoops,
+    bert, check_region, check_warm_reboot, ensure_crashed_by_panic, ftrace, parse_saved, ramoops,
     warm_reboot_run, workload_and_sysrq, workload_writes, Artifacts, WarmReboot, DONE, DONE_MIB,
 };
 use crate::env::guest::{self, Kernel};
@@ -549,7 +549,7 @@ fn recover_script(ecc: bool) -> String {
     // The persistent ftrace instance where the kernel has one (the
     // script says when it has not).
     format!(
-        r#"insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
+        r#"{amd_reset_reason}insmod /lib/crashring.ko region=16M@0x40000000 || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
   echo "crashring-test: phase record"
 {ftrace_record}{ramoops_record}{record}elif grep -q '^state running.* reason 6 at ' /sys/kernel/crashring/previous_summary; then
@@ -582,6 +582,7 @@ else
 fi
 poweroff -f
 "#,
+        amd_reset_reason = bert::log_amd_reset_reason(),
         record = workload_and_sysrq(),
         ftrace_record = ftrace::script(2),
         ramoops_record = ramoops::record_script(ecc),
@@ -598,16 +599,19 @@ pub(super) fn said_after<'a>(log: &'a str, what: &str) -> Option<&'a str> {
 
 pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let ftrace = k.has_reserve_mem();
-    let append = match ftrace {
-        true => format!("{} {}", ramoops::APPEND, ftrace::APPEND),
-        false => ramoops::APPEND.to_string(),
-    };
+    let mut append = format!("{} {}", ramoops::APPEND, bert::APPEND);
+    if ftrace {
+        append = format!("{append} {}", ftrace::APPEND);
+    }
+    let firmware = bert::qemu_args(&art.dir)?;
+    let qemu_args: Vec<&str> = firmware.iter().map(String::as_str).collect();
     let plan = WarmReboot {
         name: "recover-next-boot",
         cpus: 2,
         script: Some(recover_script(ramoops::ecc_on(k))),
         ext2_disk: true,
         extra_append: &append,
+        qemu_args: &qemu_args,
         later_modules: ramoops::MODULES,
         ..WarmReboot::memmap(String::new())
     };
@@ -676,6 +680,8 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
     let top = unpacked.join(&checked.top);
     pstore += "; ";
     pstore += &ramoops::check_next_boot_bundled(sh, art, &disk, &checked.manifest, &top)?;
+    pstore += "; ";
+    pstore += &bert::check_bundled(&checked.manifest, &top)?;
     if ftrace {
         pstore += "; ";
         pstore += &ftrace::check_next_boot_bundled(&checked.manifest, &top, 2)?;
