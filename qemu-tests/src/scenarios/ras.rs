@@ -53,6 +53,44 @@ const CORRECTED: Injected = Injected {
     misc: 0x8c,
 };
 
+/// The same error on another bank and address, latched before the module
+/// loads: the kernel's printk lines about it reach the ring only as the
+/// boot's backfill (its tracepoint fired with nobody attached).
+const EARLY: Injected = Injected {
+    bank: 3,
+    status: 0x9c00_0000_0000_0005,
+    mcg_status: 0,
+    addr: 0x0fed_c000,
+    misc: 0x8c,
+};
+
+/// The kernel's line for a polled machine check (arch/x86/kernel/cpu/mce/
+/// core.c, __print_mce()): "... Machine Check: 0 Bank 3: 9c00000000000005".
+fn logged(e: &Injected) -> String {
+    format!("Bank {}: {:016x}", e.bank, e.status)
+}
+
+/// Before the module loads, on the first boot only (the region is still
+/// zeros): the kernel polls the banks every second, the host latches
+/// [`EARLY`], and the guest waits for the kernel to log it. The guest runs
+/// from its initramfs throughout, as a box's early boot does.
+fn early() -> String {
+    format!(
+        r#"if [ "$(devmem 0x40000000 32)" = "0x00000000" ]; then
+  echo 1 > /sys/devices/system/machinecheck/machinecheck0/check_interval
+  echo "crashring-test: inject early"
+  i=0
+  until dmesg | grep -q "{logged}"; do
+    i=$((i+1))
+    if [ $i -gt 60 ]; then echo "crashring-test: early was not recorded"; break; fi
+    sleep 1
+  done
+fi
+"#,
+        logged = logged(&EARLY)
+    )
+}
+
 /// Uncorrected, processor context corrupt (VAL UC EN MISCV ADDRV PCC),
 /// internal timer error, raised as #MC (MCG_STATUS RIPV EIPV MCIP): the
 /// kernel must panic.
@@ -182,6 +220,8 @@ fn monitor(vm: &mut Running, line: &str) -> Result<()> {
 }
 
 fn inject(vm: &mut Running) -> Result<()> {
+    vm.wait_for_serial("crashring-test: inject early", Duration::from_secs(200))?;
+    monitor(vm, &EARLY.command())?;
     vm.wait_for_serial("crashring-test: inject corrected", Duration::from_secs(200))?;
     monitor(vm, &CORRECTED.command())?;
     vm.wait_for_serial("crashring-test: inject aer", Duration::from_secs(120))?;
@@ -195,10 +235,12 @@ fn inject(vm: &mut Running) -> Result<()> {
 
 pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let module_args = format!("region=16M@0x40000000 ras_events_per_sec={BUDGET}");
+    let early = early();
     let plan = WarmReboot {
         name: "machine-check",
         module_args: &module_args,
         extra_append: POISONED_PAGE,
+        before_insmod: &early,
         qemu_args: MACHINE,
         cpus: 2,
         later_modules: &["hwpoison-inject", "mce-inject"],
@@ -207,6 +249,7 @@ pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> 
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
     for (what, asked) in [
+        ("machine check before the module loaded", "early"),
         ("corrected machine check", "corrected"),
         ("PCIe error", "aer"),
     ] {
@@ -443,6 +486,11 @@ fn check_backfill(
         backfilled.windows(2).all(|w| w[0].0 <= w[1].0) && backfilled.iter().all(|b| b.0 <= at),
         "backfilled lines out of time order, or after the module's line at {at} ns"
     );
+    let early = logged(&EARLY);
+    ensure!(
+        backfilled.iter().any(|(_, t)| t.contains(&early)),
+        "the kernel's line about the machine check before the module loaded ({early:?}) is not backfilled"
+    );
     // At their own times: the banner long before the region was made.
     let created = region.header.created_ns;
     ensure!(
@@ -452,7 +500,7 @@ fn check_backfill(
     );
     Ok(format!(
         "the {said} printk lines of the boot before the module loaded, backfilled from the banner \
-         on, in {micros} us"
+         on, in {micros} us, the machine check latched then among them"
     ))
 }
 
@@ -502,5 +550,12 @@ fn check_text(sh: &Shell, image: &Path) -> Result<String> {
         "the bundle's manifest does not name the machine check: {}",
         checked.manifest["regions"][0]["crash"]
     );
-    Ok("the text output, info --json and a bundle's manifest name it".into())
+    let dmesg = format!("{}/dmesg.txt", checked.top);
+    let dmesg = cmd!(sh, "tar -xzOf {bundle} {dmesg}").quiet().read()?;
+    let early = logged(&EARLY);
+    ensure!(
+        dmesg.contains(&early),
+        "the bundle's dmesg.txt does not hold the early machine check's {early:?}"
+    );
+    Ok("the text output, info --json and a bundle's manifest name it; the bundle's dmesg.txt holds the early one".into())
 }
