@@ -121,6 +121,23 @@ static const struct crashring_field_def cr_fields_suppressed[] = {
 	{ "count", CRASHRING_FIELD_U64, 8 },
 };
 
+static const struct crashring_field_def cr_fields_hw_error[] = {
+	{ "source", CRASHRING_FIELD_U8, 1 },
+	{ "severity", CRASHRING_FIELD_U8, 1 },
+	{ "grain", CRASHRING_FIELD_U8, 1 },
+	{ "count", CRASHRING_FIELD_U32, 4 },
+	{ "cpu", CRASHRING_FIELD_I32, 4 },
+	{ "layers", CRASHRING_FIELD_U32, 4 },
+	{ "sequence", CRASHRING_FIELD_U32, 4 },
+	{ "address", CRASHRING_FIELD_U64, 8 },
+	{ "syndrome", CRASHRING_FIELD_U64, 8 },
+	{ "section", CRASHRING_FIELD_BYTES, 0 },
+	{ "fru_id", CRASHRING_FIELD_BYTES, 0 },
+	{ "label", CRASHRING_FIELD_STR, 0 },
+	{ "message", CRASHRING_FIELD_STR, 0 },
+	{ "data", CRASHRING_FIELD_BYTES, 0 },
+};
+
 static const struct crashring_event_def cr_builtin[] = {
 	{ CRASHRING_EVENT_PRINTK, "printk",
 	  ARRAY_SIZE(cr_fields_printk), cr_fields_printk },
@@ -152,6 +169,8 @@ static const struct crashring_event_def cr_builtin[] = {
 	  ARRAY_SIZE(cr_fields_aer), cr_fields_aer },
 	{ CRASHRING_EVENT_SUPPRESSED, "suppressed",
 	  ARRAY_SIZE(cr_fields_suppressed), cr_fields_suppressed },
+	{ CRASHRING_EVENT_HW_ERROR, "hw_error",
+	  ARRAY_SIZE(cr_fields_hw_error), cr_fields_hw_error },
 };
 
 #endif /* CRASHRING_SCHEMA_H */

@@ -332,7 +332,7 @@ fn a_region_that_cannot_be_copied_is_reported_not_missed() {
     assert!(!out.status.success(), "{err}");
     assert!(
         err.contains(
-            "no room to copy the 7168-byte region at physical address 0x1000 into a temporary file"
+            "no room to copy the 7680-byte region at physical address 0x1000 into a temporary file"
         ) && !err.contains("no crashring region"),
         "{err}"
     );

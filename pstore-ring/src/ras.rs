@@ -1,5 +1,5 @@
-//! Hardware-error events (`mce`, `memory_failure`, `aer`) described in
-//! words, the way mcelog, rasdaemon and the kernel's own trace output
+//! Hardware-error events (`mce`, `memory_failure`, `aer`, `hw_error`)
+//! described in words, the way mcelog, rasdaemon and the kernel's own trace output
 //! name them: "machine check, bank 4, addr 0x1234000, uncorrected,
 //! processor context corrupt".
 //!
@@ -10,7 +10,10 @@
 
 use crate::endian::Endian;
 use crate::read::{EventType, PagedTrace, Region};
-use crate::schema::{Value, EVENT_AER, EVENT_MCE, EVENT_MEMORY_FAILURE, MCE_FROM_PANIC};
+use crate::schema::{
+    Value, EVENT_AER, EVENT_HW_ERROR, EVENT_MCE, EVENT_MEMORY_FAILURE, HW_ERROR_ARM, HW_ERROR_EDAC,
+    HW_ERROR_EXTLOG, HW_ERROR_NON_STANDARD, MCE_FROM_PANIC,
+};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -218,12 +221,138 @@ impl<'p> Named<'_, 'p> {
         }
     }
 
+    fn int(&self, name: &str) -> Option<i64> {
+        match self.get(name)? {
+            Value::Signed(x) => Some(x),
+            _ => None,
+        }
+    }
+
     fn text(&self, name: &str) -> Option<String> {
         match self.get(name)? {
             Value::Str(s) | Value::Chars(s) => Some(String::from_utf8_lossy(s).into_owned()),
             _ => None,
         }
     }
+
+    fn bytes(&self, name: &str) -> Option<&'p [u8]> {
+        match self.get(name)? {
+            Value::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// An EDAC error type (the kernel's `enum hw_event_mc_err_type`).
+pub fn edac_severity(err_type: u64) -> &'static str {
+    match err_type {
+        0 => "corrected",
+        1 => "uncorrected",
+        2 => "deferred",
+        3 => "fatal",
+        4 => "info",
+        _ => "unknown severity",
+    }
+}
+
+/// A CPER severity (UEFI N.2.1), as the kernel's cper_severity_str().
+pub fn cper_severity(sev: u64) -> &'static str {
+    match sev {
+        0 => "recoverable",
+        1 => "fatal",
+        2 => "corrected",
+        3 => "informational",
+        _ => "unknown severity",
+    }
+}
+
+/// A GUID of 16 bytes as a CPER record stores it, in UEFI's text form.
+fn guid(b: &[u8]) -> Option<String> {
+    let b: &[u8; 16] = b.try_into().ok()?;
+    Some(format!(
+        "{:08x}-{:04x}-{:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        u16::from_le_bytes([b[4], b[5]]),
+        u16::from_le_bytes([b[6], b[7]]),
+        b[8],
+        b[9],
+        b[10],
+        b[11],
+        b[12],
+        b[13],
+        b[14],
+        b[15]
+    ))
+}
+
+/// The label, when there is one, as ", LABEL_WORD TEXT".
+fn labelled(word: &str, text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(", {word} {text}")
+    }
+}
+
+/// A `hw_error` event in words, by its source.
+fn describe_hw_error(f: &Named) -> Option<String> {
+    let severity = f.uint("severity")?;
+    let label = f.text("label")?;
+    Some(match u8::try_from(f.uint("source")?).ok()? {
+        HW_ERROR_EDAC => {
+            let layers = f.uint("layers")? as u32;
+            let layer = |shift: u32| match (layers >> shift) as u8 {
+                0xff => String::from("-"),
+                n => format!("{n}"),
+            };
+            let message = f.text("message")?;
+            format!(
+                "EDAC memory error, {}, {} error{} on memory controller {}, location {}:{}:{}, address {:#x} (grain {} bytes), syndrome {:#x}{}{}",
+                edac_severity(severity),
+                f.uint("count")?,
+                if f.uint("count")? == 1 { "" } else { "s" },
+                layers >> 24,
+                layer(16),
+                layer(8),
+                layer(0),
+                f.uint("address")?,
+                1u64.checked_shl(f.uint("grain")? as u32).unwrap_or(0),
+                f.uint("syndrome")?,
+                labelled("label", &label),
+                if message.is_empty() { String::new() } else { format!(": {message}") }
+            )
+        }
+        HW_ERROR_NON_STANDARD => format!(
+            "firmware error record, {}, section type {}, {} bytes{}",
+            cper_severity(severity),
+            guid(f.bytes("section")?).unwrap_or_else(|| "unknown".into()),
+            f.bytes("data")?.len(),
+            labelled("FRU", &label)
+        ),
+        HW_ERROR_ARM => format!(
+            "ARM processor error, {}, cpu {}, MPIDR {:#x}, MIDR {:#x}, {} bytes",
+            if severity == 255 {
+                "severity not given"
+            } else {
+                cper_severity(severity)
+            },
+            match f.int("cpu")? {
+                -1 => String::from("not given"),
+                cpu => format!("{cpu}"),
+            },
+            f.uint("address")?,
+            f.uint("syndrome")?,
+            f.bytes("data")?.len()
+        ),
+        HW_ERROR_EXTLOG => format!(
+            "extended error log memory error, {}, physical address {:#x}, sequence {}{}",
+            cper_severity(severity),
+            f.uint("address")?,
+            f.uint("sequence")?,
+            labelled("FRU", &label)
+        ),
+        _ => return None,
+    })
 }
 
 /// A machine check in words: `machine check, bank 4, addr 0x1234000,
@@ -321,11 +450,15 @@ pub fn aer_errors(status: u32, corrected: bool) -> Vec<&'static str> {
 /// A hardware-error event in words, or `None` for any other event (or
 /// one whose payload does not decode, or that lacks what its words need).
 pub fn describe(t: &EventType, payload: &[u8], e: Endian) -> Option<String> {
-    if !matches!(t.id, EVENT_MCE | EVENT_MEMORY_FAILURE | EVENT_AER) {
+    if !matches!(
+        t.id,
+        EVENT_MCE | EVENT_MEMORY_FAILURE | EVENT_AER | EVENT_HW_ERROR
+    ) {
         return None;
     }
     let f = named(t, payload, e)?;
     Some(match t.id {
+        EVENT_HW_ERROR => return describe_hw_error(&f),
         EVENT_MCE => {
             let mut s = describe_mce(
                 f.uint("bank")?,
@@ -498,6 +631,67 @@ mod tests {
         );
         let lost = [u(3)];
         assert_eq!(described(crate::schema::EVENT_LOST, &lost), None);
+    }
+
+    /// A `hw_error` event of `source` with the fields in schema order.
+    #[allow(clippy::too_many_arguments)]
+    fn hw_error(
+        source: u8,
+        severity: u64,
+        count: u64,
+        cpu: i64,
+        layers: u64,
+        address: u64,
+        syndrome: u64,
+        section: &'static [u8],
+        label: &'static [u8],
+        message: &'static [u8],
+    ) -> Option<String> {
+        let u = Value::Unsigned;
+        let values = [
+            u(source.into()),
+            u(severity),
+            u(12),
+            u(count),
+            Value::Signed(cpu),
+            u(layers),
+            u(7),
+            u(address),
+            u(syndrome),
+            Value::Bytes(section),
+            Value::Bytes(b""),
+            Value::Str(label),
+            Value::Str(message),
+            Value::Bytes(b"\x01\x02\x03"),
+        ];
+        described(EVENT_HW_ERROR, &values)
+    }
+
+    #[test]
+    fn each_source_of_hw_error_in_words() {
+        const MEMORY: &[u8] = &[
+            0x14, 0x11, 0xbc, 0xa5, 0x64, 0x6f, 0xde, 0x4e, 0xb8, 0x63, 0x3e, 0x83, 0xed, 0x7c,
+            0x83, 0xb1,
+        ];
+        let layers = 0x0001_02ff;
+        assert_eq!(
+            hw_error(HW_ERROR_EDAC, 0, 1, -1, layers, 0x1234_5000, 0x55, b"", b"DIMM_A1", b"read error; ch1").unwrap(),
+            "EDAC memory error, corrected, 1 error on memory controller 0, location 1:2:-, address 0x12345000 (grain 4096 bytes), syndrome 0x55, label DIMM_A1: read error; ch1"
+        );
+        assert_eq!(
+            hw_error(HW_ERROR_NON_STANDARD, 1, 1, -1, 0, 0, 0, MEMORY, b"CPU 0", b"").unwrap(),
+            "firmware error record, fatal, section type a5bc1114-6f64-4ede-b863-3e83ed7c83b1, 3 bytes, FRU CPU 0"
+        );
+        assert_eq!(
+            hw_error(HW_ERROR_ARM, 255, 1, -1, 0, 0x8000_0001, 0x410f_d034, b"", b"", b"").unwrap(),
+            "ARM processor error, severity not given, cpu not given, MPIDR 0x80000001, MIDR 0x410fd034, 3 bytes"
+        );
+        assert_eq!(
+            hw_error(HW_ERROR_EXTLOG, 2, 1, -1, 0, 0x7654_3000, 0, b"", b"DIMM B2", b"").unwrap(),
+            "extended error log memory error, corrected, physical address 0x76543000, sequence 7, FRU DIMM B2"
+        );
+        // A source no reader knows yet: no words, the fields still print.
+        assert_eq!(hw_error(9, 0, 1, -1, 0, 0, 0, b"", b"", b""), None);
     }
 
     #[test]

@@ -147,6 +147,16 @@ pub const EVENT_AER: u8 = 29;
 /// ring on this CPU since the last one it let in (a storm of corrected
 /// errors, say).
 pub const EVENT_SUPPRESSED: u8 = 30;
+/// `hw_error`: one of the kernel's other RAS tracepoints (`source`): an
+/// EDAC memory controller's `mc_event`, a firmware record's
+/// `non_standard_event`, `arm_event` or `extlog_mem_event`.
+pub const EVENT_HW_ERROR: u8 = 31;
+
+/// `hw_error` `source` values, the tracepoint that gave it.
+pub const HW_ERROR_EDAC: u8 = 1;
+pub const HW_ERROR_NON_STANDARD: u8 = 2;
+pub const HW_ERROR_ARM: u8 = 3;
+pub const HW_ERROR_EXTLOG: u8 = 4;
 
 /// `mce` `origin` values: the kernel's tracepoint, which runs after the
 /// handler, from a work item; or the banks read by the panic path of a
@@ -353,6 +363,26 @@ pub const BUILTIN_EVENTS: &[EventDef<'static>] = &[
         fields: &[
             field("source", FieldKind::Chars(16)),
             field("count", FieldKind::U64),
+        ],
+    },
+    EventDef {
+        id: EVENT_HW_ERROR,
+        name: "hw_error",
+        fields: &[
+            field("source", FieldKind::U8),
+            field("severity", FieldKind::U8),
+            field("grain", FieldKind::U8),
+            field("count", FieldKind::U32),
+            field("cpu", FieldKind::I32),
+            field("layers", FieldKind::U32),
+            field("sequence", FieldKind::U32),
+            field("address", FieldKind::U64),
+            field("syndrome", FieldKind::U64),
+            field("section", FieldKind::Bytes),
+            field("fru_id", FieldKind::Bytes),
+            field("label", FieldKind::Str),
+            field("message", FieldKind::Str),
+            field("data", FieldKind::Bytes),
         ],
     },
 ];

@@ -23,15 +23,15 @@ const FINDINGS: &[Finding] = &[
     Finding {
         name: "first-index-max",
         says: &[
-            "page 0 at 0xb00: Intact seq 1 9 records",
-            "stream 0 page 0 at region offset 0xb00: invalid field `first_index`: 18446744073709551615",
+            "page 0 at 0xd00: Intact seq 1 9 records",
+            "stream 0 page 0 at region offset 0xd00: invalid field `first_index`: 18446744073709551615",
         ],
     },
     Finding {
         name: "open-page-first-index-max",
         says: &[
-            "page 2 at 0x1000: Salvaged seq 3 2 records",
-            "stream 1 page 2 at region offset 0x1000: invalid field `first_index`: 18446744073709551615",
+            "page 2 at 0x1200: Salvaged seq 3 2 records",
+            "stream 1 page 2 at region offset 0x1200: invalid field `first_index`: 18446744073709551615",
         ],
     },
 ];

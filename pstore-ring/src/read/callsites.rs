@@ -250,7 +250,7 @@ mod tests {
     /// A region with a two-page area holding `defs`, and their ids.
     fn region_with(defs: &[Callsite<'_>]) -> (Vec<u8>, Vec<u32>) {
         let specs = [StreamSpec::cpu(0)];
-        let mut mem = vec![0u8; 9216];
+        let mut mem = vec![0u8; 10240];
         let mut f = format(&mut mem, &cfg(&specs, 2)).unwrap();
         let area = f.callsites.as_mut().unwrap();
         let ids = defs.iter().map(|d| area.add(d).unwrap()).collect();
@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn a_debug_event_names_its_callsite_and_decodes_as_a_built_in() {
         let specs = [StreamSpec::cpu(0)];
-        let mut mem = vec![0u8; 9216];
+        let mut mem = vec![0u8; 10240];
         let mut f = format(&mut mem, &cfg(&specs, 2)).unwrap();
         let id = f.callsites.as_mut().unwrap().add(&KMS).unwrap();
         let mut w = f.streams.next().unwrap();
@@ -385,7 +385,7 @@ mod tests {
     #[test]
     fn a_full_area_refuses_and_counts_and_an_oversized_entry_is_refused() {
         let specs = [StreamSpec::cpu(0)];
-        let mut mem = vec![0u8; 9216];
+        let mut mem = vec![0u8; 10240];
         let mut f = format(&mut mem, &cfg(&specs, 1)).unwrap();
         let area = f.callsites.as_mut().unwrap();
         let mut added = 0;
