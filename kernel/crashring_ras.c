@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The ras source: hardware errors as typed events (FORMAT.md section 9:
- * mce, memory_failure, aer), from the kernel's RAS tracepoints and, for a
- * machine check that brings the kernel down, from the banks themselves.
+ * mce, memory_failure, aer, and hw_error for the other RAS tracepoints:
+ * EDAC's mc_event, the firmware records' non_standard_event, arm_event and
+ * extlog_mem_event), from the kernel's RAS tracepoints and, for a machine
+ * check that brings the kernel down, from the banks themselves.
  *
  * mce_record fires in mce_early_notifier() (arch/x86/kernel/cpu/mce/core.c),
  * on the decoder chain that mce_gen_pool_process() runs from a work item
@@ -181,6 +183,152 @@ static void cr_aer_probe(void *data, const char *dev_name, const u32 status, con
 	cr_aer_record(dev_name, status, severity, tlp_valid, tlp);
 }
 
+/* hw_error's fixed fields, as FORMAT.md's table has them. */
+struct cr_hw_error {
+	u8 source;
+	u8 severity;
+	u8 grain;
+	u32 count;
+	s32 cpu;
+	u32 layers;
+	u32 sequence;
+	u64 address;
+	u64 syndrome;
+} __packed;
+
+/* What hw_error keeps of its variable fields at most. */
+#define CR_HW_LABEL	32
+#define CR_HW_MESSAGE	96
+#define CR_HW_DATA	256
+
+/* Appends a str or bytes field: its u16 length, then @n bytes at @src. */
+static void cr_put_var(u8 *buf, u32 *len, const void *src, u16 n)
+{
+	cr_put(buf, len, &n, sizeof(n));
+	if (n)
+		cr_put(buf, len, src, n);
+}
+
+/*
+ * Records a hw_error: @h, then the section type and FRU id GUIDs (either
+ * may be NULL), the label, the message (@msg, then "; " and @detail when
+ * there is one) and @data_len bytes of @data, each cut to what the
+ * format's table promises.
+ */
+static void cr_hw_error_record(const struct cr_hw_error *h, const guid_t *section,
+			       const guid_t *fru_id, const char *label, const char *msg,
+			       const char *detail, const void *data, u32 data_len)
+{
+	/* The message's terminating NUL takes the last byte's room. */
+	u8 rec[sizeof(*h) + 5 * sizeof(u16) + 2 * sizeof(guid_t) + CR_HW_LABEL + CR_HW_MESSAGE + 1 +
+	       CR_HW_DATA];
+	u32 len = 0;
+	u16 n;
+
+	if (!cr_ras_admit())
+		return;
+	cr_put(rec, &len, h, sizeof(*h));
+	cr_put_var(rec, &len, section, section ? sizeof(*section) : 0);
+	cr_put_var(rec, &len, fru_id, fru_id ? sizeof(*fru_id) : 0);
+	cr_put_var(rec, &len, label, label ? strnlen(label, CR_HW_LABEL) : 0);
+	/* Formatted in place, after its length. */
+	n = scnprintf(rec + len + sizeof(n), CR_HW_MESSAGE + 1, "%s%s%s", msg ?: "",
+		      msg && detail && *detail ? "; " : "", detail ?: "");
+	memcpy(rec + len, &n, sizeof(n));
+	len += sizeof(n) + n;
+	cr_put_var(rec, &len, data, data ? min_t(u32, data_len, CR_HW_DATA) : 0);
+	cr_emit(CRASHRING_EVENT_HW_ERROR, rec, len, NULL, 0, -1);
+}
+
+/* A byte of mc_event's layers: -1 (no such layer) as 0xff. */
+#define CR_LAYER(l, shift) ((u32)(u8)(l) << (shift))
+
+static void cr_mc_event_probe(void *data, const unsigned int err_type, const char *error_msg,
+			      const char *label, const int error_count, const u8 mc_index,
+			      const s8 top_layer, const s8 mid_layer, const s8 low_layer,
+			      unsigned long address, const u8 grain_bits, unsigned long syndrome,
+			      const char *driver_detail)
+{
+	struct cr_hw_error h = {
+		.source = CRASHRING_HW_ERROR_EDAC,
+		.severity = err_type,
+		.grain = grain_bits,
+		.count = error_count,
+		.cpu = -1,
+		.layers = CR_LAYER(mc_index, 24) | CR_LAYER(top_layer, 16) |
+			  CR_LAYER(mid_layer, 8) | CR_LAYER(low_layer, 0),
+		.address = address,
+		.syndrome = syndrome,
+	};
+
+	cr_hw_error_record(&h, NULL, NULL, label, error_msg, driver_detail, NULL, 0);
+}
+
+static void cr_non_standard_probe(void *data, const guid_t *sec_type, const guid_t *fru_id,
+				  const char *fru_text, const u8 sev, const u8 *err,
+				  const u32 len)
+{
+	struct cr_hw_error h = {
+		.source = CRASHRING_HW_ERROR_NON_STANDARD,
+		.severity = sev,
+		.count = 1,
+		.cpu = -1,
+	};
+
+	cr_hw_error_record(&h, sec_type, fru_id, fru_text, NULL, NULL, err, len);
+}
+
+/*
+ * An ARM processor error section: the section itself and, where the
+ * kernel passes them, its parts after it, @parts bytes the kernel checked
+ * against the section's length (log_arm_hw_error()).
+ */
+static void cr_arm_record(const struct cper_sec_proc_arm *proc, u32 parts, u8 sev, int cpu)
+{
+	struct cr_hw_error h = {
+		.source = CRASHRING_HW_ERROR_ARM,
+		.severity = sev,
+		.count = 1,
+		.cpu = cpu,
+		.layers = (u32)proc->affinity_level << 24 | (proc->running_state & 0xffffff),
+		.sequence = proc->psci_state,
+		.address = proc->mpidr,
+		.syndrome = proc->midr,
+	};
+
+	cr_hw_error_record(&h, NULL, NULL, NULL, NULL, NULL, proc, sizeof(*proc) + parts);
+}
+
+#ifdef CR_ARM_EVENT_PARTS
+static void cr_arm_probe(void *data, const struct cper_sec_proc_arm *proc, const u8 *pei_err,
+			 const u32 pei_len, const u8 *ctx_err, const u32 ctx_len, const u8 *oem,
+			 const u32 oem_len, u8 sev, int cpu)
+{
+	/* The parts follow the section in one buffer (ghes_handle_arm_hw_error()). */
+	cr_arm_record(proc, pei_len + ctx_len + oem_len, sev, cpu);
+}
+#else
+static void cr_arm_probe(void *data, const struct cper_sec_proc_arm *proc)
+{
+	cr_arm_record(proc, 0, 255, -1);
+}
+#endif
+
+static void cr_extlog_probe(void *data, struct cper_sec_mem_err *mem, u32 err_seq,
+			    const guid_t *fru_id, const char *fru_text, u8 sev)
+{
+	struct cr_hw_error h = {
+		.source = CRASHRING_HW_ERROR_EXTLOG,
+		.severity = sev,
+		.count = 1,
+		.cpu = -1,
+		.sequence = err_seq,
+		.address = mem->validation_bits & CPER_MEM_VALID_PA ? mem->physical_addr : 0,
+	};
+
+	cr_hw_error_record(&h, NULL, fru_id, fru_text, NULL, NULL, mem, sizeof(*mem));
+}
+
 #ifdef CONFIG_X86_MCE
 /* The mce event's payload, field by field as FORMAT.md's table has it. */
 struct cr_mce_rec {
@@ -330,6 +478,10 @@ static void __maybe_unused cr_ras_probe_types(void)
 {
 	(void)sizeof(register_trace_memory_failure_event(cr_memory_failure_probe, NULL));
 	(void)sizeof(register_trace_aer_event(cr_aer_probe, NULL));
+	(void)sizeof(register_trace_mc_event(cr_mc_event_probe, NULL));
+	(void)sizeof(register_trace_non_standard_event(cr_non_standard_probe, NULL));
+	(void)sizeof(register_trace_arm_event(cr_arm_probe, NULL));
+	(void)sizeof(register_trace_extlog_mem_event(cr_extlog_probe, NULL));
 #ifdef CONFIG_X86_MCE
 	(void)sizeof(register_trace_mce_record(cr_mce_probe, NULL));
 #endif
@@ -338,6 +490,10 @@ static void __maybe_unused cr_ras_probe_types(void)
 static struct crashring_probe cr_ras_probes[] = {
 	{ .tracepoint = "memory_failure_event", .probe = cr_memory_failure_probe },
 	{ .tracepoint = "aer_event", .probe = cr_aer_probe },
+	{ .tracepoint = "mc_event", .probe = cr_mc_event_probe },
+	{ .tracepoint = "non_standard_event", .probe = cr_non_standard_probe },
+	{ .tracepoint = "arm_event", .probe = cr_arm_probe },
+	{ .tracepoint = "extlog_mem_event", .probe = cr_extlog_probe },
 #ifdef CONFIG_X86_MCE
 	{ .tracepoint = "mce_record", .probe = cr_mce_probe },
 #endif
