@@ -31,6 +31,11 @@
  *                     wrong, and stays loaded: a hex dump at KERN_ERR (its
  *                     level comes in an argument) and a line at the default
  *                     level
+ *   action=ras        fires the RAS tracepoints no QEMU device can, each
+ *                     once, with the values a driver or firmware record
+ *                     would give (the scenario checks them field by field):
+ *                     EDAC's mc_event, non_standard_event, arm_event and
+ *                     extlog_mem_event; stays loaded
  *   action=drm        a thread prints a DRM-style debug line,
  *                     "[drm:drm_atomic_commit] crtc-41 flip seq=S" with
  *                     pr_debug() (load with dyndbg=+p, as drm.debug turns
@@ -75,12 +80,13 @@
 #include <linux/sched.h>
 #include <linux/smp.h>
 #include <linux/kernel.h>
+#include <ras/ras_event.h>
 #include "crashring.h"
 #include "crashring_env.h"
 
 static char *action = "load";
 module_param(action, charp, 0400);
-MODULE_PARM_DESC(action, "load, nested, cost, panic_irq, lockup, printk or drm");
+MODULE_PARM_DESC(action, "load, nested, cost, panic_irq, lockup, printk, ras or drm");
 
 static unsigned int cost_events = 100000;
 module_param(cost_events, uint, 0400);
@@ -495,6 +501,41 @@ static void print_metadata_lines(void)
 	print_at_default_level("crashring-test: default level\n");
 }
 
+/*
+ * action=ras. The values are the scenario's (qemu-tests/src/scenarios/
+ * ras.rs): change both together.
+ */
+static void fire_ras_tracepoints(void)
+{
+	static const guid_t section = GUID_INIT(0x12345678, 0x9abc, 0xdef0, 0x11, 0x22, 0x33, 0x44,
+						0x55, 0x66, 0x77, 0x88);
+	static const guid_t fru = GUID_INIT(0xfedcba98, 0x7654, 0x3210, 0x01, 0x02, 0x03, 0x04,
+					    0x05, 0x06, 0x07, 0x08);
+	static const u8 vendor[] = "crashring-test vendor data";
+	struct cper_sec_proc_arm proc = {
+		.affinity_level = 1,
+		.running_state = 1,
+		.psci_state = 0x40,
+		.mpidr = 0x80000001,
+		.midr = 0x410fd034,
+	};
+	struct cper_sec_mem_err mem = {
+		.validation_bits = CPER_MEM_VALID_PA,
+		.physical_addr = 0x76543000,
+	};
+
+	proc.section_length = sizeof(proc);
+	trace_mc_event(HW_EVENT_ERR_CORRECTED, "read error", "DIMM_A1", 2, 0, 1, 2, -1, 0x12345000,
+		       12, 0x55, "channel 1");
+	trace_non_standard_event(&section, &fru, "CPU 0", CPER_SEV_FATAL, vendor, sizeof(vendor));
+#ifdef CR_ARM_EVENT_PARTS
+	trace_arm_event(&proc, NULL, 0, NULL, 0, NULL, 0, CPER_SEV_CORRECTED, 1);
+#else
+	trace_arm_event(&proc);
+#endif
+	trace_extlog_mem_event(&mem, 7, &fru, "DIMM B2", CPER_SEV_CORRECTED);
+}
+
 static int start_lockup(bool poll_clock)
 {
 	struct task_struct *t;
@@ -617,9 +658,13 @@ static int __init crashring_test_init(void)
 		print_metadata_lines();
 		return 0;
 	}
+	if (!strcmp(action, "ras")) {
+		fire_ras_tracepoints();
+		return 0;
+	}
 	if (!strcmp(action, "drm"))
 		return start_drm();
-	pr_err("action=%s: expected load, nested, cost, panic_irq, lockup, printk or drm\n",
+	pr_err("action=%s: expected load, nested, cost, panic_irq, lockup, printk, ras or drm\n",
 	       action);
 	return -EINVAL;
 }

@@ -13,7 +13,8 @@ use crate::env::qemu::Running;
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::read::{Event, Region};
 use pstore_ring::schema::{
-    Value, EVENT_AER, EVENT_CRASH, EVENT_MCE, EVENT_MEMORY_FAILURE, EVENT_PRINTK, EVENT_SUPPRESSED,
+    Value, EVENT_AER, EVENT_CRASH, EVENT_HW_ERROR, EVENT_MCE, EVENT_MEMORY_FAILURE, EVENT_PRINTK,
+    EVENT_SUPPRESSED, HW_ERROR_ARM, HW_ERROR_EDAC, HW_ERROR_EXTLOG, HW_ERROR_NON_STANDARD,
     MCE_FROM_PANIC, MCE_FROM_TRACEPOINT, PRINTK_BACKFILLED,
 };
 use std::collections::BTreeMap;
@@ -162,6 +163,8 @@ injected() {{
 echo 1 > /sys/devices/system/machinecheck/machinecheck0/check_interval
 injected corrected mce 'bank={ce_bank} '
 injected aer aer 'aer: '
+# The RAS tracepoints no QEMU device fires, fired as a driver would.
+insmod /lib/crashring_test.ko action=ras || echo "crashring-test: ras insmod failed"
 load_later
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t tracefs tracefs /sys/kernel/tracing
@@ -244,6 +247,7 @@ pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> 
         qemu_args: MACHINE,
         cpus: 2,
         later_modules: &["hwpoison-inject", "mce-inject"],
+        test_module: true,
         monitor: Some(&inject),
         ..WarmReboot::memmap(record())
     };
@@ -276,7 +280,8 @@ pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> 
         };
         let workload = check_region_with(&region, &expect)?;
         let errors = check_errors(&region, traced)?;
-        Ok(format!("{workload}; {errors}"))
+        let others = check_hw_errors(&region, k.series != "6.1")?;
+        Ok(format!("{workload}; {errors}; {others}"))
     })?;
     let described = check_text(sh, &art.dir.join("previous.img"))?;
     Ok(format!("{summary}; {described}"))
@@ -449,6 +454,77 @@ fn check_errors(region: &Region, traced: u64) -> Result<String> {
     ))
 }
 
+/// The GUIDs the test module's non_standard_event and extlog_mem_event
+/// pass (kernel/test/crashring_test.c), as a CPER record stores them.
+const SECTION_GUID: [u8; 16] = [
+    0x78, 0x56, 0x34, 0x12, 0xbc, 0x9a, 0xf0, 0xde, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+];
+const FRU_GUID: [u8; 16] = [
+    0x98, 0xba, 0xdc, 0xfe, 0x54, 0x76, 0x10, 0x32, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+];
+/// The vendor bytes of its non_standard_event, NUL included.
+const VENDOR_DATA: &[u8] = b"crashring-test vendor data\0";
+/// `struct cper_sec_proc_arm` and `struct cper_sec_mem_err`, as the
+/// kernels lay them out.
+const ARM_SECTION_BYTES: usize = 40;
+const MEMORY_SECTION_BYTES: usize = 80;
+
+/// The four `hw_error` events the test module's action=ras fired, each
+/// exactly as fired: every field, by name. `arm_parts`: the kernel's
+/// arm_event passes the severity and CPU (6.12 and later).
+fn check_hw_errors(region: &Region, arm_parts: bool) -> Result<String> {
+    let trace = region.decode();
+    let mut seen = BTreeMap::new();
+    for ev in trace.streams.iter().flat_map(|s| &s.events) {
+        if ev.type_id == EVENT_HW_ERROR {
+            let f = fields(region, ev)?;
+            let source = uint(&f, "source")?;
+            ensure!(
+                seen.insert(source, f).is_none(),
+                "two hw_error events of source {source}"
+            );
+        }
+    }
+    let u = Value::Unsigned;
+    let (arm_severity, arm_cpu) = if arm_parts { (2, 1) } else { (255, -1) };
+    #[rustfmt::skip]
+    let want: [(u8, [Value; 14]); 4] = [
+        (HW_ERROR_EDAC, [u(HW_ERROR_EDAC.into()), u(0), u(12), u(2), Value::Signed(-1), u(0x0001_02ff), u(0), u(0x1234_5000), u(0x55), Value::Bytes(b""), Value::Bytes(b""), Value::Str(b"DIMM_A1"), Value::Str(b"read error; channel 1"), Value::Bytes(b"")]),
+        (HW_ERROR_NON_STANDARD, [u(HW_ERROR_NON_STANDARD.into()), u(1), u(0), u(1), Value::Signed(-1), u(0), u(0), u(0), u(0), Value::Bytes(&SECTION_GUID), Value::Bytes(&FRU_GUID), Value::Str(b"CPU 0"), Value::Str(b""), Value::Bytes(VENDOR_DATA)]),
+        (HW_ERROR_ARM, [u(HW_ERROR_ARM.into()), u(arm_severity), u(0), u(1), Value::Signed(arm_cpu), u(1 << 24 | 1), u(0x40), u(0x8000_0001), u(0x410f_d034), Value::Bytes(b""), Value::Bytes(b""), Value::Str(b""), Value::Str(b""), Value::Bytes(&[])]),
+        (HW_ERROR_EXTLOG, [u(HW_ERROR_EXTLOG.into()), u(2), u(0), u(1), Value::Signed(-1), u(0), u(7), u(0x7654_3000), u(0), Value::Bytes(b""), Value::Bytes(&FRU_GUID), Value::Str(b"DIMM B2"), Value::Str(b""), Value::Bytes(&[])]),
+    ];
+    let names = [
+        "source", "severity", "grain", "count", "cpu", "layers", "sequence", "address", "syndrome",
+        "section", "fru_id", "label", "message", "data",
+    ];
+    for (source, values) in want {
+        let got = seen
+            .remove(&u64::from(source))
+            .with_context(|| format!("no hw_error event of source {source}"))?;
+        for (name, want) in names.iter().zip(values) {
+            let value = got.get(*name).copied();
+            // The sections are the kernel's structs: their length is checked,
+            // and the fields they hold are the event's own.
+            let same = match (name, value) {
+                (&"data", Some(Value::Bytes(b))) if source == HW_ERROR_ARM => {
+                    b.len() == ARM_SECTION_BYTES
+                }
+                (&"data", Some(Value::Bytes(b))) if source == HW_ERROR_EXTLOG => {
+                    b.len() == MEMORY_SECTION_BYTES && b[16..24] == 0x7654_3000u64.to_le_bytes()
+                }
+                _ => value == Some(want),
+            };
+            ensure!(
+                same,
+                "hw_error of source {source}: {name} is {value:?}, the test module gave {want:?}"
+            );
+        }
+    }
+    ensure!(seen.is_empty(), "hw_error events never fired: {seen:?}");
+    Ok("EDAC's mc_event, non_standard_event, arm_event and extlog_mem_event each recorded with every field as fired".into())
+}
+
 /// The boot's printk lines from before the module loaded, recorded when
 /// it did (`printk` is every printk event, `backfilled` those flagged so,
 /// each with its time): as many as the module said it recorded, from the
@@ -513,12 +589,19 @@ fn check_text(sh: &Shell, image: &Path) -> Result<String> {
         "machine check, bank {}, addr {:#x}, uncorrected, processor context corrupt",
         FATAL.bank, FATAL.addr
     );
-    let out = cmd!(sh, "{crashring} extract {image} --type mce --type aer")
-        .quiet()
-        .ignore_status()
-        .read()?;
+    let out = cmd!(
+        sh,
+        "{crashring} extract {image} --type mce --type aer --type hw_error"
+    )
+    .quiet()
+    .ignore_status()
+    .read()?;
     let pcie = format!(", corrected, status {AER_STATUS:#010x} (Receiver Error)>");
-    for words in [format!("<{want}"), pcie] {
+    let edac = "<EDAC memory error, corrected, 2 errors on memory controller 0, location 1:2:-, \
+                address 0x12345000 (grain 4096 bytes), syndrome 0x55, label DIMM_A1: read error; \
+                channel 1>"
+        .to_string();
+    for words in [format!("<{want}"), pcie, edac] {
         ensure!(
             out.contains(&words),
             "crashring extract does not say {words:?}:\n{out}"
