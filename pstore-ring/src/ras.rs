@@ -266,8 +266,9 @@ pub fn cper_severity(sev: u64) -> &'static str {
     }
 }
 
-/// A GUID of 16 bytes as a CPER record stores it, in UEFI's text form.
-fn guid(b: &[u8]) -> Option<String> {
+/// A GUID of 16 bytes as a CPER record stores it (the first three fields
+/// little-endian), in UEFI's text form; `None` for another length.
+pub fn guid_text(b: &[u8]) -> Option<String> {
     let b: &[u8; 16] = b.try_into().ok()?;
     Some(format!(
         "{:08x}-{:04x}-{:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
@@ -325,7 +326,7 @@ fn describe_hw_error(f: &Named) -> Option<String> {
         HW_ERROR_NON_STANDARD => format!(
             "firmware error record, {}, section type {}, {} bytes{}",
             cper_severity(severity),
-            guid(f.bytes("section")?).unwrap_or_else(|| "unknown".into()),
+            guid_text(f.bytes("section")?).unwrap_or_else(|| "unknown".into()),
             f.bytes("data")?.len(),
             labelled("FRU", &label)
         ),

@@ -15,6 +15,7 @@
 //! a block read later may say "no error" over intact entries: the run of
 //! blocks ends at a header that is zero throughout, not at a zero status.
 
+use pstore_ring::ras::{cper_severity, guid_text};
 use std::fmt::Write;
 
 /// The Block Status, Raw Data Offset, Raw Data Length, Data Length and
@@ -187,35 +188,6 @@ fn sections(b: &[u8], base: usize, end: usize, block: &mut Block) {
     }
 }
 
-/// The kernel's words for a CPER severity (cper_severity_str()).
-pub fn severity_name(severity: u32) -> String {
-    match severity {
-        0 => "recoverable".into(),
-        1 => "fatal".into(),
-        2 => "corrected".into(),
-        3 => "informational".into(),
-        n => format!("severity {n}"),
-    }
-}
-
-/// A GUID as UEFI writes it: the first three fields little-endian.
-pub fn guid_text(g: &[u8; 16]) -> String {
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-        u32::from_le_bytes([g[0], g[1], g[2], g[3]]),
-        u16::from_le_bytes([g[4], g[5]]),
-        u16::from_le_bytes([g[6], g[7]]),
-        g[8],
-        g[9],
-        g[10],
-        g[11],
-        g[12],
-        g[13],
-        g[14],
-        g[15]
-    )
-}
-
 /// The platform memory section (UEFI N.2.5).
 pub const PLATFORM_MEMORY: &str = "a5bc1114-6f64-4ede-b863-3e83ed7c83b1";
 
@@ -287,10 +259,10 @@ fn memory_words(d: &[u8]) -> Option<String> {
 /// A section's one-line description: severity, type, and what a memory
 /// section says.
 fn section_words(bytes: &[u8], s: &Section) -> String {
-    let guid = guid_text(&s.guid);
+    let guid = guid_text(&s.guid).unwrap_or_default();
     let mut words = format!(
         "{} {}",
-        severity_name(s.severity),
+        cper_severity(s.severity.into()),
         section_name(&guid).unwrap_or("error of an unknown section type")
     );
     if guid == PLATFORM_MEMORY {
@@ -385,10 +357,10 @@ pub fn text(bytes: &[u8]) -> String {
             out,
             "block {i} at {:#x}: {}, {status}",
             b.at,
-            severity_name(b.severity)
+            cper_severity(b.severity.into())
         );
         for (j, s) in b.sections.iter().enumerate() {
-            let guid = guid_text(&s.guid);
+            let guid = guid_text(&s.guid).unwrap_or_default();
             let _ = writeln!(
                 out,
                 "  section {j} at {:#x}: {}\n    type {guid}, revision {:#06x}, flags {:#04x}, {} bytes of data",
@@ -403,11 +375,7 @@ pub fn text(bytes: &[u8]) -> String {
                 let _ = writeln!(
                     out,
                     "    FRU id {}",
-                    guid_text(
-                        bytes[header.start + 28..header.start + 44]
-                            .try_into()
-                            .unwrap_or(&[0; 16])
-                    )
+                    guid_text(&bytes[header.start + 28..header.start + 44]).unwrap_or_default()
                 );
             }
             if s.validation & 0x2 != 0 {
@@ -525,7 +493,7 @@ mod tests {
     fn an_unknown_section_type_and_severity_are_said_as_such() {
         let mut region = block(7, 0x11, &[1, 2, 3]);
         region[20] ^= 0xff;
-        assert!(text(&region).contains("severity 7 error of an unknown section type"));
+        assert!(text(&region).contains("unknown severity error of an unknown section type"));
     }
 
     proptest::proptest! {
