@@ -250,7 +250,8 @@ fn what_the_kernel_shows_of_the_boot_before_goes_with_its_crash_only() {
     std::fs::write(
         m.tmp.path().join("reset_evidence"),
         "<6>[    1.204127] BERT: Error records from previous boot:\n\
-         <6>[    1.204131] [Hardware Error]: event severity: fatal\n",
+         <6>[    1.204131] [Hardware Error]: event severity: fatal\n\
+         <6>[    2.100000] x86/amd: Previous system reset reason [0x00080800]: software wrote 0x6 to reset control register 0xCF9\n",
     )
     .unwrap();
     let module = FakeModule::new(&m.module_dir, &[crashed(1), crashed(2)]);
@@ -272,6 +273,27 @@ fn what_the_kernel_shows_of_the_boot_before_goes_with_its_crash_only() {
     let Outcome::Bundled { path, .. } = &done.archived[0].outcome else {
         unreachable!()
     };
+    // Named in the summary, the newest generation's only.
+    let summary = |p: &Path| -> serde_json::Value {
+        let json = p.to_string_lossy().replace(".tar.gz", ".json");
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+    };
+    let newest = summary(path);
+    assert_eq!(
+        newest["firmware_error"],
+        "fatal platform memory error, physical address 0x76543000, node 1, multi-bit ECC"
+    );
+    assert_eq!(
+        newest["reset_reason"],
+        "[0x00080800]: software wrote 0x6 to reset control register 0xCF9"
+    );
+    let Outcome::Bundled {
+        path: older_bundle, ..
+    } = &done.archived[1].outcome
+    else {
+        unreachable!()
+    };
+    assert_eq!(summary(older_bundle).get("firmware_error"), None);
     let (_, files) = bundles::bundled(path);
     let bert = bundles::text(&files["logs/firmware-BERT.txt"]);
     assert!(
@@ -290,7 +312,7 @@ fn what_the_kernel_shows_of_the_boot_before_goes_with_its_crash_only() {
             &next_boot["placed"],
             &next_boot["unplaced"]
         ),
-        (&2.into(), &0.into(), &2.into()),
+        (&3.into(), &0.into(), &3.into()),
         "{next_boot}"
     );
     assert!(

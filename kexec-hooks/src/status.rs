@@ -234,15 +234,19 @@ fn last_bundle(sys: &System) -> String {
 }
 
 /// How the generation in `bundle` ended, from the summary beside it
-/// (extractor/SCHEMAS.md): its reason and message, and the hardware error
-/// that brought it down, if one did; `None` without a readable summary.
+/// (extractor/SCHEMAS.md): its reason and message, the hardware error
+/// that brought it down, if one did, and the firmware's boot error record
+/// the next boot found; `None` without a readable summary.
 fn what_ended(sys: &System, bundle: &str) -> Option<String> {
     let summary = bundle.strip_suffix(".tar.gz")?.to_string() + ".json";
     let text = std::fs::read_to_string(sys.path(&summary)).ok()?;
     let json: serde_json::Value = serde_json::from_str(&text).ok()?;
     let field = |k: &str| json.get(k)?.as_str().filter(|v| !v.is_empty());
     let mut why = field("reason")?.to_string();
-    for part in ["message", "hardware_error"].into_iter().filter_map(field) {
+    for part in ["message", "hardware_error", "firmware_error"]
+        .into_iter()
+        .filter_map(field)
+    {
         why += ": ";
         why += part;
     }
@@ -379,6 +383,18 @@ mod tests {
             item(&status(&sys), "bundle"),
             "/var/lib/crashring/host-20261122T2300Z.tar.gz: panic: Fatal local machine check: \
              machine check, bank 4, addr 0xabcd000, uncorrected"
+        );
+        // A firmware's record of the reset, the next boot's: named too.
+        sys.write(
+            &format!("{BUNDLE_DIR}/host-20261122T2300Z.json"),
+            r#"{"reason": "unknown", "message": "",
+                "firmware_error": "fatal platform memory error, physical address 0x76543000"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            item(&status(&sys), "bundle"),
+            "/var/lib/crashring/host-20261122T2300Z.tar.gz: unknown: \
+             fatal platform memory error, physical address 0x76543000"
         );
         assert_eq!(
             item(&s, "on crash"),

@@ -110,6 +110,19 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     }
 }
 
+/// What the next boot said of the reset, for the archived message: the
+/// firmware's boot error record and AMD's reset reason, where given.
+fn next_boot_words(g: &Generation) -> String {
+    let mut words = String::new();
+    if let Some(e) = &g.firmware_error {
+        words += &format!("; the firmware's boot error record: {e}");
+    }
+    if let Some(r) = &g.reset_reason {
+        words += &format!("; the previous reset's reason: {r}");
+    }
+    words
+}
+
 /// Says what keeping the running kernel's event formats did, when it
 /// did something or failed (`crashring arm` does it too).
 pub(super) fn say_formats(kept: &std::io::Result<Kept>) {
@@ -179,7 +192,7 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
             salvaged,
         } => (
             format!(
-                "archived generation {n} ({}, {}{}) as {}: {events} events, {lost} lost; {} older bundles removed by retention{}",
+                "archived generation {n} ({}, {}{}) as {}: {events} events, {lost} lost; {} older bundles removed by retention{}{}",
                 g.state,
                 g.reason,
                 // The reason a box was brought down for, or the hardware
@@ -191,6 +204,7 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
                 },
                 path.display(),
                 deleted.len(),
+                next_boot_words(g),
                 if *salvaged {
                     "; its header failed its checks and was read as it stands (--trust-header)"
                 } else {
@@ -243,6 +257,14 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
             (
                 "CRASHRING_HARDWARE_ERROR",
                 g.hardware_error.as_deref().unwrap_or_default(),
+            ),
+            (
+                "CRASHRING_FIRMWARE_ERROR",
+                g.firmware_error.as_deref().unwrap_or_default(),
+            ),
+            (
+                "CRASHRING_RESET_REASON",
+                g.reset_reason.as_deref().unwrap_or_default(),
             ),
             ("CRASHRING_EVENTS", &events),
             ("CRASHRING_LOST", &lost),

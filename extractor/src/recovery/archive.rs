@@ -34,6 +34,11 @@ pub struct Generation {
     /// The machine check that brought the kernel down, in words
     /// ([`pstore_ring::ras::fatal_machine_check`]).
     pub hardware_error: Option<String>,
+    /// What the next boot's firmware and kernel said of the reset
+    /// ([`super::next_boot::Previous`]): only for the generation that
+    /// boot followed.
+    pub firmware_error: Option<String>,
+    pub reset_reason: Option<String>,
 }
 
 /// Where a generation is read from, and how.
@@ -101,7 +106,15 @@ impl Archive<'_> {
         // kernel's own region is bundled.
         let chosen = choose(&recovered, self.armed).ok_or(RecoveryError::NoRegion)?;
         let recovered = vec![recovered.swap_remove(chosen)];
-        let g = generation_of(&recovered[0]);
+        let mut g = generation_of(&recovered[0]);
+        // What the running kernel shows of the boot before goes with that
+        // boot's generation, the newest the module offers.
+        let previous = match (self.next_boot, input.offered) {
+            (Some(next_boot), Some(_)) => super::next_boot::previous_boot(&next_boot),
+            _ => Default::default(),
+        };
+        g.firmware_error.clone_from(&previous.firmware_error);
+        g.reset_reason.clone_from(&previous.reset_reason);
         if let Some(offered) = input.offered {
             if g.generation != offered {
                 return Err(RecoveryError::NotOffered {
@@ -175,11 +188,8 @@ impl Archive<'_> {
         let (mut kernel_logs, unread) =
             AddLog::kernels_own(&loaded, formats.as_ref(), symbols.as_ref());
         warnings.extend(unread);
-        if let (Some(next_boot), Some(_)) = (self.next_boot, input.offered) {
-            let (shown, unread) = super::next_boot::previous_boot(&next_boot);
-            kernel_logs.extend(shown);
-            warnings.extend(unread);
-        }
+        kernel_logs.extend(previous.logs);
+        warnings.extend(previous.warnings);
         let file = input.path.file_name().map_or_else(
             || input.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
@@ -315,6 +325,8 @@ pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
         reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
         message: state.map(|s| s.message.clone()).unwrap_or_default(),
         hardware_error: pstore_ring::ras::fatal_machine_check(&r.region, &r.trace),
+        firmware_error: None,
+        reset_reason: None,
     }
 }
 
@@ -367,6 +379,8 @@ mod tests {
             reason: "panic".into(),
             message: String::new(),
             hardware_error: None,
+            firmware_error: None,
+            reset_reason: None,
         }
     }
 
@@ -397,9 +411,10 @@ mod tests {
     }
 
     /// The summary names a machine check that brought the kernel down,
-    /// and says nothing of one otherwise.
+    /// and the firmware's record and reset reason of the next boot, and
+    /// says nothing of them otherwise.
     #[test]
-    fn the_summary_names_a_fatal_hardware_error() {
+    fn the_summary_names_a_fatal_hardware_error_and_the_firmwares() {
         let dir = tempfile::tempdir().unwrap();
         let counts = Counts {
             size: 1,
@@ -419,5 +434,20 @@ mod tests {
         };
         write_summary(dir.path(), "mce", &g, &counts, None).unwrap();
         assert_eq!(read("mce")["hardware_error"], "machine check, bank 4");
+        let g = Generation {
+            firmware_error: Some("fatal platform memory error".into()),
+            reset_reason: Some("[0x00080800]: software wrote 0x6".into()),
+            ..generation()
+        };
+        write_summary(dir.path(), "bert", &g, &counts, None).unwrap();
+        assert_eq!(
+            read("bert")["firmware_error"],
+            "fatal platform memory error"
+        );
+        assert_eq!(
+            read("bert")["reset_reason"],
+            "[0x00080800]: software wrote 0x6"
+        );
+        assert_eq!(read("plain").get("firmware_error"), None);
     }
 }

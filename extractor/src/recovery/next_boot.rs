@@ -46,13 +46,31 @@ pub struct Shown<'a> {
     pub reset_evidence: &'a Path,
 }
 
+/// What the next boot shows of the last one.
+#[derive(Debug, Default)]
+pub struct Previous {
+    /// Each as a log to bundle.
+    pub logs: Vec<AddLog>,
+    /// What could not be read, one sentence each.
+    pub warnings: Vec<String>,
+    /// The firmware's first boot error record, in words
+    /// ([`bert::Region::headline`]).
+    pub firmware_error: Option<String>,
+    /// AMD's previous reset reason, as the kernel logged it (each reason
+    /// its own line on newer kernels: joined by "; ").
+    pub reset_reason: Option<String>,
+}
+
+/// The kernel's words before AMD's reset reason (arch/x86/kernel/cpu/amd.c).
+const RESET_REASON: &str = "Previous system reset reason ";
+
 /// pstore's records, then the instances that hold the last boot's events,
 /// then the firmware's boot error records and this boot's lines about the
-/// last reset, each as a log to bundle, and what could not be read, one
-/// sentence each. What is not there (pstore not mounted, no tracefs, no
+/// last reset. What is not there (pstore not mounted, no tracefs, no
 /// BERT, a module that keeps no lines) holds nothing.
-pub fn previous_boot(shown: &Shown) -> (Vec<AddLog>, Vec<String>) {
+pub fn previous_boot(shown: &Shown) -> Previous {
     let (mut logs, mut warnings) = (Vec::new(), Vec::new());
+    let (mut firmware_error, mut reset_reason) = (None, None);
     for path in entries(shown.pstore, &mut warnings) {
         if !path.is_file() {
             continue;
@@ -93,8 +111,10 @@ pub fn previous_boot(shown: &Shown) -> (Vec<AddLog>, Vec<String>) {
         }
     }
     if let Some((bytes, _)) = read_if_there(shown.bert, &mut warnings) {
+        let region = bert::parse(&bytes);
+        firmware_error = region.headline(&bytes);
         // A region of zeros holds no record: nothing to say.
-        if !bert::parse(&bytes).blocks.is_empty() {
+        if !region.blocks.is_empty() {
             logs.push(AddLog {
                 source: LogSource::Firmware(bert::text(&bytes).into_bytes()),
                 name: BERT_LOG.into(),
@@ -102,6 +122,17 @@ pub fn previous_boot(shown: &Shown) -> (Vec<AddLog>, Vec<String>) {
         }
     }
     if let Some((bytes, _)) = read_if_there(shown.reset_evidence, &mut warnings) {
+        let text = String::from_utf8_lossy(&bytes);
+        let reasons: Vec<&str> = text
+            .lines()
+            .filter_map(|l| {
+                l.find(RESET_REASON)
+                    .map(|at| l[at + RESET_REASON.len()..].trim())
+            })
+            .collect();
+        if !reasons.is_empty() {
+            reset_reason = Some(reasons.join("; "));
+        }
         if !bytes.is_empty() {
             logs.push(AddLog {
                 source: LogSource::NextBootKernel(bytes),
@@ -109,7 +140,12 @@ pub fn previous_boot(shown: &Shown) -> (Vec<AddLog>, Vec<String>) {
             });
         }
     }
-    (logs, warnings)
+    Previous {
+        logs,
+        warnings,
+        firmware_error,
+        reset_reason,
+    }
 }
 
 /// The entries of `dir`, sorted, or none when it is not there.
@@ -166,6 +202,11 @@ mod tests {
 
     /// [`previous_boot`] on a machine whose places are under `root`.
     fn previous_boot_under(root: &Path) -> (Vec<AddLog>, Vec<String>) {
+        let p = previous_under(root);
+        (p.logs, p.warnings)
+    }
+
+    fn previous_under(root: &Path) -> Previous {
         let (pstore, tracing) = (root.join("pstore"), root.join("tracing"));
         let (bert, reset_evidence) = (root.join("BERT"), root.join("reset_evidence"));
         previous_boot(&Shown {
@@ -231,9 +272,19 @@ mod tests {
         let mut region = block(1, 0, &memory_section(0x7654_3000, 3));
         region.resize(4096, 0);
         std::fs::write(tmp.path().join("BERT"), &region).unwrap();
-        let lines = "<6>[    1.204127] BERT: Error records from previous boot:\n";
+        let lines = "<6>[    1.204127] BERT: Error records from previous boot:\n\
+                     <6>[    2.1] x86/amd: Previous system reset reason [0x08000800]: an uncorrected error caused a data fabric sync flood event\n";
         write(&tmp.path().join("reset_evidence"), lines);
-        let (logs, warnings) = previous_boot_under(tmp.path());
+        let previous = previous_under(tmp.path());
+        assert_eq!(
+            previous.firmware_error.as_deref(),
+            Some("fatal platform memory error, physical address 0x76543000, node 1, multi-bit ECC")
+        );
+        assert_eq!(
+            previous.reset_reason.as_deref(),
+            Some("[0x08000800]: an uncorrected error caused a data fabric sync flood event")
+        );
+        let (logs, warnings) = (previous.logs, previous.warnings);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(names(&logs), [BERT_LOG, RESET_EVIDENCE_LOG]);
         let LogSource::Firmware(text) = &logs[0].source else {
@@ -248,7 +299,9 @@ mod tests {
         // A region of zeros and a module that kept no line: nothing.
         std::fs::write(tmp.path().join("BERT"), [0; 4096]).unwrap();
         write(&tmp.path().join("reset_evidence"), "");
-        let (logs, warnings) = previous_boot_under(tmp.path());
+        let previous = previous_under(tmp.path());
+        assert!(previous.firmware_error.is_none() && previous.reset_reason.is_none());
+        let (logs, warnings) = (previous.logs, previous.warnings);
         assert!(
             logs.is_empty() && warnings.is_empty(),
             "{logs:?} {warnings:?}"

@@ -112,8 +112,14 @@ pub(super) fn write_summary(
         "events": events,
         "lost": lost,
     });
-    if let (Some(e), Some(o)) = (&g.hardware_error, json.as_object_mut()) {
-        o.insert("hardware_error".into(), e.as_str().into());
+    for (key, value) in [
+        ("hardware_error", &g.hardware_error),
+        ("firmware_error", &g.firmware_error),
+        ("reset_reason", &g.reset_reason),
+    ] {
+        if let (Some(v), Some(o)) = (value, json.as_object_mut()) {
+            o.insert(key.into(), v.as_str().into());
+        }
     }
     if let (Some(r), Some(o)) = (request, json.as_object_mut()) {
         o.insert(

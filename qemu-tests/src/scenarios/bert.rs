@@ -60,8 +60,12 @@ pub fn qemu_args(dir: &Path) -> Result<Vec<String>> {
 /// The bundle unpacked at `top` holds the region decoded, cleared by the
 /// kernel that printed it, and the kernel's lines about it beside the AMD
 /// line, both listed in `manifest` and neither placed on the crashed
-/// boot's timeline.
-pub fn check_bundled(manifest: &serde_json::Value, top: &Path) -> Result<String> {
+/// boot's timeline; its `summary` names the error and the reset reason.
+pub fn check_bundled(
+    manifest: &serde_json::Value,
+    summary: &serde_json::Value,
+    top: &Path,
+) -> Result<String> {
     let files = manifest["files"].as_array().cloned().unwrap_or_default();
     for (path, format) in [
         ("logs/firmware-BERT.txt", "ACPI boot error records, decoded"),
@@ -81,11 +85,19 @@ pub fn check_bundled(manifest: &serde_json::Value, top: &Path) -> Result<String>
             "{path} is placed on the crashed boot's timeline: {log:?}"
         );
     }
+    let error = format!(
+        "fatal platform memory error, physical address {ERROR_ADDR:#x}, node 1, multi-bit ECC"
+    );
+    let reason = AMD_RESET_REASON
+        .split_once("reason ")
+        .map_or("", |(_, r)| r);
+    ensure!(
+        summary["firmware_error"] == error.as_str() && summary["reset_reason"] == reason,
+        "the summary does not name the firmware's error and the reset reason: {summary}"
+    );
     let decoded = std::fs::read_to_string(top.join("logs/firmware-BERT.txt"))?;
     for want in [
-        format!(
-            "fatal platform memory error, physical address {ERROR_ADDR:#x}, node 1, multi-bit ECC"
-        ),
+        error,
         "block status 0: the kernel printed it at boot and cleared it".into(),
         "FRU text \"DIMM A1\"".into(),
     ] {
@@ -107,7 +119,7 @@ pub fn check_bundled(manifest: &serde_json::Value, top: &Path) -> Result<String>
         );
     }
     Ok(format!(
-        "the firmware's BERT record decoded from /sys/firmware/acpi/tables/data/BERT (cleared by the kernel that printed it) and the {} lines the next boot's kernel logged about the reset, the AMD reset reason among them, bundled unplaced",
+        "the firmware's BERT record decoded from /sys/firmware/acpi/tables/data/BERT (cleared by the kernel that printed it) and the {} lines the next boot's kernel logged about the reset, the AMD reset reason among them, bundled unplaced, both named in the summary",
         kernel.lines().count()
     ))
 }

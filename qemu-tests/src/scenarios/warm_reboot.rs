@@ -681,7 +681,8 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
     pstore += "; ";
     pstore += &ramoops::check_next_boot_bundled(sh, art, &disk, &checked.manifest, &top)?;
     pstore += "; ";
-    pstore += &bert::check_bundled(&checked.manifest, &top)?;
+    let summary = copied_off(sh, art, &disk, &format!("bundles/{json}"))?;
+    pstore += &bert::check_bundled(&checked.manifest, &serde_json::from_slice(&summary)?, &top)?;
     if ftrace {
         pstore += "; ";
         pstore += &ftrace::check_next_boot_bundled(&checked.manifest, &top, 2)?;
