@@ -1,0 +1,247 @@
+//! The logs a bundle takes beside the trace ([`AddLog`]): where each
+//! one's lines come from ([`LogSource`]: a file given with `--add-log`,
+//! what the crashed kernel kept itself in a dump, what the next boot shows
+//! of it) and its name under `logs/`.
+
+use crate::foreign::ftrace::event::Formats;
+use crate::foreign::{ftrace, ramoops};
+use crate::kmem::symbols::{SymbolMap, Symbolizer};
+use crate::kmem::vmcoreinfo::VmcoreInfo;
+use crate::output::kernel_log;
+use crate::recover::Loaded;
+use std::path::PathBuf;
+
+/// A log to add: where its lines come from and its name in the bundle.
+#[derive(Clone, Debug)]
+pub struct AddLog {
+    pub source: LogSource,
+    pub name: String,
+}
+
+/// Where an added log's lines come from.
+#[derive(Clone, Debug)]
+pub enum LogSource {
+    /// A file given with `--add-log`.
+    File(PathBuf),
+    /// The crashed kernel's own printk log read from the dump
+    /// ([`crate::foreign::printk`]), as `crashring dmesg` prints it.
+    KernelPrintk(Vec<u8>),
+    /// A pstore/ramoops record read from the dump
+    /// ([`crate::foreign::ramoops`]), as `/sys/fs/pstore` shows it.
+    Ramoops(Vec<u8>),
+    /// The kernel's persistent ftrace buffer read from the dump
+    /// ([`crate::foreign::ftrace`]), as `crashring ftrace` prints it.
+    KernelFtrace(Vec<u8>),
+    /// A pstore record of the crashed boot, as the next boot's
+    /// `/sys/fs/pstore` shows it ([`crate::recovery::next_boot`]).
+    NextBootPstore(Vec<u8>),
+    /// A persistent ftrace instance's `trace` file, as the next boot's
+    /// kernel reads the crashed boot's events.
+    NextBootFtrace(Vec<u8>),
+    /// The next boot's kernel log lines about how the crashed boot ended
+    /// (`/sys/kernel/crashring/reset_evidence`): on that boot's clock.
+    NextBootKernel(Vec<u8>),
+    /// The firmware's boot error records as the next boot found them,
+    /// decoded ([`crate::foreign::bert`]): no clock of the trace's.
+    Firmware(Vec<u8>),
+}
+
+impl LogSource {
+    /// Whether its times are the crashed boot's, to place its lines on
+    /// the trace's timeline by: not those of the boot after it.
+    pub(super) fn on_the_crashed_boots_clock(&self) -> bool {
+        !matches!(self, LogSource::NextBootKernel(_) | LogSource::Firmware(_))
+    }
+}
+
+impl AddLog {
+    /// The kernel's printk log of `loaded`'s dump, if it holds one, as
+    /// `logs/kernel-printk.txt`: all of it, where `dmesg.txt` has the lines
+    /// the trace recorded. `Err` says why a log there could not be read:
+    /// the bundle is made without it, never held back for it.
+    pub fn kernel_printk(loaded: &Loaded) -> Result<Option<AddLog>, String> {
+        match loaded.printk() {
+            Some(Ok(log)) => {
+                let mut text = Vec::new();
+                // Into memory: writing a Vec cannot fail.
+                let _ = kernel_log::write_text(&mut text, log);
+                Ok(Some(AddLog {
+                    source: LogSource::KernelPrintk(text),
+                    name: KERNEL_PRINTK.into(),
+                }))
+            }
+            Some(Err(e)) => Err(format!("the kernel's printk log is not bundled: {e}")),
+            None => Ok(None),
+        }
+    }
+}
+
+impl AddLog {
+    /// What the kernel kept itself in `loaded`'s dump and its scan found:
+    /// its printk log and its persistent ftrace buffers, and what of them
+    /// could not be read or was lost, one sentence each.
+    /// `formats` name the buffers' events (the crashed kernel's copy of
+    /// `/sys/kernel/tracing/events`), when there is one.
+    /// `symbols`, the crashed kernel's symbol map, names their code
+    /// addresses where the dump tells where that boot put the kernel.
+    pub fn kernels_own(
+        loaded: &Loaded,
+        formats: Option<&Formats>,
+        symbols: Option<&SymbolMap>,
+    ) -> (Vec<AddLog>, Vec<String>) {
+        let (mut logs, mut warnings) = (Vec::new(), Vec::new());
+        match AddLog::kernel_printk(loaded) {
+            Ok(printk) => logs.extend(printk),
+            Err(why) => warnings.push(why),
+        }
+        let (ftrace, lost) = AddLog::kernel_ftrace(loaded, formats, symbols);
+        logs.extend(ftrace);
+        warnings.extend(lost);
+        (logs, warnings)
+    }
+
+    /// Every persistent ftrace buffer the scan of `loaded`'s dump found,
+    /// each as `logs/kernel-ftrace-ADDR.txt`, and what could not be read
+    /// or was lost, one sentence each: the bundle is made without those,
+    /// never held back for them.
+    pub fn kernel_ftrace(
+        loaded: &Loaded,
+        formats: Option<&Formats>,
+        symbols: Option<&SymbolMap>,
+    ) -> (Vec<AddLog>, Vec<String>) {
+        let (mut logs, mut warnings) = (Vec::new(), Vec::new());
+        let info = loaded.dump.vmcoreinfo.as_deref().map(VmcoreInfo::parse);
+        for found in loaded.ftrace() {
+            let i = match found {
+                Ok(i) => i,
+                Err(e) => {
+                    warnings.push(format!("a persistent ftrace buffer is not bundled: {e}"));
+                    continue;
+                }
+            };
+            if i.damaged() {
+                warnings.push(format!(
+                    "the persistent ftrace buffer at {:#x} lost sub-buffers: `crashring ftrace` says which",
+                    i.base
+                ));
+            }
+            let symbolizer = symbols.and_then(|map| {
+                Symbolizer::new(map, info.as_ref(), i.kernel_text)
+                    .map_err(|e| {
+                        warnings.push(format!(
+                            "the persistent ftrace buffer at {:#x}: code addresses stay numbers: {e}",
+                            i.base
+                        ))
+                    })
+                    .ok()
+            });
+            let mut text = Vec::new();
+            // Into memory: writing a Vec cannot fail.
+            let _ = ftrace::write_text(&mut text, i, formats, symbolizer.as_ref());
+            logs.push(AddLog {
+                source: LogSource::KernelFtrace(text),
+                name: format!("kernel-ftrace-{:x}.txt", i.base.0),
+            });
+        }
+        (logs, warnings)
+    }
+}
+
+/// The name of the kernel's printk log among the bundle's logs.
+pub const KERNEL_PRINTK: &str = "kernel-printk.txt";
+
+impl AddLog {
+    /// The ramoops records of `loaded`'s dump where `layout` puts them,
+    /// each as `logs/pstore-NAME` (NAME as `/sys/fs/pstore` gives it), and
+    /// what could not be read, one sentence each: the bundle is made
+    /// without those, never held back for them.
+    pub fn ramoops(loaded: &Loaded, layout: &ramoops::Layout) -> (Vec<AddLog>, Vec<String>) {
+        let zones = match ramoops::read(loaded.dump.memory.as_ref(), layout) {
+            Ok((_, zones)) => zones,
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    vec![format!("no ramoops record is bundled: {e}")],
+                )
+            }
+        };
+        // Nothing of ramoops there: one sentence, not one per zone.
+        let absent = |z: &ramoops::Zone| {
+            matches!(
+                z.state,
+                ramoops::ZoneState::NotRamoops { .. } | ramoops::ZoneState::Unreadable(_)
+            )
+        };
+        if zones.iter().all(absent) {
+            let why = zones.iter().find_map(|z| match &z.state {
+                ramoops::ZoneState::Unreadable(e) => Some(e),
+                _ => None,
+            });
+            let warning = match why {
+                Some(e) => {
+                    format!("no ramoops record is bundled: the dump does not hold the area ({e})")
+                }
+                None => "no ramoops zone where the --ramoops parameters put them".into(),
+            };
+            return (Vec::new(), vec![warning]);
+        }
+        let mut warnings = Vec::new();
+        let mut logs = Vec::new();
+        for z in &zones {
+            match (&z.state, z.record()) {
+                (_, Some((bytes, partial))) => {
+                    if partial > 0 {
+                        warnings.push(format!(
+                            "{}: {partial} bytes of a partial record at its end left out",
+                            z.file_name()
+                        ));
+                    }
+                    logs.push(AddLog {
+                        source: LogSource::Ramoops(bytes),
+                        name: format!("pstore-{}", z.file_name()),
+                    });
+                }
+                (
+                    ramoops::ZoneState::Unreadable(_) | ramoops::ZoneState::BadCompression(_),
+                    None,
+                ) => warnings.push(format!("{} is not bundled: {}", z.file_name(), z.state)),
+                _ => {}
+            }
+        }
+        (logs, warnings)
+    }
+}
+
+impl AddLog {
+    /// Parses `PATH[:NAME]`; the name defaults to the file's name.
+    pub fn parse(text: &str) -> Result<AddLog, String> {
+        let (path, name) = match text.rsplit_once(':') {
+            Some((p, n)) if !p.is_empty() && !n.contains('/') => (p, Some(n)),
+            _ => (text, None),
+        };
+        let path = PathBuf::from(path);
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
+        let ok = !name.is_empty()
+            && name.len() <= 90
+            && name != "."
+            && name != ".."
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'/' && b != b'\\');
+        if !ok {
+            return Err(format!(
+                "`{name}` cannot name a log in the bundle: use up to 90 printable characters, no slash (PATH:NAME sets it)"
+            ));
+        }
+        Ok(AddLog {
+            source: LogSource::File(path),
+            name,
+        })
+    }
+}
