@@ -17,6 +17,17 @@
  * progress, and records each as an mce event of origin MCE_FROM_PANIC,
  * just before the crash record.
  *
+ * The other fatal paths leave less. memory_failure() (mm/memory-failure.c)
+ * panics as its first statement when vm.memory_failure_recovery is 0,
+ * before it looks at the page and before action_result() fires
+ * memory_failure_event: its panic message, "Memory failure on page %lx",
+ * is the whole record, and the readers name the crash by it. The AER
+ * driver never panics (drivers/pci/pcie/aer.c: pcie_do_recovery() resets
+ * the link and logs a failed recovery). Firmware-first errors panic in
+ * __ghes_panic() (drivers/acpi/apei/ghes.c), called from ghes_proc() before
+ * ghes_do_proc() fires the tracepoints; it prints the error status first
+ * ("[Hardware Error]: " lines), which the printk source records.
+ *
  * A storm of corrected errors (a failing DIMM can log thousands a second)
  * must not push the kernel's history out of the ring: each CPU lets in
  * ras_events_per_sec events in each second and counts the rest, which it

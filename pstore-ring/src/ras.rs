@@ -495,6 +495,35 @@ pub fn describe(t: &EventType, payload: &[u8], e: Endian) -> Option<String> {
     })
 }
 
+/// The hardware error that brought the kernel down, in words: a machine
+/// check ([`fatal_machine_check`]) or a memory failure the kernel
+/// panicked on ([`fatal_memory_failure`]); `None` for any other crash.
+pub fn fatal_hardware_error(region: &Region<'_>, trace: &PagedTrace<'_>) -> Option<String> {
+    fatal_machine_check(region, trace).or_else(|| fatal_memory_failure(region))
+}
+
+/// The panic message of `memory_failure()` (mm/memory-failure.c) when
+/// `vm.memory_failure_recovery` is 0.
+const MEMORY_FAILURE_PANIC: &str = "Memory failure on page ";
+
+/// A memory failure the kernel panicked on, in words, from the crash's
+/// message: `memory_failure()` panics as its first statement when
+/// `vm.memory_failure_recovery` is 0, before it looks at the page and
+/// before `action_result()` fires the `memory_failure_event` tracepoint
+/// (the same on every kernel from 4.x to 7.x), so the page frame number
+/// in `panic("Memory failure on page %lx", pfn)` is all there is of it.
+/// 35 bytes of message hold the 10 hex digits of any pfn of a 52-bit
+/// physical address space.
+pub fn fatal_memory_failure(region: &Region<'_>) -> Option<String> {
+    let state = region.state.as_ref().ok().filter(|s| s.is_crash())?;
+    let pfn = state.message.strip_prefix(MEMORY_FAILURE_PANIC)?;
+    let pfn = u64::from_str_radix(pfn.trim_end(), 16).ok()?;
+    Some(format!(
+        "memory failure, pfn {pfn:#x}, fatal: vm.memory_failure_recovery is 0, so the kernel \
+         panicked before it examined the page"
+    ))
+}
+
 /// The machine check that brought the kernel down, in words: the banks
 /// the panic path read (`mce` events of origin [`MCE_FROM_PANIC`]) on
 /// the crashing CPU, joined by `; `; `None` for any other crash. The
@@ -769,6 +798,51 @@ mod tests {
         write(&mut plain, false);
         let region = Region::parse(&plain, HeaderTrust::Checksummed).unwrap();
         assert_eq!(fatal_machine_check(&region, &region.decode_paged()), None);
+        assert_eq!(fatal_hardware_error(&region, &region.decode_paged()), None);
+    }
+
+    /// A crash record whose message is `memory_failure()`'s panic.
+    fn crashed_with(message: &str) -> alloc::vec::Vec<u8> {
+        use crate::layout::{REASON_PANIC, STATE_CRASHED};
+        use crate::write::{format, RegionConfig, StreamSpec};
+        let specs = [StreamSpec::cpu(0)];
+        let cfg = RegionConfig {
+            page_size: 1024,
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut mem = alloc::vec![0u8; 16 * 1024];
+        format(&mut mem, &cfg).unwrap().control.set_state(
+            STATE_CRASHED,
+            REASON_PANIC,
+            5000,
+            0,
+            message,
+        );
+        mem
+    }
+
+    #[test]
+    fn a_memory_failure_the_kernel_panicked_on_is_named_by_its_page() {
+        use crate::read::HeaderTrust;
+        let mem = crashed_with("Memory failure on page 30000");
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        assert_eq!(
+            fatal_hardware_error(&region, &region.decode_paged()).unwrap(),
+            "memory failure, pfn 0x30000, fatal: vm.memory_failure_recovery is 0, so the kernel \
+             panicked before it examined the page"
+        );
+        // The largest pfn of a 52-bit space fits the state block's message.
+        let mem = crashed_with("Memory failure on page ffffffffff");
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        assert!(fatal_memory_failure(&region)
+            .unwrap()
+            .starts_with("memory failure, pfn 0xffffffffff,"));
+        for other in ["Memory failure on page xyz", "sysrq triggered crash"] {
+            let mem = crashed_with(other);
+            let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+            assert_eq!(fatal_memory_failure(&region), None, "{other}");
+        }
     }
 
     proptest::proptest! {

@@ -132,8 +132,9 @@ pub struct CrashReport {
     /// With the wall-clock offset in effect at the crash; null without one.
     pub time_utc: Option<String>,
     pub message: String,
-    /// The machine check that brought the kernel down, in words, as the
-    /// panic path read it from the banks; absent for any other crash.
+    /// The hardware error that brought the kernel down, in words: a
+    /// machine check as the panic path read it from the banks, or the
+    /// page a memory failure panicked on; absent for any other crash.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hardware_error: Option<String>,
 }
@@ -227,7 +228,7 @@ impl RegionReport {
                 time_ns: s.crash_ns,
                 time_utc: when(s.crash_ns),
                 message: s.message.clone(),
-                hardware_error: ras::fatal_machine_check(r, t),
+                hardware_error: ras::fatal_hardware_error(r, t),
             }),
             _ => None,
         };

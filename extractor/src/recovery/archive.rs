@@ -31,8 +31,8 @@ pub struct Generation {
     pub shutdown_asked: bool,
     pub reason: String,
     pub message: String,
-    /// The machine check that brought the kernel down, in words
-    /// ([`pstore_ring::ras::fatal_machine_check`]).
+    /// The hardware error that brought the kernel down, in words
+    /// ([`pstore_ring::ras::fatal_hardware_error`]).
     pub hardware_error: Option<String>,
     /// What the next boot's firmware and kernel said of the reset
     /// ([`super::next_boot::Previous`]): only for the generation that
@@ -324,7 +324,7 @@ pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
         shutdown_asked: state.is_some_and(|s| s.shutdown_reason().is_some()),
         reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
         message: state.map(|s| s.message.clone()).unwrap_or_default(),
-        hardware_error: pstore_ring::ras::fatal_machine_check(&r.region, &r.trace),
+        hardware_error: pstore_ring::ras::fatal_hardware_error(&r.region, &r.trace),
         firmware_error: None,
         reset_reason: None,
     }

@@ -163,6 +163,13 @@ pub const SCENARIOS: &[Scenario] = &[
         run: ras::machine_check,
     },
     Scenario {
+        name: "memory-failure-panic",
+        about: "memmap= region; workload; vm.memory_failure_recovery=0 and the hwpoison injector hands memory_failure() a page: the kernel panics before it examines the page or fires memory_failure_event; the next boot recovers the workload and the injector's printk line, no memory_failure event, and info --json names the crash as a memory failure on that page",
+        only_612: None,
+        newest: true,
+        run: ras::memory_failure_panic,
+    },
+    Scenario {
         name: "crash-under-load",
         about: "memmap= region; a thread per CPU writes numbered events flat out, followed live by `crashring follow` until its interrupt, after the threads paused: every event it printed in order, printed + missed = written per CPU; sysrq panic under the load; every stream's events are exactly its indices, losses exact, the torn record invisible",
         only_612: None,
@@ -230,7 +237,7 @@ impl Scenario {
 /// and flags change between releases); the rest would only repeat them
 /// at an hour's cost.
 const NOT_ON_NEWEST: &str =
-    "the newest kernel runs warm-reboot, machine-check, crash-under-load and drm-flight-recorder, what a new release can break";
+    "the newest kernel runs warm-reboot, machine-check, memory-failure-panic, crash-under-load and drm-flight-recorder, what a new release can break";
 
 pub fn find(name: &str) -> Result<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name).with_context(|| {

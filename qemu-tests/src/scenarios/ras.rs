@@ -642,3 +642,76 @@ fn check_text(sh: &Shell, image: &Path) -> Result<String> {
     );
     Ok("the text output, info --json and a bundle's manifest name it; the bundle's dmesg.txt holds the early one".into())
 }
+
+/// The record phase of `memory-failure-panic`: the workload, then the
+/// hwpoison injector hands memory_failure() a page with recovery off,
+/// and the kernel panics.
+fn memory_failure_panic_record() -> String {
+    workload_writes()
+        + &format!(
+            r#"load_later
+mount -t debugfs debugfs /sys/kernel/debug
+echo 0 > /proc/sys/vm/memory_failure_recovery
+echo {POISONED_PFN:#x} > /sys/kernel/debug/hwpoison/corrupt-pfn
+"#
+        )
+}
+
+/// A memory failure the kernel panics on (`vm.memory_failure_recovery`
+/// 0): memory_failure() panics before its tracepoint, so the region must
+/// hold no memory_failure event, the injector's line before the crash
+/// record, and a crash that every output names by its page.
+pub fn memory_failure_panic(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let plan = WarmReboot {
+        name: "memory-failure-panic",
+        extra_append: POISONED_PAGE,
+        cpus: 2,
+        later_modules: &["hwpoison-inject"],
+        ..WarmReboot::memmap(memory_failure_panic_record())
+    };
+    let saved = warm_reboot_run(sh, k, art, &plan)?;
+    let message = format!("Memory failure on page {POISONED_PFN:x}");
+    let summary = saved.check(|image| {
+        let region = parse_saved(image)?;
+        let expect = CrashExpect {
+            messages: &[&message],
+            cause: None,
+        };
+        let workload = check_region_with(&region, &expect)?;
+        let trace = region.decode();
+        let events = || trace.streams.iter().flat_map(|s| &s.events);
+        ensure!(
+            !events().any(|ev| ev.type_id == EVENT_MEMORY_FAILURE),
+            "a memory_failure event was recorded: the tracepoint fired before the panic"
+        );
+        // mm/hwpoison-inject.c, just before it calls memory_failure().
+        let injecting = format!("Injecting memory failure at pfn {POISONED_PFN:#x}");
+        let said = events()
+            .filter(|ev| ev.type_id == EVENT_PRINTK)
+            .map(|ev| text(&fields(&region, ev)?, "text"))
+            .collect::<Result<Vec<_>>>()?;
+        ensure!(
+            said.iter().any(|t| t.contains(&injecting)),
+            "no printk line says {injecting:?}"
+        );
+        Ok(workload)
+    })?;
+    let crashring = host_crashring(sh)?;
+    let image = art.dir.join("previous.img");
+    let info = cmd!(sh, "{crashring} info --json {image}")
+        .quiet()
+        .ignore_status()
+        .read()?;
+    let info: serde_json::Value = serde_json::from_str(&info)?;
+    let named = &info["regions"][0]["crash"]["hardware_error"];
+    let want = format!("memory failure, pfn {POISONED_PFN:#x}, fatal: ");
+    ensure!(
+        named.as_str().is_some_and(|e| e.starts_with(&want)),
+        "info --json names the crash's hardware error {named}, not {want:?}..."
+    );
+    Ok(format!(
+        "{summary}; no memory_failure event (the kernel panics before its tracepoint), the \
+         injector's line recorded before the crash, and info --json names the crash \"{}\"",
+        named.as_str().unwrap_or_default(),
+    ))
+}
