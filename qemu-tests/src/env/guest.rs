@@ -31,6 +31,19 @@ impl Kernel {
     pub fn has_reserve_mem(&self) -> bool {
         self.series != "6.1"
     }
+
+    /// The modules, in load order, that give a busybox guest its disks
+    /// and mount an ext2 one: ext4 (which mounts ext2) and, where it still
+    /// takes crc32c through the crypto API, crc32c_generic, a dependency
+    /// modules.dep omits (since 6.14 ext4 calls the crc32c library the
+    /// kernel links in, and the newest kernel has no crc32c_generic).
+    pub fn ext2_disk_modules(&self) -> Result<Vec<&'static str>> {
+        let crypto_crc32c = with_dependencies(self, "crc32c_generic").is_ok();
+        Ok(["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"]
+            .into_iter()
+            .filter(|m| *m != "crc32c_generic" || crypto_crc32c)
+            .collect())
+    }
 }
 
 /// The newest installed generic `-amd64` kernel of `series` with headers.

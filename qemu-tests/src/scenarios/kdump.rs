@@ -182,8 +182,7 @@ pub(crate) fn run_kdump(
     let crashring = host_crashring(sh)?;
     let capture_append = "console=ttyS0 maxcpus=1 reset_devices loglevel=4 panic=-1";
     let script = kdump_script(plan, capture_append);
-    // ext4 (which mounts ext2) needs crc32c, a dependency modules.dep omits.
-    let modules = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"];
+    let modules = k.ext2_disk_modules()?;
     let programs = ["/usr/sbin/kexec", "/usr/bin/makedumpfile"];
     let spec = |files| Initramfs {
         kernel: k,

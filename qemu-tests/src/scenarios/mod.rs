@@ -157,7 +157,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "machine-check",
-        about: "memmap= region on a q35 machine with a PCIe root port; before the module loads, QEMU's monitor latches a corrected error into bank 3 and the kernel logs it; the module backfills the boot's printk lines from before it loaded, those among them (and in a bundle's dmesg.txt); the kernel polls its machine-check banks every second; workload; QEMU's monitor latches a corrected error into CPU 0's bank 1, recorded by the kernel's mce_record tracepoint as injected, and raises a correctable PCIe error in the root port, recorded with the status the kernel's AER driver prints; the hwpoison injector takes a page out of service, recorded with the kernel's own name for it and its result, as its printk line says; the test module fires EDAC's mc_event, non_standard_event, arm_event and extlog_mem_event, each recorded as a hw_error with every field as fired; a storm of corrected errors from mce-inject, held to the budget; then an uncorrected error with processor context corrupt, raised as #MC: the kernel panics in the handler, before the tracepoint could run, and the panic path records the bank as injected just before the crash record; the next boot recovers all of it, and the host's text output, info --json and a bundle name the errors in words",
+        about: "memmap= region on a q35 machine with a PCIe root port; before the module loads, QEMU's monitor latches a corrected error into bank 3 and the kernel logs it; the module backfills the boot's printk lines from before it loaded, those among them (and in a bundle's dmesg.txt); the kernel polls its machine-check banks every second; workload; QEMU's monitor latches a corrected error into CPU 0's bank 1, recorded by the kernel's mce_record tracepoint as injected, and raises a correctable PCIe error in the root port, recorded with the status the kernel's AER driver prints; the hwpoison injector takes a page out of service, recorded with the kernel's own name for it and its result, as its printk line says; the test module fires EDAC's mc_event, non_standard_event, arm_event and extlog_mem_event, each recorded as a hw_error with every field as fired; a storm of corrected errors from mce-inject, held to the budget; then an uncorrected error with processor context corrupt, raised as #MC: the kernel panics in the handler, before the tracepoint could run, and the panic path records the bank as injected just before the crash record; ramoops beside the region keeps the panic's dmesg record; the next boot recovers all of it, its crashring recover (what crashring-recover.service runs) bundles the generation with the panic's record from /sys/fs/pstore, the summary naming the machine check, and the host's text output, info --json and a bundle name the errors in words",
         only_612: None,
         newest: true,
         run: ras::machine_check,
@@ -340,11 +340,18 @@ pub const DONE_MIB: u64 = 40;
 /// The second boot's disk: the saved slot, then the verdict.
 const SAVE_DISK_MIB: u64 = DONE_MIB + 1;
 
+/// How [`boot_script`]'s recovery phase releases the generation it saved
+/// when a scenario gives nothing else: an ack naming it.
+pub const ACK: &str = r#"echo "generation=$gen" > /sys/kernel/crashring/previous_ack || { echo "crashring-test: ack failed"; ack=1; }
+"#;
+
 /// A guest's /init body for the warm-reboot path: `before` runs on every
 /// boot before the module loads; on the first boot (no previous
 /// generation) `record` runs and must bring the kernel down; on the next
-/// boot the previous generation is copied to /dev/vda and acked.
-pub fn boot_script(module_args: &str, before: &str, record: &str) -> String {
+/// boot the previous generation is copied to /dev/vda and released by
+/// `release` ([`ACK`], or `crashring recover`, which acks what it
+/// bundled), which sets `ack=1` if it fails.
+pub fn boot_script(module_args: &str, before: &str, record: &str, release: &str) -> String {
     format!(
         r#"{before}insmod /lib/crashring.ko {module_args} || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
@@ -369,8 +376,7 @@ else
   # nothing (a second recovery that lost the race, say).
   gen=$(head -n 1 /sys/kernel/crashring/previous_summary | sed -n 's/.*generation \([0-9]*\) .*/\1/p')
   echo "generation=$((gen + 1))" > /sys/kernel/crashring/previous_ack 2>/dev/null && ack=2
-  echo "generation=$gen" > /sys/kernel/crashring/previous_ack || {{ echo "crashring-test: ack failed"; ack=1; }}
-  # A reader that opened previous before the ack must not read on into
+{release}  # A reader that opened previous before the ack must not read on into
   # whatever comes next.
   if dd bs=4096 count=1 <&3 >/dev/null 2>&1; then
     echo "crashring-test: previous still read after the ack"
@@ -395,7 +401,7 @@ poweroff -f
 
 /// The standard scenario script: the workload, a sysrq panic, recovery.
 pub fn workload_script(module_args: &str, before_crash: &str) -> String {
-    boot_script(module_args, "", &workload_then_sysrq(before_crash))
+    boot_script(module_args, "", &workload_then_sysrq(before_crash), ACK)
 }
 
 pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {

@@ -73,7 +73,7 @@ pub fn check_bundled(
     manifest: &serde_json::Value,
     top: &Path,
 ) -> Result<String> {
-    let bundled = bundled_panic(manifest, top)?;
+    let bundled = bundled_panic(manifest, top, super::SYSRQ.messages[0])?;
     let read = xshell::cmd!(sh, "{crashring} pstore {dump} --ramoops {DUMP_LAYOUT}")
         .quiet()
         .ignore_stderr()
@@ -111,10 +111,11 @@ pub fn check_bundled(
 const PANIC_RECORD: &str = "logs/pstore-dmesg-ramoops-0";
 
 /// [`PANIC_RECORD`] of a bundle (`manifest` and its unpacked `top`):
-/// listed as a pstore record, holding the panic, and placed on the
+/// listed as a pstore record, holding the panic (`panic`, its message),
+/// and placed on the
 /// timeline by the printk lines it shares with the trace (behind the
 /// syslog priority `kmsg_dump()` gives each line).
-fn bundled_panic(manifest: &serde_json::Value, top: &Path) -> Result<String> {
+fn bundled_panic(manifest: &serde_json::Value, top: &Path, panic: &str) -> Result<String> {
     let listed = manifest["files"]
         .as_array()
         .and_then(|f| f.iter().find(|f| f["path"] == PANIC_RECORD));
@@ -135,7 +136,7 @@ fn bundled_panic(manifest: &serde_json::Value, top: &Path) -> Result<String> {
     );
     let bundled = std::fs::read_to_string(top.join(PANIC_RECORD))?;
     ensure!(
-        bundled.contains("Kernel panic - not syncing: sysrq triggered crash"),
+        bundled.contains(&format!("Kernel panic - not syncing: {panic}")),
         "{PANIC_RECORD} does not hold the panic:\n{bundled}"
     );
     Ok(bundled)
@@ -143,7 +144,7 @@ fn bundled_panic(manifest: &serde_json::Value, top: &Path) -> Result<String> {
 
 /// The panic's record in the bundle the next boot's `crashring recover`
 /// made (`manifest` and its unpacked `top`), copied from the mounted
-/// pstore: as many lines as the kernel's file the guest copied to `disk`
+/// pstore, holding the panic (`panic`, its message): as many lines as the kernel's file the guest copied to `disk`
 /// (the bundle hashes the addresses in them, so the bytes differ).
 pub fn check_next_boot_bundled(
     sh: &Shell,
@@ -151,8 +152,9 @@ pub fn check_next_boot_bundled(
     disk: &Path,
     manifest: &serde_json::Value,
     top: &Path,
+    panic: &str,
 ) -> Result<String> {
-    let bundled = bundled_panic(manifest, top)?;
+    let bundled = bundled_panic(manifest, top, panic)?;
     let kernels = copied_off(sh, art, disk, "pstore-kernel/dmesg-ramoops-0")?;
     let kernels = String::from_utf8_lossy(&kernels);
     ensure!(

@@ -5,8 +5,8 @@
 //! the kernel's hwpoison injector takes a page out of service.
 
 use super::{
-    check_region_with, host_crashring, parse_saved, warm_reboot_run, workload_writes, Artifacts,
-    CrashExpect, WarmReboot,
+    check_region_with, host_crashring, parse_saved, ramoops, warm_reboot, warm_reboot_run,
+    workload_writes, Artifacts, CrashExpect, WarmReboot,
 };
 use crate::env::guest::Kernel;
 use crate::env::qemu::Running;
@@ -236,20 +236,46 @@ fn inject(vm: &mut Running) -> Result<()> {
     monitor(vm, &FATAL.command())
 }
 
+/// The fatal machine check in words, as every output names it.
+fn fatal_words() -> String {
+    format!(
+        "machine check, bank {}, addr {:#x}, uncorrected, processor context corrupt",
+        FATAL.bank, FATAL.addr
+    )
+}
+
+/// The next boot's release of the generation: what
+/// crashring-recover.service runs, onto the ext2 disk, with ramoops'
+/// records of the crash mounted for it (the kernel's copy beside them).
+fn recover_next_boot() -> String {
+    format!(
+        r#"  mount -t ext2 /dev/vdb /mnt || echo "crashring-test: mount failed"
+{pstore}  crashring recover --dir /mnt/bundles || {{ echo "crashring-test: ack failed"; ack=1; }}
+  echo "crashring-test: files $(ls -p /mnt/bundles | grep -v / | tr '\n' ' ')"
+  umount /mnt
+"#,
+        pstore = ramoops::recover_script(false)
+    )
+}
+
 pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let module_args = format!("region=16M@0x40000000 ras_events_per_sec={BUDGET}");
     let early = early();
+    let append = format!("{POISONED_PAGE} {}", ramoops::APPEND);
+    let release = recover_next_boot();
     let plan = WarmReboot {
         name: "machine-check",
         module_args: &module_args,
-        extra_append: POISONED_PAGE,
+        extra_append: &append,
         before_insmod: &early,
         qemu_args: MACHINE,
         cpus: 2,
-        later_modules: &["hwpoison-inject", "mce-inject"],
+        later_modules: &["hwpoison-inject", "mce-inject", "ramoops"],
         test_module: true,
         monitor: Some(&inject),
-        ..WarmReboot::memmap(record())
+        ext2_disk: true,
+        release: &release,
+        ..WarmReboot::memmap(ramoops::record_script(false) + &record())
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
     for (what, asked) in [
@@ -284,7 +310,46 @@ pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> 
         Ok(format!("{workload}; {errors}; {others}"))
     })?;
     let described = check_text(sh, &art.dir.join("previous.img"))?;
-    Ok(format!("{summary}; {described}"))
+    // The panic's message as the ring recorded it ("Fatal local machine
+    // check" where the CPU offers local machine checks, as QEMU's do).
+    let panic = match &parse_saved(&saved.image)?.state {
+        Ok(state) => state.message.clone(),
+        Err(e) => bail!("the state block is unreadable: {e}"),
+    };
+    let recovered = check_recovered(sh, art, &saved.log, &panic)?;
+    Ok(format!("{summary}; {described}; {recovered}"))
+}
+
+/// The bundle the next boot's `crashring recover` made: its summary
+/// names the machine check, and it carries the panic's ramoops record
+/// (`panic`, its message) from the next boot's /sys/fs/pstore.
+fn check_recovered(sh: &Shell, art: &Artifacts, log: &str, panic: &str) -> Result<String> {
+    let (json, bundle) = warm_reboot::one_bundle(log, "files")?;
+    let disk = art.dir.join("files.ext2");
+    let checked = warm_reboot::checked_off(sh, art, &disk, &format!("bundles/{bundle}"))?;
+    let summary: serde_json::Value = serde_json::from_slice(&warm_reboot::copied_off(
+        sh,
+        art,
+        &disk,
+        &format!("bundles/{json}"),
+    )?)?;
+    let want = fatal_words();
+    ensure!(
+        summary["hardware_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with(&want)),
+        "the summary does not name the machine check: {summary}"
+    );
+    let unpacked = art.dir.join("bundle");
+    let _ = std::fs::remove_dir_all(&unpacked);
+    std::fs::create_dir_all(&unpacked)?;
+    let archive = art.dir.join(bundle);
+    cmd!(sh, "tar -xzf {archive} -C {unpacked}").quiet().run()?;
+    let top = unpacked.join(&checked.top);
+    let pstore = ramoops::check_next_boot_bundled(sh, art, &disk, &checked.manifest, &top, panic)?;
+    Ok(format!(
+        "the next boot's crashring recover bundled it as {bundle}, its summary naming the machine check; {pstore}"
+    ))
 }
 
 /// An event's fields by name, as the region's schema names them.
@@ -585,10 +650,7 @@ fn check_backfill(
 /// machine check.
 fn check_text(sh: &Shell, image: &Path) -> Result<String> {
     let crashring = host_crashring(sh)?;
-    let want = format!(
-        "machine check, bank {}, addr {:#x}, uncorrected, processor context corrupt",
-        FATAL.bank, FATAL.addr
-    );
+    let want = fatal_words();
     let out = cmd!(
         sh,
         "{crashring} extract {image} --type mce --type aer --type hw_error"

@@ -3,7 +3,7 @@
 //! previous generation) to a disk, and checks the guest's own reading of
 //! it against the host's.
 
-use super::{boot_script, host_crashring, raw_disk, Artifacts, DONE, DONE_MIB, SAVE_DISK_MIB};
+use super::{boot_script, host_crashring, raw_disk, Artifacts, ACK, DONE, DONE_MIB, SAVE_DISK_MIB};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
@@ -45,6 +45,9 @@ pub struct WarmReboot<'a> {
     /// Drives the machine from outside while it runs (QEMU's monitor
     /// injecting hardware errors, say); returns once its part is done.
     pub monitor: Option<&'a Monitor>,
+    /// How the next boot releases the generation once saved (see
+    /// [`boot_script`]).
+    pub release: &'a str,
 }
 
 impl WarmReboot<'_> {
@@ -65,6 +68,7 @@ impl WarmReboot<'_> {
             qemu_args: &[],
             later_modules: &[],
             monitor: None,
+            release: ACK,
         }
     }
 }
@@ -111,12 +115,10 @@ pub fn warm_reboot_run(
     } else {
         None
     };
-    let kernel_modules: &[&str] = if plan.ext2_disk {
-        // ext4 (which mounts ext2) needs crc32c, a dependency modules.dep
-        // omits.
-        &["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"]
+    let kernel_modules = if plan.ext2_disk {
+        k.ext2_disk_modules()?
     } else {
-        &["virtio_pci", "virtio_blk"]
+        vec!["virtio_pci", "virtio_blk"]
     };
     let test_modules: Vec<(PathBuf, String)> = test_modules
         .iter()
@@ -126,10 +128,14 @@ pub fn warm_reboot_run(
         .iter()
         .map(|(p, dest)| (p.as_path(), dest.as_str()))
         .collect();
-    let script = plan
-        .script
-        .clone()
-        .unwrap_or_else(|| boot_script(plan.module_args, plan.before_insmod, &plan.record));
+    let script = plan.script.clone().unwrap_or_else(|| {
+        boot_script(
+            plan.module_args,
+            plan.before_insmod,
+            &plan.record,
+            plan.release,
+        )
+    });
     let initrd = guest::initramfs(
         sh,
         &format!("{}-{}", plan.name, k.series),
@@ -137,7 +143,7 @@ pub fn warm_reboot_run(
             kernel: k,
             module: &module,
             crashring: &crashring,
-            kernel_modules,
+            kernel_modules: &kernel_modules,
             later_modules: plan.later_modules,
             programs: plan.programs,
             files: &files,

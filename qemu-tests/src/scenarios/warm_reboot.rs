@@ -679,7 +679,14 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
         .run()?;
     let top = unpacked.join(&checked.top);
     pstore += "; ";
-    pstore += &ramoops::check_next_boot_bundled(sh, art, &disk, &checked.manifest, &top)?;
+    pstore += &ramoops::check_next_boot_bundled(
+        sh,
+        art,
+        &disk,
+        &checked.manifest,
+        &top,
+        super::SYSRQ.messages[0],
+    )?;
     pstore += "; ";
     let summary = copied_off(sh, art, &disk, &format!("bundles/{json}"))?;
     pstore += &bert::check_bundled(&checked.manifest, &serde_json::from_slice(&summary)?, &top)?;
@@ -700,7 +707,7 @@ pub fn recover_next_boot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
 
 /// The one bundle and its summary a directory held, as the guest listed it
 /// after `crashring-test: {what} `.
-fn one_bundle<'a>(log: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
+pub(super) fn one_bundle<'a>(log: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
     let files: Vec<&str> = said_after(log, what)
         .unwrap_or_default()
         .split_whitespace()
@@ -728,7 +735,7 @@ pub(super) fn copied_off(sh: &Shell, art: &Artifacts, disk: &Path, path: &str) -
 }
 
 /// Bundle `path` of the ext2 disk, as `check-bundle` passes it.
-fn checked_off(
+pub(super) fn checked_off(
     sh: &Shell,
     art: &Artifacts,
     disk: &Path,
