@@ -100,8 +100,14 @@ struct cr_selection {
 static struct cr_selection cr_selections[2];
 static struct cr_selection __rcu *cr_selection = RCU_INITIALIZER(&cr_selections[0]);
 
-/* drm.ko is loaded (and not going): its functions may be hooked. */
-static bool cr_drm_loaded;
+/*
+ * Whether drm.ko is loaded (and not going), so that its functions may be
+ * hooked: unknown until a selection first asks for a DRM category, since
+ * finding out walks every function ftrace knows (45 ms of a 150 ms load
+ * under QEMU's TCG, which every boot would pay for nothing), then
+ * followed by the module notifier.
+ */
+static enum { CR_DRM_UNKNOWN, CR_DRM_ABSENT, CR_DRM_LOADED } cr_drm;
 
 /* --- the selection ---------------------------------------------------- */
 
@@ -368,6 +374,23 @@ static bool cr_hook_absent(const struct cr_hook *h, int err)
 	       (err == -ENOENT && !strcmp(h->name, "__dynamic_ibdev_dbg"));
 }
 
+/* Where drm.ko's presence is probed: never registered. */
+static struct ftrace_ops cr_probe_ops;
+
+/*
+ * Whether drm.ko is loaded: its __drm_dev_dbg() can be traced. Called
+ * with crashring.lock held (or at load).
+ */
+static bool cr_drm_loaded(void)
+{
+	char name[] = "__drm_dev_dbg";
+
+	if (cr_drm == CR_DRM_UNKNOWN)
+		cr_drm = ftrace_set_filter(&cr_probe_ops, name, strlen(name), 1) ? CR_DRM_ABSENT :
+										     CR_DRM_LOADED;
+	return cr_drm == CR_DRM_LOADED;
+}
+
 /*
  * Hooks what the selection needs and nothing else; a function the
  * kernel may lack is no error. Called with crashring.lock held (or at
@@ -375,7 +398,7 @@ static bool cr_hook_absent(const struct cr_hook *h, int err)
  */
 static void cr_hooks_apply(const struct cr_selection *sel)
 {
-	bool dyndbg = cr_wants_dyndbg(sel), drm = sel->drm && cr_drm_loaded;
+	bool dyndbg = cr_wants_dyndbg(sel), drm = sel->drm && cr_drm_loaded();
 	unsigned int i;
 
 	for (i = 0; i < ARRAY_SIZE(cr_hooks); i++) {
@@ -388,9 +411,6 @@ static void cr_hooks_apply(const struct cr_selection *sel)
 				h->err == -EBUSY ? " (another IPMODIFY user, such as a livepatch)" : "");
 	}
 }
-
-/* Where drm.ko's presence is probed: never registered. */
-static struct ftrace_ops cr_probe_ops;
 
 static void cr_hooks_off(void)
 {
@@ -636,7 +656,8 @@ int crashring_show_debug(char *buf)
 	for (i = 0; i < ARRAY_SIZE(cr_hooks); i++)
 		if (cr_hooks[i].on)
 			n += sysfs_emit_at(buf, n, " %s", cr_hooks[i].name);
-	if (sel->drm && !cr_drm_loaded)
+	/* Known: applying a selection with DRM categories found out. */
+	if (sel->drm && cr_drm != CR_DRM_LOADED)
 		n += sysfs_emit_at(buf, n, " (DRM categories wait for drm.ko)");
 	for (i = 0; i < ARRAY_SIZE(cr_hooks); i++)
 		if (cr_hooks[i].err)
@@ -659,7 +680,7 @@ static int cr_module_event(struct notifier_block *nb, unsigned long action, void
 	    strcmp(mod->name, "drm"))
 		return NOTIFY_DONE;
 	mutex_lock(&crashring.lock);
-	cr_drm_loaded = action == MODULE_STATE_LIVE;
+	cr_drm = action == MODULE_STATE_LIVE ? CR_DRM_LOADED : CR_DRM_ABSENT;
 	cr_hooks_apply(rcu_dereference_protected(cr_selection, lockdep_is_held(&crashring.lock)));
 	mutex_unlock(&crashring.lock);
 	return NOTIFY_OK;
@@ -668,14 +689,6 @@ static int cr_module_event(struct notifier_block *nb, unsigned long action, void
 static struct notifier_block cr_module_nb = {
 	.notifier_call = cr_module_event,
 };
-
-/* Whether drm.ko is loaded: its __drm_dev_dbg() can be traced. */
-static bool cr_drm_is_loaded(void)
-{
-	char name[] = "__drm_dev_dbg";
-
-	return !ftrace_set_filter(&cr_probe_ops, name, strlen(name), 1);
-}
 
 static int cr_debug_init(void)
 {
@@ -695,7 +708,6 @@ static int cr_debug_init(void)
 		return err;
 	}
 	mutex_lock(&crashring.lock);
-	cr_drm_loaded = cr_drm_is_loaded();
 	cr_hooks_apply(&cr_selections[0]);
 	mutex_unlock(&crashring.lock);
 	return 0;
