@@ -9,7 +9,8 @@
 //! events into a user stream of the module's pool and, for the same
 //! payloads, `write()`s to `/dev/crashring`; last, `dd` writes printk
 //! lines into `/dev/kmsg` with nothing, crashring's printk source or
-//! ftrace's `printk:console` event capturing them.
+//! ftrace's `printk:console` event capturing them. First of all, the
+//! module's load as a boot pays it ([`load_script`]).
 //!
 //! Each kernel boots twice. The timed boot runs on TCG's own clock, where
 //! an emulated instruction's cost has little to do with a real CPU's (a
@@ -112,12 +113,27 @@ impl Clock {
     }
 }
 
+/// The module's load as a boot that loads it from its initramfs pays it:
+/// `insmod` with the default sources (the printk backfill and the walk
+/// for the reset's evidence included), from a line written just before
+/// to one just after, on the kernel's printk clock (microseconds). The
+/// first line's time is the boot so far, up to the initramfs's /init:
+/// the baseline. Then the sources the measurements below want.
+fn load_script() -> &'static str {
+    r#"echo "<6>crashring-cost: load begins" > /dev/kmsg
+insmod /lib/crashring.ko region=16M@0x40000000 user_streams=1 || echo "crashring-test: insmod failed"
+echo "<6>crashring-cost: load ends" > /dev/kmsg
+dmesg | sed -n 's/^\[ *\([0-9.]*\)\] crashring-cost: load \([a-z]*\)$/crashring-cost: load \2 at=\1/p'
+echo marker,crash,debug > /sys/kernel/crashring/sources
+"#
+}
+
 fn script(program: &str) -> String {
     let captures = PRINTK_CAPTURES.join(" ");
     let debug = debug::script();
+    let load = load_script();
     format!(
-        r#"insmod /lib/crashring.ko region=16M@0x40000000 sources=marker,crash,debug user_streams=1 || echo "crashring-test: insmod failed"
-mount -t tracefs nodev /sys/kernel/tracing
+        r#"{load}mount -t tracefs nodev /sys/kernel/tracing
 insmod /lib/crashring_test.ko action=cost cost_events={KERNEL_EVENTS}
 dmesg | grep 'crashring-cost:' | sed 's/^.*crashring-cost:/crashring-cost:/'
 {debug}echo "crashring-cost: clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
@@ -240,6 +256,7 @@ fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Res
     for (w, what) in PARTS {
         println!("    {w:<20} {:>8.1} {unit}  {what}", mean(w) - empty);
     }
+    report_load(&lines, unit)?;
     debug::report(&lines, unit)?;
     let mut user = BTreeMap::<&str, f64>::new();
     for l in lines.iter().filter(|l| l.starts_with("user ")) {
@@ -305,6 +322,26 @@ fn measure(sh: &Shell, series: &'static str, clock: Clock, program: &str) -> Res
         "  crashring / ftrace's printk:console, above none: {:.2}x",
         (printk["crashring"] - none) / (printk["ftrace"] - none)
     );
+    Ok(())
+}
+
+/// The load's figures ([`load_script`]'s lines), in millions of the
+/// clock's `unit`.
+fn report_load(lines: &[&str], unit: &str) -> Result<()> {
+    let at = |what: &str| -> Result<f64> {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("load {what} at=")))
+            .with_context(|| format!("no load {what} line: {lines:?}"))?;
+        let secs = fields(line).get("at").copied().unwrap_or_default();
+        Ok(secs.parse::<f64>().context("a load line's time")? * 1e3)
+    };
+    let (booted, loaded) = (at("begins")?, at("ends")? - at("begins")?);
+    let scale = if unit == "ns" { "ms" } else { "M insns" };
+    println!("the module's load from the initramfs (insmod, default sources, printk's clock):");
+    println!("  insmod crashring.ko {loaded:>10.2} {scale}");
+    println!("  the boot up to /init {booted:>9.2} {scale}  (baseline)");
+    println!("  load / boot: {:.1}%", loaded / booted * 100.0);
     Ok(())
 }
 
