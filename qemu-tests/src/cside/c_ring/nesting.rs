@@ -64,9 +64,14 @@ fn record(nest: impl FnOnce()) {
                 REFUSED_OTHER.fetch_add(1, Ordering::Relaxed);
             }
         } else {
-            // irq_handler_exit { irq = depth, ret = lane }, by hand: no
-            // allocation in a signal handler.
-            let p = [(depth as u32).to_ne_bytes(), (lane as u32).to_ne_bytes()].concat();
+            // irq_handler_exit { irq = depth, ret = lane }, by hand and on
+            // the stack: a signal that lands inside malloc() must not
+            // call it again (glibc's tcache is not reentrant: a Vec here
+            // once aborted the run with "free(): too many chunks detected
+            // in tcache", and hung it under AddressSanitizer).
+            let mut p = [0u8; 8];
+            p[..4].copy_from_slice(&(depth as u32).to_ne_bytes());
+            p[4..].copy_from_slice(&(lane as u32).to_ne_bytes());
             std::ptr::copy_nonoverlapping(p.as_ptr(), dst.cast(), 8);
             nest();
             crashring_commit(s);
