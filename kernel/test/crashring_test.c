@@ -35,7 +35,8 @@
  *                     once, with the values a driver or firmware record
  *                     would give (the scenario checks them field by field):
  *                     EDAC's mc_event, non_standard_event, arm_event and
- *                     extlog_mem_event; stays loaded
+ *                     extlog_mem_event; then mce_storm corrected memory
+ *                     errors through mce_log(); stays loaded
  *   action=drm        a thread prints a DRM-style debug line,
  *                     "[drm:drm_atomic_commit] crtc-41 flip seq=S" with
  *                     pr_debug() (load with dyndbg=+p, as drm.debug turns
@@ -81,6 +82,9 @@
 #include <linux/smp.h>
 #include <linux/kernel.h>
 #include <ras/ras_event.h>
+#ifdef CONFIG_X86_MCE
+#include <asm/mce.h>
+#endif
 #include "crashring.h"
 #include "crashring_env.h"
 
@@ -103,6 +107,10 @@ MODULE_PARM_DESC(crash_ms, "How long after loading crash= strikes");
 static bool ibdev;
 module_param(ibdev, bool, 0400);
 MODULE_PARM_DESC(ibdev, "With action=drm: 1 adds an ibdev_dbg() line each round");
+
+static unsigned int mce_storm;
+module_param(mce_storm, uint, 0400);
+MODULE_PARM_DESC(mce_storm, "With action=ras: corrected memory errors logged through mce_log() after the tracepoints");
 
 static bool paused;
 module_param(paused, bool, 0644);
@@ -536,6 +544,54 @@ static void fire_ras_tracepoints(void)
 	trace_extlog_mem_event(&mem, 7, &fru, "DIMM B2", CPER_SEV_CORRECTED);
 }
 
+#ifdef CONFIG_X86_MCE
+/*
+ * action=ras's storm, as a failing DIMM brings it: mce_storm corrected
+ * memory read errors in bank 2 (VAL EN MISCV ADDRV, MCACOD 0x009f; MISC:
+ * a physical address valid to the page), each at a page of its own,
+ * logged through mce_log(), where the kernel's poll and CMCI handler log
+ * what they find in a bank. Distinct pages, as a failing DIMM's: 6.1 and
+ * 6.12 merge equal records waiting in their pool, and the kernel's
+ * corrected-errors collector (RAS_CEC) takes memory errors without
+ * printing each. The kernel drops what finds its pool full (a few dozen
+ * records on 6.1); a pause every 16 lets the work that empties it run on
+ * this CPU, as the time between a real bank's polls would.
+ */
+static void log_mce_storm(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < mce_storm; i++) {
+#ifdef CR_HAVE_MCE_HW_ERR
+		struct mce_hw_err err = {};
+		struct mce *m = &err.m;
+#else
+		struct mce record = {};
+		struct mce *m = &record;
+#endif
+
+		m->cpuvendor = X86_VENDOR_INTEL;
+		m->bank = 2;
+		m->status = 0x9c0000000000009fULL;
+		m->addr = 0x56789000ULL + ((u64)i << PAGE_SHIFT);
+		m->misc = 0x8c;
+		m->extcpu = raw_smp_processor_id();
+		m->time = ktime_get_real_seconds();
+#ifdef CR_HAVE_MCE_HW_ERR
+		mce_log(&err);
+#else
+		mce_log(m);
+#endif
+		if (i % 16 == 15)
+			usleep_range(50, 100);
+	}
+}
+#else
+static void log_mce_storm(void)
+{
+}
+#endif
+
 static int start_lockup(bool poll_clock)
 {
 	struct task_struct *t;
@@ -660,6 +716,7 @@ static int __init crashring_test_init(void)
 	}
 	if (!strcmp(action, "ras")) {
 		fire_ras_tracepoints();
+		log_mce_storm();
 		return 0;
 	}
 	if (!strcmp(action, "drm"))
