@@ -11,6 +11,7 @@
 //! recorded in the old range where no later boot looks.
 
 use crate::boot;
+use crate::initramfs;
 use crate::iomem::{self, Placement};
 use crate::kdump_tools::{self, KDUMP_TOOLS};
 use crate::loader::{self, read, Armed, Loader};
@@ -327,7 +328,12 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         ));
     }
     plan.notes.extend(steps.notes);
-    plan.commands = steps.commands;
+    // The initramfs first: kernel-install add copies it into the boot
+    // entries.
+    plan.commands = initramfs_rebuild(sys, &plan.changes)
+        .into_iter()
+        .chain(steps.commands)
+        .collect();
     plan.placement = Some(placement);
     Ok(plan)
 }
@@ -366,10 +372,21 @@ pub fn plan_disarm(sys: &System) -> Result<Plan, ArmError> {
         });
     }
     plan.changes.extend(kdump_tools::change(sys, false)?);
+    if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes) {
+        plan.commands.insert(0, rebuild);
+    }
     if plan.is_empty() {
         plan.notes.push("not armed: nothing to undo".into());
     }
     Ok(plan)
+}
+
+/// The initramfs rebuilt when `changes` touch what it holds of crashring
+/// and the machine's generator has crashring's hook.
+pub(crate) fn initramfs_rebuild(sys: &System, changes: &[Change]) -> Option<Vec<String>> {
+    initramfs::changed(changes)
+        .then(|| initramfs::rebuild(sys))
+        .flatten()
 }
 
 #[cfg(test)]
@@ -428,6 +445,30 @@ pub(crate) mod tests {
             assert_eq!(again.placement, plan.placement);
         }
         disarm_restores(&sys, dir.path(), &before);
+        assert!(plan_disarm(&sys).unwrap().is_empty());
+    }
+
+    /// With crashring's initramfs-tools hook installed, arm and disarm
+    /// build the initramfs images again after writing what they hold
+    /// (the hook reads the list and the options); arming again with
+    /// nothing to change builds nothing.
+    #[test]
+    fn the_initramfs_is_built_again_where_the_hook_puts_the_module_in() {
+        let (_dir, sys) = machine(QEMU);
+        sys.write(crate::initramfs::INITRAMFS_TOOLS_HOOK, "")
+            .unwrap();
+        sys.write("/usr/sbin/update-initramfs", "").unwrap();
+        let plan = plan_arm(&sys, None, "x86_64").unwrap();
+        let rebuild = ["update-initramfs", "-u", "-k", "all"];
+        assert_eq!(plan.commands, [&rebuild[..], &["update-grub"][..]]);
+        assert!(plan
+            .diff()
+            .ends_with("# then: update-initramfs -u -k all\n# then: update-grub\n"));
+        plan.apply(&sys).unwrap();
+        assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
+        let disarm = plan_disarm(&sys).unwrap();
+        assert_eq!(disarm.commands[0], rebuild);
+        disarm.apply(&sys).unwrap();
         assert!(plan_disarm(&sys).unwrap().is_empty());
     }
 

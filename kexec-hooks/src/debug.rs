@@ -90,6 +90,11 @@ pub fn plan_persist(sys: &System, selection: &str, enables: &[Enable]) -> Result
             new,
         });
     }
+    // An armed machine's initramfs loads the module with these options.
+    if read(sys, crate::arm::MODULES_LOAD)?.is_some_and(|t| crate::arm::ours(&t)) {
+        plan.commands
+            .extend(crate::arm::initramfs_rebuild(sys, &plan.changes));
+    }
     Ok(plan)
 }
 
@@ -103,6 +108,29 @@ mod tests {
             query: query.into(),
             builtin,
         }
+    }
+
+    /// The options an armed machine's initramfs loads the module with
+    /// change: it is built again. Unarmed, the module is not in it.
+    #[test]
+    fn an_armed_machines_initramfs_is_built_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = System::new(dir.path());
+        sys.write(crate::initramfs::INITRAMFS_TOOLS_HOOK, "")
+            .unwrap();
+        sys.write("/usr/sbin/update-initramfs", "").unwrap();
+        let persist = |words| plan_persist(&sys, words, &[]).unwrap();
+        assert!(persist("drm=KMS").commands.is_empty());
+        sys.write(
+            crate::arm::MODULES_LOAD,
+            &format!("{}\ncrashring\n", crate::arm::MARK),
+        )
+        .unwrap();
+        let plan = persist("drm=KMS");
+        assert_eq!(plan.commands, [["update-initramfs", "-u", "-k", "all"]]);
+        plan.apply(&sys).unwrap();
+        // The same selection again: nothing to write, nothing to build.
+        assert!(persist("drm=KMS").is_empty());
     }
 
     #[test]

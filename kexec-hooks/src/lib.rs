@@ -5,7 +5,8 @@
 //! its configuration, retention, journal messages, and whether the range
 //! kept the last boot's generation, and what the firmware and boot loader
 //! do to it; the debug selection kept across boots (`crashring debug
-//! --persist`); the kdump capture hooks (a systemd
+//! --persist`); the initramfs hooks that load the module before the root
+//! file system; the kdump capture hooks (a systemd
 //! unit for Debian's kdump-tools, a dracut module for kdump-utils).
 
 pub mod arm;
@@ -13,6 +14,7 @@ pub mod boot;
 pub mod config;
 pub mod continuity;
 pub mod debug;
+pub mod initramfs;
 pub mod iomem;
 pub mod journal;
 pub mod kdump_tools;

@@ -40,7 +40,8 @@ pub struct ChangeArgs {
 }
 
 /// Prints the plan (`--dry-run`) or applies it and runs its commands (the
-/// boot loader's tool carrying the command line into its entries).
+/// initramfs generator, and the boot loader's tool carrying the command
+/// line into its entries).
 pub(crate) fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<()> {
     for note in &plan.notes {
         eprintln!("crashring: {note}");

@@ -32,6 +32,9 @@ const CONTENTS: [(&str, &[&str]); 2] = [
             "./usr/share/fish/vendor_completions.d/crashring.fish",
             "./usr/lib/udev/rules.d/60-crashring.rules",
             "./usr/lib/sysusers.d/crashring.conf",
+            "./usr/share/initramfs-tools/hooks/crashring",
+            "./usr/lib/dracut/modules.d/90crashring-early/module-setup.sh",
+            "./usr/lib/dracut/modules.d/90crashring-early/crashring-early.sh",
             "./usr/lib/dracut/modules.d/99crashring/module-setup.sh",
             "./usr/lib/dracut/modules.d/99crashring/kdump-pre.sh",
             "./usr/lib/crashring/libcrashring_user.so",
@@ -58,7 +61,7 @@ const CONTENTS: [(&str, &[&str]); 2] = [
 /// DEB SCRIPT`): crashring's postrm undoes `crashring arm` on purge (by
 /// its mark, since the binary is gone by then) and regenerates GRUB's
 /// menu; cargo-deb put its unit handling where `#DEBHELPER#` stood.
-const SCRIPTS: [(&str, &str, &[&str]); 3] = [
+const SCRIPTS: [(&str, &str, &[&str]); 5] = [
     (
         "crashring",
         "postrm",
@@ -78,6 +81,17 @@ const SCRIPTS: [(&str, &str, &[&str]); 3] = [
         "crashring-dkms",
         "postinst",
         &["common.postinst crashring", "mokutil --test-key"],
+    ),
+    // The initramfs an armed machine boots with holds the hook's module.
+    (
+        "crashring",
+        "triggers",
+        &["activate-noawait update-initramfs"],
+    ),
+    (
+        "crashring-dkms",
+        "triggers",
+        &["activate-noawait update-initramfs"],
     ),
 ];
 

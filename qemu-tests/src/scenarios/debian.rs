@@ -139,6 +139,10 @@ say "boot $n journal $(journalctl -b 0 -q -o cat {recovered} | wc -l) failed $(j
 journalctl -b 0 -q -o cat {recovered} | while read -r line; do say "boot $n message $line"; done
 say "boot $n bundles $(ls /var/lib/crashring | tr '\n' ' ')"
 say "boot $n recording $(cat /sys/kernel/crashring/enabled)"
+# Loaded from the initramfs: the module's line comes before the root file
+# system's mount in the kernel's log (line numbers, as the journal has it).
+kernel() {{ journalctl -k -b 0 -q -o cat | grep -n -m 1 "$1" | cut -d : -f 1; }}
+say "boot $n early $(kernel '^crashring: .* range ') $(kernel 'EXT4-fs (.*): mounted filesystem')"
 # The panic records UEFI kept in its variables: systemd-pstore, which runs
 # after crashring-recover.service, moved them here.
 say "boot $n systemd-pstore $(find /var/lib/systemd/pstore -name 'dmesg-efi*' | wc -l) left $(ls /sys/fs/pstore | wc -l)"
@@ -388,6 +392,18 @@ struct BootReport<'a> {
     nobody_refused: bool,
     crashed: bool,
     rebooted: bool,
+    /// The kernel log's line numbers of the module's load and of the root
+    /// file system's mount.
+    early: &'a str,
+}
+
+impl BootReport<'_> {
+    /// Whether the module was loaded from the initramfs: before the root
+    /// file system was mounted.
+    fn loaded_early(&self) -> bool {
+        let mut lines = self.early.split_whitespace().map(str::parse::<u32>);
+        matches!((lines.next(), lines.next()), (Some(Ok(module)), Some(Ok(root))) if module < root)
+    }
 }
 
 fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
@@ -409,6 +425,7 @@ fn reports(log: &str) -> BTreeMap<u32, BootReport<'_>> {
             "systemd-pstore" => r.systemd_pstore = value,
             "kiosk" => r.kiosk_wrote = value == "wrote",
             "nobody" => r.nobody_refused = value == "refused",
+            "early" => r.early = value,
             // The kernel's panic may follow on the same line.
             w if w.starts_with("crashing") => r.crashed = true,
             "rebooting" => r.rebooted = true,
@@ -446,6 +463,11 @@ fn check_loop(
             r.recording == "1",
             "boot {n}: the module is not recording ({:?})",
             r.recording
+        );
+        ensure!(
+            r.loaded_early(),
+            "boot {n}: the module was not loaded from the initramfs (its line and the root file system's mount at {:?} of the kernel's log)",
+            r.early
         );
         ensure!(
             r.crashed == (n <= CRASHES) && r.rebooted == (n == CRASHES + 1),
@@ -802,6 +824,13 @@ fn check_kdump(sh: &Shell, art: &Artifacts, installed: &Installed, log: &str) ->
         "{} boots reported, not 2 (the crashed one and the one after the capture)",
         boots.len()
     );
+    for (n, r) in &boots {
+        ensure!(
+            r.loaded_early(),
+            "boot {n}: the module was not loaded from the initramfs (its line and the root file system's mount at {:?} of the kernel's log)",
+            r.early
+        );
+    }
     let one = |what: &str| said(log, what).first().copied().unwrap_or_default();
     ensure!(
         one("boot 1 kdump").contains("ready to kdump"),

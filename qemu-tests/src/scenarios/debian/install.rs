@@ -64,6 +64,9 @@ say "dry-run $?"
 crashring arm
 say "arm $?"
 crashring arm --dry-run | while read -r line; do say "rearm $line"; done
+# What arm's update-initramfs put in the running kernel's initramfs (the
+# hook's module and arm's options): 2.
+say "initramfs $(lsinitramfs /boot/initrd.img-$(uname -r) | grep -cE '/crashring\.ko(\.[a-z]+)?$|^etc/modprobe\.d/crashring\.conf$')"
 {after_arm}crashring status 2>&1 | while read -r line; do say "status $line"; done
 "#,
         before_arm = site.before_arm,
@@ -352,6 +355,11 @@ fn check_armed(site: &Site, log: &str, serial: &Path) -> Result<()> {
         one("dry-run"),
         one("arm"),
         qemu::tail(serial, 40)
+    );
+    ensure!(
+        one("initramfs") == "2",
+        "the initramfs arm built holds {:?} of crashring.ko and /etc/modprobe.d/crashring.conf, not both",
+        one("initramfs")
     );
     // Arming an armed machine changes nothing.
     let rearm = said(log, "rearm");
