@@ -287,6 +287,33 @@ void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns, u32 cra
 }
 
 /**
+ * crashring_set_hostname - the host name a region's header gives
+ * @mem: the region
+ * @name: the host's name; its first 63 bytes are kept
+ *
+ * A generation is formatted with the name the kernel has then, and a
+ * module loaded from the initramfs formats one before the system has
+ * named itself ("(none)"); the module follows the name after. The header
+ * is rewritten in place, its CRC last: a crash between the two leaves a
+ * header a reader must take as it stands (FORMAT.md, section 3).
+ * Return: whether the header changed.
+ */
+bool crashring_set_hostname(void *mem, const char *name)
+{
+	struct crashring_region_header *h = mem;
+	char n[sizeof(h->hostname)];
+	size_t len = strnlen(name, sizeof(n) - 1);
+
+	memset(n, 0, sizeof(n));
+	memcpy(n, name, len);
+	if (!memcmp(n, h->hostname, sizeof(n)))
+		return false;
+	memcpy(h->hostname, n, sizeof(n));
+	h->header_crc = cr_crc2(h, CRASHRING_HEADER_SIZE - 4, NULL, 0);
+	return true;
+}
+
+/**
  * crashring_state_valid - whether a copy of a state block passes its CRC
  * @st: the copy (of a slot that may be damaged or another boot's)
  */

@@ -160,6 +160,7 @@ int crashring_callsite_add(struct crashring_callsites *a, const struct crashring
 			   u32 *id);
 void crashring_set_state(void *mem, u32 state, u32 reason, u64 crash_ns,
 			 u32 crash_cpu, const char *message);
+bool crashring_set_hostname(void *mem, const char *name);
 bool crashring_state_valid(const struct crashring_state_block *st);
 void *crashring_reserve(struct crashring_stream *s, u64 ts, u8 type, u32 len);
 void crashring_commit(struct crashring_stream *s);

@@ -15,7 +15,8 @@
  * last pass ended on, so an idle stream costs nothing), every held user
  * stream whole (the kernel does not see what its holder wrote: at most the
  * pool, 512 KiB with `crashring arm`'s settings), and, once per
- * generation, the whole slot with its header. What a reset without any
+ * generation, the whole slot with its header (and the header again when
+ * the host's name changes, cr_follow_hostname()). What a reset without any
  * warning can still lose is what was recorded in the last writeback_ms
  * and not yet evicted by the caches themselves. Streams that are durable
  * (persistent memory) write each step back as they go and are skipped.
@@ -29,6 +30,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
+#include <linux/utsname.h>
 #include <linux/workqueue.h>
 #include "crashring_internal.h"
 
@@ -78,6 +80,20 @@ static void cr_write_back_pass(int cur)
 	cr_passes++;
 }
 
+/*
+ * The header names the host as the kernel named it when the generation
+ * began, and a module loaded from the initramfs begins one before the
+ * system has named itself: the name is followed here. Read without
+ * uts_sem: a name caught half-written is put right on the next pass.
+ */
+static void cr_follow_hostname(int cur)
+{
+	u8 *mem = crashring.slot[cur].mem;
+
+	if (crashring_set_hostname(mem, init_utsname()->nodename))
+		arch_wb_cache_pmem(mem, CRASHRING_HEADER_SIZE);
+}
+
 static void cr_writeback_fn(struct work_struct *work)
 {
 	int cur;
@@ -89,6 +105,7 @@ static void cr_writeback_fn(struct work_struct *work)
 		mutex_unlock(&crashring.lock);
 		return;
 	}
+	cr_follow_hostname(cur);
 	if (READ_ONCE(writeback_ms))
 		cr_write_back_pass(cur);
 	mutex_unlock(&crashring.lock);

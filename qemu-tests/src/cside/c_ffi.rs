@@ -151,6 +151,7 @@ extern "C" {
         msg: *const c_char,
     );
     pub fn crashring_state_valid(st: *const c_void) -> bool;
+    pub fn crashring_set_hostname(mem: *mut c_void, name: *const c_char) -> bool;
     pub fn crashring_region_size(mem: *const c_void) -> u64;
     pub fn cr_test_sizeof_stream() -> usize;
     /// `crashring_write`, but the writer stops dead at its `stop_at`-th

@@ -139,6 +139,39 @@ mod golden {
         }
     }
 
+    /// A generation formatted before the system named itself takes the
+    /// name it is given later (the module follows it every write-back
+    /// pass): the reader finds the new name under a valid header, a
+    /// name longer than the header's 63 bytes cut, the same name again
+    /// changes nothing.
+    #[test]
+    fn the_host_name_followed_after_formatting_keeps_the_header_valid() {
+        use pstore_ring::read::{HeaderTrust, Region};
+        let specs = [pstore_ring::write::StreamSpec::cpu(0)];
+        let rc = RegionConfig {
+            page_size: 1024,
+            streams: &specs,
+            hostname: "(none)",
+            ..Default::default()
+        };
+        let mut r = CRegion::format(&rc, 16 * 1024).unwrap();
+        let host = |r: &CRegion| {
+            let region = Region::parse(r.bytes(), HeaderTrust::Checksummed).unwrap();
+            region.header.hostname.clone()
+        };
+        assert_eq!(host(&r), "(none)");
+        let set = |r: &mut CRegion, name: &str| {
+            let name = CString::new(name).unwrap();
+            unsafe { crashring_set_hostname(r.mem.as_mut_ptr().cast(), name.as_ptr()) }
+        };
+        assert!(set(&mut r, "signage-17"));
+        assert_eq!(host(&r), "signage-17");
+        assert!(!set(&mut r, "signage-17"));
+        let long = "h".repeat(70);
+        assert!(set(&mut r, &long));
+        assert_eq!(host(&r), long[..63]);
+    }
+
     /// The check the module's `previous_summary` makes of a state block
     /// holds for the block the golden scenario wrote, and fails once any
     /// byte the CRC covers, or the CRC itself, changes.
