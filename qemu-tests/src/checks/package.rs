@@ -61,7 +61,7 @@ const CONTENTS: [(&str, &[&str]); 2] = [
 /// DEB SCRIPT`): crashring's postrm undoes `crashring arm` on purge (by
 /// its mark, since the binary is gone by then) and regenerates GRUB's
 /// menu; cargo-deb put its unit handling where `#DEBHELPER#` stood.
-const SCRIPTS: [(&str, &str, &[&str]); 5] = [
+const SCRIPTS: [(&str, &str, &[&str]); 7] = [
     (
         "crashring",
         "postrm",
@@ -82,16 +82,40 @@ const SCRIPTS: [(&str, &str, &[&str]); 5] = [
         "postinst",
         &["common.postinst crashring", "mokutil --test-key"],
     ),
-    // The initramfs an armed machine boots with holds the hook's module.
+    // The initramfs an armed machine boots with holds the hook's module:
+    // built again when either package changes it, on an armed machine
+    // only.
     (
         "crashring",
-        "triggers",
-        &["activate-noawait update-initramfs"],
+        "postinst",
+        &[
+            "modules-load.d/crashring.conf",
+            "dpkg-trigger --no-await update-initramfs",
+        ],
+    ),
+    (
+        "crashring",
+        "postrm",
+        &[
+            "modules-load.d/crashring.conf",
+            "dpkg-trigger --no-await update-initramfs",
+        ],
     ),
     (
         "crashring-dkms",
-        "triggers",
-        &["activate-noawait update-initramfs"],
+        "postinst",
+        &[
+            "modules-load.d/crashring.conf",
+            "dpkg-trigger --no-await update-initramfs",
+        ],
+    ),
+    (
+        "crashring-dkms",
+        "postrm",
+        &[
+            "modules-load.d/crashring.conf",
+            "dpkg-trigger --no-await update-initramfs",
+        ],
     ),
 ];
 

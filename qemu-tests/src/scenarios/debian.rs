@@ -638,18 +638,29 @@ say "boot $n dumps $(ls /var/crash/*/dump.* 2>/dev/null | wc -l)"
 # Which came first: the bundle's summary, or kdump-tools' dump folder.
 say "boot $n written $(stat -c %Y /var/lib/crashring/*.json) $(stat -c %W /var/crash/2*)"
 say "loop done"
-{PURGE}{POWER_OFF}"#,
+{purge}{POWER_OFF}"#,
         report = boot_report(),
+        purge = purge(),
         workload = super::workload_writes()
     )
 }
 
 /// Purging both packages undoes `crashring arm` (postrm): no GRUB
 /// drop-in, modprobe or modules-load file, no part in kdump-tools'
-/// configuration, a grub.cfg that reserves nothing, no module left.
-const PURGE: &str = r#"apt-get purge -q -y crashring crashring-dkms > /root/purge.log 2>&1
-say "purge $? left $(ls /etc/crashring/armed /etc/default/grub.d/crashring.cfg /etc/modprobe.d/crashring.conf /etc/modules-load.d/crashring.conf 2>/dev/null | wc -l) grub $(grep -c 'memmap=' /boot/grub/grub.cfg) kdump $(grep -c crashring /etc/default/kdump-tools) dkms $(dkms status crashring | wc -l) modules $(find /lib/modules -name 'crashring.ko*' | wc -l)"
-"#;
+/// configuration, a grub.cfg that reserves nothing, no module left, and
+/// an initramfs built again without the module and its options (the
+/// packages' trigger on an armed machine).
+fn purge() -> String {
+    format!(
+        r#"apt-get purge -q -y crashring crashring-dkms > /root/purge.log 2>&1
+say "purge $? left $(ls /etc/crashring/armed /etc/default/grub.d/crashring.cfg /etc/modprobe.d/crashring.conf /etc/modules-load.d/crashring.conf 2>/dev/null | wc -l) grub $(grep -c 'memmap=' /boot/grub/grub.cfg) kdump $(grep -c crashring /etc/default/kdump-tools) dkms $(dkms status crashring | wc -l) modules $(find /lib/modules -name 'crashring.ko*' | wc -l) initramfs {IN_INITRAMFS}"
+"#
+    )
+}
+
+/// How many of crashring.ko and its options (/etc/modprobe.d) the running
+/// kernel's initramfs holds, as a shell expansion.
+const IN_INITRAMFS: &str = r#"$(lsinitramfs /boot/initrd.img-$(uname -r) | grep -cE '/crashring\.ko(\.[a-z]+)?$|^etc/modprobe\.d/crashring\.conf$')"#;
 
 /// Kernel messages on the console (Debian's default is `quiet`): the
 /// capture kernel inherits the command line, and what it prints is what
@@ -741,8 +752,8 @@ fn check_kdump(sh: &Shell, art: &Artifacts, installed: &Installed, log: &str) ->
         one("boot 1 kdump")
     );
     ensure!(
-        one("purge") == "0 left 0 grub 0 kdump 0 dkms 0 modules 0",
-        "apt-get purge left crashring's traces (exit, arm's files, memmap= in grub.cfg, kdump-tools' part, DKMS entries, modules): {:?}",
+        one("purge") == "0 left 0 grub 0 kdump 0 dkms 0 modules 0 initramfs 0",
+        "apt-get purge left crashring's traces (exit, arm's files, memmap= in grub.cfg, kdump-tools' part, DKMS entries, modules, the module or its options in the initramfs): {:?}",
         one("purge")
     );
     ensure!(
