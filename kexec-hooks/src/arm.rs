@@ -188,16 +188,18 @@ pub(crate) fn ours(text: &str) -> bool {
     text.lines().next() == Some(MARK)
 }
 
-/// The module's options: the range, and a pool of user streams for the
-/// programs of the crashring group (crashring-user).
-fn modprobe(p: Placement) -> String {
+/// The module's options ([`MODPROBE`]): the range, and a pool of user
+/// streams for the programs of the crashring group (crashring-user).
+pub fn modprobe(p: Placement) -> String {
     format!("{MARK}\noptions crashring region={p} user_streams={USER_STREAMS}\n")
 }
 
 /// Pool streams `arm` gives the module: 64 KiB each, 512 KiB of a slot.
 pub const USER_STREAMS: u32 = 8;
 
-fn modules_load() -> String {
+/// The list that loads the module at every boot ([`MODULES_LOAD`]), and
+/// arms the initramfs hooks.
+pub fn modules_load() -> String {
     format!("{MARK}\ncrashring\n")
 }
 

@@ -24,6 +24,7 @@ mod bert;
 pub mod crashes;
 mod debian;
 pub mod demo;
+mod dracut;
 mod drm;
 pub(crate) mod dumps;
 mod follow;
@@ -44,10 +45,11 @@ use anyhow::{bail, ensure, Context, Result};
 pub use debian::prepare as prepare_debian;
 use pstore_ring::layout::{REASON_PANIC, STATE_CRASHED};
 use pstore_ring::merge::{merge, Item};
-use pstore_ring::read::{HeaderTrust, LossKind, Problem, Region, StreamTrace, Trace};
+use pstore_ring::read::{Event, HeaderTrust, LossKind, Problem, Region, StreamTrace, Trace};
 use pstore_ring::scan::find_regions;
 use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
 pub use runner::{warm_reboot_run, WarmReboot};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use xshell::Shell;
 
@@ -168,6 +170,13 @@ pub const SCENARIOS: &[Scenario] = &[
         only_612: None,
         newest: true,
         run: ras::memory_failure_panic,
+    },
+    Scenario {
+        name: "dracut-early",
+        about: "memmap= region; Debian's dracut builds a generic initramfs for the kernel with crashring's dracut module (90crashring-early), arm's modules-load.d and modprobe.d files and the module as DKMS installs it; dracut's own init loads the module in its pre-udev hook, with arm's range; a hook after it, before udev starts, writes a marker; QEMU dumps the guest's memory, and the region in it is recording, with the marker and the boot's printk lines from before the module loaded, backfilled",
+        only_612: None,
+        newest: false,
+        run: dracut::dracut_early,
     },
     Scenario {
         name: "crash-under-load",
@@ -654,5 +663,87 @@ pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String
         r.trace.event_count(),
         r.trace.streams.len(),
         message.trim_end()
+    ))
+}
+
+/// An event's fields by name, as the region's schema names them.
+pub fn fields<'a>(region: &Region, ev: &Event<'a>) -> Result<BTreeMap<String, Value<'a>>> {
+    let t = region
+        .schema
+        .get(ev.type_id)
+        .with_context(|| format!("event type {} is not in the schema", ev.type_id))?;
+    let values = t
+        .decode(ev.payload, region.header.endian)
+        .map_err(|f| anyhow::anyhow!("a {} event does not decode at field {f}", t.name))?;
+    Ok(t.fields
+        .iter()
+        .map(|f| f.name.clone())
+        .zip(values)
+        .collect())
+}
+
+/// An unsigned field of [`fields`].
+pub fn uint(f: &BTreeMap<String, Value>, name: &str) -> Result<u64> {
+    match f.get(name) {
+        Some(Value::Unsigned(x)) => Ok(*x),
+        other => bail!("field {name} is {other:?}"),
+    }
+}
+
+/// A string field of [`fields`], as text.
+pub fn text(f: &BTreeMap<String, Value>, name: &str) -> Result<String> {
+    match f.get(name) {
+        Some(Value::Str(s) | Value::Chars(s)) => Ok(String::from_utf8_lossy(s).into_owned()),
+        other => bail!("field {name} is {other:?}"),
+    }
+}
+
+/// The boot's printk lines from before the module loaded, recorded when
+/// it did (`printk` is every printk event, `backfilled` those flagged so,
+/// each with its time): as many as the module said it recorded, from the
+/// kernel's banner on, at their own times, in time order and all before
+/// the module's line.
+pub fn check_backfill(
+    region: &Region,
+    printk: &[(u64, String)],
+    backfilled: &[(u64, String)],
+) -> Result<String> {
+    // "..., 406 earlier printk lines recorded in 5210 us".
+    const SAID: &str = " earlier printk lines recorded in ";
+    let (at, said, micros) = printk
+        .iter()
+        .find_map(|(ts, t)| {
+            let (before, after) = t.split_once(SAID)?;
+            let n = before.rsplit(' ').next()?.parse::<usize>().ok()?;
+            let us = after.strip_suffix(" us")?.parse::<u64>().ok()?;
+            Some((*ts, n, us))
+        })
+        .context(
+            "the module's recording line, with its count of earlier lines, is not in the region",
+        )?;
+    ensure!(
+        said == backfilled.len() && said > 0,
+        "the module said it recorded {said} earlier printk lines, the region holds {} flagged so",
+        backfilled.len()
+    );
+    ensure!(
+        backfilled[0].1.starts_with("Linux version "),
+        "the first backfilled line is {:?}, not the kernel's banner",
+        backfilled[0].1
+    );
+    ensure!(
+        backfilled.windows(2).all(|w| w[0].0 <= w[1].0) && backfilled.iter().all(|b| b.0 <= at),
+        "backfilled lines out of time order, or after the module's line at {at} ns"
+    );
+    // At their own times: the banner long before the region was made.
+    let created = region.header.created_ns;
+    ensure!(
+        backfilled[0].0 < created / 2,
+        "the banner is backfilled at {} ns, the region made at {created} ns: not at its own time",
+        backfilled[0].0
+    );
+    Ok(format!(
+        "the {said} printk lines of the boot before the module loaded, backfilled from the banner \
+         on, in {micros} us"
     ))
 }

@@ -5,13 +5,13 @@
 //! the kernel's hwpoison injector takes a page out of service.
 
 use super::{
-    check_region_with, host_crashring, parse_saved, ramoops, warm_reboot, warm_reboot_run,
-    workload_writes, Artifacts, CrashExpect, WarmReboot,
+    check_backfill, check_region_with, fields, host_crashring, parse_saved, ramoops, text, uint,
+    warm_reboot, warm_reboot_run, workload_writes, Artifacts, CrashExpect, WarmReboot,
 };
 use crate::env::guest::Kernel;
 use crate::env::qemu::Running;
 use anyhow::{bail, ensure, Context, Result};
-use pstore_ring::read::{Event, Region};
+use pstore_ring::read::Region;
 use pstore_ring::schema::{
     Value, EVENT_AER, EVENT_CRASH, EVENT_HW_ERROR, EVENT_MCE, EVENT_MEMORY_FAILURE, EVENT_PRINTK,
     EVENT_SUPPRESSED, HW_ERROR_ARM, HW_ERROR_EDAC, HW_ERROR_EXTLOG, HW_ERROR_NON_STANDARD,
@@ -354,36 +354,6 @@ fn check_recovered(sh: &Shell, art: &Artifacts, log: &str, panic: &str) -> Resul
     ))
 }
 
-/// An event's fields by name, as the region's schema names them.
-fn fields<'a>(region: &Region, ev: &Event<'a>) -> Result<BTreeMap<String, Value<'a>>> {
-    let t = region
-        .schema
-        .get(ev.type_id)
-        .with_context(|| format!("event type {} is not in the schema", ev.type_id))?;
-    let values = t
-        .decode(ev.payload, region.header.endian)
-        .map_err(|f| anyhow::anyhow!("a {} event does not decode at field {f}", t.name))?;
-    Ok(t.fields
-        .iter()
-        .map(|f| f.name.clone())
-        .zip(values)
-        .collect())
-}
-
-fn uint(f: &BTreeMap<String, Value>, name: &str) -> Result<u64> {
-    match f.get(name) {
-        Some(Value::Unsigned(x)) => Ok(*x),
-        other => bail!("field {name} is {other:?}"),
-    }
-}
-
-fn text(f: &BTreeMap<String, Value>, name: &str) -> Result<String> {
-    match f.get(name) {
-        Some(Value::Str(s) | Value::Chars(s)) => Ok(String::from_utf8_lossy(s).into_owned()),
-        other => bail!("field {name} is {other:?}"),
-    }
-}
-
 /// Whether `f`, an mce event's fields, holds exactly what was injected.
 fn is(f: &BTreeMap<String, Value>, origin: u8, want: &Injected) -> Result<bool> {
     Ok(is_at(f, origin, want)? && uint(f, "addr")? == want.addr)
@@ -524,8 +494,13 @@ fn check_errors(region: &Region, traced: u64) -> Result<String> {
         "the kernel said {line:?}, the event says {result_name}"
     );
     let backfill = check_backfill(region, &printk, &backfilled)?;
+    let early = logged(&EARLY);
+    ensure!(
+        backfilled.iter().any(|(_, t)| t.contains(&early)),
+        "the kernel's line about the machine check before the module loaded ({early:?}) is not backfilled"
+    );
     Ok(format!(
-        "{backfill}; the corrected and the fatal machine check as injected, the fatal one read by the \
+        "{backfill}, the machine check latched then among them; the corrected and the fatal machine check as injected, the fatal one read by the \
          panic path just before the crash record; {device}'s corrected PCIe error with the \
          status the kernel printed; pfn {pfn:#x} recorded as the kernel's printk named it \
          ({page}: {result_name}); a storm of {STORM_ERRORS} corrected memory errors through \
@@ -603,61 +578,6 @@ fn check_hw_errors(region: &Region, arm_parts: bool) -> Result<String> {
     }
     ensure!(seen.is_empty(), "hw_error events never fired: {seen:?}");
     Ok("EDAC's mc_event, non_standard_event, arm_event and extlog_mem_event each recorded with every field as fired".into())
-}
-
-/// The boot's printk lines from before the module loaded, recorded when
-/// it did (`printk` is every printk event, `backfilled` those flagged so,
-/// each with its time): as many as the module said it recorded, from the
-/// kernel's banner on, at their own times, in time order and all before
-/// the module's line.
-fn check_backfill(
-    region: &Region,
-    printk: &[(u64, String)],
-    backfilled: &[(u64, String)],
-) -> Result<String> {
-    // "..., 406 earlier printk lines recorded in 5210 us".
-    const SAID: &str = " earlier printk lines recorded in ";
-    let (at, said, micros) = printk
-        .iter()
-        .find_map(|(ts, t)| {
-            let (before, after) = t.split_once(SAID)?;
-            let n = before.rsplit(' ').next()?.parse::<usize>().ok()?;
-            let us = after.strip_suffix(" us")?.parse::<u64>().ok()?;
-            Some((*ts, n, us))
-        })
-        .context(
-            "the module's recording line, with its count of earlier lines, is not in the region",
-        )?;
-    ensure!(
-        said == backfilled.len() && said > 0,
-        "the module said it recorded {said} earlier printk lines, the region holds {} flagged so",
-        backfilled.len()
-    );
-    ensure!(
-        backfilled[0].1.starts_with("Linux version "),
-        "the first backfilled line is {:?}, not the kernel's banner",
-        backfilled[0].1
-    );
-    ensure!(
-        backfilled.windows(2).all(|w| w[0].0 <= w[1].0) && backfilled.iter().all(|b| b.0 <= at),
-        "backfilled lines out of time order, or after the module's line at {at} ns"
-    );
-    let early = logged(&EARLY);
-    ensure!(
-        backfilled.iter().any(|(_, t)| t.contains(&early)),
-        "the kernel's line about the machine check before the module loaded ({early:?}) is not backfilled"
-    );
-    // At their own times: the banner long before the region was made.
-    let created = region.header.created_ns;
-    ensure!(
-        backfilled[0].0 < created / 2,
-        "the banner is backfilled at {} ns, the region made at {created} ns: not at its own time",
-        backfilled[0].0
-    );
-    Ok(format!(
-        "the {said} printk lines of the boot before the module loaded, backfilled from the banner \
-         on, in {micros} us, the machine check latched then among them"
-    ))
 }
 
 /// The host's text output names the PCIe error and the fatal machine
