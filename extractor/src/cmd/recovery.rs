@@ -259,6 +259,10 @@ fn say_done(socket: &Path, g: &Generation, outcome: &Outcome) {
                 g.hardware_error.as_deref().unwrap_or_default(),
             ),
             (
+                "CRASHRING_SIGNATURE",
+                g.signature.as_ref().map_or("", |s| s.id.as_str()),
+            ),
+            (
                 "CRASHRING_FIRMWARE_ERROR",
                 g.firmware_error.as_deref().unwrap_or_default(),
             ),

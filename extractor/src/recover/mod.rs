@@ -8,6 +8,7 @@
 mod decode;
 mod key;
 pub mod report;
+pub mod signature;
 
 pub use decode::decode;
 pub use key::RegionKey;

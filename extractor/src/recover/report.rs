@@ -4,6 +4,7 @@
 //! have the same names in both. extractor/SCHEMAS.md documents the
 //! fields.
 
+use super::signature::{self, Signature};
 use crate::input::Dump;
 use crate::output::{RegionView, StreamView};
 use pstore_ring::layout::STATE_CLEAN;
@@ -64,6 +65,10 @@ pub struct RegionReport {
     /// otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown: Option<ShutdownReport>,
+    /// The crash's (or the reasoned shutdown's) signature, which crashes
+    /// of one cause share ([`super::signature`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
     /// Whether anything beyond what a flight recorder loses by design was
     /// lost ([`crate::recover::Recovered::damaged`]).
     pub damaged: bool,
@@ -269,6 +274,7 @@ impl RegionReport {
             state: r.state.as_ref().map_or("unreadable", |s| s.state_name()),
             crash,
             shutdown,
+            signature: signature::of(r, t),
             damaged,
             diagnostics: t.diagnostics.iter().map(ToString::to_string).collect(),
             holes: holes.iter().map(ToString::to_string).collect(),

@@ -9,6 +9,7 @@ use super::{Outcome, RecoveryError};
 use crate::bundle::{self, redact::Rules, AddLog, Source};
 use crate::kmem::symbols::SymbolMap;
 use crate::phys::PhysAddr;
+use crate::recover::signature::{self, Signature};
 use crate::recover::{self, InputSpec};
 use kexec_hooks::config::{Clean, Recover};
 use kexec_hooks::retention;
@@ -34,6 +35,8 @@ pub struct Generation {
     /// The hardware error that brought the kernel down, in words
     /// ([`pstore_ring::ras::fatal_hardware_error`]).
     pub hardware_error: Option<String>,
+    /// What crashes of one cause share ([`crate::recover::signature`]).
+    pub signature: Option<Signature>,
     /// What the next boot's firmware and kernel said of the reset
     /// ([`super::next_boot::Previous`]): only for the generation that
     /// boot followed.
@@ -325,6 +328,7 @@ pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
         reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
         message: state.map(|s| s.message.clone()).unwrap_or_default(),
         hardware_error: pstore_ring::ras::fatal_hardware_error(&r.region, &r.trace),
+        signature: signature::of(&r.region, &r.trace),
         firmware_error: None,
         reset_reason: None,
     }
@@ -379,6 +383,7 @@ mod tests {
             reason: "panic".into(),
             message: String::new(),
             hardware_error: None,
+            signature: None,
             firmware_error: None,
             reset_reason: None,
         }
@@ -449,5 +454,35 @@ mod tests {
             "[0x00080800]: software wrote 0x6"
         );
         assert_eq!(read("plain").get("firmware_error"), None);
+    }
+
+    /// The summary carries the signature and what it was made of.
+    #[test]
+    fn the_summary_carries_the_signature_and_its_basis() {
+        let dir = tempfile::tempdir().unwrap();
+        let counts = Counts {
+            size: 1,
+            events: 1,
+            lost: 0,
+            archived: 1,
+        };
+        let g = Generation {
+            signature: Some(Signature {
+                id: "0123456789abcdef".into(),
+                basis: vec!["reason: panic".into(), "message: x".into()],
+            }),
+            ..generation()
+        };
+        write_summary(dir.path(), "signed", &g, &counts, None).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("signed.json")).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["signature"], "0123456789abcdef");
+        assert_eq!(
+            json["signature_basis"],
+            serde_json::json!(["reason: panic", "message: x"])
+        );
+        write_summary(dir.path(), "plain", &generation(), &counts, None).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("plain.json")).unwrap();
+        assert!(!text.contains("signature"), "{text}");
     }
 }

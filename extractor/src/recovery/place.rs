@@ -121,6 +121,10 @@ pub(super) fn write_summary(
             o.insert(key.into(), v.as_str().into());
         }
     }
+    if let (Some(s), Some(o)) = (&g.signature, json.as_object_mut()) {
+        o.insert("signature".into(), s.id.as_str().into());
+        o.insert("signature_basis".into(), s.basis.clone().into());
+    }
     if let (Some(r), Some(o)) = (request, json.as_object_mut()) {
         o.insert(
             "request".into(),

@@ -150,6 +150,7 @@ fi
 if [ $n -eq {rebooted} ]; then
 {then}{reboot}fi
 journalctl -q -o cat MESSAGE_ID={recovered} | while read -r line; do say "all boots message $line"; done
+journalctl -q -o cat --output-fields=CRASHRING_SIGNATURE MESSAGE_ID={recovered} | while read -r line; do say "all boots signature $line"; done
 say "loop done"
 {POWER_OFF}"#,
         report = boot_report(),
@@ -494,8 +495,30 @@ fn check_loop(
         "the journal holds {} recovery messages over all boots, not one per crash and one for the reboot saying {reboot_said:?}: {messages:?}",
         messages.len()
     );
+    let signature = check_signatures(log)?;
     Ok(format!(
-        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); then a unit's watchdog fired and systemd rebooted the box with RebootArgument={REBOOT_REASON:?}: bundled as a crash is, its summary, journal message and CTF's shutdown event saying why; {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers from every CPU and the crashring group member's, check-bundle passes; the crash's bundle holds the panic's {efi_records} EFI pstore records as the next boot showed them, read by the sandboxed service before systemd-pstore archived them (as it did after every crash); one journal message per bundle; recording on every boot, each counting on from the last one's generation; /dev/crashring 660 root:crashring, a user outside the group refused"
+        "{CRASHES} crashes under a writer per CPU, each recovered by crashring-recover.service on the next boot (run time, ended at, in ms of uptime: {recovery_ms:?}); then a unit's watchdog fired and systemd rebooted the box with RebootArgument={REBOOT_REASON:?}: bundled as a crash is, its summary, journal message and CTF's shutdown event saying why; {MAX_BUNDLES} bundles kept ({sizes:?} bytes), each boot's own markers from every CPU and the crashring group member's, check-bundle passes; the crash's bundle holds the panic's {efi_records} EFI pstore records as the next boot showed them, read by the sandboxed service before systemd-pstore archived them (as it did after every crash); one journal message per bundle; {signature}; recording on every boot, each counting on from the last one's generation; /dev/crashring 660 root:crashring, a user outside the group refused"
+    ))
+}
+
+/// The crashes of one cause (sysrq under load) share one signature in
+/// their journal messages; the watchdog's reboot has its own.
+fn check_signatures(log: &str) -> Result<String> {
+    let signatures = said(log, "all boots signature");
+    let well_formed = |s: &&str| s.len() == 16 && s.chars().all(|c| c.is_ascii_hexdigit());
+    ensure!(
+        signatures.len() == BOOTS as usize - 1 && signatures.iter().all(well_formed),
+        "the journal's recovery messages carry the signatures {signatures:?}, not one each"
+    );
+    let (crashes, reboot) = signatures.split_at(CRASHES as usize);
+    ensure!(
+        crashes.iter().all(|s| *s == crashes[0]) && reboot[0] != crashes[0],
+        "the {CRASHES} crashes of one cause have the signatures {crashes:?} and the watchdog's reboot {:?}: not one for the crashes and another for the reboot",
+        reboot[0]
+    );
+    Ok(format!(
+        "the {CRASHES} crashes' journal messages share signature {}, the reboot's is {}",
+        crashes[0], reboot[0]
     ))
 }
 

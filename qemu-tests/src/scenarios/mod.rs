@@ -425,12 +425,19 @@ pub struct CrashExpect<'a> {
     pub messages: &'a [&'a str],
     /// A marker the cause logged just before it brought the kernel down.
     pub cause: Option<&'a str>,
+    /// The starts of lines the crash's signature must be made of
+    /// (`extractor::recover::signature`), besides its reason and message.
+    pub signature: &'a [&'a str],
 }
 
 /// A sysrq-triggered crash (`echo c > /proc/sysrq-trigger`).
 pub const SYSRQ: CrashExpect<'static> = CrashExpect {
     messages: &["sysrq triggered crash"],
     cause: None,
+    signature: &[
+        "title: sysrq: Trigger a crash",
+        "calls: sysrq_handle_crash < __handle_sysrq < write_sysrq_trigger",
+    ],
 };
 
 /// The region in what the guest saved.
@@ -658,12 +665,35 @@ pub fn check_region_with(region: &Region, expect: &CrashExpect) -> Result<String
             r.seq.causes
         );
     }
+    let signature = check_signature(region, &message, expect.signature)?;
     Ok(format!(
-        "{} events over {} streams, {WORKLOAD_EVENTS} markers and {WORKLOAD_EVENTS} printk lines in order, none lost, crash marker last: {:?}",
+        "{} events over {} streams, {WORKLOAD_EVENTS} markers and {WORKLOAD_EVENTS} printk lines in order, none lost, crash marker last: {:?}; {signature}",
         r.trace.event_count(),
         r.trace.streams.len(),
         message.trim_end()
     ))
+}
+
+/// The crash's signature is made of its reason, its whole `message` and
+/// lines starting with each of `lines`. Says it and its lines.
+fn check_signature(region: &Region, message: &str, lines: &[&str]) -> Result<String> {
+    use extractor::recover::signature;
+    let s = signature::of(region, &region.decode_paged())
+        .context("the crashed generation has no signature")?;
+    let reason = format!("message: {}", signature::normalize(message));
+    ensure!(
+        s.basis.get(1) == Some(&reason),
+        "the signature's basis {:?} does not have {reason:?} second",
+        s.basis
+    );
+    for line in lines {
+        ensure!(
+            s.basis.iter().any(|b| b.starts_with(line)),
+            "the signature's basis {:?} has no line starting {line:?}",
+            s.basis
+        );
+    }
+    Ok(format!("signature {} of {:?}", s.id, &s.basis[1..]))
 }
 
 /// An event's fields by name, as the region's schema names them.

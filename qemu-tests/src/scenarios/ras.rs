@@ -305,6 +305,7 @@ pub fn machine_check(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> 
         let expect = CrashExpect {
             messages: &["machine check"],
             cause: None,
+            signature: &["hardware: machine check, bank "],
         };
         let workload = check_region_with(&region, &expect)?;
         let errors = check_errors(&region, traced)?;
@@ -673,6 +674,7 @@ pub fn memory_failure_panic(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<S
         let expect = CrashExpect {
             messages: &[&message],
             cause: None,
+            signature: &["hardware: memory failure, pfn 0x?, fatal"],
         };
         let workload = check_region_with(&region, &expect)?;
         let trace = region.decode();
