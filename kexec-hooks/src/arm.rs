@@ -188,8 +188,7 @@ pub(crate) fn ours(text: &str) -> bool {
     text.lines().next() == Some(MARK)
 }
 
-/// The module's options ([`MODPROBE`]): the range, and a pool of user
-/// streams for the programs of the crashring group (crashring-user).
+/// The module's options ([`MODPROBE`]): the range, and the crashring group's user streams.
 pub fn modprobe(p: Placement) -> String {
     format!("{MARK}\noptions crashring region={p} user_streams={USER_STREAMS}\n")
 }
@@ -197,8 +196,7 @@ pub fn modprobe(p: Placement) -> String {
 /// Pool streams `arm` gives the module: 64 KiB each, 512 KiB of a slot.
 pub const USER_STREAMS: u32 = 8;
 
-/// The list that loads the module at every boot ([`MODULES_LOAD`]), and
-/// arms the initramfs hooks.
+/// The list that loads the module at every boot and arms the initramfs hooks ([`MODULES_LOAD`]).
 pub fn modules_load() -> String {
     format!("{MARK}\ncrashring\n")
 }
