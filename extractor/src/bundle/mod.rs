@@ -10,6 +10,9 @@
 //!   dmesg.txt              the printk lines, as dmesg prints them
 //!   kernel/ctf/            CTF 1.8 (region-N/ctf/ when there are several)
 //!   kernel/trace.dat       trace-cmd v6
+//!   kernel/events.jsonl    the same events as `extract --format jsonl`
+//!                          writes them, for `crashring export` and any
+//!                          JSON reader
 //!   perfetto/crash.tar.gz  kernel.pftrace only: Perfetto refuses an
 //!                          archive holding a file it cannot parse, so the
 //!                          text files stay out; added logs are tracks in it
@@ -44,6 +47,7 @@ pub use add_log::{AddLog, LogSource, KERNEL_PRINTK};
 pub use check::{check, CheckError, Checked};
 
 use crate::discover::Hole;
+use crate::output::jsonl::Jsonl;
 use crate::output::perfetto::Perfetto;
 use crate::output::select::Selection;
 use crate::output::{write_items, ItemFormat, NewFile, Overlay, RegionView};
@@ -101,6 +105,7 @@ pub enum FileKind {
     CtfMetadata,
     CtfStream,
     TraceDat,
+    Events,
     PerfettoArchive,
     Log,
     KernelPrintk,
@@ -128,6 +133,7 @@ impl FileKind {
             | FileKind::NextBootKernel
             | FileKind::Firmware => "text/plain",
             FileKind::CtfStream | FileKind::TraceDat => "application/octet-stream",
+            FileKind::Events => "application/jsonl",
             FileKind::PerfettoArchive => "application/gzip",
         }
     }
@@ -140,6 +146,7 @@ impl FileKind {
             FileKind::CtfMetadata => "CTF 1.8 metadata (TSDL)",
             FileKind::CtfStream => "CTF 1.8 data stream",
             FileKind::TraceDat => "trace-cmd trace.dat v6",
+            FileKind::Events => "crashring jsonl 1",
             FileKind::PerfettoArchive => "tar.gz of Perfetto protobuf traces",
             FileKind::Log => "as added",
             FileKind::KernelPrintk => "dmesg text",
@@ -180,6 +187,7 @@ struct Part<'p, 'b> {
     clamped: u64,
     ctf_dir: PathBuf,
     tracedat: PathBuf,
+    events: PathBuf,
 }
 
 impl<'b> Part<'_, 'b> {
@@ -276,6 +284,7 @@ pub fn write(
                 clamped: 0,
                 ctf_dir: base.join("ctf"),
                 tracedat: base.join("trace.dat"),
+                events: base.join(EVENTS),
             }
         })
         .collect();
@@ -409,14 +418,54 @@ fn write_dmesg(
     Ok((dmesg.into(), FileKind::Dmesg))
 }
 
-/// A region's CTF trace and trace.dat, side by side; with the events
-/// the trace formats moved forward in time.
+/// A region's events as JSON lines, in each region's directory.
+pub const EVENTS: &str = "events.jsonl";
+
+/// A region's CTF trace, trace.dat and JSON lines, side by side; with the
+/// events the trace formats moved forward in time.
 fn write_traces(
     staging: &archive::Staging,
     p: &Part,
     source: &Source,
 ) -> Result<(Vec<(PathBuf, FileKind)>, u64), BundleError> {
-    let (ctf, tracedat) = rayon::join(
+    let ((ctf, tracedat), events) = rayon::join(
+        || write_ctf_and_tracedat(staging, p, source),
+        || {
+            write_file(staging, &p.events, |w| {
+                write_items(w, &p.view(), &Selection::default(), &Jsonl)
+            })
+        },
+    );
+    let ctf = ctf?;
+    tracedat?;
+    events?;
+    let mut files: Vec<(PathBuf, FileKind)> = ctf
+        .files
+        .iter()
+        .map(|f| {
+            let kind = if f.as_path() == Path::new("metadata") {
+                FileKind::CtfMetadata
+            } else {
+                FileKind::CtfStream
+            };
+            (p.ctf_dir.join(f), kind)
+        })
+        .collect();
+    files.push((p.tracedat.clone(), FileKind::TraceDat));
+    files.push((p.events.clone(), FileKind::Events));
+    Ok((files, ctf.clamped))
+}
+
+/// A region's CTF trace and trace.dat, each on its own core.
+fn write_ctf_and_tracedat(
+    staging: &archive::Staging,
+    p: &Part,
+    source: &Source,
+) -> (
+    Result<crate::output::Written, BundleError>,
+    Result<(), BundleError>,
+) {
+    rayon::join(
         || {
             let dir = staging
                 .make_dirs(&p.ctf_dir)
@@ -439,23 +488,7 @@ fn write_traces(
                 .and_then(|_| w.flush())
                 .what(|| format!("writing {}", p.tracedat.display()))
         },
-    );
-    let ctf = ctf?;
-    tracedat?;
-    let mut files: Vec<(PathBuf, FileKind)> = ctf
-        .files
-        .iter()
-        .map(|f| {
-            let kind = if f.as_path() == Path::new("metadata") {
-                FileKind::CtfMetadata
-            } else {
-                FileKind::CtfStream
-            };
-            (p.ctf_dir.join(f), kind)
-        })
-        .collect();
-    files.push((p.tracedat.clone(), FileKind::TraceDat));
-    Ok((files, ctf.clamped))
+    )
 }
 
 /// Where a log is in the bundle.

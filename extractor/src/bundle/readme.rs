@@ -37,6 +37,11 @@ fn how_to_open(kind: FileKind) -> &'static str {
             "trace-cmd trace.dat (version 6), the same events: `trace-cmd report -i\n    \
              FILE`, or open it in KernelShark. Lost events show as [N EVENTS DROPPED]."
         }
+        FileKind::Events => {
+            "The same events as JSON lines, one object per event or loss, as\n    \
+             `crashring extract --format jsonl` writes them (extractor/SCHEMAS.md):\n    \
+             for jq, DuckDB's read_json, or `crashring export`."
+        }
         FileKind::PerfettoArchive => {
             "Perfetto trace archive: open https://ui.perfetto.dev and drop this file\n    \
              on it (it holds kernel.pftrace: per-CPU kernel events, context switches\n    \
