@@ -107,12 +107,17 @@ pub enum Target {
     /// written as `logs/firmware-BERT.txt` writes it. The seed is a fatal
     /// memory error beside a corrected one the kernel cleared.
     Bert,
+    /// A bundle's `MANIFEST.json`, a NUL byte, then its `events.jsonl`,
+    /// made into rows as `crashring export --parquet` makes them: the
+    /// crashes rows of the manifest's regions, then an events row of each
+    /// line. The seed is a bundle's two files.
+    Export,
 }
 
 impl Target {
     /// Every target with its `fuzz_targets/` name, which is also its folder
     /// under `regressions/`.
-    pub const ALL: [(&'static str, Target); 14] = [
+    pub const ALL: [(&'static str, Target); 15] = [
         ("open_dump", Target::Open),
         ("elf", Target::Elf),
         ("kdump", Target::Kdump),
@@ -127,6 +132,7 @@ impl Target {
         ("ftrace_formats", Target::FtraceFormats),
         ("symbol_map", Target::SymbolMap),
         ("bert", Target::Bert),
+        ("export", Target::Export),
     ];
 }
 
@@ -238,7 +244,8 @@ fn seeds(target: Target) -> &'static [Vec<u8>] {
         | Target::Request
         | Target::FtraceFormats
         | Target::SymbolMap
-        | Target::Bert => &[],
+        | Target::Bert
+        | Target::Export => &[],
     }
 }
 
@@ -267,6 +274,7 @@ pub fn run(target: Target, data: &[u8]) -> String {
         Target::FtraceFormats => return ftrace_formats(data),
         Target::SymbolMap => return symbol_map(data),
         Target::Bert => return bert::text(data),
+        Target::Export => return export_rows(data),
         _ => {}
     }
     let Some(file) = file_of(target, data) else {
@@ -558,6 +566,53 @@ fn logs(data: &[u8]) -> String {
 
 /// The longest line printk keeps, the limit the formatter is given.
 const LINE_MAX: usize = pstore_ring::read::PRINTK_LINE_MAX;
+
+fn export_rows(data: &[u8]) -> String {
+    use extractor::export::rows::{crashes, Event};
+    let (manifest, lines) = match data.iter().position(|&b| b == 0) {
+        Some(at) => (&data[..at], &data[at + 1..]),
+        None => (data, &[][..]),
+    };
+    let manifest: serde_json::Value = match serde_json::from_slice(manifest) {
+        Ok(m) => m,
+        Err(e) => return format!("MANIFEST.json is not JSON: {e}"),
+    };
+    let (rows, created) = match crashes(&manifest) {
+        Ok(r) => r,
+        Err(missing) => return format!("MANIFEST.json lacks {missing}"),
+    };
+    let mut out = format!(
+        "{} crashes rows, filed under {}",
+        rows.len(),
+        rows[0].day(created)
+    );
+    for r in &rows {
+        let cells = r.cells("bundle", "tool");
+        let _ = write!(out, "\n{:?} {:?} {:?}", cells[2], cells[7], cells[13]);
+    }
+    let (mut events, mut left_out) = (0, 0);
+    for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let parsed = std::str::from_utf8(line)
+            .map_err(|e| e.to_string())
+            .and_then(Event::parse);
+        match parsed {
+            Ok(e) => {
+                let cells = e.cells("bundle", &rows[0]);
+                if events == 0 {
+                    let _ = write!(
+                        out,
+                        "\nfirst event: {:?} {:?} {:?} {:?}",
+                        cells[9], cells[11], cells[13], cells[14]
+                    );
+                }
+                events += 1;
+            }
+            Err(_) => left_out += 1,
+        }
+    }
+    let _ = write!(out, "\n{events} events rows, {left_out} lines left out");
+    out
+}
 
 fn request(data: &[u8]) -> String {
     use crashring_request::{Reply, Request};

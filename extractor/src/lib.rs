@@ -16,6 +16,7 @@
 //!   per file behind one seam.
 //! - [`bundle`]: `crashring bundle`, a bug-report archive of several
 //!   outputs, after redaction, with user logs on the trace's timeline.
+//! - [`export`]: `crashring export`, many bundles as one Parquet dataset.
 //! - [`recovery`]: the unattended product's `crashring recover`: every
 //!   generation the module keeps, bundled, checked, put in place and only
 //!   then acknowledged, one run at a time.
@@ -24,6 +25,7 @@
 
 pub mod bundle;
 pub mod discover;
+pub mod export;
 pub mod follow;
 pub mod foreign;
 pub mod input;

@@ -64,6 +64,15 @@ EXAMPLES:
       --redact printk=input: --redact drm_flip.connector
   tar -xzf crash.tar.gz && cd crash-*/ && sha256sum -c <(jq -r '.files[] | \"\\(.sha256)  \\(.path)\"' MANIFEST.json)";
 
+const EXPORT_HELP: &str = "\
+EXAMPLES:
+  crashring export --parquet fleet/ /srv/bundles/
+  duckdb -c \"SELECT signature, kernel_release, count(*) FROM
+      read_parquet('fleet/crashes-v1/*/*.parquet', hive_partitioning = true)
+      GROUP BY ALL ORDER BY 3 DESC\"
+
+extractor/SCHEMAS.md documents both tables.";
+
 #[derive(Parser)]
 #[command(
     name = "crashring",
@@ -127,6 +136,14 @@ enum Cmd {
     /// addresses are hashed unless --raw-pointers.
     #[command(after_help = BUNDLE_HELP)]
     Bundle(BundleArgs),
+    /// Export bundles as one dataset for analytics engines: a Parquet
+    /// crashes table (a row per crash: host, boot, kernel, time, reason,
+    /// signature, counts) and events table (a row per event or loss),
+    /// for DuckDB, Spark, Trino, ClickHouse or BigQuery. Each bundle is
+    /// checked first; one that is not intact is named and left out. Exit
+    /// 0 all exported, 1 some left out.
+    #[command(after_help = EXPORT_HELP)]
+    Export(cmd::export::ExportArgs),
     /// Bundle the recorder as it runs, without a crash: the generation
     /// being recorded, read from /dev/crashring-current (root only) without
     /// stopping its writers, as `bundle` would, its manifest saying it is a
@@ -236,6 +253,7 @@ fn main() -> ExitCode {
             ramoops,
         } => cmd::info::run(&input, json, pages, ramoops.as_ref()),
         Cmd::Bundle(args) => cmd::bundle::run(args),
+        Cmd::Export(args) => cmd::export::run(args),
         Cmd::Snapshot(args) => cmd::snapshot::run(args),
         Cmd::Follow(args) => cmd::follow::run(args),
         Cmd::Report(args) => cmd::report::run(args),

@@ -118,6 +118,27 @@ fn findings(target: &str) -> &'static [Finding] {
                 says: &["0x0: Linux 6.15+ (with test counts) layout", "[1] 1075741824 print: cpu1 marker 4"],
             },
         ],
+        // Seed: a bundle's manifest and JSON lines. Then hostile lines:
+        // a time past i64 and a level past i32 (kept, clamped and
+        // dropped), a loss without a count, bytes that are no UTF-8, a
+        // stream past u16.
+        "export" => &[
+            Finding {
+                name: "seed-rich-bundle",
+                says: &[
+                    "1 crashes rows, filed under 2026-11-18",
+                    "Str(\"signage-7\") Str(\"panic\") Str(\"b9ec26de920d7bf6\")",
+                    "189 events rows, 0 lines left out",
+                ],
+            },
+            Finding {
+                name: "hostile-lines",
+                says: &[
+                    "first event: I64(9223372036854775807) Str(\"x\") Null Str(\"t\")",
+                    "1 events rows, 4 lines left out",
+                ],
+            },
+        ],
         // A raw file smaller than any region.
         "open_dump" => &[Finding {
             name: "raw-short",

@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod check_bundle;
 pub mod debug;
 pub mod dmesg;
+pub mod export;
 pub mod extract;
 pub mod follow;
 pub mod ftrace;

@@ -214,6 +214,43 @@ pub fn utc(ns: i128) -> String {
     )
 }
 
+/// The nanoseconds since the Unix epoch that [`utc`] wrote as `text`;
+/// `None` for any other text.
+pub fn parse_utc(text: &str) -> Option<i128> {
+    let b = text.as_bytes();
+    let shape = b"dddd-dd-ddTdd:dd:dd.dddddddddZ";
+    let fits = b.len() == shape.len()
+        && b.iter().zip(shape).all(|(&c, &s)| match s {
+            b'd' => c.is_ascii_digit(),
+            _ => c == s,
+        });
+    if !fits {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| text[r].parse::<i128>().ok();
+    let (year, month, day) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (hour, minute, second, nanos) = (n(11..13)?, n(14..16)?, n(17..19)?, n(20..29)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    // Days since 1970-01-01 from the civil date, the inverse of utc()'s.
+    let y = year - i128::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let ns = ((days * 86_400 + hour * 3600 + minute * 60 + second) * 1_000_000_000) + nanos;
+    // A day past the month's end (02-30) is refused, not carried over.
+    (utc(ns) == text).then_some(ns)
+}
+
 impl RegionReport {
     /// Describes `view`, whose wall clock is `wall` (a bundle's redacted
     /// trace keeps the unredacted trace's) and whose dump lacks `holes`.
@@ -314,7 +351,7 @@ impl StreamReport {
 
 #[cfg(test)]
 mod tests {
-    use super::utc;
+    use super::{parse_utc, utc};
 
     #[test]
     fn utc_matches_known_dates() {
@@ -328,5 +365,28 @@ mod tests {
             "2026-11-22T12:34:56.500000000Z"
         );
         assert_eq!(utc(-1), "1969-12-31T23:59:59.999999999Z");
+    }
+
+    #[test]
+    fn parse_utc_reads_back_what_utc_wrote() {
+        for ns in [
+            0,
+            -1,
+            951_782_400_000_000_001,
+            1_795_350_896_500_000_000,
+            4_102_444_799_999_999_999,
+        ] {
+            assert_eq!(parse_utc(&utc(ns)), Some(ns), "{}", utc(ns));
+        }
+        for bad in [
+            "",
+            "2026-02-30T00:00:00.000000000Z",
+            "2026-11-22T24:00:00.000000000Z",
+            "2026-11-22 12:34:56.500000000Z",
+            "2026-11-22T12:34:56Z",
+            "+026-11-22T12:34:56.500000000Z",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad}");
+        }
     }
 }

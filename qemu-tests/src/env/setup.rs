@@ -7,7 +7,7 @@
 //! level is hard-coded to vanish from the mirrors.
 
 use super::{is_plain_flavour, version_key, NEWEST_ROOT};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use std::path::Path;
 use xshell::{cmd, Shell};
 
@@ -176,6 +176,7 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
     }
     install_checkpatch(sh, &k)?;
     install_perfetto_descriptor(sh)?;
+    install_duckdb(sh)?;
     install_newest_kernel(sh)?;
     say("everything is installed");
     Ok(k)
@@ -332,6 +333,45 @@ fn install_perfetto_descriptor(sh: &Shell) -> Result<()> {
     cmd!(sh, "{python} -c {script} {partial}").run()?;
     std::fs::rename(&partial, PERFETTO_DESCRIPTOR)?;
     say(&format!("wrote {PERFETTO_DESCRIPTOR}"));
+    Ok(())
+}
+
+/// A Python with DuckDB, which asks the Parquet dataset `crashring
+/// export` writes what a fleet's engineer would (extractor/tests/export.rs
+/// runs it from here). Debian has no DuckDB package.
+pub const DUCKDB_PYTHON: &str = "/usr/local/share/crashring/duckdb/venv/bin/python";
+const DUCKDB_PIP: &str = "duckdb==2.0.0";
+
+fn install_duckdb(sh: &Shell) -> Result<()> {
+    // A venv an interrupted setup left without DuckDB is made again.
+    let has_duckdb = || {
+        Path::new(DUCKDB_PYTHON).exists()
+            && cmd!(sh, "{DUCKDB_PYTHON} -c 'import duckdb'")
+                .quiet()
+                .ignore_stderr()
+                .run()
+                .is_ok()
+    };
+    if has_duckdb() {
+        return Ok(());
+    }
+    // DUCKDB_PYTHON is VENV/bin/python.
+    let venv = Path::new(DUCKDB_PYTHON)
+        .ancestors()
+        .nth(2)
+        .context("DuckDB's venv")?;
+    say(&format!(
+        "installing {DUCKDB_PIP} from PyPI into {} for the export tests",
+        venv.display()
+    ));
+    let _ = std::fs::remove_dir_all(venv);
+    cmd!(sh, "/usr/bin/python3 -m venv {venv}").run()?;
+    let pip = venv.join("bin/pip");
+    cmd!(sh, "{pip} install -q {DUCKDB_PIP}").run()?;
+    ensure!(
+        has_duckdb(),
+        "{DUCKDB_PYTHON} cannot import duckdb after pip installed it"
+    );
     Ok(())
 }
 
