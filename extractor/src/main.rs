@@ -66,12 +66,13 @@ EXAMPLES:
 
 const EXPORT_HELP: &str = "\
 EXAMPLES:
+  crashring export --sentry-envelope out/ crash.tar.gz && sentry-cli send-envelope out/*.envelope
   crashring export --parquet fleet/ /srv/bundles/
   duckdb -c \"SELECT signature, kernel_release, count(*) FROM
       read_parquet('fleet/crashes-v1/*/*.parquet', hive_partitioning = true)
       GROUP BY ALL ORDER BY 3 DESC\"
 
-extractor/SCHEMAS.md documents both tables.";
+extractor/SCHEMAS.md documents both tables and the envelopes.";
 
 #[derive(Parser)]
 #[command(
@@ -136,12 +137,12 @@ enum Cmd {
     /// addresses are hashed unless --raw-pointers.
     #[command(after_help = BUNDLE_HELP)]
     Bundle(BundleArgs),
-    /// Export bundles as one dataset for analytics engines: a Parquet
-    /// crashes table (a row per crash: host, boot, kernel, time, reason,
-    /// signature, counts) and events table (a row per event or loss),
-    /// for DuckDB, Spark, Trino, ClickHouse or BigQuery. Each bundle is
-    /// checked first; one that is not intact is named and left out. Exit
-    /// 0 all exported, 1 some left out.
+    /// Export bundles for a fleet's tools: one Parquet dataset for
+    /// DuckDB, Spark, Trino, ClickHouse or BigQuery (a crashes table, a
+    /// row per crash: host, boot, kernel, time, reason, signature, counts;
+    /// an events table, a row per event or loss), or a Sentry envelope
+    /// per bundle. Each bundle is checked first; one that is not intact is
+    /// named and left out. Exit 0 all exported, 1 some left out.
     #[command(after_help = EXPORT_HELP)]
     Export(cmd::export::ExportArgs),
     /// Bundle the recorder as it runs, without a crash: the generation

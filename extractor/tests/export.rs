@@ -1,9 +1,10 @@
-//! `crashring export --parquet` against a fleet: 1 000 bundles of 20
-//! crash causes over 200 hosts, written by the project's own writer and
-//! bundled by the real binary, exported, and asked with DuckDB (the
-//! Python package `cargo xtask setup` installs) what a fleet's engineer
-//! asks; and bundles that are damaged, hostile or older, exported beside
-//! intact ones.
+//! `crashring export` against a fleet: 1 000 bundles of 20 crash causes
+//! over 200 hosts, written by the project's own writer and bundled by the
+//! real binary, exported as Parquet and asked with DuckDB what a fleet's
+//! engineer asks; bundles that are damaged, hostile or older, exported
+//! beside intact ones; and Sentry envelopes, parsed by Sentry's SDK and
+//! their events normalized by Relay (the Python packages `cargo xtask
+//! setup` installs).
 
 mod common;
 
@@ -17,9 +18,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where `cargo xtask setup` installs DuckDB's Python package
-/// (qemu-tests/src/env/setup.rs, `DUCKDB_PYTHON`).
-const DUCKDB_PYTHON: &str = "/usr/local/share/crashring/duckdb/venv/bin/python";
+/// Where `cargo xtask setup` installs DuckDB, Sentry's SDK and Relay
+/// (qemu-tests/src/env/setup.rs, `EXPORT_READERS_PYTHON`).
+const READERS_PYTHON: &str = "/usr/local/share/crashring/export-readers/venv/bin/python";
 
 const BUNDLES: u64 = 1000;
 const HOSTS: u64 = 200;
@@ -214,23 +215,23 @@ fn bundle_all(fleet: &[Crash], dir: &Path) {
     });
 }
 
-/// DuckDB's answer to `sql` (each row as a JSON array), or `None`
-/// without DuckDB (which fails the test where readers are required).
-fn duckdb(sql: &str) -> Option<Vec<serde_json::Value>> {
-    if !Path::new(DUCKDB_PYTHON).exists() {
-        skip_without(DUCKDB_PYTHON);
+/// What the readers' Python prints (JSON lines) running `script` with
+/// `args`, or `None` without it (which fails the test where readers are
+/// required).
+fn python(script: &str, args: &[&str]) -> Option<Vec<serde_json::Value>> {
+    if !Path::new(READERS_PYTHON).exists() {
+        skip_without(READERS_PYTHON);
         return None;
     }
-    let script = "import sys, json, duckdb\n\
-        for row in duckdb.sql(sys.argv[1]).fetchall():\n    \
-        print(json.dumps([str(v) if v is not None and not isinstance(v, (int, str, bool)) else v for v in row]))\n";
-    let out = Command::new(DUCKDB_PYTHON)
-        .args(["-c", script, sql])
+    let out = Command::new(READERS_PYTHON)
+        .arg("-c")
+        .arg(script)
+        .args(args)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{sql}: {}",
+        "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Some(
@@ -240,6 +241,14 @@ fn duckdb(sql: &str) -> Option<Vec<serde_json::Value>> {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect(),
     )
+}
+
+/// DuckDB's answer to `sql`, each row as a JSON array.
+fn duckdb(sql: &str) -> Option<Vec<serde_json::Value>> {
+    let script = "import sys, json, duckdb\n\
+        for row in duckdb.sql(sys.argv[1]).fetchall():\n    \
+        print(json.dumps([str(v) if v is not None and not isinstance(v, (int, str, bool)) else v for v in row]))\n";
+    python(script, &[sql])
 }
 
 fn table(dir: &Path, name: &str) -> String {
@@ -544,7 +553,10 @@ fn damaged_hostile_and_older_bundles_are_named_and_the_rest_exported() {
             "neither event nor loss",
         ),
         (name(&older), "made before bundles held events.jsonl"),
-        (name(&copy), &format!("the same crash as {}, exported once", name(&good[3]))),
+        (
+            name(&copy),
+            &format!("the same crash as {}, exported once", name(&good[3])),
+        ),
     ] {
         assert!(
             stderr.lines().any(|l| l.contains(&what) && l.contains(why)),
@@ -576,4 +588,158 @@ fn walk(dir: &Path) -> BTreeSet<PathBuf> {
         }
     }
     found
+}
+
+/// Parses each envelope with Sentry's SDK and normalizes its event with
+/// Relay's, printing what the test checks as one JSON line per envelope.
+const SENTRY_CHECK: &str = r#"
+import sys, json, hashlib
+from sentry_sdk.envelope import Envelope
+from sentry_relay import StoreNormalizer
+for path in sys.argv[1:]:
+    envelope = Envelope.deserialize(open(path, "rb").read())
+    events = [i for i in envelope.items if i.type == "event"]
+    event = StoreNormalizer().normalize_event(events[0].payload.json)
+    exception = event["exception"]["values"][0]
+    crumbs = event["breadcrumbs"]["values"]
+    print(json.dumps({
+        "header_id": envelope.headers.get("event_id"),
+        "items": [i.type for i in envelope.items],
+        "errors": event.get("errors"),
+        "meta": event.get("_meta"),
+        "event_id": event["event_id"],
+        "level": event["level"],
+        "release": event.get("release"),
+        "fingerprint": event["fingerprint"],
+        "tags": dict(event["tags"]),
+        "exception": [exception["type"], exception["value"]],
+        "frames": [f["function"] for f in exception["stacktrace"]["frames"]],
+        "breadcrumbs": [[c["category"], c["message"], c["level"]] for c in crumbs],
+        "attachments": {i.headers["filename"]: hashlib.sha256(i.payload.get_bytes()).hexdigest()
+                        for i in envelope.items if i.type == "attachment"},
+    }))
+"#;
+
+fn sha256_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn sentry_envelopes_parse_normalize_and_group_by_signature() {
+    // Two crashes of one cause on different hosts and boots, one of
+    // another.
+    let cause_of = |i: u64| Crash::new(i).cause;
+    let a = 5;
+    let b = (a + 1..)
+        .find(|&i| cause_of(i) == cause_of(a) && i % HOSTS != a % HOSTS)
+        .unwrap();
+    let c = (a + 1..).find(|&i| cause_of(i) != cause_of(a)).unwrap();
+    let fleet: Vec<Crash> = [a, b, c].into_iter().map(Crash::new).collect();
+    let dir = tmp("sentry-bundles");
+    bundle_all(&fleet, &dir);
+    let out = tmp("sentry-envelopes");
+    let args = [
+        "export",
+        "--sentry-envelope",
+        out.to_str().unwrap(),
+        "--attach-bundle",
+        dir.to_str().unwrap(),
+    ];
+    let run = crashring(&args);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("exported 3 bundles") && stdout.contains("3 envelopes"),
+        "{stdout}"
+    );
+    let envelopes: Vec<PathBuf> = walk(&out).into_iter().collect();
+    assert_eq!(envelopes.len(), 3, "{envelopes:?}");
+    let first: Vec<Vec<u8>> = envelopes
+        .iter()
+        .map(|e| std::fs::read(e).unwrap())
+        .collect();
+
+    let paths: Vec<&str> = envelopes.iter().map(|p| p.to_str().unwrap()).collect();
+    let Some(checked) = python(SENTRY_CHECK, &paths) else {
+        return;
+    };
+    let mut fingerprints = BTreeMap::new();
+    for (path, e) in envelopes.iter().zip(&checked) {
+        // An envelope is named by its bundle's top directory, which
+        // names the host and the boot (its id's first 8 hex digits).
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let crash = fleet
+            .iter()
+            .find(|c| {
+                name.contains(&format!("{}-", c.host)) && name.contains(&c.boot_id_hex()[..8])
+            })
+            .unwrap();
+        assert_eq!(e["errors"], serde_json::Value::Null, "{e}");
+        assert_eq!(e["meta"], serde_json::Value::Null, "{e}");
+        assert_eq!(
+            e["items"],
+            serde_json::json!(["event", "attachment", "attachment"])
+        );
+        assert_eq!(e["header_id"], e["event_id"]);
+        assert_eq!(e["level"], "fatal");
+        assert_eq!(e["release"], crash.kernel);
+        assert_eq!(e["tags"]["server_name"], crash.host.as_str());
+        assert_eq!(e["tags"]["kernel_release"], crash.kernel);
+        assert_eq!(e["tags"]["crashring.signature"], e["fingerprint"][1]);
+        assert_eq!(e["exception"][0], "kernel oops");
+        let module = format!("kiosk{}", crash.cause);
+        assert_eq!(
+            e["frames"],
+            serde_json::json!([
+                "process_one_work",
+                format!("{module}_queue_frame"),
+                format!("{module}_submit"),
+                format!("{module}_work"),
+            ])
+        );
+        // Every event up to the crash (fewer than 100), in order, the
+        // crash event last.
+        let crumbs = e["breadcrumbs"].as_array().unwrap();
+        assert_eq!(crumbs.len(), crash.events.len());
+        assert_eq!(
+            crumbs.last().unwrap(),
+            &serde_json::json!([format!("cpu{}.crash", crash.cpu), PANIC, "info"])
+        );
+        let (_, cpu, text) = &crash.events[0];
+        assert_eq!(
+            crumbs[0],
+            serde_json::json!([format!("cpu{cpu}.printk"), text, "warning"])
+        );
+        // The attachments are the bundle's dmesg.txt and the bundle.
+        let bundle = dir.join(format!("{:04}.tar.gz", crash.i));
+        let (_, files) = common::bundles::bundled(&bundle);
+        assert_eq!(
+            e["attachments"]["dmesg.txt"],
+            sha256_hex(&files["dmesg.txt"].data)
+        );
+        assert_eq!(
+            e["attachments"][format!("{:04}.tar.gz", crash.i)],
+            sha256_hex(&std::fs::read(&bundle).unwrap())
+        );
+        fingerprints.insert(crash.i, e["fingerprint"].clone());
+    }
+    assert_eq!(fingerprints[&a], fingerprints[&b], "{fingerprints:?}");
+    assert_ne!(fingerprints[&a], fingerprints[&c], "{fingerprints:?}");
+
+    // Exported again, byte for byte the same: one event to Sentry.
+    assert_eq!(crashring(&args).status.code(), Some(0));
+    let again: Vec<Vec<u8>> = envelopes
+        .iter()
+        .map(|e| std::fs::read(e).unwrap())
+        .collect();
+    assert!(again == first);
 }

@@ -14,8 +14,22 @@ pub struct ExportArgs {
     /// Write a Parquet dataset into DIR (made if missing): crashes-v1/
     /// and events-v1/, filed by crash_date=; parts of an earlier export
     /// stay, so a collector appends batch by batch.
-    #[arg(long, value_name = "DIR", required = true)]
-    parquet: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "sentry_envelope",
+        conflicts_with = "sentry_envelope"
+    )]
+    parquet: Option<PathBuf>,
+    /// Write a Sentry envelope of each bundle into DIR (made if missing),
+    /// TOP.envelope: the crash as an event fingerprinted by its
+    /// signature, its last events as breadcrumbs, dmesg.txt attached.
+    /// Send one with `sentry-cli send-envelope FILE`.
+    #[arg(long, value_name = "DIR")]
+    sentry_envelope: Option<PathBuf>,
+    /// Attach the bundle itself to each envelope too.
+    #[arg(long, requires = "sentry_envelope")]
+    attach_bundle: bool,
     /// Bundles (.tar.gz from `crashring bundle`, `recover` or a report),
     /// or directories searched for them.
     #[arg(required = true, value_name = "BUNDLE|DIR")]
@@ -62,8 +76,21 @@ pub fn run(args: ExportArgs) -> Result<u8> {
     } else {
         ProgressBar::hidden()
     };
-    let exported = export::to_parquet(&args.parquet, &bundles, &|| bar.inc(1))
-        .with_context(|| format!("exporting into {}", args.parquet.display()))?;
+    let done = || bar.inc(1);
+    let (exported, into, rows) = match (&args.parquet, &args.sentry_envelope) {
+        (Some(dir), _) => (
+            export::to_parquet(dir, &bundles, &done),
+            dir,
+            ["crashes rows", "events rows", "parts"],
+        ),
+        (None, Some(dir)) => (
+            export::to_sentry(dir, &bundles, args.attach_bundle, &done),
+            dir,
+            ["events", "breadcrumbs", "envelopes"],
+        ),
+        (None, None) => unreachable!("clap requires one of --parquet and --sentry-envelope"),
+    };
+    let exported = exported.with_context(|| format!("exporting into {}", into.display()))?;
     bar.finish_and_clear();
     for r in &exported.refused {
         eprintln!("crashring: {}: left out: {}", r.path.display(), r.why);
@@ -97,12 +124,15 @@ pub fn run(args: ExportArgs) -> Result<u8> {
         );
     }
     println!(
-        "exported {} bundles into {}: {} crashes rows, {} events rows, {} parts",
+        "exported {} bundles into {}: {} {}, {} {}, {} {}",
         exported.bundles,
-        args.parquet.display(),
+        into.display(),
         exported.crashes,
+        rows[0],
         exported.events,
-        exported.parts.len()
+        rows[1],
+        exported.parts.len(),
+        rows[2]
     );
     Ok(u8::from(
         !exported.refused.is_empty() || exported.bad_lines > 0,

@@ -1,42 +1,34 @@
-//! `crashring export --parquet`: a fleet's bundles as a Parquet dataset
-//! that DuckDB, Spark, Trino, ClickHouse or BigQuery read as they are.
+//! `crashring export`: a fleet's bundles for the tools it already runs:
+//! a Parquet dataset for analytics engines ([`parquet`]), and Sentry
+//! envelopes for sites that run Sentry ([`sentry`]).
 //!
-//! ```text
-//! DIR/crashes-v1/crash_date=YYYY-MM-DD/part-H.parquet   a row per region
-//! DIR/events-v1/crash_date=YYYY-MM-DD/part-H.parquet    a row per event or loss
-//! ```
-//!
-//! Each bundle is first checked as its recipient would ([`crate::bundle::check`]:
-//! every file as MANIFEST.json says); one that fails, or whose manifest
-//! lacks what a row needs, is named and left out, and the others are
-//! exported. Its crashes rows come from the manifest's regions
-//! ([`rows::crashes`]), its events rows from each region's
-//! `events.jsonl`, read as the archive streams past a line at a time: a
-//! line that is no event or loss is counted and named, never guessed at.
-//!
-//! Rows are filed by the UTC day of the crash (Hive partitioning, the
-//! directory name is the column), and a day's part is named by the
-//! bundles in it (`H`: 16 hex digits of a SHA-256 of their names), so a
-//! collector appends by exporting each new batch of bundles into the
-//! same `DIR`, and exporting one batch again replaces its parts instead
-//! of doubling its rows. A part is renamed into place when complete
-//! ([`table::Part`]): a reader never sees half of one. The `-v1` is the
-//! schema's version (extractor/SCHEMAS.md); a change a reader of this one
-//! would misread goes to `-v2` beside it.
+//! Both read bundles alike, here: each is first checked as its recipient
+//! would ([`crate::bundle::check`]: every file as MANIFEST.json says);
+//! one that fails, or whose manifest lacks what a row needs, is named
+//! and left out, and the others are exported. A second bundle of one
+//! crash (the same top directory: an upload retried, a spool's copy) is
+//! exported once. The manifest's regions become [`rows::Crash`]es, and
+//! each region's `events.jsonl` is read as the archive streams past, a
+//! line at a time ([`read_bundle`]): a line that is no event or loss is
+//! counted and named, never guessed at.
 
+pub mod parquet;
 pub mod rows;
+pub mod sentry;
 pub mod table;
+
+pub use parquet::to_parquet;
+pub use sentry::to_sentry;
 
 use crate::bundle::{self, Checked};
 use flate2::read::GzDecoder;
 use rayon::prelude::*;
-use rows::{Crash, Event, CRASHES, EVENTS};
-use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use rows::{Crash, Event};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use table::{Part, PartError};
+use table::PartError;
 
 /// The longest `events.jsonl` line read; the writer's longest (an event
 /// of a 64 KiB page as hex) is far below.
@@ -128,16 +120,13 @@ fn ready(path: &Path) -> Result<(Ready, String), String> {
     ))
 }
 
-/// Exports `bundles` into the dataset `out` (made if missing), on every
-/// core; `done` is called as each bundle's rows are written.
-pub fn to_parquet(
-    out: &Path,
-    bundles: &[PathBuf],
-    done: &(dyn Fn() + Sync),
-) -> Result<Exported, ExportError> {
+/// Checks `bundles` on every core: the ones to export, each with the
+/// day of its crash, and what is left out; `done` is called for each
+/// bundle left out.
+fn gather(bundles: &[PathBuf], done: &(dyn Fn() + Sync)) -> (Vec<(Ready, String)>, Exported) {
     let checked: Vec<_> = bundles.par_iter().map(|p| (p, ready(p))).collect();
     let mut exported = Exported::default();
-    let mut days: BTreeMap<String, Vec<Ready>> = BTreeMap::new();
+    let mut kept = Vec::new();
     let mut seen: HashMap<String, PathBuf> = HashMap::new();
     for (path, result) in checked {
         match result {
@@ -148,8 +137,6 @@ pub fn to_parquet(
                 });
                 done();
             }
-            // One crash's bundle uploaded twice (or bundled raw and
-            // redacted) is one crash.
             Ok((r, _)) if seen.contains_key(&r.top) => {
                 exported
                     .duplicates
@@ -158,94 +145,69 @@ pub fn to_parquet(
             }
             Ok((r, day)) => {
                 seen.insert(r.top.clone(), r.path.clone());
-                days.entry(day).or_default().push(r);
+                if r.crashes.iter().any(|c| c.events_file.is_none()) {
+                    exported.without_events.push(r.path.clone());
+                }
+                kept.push((r, day));
             }
         }
     }
-    let results: Vec<_> = days
-        .par_iter()
-        .map(|(day, bundles)| export_day(out, day, bundles, done))
-        .collect();
-    for r in results {
-        let day = r?;
-        exported.bundles += day.bundles;
-        exported.crashes += day.crashes;
-        exported.events += day.events;
-        exported.parts.extend(day.parts);
-        exported.refused.extend(day.refused);
-        exported.without_events.extend(day.without_events);
-        exported.bad_lines += day.bad_lines;
-        exported.first_bad_lines.extend(day.first_bad_lines);
+    (kept, exported)
+}
+
+impl Exported {
+    /// Adds what `other` did.
+    fn add(&mut self, other: Exported) {
+        self.bundles += other.bundles;
+        self.crashes += other.crashes;
+        self.events += other.events;
+        self.parts.extend(other.parts);
+        self.refused.extend(other.refused);
+        self.duplicates.extend(other.duplicates);
+        self.without_events.extend(other.without_events);
+        self.bad_lines += other.bad_lines;
+        self.first_bad_lines.extend(other.first_bad_lines);
+        self.first_bad_lines.truncate(BAD_LINES_NAMED);
     }
-    exported.first_bad_lines.truncate(BAD_LINES_NAMED);
-    Ok(exported)
-}
 
-/// `table-v1/crash_date=DAY/part-H.parquet` under `out`, its directory
-/// made.
-fn part_path(out: &Path, table: &str, day: &str, name: &str) -> Result<PathBuf, ExportError> {
-    let dir = out.join(table).join(format!("crash_date={day}"));
-    std::fs::create_dir_all(&dir).map_err(|source| ExportError::Io {
-        what: format!("creating {}", dir.display()),
-        source,
-    })?;
-    Ok(dir.join(format!("part-{name}.parquet")))
-}
-
-/// Writes one day's parts.
-fn export_day(
-    out: &Path,
-    day: &str,
-    bundles: &[Ready],
-    done: &(dyn Fn() + Sync),
-) -> Result<Exported, ExportError> {
-    let mut names: Vec<&str> = bundles.iter().map(|b| b.top.as_str()).collect();
-    names.sort_unstable();
-    let digest = Sha256::digest(names.join("\n").as_bytes());
-    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let mut crashes = Part::create(&part_path(out, "crashes-v1", day, &name)?, &CRASHES)?;
-    let mut events = Part::create(&part_path(out, "events-v1", day, &name)?, &EVENTS)?;
-    let mut exported = Exported::default();
-    for b in bundles {
-        for c in &b.crashes {
-            crashes.push(&c.cells(&b.top, &b.tool))?;
-        }
-        if b.crashes.iter().any(|c| c.events_file.is_none()) {
-            exported.without_events.push(b.path.clone());
-        }
-        if let Err(e) = read_events(b, &mut events, &mut exported) {
-            match e {
-                Stop::Part(e) => return Err(e.into()),
-                Stop::Archive(e) => exported.refused.push(Refused {
-                    path: b.path.clone(),
-                    why: format!(
-                        "unreadable after its check (changed meanwhile?), its rows up to there kept: {e}"
-                    ),
-                }),
-            }
-        }
-        exported.bundles += 1;
-        done();
+    /// Notes that `b`'s archive stopped being readable after its check.
+    fn changed(&mut self, b: &Ready, e: &io::Error) {
+        self.refused.push(Refused {
+            path: b.path.clone(),
+            why: format!(
+                "unreadable after its check (changed meanwhile?), what was read of it kept: {e}"
+            ),
+        });
     }
-    exported.crashes = crashes.rows();
-    exported.events = events.rows();
-    exported.parts = vec![crashes.finish()?, events.finish()?];
-    Ok(exported)
 }
 
-/// Why a bundle's events stopped being read.
+/// Why a bundle stopped being read.
 enum Stop {
+    /// Its archive: it changed since its check.
     Archive(io::Error),
-    Part(PartError),
+    /// What its events were written to.
+    Output(ExportError),
 }
 
-/// Appends the events rows of every region of `b` to `events`; a bad
-/// line is counted in `exported` and skipped.
-fn read_events(b: &Ready, events: &mut Part, exported: &mut Exported) -> Result<(), Stop> {
-    let file = File::open(&b.path).map_err(Stop::Archive)?;
-    let mut tar = tar::Archive::new(GzDecoder::new(BufReader::new(file)));
+impl From<PartError> for Stop {
+    fn from(e: PartError) -> Stop {
+        Stop::Output(e.into())
+    }
+}
+
+/// Reads bundle `b`'s archive once: each region's events go to `event`
+/// (a bad line is counted in `exported` and skipped), and every other
+/// file, by its path in the top directory, to `file`.
+fn read_bundle(
+    b: &Ready,
+    exported: &mut Exported,
+    mut event: impl FnMut(&Crash, &Event) -> Result<(), Stop>,
+    mut file: impl FnMut(&str, &mut dyn Read) -> io::Result<()>,
+) -> Result<(), Stop> {
+    let archive = File::open(&b.path).map_err(Stop::Archive)?;
+    let mut tar = tar::Archive::new(GzDecoder::new(BufReader::new(archive)));
     for entry in tar.entries().map_err(Stop::Archive)? {
-        let entry = entry.map_err(Stop::Archive)?;
+        let mut entry = entry.map_err(Stop::Archive)?;
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let Some(rel) = path.strip_prefix(&format!("{}/", b.top)) else {
             continue;
@@ -255,6 +217,7 @@ fn read_events(b: &Ready, events: &mut Part, exported: &mut Exported) -> Result<
             .iter()
             .find(|c| c.events_file.as_deref() == Some(rel))
         else {
+            file(rel, &mut entry).map_err(Stop::Archive)?;
             continue;
         };
         let rel = rel.to_string();
@@ -293,9 +256,7 @@ fn read_events(b: &Ready, events: &mut Part, exported: &mut Exported) -> Result<
                 }
             };
             match Event::parse(text) {
-                Ok(event) => events
-                    .push(&event.cells(&b.top, crash))
-                    .map_err(Stop::Part)?,
+                Ok(e) => event(crash, &e)?,
                 Err(why) => bad(why),
             }
         }

@@ -435,14 +435,51 @@ impl<'a> Event<'a> {
         }
     }
 
+    /// On the region's clock.
+    pub fn ts(&self) -> u64 {
+        self.line.ts
+    }
+
+    /// The event type's name, or a loss's kind.
+    pub fn event_type(&self) -> &str {
+        let l = &self.line;
+        match l.kind.as_ref() {
+            "loss" => l.reason.as_deref().unwrap_or_default(),
+            _ => l.event_type.as_deref().unwrap_or_default(),
+        }
+    }
+
+    pub fn level(&self) -> Option<i32> {
+        self.level
+    }
+
+    /// What a person reads first (the `text` column).
+    pub fn text(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+
+    /// The fields as JSON (the `fields` column).
+    pub fn fields(&self) -> &str {
+        &self.fields
+    }
+
+    /// Its stream as a person names it: `cpu3` (`cpu3.1` in a nested
+    /// lane), a user stream's name, or `streamN`.
+    pub fn stream_label(&self) -> String {
+        let l = &self.line;
+        match (l.cpu, l.lane, &l.name) {
+            (Some(cpu), Some(lane), _) if lane > 0 => format!("cpu{cpu}.{lane}"),
+            (Some(cpu), _, _) => format!("cpu{cpu}"),
+            (None, _, Some(name)) => name.to_string(),
+            (None, _, None) => format!("stream{}", l.stream),
+        }
+    }
+
     /// The row, of region `crash` of the bundle named `bundle`.
     pub fn cells<'c>(&'c self, bundle: &'c str, crash: &Crash) -> [Cell<'c>; 17] {
         let l = &self.line;
         let ts = l.ts;
-        let event_type = match l.kind.as_ref() {
-            "loss" => l.reason.as_deref().unwrap_or_default(),
-            _ => l.event_type.as_deref().unwrap_or_default(),
-        };
+        let event_type = self.event_type();
         [
             Cell::Str(bundle),
             Cell::I32(crash.region),

@@ -176,7 +176,7 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
     }
     install_checkpatch(sh, &k)?;
     install_perfetto_descriptor(sh)?;
-    install_duckdb(sh)?;
+    install_export_readers(sh)?;
     install_newest_kernel(sh)?;
     say("everything is installed");
     Ok(k)
@@ -336,41 +336,51 @@ fn install_perfetto_descriptor(sh: &Shell) -> Result<()> {
     Ok(())
 }
 
-/// A Python with DuckDB, which asks the Parquet dataset `crashring
-/// export` writes what a fleet's engineer would (extractor/tests/export.rs
-/// runs it from here). Debian has no DuckDB package.
-pub const DUCKDB_PYTHON: &str = "/usr/local/share/crashring/duckdb/venv/bin/python";
-const DUCKDB_PIP: &str = "duckdb==2.0.0";
+/// A Python with the readers of what `crashring export` writes
+/// (extractor/tests/export.rs runs them from here): DuckDB asks the
+/// Parquet dataset what a fleet's engineer would; Sentry's SDK parses the
+/// envelopes and Relay's normalizer (the code Sentry's ingestion runs)
+/// checks their events. Debian packages none of them.
+pub const EXPORT_READERS_PYTHON: &str = "/usr/local/share/crashring/export-readers/venv/bin/python";
+const EXPORT_READERS_PIP: &[&str] = &[
+    "duckdb==2.0.0",
+    "sentry-sdk==2.75.0",
+    "sentry-relay==0.10.1",
+];
 
-fn install_duckdb(sh: &Shell) -> Result<()> {
-    // A venv an interrupted setup left without DuckDB is made again.
-    let has_duckdb = || {
-        Path::new(DUCKDB_PYTHON).exists()
-            && cmd!(sh, "{DUCKDB_PYTHON} -c 'import duckdb'")
-                .quiet()
-                .ignore_stderr()
-                .run()
-                .is_ok()
+fn install_export_readers(sh: &Shell) -> Result<()> {
+    // A venv an interrupted setup left without them is made again.
+    let has_them = || {
+        Path::new(EXPORT_READERS_PYTHON).exists()
+            && cmd!(
+                sh,
+                "{EXPORT_READERS_PYTHON} -c 'import duckdb, sentry_sdk, sentry_relay'"
+            )
+            .quiet()
+            .ignore_stderr()
+            .run()
+            .is_ok()
     };
-    if has_duckdb() {
+    if has_them() {
         return Ok(());
     }
-    // DUCKDB_PYTHON is VENV/bin/python.
-    let venv = Path::new(DUCKDB_PYTHON)
+    // EXPORT_READERS_PYTHON is VENV/bin/python.
+    let venv = Path::new(EXPORT_READERS_PYTHON)
         .ancestors()
         .nth(2)
-        .context("DuckDB's venv")?;
+        .context("the export readers' venv")?;
     say(&format!(
-        "installing {DUCKDB_PIP} from PyPI into {} for the export tests",
+        "installing {} from PyPI into {} for the export tests",
+        EXPORT_READERS_PIP.join(" "),
         venv.display()
     ));
     let _ = std::fs::remove_dir_all(venv);
     cmd!(sh, "/usr/bin/python3 -m venv {venv}").run()?;
     let pip = venv.join("bin/pip");
-    cmd!(sh, "{pip} install -q {DUCKDB_PIP}").run()?;
+    cmd!(sh, "{pip} install -q {EXPORT_READERS_PIP...}").run()?;
     ensure!(
-        has_duckdb(),
-        "{DUCKDB_PYTHON} cannot import duckdb after pip installed it"
+        has_them(),
+        "{EXPORT_READERS_PYTHON} cannot import what pip installed"
     );
     Ok(())
 }
