@@ -24,7 +24,11 @@
 //!   `CRASHRING_BENCH_BASELINE` naming another crashring binary (one built
 //!   before a change), the same runs of it beside them;
 //! - workers: peak RSS and time of `crashring extract` in each output
-//!   format on a dense 4 GiB region, by 1, 16 and 64 workers.
+//!   format on a dense 4 GiB region, by 1, 16 and 64 workers;
+//! - export: `crashring export --parquet` of four bundles of dense
+//!   regions (their archives read, checked, every JSON line parsed, two
+//!   tables written), in events per second, against DuckDB reading the
+//!   same JSON lines (unpacked) and converting them to Parquet.
 //!
 //! Every time is the median of several runs; only ratios are meant to be
 //! compared between machines. No figure is printed before the work it
@@ -33,11 +37,13 @@
 //! process exited successfully. Scratch files go to
 //! `CRASHRING_BENCH_DIR`, or the target directory's tmp.
 
+mod export;
 mod rss;
 mod scaling;
 mod scan;
 mod writers;
 
+use export::export_bench;
 use extractor::output::select::Selection;
 use extractor::output::{write_items, Format, RegionView, Writer};
 use pstore_ring::read::{HeaderTrust, LossKind, PagedTrace, Region};
@@ -103,12 +109,25 @@ pub(crate) fn dense_region(size: usize) -> (Vec<u8>, Counts) {
 /// A 4-CPU region of `size` bytes holding `written` events of
 /// [`dense_region`]'s mix.
 pub(crate) fn region_of(size: usize, written: u64) -> (Vec<u8>, Counts) {
+    booted_region(size, written, None)
+}
+
+/// [`region_of`], of boot `boot` when given: its own boot id, host
+/// name and wall clock (a day after boot `boot - 1`'s), so that each
+/// boot's bundle is another crash's.
+pub(crate) fn booted_region(size: usize, written: u64, boot: Option<u8>) -> (Vec<u8>, Counts) {
     let specs: Vec<StreamSpec> = (0..4).map(StreamSpec::cpu).collect();
-    let cfg = RegionConfig {
+    let host = boot.map(|b| format!("bench-{b}")).unwrap_or_default();
+    let mut cfg = RegionConfig {
         page_size: 4096,
         streams: &specs,
         ..Default::default()
     };
+    if let Some(b) = boot {
+        cfg.boot_id = [b; 16];
+        cfg.hostname = &host;
+        cfg.wall_offset_ns = 1_790_000_000_000_000_000 + i64::from(b) * 86_400_000_000_000;
+    }
     let mut buf = vec![0u8; size];
     let def = |id| schema::builtin(id).expect("built-in event type");
     let (entry, exit, switch, printk) = (
@@ -317,6 +336,9 @@ fn main() {
         snapshot_bench(&dir, &region, counts, memcpy);
     }
     drop(region);
+    if wanted("export") {
+        export_bench(&dir);
+    }
     if wanted("dense") {
         dense_bench(&dir);
     }

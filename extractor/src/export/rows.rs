@@ -39,6 +39,7 @@ pub const CRASHES: Schema = Schema {
         REQUIRED BYTE_ARRAY tool_version (STRING);
     }",
     version: "crashes 1",
+    distinct: &["signature_basis", "message"],
 };
 
 /// One row per event or loss of a bundle's `events.jsonl` files.
@@ -63,6 +64,7 @@ pub const EVENTS: Schema = Schema {
         REQUIRED BYTE_ARRAY fields (JSON);
     }",
     version: "events 1",
+    distinct: &["fields", "ts_ns", "time"],
 };
 
 /// A region of a bundle, as its crashes row has it, with what its events

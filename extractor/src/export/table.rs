@@ -5,6 +5,7 @@
 //! place when complete ([`Part::finish`]): a reader globbing `*.parquet`
 //! never sees half a file, and a failed export leaves none.
 
+use bytes::Bytes;
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int32Type, Int64Type};
 use parquet::errors::ParquetError;
@@ -12,7 +13,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use parquet::schema::types::{Type, TypePtr};
+use parquet::schema::types::{ColumnPath, Type, TypePtr};
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
@@ -33,12 +34,15 @@ pub enum Cell<'a> {
     Str(&'a str),
 }
 
-/// A column's buffered values, by physical type.
+/// A column's buffered values, by physical type. Strings are packed
+/// into one buffer with their ends, and become [`ByteArray`]s sharing it
+/// only when written: a heap block per value cost more than the rest of
+/// the row.
 enum Values {
     Bool(Vec<bool>),
     I32(Vec<i32>),
     I64(Vec<i64>),
-    Bytes(Vec<ByteArray>),
+    Bytes { packed: Vec<u8>, ends: Vec<usize> },
 }
 
 struct Column {
@@ -57,7 +61,10 @@ impl Column {
             Physical::BOOLEAN => Values::Bool(Vec::new()),
             Physical::INT32 => Values::I32(Vec::new()),
             Physical::INT64 => Values::I64(Vec::new()),
-            _ => Values::Bytes(Vec::new()),
+            _ => Values::Bytes {
+                packed: Vec::new(),
+                ends: Vec::new(),
+            },
         };
         let optional = info.has_repetition() && info.repetition() == Repetition::OPTIONAL;
         Column {
@@ -83,7 +90,10 @@ impl Column {
             (Values::Bool(v), Cell::Bool(x)) => v.push(x),
             (Values::I32(v), Cell::I32(x)) => v.push(x),
             (Values::I64(v), Cell::I64(x)) => v.push(x),
-            (Values::Bytes(v), Cell::Str(x)) => v.push(ByteArray::from(x)),
+            (Values::Bytes { packed, ends }, Cell::Str(x)) => {
+                packed.extend_from_slice(x.as_bytes());
+                ends.push(packed.len());
+            }
             (_, cell) => panic!("column {}: {cell:?} is of the wrong type", self.name),
         }
     }
@@ -93,7 +103,10 @@ impl Column {
             Values::Bool(v) => v.clear(),
             Values::I32(v) => v.clear(),
             Values::I64(v) => v.clear(),
-            Values::Bytes(v) => v.clear(),
+            Values::Bytes { packed, ends } => {
+                packed.clear();
+                ends.clear();
+            }
         }
         if let Some(d) = &mut self.defs {
             d.clear();
@@ -109,6 +122,9 @@ pub struct Schema {
     /// The `crashring.schema` key of each file's metadata: the table's
     /// name and version, e.g. `crashes 1`.
     pub version: &'static str,
+    /// Columns whose values are nearly all different (an event's fields):
+    /// written plainly, as a dictionary would only be tried and dropped.
+    pub distinct: &'static [&'static str],
 }
 
 impl Schema {
@@ -165,7 +181,11 @@ impl Part {
         let file = staged.as_file().try_clone().map_err(io_error)?;
         let message = schema.parse().map_err(parquet_error)?;
         let columns = message.get_fields().iter().map(|f| Column::of(f)).collect();
-        let properties = WriterProperties::builder()
+        let mut properties = WriterProperties::builder();
+        for &name in schema.distinct {
+            properties = properties.set_column_dictionary_enabled(ColumnPath::from(name), false);
+        }
+        let properties = properties
             .set_compression(Compression::SNAPPY)
             .set_created_by(format!("crashring {}", env!("CARGO_PKG_VERSION")))
             .set_key_value_metadata(Some(vec![KeyValue::new(
@@ -228,11 +248,24 @@ impl Part {
                 break;
             };
             let defs = column.defs.as_deref();
-            match &column.values {
+            match &mut column.values {
                 Values::Bool(v) => out.typed::<BoolType>().write_batch(v, defs, None),
                 Values::I32(v) => out.typed::<Int32Type>().write_batch(v, defs, None),
                 Values::I64(v) => out.typed::<Int64Type>().write_batch(v, defs, None),
-                Values::Bytes(v) => out.typed::<ByteArrayType>().write_batch(v, defs, None),
+                Values::Bytes { packed, ends } => {
+                    let all = Bytes::from(std::mem::take(packed));
+                    let mut start = 0;
+                    let values: Vec<ByteArray> = ends
+                        .iter()
+                        .map(|&end| {
+                            let v = all.slice(start..end).into();
+                            start = end;
+                            v
+                        })
+                        .collect();
+                    out.typed::<ByteArrayType>()
+                        .write_batch(&values, defs, None)
+                }
             }
             .map_err(error)?;
             out.close().map_err(error)?;
@@ -272,6 +305,7 @@ mod tests {
     const SCHEMA: Schema = Schema {
         message: "message t { REQUIRED INT64 n; OPTIONAL BYTE_ARRAY s (STRING); REQUIRED BOOLEAN odd; OPTIONAL INT32 small; }",
         version: "t 1",
+        distinct: &["s"],
     };
 
     #[test]
