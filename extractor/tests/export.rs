@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::bundles::tmp;
+use common::bundles::{bundle, tmp};
 use common::{crashring, skip_without};
 use pstore_ring::layout::{REASON_OOPS, STATE_CRASHED};
 use pstore_ring::schema::{builtin, Value, EVENT_CRASH, EVENT_PRINTK};
@@ -186,22 +186,19 @@ fn oops(cause: u64, i: u64) -> Vec<String> {
     ]
 }
 
-/// Bundles every crash of `fleet` into `dir`, on two threads.
-fn bundle_all(fleet: &[Crash], dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
+/// Bundles every crash of `fleet` into a directory `name` of the
+/// target's scratch space, on two threads.
+fn bundle_all(fleet: &[Crash], name: &str) -> PathBuf {
+    let dir = tmp(name);
+    std::fs::create_dir_all(&dir).unwrap();
     std::thread::scope(|s| {
         for part in fleet.chunks(fleet.len().div_ceil(2)) {
+            let dir = &dir;
             s.spawn(move || {
                 for c in part {
                     let image = dir.join(format!("{}.img", c.i));
                     std::fs::write(&image, c.image()).unwrap();
-                    let out = dir.join(format!("{:04}.tar.gz", c.i));
-                    let run = crashring(&[
-                        "bundle",
-                        image.to_str().unwrap(),
-                        "-o",
-                        out.to_str().unwrap(),
-                    ]);
+                    let (run, _) = bundle(&image, &format!("{name}/{:04}.tar.gz", c.i), &[]);
                     assert!(
                         run.status.success(),
                         "bundle {}: {}",
@@ -213,6 +210,7 @@ fn bundle_all(fleet: &[Crash], dir: &Path) {
             });
         }
     });
+    dir
 }
 
 /// What the readers' Python prints (JSON lines) running `script` with
@@ -261,8 +259,7 @@ fn table(dir: &Path, name: &str) -> String {
 #[test]
 fn a_fleet_of_bundles_answers_duckdb_as_generated() {
     let fleet: Vec<Crash> = (0..BUNDLES).map(Crash::new).collect();
-    let bundles = tmp("fleet-bundles");
-    bundle_all(&fleet, &bundles);
+    let bundles = bundle_all(&fleet, "fleet-bundles");
     let dataset = tmp("fleet-parquet");
     let out = crashring(&[
         "export",
@@ -476,8 +473,7 @@ fn rewrite(from: &Path, to: &Path, edit: impl Fn(&str, &mut Vec<u8>)) {
 #[test]
 fn damaged_hostile_and_older_bundles_are_named_and_the_rest_exported() {
     let fleet: Vec<Crash> = (0..4).map(|i| Crash::new(i * 7)).collect();
-    let dir = tmp("export-hostile");
-    bundle_all(&fleet, &dir);
+    let dir = bundle_all(&fleet, "export-hostile");
     let good: Vec<PathBuf> = (0..4)
         .map(|i| dir.join(format!("{:04}.tar.gz", i * 7)))
         .collect();
@@ -639,8 +635,7 @@ fn sentry_envelopes_parse_normalize_and_group_by_signature() {
         .unwrap();
     let c = (a + 1..).find(|&i| cause_of(i) != cause_of(a)).unwrap();
     let fleet: Vec<Crash> = [a, b, c].into_iter().map(Crash::new).collect();
-    let dir = tmp("sentry-bundles");
-    bundle_all(&fleet, &dir);
+    let dir = bundle_all(&fleet, "sentry-bundles");
     let out = tmp("sentry-envelopes");
     let args = [
         "export",
