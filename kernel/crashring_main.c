@@ -3,7 +3,8 @@
  * crashring.ko: a flight recorder that survives the crash it records.
  *
  * Per-CPU rings of pages (pstore-ring format v1, see crashring_ring.c) in a
- * reserved physical range: memmap=SIZE$PHYS plus region=SIZE@PHYS, or, on
+ * reserved physical range: memmap=SIZE$PHYS (x86) or a device-tree
+ * reserved-memory node marked no-map (arm64) plus region=SIZE@PHYS, or, on
  * 6.11 and later, reserve_mem=SIZE:ALIGN:LABEL plus reserve_mem=LABEL. The
  * range survives a warm reboot and a kexec into a capture kernel; the next
  * boot finds the previous generation in it and keeps it for user space.
@@ -18,6 +19,8 @@
 #include <linux/slab.h>
 #include <linux/panic_notifier.h>
 #include <linux/kdebug.h>
+#include <linux/of.h>
+#include <linux/of_reserved_mem.h>
 #include <linux/random.h>
 #include <linux/fs.h>
 #include <linux/uuid.h>
@@ -33,7 +36,7 @@
 
 static char *region;
 module_param(region, charp, 0400);
-MODULE_PARM_DESC(region, "Reserved physical range SIZE@PHYS (e.g. 16M@0x40000000), reserved with memmap=SIZE$PHYS");
+MODULE_PARM_DESC(region, "Reserved physical range SIZE@PHYS (e.g. 16M@0x40000000), reserved with memmap=SIZE$PHYS (x86) or a no-map reserved-memory node (arm64)");
 
 static char *reserve_mem;
 module_param(reserve_mem, charp, 0400);
@@ -136,6 +139,60 @@ static bool cr_range_is(unsigned long desc)
 	return c.bytes == crashring.size;
 }
 
+#ifdef CONFIG_OF_RESERVED_MEM
+/*
+ * Whether the range lies in one reserved-memory node of the device tree
+ * marked no-map, as the kernel took it (of_reserved_mem_lookup()): arm64's
+ * way to set memory aside, as it has no memmap=. Such memory stays out of
+ * the linear map and of System RAM, and /proc/iomem lists it as
+ * "reserved" but, on 6.1, without IORES_DESC_RESERVED
+ * (request_standard_resources(), arch/arm64/kernel/setup.c).
+ */
+static bool cr_range_in_no_map_node(void)
+{
+	struct device_node *parent = of_find_node_by_path("/reserved-memory");
+	struct device_node *child;
+	bool found = false;
+
+	if (!parent)
+		return false;
+	for_each_available_child_of_node(parent, child) {
+		struct reserved_mem *rmem = of_reserved_mem_lookup(child);
+
+		if (rmem && of_property_read_bool(child, "no-map") &&
+		    crashring.phys >= rmem->base &&
+		    crashring.phys + crashring.size <= rmem->base + rmem->size) {
+			of_node_put(child);
+			found = true;
+			break;
+		}
+	}
+	of_node_put(parent);
+	return found;
+}
+#else
+static bool cr_range_in_no_map_node(void)
+{
+	return false;
+}
+#endif
+
+/* Whether the range is memory firmware or the boot set aside. */
+static bool cr_range_is_reserved(void)
+{
+	return cr_range_is(IORES_DESC_RESERVED) || cr_range_in_no_map_node();
+}
+
+/* How a user reserves the range on this architecture, after a refusal. */
+static void cr_say_how_to_reserve(phys_addr_t phys, u64 size)
+{
+	if (IS_ENABLED(CONFIG_ARM64))
+		pr_err("reserve %pa+%llu with a reserved-memory node marked no-map in the device tree, or use reserve_mem= (6.11+)\n",
+		       &phys, size);
+	else
+		pr_err("reserve %pa+%llu with memmap=%llu$%pa\n", &phys, size, size, &phys);
+}
+
 /*
  * A region= range must be memory set aside for us before anything is
  * written to it: page-aligned, wholly inside firmware-reserved memory
@@ -148,6 +205,7 @@ static int cr_claim_region(void)
 {
 	phys_addr_t phys = crashring.phys;
 	u64 size = crashring.size;
+	bool reserved;
 
 	if (!PAGE_ALIGNED(phys) || !PAGE_ALIGNED(size) || phys + size < phys) {
 		pr_err("region=%s: address and size must be multiples of %lu bytes\n", region,
@@ -156,15 +214,16 @@ static int cr_claim_region(void)
 	}
 	if (region_intersects(phys, size, IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE) !=
 	    REGION_DISJOINT) {
-		pr_err("region %pa+%llu overlaps System RAM in use: reserve it first with memmap=%llu$%pa\n",
-		       &phys, size, size, &phys);
+		pr_err("region %pa+%llu overlaps System RAM in use\n", &phys, size);
+		cr_say_how_to_reserve(phys, size);
 		return -EBUSY;
 	}
-	if (!cr_range_is(IORES_DESC_RESERVED) &&
-	    !cr_range_is(IORES_DESC_PERSISTENT_MEMORY_LEGACY) &&
+	reserved = cr_range_is_reserved();
+	if (!reserved && !cr_range_is(IORES_DESC_PERSISTENT_MEMORY_LEGACY) &&
 	    !cr_range_is(IORES_DESC_PERSISTENT_MEMORY)) {
-		pr_err("region %pa+%llu is not wholly reserved or persistent memory in /proc/iomem (MMIO, ACPI, a hole, or a mix): reserve it with memmap=%llu$%pa\n",
-		       &phys, size, size, &phys);
+		pr_err("region %pa+%llu is not wholly reserved or persistent memory in /proc/iomem (MMIO, ACPI, a hole, or a mix)\n",
+		       &phys, size);
+		cr_say_how_to_reserve(phys, size);
 		return -EINVAL;
 	}
 	if (!request_mem_region(phys, size, "crashring")) {
@@ -173,7 +232,7 @@ static int cr_claim_region(void)
 		return -EBUSY;
 	}
 	crashring.claimed = true;
-	crashring.pmem = !cr_range_is(IORES_DESC_RESERVED);
+	crashring.pmem = !reserved;
 	return 0;
 }
 

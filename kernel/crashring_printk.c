@@ -161,9 +161,18 @@ static void cr_parse_prefix(const char *text, int *level)
 }
 
 /*
+ * Where vprintk_store()'s va_list argument arrives as a pointer to the
+ * caller's state, which va_copy() can copy and leave for printk to read
+ * again: x86-64, whose va_list is an array, and arm64, whose 32-byte
+ * va_list struct AAPCS64 passes as a pointer to a copy the caller made
+ * ("composite types larger than 16 bytes", B.4 of its parameter passing
+ * rules).
+ */
+#define CR_VA_LIST_BY_POINTER (IS_ENABLED(CONFIG_X86_64) || IS_ENABLED(CONFIG_ARM64))
+
+/*
  * A format that starts with a conversion may take its level from an
- * argument: format its first bytes as vprintk_store() is about to (on
- * x86-64, where the va_list argument is a pointer to its state).
+ * argument: format its first bytes as vprintk_store() is about to.
  */
 static __printf(1, 0) void cr_parse_formatted_prefix(const char *fmt, unsigned long args,
 						      int *level)
@@ -171,7 +180,7 @@ static __printf(1, 0) void cr_parse_formatted_prefix(const char *fmt, unsigned l
 	char prefix[8];
 	va_list copy;
 
-	if (!IS_ENABLED(CONFIG_X86_64) || fmt[0] != '%' || !args)
+	if (!CR_VA_LIST_BY_POINTER || fmt[0] != '%' || !args)
 		return;
 	va_copy(copy, *(va_list *)args);
 	vsnprintf(prefix, sizeof(prefix), fmt, copy);
@@ -219,19 +228,54 @@ static int cr_pop_level(unsigned int ctx)
 	return level;
 }
 
+/* vprintk_store(facility, level, dev_info, fmt, args): its arguments, by place. */
+enum { CR_ARG_FACILITY, CR_ARG_LEVEL, CR_ARG_DEV_INFO, CR_ARG_FMT, CR_ARG_ARGS, CR_NR_ARGS };
+
 /*
- * The level vprintk_store(facility, level, dev_info, fmt, args) is about
- * to give its line.
+ * vprintk_store()'s arguments and stack pointer at its entry: from the
+ * whole registers ftrace saves where it can (DYNAMIC_FTRACE_WITH_REGS: x86,
+ * and arm64 before 6.2), else from the argument registers it always saves
+ * (DYNAMIC_FTRACE_WITH_ARGS: arm64 from 6.2, which dropped WITH_REGS).
  */
-static int cr_vprintk_level(struct pt_regs *regs)
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_REGS
+#define CR_VPRINTK_OPS_FLAGS (FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_RECURSION)
+
+static bool cr_call_args(struct ftrace_regs *fregs, unsigned long *arg, unsigned long *sp)
 {
-	int level = (int)regs_get_kernel_argument(regs, 1);
-	const char *fmt = (const char *)regs_get_kernel_argument(regs, 3);
+	struct pt_regs *regs = ftrace_get_regs(fregs);
+	unsigned int i;
+
+	if (!regs)
+		return false;
+	for (i = 0; i < CR_NR_ARGS; i++)
+		arg[i] = regs_get_kernel_argument(regs, i);
+	*sp = kernel_stack_pointer(regs);
+	return true;
+}
+#else
+#define CR_VPRINTK_OPS_FLAGS FTRACE_OPS_FL_RECURSION
+
+static bool cr_call_args(struct ftrace_regs *fregs, unsigned long *arg, unsigned long *sp)
+{
+	unsigned int i;
+
+	for (i = 0; i < CR_NR_ARGS; i++)
+		arg[i] = ftrace_regs_get_argument(fregs, i);
+	*sp = ftrace_regs_get_stack_pointer(fregs);
+	return true;
+}
+#endif
+
+/* The level vprintk_store() with arguments @arg is about to give its line. */
+static int cr_vprintk_level(const unsigned long *arg)
+{
+	int level = (int)arg[CR_ARG_LEVEL];
+	const char *fmt = (const char *)arg[CR_ARG_FMT];
 
 	if (level == LOGLEVEL_DEFAULT && fmt) {
 		cr_parse_prefix(fmt, &level);
 		if (level == LOGLEVEL_DEFAULT && !printk_get_level(fmt))
-			cr_parse_formatted_prefix(fmt, regs_get_kernel_argument(regs, 4), &level);
+			cr_parse_formatted_prefix(fmt, arg[CR_ARG_ARGS], &level);
 	}
 	return level == LOGLEVEL_DEFAULT ? default_message_loglevel : level;
 }
@@ -287,17 +331,16 @@ static void cr_record_line(unsigned int ctx, int level, const char *text, size_t
 }
 
 /*
- * Formats the line of the vprintk_store() call at @regs as printk_sprint()
- * is about to (on x86-64, where the va_list argument is a pointer to its
- * state, which va_copy() leaves for printk to read again): at most
+ * Formats the line of the vprintk_store() call with arguments @arg as
+ * printk_sprint() is about to (where CR_VA_LIST_BY_POINTER): at most
  * CR_LINE_MAX - 1 bytes, the trailing newline and, for the kernel's own
  * facility, the KERN_<n> and KERN_CONT prefixes taken off. Then records it.
  */
-static void cr_record_formatted(struct pt_regs *regs, int level)
+static void cr_record_formatted(const unsigned long *arg, int level)
 {
-	int facility = (int)regs_get_kernel_argument(regs, 0);
-	const char *fmt = (const char *)regs_get_kernel_argument(regs, 3);
-	unsigned long args = regs_get_kernel_argument(regs, 4);
+	int facility = (int)arg[CR_ARG_FACILITY];
+	const char *fmt = (const char *)arg[CR_ARG_FMT];
+	unsigned long args = arg[CR_ARG_ARGS];
 	unsigned int ctx = cr_context();
 	struct cr_line_buf *b = this_cpu_ptr(cr_line_bufs);
 	unsigned int d = b->depth[ctx];
@@ -305,7 +348,7 @@ static void cr_record_formatted(struct pt_regs *regs, int level)
 	size_t len;
 	char *text;
 
-	if (!IS_ENABLED(CONFIG_X86_64) || !fmt || !args || d == ARRAY_SIZE(b->text[ctx]))
+	if (!CR_VA_LIST_BY_POINTER || !fmt || !args || d == ARRAY_SIZE(b->text[ctx]))
 		return;
 	text = b->text[ctx][d];
 	b->depth[ctx] = d + 1;
@@ -331,21 +374,21 @@ static void cr_record_formatted(struct pt_regs *regs, int level)
 static void cr_vprintk_store_entry(unsigned long ip, unsigned long parent_ip,
 				   struct ftrace_ops *op, struct ftrace_regs *fregs)
 {
-	struct pt_regs *regs = ftrace_get_regs(fregs);
+	unsigned long arg[CR_NR_ARGS], sp;
 	int level;
 
-	if (!regs)
+	if (!cr_call_args(fregs, arg, &sp))
 		return;
-	level = cr_vprintk_level(regs);
+	level = cr_vprintk_level(arg);
 	if (CR_CONSOLE_TRACEPOINT_IN_NMI)
-		cr_push_level(level, kernel_stack_pointer(regs));
+		cr_push_level(level, sp);
 	else if (READ_ONCE(crashring.sources) & CR_SRC_PRINTK)
-		cr_record_formatted(regs, level);
+		cr_record_formatted(arg, level);
 }
 
 static struct ftrace_ops cr_vprintk_ops = {
 	.func = cr_vprintk_store_entry,
-	.flags = FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_RECURSION,
+	.flags = CR_VPRINTK_OPS_FLAGS,
 };
 
 static void cr_console_probe(void *data, const char *text, size_t len)

@@ -492,7 +492,10 @@ static void __maybe_unused cr_ras_probe_types(void)
 	(void)sizeof(register_trace_mc_event(cr_mc_event_probe, NULL));
 	(void)sizeof(register_trace_non_standard_event(cr_non_standard_probe, NULL));
 	(void)sizeof(register_trace_arm_event(cr_arm_probe, NULL));
+#if IS_ENABLED(CONFIG_ACPI_EXTLOG)
+	/* Declared only where the extlog driver is built: x86. */
 	(void)sizeof(register_trace_extlog_mem_event(cr_extlog_probe, NULL));
+#endif
 #ifdef CONFIG_X86_MCE
 	(void)sizeof(register_trace_mce_record(cr_mce_probe, NULL));
 #endif
