@@ -78,6 +78,8 @@ const TITLES: &[&str] = &[
 
 /// Frames of the report itself, not of what failed.
 const REPORTING: &[&str] = &[
+    // arm64's dump_stack() goes through these.
+    "dump_backtrace",
     "dump_stack",
     "dump_stack_lvl",
     "show_stack",
@@ -207,6 +209,11 @@ fn crashing_cpu(region: &Region<'_>, trace: &PagedTrace<'_>, cpu: u32, crash_ns:
 /// lines and `Oops: …`, which title the same failure.
 const OPENING: usize = 4;
 
+/// arm64's `Internal error: Oops: …` comes after its `Unable to handle
+/// kernel …` and the decoded fault between them (`Mem abort info:`, the
+/// syndrome's fields, the page-table walk): a dozen lines.
+const ARM64_OPENING: usize = 16;
+
 /// What `panic()` prints first: the crash's message, which the basis has
 /// already, and then (for a panic without a report before it) its own
 /// call trace.
@@ -223,12 +230,16 @@ fn report_lines(printk: &[String]) -> Vec<String> {
     };
     let is_title = |l: &String| starts(l, TITLES);
     let mut out = Vec::new();
+    let reach = |t: usize| match printk[t].trim_start().starts_with("Internal error: ") {
+        true => ARM64_OPENING,
+        false => OPENING,
+    };
     let anchor = if let Some(mut t) = printk.iter().rposition(is_title) {
-        while let Some(earlier) = printk[t.saturating_sub(OPENING)..t]
+        while let Some(earlier) = printk[t.saturating_sub(reach(t))..t]
             .iter()
             .position(is_title)
         {
-            t = t.saturating_sub(OPENING) + earlier;
+            t = t.saturating_sub(reach(t)) + earlier;
         }
         out.push(format!("title: {}", normalize(printk[t].trim())));
         t
@@ -238,7 +249,11 @@ fn report_lines(printk: &[String]) -> Vec<String> {
         return out;
     };
     let after = &printk[anchor + 1..];
-    let is_trace = |l: &&String| l.trim_start().starts_with("Call Trace:");
+    // x86's heading, and arm64's.
+    let is_trace = |l: &&String| {
+        let l = l.trim_start();
+        l.starts_with("Call Trace:") || l.starts_with("Call trace:")
+    };
     // The report's own registers come before its call trace; a trace
     // through an interrupt shows the interrupted task's after it.
     let at = after.iter().take_while(|l| !is_trace(l)).find_map(|l| {
@@ -257,7 +272,7 @@ fn report_lines(printk: &[String]) -> Vec<String> {
         .map(|l| l.trim())
         .filter(|l| !(l.starts_with('<') && l.ends_with('>')))
         .take_while(|l| frame(l.trim_start_matches("? ")).is_some())
-        .filter(|l| !l.starts_with("? "))
+        .filter(|l| !l.starts_with("? ") && !after_noreturn_call(l))
         .filter_map(frame)
         .filter(|f| {
             let name = f.split(' ').next().unwrap_or_default();
@@ -269,6 +284,16 @@ fn report_lines(printk: &[String]) -> Vec<String> {
         out.push(format!("calls: {}", calls.join(" < ")));
     }
     out
+}
+
+/// Whether a frame is a return address at a function's very start: that
+/// of a call to a noreturn function (`panic()`) that ended the function
+/// before it, which arm64's 6.1 prints by the address itself and so under
+/// the wrong name (x86, and arm64 since, look the address up less one
+/// byte, within the caller). Not the caller's name: left out.
+fn after_noreturn_call(text: &str) -> bool {
+    text.split_once('+')
+        .is_some_and(|(_, offset)| offset.starts_with("0x0/"))
 }
 
 /// A stack frame's function and module, `name+0x1a/0x30 [module]` →

@@ -405,6 +405,107 @@ fn a_panic_without_a_report_is_known_by_its_own_call_trace() {
     );
 }
 
+#[test]
+fn arm64_reports_are_read_as_x86_ones_are() {
+    // As Debian's arm64 6.12 printed them in QEMU: a panic in a timer
+    // interrupt, and an oops in a module's init.
+    let panic = [
+        "Kernel panic - not syncing: crashring-test: panic in hard IRQ context",
+        "CPU: 1 UID: 0 PID: 0 Comm: swapper/1 Tainted: G           OE      6.12.117+deb12-arm64 #1  Debian 6.12.117-1~deb12u1",
+        "Hardware name: linux,dummy-virt (DT)",
+        "Call trace:",
+        " dump_backtrace+0xa0/0x128",
+        " show_stack+0x20/0x38",
+        " dump_stack_lvl+0x38/0x90",
+        " dump_stack+0x18/0x28",
+        " panic+0x398/0x400",
+        " panic_timer_fn+0x34/0x40 [crashring_test]",
+        " __hrtimer_run_queues+0x138/0x2d8",
+        " hrtimer_interrupt+0x108/0x2c0",
+        " arch_timer_handler_virt+0x34/0x58",
+    ];
+    let s = signature(&crashed(
+        1,
+        &panic,
+        &[],
+        REASON_PANIC,
+        "crashring-test: panic in hard IRQ context",
+    ));
+    assert_eq!(
+        s.basis[1..],
+        [
+            "message: crashring-test: panic in hard IRQ context",
+            "calls: panic_timer_fn [crashring_test] < __hrtimer_run_queues < hrtimer_interrupt",
+        ]
+    );
+    let oops = [
+        "Unable to handle kernel NULL pointer dereference at virtual address 0000000000000000",
+        "Mem abort info:",
+        "  ESR = 0x0000000096000006",
+        "  EC = 0x25: DABT (current EL), IL = 32 bits",
+        "  SET = 0, FnV = 0",
+        "  EA = 0, S1PTW = 0",
+        "  FSC = 0x06: level 2 translation fault",
+        "Data abort info:",
+        "  ISV = 0, ISS = 0x00000006",
+        "  CM = 0, WnR = 0",
+        "user pgtable: 4k pages, 48-bit VAs, pgdp=0000000048ae4000",
+        "[0000000000000000] pgd=0800000048b3d003, p4d=0800000048b3d003, pud=0800000048ad8003, pmd=0000000000000000",
+        "Internal error: Oops: 0000000096000006 [#1] SMP",
+        "Modules linked in: crashring(OE+)",
+        "CPU: 1 PID: 93 Comm: insmod Tainted: G           OE      6.1.0-57-arm64 #1  Debian 6.1.192-3",
+        "pc : __pi_strcmp+0x24/0x140",
+        "lr : cr_add_cover+0x44/0x90 [crashring]",
+        "sp : ffff8000087db990",
+        "Call trace:",
+        " __pi_strcmp+0x24/0x140",
+        " walk_iomem_res_desc+0x7c/0xf0",
+        " cr_range_in+0x60/0x9c [crashring]",
+        " crashring_init+0x180/0x1000 [crashring]",
+        " do_one_initcall+0x64/0x26c",
+    ];
+    let s = signature(&crashed(1, &oops, &[], REASON_OOPS, "Fatal exception"));
+    assert_eq!(
+        s.basis[1..],
+        [
+            "message: Fatal exception",
+            "title: Unable to handle kernel NULL pointer dereference at virtual address ?",
+            "at: __pi_strcmp",
+            "calls: walk_iomem_res_desc < cr_range_in [crashring] < crashring_init [crashring]",
+        ]
+    );
+    // 6.1 names the return address of sysrq_handle_crash()'s call to
+    // panic(), its last instruction, after the function behind it.
+    let sysrq = [
+        "Kernel panic - not syncing: sysrq triggered crash",
+        "CPU: 0 PID: 1 Comm: init Tainted: G           OE      6.1.0-57-arm64 #1  Debian 6.1.192-3",
+        "Call trace:",
+        " dump_backtrace+0xe4/0x140",
+        " show_stack+0x20/0x30",
+        " dump_stack_lvl+0x64/0x80",
+        " dump_stack+0x18/0x34",
+        " panic+0x184/0x36c",
+        " sysrq_reset_seq_param_set+0x0/0xa0",
+        " __handle_sysrq+0x90/0x19c",
+        " write_sysrq_trigger+0x7c/0xc8",
+        " proc_reg_write+0xa8/0x100",
+    ];
+    let s = signature(&crashed(
+        0,
+        &sysrq,
+        &[],
+        REASON_PANIC,
+        "sysrq triggered crash",
+    ));
+    assert_eq!(
+        s.basis[1..],
+        [
+            "message: sysrq triggered crash",
+            "calls: __handle_sysrq < write_sysrq_trigger < proc_reg_write",
+        ]
+    );
+}
+
 proptest::proptest! {
     /// Any text, as a hostile or damaged region's printk lines could hold:
     /// read without panic, and addresses and offsets never reach the basis.
