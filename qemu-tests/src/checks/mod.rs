@@ -100,7 +100,7 @@ pub fn test(sh: &Shell) -> Result<()> {
     }
     println!("\nscenario wall times (builds included):");
     for (name, series, took) in &times {
-        println!("  {name:<24} {series:<5} {:>6.1} s", took.as_secs_f64());
+        println!("  {name:<24} {series:<10} {:>6.1} s", took.as_secs_f64());
     }
     println!("{} passed, 0 failed", times.len());
     debian

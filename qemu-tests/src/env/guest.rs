@@ -3,7 +3,8 @@
 //! images made here from the host's own packages (nothing is downloaded at
 //! run time).
 
-use super::{is_plain_flavour, version_key, work_dir, NEWEST_ROOT};
+use super::setup::ARM64_RUST_TARGET;
+use super::{is_plain_flavour, version_key, work_dir, Arch, ARM64_ROOT, NEWEST_ROOT};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -12,11 +13,13 @@ use xshell::{cmd, Shell};
 /// A kernel installed by `cargo xtask setup`.
 #[derive(Clone, Debug)]
 pub struct Kernel {
-    /// `6.12`, `6.1` or `newest`.
+    /// One of [`SERIES`].
     pub series: &'static str,
+    pub arch: Arch,
     pub release: String,
     /// The root file system it is installed in: `/` for the host's own
-    /// kernels, setup's build root for the newest.
+    /// kernels, setup's build root for the newest, the folder setup
+    /// unpacked the arm64 kernels in.
     pub root: PathBuf,
     pub vmlinuz: PathBuf,
     pub modules: PathBuf,
@@ -24,12 +27,39 @@ pub struct Kernel {
 }
 
 /// The kernel series the harness boots: Debian 12's backports and stock
-/// kernels, and the newest kernel Debian ships.
-pub const SERIES: [&str; 3] = ["6.12", "6.1", "newest"];
+/// kernels, and the newest kernel Debian ships, for amd64; the same two
+/// Debian 12 kernels for arm64.
+pub const SERIES: [&str; 5] = ["6.12", "6.1", "newest", "arm64-6.12", "arm64-6.1"];
 
 impl Kernel {
+    /// reserve_mem= came in Linux 6.11.
     pub fn has_reserve_mem(&self) -> bool {
-        self.series != "6.1"
+        version_key(&self.release) >= vec![6, 11]
+    }
+
+    /// Whether sysrq l makes every CPU print its backtrace: by NMI on x86;
+    /// arm64 gained it (by IPI, or pseudo-NMI where enabled) in 6.7, and
+    /// before only shows the CPU that runs sysrq's work.
+    pub fn has_cpu_backtraces(&self) -> bool {
+        self.arch == Arch::X86_64 || version_key(&self.release) >= vec![6, 7]
+    }
+
+    /// The serial console's device: the PC's 16550, or the PL011 of
+    /// arm64's virt machine.
+    pub fn console(&self) -> &'static str {
+        match self.arch {
+            Arch::X86_64 => "ttyS0",
+            Arch::Arm64 => "ttyAMA0",
+        }
+    }
+
+    /// The static busybox the guest's initramfs runs: the host's own, or
+    /// the arm64 build setup unpacked.
+    fn busybox(&self) -> PathBuf {
+        match self.arch {
+            Arch::X86_64 => PathBuf::from("/bin/busybox"),
+            Arch::Arm64 => self.root.join("bin/busybox"),
+        }
     }
 
     /// The modules, in load order, that give a busybox guest its disks
@@ -48,10 +78,12 @@ impl Kernel {
 
 /// The newest installed generic `-amd64` kernel of `series` with headers.
 pub fn kernel(series: &str) -> Result<Kernel> {
-    let (series, prefix, root) = match series {
-        "6.12" => ("6.12", "6.12.", Path::new("/")),
-        "6.1" => ("6.1", "6.1.", Path::new("/")),
-        "newest" => ("newest", "", Path::new(NEWEST_ROOT)),
+    let (series, prefix, root, arch) = match series {
+        "6.12" => ("6.12", "6.12.", Path::new("/"), Arch::X86_64),
+        "6.1" => ("6.1", "6.1.", Path::new("/"), Arch::X86_64),
+        "newest" => ("newest", "", Path::new(NEWEST_ROOT), Arch::X86_64),
+        "arm64-6.12" => ("arm64-6.12", "6.12.", Path::new(ARM64_ROOT), Arch::Arm64),
+        "arm64-6.1" => ("arm64-6.1", "6.1.", Path::new(ARM64_ROOT), Arch::Arm64),
         other => bail!("unknown kernel series {other}: use {}", SERIES.join(", ")),
     };
     // Each release's module directory; its image is /boot/vmlinuz-R, or in
@@ -62,7 +94,7 @@ pub fn kernel(series: &str) -> Result<Kernel> {
         .with_context(|| format!("reading {}", modules_dir.display()))?
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(String::from))
-        .filter(|r| r.starts_with(prefix) && is_plain_flavour(r))
+        .filter(|r| r.starts_with(prefix) && is_plain_flavour(r, arch))
         .filter(|r| root.join(format!("usr/src/linux-headers-{r}")).exists())
         .filter_map(|r| {
             [
@@ -78,12 +110,19 @@ pub fn kernel(series: &str) -> Result<Kernel> {
     let (release, vmlinuz) = found.pop().with_context(|| {
         format!("no {series} kernel with headers installed: run `cargo xtask setup`")
     })?;
+    // The newest kernel's headers are built against inside its root, at
+    // their path there; the arm64 ones from the host, where they lie.
+    let headers = match arch {
+        Arch::X86_64 => PathBuf::from(format!("/usr/src/linux-headers-{release}")),
+        Arch::Arm64 => root.join(format!("usr/src/linux-headers-{release}")),
+    };
     Ok(Kernel {
         series,
+        arch,
         root: root.to_path_buf(),
         vmlinuz,
         modules: modules_dir.join(&release),
-        headers: PathBuf::from(format!("/usr/src/linux-headers-{release}")),
+        headers,
         release,
     })
 }
@@ -149,14 +188,19 @@ fn build_in(
     Ok(())
 }
 
-/// Runs `make` in `dir` and fails on any compiler warning. A kernel in a
+/// Runs `make` in `dir` and fails on any compiler warning. An arm64
+/// kernel's build is a cross build on the host; an amd64 kernel in a
 /// root of its own is built in that root, with the harness's work
 /// directory (which holds `dir` and the paths in `vars`) bind-mounted at
 /// the same path there.
 fn make_module(sh: &Shell, k: &Kernel, dir: &Path, what: &str, vars: &[String]) -> Result<()> {
     let headers = &k.headers;
     let make = cmd!(sh, "make -C {dir} KDIR={headers} {vars...}");
-    let make = if k.root == Path::new("/") {
+    let make = if k.arch == Arch::Arm64 {
+        // Debian's cross compiler; the headers' .kernelvariables set
+        // ARCH=arm64 and, on 6.12 only, the compiler prefix.
+        make.arg("CROSS_COMPILE=aarch64-linux-gnu-")
+    } else if k.root == Path::new("/") {
         make
     } else {
         let work = work_dir(sh);
@@ -298,6 +342,32 @@ pub fn build_modeset(sh: &Shell) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// The `crashring` a guest of `k` runs: the host's own on amd64, a static
+/// build for arm64 (the guest has no libraries of its own).
+pub fn guest_crashring(sh: &Shell, k: &Kernel) -> Result<PathBuf> {
+    match k.arch {
+        Arch::X86_64 => host_crashring(sh),
+        Arch::Arm64 => {
+            let target = ARM64_RUST_TARGET;
+            // rust-lld: the target's own C runtime objects come with its
+            // standard library, so no arm64 C library is needed.
+            let linker = format!(
+                "CARGO_TARGET_{}_LINKER",
+                target.to_uppercase().replace('-', "_")
+            );
+            cmd!(
+                sh,
+                "cargo build --quiet --release --target {target} -p extractor --bin crashring"
+            )
+            .env(linker, "rust-lld")
+            .run()?;
+            Ok(sh
+                .current_dir()
+                .join(format!("target/{target}/release/crashring")))
+        }
+    }
+}
+
 /// `cargo xtask build`: crashring.ko for every kernel and the
 /// `crashring` guests run.
 pub fn build_all(sh: &Shell) -> Result<()> {
@@ -306,8 +376,10 @@ pub fn build_all(sh: &Shell) -> Result<()> {
         let ko = build_module(sh, &k)?;
         eprintln!("built {}", ko.display());
     }
-    let bin = host_crashring(sh)?;
-    eprintln!("built {}", bin.display());
+    for series in ["6.12", "arm64-6.12"] {
+        let bin = guest_crashring(sh, &kernel(series)?)?;
+        eprintln!("built {}", bin.display());
+    }
     Ok(())
 }
 
@@ -400,9 +472,12 @@ fn stage_program(sh: &Shell, program: &Path, at: &str, stage: &Path) -> Result<(
     // Without cargo's LD_LIBRARY_PATH (xtask runs under `cargo run`), which
     // would name a library of target/debug where the guest looks by the
     // program's run path.
+    // A static program (arm64's crashring) has none: ldd says so, and
+    // fails.
     let ldd = cmd!(sh, "ldd {program}")
         .env_remove("LD_LIBRARY_PATH")
         .quiet()
+        .ignore_stderr()
         .ignore_status()
         .read()?;
     let libs = ldd
@@ -430,7 +505,7 @@ pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf
     for d in ["bin", "lib", "dev", "proc", "sys", "tmp", "mnt"] {
         sh.create_dir(stage.join(d))?;
     }
-    sh.copy_file("/bin/busybox", stage.join("bin/busybox"))?;
+    sh.copy_file(spec.kernel.busybox(), stage.join("bin/busybox"))?;
     sh.copy_file(spec.module, stage.join("lib/crashring.ko"))?;
     stage_program(sh, spec.crashring, "/bin/crashring", &stage)?;
     let order = stage_kernel_modules(sh, spec.kernel, spec.kernel_modules, &stage)?;

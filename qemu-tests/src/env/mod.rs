@@ -35,10 +35,34 @@ pub fn project_root() -> PathBuf {
 /// guests boot its vmlinuz and modules from there.
 pub const NEWEST_ROOT: &str = "/usr/local/share/crashring/trixie-root";
 
-/// The generic `-amd64` flavour: not `-rt-amd64` or `-cloud-amd64`.
-pub fn is_plain_flavour(release: &str) -> bool {
+/// The root where `setup` unpacks Debian's arm64 kernels (image, modules
+/// and headers, for [`guest`] to cross-build the module against) and
+/// arm64 busybox, without installing them: the host is amd64.
+pub const ARM64_ROOT: &str = "/usr/local/share/crashring/arm64-root";
+
+/// The machine a kernel is built for, and the one its guest emulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    X86_64,
+    Arm64,
+}
+
+impl Arch {
+    /// Debian's name for it, which ends its kernels' release strings.
+    pub fn debian(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "amd64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+}
+
+/// The generic flavour of `arch`: `-amd64`, not `-rt-amd64` or
+/// `-cloud-amd64`; `-arm64`, not `-rt-arm64` or `-cloud-arm64`.
+pub fn is_plain_flavour(release: &str, arch: Arch) -> bool {
     release
-        .strip_suffix("-amd64")
+        .strip_suffix(arch.debian())
+        .and_then(|r| r.strip_suffix('-'))
         .is_some_and(|r| !r.ends_with("-rt") && !r.ends_with("-cloud"))
 }
 

@@ -6,7 +6,7 @@
 //! the newest kernel Debian ships, from trixie-backports), so no patch
 //! level is hard-coded to vanish from the mirrors.
 
-use super::{is_plain_flavour, version_key, NEWEST_ROOT};
+use super::{is_plain_flavour, version_key, Arch, ARM64_ROOT, NEWEST_ROOT};
 use anyhow::{bail, ensure, Context, Result};
 use std::path::Path;
 use xshell::{cmd, Shell};
@@ -56,6 +56,10 @@ const TOOLS: &[&str] = &[
     // `bench` measures the user-space writer against LTTng-UST.
     "liblttng-ust-dev",
     "lttng-tools",
+    // The arm64 guests: the module cross-built against Debian's arm64
+    // headers, and the device trees that reserve their regions.
+    "gcc-aarch64-linux-gnu",
+    "device-tree-compiler",
 ];
 
 /// The kernels the project supports, found in the archive.
@@ -95,7 +99,7 @@ fn newest_kernel(sh: &Shell, prefix: &str) -> Result<String> {
                 .strip_suffix("-unsigned")
                 .map(String::from)
         })
-        .filter(|r| is_plain_flavour(r))
+        .filter(|r| is_plain_flavour(r, Arch::X86_64))
         .collect();
     releases.sort_by_key(|r| version_key(r));
     releases
@@ -127,6 +131,13 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
         ));
         sh.write_file(BACKPORTS_SOURCE, BACKPORTS)?;
     }
+    let foreign = cmd!(sh, "dpkg --print-foreign-architectures")
+        .quiet()
+        .read()?;
+    if !foreign.lines().any(|a| a == "arm64") {
+        say("adding arm64 to dpkg's architectures, to download Debian's arm64 kernels");
+        cmd!(sh, "dpkg --add-architecture arm64").run()?;
+    }
     say("apt-get update");
     cmd!(sh, "apt-get update -q")
         .quiet()
@@ -140,6 +151,9 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
 
     let backports: Vec<String> = [
         "qemu-system-x86".to_string(),
+        // Of the same QEMU release as qemu-system-x86, which it shares
+        // files with.
+        "qemu-system-arm".to_string(),
         format!("linux-image-{}-unsigned", k.v612),
         format!("linux-headers-{}", k.v612),
         // The wlroots example's headers and library. Its -dev dependencies
@@ -178,6 +192,7 @@ pub fn run(sh: &Shell) -> Result<Kernels> {
     install_perfetto_descriptor(sh)?;
     install_export_readers(sh)?;
     install_newest_kernel(sh)?;
+    install_arm64(sh, &k)?;
     say("everything is installed");
     Ok(k)
 }
@@ -259,7 +274,7 @@ fn install_newest_kernel(sh: &Shell) -> Result<()> {
     let mut releases: Vec<String> = list
         .lines()
         .filter_map(|l| l.split_whitespace().next()?.strip_prefix("linux-headers-"))
-        .filter(|r| is_plain_flavour(r))
+        .filter(|r| is_plain_flavour(r, Arch::X86_64))
         .map(String::from)
         .collect();
     releases.sort_by_key(|r| version_key(r));
@@ -296,6 +311,103 @@ fn install_newest_kernel(sh: &Shell) -> Result<()> {
     )
     .env("DEBIAN_FRONTEND", "noninteractive");
     quietly(sh, install, "apt-get install in the build root")
+}
+
+/// The release of `amd64_release`'s build for arm64: the same upload
+/// builds both, and the arm64 headers share its `-common` package, which
+/// the amd64 headers installed.
+pub fn arm64_release(amd64_release: &str) -> Result<String> {
+    amd64_release
+        .strip_suffix("-amd64")
+        .map(|r| format!("{r}-arm64"))
+        .with_context(|| format!("{amd64_release} is not an amd64 release"))
+}
+
+/// The Rust target of the guests' static arm64 `crashring`.
+pub const ARM64_RUST_TARGET: &str = "aarch64-unknown-linux-musl";
+
+/// Debian's arm64 6.12 and 6.1 kernels (image, modules, headers) and
+/// static busybox, unpacked into [`ARM64_ROOT`] (they cannot be installed
+/// on an amd64 host), with what cross-building against the headers needs:
+/// their `scripts` and `tools` links point at `../../lib/linux-kbuild-*`,
+/// the amd64 build tools the amd64 headers installed, and modules.dep is
+/// made by depmod as the package's own trigger would. Then the Rust
+/// standard library for [`ARM64_RUST_TARGET`], through rustup.
+fn install_arm64(sh: &Shell, k: &Kernels) -> Result<()> {
+    let root = Path::new(ARM64_ROOT);
+    let releases = [arm64_release(&k.v612)?, arm64_release(&k.v61)?];
+    let have = |r: &String| {
+        root.join(format!("boot/vmlinuz-{r}")).exists()
+            && root
+                .join(format!("usr/src/linux-headers-{r}/Makefile"))
+                .exists()
+            && root.join(format!("lib/modules/{r}/modules.dep")).exists()
+    };
+    if !(releases.iter().all(have) && root.join("bin/busybox").exists()) {
+        let mut packages: Vec<String> = releases
+            .iter()
+            .flat_map(|r| {
+                [
+                    format!("linux-image-{r}-unsigned:arm64"),
+                    format!("linux-headers-{r}:arm64"),
+                ]
+            })
+            .collect();
+        packages.push("busybox-static:arm64".into());
+        say(&format!(
+            "downloading {} and unpacking them into {ARM64_ROOT}",
+            packages.join(" ")
+        ));
+        let tmp = sh.create_temp_dir()?;
+        // apt-get download writes into the current directory; the log
+        // stays the project's.
+        let (script, into) = (
+            r#"cd "$1" && shift && exec apt-get download -q "$@""#,
+            tmp.path(),
+        );
+        quietly(
+            sh,
+            cmd!(sh, "sh -c {script} sh {into} {packages...}"),
+            "apt-get download of the arm64 kernels",
+        )?;
+        if root.exists() {
+            sh.remove_path(root)?;
+        }
+        for deb in std::fs::read_dir(tmp.path())?.flatten().map(|e| e.path()) {
+            cmd!(sh, "dpkg-deb -x {deb} {root}").quiet().run()?;
+        }
+        for r in &releases {
+            let kbuild =
+                std::fs::read_link(root.join(format!("usr/src/linux-headers-{r}/scripts")))
+                    .with_context(|| format!("the arm64 headers of {r} have no scripts link"))?;
+            // ../../lib/linux-kbuild-V/scripts: link usr/lib/linux-kbuild-V
+            // to the host's.
+            let dir = kbuild
+                .parent()
+                .and_then(|p| p.file_name())
+                .context("the scripts link's target")?;
+            let host = Path::new("/usr/lib").join(dir);
+            ensure!(
+                host.exists(),
+                "{} is missing: the amd64 headers of the same release install it",
+                host.display()
+            );
+            sh.create_dir(root.join("usr/lib"))?;
+            std::os::unix::fs::symlink(&host, root.join("usr/lib").join(dir))?;
+            cmd!(sh, "depmod -b {root} {r}").quiet().run()?;
+        }
+    }
+    let installed = cmd!(sh, "rustup target list --installed").quiet().read()?;
+    if !installed.lines().any(|t| t == ARM64_RUST_TARGET) {
+        say(&format!(
+            "rustup target add {ARM64_RUST_TARGET} (the guests' static crashring)"
+        ));
+        cmd!(sh, "rustup target add {ARM64_RUST_TARGET}")
+            .quiet()
+            .ignore_stderr()
+            .run()?;
+    }
+    Ok(())
 }
 
 /// Perfetto's `trace.proto`, compiled (a FileDescriptorSet), for strict
@@ -432,14 +544,18 @@ fn install_checkpatch(sh: &Shell, k: &Kernels) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::env::{is_plain_flavour, version_key};
+    use crate::env::{is_plain_flavour, version_key, Arch};
 
     #[test]
     fn only_the_generic_flavour_is_picked() {
-        assert!(is_plain_flavour("6.12.48+deb12-amd64"));
-        assert!(is_plain_flavour("6.1.0-39-amd64"));
-        assert!(!is_plain_flavour("6.12.117+deb12-rt-amd64"));
-        assert!(!is_plain_flavour("6.1.0-39-cloud-amd64"));
+        assert!(is_plain_flavour("6.12.48+deb12-amd64", Arch::X86_64));
+        assert!(is_plain_flavour("6.1.0-39-amd64", Arch::X86_64));
+        assert!(!is_plain_flavour("6.12.117+deb12-rt-amd64", Arch::X86_64));
+        assert!(!is_plain_flavour("6.1.0-39-cloud-amd64", Arch::X86_64));
+        assert!(is_plain_flavour("6.1.0-39-arm64", Arch::Arm64));
+        assert!(!is_plain_flavour("6.1.0-39-amd64", Arch::Arm64));
+        assert!(!is_plain_flavour("6.12.117+deb12-rt-arm64", Arch::Arm64));
+        assert!(!is_plain_flavour("6.1.0-39-cloud-arm64", Arch::Arm64));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::{host_crashring, Artifacts};
 use crate::env::debian::{self, Image};
 use crate::env::guest::Kernel;
 use crate::env::qemu::{self, Firmware, Start, Vm};
+use crate::env::Arch;
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::schema;
 use std::collections::BTreeMap;
@@ -312,6 +313,7 @@ impl Installed {
             }
         };
         let took = Vm {
+            arch: Arch::X86_64,
             start,
             memory: MEMORY,
             cpus: CPUS,

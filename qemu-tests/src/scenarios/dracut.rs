@@ -9,16 +9,16 @@
 //! the guest's memory and the host reads the region in it.
 
 use super::warm_reboot::said_after;
-use super::{check_backfill, fields, text, uint, Artifacts};
+use super::{check_backfill, ensure_running, fields, text, uint, Artifacts};
 use crate::env::guest::{self, Kernel};
 use crate::env::qemu::{self, Start, Vm};
+use crate::env::Arch;
 use anyhow::{ensure, Context, Result};
 use extractor::discover;
 use extractor::input::{self, source::FileSource};
 use extractor::phys::PhysAddr;
 use kexec_hooks::arm::{self, MODPROBE, MODULES_LOAD};
 use kexec_hooks::iomem::Placement;
-use pstore_ring::layout::STATE_RUNNING;
 use pstore_ring::read::{HeaderTrust, Region};
 use pstore_ring::schema::{EVENT_MARKER, EVENT_PRINTK, PRINTK_BACKFILLED};
 use std::path::{Path, PathBuf};
@@ -67,6 +67,7 @@ pub fn dracut_early(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let initrd = initramfs(sh, k, &module, &art.dir)?;
     let serial = art.dir.join("serial.log");
     let vm = Vm {
+        arch: Arch::X86_64,
         start: Start::Kernel {
             kernel: &k.vmlinuz,
             initrd: &initrd,
@@ -227,14 +228,7 @@ fn check_dump(dump: &Path) -> Result<String> {
         HeaderTrust::Checksummed,
     )?;
     let region = Region::parse(&found.bytes, HeaderTrust::Checksummed)?;
-    let state = region
-        .state
-        .as_ref()
-        .map_err(|p| anyhow::anyhow!("state block unreadable: {p}"))?;
-    ensure!(
-        state.state == STATE_RUNNING,
-        "the region's state is {state:?}, not running"
-    );
+    ensure_running(&region, "the guest was still booting when QEMU dumped it")?;
     let (mut printk, mut backfilled, mut markers) = (Vec::new(), Vec::new(), 0);
     for st in &region.decode().streams {
         for ev in &st.events {

@@ -292,6 +292,7 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     )?;
     let serial = art.dir.join("serial.log");
     let vm = Vm {
+        arch: k.arch,
         start: Start::Kernel {
             kernel: &k.vmlinuz,
             initrd: &initrd,

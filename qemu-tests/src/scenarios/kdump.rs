@@ -216,6 +216,7 @@ pub(crate) fn run_kdump(
     cmd!(sh, "mkfs.ext2 -q -F {disk}").run()?;
     let serial = art.dir.join("serial.log");
     let vm = Vm {
+        arch: k.arch,
         start: Start::Kernel {
             kernel: &k.vmlinuz,
             initrd: &initrd,

@@ -2,11 +2,12 @@
 //! backing file is the "persistent" medium, and QEMU is killed in the
 //! middle of the workload, with no panic and no flush.
 
-use super::{host_crashring, raw_disk, recover_workload, Artifacts};
+use super::{
+    check_cut_short, endless_workload, host_crashring, raw_disk, reported_progress, Artifacts,
+};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Start, Vm};
 use anyhow::{bail, ensure, Context, Result};
-use pstore_ring::layout::STATE_RUNNING;
 use pstore_ring::read::{HeaderTrust, Region};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,13 +17,13 @@ use xshell::{cmd, Shell};
 /// big the backing file is; the module records into all of it.
 const PMEM_ADDR: u64 = 0x1_0000_0000;
 const PMEM_MIB: u64 = 64;
-/// The guest reports every this many markers; the host cuts the power once
-/// it has seen `CUT_AFTER`.
-const REPORT_EVERY: u32 = 50;
+/// The host cuts the power once the guest reported (every
+/// [`super::REPORT_EVERY`] markers) this many.
 const CUT_AFTER: u32 = 300;
 
 fn vm<'a>(k: &'a Kernel, initrd: &'a Path, pmem: &Path, disk: PathBuf, serial: PathBuf) -> Vm<'a> {
     Vm {
+        arch: k.arch,
         start: Start::Kernel {
             kernel: &k.vmlinuz,
             initrd,
@@ -53,14 +54,8 @@ fn record_script() -> String {
     format!(
         r#"insmod /lib/crashring.ko region={PMEM_MIB}M@{PMEM_ADDR:#x} || echo "crashring-test: insmod failed"
 echo "crashring-test: phase record"
-i=1
-while true; do
-  echo "workload marker $i" > /dev/crashring
-  echo "<6>crashring-workload: printk $i" > /dev/kmsg
-  if [ $((i % {REPORT_EVERY})) -eq 0 ]; then echo "crashring-test: wrote $i"; fi
-  i=$((i+1))
-done
-"#
+{}"#,
+        endless_workload()
     )
 }
 
@@ -190,19 +185,13 @@ pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String
     )?;
     running.power_cut();
     let recorded = started.elapsed();
-    let log = std::fs::read_to_string(&serial).unwrap_or_default();
-    let reported = log
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("crashring-test: wrote "))
-        .filter_map(|n| n.parse::<u32>().ok())
-        .max()
-        .context("the guest never reported progress")?;
+    let reported = reported_progress(&std::fs::read_to_string(&serial).unwrap_or_default())?;
 
     // The host reads the backing file.
     let image = std::fs::read(&pmem)?;
     let region = Region::parse(&image, HeaderTrust::Checksummed)
         .with_context(|| format!("no region at the start of {}", pmem.display()))?;
-    let summary = check_power_loss(&region, reported).with_context(|| {
+    let summary = check_cut_short(&region, reported, "the power was cut").with_context(|| {
         format!(
             "checking {} (serial log {})",
             pmem.display(),
@@ -257,45 +246,5 @@ pub fn pmem_power_loss(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String
         REFUSED.len(),
         host_jsonl.lines().count(),
         took2.as_secs_f64()
-    ))
-}
-
-/// A region whose machine lost power: still running (nobody marked a
-/// crash), the workload's markers 1..=M in order with M at least what the
-/// guest reported, printk lines 1..=P with P = M or M - 1 (each marker is
-/// written before its printk line), and nothing lost at all: the record
-/// in flight lies past its page's commit and is invisible (FORMAT.md
-/// section 12, case 1), and QEMU's memory is the backing file's, so no
-/// cache was left unwritten.
-fn check_power_loss(region: &Region, reported: u32) -> Result<String> {
-    let state = region
-        .state
-        .as_ref()
-        .map_err(|p| anyhow::anyhow!("state block unreadable: {p}"))?;
-    ensure!(
-        state.state == STATE_RUNNING,
-        "state is {state:?}, expected running (the power was cut)"
-    );
-    let r = recover_workload(region)?;
-    let (markers, printk) = (r.seq.markers, r.seq.printk);
-    ensure!(
-        markers >= reported && reported > 0,
-        "markers 1..={markers} recovered, but the guest reported writing {reported}"
-    );
-    ensure!(
-        printk == markers || printk + 1 == markers,
-        "printk lines 1..={printk} recovered after markers 1..={markers}: each marker's printk line follows it"
-    );
-    for s in &r.trace.streams {
-        ensure!(
-            s.lost_events() == 0,
-            "stream {} lost events: {:?}",
-            s.info.index,
-            s.losses
-        );
-    }
-    Ok(format!(
-        "state running, {} events, markers 1..={markers} and printk lines 1..={printk} in order, none lost or torn",
-        r.trace.event_count(),
     ))
 }

@@ -6,6 +6,7 @@
 use super::{boot_script, host_crashring, raw_disk, Artifacts, ACK, DONE, DONE_MIB, SAVE_DISK_MIB};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{self, Start, Vm};
+use crate::env::Arch;
 use anyhow::{bail, ensure, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +39,8 @@ pub struct WarmReboot<'a> {
     /// Host programs the guest runs, at the same paths, with their
     /// libraries.
     pub programs: &'a [&'a str],
+    /// Other host files the guest reads: (source, path in the initramfs).
+    pub files: &'a [(&'a Path, &'a str)],
     /// More QEMU options (how its clock runs, say).
     pub qemu_args: &'a [&'a str],
     /// Kernel modules the record phase loads itself (`load_later`).
@@ -65,12 +68,96 @@ impl WarmReboot<'_> {
             script: None,
             ext2_disk: false,
             programs: &[],
+            files: &[],
             qemu_args: &[],
             later_modules: &[],
             monitor: None,
             release: ACK,
         }
     }
+}
+
+/// Where arm64's virt machine has its RAM: from 1 GiB on, where QEMU
+/// loads the kernel.
+const ARM64_RAM_BASE: u64 = 1 << 30;
+
+/// A scenario's region as the guest's machine reserves it. Scenarios name
+/// the PC's ranges: memmap=SIZE$ADDR on the command line and
+/// region=SIZE@ADDR for the module. arm64 has no memmap=, and a PC's
+/// address there would lie on the kernel (its RAM starts at
+/// [`ARM64_RAM_BASE`]): on arm64 the range moves up by that base and a
+/// reserved-memory node of the device tree, marked no-map, sets it aside.
+/// reserve_mem= is the same on both.
+struct Placement {
+    append: String,
+    module_args: String,
+    /// The range the device tree reserves: (address, size).
+    no_map: Option<(u64, u64)>,
+}
+
+impl Placement {
+    fn of(k: &Kernel, region_append: &str, module_args: &str) -> Result<Placement> {
+        if k.arch == Arch::X86_64 {
+            return Ok(Placement {
+                append: region_append.to_string(),
+                module_args: module_args.to_string(),
+                no_map: None,
+            });
+        }
+        let mut no_map = None;
+        let mut append = Vec::new();
+        for word in region_append.split_whitespace() {
+            let Some(range) = word.strip_prefix("memmap=") else {
+                append.push(word);
+                continue;
+            };
+            let (size, at) = range
+                .split_once('$')
+                .with_context(|| format!("{word}: arm64 reserves ranges only as memory"))?;
+            no_map = Some((address(at)? + ARM64_RAM_BASE, bytes(size)?));
+        }
+        let module_args = module_args
+            .split_whitespace()
+            .map(|word| match word.strip_prefix("region=") {
+                None => Ok(word.to_string()),
+                Some(range) => {
+                    let (size, at) = range
+                        .split_once('@')
+                        .with_context(|| format!("{word} is not region=SIZE@ADDR"))?;
+                    Ok(format!(
+                        "region={size}@{:#x}",
+                        address(at)? + ARM64_RAM_BASE
+                    ))
+                }
+            })
+            .collect::<Result<Vec<_>>>()?
+            .join(" ");
+        Ok(Placement {
+            append: append.join(" "),
+            module_args,
+            no_map,
+        })
+    }
+}
+
+/// A hexadecimal address of a kernel parameter (`0x40000000`).
+fn address(text: &str) -> Result<u64> {
+    let hex = text
+        .strip_prefix("0x")
+        .with_context(|| format!("{text} is not a 0x address"))?;
+    u64::from_str_radix(hex, 16).with_context(|| format!("address {text}"))
+}
+
+/// A size of a kernel parameter, as memparse() reads it (`16M`).
+fn bytes(text: &str) -> Result<u64> {
+    let (digits, shift) = match text.as_bytes().last() {
+        Some(b'K') => (&text[..text.len() - 1], 10),
+        Some(b'M') => (&text[..text.len() - 1], 20),
+        Some(b'G') => (&text[..text.len() - 1], 30),
+        _ => (text, 0),
+    };
+    let n: u64 = digits.parse().with_context(|| format!("size {text}"))?;
+    Ok(n << shift)
 }
 
 /// What a warm-reboot run saved: the previous generation as the second
@@ -109,7 +196,8 @@ pub fn warm_reboot_run(
     plan: &WarmReboot,
 ) -> Result<Saved> {
     let module = guest::build_module(sh, k)?;
-    let crashring = host_crashring(sh)?;
+    let crashring = guest::guest_crashring(sh, k)?;
+    let placed = Placement::of(k, plan.region_append, plan.module_args)?;
     let test_modules = if plan.test_module {
         Some(guest::build_test_modules(sh, k)?)
     } else {
@@ -127,10 +215,11 @@ pub fn warm_reboot_run(
     let files: Vec<(&Path, &str)> = test_modules
         .iter()
         .map(|(p, dest)| (p.as_path(), dest.as_str()))
+        .chain(plan.files.iter().copied())
         .collect();
     let script = plan.script.clone().unwrap_or_else(|| {
         boot_script(
-            plan.module_args,
+            &placed.module_args,
             plan.before_insmod,
             &plan.record,
             plan.release,
@@ -161,7 +250,8 @@ pub fn warm_reboot_run(
         disks.push(ext2);
     }
     let serial = art.dir.join("serial.log");
-    let vm = Vm {
+    let mut vm = Vm {
+        arch: k.arch,
         start: Start::Kernel {
             kernel: &k.vmlinuz,
             initrd: &initrd,
@@ -169,8 +259,10 @@ pub fn warm_reboot_run(
             // tracepoint in NMI context, say) panics with another message than
             // the one the scenario expects, and its check of the crash fails.
             append: format!(
-                "console=ttyS0 panic=1 panic_on_warn=1 {} loglevel=4 {}",
-                plan.region_append, plan.extra_append
+                "console={} panic=1 panic_on_warn=1 {} loglevel=4 {}",
+                k.console(),
+                placed.append,
+                plan.extra_append
             ),
         },
         memory: "2G",
@@ -180,6 +272,12 @@ pub fn warm_reboot_run(
         serial: serial.clone(),
         timeout: Duration::from_secs(300),
     };
+    if let Some((phys, size)) = placed.no_map {
+        let dtb = art.dir.join("reserving.dtb");
+        vm.device_tree_reserving(phys, size, &dtb)?;
+        vm.extra
+            .extend(["-dtb".to_string(), dtb.display().to_string()]);
+    }
     let took = match plan.monitor {
         None => vm.run()?,
         Some(drive) => {
@@ -273,4 +371,63 @@ fn check_guest_reading(sh: &Shell, verdict: &str, saved: &Path) -> Result<()> {
         "the guest's crashring info --json describes {guest}\nthe host's, on the bytes it saved, {host}"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Placement;
+    use crate::env::guest::Kernel;
+    use crate::env::Arch;
+    use std::path::PathBuf;
+
+    fn kernel(arch: Arch) -> Kernel {
+        Kernel {
+            series: "6.1",
+            arch,
+            release: format!("6.1.0-57-{}", arch.debian()),
+            root: PathBuf::from("/"),
+            vmlinuz: PathBuf::new(),
+            modules: PathBuf::new(),
+            headers: PathBuf::new(),
+        }
+    }
+
+    #[test]
+    fn arm64_moves_a_pc_range_above_its_ram_into_the_device_tree() {
+        let k = kernel(Arch::Arm64);
+        let p = Placement::of(
+            &k,
+            "memmap=64M$0x40000000 maxcpus=2",
+            "region=64M@0x40000000 sources=marker",
+        )
+        .unwrap();
+        assert_eq!(p.no_map, Some((0x8000_0000, 64 << 20)));
+        assert_eq!(p.append, "maxcpus=2");
+        assert_eq!(p.module_args, "region=64M@0x80000000 sources=marker");
+        // reserve_mem= is arm64's as much as the PC's.
+        let p = Placement::of(
+            &k,
+            "reserve_mem=16M:4096:crashring",
+            "reserve_mem=crashring",
+        )
+        .unwrap();
+        assert_eq!(p.no_map, None);
+        assert_eq!(p.append, "reserve_mem=16M:4096:crashring");
+        assert_eq!(p.module_args, "reserve_mem=crashring");
+        // Legacy persistent memory (memmap=SIZE!ADDR) has no arm64 form.
+        assert!(Placement::of(&k, "memmap=16M!0x40000000", "").is_err());
+    }
+
+    #[test]
+    fn the_pc_keeps_its_ranges_as_named() {
+        let p = Placement::of(
+            &kernel(Arch::X86_64),
+            "memmap=16M$0x40000000",
+            "region=16M@0x40000000",
+        )
+        .unwrap();
+        assert_eq!(p.no_map, None);
+        assert_eq!(p.append, "memmap=16M$0x40000000");
+        assert_eq!(p.module_args, "region=16M@0x40000000");
+    }
 }

@@ -10,7 +10,7 @@ use crate::checks::package;
 use crate::env::debian::{self, Image};
 use crate::env::guest::{self, Kernel};
 use crate::env::qemu::{self, Start, Vm};
-use crate::env::{self, work_dir};
+use crate::env::{self, work_dir, Arch};
 use anyhow::{ensure, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -300,6 +300,7 @@ fn job_boot(
     let job = serial.with_file_name("job.img");
     debian::job_disk(&job, script)?;
     Vm {
+        arch: Arch::X86_64,
         start: Start::Kernel {
             kernel: &first.kernel,
             initrd: &first.initrd,
