@@ -1,11 +1,13 @@
 //! The crashed kernel's memory by its own virtual addresses, for the
 //! readers of what the kernel itself keeps (its printk log): where
-//! VMCOREINFO says its symbols are ([`vmcoreinfo`]) and how its page
-//! tables map them ([`x86_64`]), over any dump's [`PhysMemory`].
+//! VMCOREINFO says its symbols are ([`vmcoreinfo`]) and how the kernel
+//! maps them: x86-64's page tables ([`x86_64`]), arm64's image and
+//! linear map ([`arm64`]); over any dump's [`PhysMemory`].
 //!
 //! A read fails at the first byte that is not mapped or not in the dump,
 //! and says which and why: nothing is read as zeros.
 
+pub mod arm64;
 pub mod symbols;
 pub mod vmcoreinfo;
 pub mod x86_64;
@@ -13,6 +15,7 @@ pub mod x86_64;
 use crate::phys::{PhysAddr, PhysError, PhysMemory};
 use std::fmt;
 use std::ops::Add;
+use arm64::Arm64;
 use vmcoreinfo::{InfoError, VmcoreInfo};
 use x86_64::X86_64;
 
@@ -51,6 +54,8 @@ pub enum TranslateError {
         level: u32,
         source: PhysError,
     },
+    #[error("{virt:#x} is in neither the kernel image nor the linear map (arm64: crashring does not walk its page tables)")]
+    NotLinear { virt: VirtAddr },
     #[error("{virt:#x} (physical {phys:#x}): {source}")]
     Read {
         virt: VirtAddr,
@@ -59,10 +64,34 @@ pub enum TranslateError {
     },
 }
 
+/// How the crashed kernel mapped its addresses, by its architecture.
+enum Mapping {
+    X86_64(X86_64),
+    Arm64(Arm64),
+}
+
+impl Mapping {
+    /// The architecture is the one whose own entries the note has:
+    /// arm64's `NUMBER(kimage_voffset)`, else x86-64's.
+    fn from_vmcoreinfo(info: &VmcoreInfo) -> Result<Mapping, InfoError> {
+        match info.has("NUMBER(kimage_voffset)") {
+            true => Arm64::from_vmcoreinfo(info).map(Mapping::Arm64),
+            false => X86_64::from_vmcoreinfo(info).map(Mapping::X86_64),
+        }
+    }
+
+    fn translate(&self, mem: &dyn PhysMemory, virt: VirtAddr) -> Result<PhysAddr, TranslateError> {
+        match self {
+            Mapping::X86_64(x) => x.translate(mem, virt),
+            Mapping::Arm64(a) => a.translate(virt),
+        }
+    }
+}
+
 /// A dump's memory read by the crashed kernel's virtual addresses.
 pub struct KernelMemory<'m> {
     mem: &'m dyn PhysMemory,
-    arch: X86_64,
+    arch: Mapping,
 }
 
 impl<'m> KernelMemory<'m> {
@@ -70,7 +99,7 @@ impl<'m> KernelMemory<'m> {
     pub fn new(mem: &'m dyn PhysMemory, info: &VmcoreInfo) -> Result<KernelMemory<'m>, InfoError> {
         Ok(KernelMemory {
             mem,
-            arch: X86_64::from_vmcoreinfo(info)?,
+            arch: Mapping::from_vmcoreinfo(info)?,
         })
     }
 

@@ -77,6 +77,20 @@ impl VmcoreInfo {
             .map_err(|_| invalid(&key, value, "a decimal number"))
     }
 
+    /// `NUMBER(name)` as an unsigned value: in hex with `0x` where the
+    /// kernel prints it so (arm64's `kimage_voffset`, `PHYS_OFFSET`), else
+    /// in decimal, a negative one taken as the kernel's unsigned use of it.
+    pub fn unsigned(&self, name: &str) -> Result<u64, InfoError> {
+        let key = format!("NUMBER({name})");
+        let value = self.value(&key)?;
+        match value.strip_prefix("0x") {
+            Some(hex) => {
+                u64::from_str_radix(hex, 16).map_err(|_| invalid(&key, value, "a hex number"))
+            }
+            None => self.number(name).map(|n| n as u64),
+        }
+    }
+
     /// `KERNELOFFSET`, the KASLR displacement of the kernel image, in hex.
     pub fn kernel_offset(&self) -> Result<u64, InfoError> {
         self.hex("KERNELOFFSET")
@@ -132,6 +146,21 @@ mod tests {
         assert_eq!(info.kernel_offset(), Ok(0x1c00_0000));
         assert_eq!(info.value("OSRELEASE"), Ok("6.12.117+deb12-amd64"));
         assert!(!info.has("garbage"));
+    }
+
+    #[test]
+    fn an_unsigned_number_is_read_in_the_base_the_kernel_printed() {
+        let note = VmcoreInfo::parse(
+            "NUMBER(kimage_voffset)=0xffff9f877ee00000\nNUMBER(phys_base)=-1040187392\n\
+             NUMBER(VA_BITS)=52\nNUMBER(bad)=0xzz\n",
+        );
+        assert_eq!(note.unsigned("kimage_voffset"), Ok(0xffff_9f87_7ee0_0000));
+        assert_eq!(note.unsigned("phys_base"), Ok((-1040187392i64) as u64));
+        assert_eq!(note.unsigned("VA_BITS"), Ok(52));
+        assert!(matches!(
+            note.unsigned("bad"),
+            Err(InfoError::Invalid { .. })
+        ));
     }
 
     #[test]

@@ -3,10 +3,13 @@
 //! `qemu-dump` is here with the checks every dump gets; the kdump
 //! scenarios are in `kdump.rs`.
 
-use super::{check_region, host_crashring, workload_script, Artifacts, WORKLOAD_EVENTS};
+use super::{
+    check_region, host_crashring, workload_script, Artifacts, Placement, WORKLOAD_EVENTS,
+};
 use super::{ftrace, printk_log, ramoops};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{Start, Vm};
+use crate::env::Arch;
 use anyhow::{bail, ensure, Context, Result};
 use extractor::discover;
 use extractor::input;
@@ -105,15 +108,18 @@ fn check_bundle(
     dump: &Path,
     serial: &Path,
     release: &str,
-    ftrace_cpus: Option<u32>,
+    extras: Extras,
 ) -> Result<String> {
     let name = dump.file_name().and_then(|n| n.to_str()).unwrap_or("dump");
     let out = dump.with_file_name(format!("{name}.bundle.tar.gz"));
     let log = format!("{}:console.txt", serial.display());
-    let layout = ramoops::DUMP_LAYOUT;
+    let ramoops_args = match extras.ramoops {
+        true => vec!["--ramoops", ramoops::DUMP_LAYOUT],
+        false => vec![],
+    };
     let run = cmd!(
         sh,
-        "{crashring} bundle {dump} -o {out} --add-log {log} --ramoops {layout}"
+        "{crashring} bundle {dump} -o {out} --add-log {log} {ramoops_args...}"
     )
     .quiet()
     .ignore_status()
@@ -164,8 +170,11 @@ fn check_bundle(
             f["sha256"]
         );
     }
-    let mut pstore = ramoops::check_bundled(sh, crashring, dump, &checked.manifest, &top)?;
-    if let Some(cpus) = ftrace_cpus {
+    let mut pstore = match extras.ramoops {
+        true => ramoops::check_bundled(sh, crashring, dump, &checked.manifest, &top)?,
+        false => "no ramoops".to_string(),
+    };
+    if let Some(cpus) = extras.ftrace_cpus {
         pstore += "; ";
         pstore += &ftrace::check_bundled(&checked.manifest, &top, cpus)?;
         pstore += "; ";
@@ -185,6 +194,15 @@ fn check_bundle(
         align["offset_ns"],
         align["spread_ns"]
     ))
+}
+
+/// What a `qemu-dump` guest keeps beside the region, for the bundle to
+/// hold: ramoops' area, and a persistent ftrace instance of this many
+/// CPUs.
+#[derive(Clone, Copy)]
+struct Extras {
+    ramoops: bool,
+    ftrace_cpus: Option<u32>,
 }
 
 /// Checks the kernel's printk log read from each of `dumps` (one crash's):
@@ -265,16 +283,38 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     // printk log read from each dump to be held against.
     // ramoops beside the region: the bundle takes its panic record. A
     // persistent ftrace instance too, where the kernel has them.
-    let persistent_ftrace = k.has_reserve_mem();
+    // ramoops' and ftrace's areas are the PC's memmap= ranges; their
+    // readers do not depend on the machine. On arm64 the dump's
+    // containers and the printk log read through its page tables are
+    // what is new.
+    let pc = k.arch == Arch::X86_64;
+    let persistent_ftrace = pc && k.has_reserve_mem();
     let cpus = 4;
+    let extras = Extras {
+        ramoops: pc,
+        ftrace_cpus: persistent_ftrace.then_some(cpus),
+    };
     let ftrace_script = if persistent_ftrace {
         ftrace::script(cpus)
     } else {
         String::new()
     };
-    let script = workload_script(
+    let ramoops_script = if pc {
+        ramoops::dump_script()
+    } else {
+        String::new()
+    };
+    let placed = Placement::of(
+        k,
+        &format!("memmap=16M${REGION_ADDR:#x}"),
         &format!("region=16M@{REGION_ADDR:#x}"),
-        &(ramoops::dump_script() + &ftrace_script + printk_log::GUEST_DMESG),
+    )?;
+    let region_addr = placed
+        .region_address()
+        .context("the placed region's address")?;
+    let script = workload_script(
+        &placed.module_args,
+        &(ramoops_script + &ftrace_script + printk_log::GUEST_DMESG),
     );
     let initrd = guest::initramfs(
         sh,
@@ -282,23 +322,25 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         &Initramfs {
             kernel: k,
             module: &module,
-            crashring: &crashring,
+            crashring: &guest::guest_crashring(sh, k)?,
             kernel_modules: &["qemu_fw_cfg"],
-            later_modules: ramoops::MODULES,
+            later_modules: if pc { ramoops::MODULES } else { &[] },
             programs: &[],
             files: &[],
             script: &script,
         },
     )?;
     let serial = art.dir.join("serial.log");
-    let vm = Vm {
+    let mut vm = Vm {
         arch: k.arch,
         start: Start::Kernel {
             kernel: &k.vmlinuz,
             initrd: &initrd,
             append: format!(
-                "console=ttyS0 panic=0 memmap=16M${REGION_ADDR:#x} {} {} loglevel=4",
-                ramoops::DUMP_APPEND,
+                "console={} panic=0 {} {} {} loglevel=4",
+                k.console(),
+                placed.append,
+                if pc { ramoops::DUMP_APPEND } else { "" },
                 if persistent_ftrace {
                     ftrace::APPEND
                 } else {
@@ -315,6 +357,7 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         serial: serial.clone(),
         timeout: Duration::from_secs(240),
     };
+    placed.reserve(&mut vm, art)?;
     let mut running = vm.start(&art.dir.join("qmp.sock"))?;
     // panic() prints its end marker after the notifiers ran (crashring's
     // closes every page there): only then is the region final.
@@ -362,7 +405,7 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
                 path,
                 &serial,
                 &k.release,
-                persistent_ftrace.then_some(cpus),
+                extras,
             )
             .with_context(|| {
                 format!(
@@ -373,7 +416,7 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             })?;
             lines.push(line);
         }
-        let line = check_dump(sh, &crashring, path, Some(REGION_ADDR), Some(&k.release))
+        let line = check_dump(sh, &crashring, path, Some(region_addr), Some(&k.release))
             .with_context(|| {
                 format!(
                     "checking {} (serial log {})",

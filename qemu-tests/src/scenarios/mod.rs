@@ -50,7 +50,7 @@ use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{Event, HeaderTrust, LossKind, Problem, Region, StreamTrace, Trace};
 use pstore_ring::scan::find_regions;
 use pstore_ring::schema::{Value, EVENT_CRASH, EVENT_MARKER, EVENT_PRINTK};
-pub use runner::{warm_reboot_run, WarmReboot};
+pub use runner::{warm_reboot_run, Placement, WarmReboot};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use xshell::Shell;
@@ -129,7 +129,7 @@ pub const SCENARIOS: &[Scenario] = &[
         about: "memmap= region; workload; panic with -no-shutdown; dump-guest-memory in every Linux format QEMU lists, with and without paging, with ramoops and a persistent ftrace instance (6.12) beside the region; the host extractor reads each and every ftrace marker in it, bundles the first with its ramoops records (the panic's among them), and from each the kernel's printk log (crashring dmesg), the same from all and holding the guest's own dmesg printed before the crash",
         only_612: None,
         newest: false,
-        arches: Arches::Pc,
+        arches: Arches::PcAndArm64,
         run: dumps::qemu_dump,
     },
     Scenario {

@@ -88,15 +88,15 @@ const ARM64_RAM_BASE: u64 = 1 << 30;
 /// [`ARM64_RAM_BASE`]): on arm64 the range moves up by that base and a
 /// reserved-memory node of the device tree, marked no-map, sets it aside.
 /// reserve_mem= is the same on both.
-struct Placement {
-    append: String,
-    module_args: String,
+pub struct Placement {
+    pub append: String,
+    pub module_args: String,
     /// The range the device tree reserves: (address, size).
-    no_map: Option<(u64, u64)>,
+    pub no_map: Option<(u64, u64)>,
 }
 
 impl Placement {
-    fn of(k: &Kernel, region_append: &str, module_args: &str) -> Result<Placement> {
+    pub fn of(k: &Kernel, region_append: &str, module_args: &str) -> Result<Placement> {
         if k.arch == Arch::X86_64 {
             return Ok(Placement {
                 append: region_append.to_string(),
@@ -137,6 +137,29 @@ impl Placement {
             module_args,
             no_map,
         })
+    }
+}
+
+impl Placement {
+    /// Where the range is: the module's `region=` address, moved as the
+    /// range was.
+    pub fn region_address(&self) -> Option<u64> {
+        self.module_args
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("region=")?.split_once('@'))
+            .and_then(|(_, at)| address(at).ok())
+    }
+
+    /// Gives `vm` the device tree that reserves the range, where it needs
+    /// one (written into the run's folder).
+    pub fn reserve(&self, vm: &mut Vm, art: &Artifacts) -> Result<()> {
+        if let Some((phys, size)) = self.no_map {
+            let dtb = art.dir.join("reserving.dtb");
+            vm.device_tree_reserving(phys, size, &dtb)?;
+            vm.extra
+                .extend(["-dtb".to_string(), dtb.display().to_string()]);
+        }
+        Ok(())
     }
 }
 
@@ -272,12 +295,7 @@ pub fn warm_reboot_run(
         serial: serial.clone(),
         timeout: Duration::from_secs(300),
     };
-    if let Some((phys, size)) = placed.no_map {
-        let dtb = art.dir.join("reserving.dtb");
-        vm.device_tree_reserving(phys, size, &dtb)?;
-        vm.extra
-            .extend(["-dtb".to_string(), dtb.display().to_string()]);
-    }
+    placed.reserve(&mut vm, art)?;
     let took = match plan.monitor {
         None => vm.run()?,
         Some(drive) => {
