@@ -110,7 +110,7 @@ mod tests {
         // prb, in the image's data.
         assert_eq!(
             a.translate(VirtAddr(info.symbol("prb").unwrap())).unwrap(),
-            PhysAddr(0x4_28a9_e10)
+            PhysAddr(0x428a_9e10)
         );
         // mem_section's array, from memblock: the linear map, which
         // starts at PHYS_OFFSET.

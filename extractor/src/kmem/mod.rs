@@ -13,9 +13,9 @@ pub mod vmcoreinfo;
 pub mod x86_64;
 
 use crate::phys::{PhysAddr, PhysError, PhysMemory};
+use arm64::Arm64;
 use std::fmt;
 use std::ops::Add;
-use arm64::Arm64;
 use vmcoreinfo::{InfoError, VmcoreInfo};
 use x86_64::X86_64;
 

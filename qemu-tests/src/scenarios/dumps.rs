@@ -3,9 +3,7 @@
 //! `qemu-dump` is here with the checks every dump gets; the kdump
 //! scenarios are in `kdump.rs`.
 
-use super::{
-    check_region, host_crashring, workload_script, Artifacts, Placement, WORKLOAD_EVENTS,
-};
+use super::{check_region, host_crashring, workload_script, Artifacts, Placement, WORKLOAD_EVENTS};
 use super::{ftrace, printk_log, ramoops};
 use crate::env::guest::{self, Initramfs, Kernel};
 use crate::env::qemu::{Start, Vm};
@@ -399,21 +397,14 @@ pub fn qemu_dump(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     lines.push(check_printk_logs(sh, &crashring, &paths, &serial, false)?);
     for (i, (path, took)) in dumps.iter().enumerate() {
         if i == 0 {
-            let line = check_bundle(
-                sh,
-                &crashring,
-                path,
-                &serial,
-                &k.release,
-                extras,
-            )
-            .with_context(|| {
-                format!(
-                    "bundling {} (serial log {})",
-                    path.display(),
-                    serial.display()
-                )
-            })?;
+            let line = check_bundle(sh, &crashring, path, &serial, &k.release, extras)
+                .with_context(|| {
+                    format!(
+                        "bundling {} (serial log {})",
+                        path.display(),
+                        serial.display()
+                    )
+                })?;
             lines.push(line);
         }
         let line = check_dump(sh, &crashring, path, Some(region_addr), Some(&k.release))

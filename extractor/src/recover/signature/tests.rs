@@ -389,20 +389,26 @@ fn a_panic_without_a_report_is_known_by_its_own_call_trace() {
         " default_idle+0x9/0x20",
         " </TASK>",
     ];
-    let s = signature(&crashed(
-        1,
-        &lines,
-        &[],
-        REASON_PANIC,
-        "crashring-test: panic in hard IRQ context",
-    ));
     assert_eq!(
-        s.basis[1..],
+        timer_panic_basis(&lines),
         [
             "message: crashring-test: panic in hard IRQ context",
             "calls: crashring_test_timer [crashring_test] < call_timer_fn < __run_timers",
         ]
     );
+}
+
+/// The basis after its reason of a crash of CPU 1 that printed `lines`
+/// and panicked from a timer.
+fn timer_panic_basis(lines: &[&str]) -> Vec<String> {
+    let s = signature(&crashed(
+        1,
+        lines,
+        &[],
+        REASON_PANIC,
+        "crashring-test: panic in hard IRQ context",
+    ));
+    s.basis[1..].to_vec()
 }
 
 #[test]
@@ -424,15 +430,8 @@ fn arm64_reports_are_read_as_x86_ones_are() {
         " hrtimer_interrupt+0x108/0x2c0",
         " arch_timer_handler_virt+0x34/0x58",
     ];
-    let s = signature(&crashed(
-        1,
-        &panic,
-        &[],
-        REASON_PANIC,
-        "crashring-test: panic in hard IRQ context",
-    ));
     assert_eq!(
-        s.basis[1..],
+        timer_panic_basis(&panic),
         [
             "message: crashring-test: panic in hard IRQ context",
             "calls: panic_timer_fn [crashring_test] < __hrtimer_run_queues < hrtimer_interrupt",
