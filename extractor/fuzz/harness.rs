@@ -77,9 +77,10 @@ pub enum Target {
     /// parses must encode back to a message that parses the same.
     Request,
     /// The kernel's printk ring read from a dump through its VMCOREINFO
-    /// (a page-table walk, the ring's descriptors, infos and data), then
-    /// written as `crashring dmesg` writes it: seeds are an ELF and a
-    /// kdump-compressed vmcore of a ring.
+    /// (x86-64's page-table walk or arm64's image and linear map, the
+    /// ring's descriptors, infos and data), then written as `crashring
+    /// dmesg` writes it: seeds are an ELF and a kdump-compressed vmcore of
+    /// a ring, and an arm64 kernel's ELF vmcore of it.
     Printk,
     /// pstore/ramoops zones read from a raw image by a layout (the seed's,
     /// with ECC, or cut for 3 CPUs, picked by the input's last byte), as
@@ -196,7 +197,8 @@ fn kdump_seeds(mem: &[u8]) -> Vec<Vec<u8>> {
     ]
 }
 
-/// Vmcores of a printk ring: ELF and kdump-compressed.
+/// Vmcores of a printk ring: ELF and kdump-compressed, and an arm64
+/// kernel's ELF (the ring by its image and linear map).
 fn printk_seeds() -> Vec<Vec<u8>> {
     let mem = printk_ring::six_records();
     let note = printk_ring::note();
@@ -205,9 +207,19 @@ fn printk_seeds() -> Vec<Vec<u8>> {
         vmcoreinfo: Some(&note),
         ..Default::default()
     };
+    let mut arm64 = mem.clone();
+    printk_ring::arm64::repoint(&mut arm64);
+    let arm64_note = printk_ring::arm64::note();
     vec![
         synth::elf(&mem, &[load(0, mem.len() as u64)], Some(&note), 1, false),
         synth::kdump(&mem, &kdump),
+        synth::elf(
+            &arm64,
+            &[load(0, arm64.len() as u64)],
+            Some(&arm64_note),
+            1,
+            false,
+        ),
     ]
 }
 

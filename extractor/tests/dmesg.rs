@@ -9,15 +9,52 @@ use common::{bundles, crashring, ftrace_area, printk_ring, synth, write_tmp};
 
 /// An ELF vmcore of `mem` with the printk ring's VMCOREINFO.
 fn vmcore(name: &str, mem: &[u8]) -> std::path::PathBuf {
-    let note = printk_ring::note();
+    vmcore_with(name, mem, &printk_ring::note())
+}
+
+fn vmcore_with(name: &str, mem: &[u8], note: &str) -> std::path::PathBuf {
     let elf = synth::elf(
         mem,
         &[synth::load(0, mem.len() as u64)],
-        Some(&note),
+        Some(note),
         1,
         false,
     );
     write_tmp(name, &elf)
+}
+
+#[test]
+fn an_arm64_vmcores_printk_log_reads_as_an_x86_ones() {
+    let x86 = vmcore("printk-x86.elf", &printk_ring::six_records());
+    let mut mem = printk_ring::six_records();
+    printk_ring::arm64::repoint(&mut mem);
+    let arm64 = vmcore_with("printk-arm64.elf", &mem, &printk_ring::arm64::note());
+    let read = |path: &std::path::Path| crashring(&["dmesg", "--json", path.to_str().unwrap()]);
+    let (x86, arm64) = (read(&x86), read(&arm64));
+    assert_eq!(arm64.status.code(), Some(0), "{}", text(&arm64.stderr));
+    assert_eq!(text(&arm64.stdout), text(&x86.stdout));
+    assert_eq!(text(&arm64.stdout).lines().count(), 3);
+    // Descriptors at an address outside the image and the linear map (a
+    // vmalloc one) are not followed: every record is unreadable, none
+    // read from a wrong place.
+    printk_ring::put(
+        &mut mem,
+        printk_ring::RING + 8,
+        &0xffff_8000_1234_0000u64.to_le_bytes(),
+    );
+    let vmalloc = vmcore_with(
+        "printk-arm64-vmalloc.elf",
+        &mem,
+        &printk_ring::arm64::note(),
+    );
+    let out = crashring(&["dmesg", vmalloc.to_str().unwrap()]);
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr)
+            .contains("0 printk records (seq 0..0); 6 unreadable between tail and head"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 fn text(bytes: &[u8]) -> String {

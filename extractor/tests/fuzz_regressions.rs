@@ -39,7 +39,8 @@ fn findings(target: &str) -> &'static [Finding] {
                 says: &["refused request: line 3: unknown key \"path\""],
             },
         ],
-        // Seeds: the ring read from an ELF and a kdump-compressed vmcore.
+        // Seeds: the ring read from an ELF and a kdump-compressed vmcore,
+        // and from an arm64 kernel's ELF vmcore.
         "printk" => &[
             Finding {
                 name: "seed-elf",
@@ -47,6 +48,10 @@ fn findings(target: &str) -> &'static [Finding] {
             },
             Finding {
                 name: "seed-kdump",
+                says: &["3 records, 3 unreadable, 5 failed"],
+            },
+            Finding {
+                name: "seed-arm64-elf",
                 says: &["3 records, 3 unreadable, 5 failed"],
             },
         ],

@@ -79,7 +79,9 @@ impl Arm64 {
     pub fn translate(&self, virt: VirtAddr) -> Result<PhysAddr, TranslateError> {
         let addr = virt.0;
         if self.linear.contains(&addr) {
-            return Ok(PhysAddr(addr - self.linear.start + self.phys_offset));
+            return Ok(PhysAddr(
+                (addr - self.linear.start).wrapping_add(self.phys_offset),
+            ));
         }
         if self.image.contains(&addr) {
             return Ok(PhysAddr(addr.wrapping_sub(self.kimage_voffset)));

@@ -2,7 +2,8 @@
 //! 6.12's VMCOREINFO gives (`kernel/printk/printk_ringbuffer.h`): page
 //! tables mapping the kernel image and the direct map, `prb`, the ring,
 //! its descriptors, infos and data. Shared by the printk reader's unit
-//! tests, the integration tests and the fuzz harness.
+//! tests, the integration tests and the fuzz harness. [`arm64`] lays the
+//! same ring out as an arm64 kernel's, by its image and linear map.
 
 /// Where the kernel image and the direct map start.
 pub const IMAGE: u64 = 0xffff_ffff_8000_0000;
@@ -49,6 +50,43 @@ pub fn note() -> String {
         IMAGE + TOP,
         IMAGE + PRB
     )
+}
+
+/// The same ring in an arm64 kernel's memory, without page tables: the
+/// image at physical 0 (`kimage_voffset` = its virtual start) and the
+/// linear map of physical 0 on at `PAGE_OFFSET` (a 48-bit 6.1 layout,
+/// `PHYS_OFFSET` 0), as VMCOREINFO gives them.
+pub mod arm64 {
+    use super::{put, DATA, DESCS, INFOS, PRB, RING};
+
+    pub const IMAGE: u64 = 0xffff_a0d0_a940_0000;
+    pub const LINEAR: u64 = 0xffff_0000_0000_0000;
+
+    /// [`super::note`]'s layout with arm64's mapping instead of x86's.
+    pub fn note() -> String {
+        let x86 = super::note();
+        let layout: String = x86
+            .lines()
+            .filter(|l| !l.starts_with("SYMBOL(") && !l.starts_with("NUMBER("))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        format!(
+            "{layout}SYMBOL(prb)={:x}\nSYMBOL(_stext)={:x}\nNUMBER(VA_BITS)=48\n\
+             NUMBER(kimage_voffset)={IMAGE:#x}\nNUMBER(PHYS_OFFSET)=0x0\n\
+             NUMBER(TCR_EL1_T1SZ)=0x10\n",
+            IMAGE + PRB,
+            IMAGE + 0x1_0000
+        )
+    }
+
+    /// `mem` (a ring laid out by [`super::ring`]) with its pointers as an
+    /// arm64 kernel's.
+    pub fn repoint(mem: &mut [u8]) {
+        put(mem, PRB, &(IMAGE + RING).to_le_bytes());
+        put(mem, RING + 8, &(LINEAR + DESCS).to_le_bytes());
+        put(mem, RING + 16, &(LINEAR + INFOS).to_le_bytes());
+        put(mem, RING + 56, &(LINEAR + DATA).to_le_bytes());
+    }
 }
 
 pub fn put(mem: &mut [u8], at: u64, bytes: &[u8]) {
