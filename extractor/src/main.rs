@@ -181,10 +181,11 @@ enum Cmd {
         input: InputArgs,
     },
     /// Make this machine record across crashes: reserve a range of RAM at
-    /// every boot (memmap=, placed from /proc/iomem, on the command line
-    /// of GRUB, kernel-install or grubby), and load the module over it
-    /// with crash_kexec_post_notifiers on. Root only; runs the boot
-    /// loader's tool (update-grub, kernel-install add, grubby).
+    /// every boot (x86: memmap=, placed from /proc/iomem; arm64:
+    /// reserve_mem=, 6.11+) on the command line of GRUB, kernel-install
+    /// or grubby, and load the module over it with
+    /// crash_kexec_post_notifiers on. Root only; runs the boot loader's
+    /// tool (update-grub, kernel-install add, grubby).
     Arm(cmd::arm::ArmArgs),
     /// Archive every generation the module keeps (what
     /// crashring-recover.service runs at boot): each a bundle in the bundle

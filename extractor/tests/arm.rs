@@ -58,7 +58,7 @@ fn dry_run_arm_status_disarm_round_trip() {
     assert!(armed.status.success(), "{}", text(&armed.stderr));
     let said = text(&armed.stderr);
     assert!(said.contains("not running `update-grub`"), "{said}");
-    assert!(said.contains("armed with 16M@0x22f000000"), "{said}");
+    assert!(said.contains("armed with memmap 16M@0x22f000000"), "{said}");
 
     let status = crashring(&["status", "--root", &root]);
     let out = text(&status.stdout);

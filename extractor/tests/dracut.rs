@@ -15,6 +15,7 @@ use common::skip_without;
 use common::synth::{elf, image_of_generation, load};
 use kexec_hooks::iomem::Placement;
 use kexec_hooks::loader::{Armed, Loader};
+use kexec_hooks::reserve::Reservation;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -106,10 +107,10 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
     std::fs::write(tree.join("proc/vmcore"), b"").unwrap();
 
     let record = Armed {
-        placement: Placement {
+        reservation: Reservation::Memmap(Placement {
             start: ARMED,
             size: 16 << 10,
-        },
+        }),
         loader: Loader::Grub,
         added: Vec::new(),
         created_from: None,

@@ -12,9 +12,10 @@
 
 use crate::boot;
 use crate::initramfs;
-use crate::iomem::{self, Placement};
+use crate::iomem;
 use crate::kdump_tools::{self, KDUMP_TOOLS};
 use crate::loader::{self, read, Armed, Loader};
+use crate::reserve::{self, Reservation};
 use crate::system::System;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -43,9 +44,17 @@ pub enum ArmError {
     #[error(transparent)]
     Place(#[from] iomem::PlaceError),
     #[error(
-        "memmap= reserves memory on x86 only, and this machine is {0}: load the module with region= over a range the device tree reserves (reserved-memory), or reserve_mem= on 6.11+"
+        "crashring arm reserves memory on x86 (memmap=) and arm64 (reserve_mem=), and this machine is {0}: load the module with region= over a range the device tree reserves (reserved-memory, no-map), or with reserve_mem= on 6.11+"
     )]
     Unsupported(String),
+    #[error(
+        "this arm64 machine runs Linux {0}, which has no reserve_mem= (6.11 and later), and arm64 has no memmap=: reserve a range in its device tree (a reserved-memory node marked no-map) and load the module with region=SIZE@ADDR over it, or boot a 6.11 or later kernel (Debian 12's backports have 6.12) and arm again; crashring arm does not write device trees"
+    )]
+    NoReserveMem(String),
+    #[error(
+        "cannot tell which kernel this machine runs (no /proc/sys/kernel/osrelease): on arm64 that decides whether reserve_mem= exists"
+    )]
+    NoRelease,
     #[error(
         "{0} exists and was not written by crashring arm: remove it or fold its settings in by hand, then run arm again"
     )]
@@ -54,20 +63,21 @@ pub enum ArmError {
         "already armed with {current} ({}); a new size moves the range and leaves what it holds where no boot looks: archive the previous generation, run crashring disarm, reboot, then arm with the new size",
         loader::RECORD
     )]
-    Rearm { current: Placement },
+    Rearm { current: Reservation },
     #[error("{record} is ours but cannot be read as a record of the range: {text:?}", record = loader::RECORD)]
     Unreadable { text: String },
     #[error(
-        "no boot loader crashring arm can drive (GRUB with update-grub, grubby, kernel-install): this machine has {loader}, and nothing was written. By hand: add `{} {}` to the kernel's command line as that boot loader takes it (a loader that parses `$` as GRUB does wants `\\$`), `options crashring region={placement} user_streams={USER_STREAMS}` to {MODPROBE}, and `crashring` to {MODULES_LOAD}",
-        loader::memmap_word(*placement),
-        loader::POST_NOTIFIERS
+        "no boot loader crashring arm can drive (GRUB with update-grub, grubby, kernel-install): this machine has {loader}, and nothing was written. By hand: add `{} {}` to the kernel's command line as that boot loader takes it (a loader that parses `$` as GRUB does wants `\\$`), `options crashring {} user_streams={USER_STREAMS}` to {MODPROBE}, and `crashring` to {MODULES_LOAD}",
+        reservation.kernel_word(),
+        loader::POST_NOTIFIERS,
+        reservation.module_parameter()
     )]
     BootLoader {
         loader: &'static str,
-        placement: Placement,
+        reservation: Reservation,
     },
     #[error(
-        "armed through {was} ({}), and this machine now boots with {now}: take the range back from {was} by hand (for GRUB, remove {} and run update-grub; for kernel-install, remove `{memmap}` and `{}` from /etc/kernel/cmdline if arm added them, and run kernel-install add for every kernel), remove {}, then arm again",
+        "armed through {was} ({}), and this machine now boots with {now}: take the range back from {was} by hand (for GRUB, remove {} and run update-grub; for kernel-install, remove `{word}` and `{}` from /etc/kernel/cmdline if arm added them, and run kernel-install add for every kernel), remove {}, then arm again",
         loader::RECORD,
         loader::GRUB_DROP_IN,
         loader::POST_NOTIFIERS,
@@ -78,7 +88,7 @@ pub enum ArmError {
     LoaderChanged {
         was: Loader,
         now: Loader,
-        memmap: String,
+        word: String,
     },
     #[error(
         "kernel-install would write the entries from the running kernel's command line, and {} has none (a machine's copy?): write its /etc/kernel/cmdline first",
@@ -110,8 +120,8 @@ pub struct Plan {
     /// What runs after the files are written, in order: the boot
     /// loader's tool carrying the command line into its boot entries.
     pub commands: Vec<Vec<String>>,
-    /// The range, when arming.
-    pub placement: Option<Placement>,
+    /// How the range is reserved, when arming.
+    pub reservation: Option<Reservation>,
     /// What the user should know (kdump-tools found, nothing to do, ...).
     pub notes: Vec<String>,
 }
@@ -189,8 +199,11 @@ pub(crate) fn ours(text: &str) -> bool {
 }
 
 /// The module's options ([`MODPROBE`]): the range, and the crashring group's user streams.
-pub fn modprobe(p: Placement) -> String {
-    format!("{MARK}\noptions crashring region={p} user_streams={USER_STREAMS}\n")
+pub fn modprobe(r: Reservation) -> String {
+    format!(
+        "{MARK}\noptions crashring {} user_streams={USER_STREAMS}\n",
+        r.module_parameter()
+    )
 }
 
 /// Pool streams `arm` gives the module: 64 KiB each, 512 KiB of a slot.
@@ -251,14 +264,35 @@ fn not_ours(sys: &System) -> Result<Vec<Range<u64>>, ArmError> {
     Ok(avoid)
 }
 
+/// How a machine of `arch` reserves the range: `memmap=` on x86, placed
+/// from `/proc/iomem`; `reserve_mem=` on arm64, which has no `memmap=`,
+/// where the running kernel has it (6.11+).
+enum Way {
+    Memmap,
+    ReserveMem,
+}
+
+fn way(sys: &System, arch: &str) -> Result<Way, ArmError> {
+    match arch {
+        "x86_64" | "x86" => Ok(Way::Memmap),
+        "aarch64" => {
+            let release = read(sys, "/proc/sys/kernel/osrelease")?.ok_or(ArmError::NoRelease)?;
+            let release = release.trim();
+            match reserve::has_reserve_mem(release) {
+                true => Ok(Way::ReserveMem),
+                false => Err(ArmError::NoReserveMem(release.into())),
+            }
+        }
+        _ => Err(ArmError::Unsupported(arch.into())),
+    }
+}
+
 /// Plans `crashring arm`: `size` is `--size`, if given; `arch` the
 /// machine's (`std::env::consts::ARCH`). Refuses where the module is not
 /// installed, since the boot would then reserve the range for nothing,
 /// and where no boot loader it drives is found, before writing anything.
 pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, ArmError> {
-    if arch != "x86_64" && arch != "x86" {
-        return Err(ArmError::Unsupported(arch.into()));
-    }
+    let way = way(sys, arch)?;
     if let Some(s) = size {
         if s < iomem::ALIGN || !s.is_multiple_of(iomem::ALIGN) {
             return Err(ArmError::Size(s));
@@ -272,28 +306,35 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
     }
     let previous = loader::armed(sys)?;
     let mut plan = Plan::default();
-    let placement = match &previous {
-        Some(a) => {
-            if size.is_some_and(|s| s != a.placement.size) {
+    let reservation = match (&previous, way) {
+        (Some(a), _) => {
+            if size.is_some_and(|s| s != a.reservation.size()) {
                 return Err(ArmError::Rearm {
-                    current: a.placement,
+                    current: a.reservation,
                 });
             }
             plan.notes.push(format!(
                 "already armed with {}: the range is kept",
-                a.placement
+                a.reservation
             ));
-            a.placement
+            a.reservation
         }
-        None => {
+        (None, Way::Memmap) => {
             let text = read(sys, "/proc/iomem")?.unwrap_or_default();
             let resources = iomem::parse(&text).map_err(iomem::PlaceError::from)?;
-            iomem::place(&resources, size.unwrap_or(DEFAULT_SIZE), &not_ours(sys)?)?
+            Reservation::Memmap(iomem::place(
+                &resources,
+                size.unwrap_or(DEFAULT_SIZE),
+                &not_ours(sys)?,
+            )?)
         }
+        (None, Way::ReserveMem) => Reservation::ReserveMem {
+            size: size.unwrap_or(DEFAULT_SIZE),
+        },
     };
     let loader = loader::detect(sys).map_err(|found| ArmError::BootLoader {
         loader: found,
-        placement,
+        reservation,
     })?;
     if boot::firmware(sys) == boot::Firmware::UefiWipesMemory {
         plan.notes.push(format!(
@@ -307,21 +348,22 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         return Err(ArmError::LoaderChanged {
             was: was.loader,
             now: loader,
-            memmap: loader::memmap_word(placement),
+            word: reservation.kernel_word(),
         });
     }
-    let steps = loader::arm_steps(sys, loader, placement, previous.as_ref())?;
+    let steps = loader::arm_steps(sys, loader, reservation, previous.as_ref())?;
     let record = Armed {
-        placement,
+        reservation,
         loader,
         added: steps.added,
         created_from: steps.created_from,
     };
     plan.set(sys, loader::RECORD, Some(record.text()))?;
     plan.changes.extend(steps.changes);
-    plan.set(sys, MODPROBE, Some(modprobe(placement)))?;
+    plan.set(sys, MODPROBE, Some(modprobe(reservation)))?;
     plan.set(sys, MODULES_LOAD, Some(modules_load()))?;
-    plan.changes.extend(kdump_tools::change(sys, true)?);
+    plan.changes
+        .extend(kdump_tools::change(sys, Some(reservation))?);
     if read(sys, KDUMP_TOOLS)?.is_some() {
         plan.notes.push(format!(
             "kdump-tools is installed: its capture kernel boots with this command line but for memmap= (which kdump-config's eval would mangle; {KDUMP_TOOLS} gets a marked part for it), and the module loaded there leaves the range alone for the next boot to archive"
@@ -334,7 +376,7 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         .into_iter()
         .chain(steps.commands)
         .collect();
-    plan.placement = Some(placement);
+    plan.reservation = Some(reservation);
     Ok(plan)
 }
 
@@ -371,7 +413,7 @@ pub fn plan_disarm(sys: &System) -> Result<Plan, ArmError> {
             new: None,
         });
     }
-    plan.changes.extend(kdump_tools::change(sys, false)?);
+    plan.changes.extend(kdump_tools::change(sys, None)?);
     if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes) {
         plan.commands.insert(0, rebuild);
     }
@@ -430,7 +472,10 @@ pub(crate) mod tests {
         let (dir, sys) = machine(QEMU);
         let before = sys.snapshot().unwrap();
         let plan = plan_arm(&sys, Some(64 << 20), "x86_64").unwrap();
-        assert_eq!(plan.placement.unwrap().to_string(), "64M@0x22c000000");
+        assert_eq!(
+            plan.reservation.unwrap().to_string(),
+            "memmap 64M@0x22c000000"
+        );
         assert_eq!(plan.commands, [["update-grub"]]);
         plan.apply(&sys).unwrap();
         assert_eq!(
@@ -442,7 +487,7 @@ pub(crate) mod tests {
         for size in [None, Some(64 << 20)] {
             let again = plan_arm(&sys, size, "x86_64").unwrap();
             assert!(again.is_empty(), "{:?}", again.changes);
-            assert_eq!(again.placement, plan.placement);
+            assert_eq!(again.reservation, plan.reservation);
         }
         disarm_restores(&sys, dir.path(), &before);
         assert!(plan_disarm(&sys).unwrap().is_empty());
@@ -519,9 +564,26 @@ pub(crate) mod tests {
     fn refuses_with_a_reason() {
         let (_dir, sys) = machine(QEMU);
         assert!(matches!(
-            plan_arm(&sys, None, "aarch64"),
-            Err(ArmError::Unsupported(a)) if a == "aarch64"
+            plan_arm(&sys, None, "riscv64"),
+            Err(ArmError::Unsupported(a)) if a == "riscv64"
         ));
+        // arm64 before 6.11: no reserve_mem=, and no memmap= at all.
+        sys.write("/proc/sys/kernel/osrelease", "6.1.0-41-arm64\n")
+            .unwrap();
+        let err = plan_arm(&sys, None, "aarch64").unwrap_err();
+        assert!(matches!(&err, ArmError::NoReserveMem(r) if r == "6.1.0-41-arm64"));
+        assert!(
+            err.to_string()
+                .contains("reserved-memory node marked no-map"),
+            "{err}"
+        );
+        sys.remove("/proc/sys/kernel/osrelease").unwrap();
+        assert!(matches!(
+            plan_arm(&sys, None, "aarch64"),
+            Err(ArmError::NoRelease)
+        ));
+        sys.write("/proc/sys/kernel/osrelease", "6.1.0-41-amd64\n")
+            .unwrap();
         assert!(matches!(
             plan_arm(&sys, Some(3 << 20), "x86_64"),
             Err(ArmError::Size(_))
@@ -544,8 +606,68 @@ pub(crate) mod tests {
             .unwrap();
         assert!(matches!(
             plan_arm(&sys, Some(32 << 20), "x86_64"),
-            Err(ArmError::Rearm { current }) if current.size == 16 << 20
+            Err(ArmError::Rearm { current }) if current.size() == 16 << 20
         ));
+    }
+
+    /// An arm64 machine with Debian 12's backports kernel, GRUB and the
+    /// module, whose /proc/iomem (no memmap= there) arm does not read.
+    fn arm64_machine() -> (tempfile::TempDir, System) {
+        let (dir, sys) = machine("");
+        sys.write("/proc/sys/kernel/osrelease", "6.12.48+deb12-arm64\n")
+            .unwrap();
+        sys.write(
+            "/lib/modules/6.12.48+deb12-arm64/updates/dkms/crashring.ko",
+            "",
+        )
+        .unwrap();
+        (dir, sys)
+    }
+
+    #[test]
+    fn arm64_reserves_by_reserve_mem_and_disarms_to_what_it_was() {
+        let (dir, sys) = arm64_machine();
+        let before = sys.snapshot().unwrap();
+        let plan = plan_arm(&sys, None, "aarch64").unwrap();
+        assert_eq!(
+            plan.reservation,
+            Some(Reservation::ReserveMem { size: DEFAULT_SIZE })
+        );
+        plan.apply(&sys).unwrap();
+        assert_eq!(
+            sys.read(MODPROBE).unwrap().unwrap(),
+            format!(
+                "{MARK}\noptions crashring reserve_mem=crashring user_streams={USER_STREAMS}\n"
+            )
+        );
+        let drop_in = sys.read(GRUB_DROP_IN).unwrap().unwrap();
+        assert!(
+            drop_in.contains(
+                "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX reserve_mem=64M:2M:crashring crash_kexec_post_notifiers\""
+            ),
+            "{drop_in}"
+        );
+        let record = crate::loader::armed(&sys).unwrap().unwrap();
+        assert_eq!(
+            record.reservation,
+            Reservation::ReserveMem { size: 64 << 20 }
+        );
+        assert_eq!(
+            record.added,
+            ["reserve_mem=64M:2M:crashring", "crash_kexec_post_notifiers"]
+        );
+        // Arming again keeps it; another size is refused.
+        let again = plan_arm(&sys, None, "aarch64").unwrap();
+        assert!(again.notes[0].starts_with("already armed with reserve_mem 64M"));
+        assert!(matches!(
+            plan_arm(&sys, Some(32 << 20), "aarch64"),
+            Err(ArmError::Rearm {
+                current: Reservation::ReserveMem { .. }
+            })
+        ));
+        plan_disarm(&sys).unwrap().apply(&sys).unwrap();
+        assert_eq!(sys.snapshot().unwrap(), before);
+        drop(dir);
     }
 
     #[test]
@@ -875,7 +997,10 @@ pub(crate) mod tests {
         )
         .unwrap();
         let plan = plan_arm(&sys, Some(64 << 20), "x86_64").unwrap();
-        assert_eq!(plan.placement.unwrap().to_string(), "64M@0x22a000000");
+        assert_eq!(
+            plan.reservation.unwrap().to_string(),
+            "memmap 64M@0x22a000000"
+        );
         let mut params = vec![0u8; 4096];
         params[0x218..0x21c].copy_from_slice(&0x2800_0000u32.to_le_bytes());
         params[0x21c..0x220].copy_from_slice(&0x0400_0000u32.to_le_bytes());
@@ -883,7 +1008,10 @@ pub(crate) mod tests {
         sys.write("/sys/kernel/boot_params/data", "").unwrap();
         std::fs::write(sys.path("/sys/kernel/boot_params/data"), &params).unwrap();
         let plan = plan_arm(&sys, Some(64 << 20), "x86_64").unwrap();
-        assert_eq!(plan.placement.unwrap().to_string(), "64M@0x224000000");
+        assert_eq!(
+            plan.reservation.unwrap().to_string(),
+            "memmap 64M@0x224000000"
+        );
         assert!(!plan.notes.iter().any(|n| n.contains("wipes memory")));
         sys.write("/sys/firmware/efi/systab", "").unwrap();
         sys.write(boot::MOR_VARIABLE, "").unwrap();

@@ -58,8 +58,9 @@ pub enum Continuity {
     /// The module counted on from the last boot's generation, in the
     /// same range.
     Kept { last: u64 },
-    /// The module did not find the last boot's generation.
-    Lost { last: Recording },
+    /// The module did not find the last boot's generation; it records at
+    /// `now_phys`.
+    Lost { last: Recording, now_phys: String },
 }
 
 impl fmt::Display for Continuity {
@@ -69,9 +70,14 @@ impl fmt::Display for Continuity {
             Continuity::Kept { last } => {
                 write!(f, "kept: this boot counts on from generation {last}")
             }
-            Continuity::Lost { last } => write!(
+            Continuity::Lost { last, now_phys } if *now_phys != last.phys => write!(
                 f,
-                "LOST: the last boot recorded generation {} at {}, and this boot did not find it there (the range was overwritten, by firmware or the boot loader, or moved): whatever that boot recorded is gone",
+                "LOST: the range moved: the last boot recorded generation {} at {}, and this boot's range is at {now_phys} (reserve_mem= places it anew at every boot, and a boot made otherwise, through other firmware or another kernel, may place it elsewhere; or the configuration changed): whatever that boot recorded is not where this boot looks",
+                last.generation, last.phys
+            ),
+            Continuity::Lost { last, .. } => write!(
+                f,
+                "LOST: the last boot recorded generation {} at {}, and this boot did not find it there (the range was overwritten, by firmware or the boot loader): whatever that boot recorded is gone",
                 last.generation, last.phys
             ),
         }
@@ -84,7 +90,10 @@ fn judge(last: Option<&Recording>, now: &Recording) -> Continuity {
         Some(l) if now.generation > l.generation && now.phys == l.phys => {
             Continuity::Kept { last: l.generation }
         }
-        Some(l) => Continuity::Lost { last: l.clone() },
+        Some(l) => Continuity::Lost {
+            last: l.clone(),
+            now_phys: now.phys.clone(),
+        },
     }
 }
 
@@ -186,15 +195,22 @@ mod tests {
             .unwrap()
             .starts_with("LOST: the last boot recorded generation 5 at 0x7be00000"));
         let judged = note(&sys, DIR).unwrap();
-        assert!(matches!(judged, Some(Continuity::Lost { ref last }) if last.generation == 5));
+        assert!(matches!(judged, Some(Continuity::Lost { ref last, .. }) if last.generation == 5));
         assert!(describe(&sys, DIR).unwrap().starts_with("LOST"));
-        // Counted on, but somewhere else.
+        // Counted on, but somewhere else: a range that moved.
         sys.write(SYSFS_REGION, &region("cc", 2, "0x5be00000"))
             .unwrap();
-        assert!(matches!(
-            note(&sys, DIR).unwrap(),
-            Some(Continuity::Lost { .. })
-        ));
+        let moved = note(&sys, DIR).unwrap().unwrap();
+        assert!(matches!(moved, Continuity::Lost { .. }));
+        assert!(
+            moved
+                .to_string()
+                .starts_with("LOST: the range moved: the last boot recorded generation 1 at 0x7be00000, and this boot's range is at 0x5be00000"),
+            "{moved}"
+        );
+        assert!(describe(&sys, DIR)
+            .unwrap()
+            .starts_with("LOST: the range moved"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use crate::arm::{ArmError, Change, Plan};
 use crate::loader::{self, read};
+use crate::reserve::{self, Reservation};
 use crate::system::System;
 
 /// Debian's kdump-tools configuration: its presence means a capture
@@ -24,22 +25,40 @@ const KDUMP_PART_END: &str = "# <<< End of crashring arm's part.";
 /// module there only reads it), so every memmap= with a `$` is left out,
 /// with what kdump-config leaves out itself and its escaping of `"`.
 ///
+/// A `reserve_mem=` range (arm's way on arm64) is left out too: the
+/// capture kernel would set another aside in the little memory
+/// `crashkernel=` gives it, for nothing.
+///
 /// When the admin set a KDUMP_CMDLINE of their own above the part, it is
-/// kept, less such memmap= words. The part cannot ask the shell whether
+/// kept, less such words. The part cannot ask the shell whether
 /// KDUMP_CMDLINE is set: kdump-tools.service also reads the file as an
 /// EnvironmentFile=, which sets it (to the text of the file's last
 /// assignment) before kdump-config sources the file. So `arm` looks at
 /// the file instead, and writes the part that fits it.
-fn kdump_part(admin_cmdline: bool) -> String {
+fn kdump_part(admin_cmdline: bool, reservation: Reservation) -> String {
+    let (leave_out, why) = match reservation {
+        Reservation::Memmap(_) => (
+            "s/(^| )memmap=[^ ]*[$][^ ]*//g".to_string(),
+            "# kdump-config's eval would expand the `$` of memmap=SIZE$ADDR: the\n\
+             # capture kernel's command line without it (it needs no range reserved).",
+        ),
+        Reservation::ReserveMem { .. } => (
+            format!(
+                "s/(^| )memmap=[^ ]*[$][^ ]*//g;s/(^| )reserve_mem=[^ ]*:{}( |$)/\\2/g",
+                reserve::LABEL
+            ),
+            "# The capture kernel's command line without crashring's reserve_mem=\n\
+             # (it needs no range reserved), nor a memmap= kdump-config's eval would mangle.",
+        ),
+    };
     let assignment = if admin_cmdline {
-        "KDUMP_CMDLINE=$(printf '%s\\n' \"$KDUMP_CMDLINE\" | sed -re 's/(^| )memmap=[^ ]*[$][^ ]*//g')"
+        format!("KDUMP_CMDLINE=$(printf '%s\\n' \"$KDUMP_CMDLINE\" | sed -re '{leave_out}')")
     } else {
-        "KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;s/(^| )memmap=[^ ]*[$][^ ]*//g;s/\"/\\\\\\\\\"/' /proc/cmdline)"
+        format!("KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;{leave_out};s/\"/\\\\\\\\\"/' /proc/cmdline)")
     };
     format!(
         "{KDUMP_PART_BEGIN}\n\
-         # kdump-config's eval would expand the `$` of memmap=SIZE$ADDR: the\n\
-         # capture kernel's command line without it (it needs no range reserved).\n\
+         {why}\n\
          {assignment}\n\
          {KDUMP_PART_END}\n"
     )
@@ -56,7 +75,14 @@ fn has_admin_cmdline(text: &str) -> bool {
 /// `arm`, or ucf's "install the maintainer's version", leaves it without,
 /// and the capture kernel then boots with a bare memmap=SIZE.
 pub fn kdump_part_missing(sys: &System) -> bool {
-    change(sys, true).is_ok_and(|c| c.is_some())
+    match loader::armed(sys) {
+        Ok(Some(armed)) => change(sys, Some(armed.reservation)).is_ok_and(|c| c.is_some()),
+        // Not armed, no reservation to fit a part to: whether it has one.
+        _ => read(sys, KDUMP_TOOLS)
+            .ok()
+            .flatten()
+            .is_some_and(|text| !text.contains(KDUMP_PART_BEGIN)),
+    }
 }
 
 /// `arm --kdump-tools` (crashring-kdump-tools.service, before kdump-tools
@@ -67,8 +93,8 @@ pub fn plan_kdump_repair(sys: &System) -> Result<Plan, ArmError> {
         return Ok(Plan::default());
     };
     Ok(Plan {
-        changes: change(sys, true)?.into_iter().collect(),
-        placement: Some(armed.placement),
+        changes: change(sys, Some(armed.reservation))?.into_iter().collect(),
+        reservation: Some(armed.reservation),
         ..Plan::default()
     })
 }
@@ -88,19 +114,23 @@ fn without_kdump_part(text: &str) -> String {
     out
 }
 
-/// kdump-tools' configuration with our part at its end (`arming`) or
-/// without it, if the file exists and that changes it.
-pub(crate) fn change(sys: &System, arming: bool) -> Result<Option<Change>, ArmError> {
+/// kdump-tools' configuration with our part for `arming`'s reservation
+/// at its end, or (`None`) without it, if the file exists and that
+/// changes it.
+pub(crate) fn change(
+    sys: &System,
+    arming: Option<Reservation>,
+) -> Result<Option<Change>, ArmError> {
     let Some(old) = read(sys, KDUMP_TOOLS)? else {
         return Ok(None);
     };
     let mut new = without_kdump_part(&old);
-    if arming {
+    if let Some(reservation) = arming {
         if !new.is_empty() && !new.ends_with('\n') {
             new.push('\n');
         }
         let admin = has_admin_cmdline(&new);
-        new.push_str(&kdump_part(admin));
+        new.push_str(&kdump_part(admin, reservation));
     }
     Ok((new != old).then_some(Change {
         path: KDUMP_TOOLS,
@@ -132,7 +162,10 @@ mod tests {
         assert!(plan.diff().contains(&format!("+{KDUMP_PART_BEGIN}\n")));
         plan.apply(&sys).unwrap();
         let armed = sys.read(KDUMP_TOOLS).unwrap().unwrap();
-        assert!(armed.starts_with(KDUMP_DEFAULTS) && armed.ends_with(&kdump_part(false)));
+        let reservation = plan.reservation.unwrap();
+        assert!(
+            armed.starts_with(KDUMP_DEFAULTS) && armed.ends_with(&kdump_part(false, reservation))
+        );
         assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
         disarm_restores(&sys, dir.path(), &before);
     }
@@ -227,10 +260,36 @@ eval $KEXEC_CMD"#;
         // What kdump-tools alone makes of it: a bare memmap=64M.
         let bare = capture_command_line(KDUMP_DEFAULTS, cmdline);
         assert!(bare.contains("memmap=64Mkdump-configx6be00000"), "{bare}");
-        let with_part = format!("{KDUMP_DEFAULTS}{}", kdump_part(false));
+        let memmap = Reservation::Memmap(crate::iomem::Placement {
+            start: 0x6be0_0000,
+            size: 64 << 20,
+        });
+        let with_part = format!("{KDUMP_DEFAULTS}{}", kdump_part(false, memmap));
         assert_eq!(
             capture_command_line(&with_part, cmdline),
             "--command-line=root=UUID=4c1f ro crash_kexec_post_notifiers console=ttyS0 reset_devices\n"
+        );
+    }
+
+    #[test]
+    fn the_capture_kernel_reserves_no_reserve_mem_range_of_ours() {
+        // arm64's line: the range is arm's reserve_mem=, beside one of
+        // the admin's own for ftrace, which stays.
+        let cmdline = "root=UUID=4c1f ro reserve_mem=64M:2M:crashring reserve_mem=4M:4096:trace crash_kexec_post_notifiers crashkernel=384M-:128M reserve_mem=8M:2M:crashring\n";
+        let ours = Reservation::ReserveMem { size: 64 << 20 };
+        let with_part = format!("{KDUMP_DEFAULTS}{}", kdump_part(false, ours));
+        assert_eq!(
+            capture_command_line(&with_part, cmdline),
+            "--command-line=root=UUID=4c1f ro reserve_mem=4M:4096:trace crash_kexec_post_notifiers reset_devices\n"
+        );
+        // An admin's own KDUMP_CMDLINE loses it too.
+        let admin = format!(
+            "{KDUMP_DEFAULTS}KDUMP_CMDLINE=\"ro reserve_mem=64M:2M:crashring quiet\"\n{}",
+            kdump_part(true, ours)
+        );
+        assert_eq!(
+            capture_command_line(&admin, cmdline),
+            "--command-line=ro quiet reset_devices\n"
         );
     }
 }

@@ -19,6 +19,7 @@ pub mod iomem;
 pub mod journal;
 pub mod kdump_tools;
 pub mod loader;
+pub mod reserve;
 pub mod retention;
 pub mod status;
 pub mod system;

@@ -13,7 +13,7 @@
 //! (an admin's own `crash_kexec_post_notifiers` stays).
 
 use crate::arm::{ArmError, Change, MARK};
-use crate::iomem::{self, Placement};
+use crate::reserve::Reservation;
 use crate::system::System;
 
 /// arm's record of what it armed (see [`Armed`]).
@@ -118,7 +118,7 @@ pub fn detect(sys: &System) -> Result<Loader, &'static str> {
 /// What `arm` armed, as its [`RECORD`] holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Armed {
-    pub placement: Placement,
+    pub reservation: Reservation,
     pub loader: Loader,
     /// The words arm added to the command line, as the kernel reads them.
     pub added: Vec<String>,
@@ -134,8 +134,8 @@ impl Armed {
             "{MARK}\n\
              # What arm reserved and how the boot loader was told: read by\n\
              # status, recover, disarm and the package's purge. Not a setting.\n\
-             range={}\nloader={}\nadded={}\n",
-            self.placement,
+             {}\nloader={}\nadded={}\n",
+            self.reservation.record_line(),
             self.loader.name(),
             self.added.join(" ")
         );
@@ -153,16 +153,12 @@ impl Armed {
             text.lines()
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
         };
-        let (size, start) = value("range")?.split_once('@')?;
-        let placement = Placement {
-            size: iomem::parse_size(size)?,
-            start: iomem::parse_size(start)?,
-        };
+        let reservation = Reservation::from_record(value)?;
         let loader = Loader::ALL
             .into_iter()
             .find(|l| Some(l.name()) == value("loader"))?;
         Some(Armed {
-            placement,
+            reservation,
             loader,
             added: value("added")?
                 .split_whitespace()
@@ -191,11 +187,6 @@ pub(crate) fn read(sys: &System, path: &str) -> Result<Option<String>, ArmError>
     })
 }
 
-/// memmap='s word for the range, as the kernel reads it.
-pub fn memmap_word(p: Placement) -> String {
-    format!("memmap={}${:#x}", iomem::size_text(p.size), p.start)
-}
-
 /// The word as GRUB's parser must see it, in grub.cfg or in an entry
 /// that GRUB's blscfg reads (grubby's): `\$`, or `$` would start a
 /// variable.
@@ -215,27 +206,27 @@ pub struct Steps {
     pub created_from: Option<String>,
 }
 
-/// Arming `placement` through `loader`; `previous` is the record of an
+/// Arming `reservation` through `loader`; `previous` is the record of an
 /// earlier arm, whose additions stay arm's.
 pub fn arm_steps(
     sys: &System,
     loader: Loader,
-    placement: Placement,
+    reservation: Reservation,
     previous: Option<&Armed>,
 ) -> Result<Steps, ArmError> {
-    let memmap = memmap_word(placement);
+    let memmap = reservation.kernel_word();
     let earlier = |word: &str| previous.is_some_and(|a| a.added.iter().any(|w| w == word));
     match loader {
         Loader::Grub => {
             let mut steps = Steps {
-                added: vec![memmap, POST_NOTIFIERS.into()],
+                added: vec![memmap.clone(), POST_NOTIFIERS.into()],
                 ..Steps::default()
             };
             let old = read(sys, GRUB_DROP_IN)?;
             if old.as_deref().is_some_and(|t| !crate::arm::ours(t)) {
                 return Err(ArmError::NotOurs(GRUB_DROP_IN.into()));
             }
-            let new = grub_drop_in(placement);
+            let new = grub_drop_in(reservation);
             let changed = old.as_deref() != Some(new.as_str());
             if changed {
                 steps.changes.push(Change {
@@ -243,9 +234,9 @@ pub fn arm_steps(
                     old,
                     new: Some(new),
                 });
-            } else if grub_cfg_lacks(sys, placement)? {
+            } else if grub_cfg_lacks(sys, reservation)? {
                 steps.notes.push(format!(
-                    "{GRUB_CFG} boots without memmap= for {placement}: update-grub runs again"
+                    "{GRUB_CFG} boots without {memmap}: update-grub runs again"
                 ));
             } else {
                 return Ok(steps);
@@ -431,16 +422,17 @@ pub fn installed_kernels(sys: &System) -> Vec<(String, String)> {
         .collect()
 }
 
-fn grub_drop_in(p: Placement) -> String {
+fn grub_drop_in(r: Reservation) -> String {
     // `\\\$` in the shell's double quotes leaves `\$` in the variable;
     // grub-mkconfig copies it into grub.cfg, where GRUB's parser reads it
-    // as a plain `$` (kernel-parameters.txt, memmap=).
+    // as a plain `$` (kernel-parameters.txt, memmap=). reserve_mem= has
+    // none.
     format!(
         "{MARK}\n\
          # The crash-persistent region, taken out of RAM before anything is\n\
          # placed, and the panic notifiers run before a kdump kernel takes over.\n\
          GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX {} {POST_NOTIFIERS}\"\n",
-        memmap_word(p).replace('$', "\\\\\\$"),
+        r.kernel_word().replace('$', "\\\\\\$"),
     )
 }
 
@@ -448,11 +440,11 @@ fn grub_drop_in(p: Placement) -> String {
 /// whose grub.cfg lacks it (update-grub failed or never ran, or a kernel
 /// package rewrote it from other settings) needs update-grub again. A
 /// machine's copy without grub.cfg is left to that system.
-fn grub_cfg_lacks(sys: &System, p: Placement) -> Result<bool, ArmError> {
+fn grub_cfg_lacks(sys: &System, r: Reservation) -> Result<bool, ArmError> {
     let Some(cfg) = read(sys, GRUB_CFG)? else {
         return Ok(false);
     };
-    let word = memmap_word(p);
+    let word = r.kernel_word();
     Ok(!cfg.contains(&grub_escaped(&word)) && !cfg.contains(&word))
 }
 

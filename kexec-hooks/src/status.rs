@@ -5,6 +5,7 @@ use crate::boot::{self, Firmware};
 use crate::iomem::Placement;
 use crate::kdump_tools;
 use crate::loader;
+use crate::reserve::Reservation;
 use crate::system::System;
 use std::fmt;
 
@@ -51,30 +52,36 @@ pub fn status(sys: &System) -> Status {
     let mut s = Status::default();
     let cmdline = sys.read("/proc/cmdline").ok().flatten().unwrap_or_default();
     let record = loader::armed(sys).ok().flatten();
-    let armed = record.as_ref().map(|a| a.placement);
-    let memmap = armed.map(loader::memmap_word);
-    let reserved_now = memmap
+    let kernel_word = record.as_ref().map(|a| a.reservation.kernel_word());
+    let reserved_now = kernel_word
         .as_ref()
         .is_some_and(|m| cmdline.split_whitespace().any(|w| w == m));
     s.items.push((
         "armed",
         match (&record, reserved_now) {
             (Some(a), true) => format!(
-                "yes, memmap {} ({}), reserved in this boot",
-                a.placement,
+                "yes, {} ({}), reserved in this boot",
+                a.reservation,
                 a.loader.route()
             ),
             (Some(a), false) => format!(
-                "yes, memmap {} ({}); not on this boot's command line: takes effect after {} and a reboot",
-                a.placement,
+                "yes, {} ({}); not on this boot's command line: takes effect after {} and a reboot",
+                a.reservation,
                 a.loader.route(),
                 a.loader.command()
             ),
             (None, _) => "no (crashring arm reserves a range at every boot)".into(),
         },
     ));
+    // Where the range is this boot: the record's, or where the kernel put
+    // a reserve_mem= range, as the module says.
+    let range = match record.as_ref().map(|a| a.reservation) {
+        Some(Reservation::Memmap(p)) => Some(p),
+        Some(Reservation::ReserveMem { .. }) => reserve_mem_range(sys),
+        None => None,
+    };
     s.items
-        .push(("boot", boot_path(sys, armed, &mut s.attention)));
+        .push(("boot", boot_path(sys, range, &mut s.attention)));
     let loaded = sys.path(SYSFS).is_dir();
     let region = first_line(sys, &format!("{SYSFS}/region"));
     let recording = loaded
@@ -168,7 +175,7 @@ pub fn status(sys: &System) -> Status {
     .flatten()
     .as_deref()
         == Some("Y");
-    let kdump_broken = armed.is_some() && kdump_tools::kdump_part_missing(sys);
+    let kdump_broken = record.is_some() && kdump_tools::kdump_part_missing(sys);
     if kdump_broken {
         s.attention.push(
             "kdump-tools' configuration lacks crashring's part: run crashring arm --kdump-tools",
@@ -251,6 +258,19 @@ fn what_ended(sys: &System, bundle: &str) -> Option<String> {
         why += part;
     }
     Some(why)
+}
+
+/// Where the kernel put a reserve_mem= range this boot, as the loaded
+/// module's `region` line says.
+fn reserve_mem_range(sys: &System) -> Option<Placement> {
+    let line = first_line(sys, &format!("{SYSFS}/region")).ok().flatten()?;
+    if word(&line, "source") != Some("reserve_mem") {
+        return None;
+    }
+    Some(Placement {
+        start: crate::iomem::parse_size(word(&line, "phys")?)?,
+        size: word(&line, "size")?.parse().ok()?,
+    })
 }
 
 /// The firmware, and where this boot's loader put the initrd and the

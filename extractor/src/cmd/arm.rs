@@ -83,7 +83,7 @@ pub fn arm(args: ArmArgs) -> Result<u8> {
     }
     let plan = arm::plan_arm(&sys, args.size, std::env::consts::ARCH)?;
     carry_out(&plan, &args.how, &sys)?;
-    if let (Some(p), false) = (plan.placement, args.how.dry_run) {
+    if let (Some(p), false) = (plan.reservation, args.how.dry_run) {
         if !plan.is_empty() {
             eprintln!(
                 "crashring: armed with {p}: the range is reserved and the module loaded from the next boot on"

@@ -62,7 +62,13 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     } else {
         Mode::Boot
     };
-    let armed = loader::armed(etc).ok().flatten().map(|a| a.placement.start);
+    // A reserve_mem= range has no fixed place: the capture kernel finds
+    // it in /proc/vmcore by its magic.
+    let armed = loader::armed(etc)
+        .ok()
+        .flatten()
+        .and_then(|a| a.reservation.placement())
+        .map(|p| p.start);
     let release = std::fs::read_to_string(sys.path("/proc/sys/kernel/osrelease")).ok();
     let places = Places {
         vmcore: &sys.path(VMCORE),

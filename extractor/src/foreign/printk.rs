@@ -393,6 +393,32 @@ mod tests {
     }
 
     #[test]
+    fn an_arm64_kernel_s_ring_is_read_through_its_image_and_linear_map() {
+        let mut bytes = six_records();
+        printk_ring::arm64::repoint(&mut bytes);
+        let ram = Ram::of(bytes);
+        let arm64 = VmcoreInfo::parse(&printk_ring::arm64::note());
+        let mem = KernelMemory::new(&ram, &arm64).unwrap();
+        let log = read(&mem, &arm64).unwrap();
+        let x86 = read(
+            &KernelMemory::new(&Ram::of(six_records()), &note()).unwrap(),
+            &note(),
+        )
+        .unwrap();
+        assert_eq!(log.records, x86.records);
+        assert_eq!((log.skipped, log.failed), (3, 5));
+        // The image starts at the note's _stext, rounded down to 2 MiB.
+        assert_eq!(
+            mem.u64(VirtAddr(printk_ring::arm64::IMAGE + printk_ring::PRB))
+                .unwrap(),
+            printk_ring::arm64::IMAGE + RING
+        );
+        assert!(mem
+            .u64(VirtAddr(printk_ring::arm64::LINEAR + DESCS))
+            .is_ok());
+    }
+
+    #[test]
     fn an_implausible_ring_is_refused_not_walked() {
         let mut bytes = printk_ring::mapped();
         printk_ring::ring(&mut bytes, 10, 15, 0);

@@ -19,6 +19,7 @@ use extractor::input::{self, source::FileSource};
 use extractor::phys::PhysAddr;
 use kexec_hooks::arm::{self, MODPROBE, MODULES_LOAD};
 use kexec_hooks::iomem::Placement;
+use kexec_hooks::reserve::Reservation;
 use pstore_ring::read::{HeaderTrust, Region};
 use pstore_ring::schema::{EVENT_MARKER, EVENT_PRINTK, PRINTK_BACKFILLED};
 use std::path::{Path, PathBuf};
@@ -122,7 +123,11 @@ fn initramfs(sh: &Shell, k: &Kernel, module: &Path, dir: &Path) -> Result<PathBu
     let modprobe = w.join("modprobe.d");
     let modules_load = w.join("modules-load.d");
     for (d, path, text) in [
-        (&modprobe, MODPROBE, arm::modprobe(REGION)),
+        (
+            &modprobe,
+            MODPROBE,
+            arm::modprobe(Reservation::Memmap(REGION)),
+        ),
         (&modules_load, MODULES_LOAD, arm::modules_load()),
     ] {
         let name = Path::new(path).file_name().context("arm's file")?;
