@@ -496,6 +496,73 @@ fn stage_program(sh: &Shell, program: &Path, at: &str, stage: &Path) -> Result<(
     Ok(())
 }
 
+/// Copies the arm64 program at `path` of `root` (where setup unpacked
+/// Debian's arm64 packages) into the staging tree at the same path, with
+/// its dynamic loader and every library it loads, found by their ELF
+/// headers (the host's ldd cannot run an arm64 program) at the paths of
+/// `root` where the guest's loader looks for them.
+fn stage_arm64_program(sh: &Shell, root: &Path, path: &str, stage: &Path) -> Result<()> {
+    const LIB_DIRS: [&str; 2] = ["lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu"];
+    let mut todo = vec![path.trim_start_matches('/').to_string()];
+    let mut done: Vec<String> = Vec::new();
+    while let Some(rel) = todo.pop() {
+        if done.contains(&rel) {
+            continue;
+        }
+        let file = within(root, &rel)?;
+        let dest = stage.join(&rel);
+        if let Some(dir) = dest.parent() {
+            sh.create_dir(dir)?;
+        }
+        sh.copy_file(&file, &dest)?;
+        let headers = cmd!(sh, "readelf -d -l -W {file}")
+            .quiet()
+            .ignore_stderr()
+            .read()?;
+        for line in headers.lines() {
+            if let Some(interp) = line
+                .split_once("[Requesting program interpreter: ")
+                .and_then(|(_, rest)| rest.strip_suffix(']'))
+            {
+                todo.push(interp.trim_start_matches('/').to_string());
+            }
+            if let Some(name) = line
+                .split_once("(NEEDED)")
+                .and_then(|(_, rest)| rest.split_once('[')?.1.strip_suffix(']'))
+            {
+                let found = LIB_DIRS
+                    .iter()
+                    .map(|d| format!("{d}/{name}"))
+                    .find(|rel| root.join(rel).exists())
+                    .with_context(|| {
+                        format!("{path} needs {name}, which is not in {}", root.display())
+                    })?;
+                todo.push(found);
+            }
+        }
+        done.push(rel);
+    }
+    Ok(())
+}
+
+/// `rel` inside `root`, its links followed inside `root` too (an
+/// absolute link target names a path of the arm64 system, not the host's).
+fn within(root: &Path, rel: &str) -> Result<PathBuf> {
+    let mut path = root.join(rel);
+    for _ in 0..16 {
+        match std::fs::read_link(&path) {
+            Ok(target) if target.is_absolute() => {
+                path = root.join(target.strip_prefix("/").context("link target")?);
+            }
+            Ok(target) => {
+                path = path.parent().context("link's folder")?.join(target);
+            }
+            Err(_) => return Ok(path),
+        }
+    }
+    bail!("{} links on and on", root.join(rel).display())
+}
+
 /// Writes an uncompressed newc initramfs and returns its path.
 pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf> {
     let stage = work_dir(sh).join(format!("stage-{name}"));
@@ -511,7 +578,10 @@ pub fn initramfs(sh: &Shell, name: &str, spec: &Initramfs<'_>) -> Result<PathBuf
     let order = stage_kernel_modules(sh, spec.kernel, spec.kernel_modules, &stage)?;
     let later = stage_kernel_modules(sh, spec.kernel, spec.later_modules, &stage)?;
     for p in spec.programs {
-        stage_program(sh, Path::new(p), p, &stage)?;
+        match spec.kernel.arch {
+            Arch::X86_64 => stage_program(sh, Path::new(p), p, &stage)?,
+            Arch::Arm64 => stage_arm64_program(sh, &spec.kernel.root, p, &stage)?,
+        }
     }
     for (src, dest) in spec.files {
         let dest = stage.join(dest);

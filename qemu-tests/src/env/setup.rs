@@ -323,6 +323,32 @@ pub fn arm64_release(amd64_release: &str) -> Result<String> {
         .with_context(|| format!("{amd64_release} is not an amd64 release"))
 }
 
+/// The arm64 programs the kdump guests run, from Debian's arm64
+/// packages, with the libraries they load ([`arm64_userland`]).
+pub const ARM64_PROGRAMS: [&str; 2] = ["/sbin/kexec", "/usr/bin/makedumpfile"];
+
+/// The packages of [`ARM64_PROGRAMS`] and every library package they
+/// depend on, as apt resolves them for arm64 (the tools' maintainer
+/// scripts' own needs, perl and debconf, left out: nothing is installed).
+fn arm64_userland(sh: &Shell) -> Result<Vec<String>> {
+    let tools = ["kexec-tools:arm64", "makedumpfile:arm64"];
+    let tree = cmd!(
+        sh,
+        "apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances --no-pre-depends {tools...}"
+    )
+    .quiet()
+    .read()?;
+    let mut packages: Vec<String> = tree
+        .lines()
+        .filter(|l| (l.starts_with("lib") || l.starts_with("zlib")) && l.ends_with(":arm64"))
+        .map(String::from)
+        .chain(tools.map(String::from))
+        .collect();
+    packages.sort();
+    packages.dedup();
+    Ok(packages)
+}
+
 /// The Rust target of the guests' static arm64 `crashring`.
 pub const ARM64_RUST_TARGET: &str = "aarch64-unknown-linux-musl";
 
@@ -343,7 +369,10 @@ fn install_arm64(sh: &Shell, k: &Kernels) -> Result<()> {
                 .exists()
             && root.join(format!("lib/modules/{r}/modules.dep")).exists()
     };
-    if !(releases.iter().all(have) && root.join("bin/busybox").exists()) {
+    let userland = ARM64_PROGRAMS
+        .iter()
+        .all(|p| root.join(p.trim_start_matches('/')).exists());
+    if !(releases.iter().all(have) && root.join("bin/busybox").exists() && userland) {
         let mut packages: Vec<String> = releases
             .iter()
             .flat_map(|r| {
@@ -354,6 +383,7 @@ fn install_arm64(sh: &Shell, k: &Kernels) -> Result<()> {
             })
             .collect();
         packages.push("busybox-static:arm64".into());
+        packages.extend(arm64_userland(sh)?);
         say(&format!(
             "downloading {} and unpacking them into {ARM64_ROOT}",
             packages.join(" ")

@@ -134,10 +134,10 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "kdump-vmcore",
-        about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads; their printk log equal to makedumpfile --dump-dmesg's and holding the guest's own dmesg",
+        about: "reserve_mem= region; kexec_file_load capture kernel; panic; in the capture kernel crashring reads /proc/vmcore and makedumpfile writes -c, -l, -F and -E dumps that the host extractor reads; their printk log equal to makedumpfile --dump-dmesg's and holding the guest's own dmesg; on arm64 the capture kernel loaded with kexec_load (Debian's arm64 kernels lack kexec_file_load) and Debian's arm64 kexec and makedumpfile with their libraries in its initramfs, the dumps read by the amd64 extractor, their printk logs the same from all",
         only_612: Some(NO_RESERVE_MEM),
         newest: false,
-        arches: Arches::Pc,
+        arches: Arches::PcAndArm64,
         run: kdump::kdump_vmcore,
     },
     Scenario {
@@ -308,7 +308,7 @@ const NOT_ON_NEWEST: &str =
 /// paths, the writer under load and nesting, and the static crashring
 /// reading what they kept.
 const NOT_ON_ARM64: &str =
-    "arm64 runs warm-reboot-arm64, qemu-dump, panic-in-irq, crash-under-load, nested-under-load and held-reset";
+    "arm64 runs warm-reboot-arm64, qemu-dump, kdump-vmcore, panic-in-irq, crash-under-load, nested-under-load and held-reset";
 /// What is arm64's own: how its region is reserved and placed.
 const ONLY_ON_ARM64: &str = "it checks what only arm64 has";
 
