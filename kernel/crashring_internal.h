@@ -155,6 +155,10 @@ int crashring_read_slot(const struct crashring_slot *slot, u64 off, void *dst, s
 void crashring_note(const char *fmt, ...) __printf(1, 2);
 void crashring_write_back_slot(int cur);
 
+/* crashring_region.c */
+int crashring_find_range(void);
+void crashring_release_region(void);
+
 /* crashring_shutdown.c */
 int crashring_shutdown_init(void);
 void crashring_shutdown_exit(void);
