@@ -72,6 +72,17 @@ pub enum LoadError {
     },
 }
 
+/// Where a range set aside from the kernel is, when /proc/vmcore lacks
+/// it: a range that is not System RAM is not in the vmcore. /dev/mem
+/// reads it on the PC; arm64's reads only what the running kernel maps
+/// (`valid_phys_addr_range()`, arch/arm64/mm/mmap.c), so there the module,
+/// loaded with the crashed kernel's parameters, offers it as `previous`.
+const WHERE_A_RESERVED_RANGE_IS: &str = if cfg!(target_arch = "aarch64") {
+    "; a range in a no-map reserved-memory node is not System RAM and is not in /proc/vmcore: load crashring.ko with the crashed kernel's region= and read /sys/kernel/crashring/previous"
+} else {
+    "; a memmap= region is not System RAM and is not in /proc/vmcore: read it with --phys from /dev/mem"
+};
+
 fn no_region(
     path: &Path,
     container: &str,
@@ -90,7 +101,7 @@ fn no_region(
         );
     }
     if vmcore {
-        msg += "; a memmap= region is not System RAM and is not in /proc/vmcore: read it with --phys from /dev/mem";
+        msg += WHERE_A_RESERVED_RANGE_IS;
     }
     for what in holds {
         msg += "; ";

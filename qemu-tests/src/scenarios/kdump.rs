@@ -334,8 +334,11 @@ fn check_workload_jsonl(jsonl: &str) -> Result<()> {
 
 /// What Debian 12's makedumpfile (1.7.2) says of 6.12's arm64 kernel, a
 /// 52-bit build whose 4 KiB pages then take LPA2's page tables, which it
-/// cannot walk: on arm64 the scenario requires that refusal, so that a
-/// makedumpfile that reads the kernel makes it check the dumps again.
+/// cannot walk. It decides by the build's VA_BITS alone, so a CPU without
+/// LPA2 does not help, and no release up to 1.7.9 reads such a kernel
+/// (upstream's b7587f1, 2026-06-24, is on master only): on arm64 the
+/// scenario requires that refusal, so that a makedumpfile that reads the
+/// kernel makes it check the dumps again.
 const MAKEDUMPFILE_ARM64_REFUSAL: &str = "PAGE SIZE 0x1000 and VA Bits 52 not supported";
 
 pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
@@ -423,53 +426,102 @@ pub fn kdump_vmcore(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     Ok(lines.join("\n  "))
 }
 
-/// The memmap= region's address and size in kdump-direct.
-const DIRECT_ADDR: u64 = 0x4000_0000;
+/// What kexec-tools says when it loads a capture kernel for Debian's
+/// arm64 6.1, built without KALLSYMS_ALL, whose /proc/kallsyms then has
+/// no `_text`: `get_page_offset()` (kexec/arch/arm64/kexec-arm64.c, in
+/// bookworm's 2.0.26 and upstream alike) gives up, and the elfcorehdr it
+/// writes maps the kernel's text at virtual address -1 and the linear map
+/// at 0, so that reading /proc/vmcore takes a synchronous external abort
+/// in the capture kernel. The scenario requires the message, so that a
+/// kexec-tools that finds the page offset makes it check the vmcore again.
+const KEXEC_ARM64_NO_TEXT: &str = "Can't get the symbol of _text to calculate page_offset.";
+
+/// kdump-direct's region as the PC reserves it; [`Placement`] moves it
+/// on arm64.
+const DIRECT_APPEND: &str = "memmap=16M$0x40000000";
+const DIRECT_MODULE_ARGS: &str = "region=16M@0x40000000";
 const DIRECT_MIB: u64 = 16;
 
-pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
-    // A memmap= region is not System RAM, so it is neither in /proc/vmcore
-    // nor refused by STRICT_DEVMEM: the capture kernel reads it from
-    // /dev/mem by address, and saves a raw copy for the host's checks.
-    let input = format!("/dev/mem --phys {DIRECT_ADDR:#x}");
-    let mut capture = capture_extract(&input);
-    let copy = |name: &str| {
-        format!(
-            "dd if=/dev/mem of=/mnt/{name} bs=1M skip={} count={DIRECT_MIB} 2>/dev/null\n\
-             say \"dd {name} $?\"\n",
-            DIRECT_ADDR >> 20
-        )
-    };
-    capture += &copy("region.bin");
-    // The module loaded in the capture kernel with the crashed kernel's
-    // parameters, as modules-load.d would: it must offer the crash as
-    // `previous`, refuse the ack, and leave every byte of the range alone.
-    capture += &format!(
-        r#"insmod /lib/crashring.ko region={DIRECT_MIB}M@{DIRECT_ADDR:#x}
+/// The module's view of the crashed kernel's generation.
+const PREVIOUS: &str = "/sys/kernel/crashring/previous";
+
+/// What the capture kernel does with the module loaded with the crashed
+/// kernel's parameters, as modules-load.d would: it must offer the crash
+/// as `previous`, refuse the ack, and leave the range alone. `first` runs
+/// right after the load.
+fn capture_with_module(insmod: &str, first: &str) -> String {
+    format!(
+        r#"{insmod}
 say "capture insmod $?"
 say "capture status $(cat /sys/kernel/crashring/status)"
-crashring extract --format jsonl /sys/kernel/crashring/previous -o /mnt/previous.jsonl 2>/dev/null
+{first}crashring extract --format jsonl {PREVIOUS} -o /mnt/previous.jsonl 2>/dev/null
 say "capture previous extract $?"
 echo 1 > /sys/kernel/crashring/previous_ack 2>/dev/null
 say "capture ack $?"
 {CAPTURE_RECOVER}rmmod crashring
 "#
-    );
-    capture += &copy("region-after.bin");
-    // The vmcore without the region: what a machine never armed leaves.
-    capture += &format!(
-        "makedumpfile {UNARMED_ARGS} /proc/vmcore /mnt/{UNARMED}\nsay \"makedumpfile {UNARMED} $?\"\n"
-    );
+    )
+}
+
+/// The capture kernel's commands in kdump-direct, which copy the range
+/// before and after the module's visit (region.bin, region-after.bin).
+///
+/// A memmap= range on the PC is not System RAM, so it is neither in
+/// /proc/vmcore nor refused by STRICT_DEVMEM: crashring reads it from
+/// /dev/mem by address, and dd copies all of it. arm64's /dev/mem reads
+/// only memory the running kernel maps (`valid_phys_addr_range()`,
+/// arch/arm64/mm/mmap.c), which the crashed kernel's no-map node is not:
+/// there the module is the way in, and the copies are its `previous`.
+fn direct_capture(k: &Kernel, placed: &Placement) -> Result<String> {
+    let insmod = format!("insmod /lib/crashring.ko {}", placed.module_args);
+    Ok(match k.arch {
+        Arch::X86_64 => {
+            let addr = placed
+                .region_address()
+                .context("kdump-direct's module arguments name no region=")?;
+            let copy = |name: &str| {
+                format!(
+                    "dd if=/dev/mem of=/mnt/{name} bs=1M skip={} count={DIRECT_MIB} 2>/dev/null\n\
+                     say \"copy {name} $?\"\n",
+                    addr >> 20
+                )
+            };
+            capture_extract(&format!("/dev/mem --phys {addr:#x}"))
+                + &copy("region.bin")
+                + &capture_with_module(&insmod, "")
+                + &copy("region-after.bin")
+        }
+        Arch::Arm64 => {
+            let copy =
+                |name: &str| format!("cat {PREVIOUS} > /mnt/{name}\nsay \"copy {name} $?\"\n");
+            let first = copy("region.bin") + &capture_extract(PREVIOUS);
+            capture_with_module(&insmod, &first)
+                + &format!("{insmod}\n")
+                + &copy("region-after.bin")
+                + "rmmod crashring\n"
+        }
+    })
+}
+
+pub fn kdump_direct(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
+    let placed = Placement::of(k, DIRECT_APPEND, DIRECT_MODULE_ARGS)?;
+    let mut capture = direct_capture(k, &placed)?;
+    if k.arch == Arch::X86_64 {
+        // The vmcore without the region: what a machine never armed leaves.
+        capture += &format!(
+            "makedumpfile {UNARMED_ARGS} /proc/vmcore /mnt/{UNARMED}\nsay \"makedumpfile {UNARMED} $?\"\n"
+        );
+    }
     let plan = KdumpPlan {
         name: "kdump-direct",
-        region_append: "memmap=16M$0x40000000",
-        module_args: "region=16M@0x40000000",
+        region_append: DIRECT_APPEND,
+        module_args: DIRECT_MODULE_ARGS,
         capture,
         before_crash: printk_log::GUEST_DMESG,
     };
     let run = run_kdump(sh, k, art, &plan)?;
-    run.ensure_reported("dd region.bin 0")?;
-    run.ensure_reported("dd region-after.bin 0")?;
+    run.ensure_reported("copy region.bin 0")?;
+    run.ensure_reported("copy region-after.bin 0")?;
     run.ensure_reported("capture insmod 0")?;
     run.ensure_reported("capture status capture kernel: not recording")?;
     run.ensure_reported("capture previous extract 0")?;
@@ -477,22 +529,28 @@ say "capture ack $?"
     run.ensure_reported("capture ack 1")?;
     let out_dir = art.dir.join("capture");
     sh.create_dir(&out_dir)?;
-    let trace_line = check_capture_trace(&run, sh, &out_dir, "/dev/mem")?;
+    let (read_from, copied) = match k.arch {
+        Arch::X86_64 => ("/dev/mem", "region copied from /dev/mem"),
+        Arch::Arm64 => (PREVIOUS, "generation copied from the module's previous"),
+    };
+    let trace_line = check_capture_trace(&run, sh, &out_dir, read_from)?;
     let bundle_line = check_capture_bundle(&run, sh, &out_dir, k)?;
     let previous = run.take(sh, &out_dir, "previous.jsonl")?;
     check_workload_jsonl(&std::fs::read_to_string(&previous)?).with_context(|| {
         format!(
-            "the capture kernel's extract of /sys/kernel/crashring/previous ({})",
+            "the capture kernel's extract of {PREVIOUS} ({})",
             previous.display()
         )
     })?;
     let copy = run.take(sh, &out_dir, "region.bin")?;
     let after = run.take(sh, &out_dir, "region-after.bin")?;
     let before = std::fs::read(&copy)?;
+    let after_bytes = std::fs::read(&after)?;
     let changed = before
         .iter()
-        .zip(std::fs::read(&after)?)
-        .position(|(a, b)| *a != b);
+        .zip(&after_bytes)
+        .position(|(a, b)| a != b)
+        .or((before.len() != after_bytes.len()).then_some(before.len().min(after_bytes.len())));
     ensure!(
         changed.is_none(),
         "the module loaded in the capture kernel changed the range: byte {:#x} differs between {} and {}",
@@ -501,17 +559,32 @@ say "capture ack $?"
         after.display()
     );
     let summary = check_warm_reboot(&before)
-        .with_context(|| format!("checking {} read from /dev/mem", copy.display()))?;
-    run.ensure_reported(&format!("makedumpfile {UNARMED} 0"))?;
-    let unarmed = run.take(sh, &out_dir, UNARMED)?;
-    let unarmed_line = check_unarmed_vmcore(sh, &host_crashring(sh)?, &unarmed, &run.serial)
-        .with_context(|| format!("checking {}", unarmed.display()))?;
+        .with_context(|| format!("checking {} read in the capture kernel", copy.display()))?;
+    let vmcore_line = match k.arch {
+        Arch::X86_64 => {
+            run.ensure_reported(&format!("makedumpfile {UNARMED} 0"))?;
+            let unarmed = run.take(sh, &out_dir, UNARMED)?;
+            let line = check_unarmed_vmcore(sh, &host_crashring(sh)?, &unarmed, &run.serial)
+                .with_context(|| format!("checking {}", unarmed.display()))?;
+            if !art.kept {
+                let _ = std::fs::remove_file(&unarmed);
+            }
+            line
+        }
+        Arch::Arm64 => {
+            ensure!(
+                run.log.contains(KEXEC_ARM64_NO_TEXT),
+                "kexec did not say {KEXEC_ARM64_NO_TEXT:?} on {}: if it now finds the kernel's page offset, /proc/vmcore may be right; check a makedumpfile dump of it as on the PC",
+                k.release
+            );
+            format!("kexec-tools: {KEXEC_ARM64_NO_TEXT:?} (no _text in /proc/kallsyms without KALLSYMS_ALL), so /proc/vmcore maps the kernel wrongly and is not read: the module was the way in")
+        }
+    };
     if !art.kept {
         let _ = std::fs::remove_file(&run.disk);
-        let _ = std::fs::remove_file(&unarmed);
     }
     Ok(format!(
-        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  region copied from /dev/mem: {summary}\n  the module in the capture kernel: the same events from /sys/kernel/crashring/previous, the ack refused, every byte of the range as it was\n  {bundle_line}\n  {unarmed_line}",
+        "boot, workload, panic, kdump and capture in {:.1} s\n  {trace_line}\n  {copied}: {summary}\n  the module in the capture kernel: the same events from {PREVIOUS}, the ack refused, every byte as it was\n  {bundle_line}\n  {vmcore_line}",
         run.took.as_secs_f64()
     ))
 }
