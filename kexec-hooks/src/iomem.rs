@@ -102,7 +102,9 @@ pub fn size_text(size: u64) -> String {
 }
 
 /// Ranges are aligned to 2 MiB (a huge page) and kept off the first 16 MiB,
-/// which old DMA and the boot path use.
+/// which old DMA and the boot path use. On arm64, reserve_mem= at this
+/// alignment also absorbs the page by which an EFI stub's allocations
+/// above the range vary from boot to boot (`warm-reboot-arm64`).
 pub const ALIGN: u64 = 2 << 20;
 const LOW_LIMIT: u64 = 16 << 20;
 

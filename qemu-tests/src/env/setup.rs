@@ -57,9 +57,11 @@ const TOOLS: &[&str] = &[
     "liblttng-ust-dev",
     "lttng-tools",
     // The arm64 guests: the module cross-built against Debian's arm64
-    // headers, and the device trees that reserve their regions.
+    // headers, the device trees that reserve their regions, and the
+    // UEFI firmware (AAVMF) that boots them as an arm64 server does.
     "gcc-aarch64-linux-gnu",
     "device-tree-compiler",
+    "qemu-efi-aarch64",
 ];
 
 /// The kernels the project supports, found in the archive.

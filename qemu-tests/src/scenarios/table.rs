@@ -105,7 +105,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "warm-reboot-arm64",
-        about: "arm64's virt board: the range reserved by reserve_mem= (6.12) or, on 6.1, which has neither that nor memmap=, by a reserved-memory node of the device tree marked no-map; workload; sysrq panic; warm reboot (PSCI); the guest's static arm64 crashring reads the previous generation as the host's does, and the golden images written on amd64 (format v1 and v2, little- and big-endian) to the same bytes of info --json and JSON lines; on 6.12, five warm reboots with KASLR and five without say where reserve_mem= put the range each time",
+        about: "arm64's virt board: the range reserved by reserve_mem= (6.12) or, on 6.1, which has neither that nor memmap=, by a reserved-memory node of the device tree marked no-map; workload; sysrq panic; warm reboot (PSCI); the guest's static arm64 crashring reads the previous generation as the host's does, and the golden images written on amd64 (format v1 and v2, little- and big-endian) to the same bytes of info --json and JSON lines; on 6.12, five cold boots each way say where reserve_mem= put the range: by QEMU with KASLR and without (it stays), and by UEFI firmware (AAVMF) with an entropy source, whose stub places the kernel at random physically: a page-aligned range moves by a page, the 2 MiB alignment crashring arm writes must keep it in place",
         only_612: None,
         newest: false,
         arches: Arches::Arm64,
