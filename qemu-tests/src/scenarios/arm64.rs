@@ -52,6 +52,18 @@ enum Boot {
     Uefi { as_arm_writes: bool },
 }
 
+/// The placement runs on a kernel with reserve_mem=.
+const PLACEMENTS: [Boot; 4] = [
+    Boot::Direct { kaslr: true },
+    Boot::Direct { kaslr: false },
+    Boot::Uefi {
+        as_arm_writes: false,
+    },
+    Boot::Uefi {
+        as_arm_writes: true,
+    },
+];
+
 impl Boot {
     fn name(self) -> String {
         match self {
@@ -111,27 +123,13 @@ pub fn warm_reboot_arm64(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Stri
     let recovered = run.check(|image| check_region(&parse_saved(image)?))?;
     let golden = check_golden(sh, &golden_dir, &run.log)?;
     let placement = match k.has_reserve_mem() {
-        true => format!(
-            "; {}; {}; {}; {}",
-            placement(sh, k, art, Boot::Direct { kaslr: true })?,
-            placement(sh, k, art, Boot::Direct { kaslr: false })?,
-            placement(
-                sh,
-                k,
-                art,
-                Boot::Uefi {
-                    as_arm_writes: false
-                }
-            )?,
-            placement(
-                sh,
-                k,
-                art,
-                Boot::Uefi {
-                    as_arm_writes: true
-                }
-            )?
-        ),
+        true => {
+            let runs = PLACEMENTS
+                .iter()
+                .map(|&boot| placement(sh, k, art, boot))
+                .collect::<Result<Vec<_>>>()?;
+            format!("; {}", runs.join("; "))
+        }
         false => "; the range reserved by a no-map reserved-memory node".to_string(),
     };
     Ok(format!("{recovered}; {golden}{placement}"))
