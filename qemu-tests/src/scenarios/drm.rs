@@ -26,6 +26,14 @@
 //! exactly the line the kernel printed for the same call; the
 //! compositor's frames on the same timeline; and its input lines only
 //! while its "input" category was selected.
+//!
+//! On 6.1 the module is loaded without a callsite area
+//! (`callsite_pages=0`), so that every message takes the writer's
+//! fallback, formatted in the kernel: DRM's with its `[drm:FUNCTION]`,
+//! the test module's with dynamic debug's prefix and the device inside
+//! it. The same checks hold of that text, the comparison with the
+//! kernel's own printk lines among them; 6.12 and the newest kernel
+//! record the messages unformatted.
 
 use super::{parse_saved, warm_reboot_run, Artifacts, WarmReboot};
 use crate::env::guest::{self, Kernel};
@@ -34,7 +42,9 @@ use pstore_ring::kprintf::Pointers;
 use pstore_ring::layout::{CALLSITE_DRM, CALLSITE_DYNDBG, STREAM_USER};
 use pstore_ring::merge::{merge, Item};
 use pstore_ring::read::{drm_category_name, DebugEvent, Region};
-use pstore_ring::schema::{Value, EVENT_DEBUG, EVENT_LOG, EVENT_MARKER, EVENT_PRINTK};
+use pstore_ring::schema::{
+    Value, DEBUG_FORMATTED, EVENT_DEBUG, EVENT_LOG, EVENT_MARKER, EVENT_PRINTK,
+};
 use std::collections::BTreeMap;
 use xshell::Shell;
 
@@ -101,8 +111,11 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
     let words = select.replace(';', " ");
     // The compositor's stream (its pool's only one) holds its events
     // since before its input category went on: 5 s at some 2,500 a second.
-    let module_args =
-        format!("region=16M@0x40000000 user_streams=1 user_stream_pages=256 'debug={select}'");
+    let formatted = k.series == "6.1";
+    let module_args = format!(
+        "region=16M@0x40000000 user_streams=1 user_stream_pages=256 'debug={select}'{}",
+        if formatted { " callsite_pages=0" } else { "" }
+    );
     let compositor = guest::build_compositor(sh)?;
     let modeset = guest::build_modeset(sh)?;
     let (comp, mode) = (
@@ -163,7 +176,12 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         saved.said(INPUT_SELECTED) && saved.said(INPUT_DROPPED),
         "`crashring debug show` did not say the compositor's input category went on, then off"
     );
-    saved.check(|bytes| check(&parse_saved(bytes)?, line, ib_line))
+    let sites = Selected {
+        line,
+        ib_line,
+        formatted,
+    };
+    saved.check(|bytes| check(&parse_saved(bytes)?, &sites))
 }
 
 fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
@@ -173,8 +191,72 @@ fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
     }
 }
 
+/// The test module's two selected lines, and whether the module kept no
+/// callsite area, so that every message came formatted.
+struct Selected {
+    line: u32,
+    ib_line: u32,
+    formatted: bool,
+}
+
+/// Where a debug message came from: DRM, or the test module's callsite at
+/// a line. Unformatted, its callsite says; formatted, which keeps no
+/// callsite, its category and dynamic debug's prefix in its text say.
+fn origin(
+    region: &Region<'_>,
+    d: &DebugEvent<'_>,
+    text: &[u8],
+    sites: &Selected,
+) -> Result<Option<u32>> {
+    let formatted = d.flags & DEBUG_FORMATTED != 0;
+    ensure!(
+        formatted == sites.formatted,
+        "a message {} its callsite: {}",
+        if formatted {
+            "formatted without"
+        } else {
+            "recorded with"
+        },
+        String::from_utf8_lossy(text)
+    );
+    if formatted {
+        if drm_category_name(d.category).is_some() {
+            return Ok(None);
+        }
+        let has = |part: &str| text.windows(part.len()).any(|w| w == part.as_bytes());
+        return [sites.line, sites.ib_line]
+            .into_iter()
+            .find(|l| has(&format!(":{l}: ")))
+            .map(Some)
+            .with_context(|| {
+                format!(
+                    "a formatted message of no DRM category and neither selected line: {}",
+                    String::from_utf8_lossy(text)
+                )
+            });
+    }
+    let c = region
+        .debug_message(d, &Pointers::Raw)
+        .callsite
+        .context("a debug event without its callsite")?;
+    if c.source == CALLSITE_DRM {
+        return Ok(None);
+    }
+    ensure!(
+        c.source == CALLSITE_DYNDBG
+            && (c.line == sites.line || c.line == sites.ib_line)
+            // 7.3 builds an external module with paths relative to it.
+            && (c.file == b"crashring_test.c" || c.file.ends_with(b"/crashring_test.c")),
+        "a dynamic-debug callsite that was not selected: {}:{}",
+        String::from_utf8_lossy(c.file),
+        c.line
+    );
+    Ok(Some(c.line))
+}
+
 /// What came back, as the module says.
-fn check(region: &Region<'_>, line: u32, ib_line: u32) -> Result<String> {
+fn check(region: &Region<'_>, sites: &Selected) -> Result<String> {
+    let (line, ib_line) = (sites.line, sites.ib_line);
     let trace = region.decode();
     let e = region.header.endian;
     let debug = region.schema.get(EVENT_DEBUG).context("no debug type")?;
@@ -203,13 +285,15 @@ fn check(region: &Region<'_>, line: u32, ib_line: u32) -> Result<String> {
             EVENT_DEBUG => {
                 let d = DebugEvent::parse(debug, ev.payload, e)
                     .context("a debug event that does not decode")?;
-                let m = region.debug_message(&d, &Pointers::Raw);
-                let c = m.callsite.context("a debug event without its callsite")?;
-                let text = m
+                let text = region
+                    .debug_message(&d, &Pointers::Raw)
                     .text
-                    .with_context(|| format!("a message of {c:?} does not format"))?;
+                    .with_context(|| {
+                        format!("a message of callsite {} does not format", d.callsite)
+                    })?;
                 ensure!(d.level == 7, "a debug message at level {}", d.level);
-                let key = if c.source == CALLSITE_DRM {
+                let at = origin(region, &d, &text, sites)?;
+                let key = if at.is_none() {
                     let name = drm_category_name(d.category).unwrap_or("?");
                     ensure!(
                         CATEGORIES.contains(&name),
@@ -223,24 +307,15 @@ fn check(region: &Region<'_>, line: u32, ib_line: u32) -> Result<String> {
                     );
                     format!("drm.{name}")
                 } else {
-                    ensure!(
-                        c.source == CALLSITE_DYNDBG
-                            && (c.line == line || c.line == ib_line)
-                            // 7.3 builds an external module with paths
-                            // relative to it.
-                            && (c.file == b"crashring_test.c"
-                                || c.file.ends_with(b"/crashring_test.c")),
-                        "a dynamic-debug callsite that was not selected: {}:{}",
-                        String::from_utf8_lossy(c.file),
-                        c.line
-                    );
                     // Its prefix: the thread id, module, function, (file,)
                     // line, as the module was loaded with; then the RDMA
-                    // device as ibdev_dbg() names it.
+                    // device as ibdev_dbg() names it, which a formatted
+                    // message holds in its text.
                     let has = |part: &[u8]| text.windows(part.len()).any(|w| w == part);
-                    let (after, key) = if c.line == ib_line {
+                    let (after, key) = if at == Some(ib_line) {
                         ensure!(
-                            d.device == IB_DEVICE.as_bytes(),
+                            d.device == IB_DEVICE.as_bytes()
+                                || (sites.formatted && d.device.is_empty()),
                             "an ibdev_dbg() message about {:?}",
                             String::from_utf8_lossy(d.device)
                         );
