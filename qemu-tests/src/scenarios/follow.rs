@@ -39,6 +39,9 @@ END {
   for (c in printed)
     printf "crashring-test: follow cpu %d printed %d last %d disorder %d lost %d\n", c, printed[c], last[c], disorder[c] + 0, lost[c] + 0
 }' /tmp/follow.txt
+# What else follow printed, if anything: the load and its losses should
+# be all (a check that fails shows these lines).
+grep -v -E 'load cpu=[0-9]+ seq=[0-9]+|events lost \(overwritten\)' /tmp/follow.txt | head -n 5 | sed 's/^/crashring-test: follow other /'
 echo 0 > /sys/module/crashring_test/parameters/paused
 "#;
 
@@ -72,9 +75,12 @@ fn numbers(text: &str) -> Vec<u64> {
 pub fn check(log: &str, cpus: u32) -> Result<String> {
     let mut per: BTreeMap<u64, Cpu> = BTreeMap::new();
     let mut exit = None;
+    let mut other = Vec::new();
     for line in said(log) {
         if let Some(rest) = line.strip_prefix("follow exit ") {
             exit = rest.parse::<i32>().ok();
+        } else if let Some(rest) = line.strip_prefix("follow other ") {
+            other.push(rest);
         } else if line.starts_with("load cpu=") && line.contains(" paused after ") {
             if let [cpu, n] = numbers(line)[..] {
                 per.entry(cpu).or_default().wrote = Some(n);
@@ -115,7 +121,7 @@ pub fn check(log: &str, cpus: u32) -> Result<String> {
         );
         ensure!(
             printed == handed,
-            "cpu{cpu}: {printed} events printed, follow says it handed over {handed}"
+            "cpu{cpu}: {printed} events printed, follow says it handed over {handed}; the lines it printed that are neither the load nor a loss: {other:?}"
         );
         ensure!(
             lost == missed,
@@ -180,5 +186,16 @@ crashring-test: follow cpu 1 printed 50 last 49 disorder 0 lost 0
             assert!(check(&broken, 2).is_err(), "{from} -> {to} passed");
         }
         assert!(check(SAID, 3).is_err(), "a CPU said nothing of passed");
+    }
+
+    #[test]
+    fn an_event_printed_that_is_not_the_load_is_shown() {
+        let said = SAID.replace("printed 90 last", "printed 89 last")
+            + "crashring-test: follow other [000] 1.000000000: clock: wall_offset_ns=5\n";
+        let err = format!("{:#}", check(&said, 2).unwrap_err());
+        assert!(
+            err.contains("89 events printed") && err.contains("clock: wall_offset_ns=5"),
+            "{err}"
+        );
     }
 }
