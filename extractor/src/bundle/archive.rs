@@ -1,13 +1,14 @@
 //! Deterministic `.tar.gz` archives and the private staging directory a
 //! bundle's files are written to first.
 
-use super::gzip::GzWriter;
+use super::gzip::{gzip, Source};
 use crate::output::create_new;
 use crate::output::files::parent_of;
 use flate2::Compression;
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::io::{self, BufWriter, Write};
+use std::ops::Range;
+use std::os::unix::fs::{DirBuilderExt, FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Every archive's compression: zlib's level 2 compresses a dense
@@ -75,34 +76,137 @@ pub fn tar_gz<W: Write>(
     files: &[PathBuf],
     mtime: u64,
 ) -> io::Result<W> {
-    let gz = GzWriter::new(BufWriter::with_capacity(1 << 16, out), LEVEL)?;
-    let mut tar = tar::Builder::new(gz);
-    let mut dirs_done: Vec<PathBuf> = Vec::new();
-    for rel in files {
-        // Each directory once, before its first file.
-        let mut ancestors: Vec<&Path> = rel
-            .ancestors()
-            .skip(1)
-            .filter(|a| !a.as_os_str().is_empty())
-            .collect();
-        ancestors.reverse();
-        let mut todo = vec![prefix.to_path_buf()];
-        todo.extend(ancestors.into_iter().map(|a| prefix.join(a)));
-        for dir in todo {
-            if !prefix.as_os_str().is_empty() && !dirs_done.contains(&dir) {
-                let mut h = header(0, mtime, 0o700, tar::EntryType::Directory);
-                tar.append_data(&mut h, &dir, io::empty())?;
-                dirs_done.push(dir);
+    let tar = Tar::of(root, prefix, files, mtime)?;
+    let mut out = BufWriter::with_capacity(1 << 16, out);
+    gzip(&mut out, LEVEL, &tar)?;
+    out.flush()?;
+    out.into_inner().map_err(io::IntoInnerError::into_error)
+}
+
+/// A tar stream laid out before it is read: its headers and padding in
+/// memory, its files' contents read from the files, by range, as the
+/// compressing cores ask for them.
+struct Tar {
+    /// Each piece with its offset in the stream, in order.
+    pieces: Vec<(u64, Piece)>,
+    len: u64,
+}
+
+enum Piece {
+    Bytes(Vec<u8>),
+    /// `len` bytes of `file`, staged as `name`.
+    File {
+        file: File,
+        len: u64,
+        name: PathBuf,
+    },
+}
+
+impl Tar {
+    fn of(root: &Path, prefix: &Path, files: &[PathBuf], mtime: u64) -> io::Result<Tar> {
+        // The tar crate writes the headers (and a long name's extra
+        // entry), each followed by no data; the files' contents and their
+        // padding are put between them here.
+        let mut tar = tar::Builder::new(Tar {
+            pieces: Vec::new(),
+            len: 0,
+        });
+        let mut dirs_done: Vec<PathBuf> = Vec::new();
+        for rel in files {
+            // Each directory once, before its first file.
+            let mut ancestors: Vec<&Path> = rel
+                .ancestors()
+                .skip(1)
+                .filter(|a| !a.as_os_str().is_empty())
+                .collect();
+            ancestors.reverse();
+            let mut todo = vec![prefix.to_path_buf()];
+            todo.extend(ancestors.into_iter().map(|a| prefix.join(a)));
+            for dir in todo {
+                if !prefix.as_os_str().is_empty() && !dirs_done.contains(&dir) {
+                    let mut h = header(0, mtime, 0o700, tar::EntryType::Directory);
+                    tar.append_data(&mut h, &dir, io::empty())?;
+                    dirs_done.push(dir);
+                }
+            }
+            let file = File::open(root.join(rel))?;
+            let size = file.metadata()?.len();
+            let mut h = header(size, mtime, 0o600, tar::EntryType::Regular);
+            tar.append_data(&mut h, prefix.join(rel), io::empty())?;
+            let stream = tar.get_mut();
+            stream.push(Piece::File {
+                file,
+                len: size,
+                name: rel.clone(),
+            });
+            let padding = size.next_multiple_of(512) - size;
+            stream.write_all(&vec![0; padding as usize])?;
+        }
+        // Two zero blocks end the archive.
+        tar.into_inner()
+    }
+
+    fn push(&mut self, piece: Piece) {
+        let len = match &piece {
+            Piece::Bytes(bytes) => bytes.len() as u64,
+            Piece::File { len, .. } => *len,
+        };
+        self.pieces.push((self.len, piece));
+        self.len += len;
+    }
+}
+
+/// What the tar crate writes: headers, and the archive's end.
+impl Write for Tar {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self.pieces.last_mut() {
+            Some((_, Piece::Bytes(bytes))) => {
+                bytes.extend_from_slice(buf);
+                self.len += buf.len() as u64;
+            }
+            _ => self.push(Piece::Bytes(buf.to_vec())),
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Source for Tar {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_range(&self, range: Range<u64>, out: &mut Vec<u8>) -> io::Result<()> {
+        // The last piece starting at or before the range.
+        let first = self.pieces.partition_point(|(at, _)| *at <= range.start);
+        for (at, piece) in self.pieces[first.saturating_sub(1)..].iter() {
+            if *at >= range.end {
+                break;
+            }
+            let from = range.start.max(*at) - at;
+            match piece {
+                Piece::Bytes(bytes) => {
+                    let to = usize::try_from((range.end - at).min(bytes.len() as u64))
+                        .map_err(io::Error::other)?;
+                    out.extend_from_slice(&bytes[from as usize..to]);
+                }
+                Piece::File { file, len, name } => {
+                    let to = (range.end - at).min(*len);
+                    let old = out.len();
+                    out.resize(old + (to - from) as usize, 0);
+                    // A staged file that shrank fails here: its bytes are
+                    // never made up.
+                    file.read_exact_at(&mut out[old..], from).map_err(|e| {
+                        io::Error::new(e.kind(), format!("reading {}: {e}", name.display()))
+                    })?;
+                }
             }
         }
-        let mut file = File::open(root.join(rel))?;
-        let size = file.metadata()?.len();
-        let mut h = header(size, mtime, 0o600, tar::EntryType::Regular);
-        tar.append_data(&mut h, prefix.join(rel), (&mut file).take(size))?;
+        Ok(())
     }
-    let mut w = tar.into_inner()?.finish()?;
-    w.flush()?;
-    w.into_inner().map_err(io::IntoInnerError::into_error)
 }
 
 fn header(size: u64, mtime: u64, mode: u32, kind: tar::EntryType) -> tar::Header {
@@ -114,4 +218,79 @@ fn header(size: u64, mtime: u64, mode: u32, kind: tar::EntryType) -> tar::Header
     h.set_uid(0);
     h.set_gid(0);
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::read::GzDecoder;
+    use std::io::Read;
+
+    /// Files of the sizes a tar's padding and a long name's extra entry
+    /// get wrong: empty, a block exactly, a block and one byte, and
+    /// longer than a compressed block.
+    fn files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let long = format!("{}/deep.txt", "a-directory-with-a-long-name".repeat(5));
+        let sizes = [("empty", 0), ("block", 512), ("block-and-one", 513)];
+        let mut files: Vec<(PathBuf, Vec<u8>)> = sizes
+            .iter()
+            .map(|&(name, size)| (PathBuf::from(name), vec![b'x'; size]))
+            .collect();
+        let big: Vec<u8> = (0..(3 << 20) + 7).map(|i: u32| (i % 251) as u8).collect();
+        files.push((PathBuf::from("kernel/big"), big));
+        files.push((PathBuf::from(long), b"at the end of a long path\n".to_vec()));
+        for (path, data) in &files {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(root.join(dir)).expect("a scratch directory");
+            }
+            std::fs::write(root.join(path), data).expect("a scratch file");
+        }
+        files
+    }
+
+    #[test]
+    fn every_file_comes_back_whole_under_its_prefix_with_fixed_metadata() {
+        let root = tempfile::tempdir().expect("a scratch directory");
+        let files = files(root.path());
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let gz = tar_gz(Vec::new(), root.path(), Path::new("top"), &paths, 1234)
+            .expect("archiving scratch files");
+        let mut tar = tar::Archive::new(GzDecoder::new(&gz[..]));
+        let mut regular = Vec::new();
+        for entry in tar.entries().expect("a tar stream") {
+            let mut entry = entry.expect("an entry");
+            let h = entry.header();
+            assert_eq!(
+                (h.mtime().ok(), h.uid().ok(), h.gid().ok()),
+                (Some(1234), Some(0), Some(0))
+            );
+            let path = entry.path().expect("a path").into_owned();
+            if h.entry_type().is_dir() {
+                assert_eq!(h.mode().ok(), Some(0o700), "{}", path.display());
+                continue;
+            }
+            assert_eq!(h.mode().ok(), Some(0o600), "{}", path.display());
+            let mut data = Vec::new();
+            entry.read_to_end(&mut data).expect("an entry's data");
+            regular.push((path, data));
+        }
+        let expected: Vec<(PathBuf, Vec<u8>)> = files
+            .into_iter()
+            .map(|(p, d)| (Path::new("top").join(p), d))
+            .collect();
+        assert_eq!(regular, expected);
+    }
+
+    #[test]
+    fn a_file_that_shrank_after_its_header_is_an_error() {
+        let root = tempfile::tempdir().expect("a scratch directory");
+        let files = files(root.path());
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let tar = Tar::of(root.path(), Path::new("top"), &paths, 0).expect("laying out");
+        std::fs::write(root.path().join("kernel/big"), b"short").expect("a scratch file");
+        let mut out = Vec::new();
+        let err = gzip(&mut out, LEVEL, &tar).expect_err("a file shorter than its header");
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(err.to_string().starts_with("reading kernel/big: "), "{err}");
+    }
 }

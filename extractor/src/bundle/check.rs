@@ -113,7 +113,7 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
         };
         let keep = rel == "MANIFEST.json" || rel == "README.txt";
         let mut kept = Vec::new();
-        let (size, hex) = super::digest(&mut entry, |piece| {
+        let super::Digested { size, sha256 } = super::digest(&mut entry, |piece| {
             if keep {
                 if kept.len() + piece.len() > MAX_TEXT as usize {
                     return Err(io::Error::other(format!("{rel} is over {MAX_TEXT} bytes")));
@@ -125,7 +125,7 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
         if files.insert(rel.clone(), size).is_some() {
             return Err(CheckError::Layout(format!("{rel} is in the archive twice")));
         }
-        digests.insert(rel.clone(), hex);
+        digests.insert(rel.clone(), sha256);
         match rel.as_str() {
             "MANIFEST.json" => manifest = Some(kept),
             "README.txt" => readme = Some(kept),

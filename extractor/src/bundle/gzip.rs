@@ -8,120 +8,75 @@
 //! blocks' outputs join into one deflate stream; the last block ends it.
 //! The CRC-32s of the blocks are combined in order. The bytes depend on
 //! the input, the block size and the level only.
+//!
+//! Unlike pigz, the input is not read in order: each block is read by
+//! the core that compresses it ([`Source`]), so a bundle's staged files
+//! are read on every core too instead of by one reader the compressors
+//! wait on.
 
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use rayon::prelude::*;
 use std::io::{self, Write};
+use std::ops::Range;
 
 /// Deflate's window: what a block may refer back to.
-const WINDOW: usize = 32 << 10;
+const WINDOW: u64 = 32 << 10;
 
-/// A gzip writer whose blocks are compressed on every core. Call
-/// [`GzWriter::finish`]: dropping it leaves the stream unfinished.
-pub struct GzWriter<W: Write> {
-    out: W,
-    level: Compression,
-    block: usize,
-    /// Blocks compressed at once; memory is about twice this many blocks.
-    batch: usize,
-    /// The last `window` bytes already compressed, then the input not
-    /// yet compressed.
-    pending: Vec<u8>,
-    window: usize,
-    crc: Crc,
+/// Input that can be read at any offset, from any core.
+pub trait Source: Sync {
+    /// Its length in bytes.
+    fn len(&self) -> u64;
+    /// Appends the bytes at `range` (within [`Source::len`]) to `out`.
+    fn read_range(&self, range: Range<u64>, out: &mut Vec<u8>) -> io::Result<()>;
 }
 
-impl<W: Write> GzWriter<W> {
-    /// A stream to `out` at `level`, in blocks of 1 MiB, 16 at a time.
-    pub fn new(out: W, level: Compression) -> io::Result<GzWriter<W>> {
-        Self::with_blocks(out, level, 1 << 20, 16)
-    }
+/// Writes `input` to `out` as one gzip member at `level`, in blocks of
+/// 1 MiB, 16 at a time (memory is about twice that).
+pub fn gzip(
+    out: &mut impl Write,
+    level: Compression,
+    input: &(impl Source + ?Sized),
+) -> io::Result<()> {
+    gzip_in_blocks(out, level, input, 1 << 20, 16)
+}
 
-    fn with_blocks(
-        mut out: W,
-        level: Compression,
-        block: usize,
-        batch: usize,
-    ) -> io::Result<GzWriter<W>> {
-        // No name, no time, no extra flags; the operating system is
-        // "unknown" (255), so the bytes do not depend on where it ran.
-        out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255])?;
-        Ok(GzWriter {
-            out,
-            level,
-            block,
-            batch,
-            pending: Vec::with_capacity(block * batch + WINDOW),
-            window: 0,
-            crc: Crc::new(),
-        })
-    }
-
-    /// Compresses what is pending, ends the stream with its CRC-32 and
-    /// size, and returns the destination.
-    pub fn finish(mut self) -> io::Result<W> {
-        self.compress(true)?;
-        self.out.write_all(&self.crc.sum().to_le_bytes())?;
-        self.out.write_all(&self.crc.amount().to_le_bytes())?;
-        self.out.flush()?;
-        Ok(self.out)
-    }
-
-    /// Compresses the pending input's blocks, in parallel, and writes
-    /// them in order; `last` ends the deflate stream with the last one.
-    fn compress(&mut self, last: bool) -> io::Result<()> {
-        let input = &self.pending[self.window..];
-        let mut starts: Vec<usize> = (0..input.len())
-            .step_by(self.block)
-            .map(|s| self.window + s)
-            .collect();
-        if starts.is_empty() && last {
-            // The end of the stream still needs its final (empty) block.
-            starts.push(self.pending.len());
-        }
-        let count = starts.len();
-        let (pending, block, level) = (&self.pending, self.block, self.level);
-        let blocks: Vec<io::Result<(Vec<u8>, Crc)>> = starts
-            .par_iter()
-            .enumerate()
-            .map(|(i, &start)| {
-                let end = (start + block).min(pending.len());
-                let dictionary = &pending[start.saturating_sub(WINDOW)..start];
-                let data = &pending[start..end];
+fn gzip_in_blocks(
+    out: &mut impl Write,
+    level: Compression,
+    input: &(impl Source + ?Sized),
+    block: u64,
+    batch: u64,
+) -> io::Result<()> {
+    // No name, no time, no extra flags; the operating system is
+    // "unknown" (255), so the bytes do not depend on where it ran.
+    out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255])?;
+    let len = input.len();
+    // An empty input still needs the stream's final (empty) block.
+    let count = len.div_ceil(block).max(1);
+    let mut crc = Crc::new();
+    for first in (0..count).step_by(batch as usize) {
+        let blocks: Vec<io::Result<(Vec<u8>, Crc)>> = (first..(first + batch).min(count))
+            .into_par_iter()
+            .map(|i| {
+                let start = i * block;
+                let end = (start + block).min(len);
+                let from = start.saturating_sub(WINDOW);
+                let mut read = Vec::with_capacity((end - from) as usize);
+                input.read_range(from..end, &mut read)?;
+                let (dictionary, data) = read.split_at((start - from) as usize);
                 let mut crc = Crc::new();
                 crc.update(data);
-                let finish = last && i + 1 == count;
-                Ok((deflate(level, dictionary, data, finish)?, crc))
+                Ok((deflate(level, dictionary, data, i + 1 == count)?, crc))
             })
             .collect();
         for b in blocks {
-            let (deflated, crc) = b?;
-            self.out.write_all(&deflated)?;
-            self.crc.combine(&crc);
+            let (deflated, block_crc) = b?;
+            out.write_all(&deflated)?;
+            crc.combine(&block_crc);
         }
-        let keep = self.pending.len().min(WINDOW);
-        self.pending.drain(..self.pending.len() - keep);
-        self.window = keep;
-        Ok(())
     }
-}
-
-impl<W: Write> Write for GzWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let room = self.block * self.batch + self.window - self.pending.len();
-        let n = buf.len().min(room);
-        self.pending.extend_from_slice(&buf[..n]);
-        if self.pending.len() - self.window == self.block * self.batch {
-            self.compress(false)?;
-        }
-        Ok(n)
-    }
-
-    /// Blocks are compressed whole: flushing one early would change the
-    /// bytes, so this flushes only what was already compressed.
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
+    out.write_all(&crc.sum().to_le_bytes())?;
+    out.write_all(&crc.amount().to_le_bytes())
 }
 
 /// `data` as raw deflate, primed with `dictionary`, ended by a sync
@@ -190,13 +145,24 @@ mod tests {
         out
     }
 
-    fn gzip(data: &[u8], block: usize, batch: usize, pieces: usize) -> Vec<u8> {
-        let mut w = GzWriter::with_blocks(Vec::new(), Compression::new(2), block, batch)
-            .expect("writing to memory");
-        for piece in data.chunks(pieces.max(1)) {
-            w.write_all(piece).expect("writing to memory");
+    impl Source for [u8] {
+        fn len(&self) -> u64 {
+            <[u8]>::len(self) as u64
         }
-        w.finish().expect("writing to memory")
+
+        fn read_range(&self, range: Range<u64>, out: &mut Vec<u8>) -> io::Result<()> {
+            let at = |n: u64| usize::try_from(n).map_err(io::Error::other);
+            let bytes = self.get(at(range.start)?..at(range.end)?);
+            out.extend_from_slice(bytes.ok_or_else(|| io::Error::other("a range past the input"))?);
+            Ok(())
+        }
+    }
+
+    fn gzip(data: &[u8], block: u64, batch: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        gzip_in_blocks(&mut out, Compression::new(2), data, block, batch)
+            .expect("writing to memory");
+        out
     }
 
     fn gunzip(gz: &[u8]) -> Vec<u8> {
@@ -212,8 +178,8 @@ mod tests {
     fn any_input_comes_back_whole_from_one_member() {
         for len in [0, 1, 4095, 4096, 4097, 3 * 4096, 40_000, 100_003] {
             let data = sample(len);
-            for pieces in [1, 1000, 1 << 20] {
-                assert_eq!(gunzip(&gzip(&data, 4096, 3, pieces)), data, "{len} bytes");
+            for batch in [1, 3, 1000] {
+                assert_eq!(gunzip(&gzip(&data, 4096, batch)), data, "{len} bytes");
             }
         }
     }
@@ -226,7 +192,7 @@ mod tests {
                 .num_threads(threads)
                 .build()
                 .expect("a thread pool")
-                .install(|| gzip(&data, 4096, 5, 777))
+                .install(|| gzip(&data, 4096, 5))
         };
         let one = on(1);
         assert_eq!(on(4), one);
@@ -241,10 +207,41 @@ mod tests {
         let one = one.finish().expect("writing to memory").len();
         // Blocks of 4 KiB, each with its flush: 2.3% larger than one
         // stream with the window before each, 7.8% without it.
-        let blocks = gzip(&data, 4096, 8, 1 << 16).len();
+        let blocks = gzip(&data, 4096, 8).len();
         assert!(
             blocks * 100 <= one * 104,
             "{blocks} bytes in blocks against {one} in one stream"
         );
+    }
+
+    /// Fails every read past `good` bytes, as a staged file that shrank.
+    struct Shrunk<'a> {
+        data: &'a [u8],
+        good: u64,
+    }
+
+    impl Source for Shrunk<'_> {
+        fn len(&self) -> u64 {
+            self.data.len() as u64
+        }
+
+        fn read_range(&self, range: Range<u64>, out: &mut Vec<u8>) -> io::Result<()> {
+            if range.end > self.good {
+                return Err(io::Error::other(format!("nothing at {}", self.good)));
+            }
+            self.data.read_range(range, out)
+        }
+    }
+
+    #[test]
+    fn a_failed_read_fails_the_stream() {
+        let data = sample(50_000);
+        let shrunk = Shrunk {
+            data: &data,
+            good: 30_000,
+        };
+        let err = gzip_in_blocks(&mut Vec::new(), Compression::new(2), &shrunk, 4096, 3)
+            .expect_err("a stream with a hole in its input");
+        assert_eq!(err.to_string(), "nothing at 30000");
     }
 }

@@ -35,6 +35,7 @@
 mod add_log;
 mod archive;
 mod check;
+mod digest;
 mod dmesg;
 pub mod grant;
 mod gzip;
@@ -45,6 +46,8 @@ pub mod redact;
 
 pub use add_log::{AddLog, LogSource, KERNEL_PRINTK};
 pub use check::{check, CheckError, Checked};
+
+use digest::{digest, Digested, Digesting};
 
 use crate::discover::Hole;
 use crate::output::jsonl::Jsonl;
@@ -59,7 +62,6 @@ use pstore_ring::kprintf::Pointers;
 use pstore_ring::read::{PagedTrace, Region, WallClock};
 use rayon::prelude::*;
 use redact::{Counts, Rules, UnknownClass};
-use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -167,6 +169,10 @@ pub struct BundleFile {
     pub size: u64,
     pub sha256: String,
 }
+
+/// A staged file of the bundle, with its digest when it was hashed as
+/// it was written (the others are read back).
+type Staged = (PathBuf, FileKind, Option<Digested>);
 
 /// A region as it goes into the bundle: redacted, with what was written.
 struct Part<'p, 'b> {
@@ -296,7 +302,7 @@ pub fn write(
         .what(|| format!("creating a staging directory beside {}", out.display()))?;
 
     // Logs first: the Perfetto trace shows them as tracks.
-    let placed_logs = place_logs(&staging, &parts, regions, rules, add_logs)?;
+    let (placed_logs, logs_written) = place_logs(&staging, &parts, regions, rules, add_logs)?;
     let mtime = request.map_or_else(|| archive_time(&parts[0]), request_time);
     // Each file is written on its own core: they read the same trace
     // and write nothing the others read.
@@ -314,14 +320,15 @@ pub fn write(
                 .collect::<Vec<_>>()
         },
     );
-    let mut files: Vec<(PathBuf, FileKind)> = vec![dmesg?];
+    let mut files: Vec<Staged> = vec![dmesg?];
     for (p, traces) in parts.iter_mut().zip(traces) {
         let (written, clamped) = traces?;
         p.clamped = clamped;
         files.extend(written);
     }
     // Placed in the order they were added.
-    files.extend(placed_logs.iter().zip(add_logs).map(|(l, a)| {
+    let logs = placed_logs.iter().zip(add_logs).zip(logs_written);
+    files.extend(logs.map(|((l, a), written)| {
         let kind = match a.source {
             LogSource::File(_) => FileKind::Log,
             LogSource::KernelPrintk(_) => FileKind::KernelPrintk,
@@ -332,7 +339,7 @@ pub fn write(
             LogSource::NextBootKernel(_) => FileKind::NextBootKernel,
             LogSource::Firmware(_) => FileKind::Firmware,
         };
-        (log_path(l), kind)
+        (log_path(l), kind, Some(written))
     }));
     files.push(perfetto?);
 
@@ -351,14 +358,17 @@ pub fn write(
         });
     }
     let digests: Vec<_> = files
-        .par_iter()
-        .map(|(path, kind)| {
-            let (size, sha256) = File::open(staging.path().join(path))
-                .and_then(|f| digest(f, |_| Ok(())))
-                .what(|| format!("reading back {}", path.display()))?;
+        .into_par_iter()
+        .map(|(path, kind, digested)| {
+            let Digested { size, sha256 } = match digested {
+                Some(d) => d,
+                None => File::open(staging.path().join(&path))
+                    .and_then(|f| digest(f, |_| Ok(())))
+                    .what(|| format!("reading back {}", path.display()))?,
+            };
             Ok(BundleFile {
-                path: path.clone(),
-                kind: *kind,
+                path,
+                kind,
                 size,
                 sha256,
             })
@@ -400,13 +410,10 @@ pub fn write(
 }
 
 /// `dmesg.txt`: every region's printk lines.
-fn write_dmesg(
-    staging: &archive::Staging,
-    parts: &[Part],
-) -> Result<(PathBuf, FileKind), BundleError> {
+fn write_dmesg(staging: &archive::Staging, parts: &[Part]) -> Result<Staged, BundleError> {
     let dmesg = Path::new("dmesg.txt");
     let several = parts.len() > 1;
-    write_file(staging, dmesg, |w| {
+    let digested = write_file(staging, dmesg, |w| {
         for p in parts {
             if several {
                 writeln!(w, "# region {} at physical address {:#x}", p.index, p.addr)?;
@@ -415,7 +422,7 @@ fn write_dmesg(
         }
         Ok(())
     })?;
-    Ok((dmesg.into(), FileKind::Dmesg))
+    Ok((dmesg.into(), FileKind::Dmesg, Some(digested)))
 }
 
 /// A region's events as JSON lines, in each region's directory.
@@ -427,7 +434,7 @@ fn write_traces(
     staging: &archive::Staging,
     p: &Part,
     source: &Source,
-) -> Result<(Vec<(PathBuf, FileKind)>, u64), BundleError> {
+) -> Result<(Vec<Staged>, u64), BundleError> {
     let ((ctf, tracedat), events) = rayon::join(
         || write_ctf_and_tracedat(staging, p, source),
         || {
@@ -438,8 +445,9 @@ fn write_traces(
     );
     let ctf = ctf?;
     tracedat?;
-    events?;
-    let mut files: Vec<(PathBuf, FileKind)> = ctf
+    let events = events?;
+    // CTF's streams and trace.dat (which seeks back) are read back.
+    let mut files: Vec<Staged> = ctf
         .files
         .iter()
         .map(|f| {
@@ -448,11 +456,11 @@ fn write_traces(
             } else {
                 FileKind::CtfStream
             };
-            (p.ctf_dir.join(f), kind)
+            (p.ctf_dir.join(f), kind, None)
         })
         .collect();
-    files.push((p.tracedat.clone(), FileKind::TraceDat));
-    files.push((p.events.clone(), FileKind::Events));
+    files.push((p.tracedat.clone(), FileKind::TraceDat, None));
+    files.push((p.events.clone(), FileKind::Events, Some(events)));
     Ok((files, ctf.clamped))
 }
 
@@ -497,20 +505,21 @@ fn log_path(log: &Log) -> PathBuf {
 }
 
 /// Each added log, redacted into `logs/`, and placed on the first
-/// region's timeline from that copy.
+/// region's timeline from that copy; with what each copy holds.
 fn place_logs(
     staging: &archive::Staging,
     parts: &[Part],
     regions: &[Recovered],
     rules: &Rules,
     add_logs: &[AddLog],
-) -> Result<Vec<Log>, BundleError> {
+) -> Result<(Vec<Log>, Vec<Digested>), BundleError> {
     // Made for the first log, if any: it holds every printk line's text.
     let mut clock = None;
     // Logs go with the first region's trace: its key, so an address in a
     // log hashes as it does in that trace.
     let text_redactor = redact::TextRedactor::new(&regions[0].region, regions[0].key(), rules);
     let mut placed_logs = Vec::with_capacity(add_logs.len());
+    let mut written = Vec::with_capacity(add_logs.len());
     for l in add_logs {
         let rel = Path::new("logs").join(&l.name);
         let input: Box<dyn Read> = match &l.source {
@@ -526,11 +535,11 @@ fn place_logs(
             | LogSource::Firmware(text) => Box::new(&text[..]),
         };
         let mut redaction = None;
-        write_file(staging, &rel, |w| {
+        written.push(write_file(staging, &rel, |w| {
             let input = BufReader::with_capacity(1 << 16, input);
             redaction = Some(logs::redact(input, w, &text_redactor)?);
             Ok(())
-        })?;
+        })?);
         // Placed from the redacted copy: the Perfetto track shows what
         // the copy does, no more.
         let copy = File::open(staging.path().join(&rel))
@@ -563,7 +572,7 @@ fn place_logs(
         }
         placed_logs.push(log);
     }
-    Ok(placed_logs)
+    Ok((placed_logs, written))
 }
 
 /// `perfetto/crash.tar.gz`: every region's trace and the logs' tracks in
@@ -573,7 +582,7 @@ fn write_perfetto(
     parts: &[Part],
     placed_logs: &[Log],
     mtime: u64,
-) -> Result<(PathBuf, FileKind), BundleError> {
+) -> Result<Staged, BundleError> {
     let pftrace = Path::new("kernel.pftrace");
     let perfetto_dir = archive::Staging::beside(&staging.path().join("perfetto"))
         .what(|| "creating a staging directory for the Perfetto trace".into())?;
@@ -593,27 +602,31 @@ fn write_perfetto(
     let file = staging
         .create(perfetto)
         .what(|| "creating perfetto/crash.tar.gz".into())?;
-    archive::tar_gz(
-        file,
+    let (_, digested) = archive::tar_gz(
+        Digesting::new(file),
         perfetto_dir.path(),
         Path::new(""),
         &[pftrace.to_path_buf()],
         mtime,
     )
-    .what(|| "writing perfetto/crash.tar.gz".into())?;
-    Ok((perfetto.into(), FileKind::PerfettoArchive))
+    .what(|| "writing perfetto/crash.tar.gz".into())?
+    .finish();
+    Ok((perfetto.into(), FileKind::PerfettoArchive, Some(digested)))
 }
 
-/// Creates `relative` in `staging` and fills it with `fill`.
+/// Creates `relative` in `staging` and fills it with `fill`; returns
+/// what was written.
 fn write_file(
     staging: &archive::Staging,
     relative: &Path,
-    fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
-) -> Result<(), BundleError> {
+    fill: impl FnOnce(&mut BufWriter<Digesting<File>>) -> io::Result<()>,
+) -> Result<Digested, BundleError> {
     let what = || format!("writing {}", relative.display());
     let file = staging.create(relative).what(what)?;
-    let mut w = BufWriter::with_capacity(1 << 16, file);
-    fill(&mut w).and_then(|()| w.flush()).what(what)
+    let mut w = BufWriter::with_capacity(1 << 16, Digesting::new(file));
+    fill(&mut w).and_then(|()| w.flush()).what(what)?;
+    let hashed = w.into_inner().map_err(io::IntoInnerError::into_error);
+    Ok(hashed.what(what)?.finish().1)
 }
 
 /// Writes `text` as `file` and records its size and SHA-256.
@@ -622,36 +635,9 @@ fn write_text(
     file: &mut BundleFile,
     text: &str,
 ) -> Result<(), BundleError> {
-    write_file(staging, &file.path, |w| w.write_all(text.as_bytes()))?;
-    let read = File::open(staging.path().join(&file.path)).and_then(|f| digest(f, |_| Ok(())));
-    (file.size, file.sha256) = read.what(|| format!("reading back {}", file.path.display()))?;
+    let written = write_file(staging, &file.path, |w| w.write_all(text.as_bytes()))?;
+    (file.size, file.sha256) = (written.size, written.sha256);
     Ok(())
-}
-
-/// The size and SHA-256 (hex) of all `input` yields; each piece is also
-/// handed to `seen`, whose error stops the reading.
-fn digest(
-    mut input: impl Read,
-    mut seen: impl FnMut(&[u8]) -> io::Result<()>,
-) -> io::Result<(u64, String)> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut size = 0u64;
-    loop {
-        let n = input.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        seen(&buf[..n])?;
-        size += n as u64;
-    }
-    let hex = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((size, hex))
 }
 
 /// The archive's entries are dated at the crash, or else at the region's
