@@ -29,9 +29,11 @@
  * per second, so a slewed clock costs one event per few seconds of slew
  * at worst, and the wall times read stay within 1 ms of the truth.
  *
- * The offset is read with ktime_mono_to_real(0): the timekeeper's own
- * CLOCK_REALTIME minus CLOCK_MONOTONIC, read consistently, rather than two
- * clock reads that preemption could pull apart by more than the threshold.
+ * The offset is read with ktime_mono_to_real(0), here and for the header:
+ * the timekeeper's own CLOCK_REALTIME minus CLOCK_MONOTONIC, read
+ * consistently, rather than two clock reads that preemption (or another
+ * vCPU's turn under single-threaded TCG) could pull apart by more than the
+ * threshold, which made the first check record a step nobody took.
  */
 #define CR_CLOCK_PERIOD		HZ
 #define CR_CLOCK_THRESHOLD_NS	NSEC_PER_MSEC

@@ -282,7 +282,8 @@ int crashring_start_recording(int slot)
 	for (i = 0; i < CRASHRING_SLOTS; i++)
 		generation = max(generation, crashring.slot[i].generation);
 	cfg.generation = generation == U64_MAX ? generation : generation + 1;
-	cfg.wall_offset_ns = ktime_get_real_ns() - cfg.created_ns;
+	/* As the clock check reads it: two clock reads could be pulled apart. */
+	cfg.wall_offset_ns = ktime_to_ns(ktime_mono_to_real(0));
 	memcpy(cfg.boot_id, crashring.boot_id, sizeof(cfg.boot_id));
 	specs = kcalloc(cfg.nstreams, sizeof(*specs), GFP_KERNEL);
 	if (!specs)

@@ -9,7 +9,7 @@ use super::{
     warm_reboot_run, workload_and_sysrq, workload_writes, Artifacts, WarmReboot, DONE, DONE_MIB,
 };
 use crate::env::guest::{self, Kernel};
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::read::{HeaderTrust, Region, Trace};
 use pstore_ring::schema::{Value, EVENT_MARKER, EVENT_PRINTK};
 use std::path::Path;
@@ -239,17 +239,23 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     })
 }
 
-/// After [`CLOCK_STEP`], the region holds a `clock` event about an hour
-/// past the header's offset, and the
-/// wall time of the line printed after it is within the second the guest
-/// printed (busybox's `date` has whole seconds only).
+/// After [`CLOCK_STEP`], the region holds one `clock` event, about an
+/// hour past the header's offset (nothing else moved the wall clock: an
+/// offset taken apart from the module's check would add a step nobody
+/// took), and the wall time of the line printed after it is within the
+/// second the guest printed (busybox's `date` has whole seconds only).
 fn check_clock_step(region: &Region) -> Result<String> {
     let trace = region.decode();
     let clock = region.wall_clock(&trace);
-    let step = clock
-        .steps()
-        .last()
-        .context("no clock event: the module did not see the wall clock step")?;
+    let step = match clock.steps() {
+        [] => bail!("no clock event: the module did not see the wall clock step"),
+        [step] => step,
+        steps => bail!(
+            "{} clock events, the guest stepped the wall clock once (header offset {}): {steps:?}",
+            steps.len(),
+            region.header.wall_offset_ns
+        ),
+    };
     let moved = i128::from(step.wall_offset_ns) - i128::from(region.header.wall_offset_ns);
     // `date -s` sets a whole second, and runs a little after the `date`
     // that read the clock: the step is 3600 s less up to a second, less
@@ -713,7 +719,7 @@ pub(super) fn one_bundle<'a>(log: &'a str, what: &str) -> Result<(&'a str, &'a s
         .split_whitespace()
         .collect();
     let [json, bundle] = files[..] else {
-        anyhow::bail!("{what}: the directory holds {files:?}, not one bundle and its summary");
+        bail!("{what}: the directory holds {files:?}, not one bundle and its summary");
     };
     ensure!(
         json.strip_suffix(".json") == bundle.strip_suffix(".tar.gz"),
