@@ -64,8 +64,18 @@ impl Staging {
     }
 }
 
+/// How a file's bytes go into an archive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packing {
+    Deflate,
+    /// As they are: the file is compressed already. Only the archive's
+    /// blocks that hold nothing else are stored.
+    Store,
+}
+
 /// Writes a gzip-compressed tar of `files` (paths relative to `root`,
-/// stored under `prefix/`) to `out`, the same bytes for the same files:
+/// stored under `prefix/`, each packed as it says) to `out`, the same
+/// bytes for the same files:
 /// every entry has `mtime`, owner 0, mode 0600 (directories 0700), no
 /// user or group names, and the gzip header has no name and no time.
 /// Returns `out`, flushed.
@@ -73,7 +83,7 @@ pub fn tar_gz<W: Write>(
     out: W,
     root: &Path,
     prefix: &Path,
-    files: &[PathBuf],
+    files: &[(PathBuf, Packing)],
     mtime: u64,
 ) -> io::Result<W> {
     let tar = Tar::of(root, prefix, files, mtime)?;
@@ -99,11 +109,12 @@ enum Piece {
         file: File,
         len: u64,
         name: PathBuf,
+        packing: Packing,
     },
 }
 
 impl Tar {
-    fn of(root: &Path, prefix: &Path, files: &[PathBuf], mtime: u64) -> io::Result<Tar> {
+    fn of(root: &Path, prefix: &Path, files: &[(PathBuf, Packing)], mtime: u64) -> io::Result<Tar> {
         // The tar crate writes the headers (and a long name's extra
         // entry), each followed by no data; the files' contents and their
         // padding are put between them here.
@@ -112,7 +123,7 @@ impl Tar {
             len: 0,
         });
         let mut dirs_done: Vec<PathBuf> = Vec::new();
-        for rel in files {
+        for (rel, packing) in files {
             // Each directory once, before its first file.
             let mut ancestors: Vec<&Path> = rel
                 .ancestors()
@@ -138,12 +149,22 @@ impl Tar {
                 file,
                 len: size,
                 name: rel.clone(),
+                packing: *packing,
             });
             let padding = size.next_multiple_of(512) - size;
             stream.write_all(&vec![0; padding as usize])?;
         }
         // Two zero blocks end the archive.
         tar.into_inner()
+    }
+
+    /// The pieces that hold some of `range`, each with its offset.
+    fn pieces_in(&self, range: Range<u64>) -> impl Iterator<Item = &(u64, Piece)> {
+        // The last piece starting at or before the range, and on.
+        let first = self.pieces.partition_point(|(at, _)| *at <= range.start);
+        self.pieces[first.saturating_sub(1)..]
+            .iter()
+            .take_while(move |(at, _)| *at < range.end)
     }
 
     fn push(&mut self, piece: Piece) {
@@ -180,12 +201,7 @@ impl Source for Tar {
     }
 
     fn read_range(&self, range: Range<u64>, out: &mut Vec<u8>) -> io::Result<()> {
-        // The last piece starting at or before the range.
-        let first = self.pieces.partition_point(|(at, _)| *at <= range.start);
-        for (at, piece) in self.pieces[first.saturating_sub(1)..].iter() {
-            if *at >= range.end {
-                break;
-            }
+        for (at, piece) in self.pieces_in(range.clone()) {
             let from = range.start.max(*at) - at;
             match piece {
                 Piece::Bytes(bytes) => {
@@ -193,7 +209,9 @@ impl Source for Tar {
                         .map_err(io::Error::other)?;
                     out.extend_from_slice(&bytes[from as usize..to]);
                 }
-                Piece::File { file, len, name } => {
+                Piece::File {
+                    file, len, name, ..
+                } => {
                     let to = (range.end - at).min(*len);
                     let old = out.len();
                     out.resize(old + (to - from) as usize, 0);
@@ -206,6 +224,18 @@ impl Source for Tar {
             }
         }
         Ok(())
+    }
+
+    fn compressed(&self, range: Range<u64>) -> bool {
+        self.pieces_in(range).all(|(_, piece)| {
+            matches!(
+                piece,
+                Piece::File {
+                    packing: Packing::Store,
+                    ..
+                }
+            )
+        })
     }
 }
 
@@ -222,6 +252,7 @@ fn header(size: u64, mtime: u64, mode: u32, kind: tar::EntryType) -> tar::Header
 
 #[cfg(test)]
 mod tests {
+    use super::super::gzip::tests::holds_verbatim;
     use super::*;
     use flate2::read::GzDecoder;
     use std::io::Read;
@@ -248,11 +279,68 @@ mod tests {
         files
     }
 
+    fn deflated(files: &[(PathBuf, Vec<u8>)]) -> Vec<(PathBuf, Packing)> {
+        files
+            .iter()
+            .map(|(p, _)| (p.clone(), Packing::Deflate))
+            .collect()
+    }
+
+    /// The archive's contents, regular files only.
+    fn unpack(gz: &[u8]) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut tar = tar::Archive::new(GzDecoder::new(gz));
+        let mut regular = Vec::new();
+        for entry in tar.entries().expect("a tar stream") {
+            let mut entry = entry.expect("an entry");
+            if entry.header().entry_type().is_file() {
+                let path = entry.path().expect("a path").into_owned();
+                let mut data = Vec::new();
+                entry.read_to_end(&mut data).expect("an entry's data");
+                regular.push((path, data));
+            }
+        }
+        regular
+    }
+
+    #[test]
+    fn a_stored_file_is_stored_whole_blocks_at_a_time() {
+        let root = tempfile::tempdir().expect("a scratch directory");
+        let files = files(root.path());
+        let mut paths = deflated(&files);
+        let big = paths
+            .iter()
+            .position(|(p, _)| p == Path::new("kernel/big"))
+            .expect("the big file");
+        paths[big].1 = Packing::Store;
+        let archive = |paths: &[(PathBuf, Packing)]| {
+            tar_gz(Vec::new(), root.path(), Path::new(""), paths, 0)
+                .expect("archiving scratch files")
+        };
+        let gz = archive(&paths);
+        assert_eq!(unpack(&gz), files);
+        // The archive's second and third 1 MiB blocks are the file's
+        // alone; the first and fourth hold headers or other files too.
+        // Its bytes repeat every 251, so deflate would have shrunk them:
+        // found as they are, they were stored.
+        let tar = Tar::of(root.path(), Path::new(""), &paths, 0).expect("laying out");
+        let block_starts = |gz: &[u8], at: u64| {
+            let mut bytes = Vec::new();
+            tar.read_range(at..at + 4096, &mut bytes)
+                .expect("the layout");
+            holds_verbatim(gz, &bytes)
+        };
+        assert!(block_starts(&gz, 1 << 20) && block_starts(&gz, 2 << 20));
+        assert!(!block_starts(&gz, 0) && !block_starts(&gz, 3 << 20));
+        let deflated = archive(&deflated(&files));
+        assert!(!block_starts(&deflated, 1 << 20));
+        assert!(gz.len() > (2 << 20) && deflated.len() < (1 << 20));
+    }
+
     #[test]
     fn every_file_comes_back_whole_under_its_prefix_with_fixed_metadata() {
         let root = tempfile::tempdir().expect("a scratch directory");
         let files = files(root.path());
-        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let paths = deflated(&files);
         let gz = tar_gz(Vec::new(), root.path(), Path::new("top"), &paths, 1234)
             .expect("archiving scratch files");
         let mut tar = tar::Archive::new(GzDecoder::new(&gz[..]));
@@ -285,7 +373,7 @@ mod tests {
     fn a_file_that_shrank_after_its_header_is_an_error() {
         let root = tempfile::tempdir().expect("a scratch directory");
         let files = files(root.path());
-        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let paths = deflated(&files);
         let tar = Tar::of(root.path(), Path::new("top"), &paths, 0).expect("laying out");
         std::fs::write(root.path().join("kernel/big"), b"short").expect("a scratch file");
         let mut out = Vec::new();

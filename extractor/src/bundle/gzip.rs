@@ -12,7 +12,9 @@
 //! Unlike pigz, the input is not read in order: each block is read by
 //! the core that compresses it ([`Source`]), so a bundle's staged files
 //! are read on every core too instead of by one reader the compressors
-//! wait on.
+//! wait on. A block the source says is compressed already is stored, not
+//! deflated: deflate spends ten times as long on a byte it cannot shrink
+//! as on a byte of text, for a few percent.
 
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use rayon::prelude::*;
@@ -28,10 +30,13 @@ pub trait Source: Sync {
     fn len(&self) -> u64;
     /// Appends the bytes at `range` (within [`Source::len`]) to `out`.
     fn read_range(&self, range: Range<u64>, out: &mut Vec<u8>) -> io::Result<()>;
+    /// Whether every byte of `range` is compressed already.
+    fn compressed(&self, range: Range<u64>) -> bool;
 }
 
-/// Writes `input` to `out` as one gzip member at `level`, in blocks of
-/// 1 MiB, 16 at a time (memory is about twice that).
+/// Writes `input` to `out` as one gzip member at `level` (its compressed
+/// blocks stored), in blocks of 1 MiB, 16 at a time (memory is about
+/// twice that).
 pub fn gzip(
     out: &mut impl Write,
     level: Compression,
@@ -66,6 +71,11 @@ fn gzip_in_blocks(
                 let (dictionary, data) = read.split_at((start - from) as usize);
                 let mut crc = Crc::new();
                 crc.update(data);
+                let level = if input.compressed(start..end) {
+                    Compression::none()
+                } else {
+                    level
+                };
                 Ok((deflate(level, dictionary, data, i + 1 == count)?, crc))
             })
             .collect();
@@ -118,7 +128,7 @@ fn deflate(
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::bundle) mod tests {
     use super::*;
     use flate2::read::GzDecoder;
     use std::io::Read;
@@ -156,6 +166,17 @@ mod tests {
             out.extend_from_slice(bytes.ok_or_else(|| io::Error::other("a range past the input"))?);
             Ok(())
         }
+
+        fn compressed(&self, _: Range<u64>) -> bool {
+            false
+        }
+    }
+
+    /// Whether `bytes` appear in `gz` as they are: a block's first
+    /// 4 KiB do when it was stored (deflate stores at most 64 KiB a
+    /// block, so a longer run is cut by headers).
+    pub(in crate::bundle) fn holds_verbatim(gz: &[u8], bytes: &[u8]) -> bool {
+        gz.windows(bytes.len()).any(|w| w == bytes)
     }
 
     fn gzip(data: &[u8], block: u64, batch: u64) -> Vec<u8> {
@@ -231,6 +252,59 @@ mod tests {
             }
             self.data.read_range(range, out)
         }
+
+        fn compressed(&self, _: Range<u64>) -> bool {
+            false
+        }
+    }
+
+    /// Says the bytes at `packed` are compressed already.
+    struct Packed<'a> {
+        data: &'a [u8],
+        packed: Range<u64>,
+    }
+
+    impl Source for Packed<'_> {
+        fn len(&self) -> u64 {
+            self.data.len() as u64
+        }
+
+        fn read_range(&self, range: Range<u64>, out: &mut Vec<u8>) -> io::Result<()> {
+            self.data.read_range(range, out)
+        }
+
+        fn compressed(&self, range: Range<u64>) -> bool {
+            self.packed.start <= range.start && range.end <= self.packed.end
+        }
+    }
+
+    #[test]
+    fn blocks_of_compressed_bytes_are_stored() {
+        let data = sample(400_000);
+        let packed = Packed {
+            data: &data,
+            packed: 100_000..300_000,
+        };
+        let gz = |threads| {
+            let mut out = Vec::new();
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a thread pool")
+                .install(|| gzip_in_blocks(&mut out, Compression::new(2), &packed, 65_536, 2))
+                .expect("writing to memory");
+            out
+        };
+        let one = gz(1);
+        assert_eq!(gunzip(&one), data);
+        assert_eq!(gz(3), one, "the bytes depend on the cores");
+        // The blocks wholly in the range (131 072..262 144) as they are;
+        // those it only touches deflated.
+        let starts = |at: usize| holds_verbatim(&one, &data[at..at + 4096]);
+        assert!(starts(131_072) && starts(196_608));
+        assert!(!starts(65_536) && !starts(262_144));
+        let plain = gzip(&data, 65_536, 2);
+        assert!(one.len() > plain.len() + 65_536, "{} bytes", one.len());
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub mod redact;
 pub use add_log::{AddLog, LogSource, KERNEL_PRINTK};
 pub use check::{check, CheckError, Checked};
 
+use archive::Packing;
 use digest::{digest, Digested, Digesting};
 
 use crate::discover::Hole;
@@ -120,6 +121,14 @@ pub enum FileKind {
 }
 
 impl FileKind {
+    /// How the bundle's archive packs it: a compressed file is stored.
+    fn packing(self) -> Packing {
+        match self {
+            FileKind::PerfettoArchive => Packing::Store,
+            _ => Packing::Deflate,
+        }
+    }
+
     fn media_type(self) -> &'static str {
         match self {
             FileKind::Manifest => "application/json",
@@ -381,7 +390,10 @@ pub fn write(
     write_text(&staging, &mut listed[0], &manifest)?;
 
     let top = top_name(&parts[0], request.is_some(), mtime);
-    let paths: Vec<PathBuf> = listed.iter().map(|f| f.path.clone()).collect();
+    let paths: Vec<(PathBuf, Packing)> = listed
+        .iter()
+        .map(|f| (f.path.clone(), f.kind.packing()))
+        .collect();
     archive::tar_gz(archive, staging.path(), Path::new(&top), &paths, mtime)
         .and_then(|archive| {
             archive.file().sync_all()?;
@@ -587,17 +599,23 @@ fn write_perfetto(
     let perfetto_dir = archive::Staging::beside(&staging.path().join("perfetto"))
         .what(|| "creating a staging directory for the Perfetto trace".into())?;
     let several = parts.len() > 1;
-    write_file(&perfetto_dir, pftrace, |w| {
-        for p in parts {
-            let view = p.view();
-            Perfetto.begin(w, &view, several)?;
-            write_items(w, &view, &Selection::default(), &Perfetto)?;
-        }
-        for (i, l) in placed_logs.iter().enumerate() {
-            crate::output::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
-        }
-        Ok(())
-    })?;
+    // Not hashed: the manifest lists the archive it goes in.
+    fill_file(
+        &perfetto_dir,
+        pftrace,
+        |file| file,
+        |w| {
+            for p in parts {
+                let view = p.view();
+                Perfetto.begin(w, &view, several)?;
+                write_items(w, &view, &Selection::default(), &Perfetto)?;
+            }
+            for (i, l) in placed_logs.iter().enumerate() {
+                crate::output::perfetto::log_track(w, &format!("log {}", l.name), i, &l.placed)?;
+            }
+            Ok(())
+        },
+    )?;
     let perfetto = Path::new("perfetto/crash.tar.gz");
     let file = staging
         .create(perfetto)
@@ -606,7 +624,7 @@ fn write_perfetto(
         Digesting::new(file),
         perfetto_dir.path(),
         Path::new(""),
-        &[pftrace.to_path_buf()],
+        &[(pftrace.to_path_buf(), Packing::Deflate)],
         mtime,
     )
     .what(|| "writing perfetto/crash.tar.gz".into())?
@@ -621,12 +639,26 @@ fn write_file(
     relative: &Path,
     fill: impl FnOnce(&mut BufWriter<Digesting<File>>) -> io::Result<()>,
 ) -> Result<Digested, BundleError> {
+    Ok(fill_file(staging, relative, Digesting::new, fill)?
+        .finish()
+        .1)
+}
+
+/// Creates `relative` in `staging`, wraps it with `wrap` and fills it
+/// with `fill`; returns the wrapper, flushed.
+fn fill_file<W: Write>(
+    staging: &archive::Staging,
+    relative: &Path,
+    wrap: impl FnOnce(File) -> W,
+    fill: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>,
+) -> Result<W, BundleError> {
     let what = || format!("writing {}", relative.display());
     let file = staging.create(relative).what(what)?;
-    let mut w = BufWriter::with_capacity(1 << 16, Digesting::new(file));
+    let mut w = BufWriter::with_capacity(1 << 16, wrap(file));
     fill(&mut w).and_then(|()| w.flush()).what(what)?;
-    let hashed = w.into_inner().map_err(io::IntoInnerError::into_error);
-    Ok(hashed.what(what)?.finish().1)
+    w.into_inner()
+        .map_err(io::IntoInnerError::into_error)
+        .what(what)
 }
 
 /// Writes `text` as `file` and records its size and SHA-256.
