@@ -7,7 +7,8 @@
 //! empty stored block that leaves the output on a byte boundary, so the
 //! blocks' outputs join into one deflate stream; the last block ends it.
 //! The CRC-32s of the blocks are combined in order. The bytes depend on
-//! the input, the block size and the level only.
+//! the input, the block size, the level and which blocks are stored
+//! only.
 //!
 //! Unlike pigz, the input is not read in order: each block is read by
 //! the core that compresses it ([`Source`]), so a bundle's staged files
@@ -65,17 +66,19 @@ fn gzip_in_blocks(
             .map(|i| {
                 let start = i * block;
                 let end = (start + block).min(len);
-                let from = start.saturating_sub(WINDOW);
+                let stored = input.compressed(start..end);
+                // A stored block refers back to nothing: no window.
+                let from = if stored {
+                    start
+                } else {
+                    start.saturating_sub(WINDOW)
+                };
                 let mut read = Vec::with_capacity((end - from) as usize);
                 input.read_range(from..end, &mut read)?;
                 let (dictionary, data) = read.split_at((start - from) as usize);
                 let mut crc = Crc::new();
                 crc.update(data);
-                let level = if input.compressed(start..end) {
-                    Compression::none()
-                } else {
-                    level
-                };
+                let level = if stored { Compression::none() } else { level };
                 Ok((deflate(level, dictionary, data, i + 1 == count)?, crc))
             })
             .collect();
@@ -106,7 +109,15 @@ fn deflate(
     } else {
         FlushCompress::Sync
     };
-    let mut out = Vec::with_capacity(data.len() / 2 + 64);
+    // Deflate cuts stored blocks where the output runs out of room: room
+    // for all of them (at most 64 KiB each, 5 bytes of header) keeps the
+    // cuts, and so the bytes, a function of the input alone.
+    let room = if level == Compression::none() {
+        data.len() + data.len() / 4096 + 64
+    } else {
+        data.len() / 2 + 64
+    };
+    let mut out = Vec::with_capacity(room);
     loop {
         let consumed = usize::try_from(c.total_in()).unwrap_or(usize::MAX);
         let status = c
