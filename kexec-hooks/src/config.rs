@@ -156,13 +156,26 @@ fn list(v: &str) -> Vec<String> {
     v.split_whitespace().map(String::from).collect()
 }
 
+/// A systemd boolean (`systemd.syntax(7)`); empty is `default`.
+fn boolean(v: &str, default: bool) -> Option<bool> {
+    match v {
+        "" => Some(default),
+        "yes" | "true" | "on" | "1" => Some(true),
+        "no" | "false" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 /// Applies one `[Request]` assignment.
 fn apply_request(r: &mut Request, key: &str, value: &str) -> Option<Result<(), &'static str>> {
     let default = Request::default();
-    let empty = value.is_empty();
     Some(match key {
         "Users" => {
-            r.users = if empty { default.users } else { list(value) };
+            r.users = match value {
+                "" => default.users,
+                "none" => Vec::new(),
+                v => list(v),
+            };
             Ok(())
         }
         "PrintkLevel" => match value {
@@ -172,10 +185,10 @@ fn apply_request(r: &mut Request, key: &str, value: &str) -> Option<Result<(), &
         .map(|v| r.printk_level = v)
         .ok_or("expected a level, 0 to 7 or emerg ... debug, or none"),
         "DRMCategories" => {
-            let names = if empty {
-                default.drm_categories
-            } else {
-                list(value)
+            let names = match value {
+                "" => default.drm_categories,
+                "none" => Vec::new(),
+                v => list(v),
             };
             if names
                 .iter()
@@ -184,7 +197,7 @@ fn apply_request(r: &mut Request, key: &str, value: &str) -> Option<Result<(), &
                 r.drm_categories = names.iter().map(|c| c.to_ascii_uppercase()).collect();
                 Ok(())
             } else {
-                Err("expected DRM categories: CORE DRIVER KMS PRIME ATOMIC VBL STATE LEASE DP DRMRES")
+                Err("expected DRM categories (CORE DRIVER KMS PRIME ATOMIC VBL STATE LEASE DP DRMRES) or none")
             }
         }
         "KernelEvents" => {
@@ -203,15 +216,41 @@ fn apply_request(r: &mut Request, key: &str, value: &str) -> Option<Result<(), &
         }
         .map(|v| r.burst = v)
         .ok_or("expected a count of at least 1"),
-        "Copy" => match value {
-            "" | "yes" => Some(true),
-            "no" => Some(false),
-            _ => None,
-        }
-        .map(|v| r.copy = v)
-        .ok_or("expected yes or no"),
+        "Copy" => boolean(value, default.copy)
+            .map(|v| r.copy = v)
+            .ok_or("expected yes or no"),
         _ => return None,
     })
+}
+
+/// Sets what an unusable `[Request]` value of `key` leaves: the narrowest
+/// grant, so that a typo never gives more than was meant (the earlier
+/// value is often the default, the widest). Returns what it set.
+fn narrowest(r: &mut Request, key: &str) -> &'static str {
+    match key {
+        "PrintkLevel" => {
+            r.printk_level = None;
+            "no printk line"
+        }
+        "DRMCategories" => {
+            r.drm_categories.clear();
+            "no DRM category"
+        }
+        "RateLimitIntervalSec" => {
+            r.interval = r.interval.max(Request::default().interval);
+            "the earlier interval, at least 60 s"
+        }
+        "RateLimitBurst" => {
+            r.burst = 1;
+            "one report per interval"
+        }
+        "Copy" => {
+            r.copy = false;
+            "no copy"
+        }
+        // Users= and KernelEvents= take any list.
+        _ => "the earlier value",
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -280,7 +319,8 @@ fn duration(v: &str) -> Option<Duration> {
 /// Applies one file's text onto `r`. As systemd does with its own
 /// configuration, what it cannot use (an unknown key, a value it cannot
 /// parse, a line that is no assignment) is returned as a warning and
-/// skipped: the setting keeps its earlier value, and recovery goes on.
+/// skipped: a `[Recover]` setting keeps its earlier value, and recovery
+/// goes on; a `[Request]` setting, which grants, takes its narrowest.
 pub fn apply(c: &mut Config, file: &str, text: &str) -> Vec<String> {
     let mut warnings = Vec::new();
     let mut section = String::new();
@@ -311,6 +351,10 @@ pub fn apply(c: &mut Config, file: &str, text: &str) -> Vec<String> {
         };
         match applied {
             None => warnings.push(format!("{at}: unknown key {key}=, ignored")),
+            Some(Err(what)) if section == "Request" => {
+                let left = narrowest(&mut c.request, key);
+                warnings.push(format!("{at}: {key}={value}: {what}; {left} instead"));
+            }
             Some(Err(what)) => warnings.push(format!(
                 "{at}: {key}={value}: {what}; ignored, the earlier value stays"
             )),
@@ -511,26 +555,58 @@ mod tests {
         let w = apply(
             &mut c,
             "y.conf",
-            "[Request]\nUsers=\nPrintkLevel=none\nDRMCategories=\n",
+            "[Request]\nUsers=\nPrintkLevel=none\nDRMCategories=\nCopy=\n",
         );
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(c.request.users, Request::default().users);
         assert_eq!(c.request.printk_level, None);
         assert_eq!(c.request.drm_categories, Request::default().drm_categories);
-        for bad in [
-            "PrintkLevel=8",
-            "PrintkLevel=loud",
-            "DRMCategories=KMS INPUT",
-            "RateLimitBurst=0",
-            "RateLimitIntervalSec=0",
-            "Copy=maybe",
-            "Path=/etc",
+        assert!(c.request.copy);
+        let w = apply(
+            &mut c,
+            "z.conf",
+            "[Request]\nUsers=none\nDRMCategories=none\nCopy=false\n",
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert!(c.request.users.is_empty() && c.request.drm_categories.is_empty());
+        assert!(!c.request.copy);
+    }
+
+    /// A value it cannot use never grants more than was meant: the
+    /// setting takes its narrowest, not the earlier (often the widest,
+    /// the default) value.
+    #[test]
+    fn an_unusable_request_value_grants_the_least() {
+        let narrow = |f: fn(&mut Request)| {
+            let mut r = Request::default();
+            f(&mut r);
+            r
+        };
+        for (bad, want) in [
+            ("PrintkLevel=8", narrow(|r| r.printk_level = None)),
+            ("PrintkLevel=loud", narrow(|r| r.printk_level = None)),
+            (
+                "DRMCategories=KMS ATOMICC",
+                narrow(|r| r.drm_categories.clear()),
+            ),
+            ("RateLimitBurst=0", narrow(|r| r.burst = 1)),
+            ("RateLimitIntervalSec=0", Request::default()),
+            ("Copy=maybe", narrow(|r| r.copy = false)),
+            ("Copy=no # a comment", narrow(|r| r.copy = false)),
+            ("Path=/etc", Request::default()),
         ] {
             let mut c = Config::default();
             let w = apply(&mut c, "x.conf", &format!("[Request]\n{bad}\n"));
             assert_eq!(w.len(), 1, "{bad}: {w:?}");
-            assert_eq!(c, Config::default(), "{bad}");
+            assert_eq!(c.request, want, "{bad}");
+            assert_eq!(c.recover, Recover::default(), "{bad}");
         }
+        let mut c = Config::default();
+        let w = apply(&mut c, "x.conf", "[Request]\nPrintkLevel=loud\n");
+        assert_eq!(
+            w,
+            ["x.conf:2: PrintkLevel=loud: expected a level, 0 to 7 or emerg ... debug, or none; no printk line instead"]
+        );
     }
 
     #[test]
