@@ -22,7 +22,9 @@ use super::grant::Grant;
 use crate::output::Overlay;
 use crate::recover::RegionKey;
 use pstore_ring::endian::Endian;
-use pstore_ring::read::{DebugEvent, EventType, PagedTrace, Region, StateInfo, StreamPages};
+use pstore_ring::read::{
+    drm_category_name, DebugEvent, EventType, PagedTrace, Region, StateInfo, StreamPages,
+};
 use pstore_ring::schema::{
     encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value, EVENT_PRINTK,
 };
@@ -243,11 +245,19 @@ pub struct Plan {
 }
 
 /// Whether the event is a debug message whose callsite is the input
-/// layer's.
-fn is_input_layer(region: &Region, t: &EventType, payload: &[u8]) -> bool {
-    DebugEvent::parse(t, payload, region.header.endian)
-        .and_then(|d| region.callsite(d.callsite).ok())
-        .is_some_and(|c| c.is_input_layer())
+/// layer's. With `unnamed_too` (a report for someone other than root),
+/// also one whose callsite the region cannot name, unless it is one of
+/// DRM's: the kernel records a message formatted, with no callsite, when
+/// its callsite area is full or missing, and such a message may be the
+/// input layer's (selected by root with `input`).
+fn is_input_layer(region: &Region, t: &EventType, payload: &[u8], unnamed_too: bool) -> bool {
+    let Some(d) = DebugEvent::parse(t, payload, region.header.endian) else {
+        return false;
+    };
+    match region.callsite(d.callsite) {
+        Ok(c) => c.is_input_layer(),
+        Err(_) => unnamed_too && drm_category_name(d.category).is_none(),
+    }
 }
 
 /// What redaction does to text outside a trace, the lines of an added
@@ -462,7 +472,7 @@ fn plan_stream(
             }
             continue;
         };
-        if !rules.input_layer && is_input_layer(region, t, ev.payload) {
+        if !rules.input_layer && is_input_layer(region, t, ev.payload, rules.grant.is_some()) {
             counts.input_layer += 1;
             overlay.leave_out(s, at);
             continue;
@@ -679,6 +689,12 @@ mod tests {
     /// A debug message about a DRM device and one of the input layer's,
     /// with a kernel address among its arguments.
     fn region_with_debug_messages() -> Vec<u8> {
+        region_with_debug_messages_and(&[])
+    }
+
+    /// [`region_with_debug_messages`], then messages recorded formatted,
+    /// with no callsite, each of a DRM category (or none) and its text.
+    fn region_with_debug_messages_and(formatted: &[(u16, &[u8])]) -> Vec<u8> {
         use pstore_ring::debug_args::{encode, encoded_len, Callsite, DebugArg};
         use pstore_ring::layout::{CALLSITE_DRM, CALLSITE_DYNDBG};
         use pstore_ring::schema::{builtin, EVENT_DEBUG};
@@ -735,7 +751,49 @@ mod tests {
             ];
             cpu0.write_event(ts, def, &values).unwrap();
         }
+        for (ts, &(category, text)) in (3..).zip(formatted) {
+            let values = [
+                Value::Unsigned(0),
+                Value::Unsigned(7),
+                Value::Unsigned(pstore_ring::schema::DEBUG_FORMATTED.into()),
+                Value::Unsigned(category.into()),
+                Value::Str(b""),
+                Value::Bytes(text),
+            ];
+            cpu0.write_event(ts, def, &values).unwrap();
+        }
         mem
+    }
+
+    #[test]
+    fn a_grant_leaves_out_a_message_it_cannot_tell_from_the_input_layers() {
+        use pstore_ring::layout::CATEGORY_NONE;
+        use pstore_ring::read::HeaderTrust;
+        let mem = region_with_debug_messages_and(&[
+            (CATEGORY_NONE, b"hid-generic: key 31\n"),
+            (2, b"[drm] a KMS line\n"),
+        ]);
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode_paged();
+        let counts = |grant: Option<Grant>| {
+            let rules = Rules {
+                grant,
+                ..Rules::default()
+            };
+            plan(&region, &RegionKey::of(&region), &trace, &rules).counts
+        };
+        // Every debug message granted: the named input-layer callsite and
+        // the unnamed message of no DRM category are left out; the DRM
+        // ones, named or not, stay.
+        let all = counts(Some(Grant {
+            uid: 1000,
+            kernel_events: vec!["debug".into()],
+            ..Grant::default()
+        }));
+        assert_eq!((all.outside_grant, all.input_layer), (0, 2));
+        // Root's bundle leaves out only what it knows is the input
+        // layer's.
+        assert_eq!(counts(None).input_layer, 1);
     }
 
     #[test]
