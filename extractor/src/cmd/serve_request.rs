@@ -72,7 +72,15 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         answer(&Reply::Refused { why }, None);
         Ok(0)
     };
-    let (bytes, _) = request::receive(conn).with_context(|| format!("reading {who}'s request"))?;
+    let bytes = match request::receive_message(conn) {
+        Ok(bytes) => bytes,
+        // The asker's doing (too slow, too long a message): said, but no
+        // failed unit for it, as anyone may connect.
+        Err(e) => {
+            eprintln!("crashring: reading {who}'s request: {e}");
+            return Ok(0);
+        }
+    };
     if bytes.is_empty() {
         // Hung up without asking: nothing to answer, nor to put in the
         // journal, where a flood of such connections would drown the

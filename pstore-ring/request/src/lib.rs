@@ -29,6 +29,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
+use std::time::Duration;
 
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -337,6 +338,10 @@ pub fn request_report(reason: &str) -> Result<Report, RequestError> {
     )
 }
 
+/// How long an asker waits for the answer: the service's own limit (its
+/// unit's `RuntimeMaxSec=2min`), and a little more.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(130);
+
 /// Sends `request` to the service listening at `socket` and waits for its
 /// answer (the service bundles the recorder first: seconds, at most).
 pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, RequestError> {
@@ -354,6 +359,12 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
     .map_err(|e| unreachable(e.into()))?;
     let addr = SocketAddrUnix::new(socket).map_err(|e| unreachable(e.into()))?;
     rustix::net::connect(&fd, &addr).map_err(|e| unreachable(e.into()))?;
+    rustix::net::sockopt::set_socket_timeout(
+        &fd,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(ANSWER_TIMEOUT),
+    )
+    .map_err(|e| unreachable(e.into()))?;
     rustix::net::send(&fd, &request.encode(), SendFlags::NOSIGNAL)
         .map_err(|e| unreachable(e.into()))?;
     let (bytes, copy) = receive(&fd).map_err(unreachable)?;
@@ -379,15 +390,9 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
 /// One datagram and the descriptor it carries, if any (any more are
 /// closed).
 pub fn receive(fd: impl AsFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
-    let mut buf = vec![0u8; MAX_MESSAGE + 1];
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
-    let got = rustix::net::recvmsg(
-        fd,
-        &mut [io::IoSliceMut::new(&mut buf)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )?;
+    let bytes = receive_with(fd, &mut control);
     let mut passed = None;
     for message in control.drain() {
         if let RecvAncillaryMessage::ScmRights(fds) = message {
@@ -396,6 +401,25 @@ pub fn receive(fd: impl AsFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
             }
         }
     }
+    Ok((bytes?, passed))
+}
+
+/// One datagram, taking no descriptor sent with it: the kernel drops
+/// those, where closing one here could wait for as long as whoever serves
+/// its file likes (a FUSE mount of the sender's). What the service reads
+/// a request with.
+pub fn receive_message(fd: impl AsFd) -> io::Result<Vec<u8>> {
+    receive_with(fd, &mut RecvAncillaryBuffer::new(&mut []))
+}
+
+fn receive_with(fd: impl AsFd, control: &mut RecvAncillaryBuffer) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; MAX_MESSAGE + 1];
+    let got = rustix::net::recvmsg(
+        fd,
+        &mut [io::IoSliceMut::new(&mut buf)],
+        control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
     if got.flags.contains(rustix::net::ReturnFlags::TRUNC) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -403,7 +427,7 @@ pub fn receive(fd: impl AsFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
         ));
     }
     buf.truncate(got.bytes);
-    Ok((buf, passed))
+    Ok(buf)
 }
 
 /// Sends one datagram, with `file`'s descriptor if given.
@@ -548,6 +572,27 @@ mod tests {
         assert_eq!(text, "bundle bytes");
         send(&a, b"refused\nwhy=x\n", None).unwrap();
         assert!(receive(&b).unwrap().1.is_none());
+    }
+
+    #[test]
+    fn a_request_is_read_without_a_descriptor_sent_with_it() {
+        let (a, b) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let file = tempfile::tempfile().unwrap();
+        send(&a, &asked().encode(), Some(&file)).unwrap();
+        assert_eq!(receive_message(&b).unwrap(), asked().encode());
+        send(&a, &[b'x'; 2 * MAX_MESSAGE], None).unwrap();
+        let got = receive_message(&b).map(|m| m.len());
+        assert!(
+            got.as_ref()
+                .is_err_and(|e| e.kind() == io::ErrorKind::InvalidData),
+            "{got:?}"
+        );
     }
 
     #[test]
