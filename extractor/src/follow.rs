@@ -63,6 +63,20 @@ struct Followed {
     drops: BTreeMap<u64, u64>,
 }
 
+impl Followed {
+    /// Starts the stream over, from its first page and event, as
+    /// described by `desc`; what it handed over and missed stays counted.
+    fn restart(&mut self, desc: Vec<u8>) {
+        *self = Followed {
+            desc,
+            handed: self.handed,
+            missed: self.missed,
+            dropped: self.dropped,
+            ..Followed::default()
+        };
+    }
+}
+
 /// Pages whose drop counts a follower keeps: only the current one's can
 /// still grow, and it is the newest.
 const DROP_PAGES: usize = 8;
@@ -86,6 +100,11 @@ pub struct Follower {
     /// The first poll hands over what the region already holds, or only
     /// what comes after it.
     from_start: bool,
+    /// Whether a poll was made: a generation that replaces the one
+    /// followed is all new, from its first event.
+    polled: bool,
+    /// The generation followed: its boot id, number and creation time.
+    generation: Option<([u8; 16], u64, u64)>,
     pointers: Pointers,
 }
 
@@ -100,6 +119,8 @@ impl Follower {
             labels: Vec::new(),
             buf: Vec::new(),
             from_start,
+            polled: false,
+            generation: None,
             pointers,
         }
     }
@@ -136,10 +157,17 @@ impl Follower {
             return Err(FollowError::TooBig(info.region_size));
         }
         let size = info.region_size as usize;
-        if self.buf.len() != size {
-            // Another region (the module was loaded again): start over.
+        let generation = Some((info.boot_id, info.generation, info.created_ns));
+        if self.generation != generation || self.buf.len() != size {
+            // Another generation (the module loaded again; in the other
+            // slot, a region of the same size looks the same but for
+            // this): its streams start over, at their first event, and
+            // their counts go on.
+            self.generation = generation;
             self.buf = vec![0; size];
-            self.streams.clear();
+            for f in &mut self.streams {
+                f.restart(Vec::new());
+            }
         }
         let tables = self.read_tables(live, &info)?;
         // What this poll read: the tables, then pages.
@@ -165,7 +193,7 @@ impl Follower {
         };
         self.labels = region.streams.iter().map(|s| s.label()).collect();
         // Each stream's new events, and a loss before each gap.
-        let first = self.streams.iter().all(|f| f.next_index.is_none());
+        let first = !std::mem::replace(&mut self.polled, true);
         let mut losses = Vec::new();
         let mut items: Vec<Pulled> = Vec::new();
         for st in view.streams() {
@@ -197,12 +225,17 @@ impl Follower {
                 if e.index < next {
                     continue;
                 }
+                // A stream whose numbering ran out (a user stream's page
+                // may claim any first index) has nothing after it.
+                let Some(after) = e.index.checked_add(1) else {
+                    break;
+                };
                 if e.index > next {
                     f.missed += e.index - next;
                     losses.push(lapped(st.info().index, next, e.index, e.ts));
                 }
                 f.handed += 1;
-                next = e.index + 1;
+                next = after;
                 items.push(Pulled::Event(e));
             }
             f.next_index = Some(next);
@@ -283,10 +316,7 @@ impl Follower {
         }
         let page = span.bytes / u64::from(span.pages);
         if self.streams[i].desc != span.desc {
-            self.streams[i] = Followed {
-                desc: span.desc.clone(),
-                ..Followed::default()
-            };
+            self.streams[i].restart(span.desc.clone());
         }
         let whole = span.start..span.start + span.bytes;
         if self.streams[i].next_seq == 0 {
@@ -312,7 +342,10 @@ impl Follower {
             if found < seq || h.flags.get(e) != PAGE_CLOSED {
                 break;
             }
-            seq += 1;
+            let Some(after) = seq.checked_add(1) else {
+                break;
+            };
+            seq = after;
         }
         self.streams[i].next_seq = seq;
         Ok(())

@@ -5,7 +5,13 @@
 
 mod common;
 
+use common::synth::image_of_generation;
 use common::{crashring, rich_image, write_tmp};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
 
 /// The lines of `text` that are events, sorted.
 fn events(text: &[u8]) -> Vec<String> {
@@ -91,4 +97,132 @@ fn an_interrupted_follow_ends_with_its_summary() {
         );
         assert_eq!(out.status.code(), Some(1), "{signal:?}: {stderr}");
     }
+}
+
+/// `crashring follow --from-start` of `path`, polling every 10 ms, and
+/// its output lines as they come.
+fn follow_live(path: &Path) -> (Child, Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crashring"))
+        .args([
+            "follow",
+            "--format",
+            "jsonl",
+            "--from-start",
+            "--every",
+            "10ms",
+        ])
+        .arg("--from")
+        .arg(path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// The next `n` event lines of `lines`, or fewer if they do not come
+/// within a minute.
+fn next_events(lines: &Receiver<String>, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut events = Vec::new();
+    while events.len() < n {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) if l.starts_with("{\"kind\":\"event\"") => events.push(l),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    events
+}
+
+/// `child`'s end, within a minute (killed after that).
+fn end_of(mut child: Child) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("follow did not end within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = Vec::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    Output {
+        status,
+        stdout: Vec::new(),
+        stderr,
+    }
+}
+
+/// The module loaded again records a new generation in the other slot: a
+/// region of the same size and layout, whose streams start over at index
+/// 0. Its events are new, all of them.
+#[test]
+fn a_new_generation_of_the_same_size_is_followed_from_its_first_event() {
+    let size = 64 << 10;
+    let path = write_tmp(
+        "follow-generations.bin",
+        &image_of_generation(0, 4096, size, 10, 1),
+    );
+    let (child, lines) = follow_live(&path);
+    // Ten printk lines and the crash, then six and the crash.
+    assert_eq!(next_events(&lines, 11).len(), 11);
+    let next = write_tmp(
+        "follow-generations.next",
+        &image_of_generation(0, 4096, size, 6, 2),
+    );
+    std::fs::rename(&next, &path).unwrap();
+    let events = next_events(&lines, 7);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = end_of(child);
+    assert_eq!(events.len(), 7, "{events:#?}");
+    assert!(events[..6]
+        .iter()
+        .zip(0..)
+        .all(|(e, i)| e.contains(&format!("message {i}"))));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("crashring: followed cpu0: 8 events printed or filtered, 0 missed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_region_that_goes_away_ends_the_follow_after_its_summary() {
+    let path = write_tmp(
+        "follow-gone.bin",
+        &image_of_generation(0, 4096, 64 << 10, 10, 1),
+    );
+    let (child, lines) = follow_live(&path);
+    assert_eq!(next_events(&lines, 11).len(), 11);
+    std::fs::remove_file(&path).unwrap();
+    let out = end_of(child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("crashring: followed cpu1: 6 events printed or filtered, 0 missed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("opening"), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
 }

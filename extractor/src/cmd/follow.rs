@@ -80,28 +80,34 @@ pub fn run(args: FollowArgs) -> Result<u8> {
     let stop = args.stop_after.map(Duration::from_nanos);
     let mut stdout = std::io::stdout().lock();
     let mut text = Vec::new();
-    loop {
-        let done =
-            interrupted.load(Ordering::Relaxed) || stop.is_some_and(|s| start.elapsed() >= s);
-        let live = FileSource::open(&args.from)
-            .with_context(|| format!("opening {}", args.from.display()))?;
-        let mut written = Ok(());
-        follower.poll(&live, |view, items| {
-            let kept: Vec<_> = items
-                .iter()
-                .copied()
-                .filter(|p| selection.admits(&p.as_item(), view.region))
-                .collect();
-            text.clear();
-            format.items(&mut text, &kept, view);
-            written = stdout.write_all(&text).and_then(|()| stdout.flush());
-        })?;
-        written.context("writing to standard output")?;
-        if done {
-            break;
+    // A poll that fails (the device gone at an rmmod, nothing being
+    // recorded) ends the run, after the summary of what came until then.
+    let mut follow = || -> Result<()> {
+        loop {
+            let done =
+                interrupted.load(Ordering::Relaxed) || stop.is_some_and(|s| start.elapsed() >= s);
+            let live = FileSource::open(&args.from)
+                .with_context(|| format!("opening {}", args.from.display()))?;
+            let mut written = Ok(());
+            follower.poll(&live, |view, items| {
+                let kept: Vec<_> = items
+                    .iter()
+                    .copied()
+                    .filter(|p| selection.admits(&p.as_item(), view.region))
+                    .collect();
+                text.clear();
+                format.items(&mut text, &kept, view);
+                written = stdout.write_all(&text).and_then(|()| stdout.flush());
+            })?;
+            written.context("writing to standard output")?;
+            if done {
+                break;
+            }
+            std::thread::sleep(Duration::from_nanos(args.every));
         }
-        std::thread::sleep(Duration::from_nanos(args.every));
-    }
+        Ok(())
+    };
+    let followed = follow();
     let mut missed_any = false;
     // Streams nothing was written to (nesting lanes, mostly) say nothing.
     let counts = follower.counts();
@@ -115,5 +121,6 @@ pub fn run(args: FollowArgs) -> Result<u8> {
         );
         missed_any |= c.missed > 0;
     }
+    followed?;
     Ok(u8::from(missed_any))
 }
