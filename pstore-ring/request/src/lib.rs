@@ -547,15 +547,20 @@ mod tests {
         assert!(Reply::parse(b"ok\nbundle=x\nevents=1\nextra=2\n").is_err());
     }
 
-    #[test]
-    fn a_descriptor_travels_with_the_answer() {
-        let (a, b) = rustix::net::socketpair(
+    /// Two ends of a connection, as the socket gives them.
+    fn connected_pair() -> (OwnedFd, OwnedFd) {
+        rustix::net::socketpair(
             AddressFamily::UNIX,
             SocketType::SEQPACKET,
             rustix::net::SocketFlags::CLOEXEC,
             None,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_descriptor_travels_with_the_answer() {
+        let (a, b) = connected_pair();
         let mut file = tempfile::tempfile().unwrap();
         io::Write::write_all(&mut file, b"bundle bytes").unwrap();
         let reply = Reply::Written {
@@ -576,13 +581,7 @@ mod tests {
 
     #[test]
     fn a_request_is_read_without_a_descriptor_sent_with_it() {
-        let (a, b) = rustix::net::socketpair(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
+        let (a, b) = connected_pair();
         let file = tempfile::tempfile().unwrap();
         send(&a, &asked().encode(), Some(&file)).unwrap();
         assert_eq!(receive_message(&b).unwrap(), asked().encode());
