@@ -165,14 +165,19 @@ impl Service {
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let conn = std::os::fd::OwnedFd::from(conn.unwrap());
-                let out = Command::new(env!("CARGO_BIN_EXE_crashring"))
+                let mut serve = Command::new(env!("CARGO_BIN_EXE_crashring"));
+                serve
                     .args(["serve-request", "--from"])
                     .arg(&from)
                     .args(["--dir", "/var/lib/crashring", "--root"])
                     .arg(&root)
                     .stdin(Stdio::from(conn))
-                    .output()
-                    .unwrap();
+                    .stderr(Stdio::piped());
+                let child = serve.spawn().unwrap();
+                // As systemd, keep no copy of the connection: it closes
+                // when the service exits, unread requests and all.
+                drop(serve);
+                let out = child.wait_with_output().unwrap();
                 eprintln!("serve-request: {}", String::from_utf8_lossy(&out.stderr));
             }
         });
@@ -181,6 +186,23 @@ impl Service {
             bundles,
             root: system,
         }
+    }
+
+    /// A connection to the service, made by this thread as it is.
+    fn connect(&self) -> std::os::fd::OwnedFd {
+        let fd = rustix::net::socket_with(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        rustix::net::connect(
+            &fd,
+            &rustix::net::SocketAddrUnix::new(&self.socket).unwrap(),
+        )
+        .unwrap();
+        fd
     }
 
     /// `crashring report` as `uid` with `args`.
@@ -366,18 +388,7 @@ fn a_malformed_request_is_refused_naming_what_is_wrong() {
         return;
     }
     let service = Service::start("request-malformed", "");
-    let fd = rustix::net::socket_with(
-        rustix::net::AddressFamily::UNIX,
-        rustix::net::SocketType::SEQPACKET,
-        rustix::net::SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
-    rustix::net::connect(
-        &fd,
-        &rustix::net::SocketAddrUnix::new(&service.socket).unwrap(),
-    )
-    .unwrap();
+    let fd = service.connect();
     request::send(
         &fd,
         b"crashring-request 1\nreason=x\npath=/etc/shadow\n",
@@ -393,6 +404,40 @@ fn a_malformed_request_is_refused_naming_what_is_wrong() {
         }
     );
     assert!(!Path::new(&service.bundles).join(".requests").exists());
+}
+
+#[test]
+fn a_user_outside_the_policy_is_refused_before_it_asks() {
+    if !as_root() {
+        return;
+    }
+    let service = Service::start("request-outsider", &format!("[Request]\nUsers={ASKER}\n"));
+    // Connected as the outsider, sending nothing: a service that waited
+    // for the request would hang up after 5 s without an answer. The uid
+    // is this thread's alone (the raw system call; libc's setresuid
+    // changes every thread's), and the socket records it at connect.
+    let conn = std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: a system call without pointers, changing this
+            // thread's credentials only.
+            let rc = unsafe { libc::syscall(libc::SYS_setresuid, OUTSIDER, OUTSIDER, OUTSIDER) };
+            assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+            service.connect()
+        })
+        .join()
+        .unwrap()
+    });
+    let (bytes, passed) = request::receive(&conn).unwrap();
+    assert!(passed.is_none());
+    assert_eq!(
+        Reply::parse(&bytes),
+        Ok(Reply::Refused {
+            why: format!(
+                "uid {OUTSIDER} may not ask for reports (crashring.conf [Request] Users={ASKER})"
+            )
+        })
+    );
+    assert!(!service.bundles.join(".requests").exists());
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `crashring serve-request`: one connection to crashring-request.socket,
 //! which systemd hands over as standard input (`Accept=yes`): who asks
-//! (the socket's peer credentials), what (one request), whether the
-//! policy lets them, and the report (`extractor::recovery::report`).
+//! (the socket's peer credentials), whether the policy lets them (decided
+//! before anything is read), what (one request), and the report
+//! (`extractor::recovery::report`).
 //! Every answer goes back on the socket; every report and refusal to the
 //! journal.
 
@@ -72,6 +73,36 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         answer(&Reply::Refused { why }, None);
         Ok(0)
     };
+    // Whatever stops the service from serving is said to the asker too,
+    // who would otherwise see only the connection close.
+    let fail = |e: anyhow::Error| -> Result<u8> {
+        answer(
+            &Reply::Failed {
+                why: format!("{e:#}"),
+            },
+            None,
+        );
+        Err(e.context(format!("serving {who}'s request")))
+    };
+    let (cfg, warnings) = match config::load(&sys) {
+        Ok(loaded) => loaded,
+        Err(e) => return fail(e.into()),
+    };
+    for w in warnings {
+        eprintln!("crashring: {w}");
+    }
+    // Before the request is read: a uid outside the policy holds no slot
+    // of the socket for the time a request may take to come.
+    if !report::allowed(asker.uid, &cfg.request.users) {
+        return refuse(
+            format!(
+                "uid {} may not ask for reports (crashring.conf [Request] Users={})",
+                asker.uid,
+                cfg.request.users.join(" ")
+            ),
+            journal::REQUEST_REFUSED,
+        );
+    }
     let bytes = match request::receive_message(conn) {
         Ok(bytes) => bytes,
         // The asker's doing (too slow, too long a message): said, but no
@@ -92,34 +123,6 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         Ok(r) => r,
         Err(e) => return refuse(format!("malformed request: {e}"), journal::REQUEST_REFUSED),
     };
-    // Whatever stops the service from serving is said to the asker too,
-    // who would otherwise see only the connection close.
-    let fail = |e: anyhow::Error| -> Result<u8> {
-        answer(
-            &Reply::Failed {
-                why: format!("{e:#}"),
-            },
-            None,
-        );
-        Err(e.context(format!("serving {who}'s request")))
-    };
-    let (cfg, warnings) = match config::load(&sys) {
-        Ok(loaded) => loaded,
-        Err(e) => return fail(e.into()),
-    };
-    for w in warnings {
-        eprintln!("crashring: {w}");
-    }
-    if !report::allowed(asker.uid, &cfg.request.users) {
-        return refuse(
-            format!(
-                "uid {} may not ask for reports (crashring.conf [Request] Users={})",
-                asker.uid,
-                cfg.request.users.join(" ")
-            ),
-            journal::REQUEST_REFUSED,
-        );
-    }
     let dir = sys.path(&args.dir.to_string_lossy());
     match report::serve(&dir, &args.from, &cfg, &asker, &asked) {
         Ok(Served::Written {

@@ -365,9 +365,7 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
         Some(ANSWER_TIMEOUT),
     )
     .map_err(|e| unreachable(e.into()))?;
-    rustix::net::send(&fd, &request.encode(), SendFlags::NOSIGNAL)
-        .map_err(|e| unreachable(e.into()))?;
-    let (bytes, copy) = receive(&fd).map_err(unreachable)?;
+    let (bytes, copy) = exchange(&fd, request).map_err(unreachable)?;
     if bytes.is_empty() {
         return Err(RequestError::NoAnswer {
             socket: socket.display().to_string(),
@@ -384,6 +382,29 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
             Err(RequestError::RateLimited { retry_after, why })
         }
         Reply::Failed { why } => Err(RequestError::Failed(why)),
+    }
+}
+
+/// Sends `request` on a connection to the service and receives its
+/// answer. The service may refuse without reading (a uid outside its
+/// policy): its answer is then queued here before it hangs up, whether
+/// the request came too late (EPIPE) or went unread (ECONNRESET, which
+/// the kernel reports once, to the send or the receive, ahead of what is
+/// queued).
+fn exchange(fd: impl AsFd, request: &Request) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
+    use rustix::io::Errno;
+    match rustix::net::send(&fd, &request.encode(), SendFlags::NOSIGNAL) {
+        Ok(_) | Err(Errno::PIPE | Errno::CONNRESET) => {}
+        Err(e) => return Err(e.into()),
+    }
+    receive_answer(fd)
+}
+
+/// The service's answer, past an ECONNRESET reported ahead of it.
+fn receive_answer(fd: impl AsFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
+    match receive(&fd) {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => receive(&fd),
+        received => received,
     }
 }
 
@@ -592,6 +613,37 @@ mod tests {
                 .is_err_and(|e| e.kind() == io::ErrorKind::InvalidData),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn an_answer_given_before_the_request_is_read_still_reaches_the_asker() {
+        let refused = Reply::Refused {
+            why: "uid 1002 may not ask for reports".into(),
+        };
+        // The service answered and hung up before the request came.
+        let (asker, service) = connected_pair();
+        send(&service, &refused.encode(), None).unwrap();
+        drop(service);
+        let (bytes, _) = exchange(&asker, &asked()).unwrap();
+        assert_eq!(Reply::parse(&bytes), Ok(refused.clone()));
+
+        // The service answered and hung up with something left unread:
+        // the send is told so.
+        let (asker, service) = connected_pair();
+        send(&asker, b"sent before", None).unwrap();
+        send(&service, &refused.encode(), None).unwrap();
+        drop(service);
+        let (bytes, _) = exchange(&asker, &asked()).unwrap();
+        assert_eq!(Reply::parse(&bytes), Ok(refused.clone()));
+
+        // The service answered and hung up with the request itself unread:
+        // the receive is told so.
+        let (asker, service) = connected_pair();
+        send(&asker, &asked().encode(), None).unwrap();
+        send(&service, &refused.encode(), None).unwrap();
+        drop(service);
+        let (bytes, _) = receive_answer(&asker).unwrap();
+        assert_eq!(Reply::parse(&bytes), Ok(refused));
     }
 
     #[test]
