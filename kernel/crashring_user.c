@@ -141,7 +141,14 @@ static struct cr_user_slot *cr_slot_of(struct file *file)
 
 static long cr_grant(struct file *file, struct crashring_user_stream *req)
 {
-	kuid_t uid = current_uid();
+	/*
+	 * The opener's effective uid, which owns what it creates and which
+	 * crashring-request.socket's peer credentials give: a set-user-ID
+	 * program asks for its own stream, and whoever ran it cannot. The
+	 * opener's, as for the marker budget: whoever holds the file may map
+	 * the stream whoever asked for it.
+	 */
+	kuid_t uid = file->f_cred->euid;
 	struct crashring_stream *s;
 	u32 j;
 

@@ -25,6 +25,11 @@
  *	(the frames, on by default) and "input" (off by default: a line
  *	"pointer at frame N" after each frame, while `crashring debug`
  *	selects it); each tested before anything is formatted
+ *   compositor set-user-id UID GID RUID
+ *	as a program set-user-ID to the member (UID, in group GID) that RUID
+ *	runs (real uid RUID, effective UID): takes a kernel stream named
+ *	"set-user-id", writes a line, prints "crashring-test: set-user-id
+ *	holding" and holds the stream until the machine goes down
  *   compositor report UID GID NAME FRAMES COPY
  *	as the member, records FRAMES "frame N" lines and "atomic commit
  *	failed" into a kernel stream NAME, then, still holding it, asks
@@ -543,6 +548,32 @@ static int run(uid_t uid, gid_t gid)
 	}
 }
 
+static int set_user_id(uid_t uid, gid_t gid, uid_t ruid)
+{
+	struct crashring_user_config cfg = {
+		.name = "set-user-id", .streams = 1, .backing = CRASHRING_USER_KERNEL,
+	};
+	struct crashring_recorder *rec;
+	struct crashring_stream *s;
+
+	if (setgroups(1, &gid) || setgid(gid) || setresuid(ruid, uid, uid)) {
+		perror("crashring-test: set-user-id");
+		return 1;
+	}
+	rec = crashring_recorder_create(&cfg);
+	s = rec ? crashring_stream_get(rec) : NULL;
+	if (!s) {
+		perror("crashring-test: set-user-id");
+		return 1;
+	}
+	crashring_log(s, 6, "setuid", "run by uid %u as uid %u", (unsigned int)ruid,
+		      (unsigned int)uid);
+	printf("crashring-test: set-user-id holding\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
 /* Copies what is left of fd into the new file path; its size, or -1. */
 static long long save(int fd, const char *path)
 {
@@ -659,6 +690,8 @@ int main(int argc, char **argv)
 		return security(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "run"))
 		return run(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "set-user-id"))
+		return set_user_id(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	if (argc == 7 && !strcmp(argv[1], "report"))
 		return report(atoi(argv[2]), atoi(argv[3]), argv[4], strtoul(argv[5], NULL, 10),
 			      argv[6]);
@@ -670,6 +703,6 @@ int main(int argc, char **argv)
 		fresh();
 		return 0;
 	}
-	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | report UID GID NAME FRAMES COPY | hang-ups UID N | bench N\n");
+	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | set-user-id UID GID RUID | report UID GID NAME FRAMES COPY | hang-ups UID N | bench N\n");
 	return 2;
 }

@@ -211,8 +211,10 @@ impl Recorder {
 
     fn create_file(cfg: &Config<'_>, switch: Switch) -> Result<Recorder, Error> {
         let pid = std::process::id();
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
+        // The file's owner, as the kernel tags its streams: a set-user-ID
+        // program's recording is its owner's, not its caller's.
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
         let names: Vec<String> = (0..cfg.streams)
             .map(|i| stream_name(cfg.name, cfg.streams, i))
             .collect();
@@ -624,6 +626,38 @@ mod tests {
     }
 
     #[test]
+    fn a_set_user_id_programs_recording_is_its_owners() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "a real uid apart from the effective one needs root"
+            );
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIPPED: not root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // As a program set-user-ID to root that uid 1000 runs. The raw
+        // system call changes this thread's credentials only (libc's
+        // setresuid changes every thread's).
+        let path = std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: a system call without pointers.
+                let rc = unsafe { libc::syscall(libc::SYS_setresuid, 1000, 0, 0) };
+                assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+                let rec = Recorder::create(&config(dir.path(), 1)).unwrap();
+                rec.path().unwrap().to_path_buf()
+            })
+            .join()
+            .unwrap()
+        });
+        let bytes = std::fs::read(path).unwrap();
+        let region = Region::parse(&bytes, HeaderTrust::Checksummed).unwrap();
+        assert_eq!(region.decode().streams[0].info.uid, 0);
+    }
+
+    #[test]
     fn a_clean_end_reads_back_closed_and_whole() {
         let dir = tempfile::tempdir().unwrap();
         let rec = Recorder::create(&config(dir.path(), 2)).unwrap();
@@ -652,7 +686,7 @@ mod tests {
         for (s, st) in trace.streams.iter().enumerate() {
             assert_eq!(st.info.name, format!("tester.{s}"));
             assert_eq!(st.info.pid, std::process::id());
-            assert_eq!(st.info.uid, unsafe { libc::getuid() });
+            assert_eq!(st.info.uid, unsafe { libc::geteuid() });
             assert_eq!(st.events.len(), 100);
             assert!(st.events.iter().all(|e| !e.salvaged));
             assert_eq!(st.lost_events(), 0);

@@ -53,7 +53,9 @@ const SECURITY: &[(&str, &str)] = &[
 
 /// Before the crash, root reads the generation being recorded while the
 /// compositor and the marker flood write: `extract` of
-/// /dev/crashring-current, then `snapshot` and `check-bundle`.
+/// /dev/crashring-current, then `snapshot` and `check-bundle`. The crash
+/// waits a second after it: the console may still be sending its last
+/// line, which the panic's messages would otherwise cut into.
 const LIVE: &str = "crashring extract /dev/crashring-current --stream user:compositor --format jsonl > /tmp/live.jsonl\n\
     echo \"crashring-test: live extract $? $(grep -c '\"type\":\"log\"' /tmp/live.jsonl)\"\n\
     crashring snapshot --why 'compositor-crash: live' -o /tmp/snapshot.tar.gz\n\
@@ -68,9 +70,11 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
         "chgrp {GROUP} /dev/crashring\n\
          insmod /lib/crashring_test.ko action=drm dyndbg=+p\n\
          {prog} security {MEMBER} {GROUP} {OUTSIDER}\n\
+         {prog} set-user-id {MEMBER} {GROUP} {OUTSIDER} &\n\
          {prog} run {MEMBER} {GROUP} &\n\
          sleep 3\n\
          {LIVE}\
+         sleep 1\n\
          echo c > /proc/sysrq-trigger\n\
          sleep 30\n"
     );
@@ -94,6 +98,10 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
     ensure!(
         saved.said("crashring-test: compositor recording"),
         "the compositor never started recording"
+    );
+    ensure!(
+        saved.said("crashring-test: set-user-id holding"),
+        "the set-user-ID program never took its stream"
     );
     let image = art.dir.join("previous.img");
     let host = host_crashring(sh)?;
@@ -267,6 +275,18 @@ fn check_timeline(region: &Region<'_>) -> Result<String> {
         "the stream's uid is {}",
         comp.info.uid
     );
+    // A program set-user-ID to the member, run by the outsider: its
+    // stream is the member's, whom the request service would serve it.
+    let setuid = trace
+        .streams
+        .iter()
+        .find(|s| s.info.kind == STREAM_USER && s.info.name == "set-user-id")
+        .context("no user stream named set-user-id")?;
+    ensure!(
+        setuid.info.uid == MEMBER,
+        "the set-user-ID program's stream is uid {}'s, not its effective uid {MEMBER}'s",
+        setuid.info.uid
+    );
     let bad: Vec<_> = comp
         .losses
         .iter()
@@ -354,7 +374,7 @@ fn check_timeline(region: &Region<'_>) -> Result<String> {
         );
     }
     Ok(format!(
-        "frames {}..={} consecutive ({} lost to the ring), DRM lines 0..={} all there, CPU 1's {LINES_BEFORE_FLOOD} lines from before the flood all there, {} ordering points in order",
+        "frames {}..={} consecutive ({} lost to the ring), DRM lines 0..={} all there, CPU 1's {LINES_BEFORE_FLOOD} lines from before the flood all there, {} ordering points in order, a set-user-ID program's stream its owner's",
         frames[0],
         frames[frames.len() - 1],
         comp.lost(LossKind::Overwritten),
