@@ -9,7 +9,12 @@
 //! `seq` N sits in slot (N − 1) mod `page_count` (writers take slots in
 //! order from slot 0, seq 1), so the next page is found without reading
 //! the others; where the slot holds a newer page, the writer lapped the
-//! reader and the whole stream is read again. Pages not read this poll
+//! reader and the whole stream is read again. A whole read takes the
+//! pages one after another while the writer goes on, so it hands over
+//! only as far as the first page still in the ring that it read too
+//! early ([`settle`]); the next poll reads on from there. A pool stream
+//! handed out again starts over, even under the same descriptor (its
+//! first slot holds page 1 again, taken later). Pages not read this poll
 //! are absent to the reader, never zeros. The poll's events are decoded
 //! by pstore-ring as any region's are, and those whose index was not yet
 //! handed over are; a gap in a stream's indexes is a loss of exactly that
@@ -21,7 +26,8 @@ use crate::input::source::{FileOffset, Source, SourceError};
 use crate::output::RegionView;
 use pstore_ring::kprintf::Pointers;
 use pstore_ring::layout::{
-    PageHeader, StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, STREAM_CALLSITES,
+    PageHeader, StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, PAGE_MAGIC,
+    STREAM_CALLSITES,
 };
 use pstore_ring::merge::Pulled;
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust, LossKind, Region};
@@ -52,6 +58,10 @@ struct Followed {
     desc: Vec<u8>,
     /// The seq of the page its next events are in; 0 until found.
     next_seq: u64,
+    /// The seq and first time of the page in its first slot when last
+    /// read: a stream started over holds an older seq there, or the same
+    /// one taken later.
+    first_page: Option<(u64, u64)>,
     /// The index of its next event to hand over; `None` until placed.
     next_index: Option<u64>,
     handed: u64,
@@ -279,11 +289,12 @@ impl Follower {
         let e = info.endian;
         let mut spans = Vec::with_capacity(usize::from(info.stream_count));
         let descs = descs.start.min(upto)..upto;
-        for d in self.buf[descs].chunks_exact(DESC_SIZE) {
+        for (index, d) in (0..).zip(self.buf[descs].chunks_exact(DESC_SIZE)) {
             let Ok(desc) = StreamDesc::read_from_bytes(d) else {
                 continue;
             };
             spans.push(Span {
+                index,
                 kind: desc.kind.get(e),
                 start: desc.pages_offset.get(e),
                 bytes: u64::from(desc.page_count.get(e)) * u64::from(info.page_size),
@@ -318,26 +329,38 @@ impl Follower {
         if self.streams[i].desc != span.desc {
             self.streams[i].restart(span.desc.clone());
         }
-        let whole = span.start..span.start + span.bytes;
+        if self.streams[i].next_seq != 0 {
+            // A pool stream handed out again, to the same process under
+            // the same name, has the same descriptor: only its first slot
+            // tells, holding page 1 again, taken later.
+            let mut first = [0u8; PAGE_HEADER_SIZE];
+            live.read_exact_at(FileOffset(span.start), &mut first)?;
+            let now = page_header(&first, span.index, e).map(|h| (h.seq.get(e), h.first_ts.get(e)));
+            let f = &mut self.streams[i];
+            if now
+                .zip(f.first_page)
+                .is_some_and(|(now, then)| now.0 < then.0 || (now.0 == then.0 && now.1 > then.1))
+            {
+                f.restart(span.desc.clone());
+            } else if now.is_some() {
+                f.first_page = now;
+            }
+        }
         if self.streams[i].next_seq == 0 {
-            self.read(live, whole, present)?;
-            self.streams[i].next_seq = newest_seq(&self.buf, span, page, e);
-            return Ok(());
+            return self.read_whole(live, i, span, page, e, present);
         }
         // From the page the stream was in, on, while each is closed.
         let mut seq = self.streams[i].next_seq;
         for _ in 0..span.pages {
             let at = span.start + (seq - 1) % u64::from(span.pages) * page;
             self.read(live, at..at + page, present)?;
-            let Some(h) = header(&self.buf, at) else {
+            let Some(h) = header(&self.buf, at, span.index, e) else {
                 break;
             };
             let found = h.seq.get(e);
             if found > seq {
                 // Lapped: the pages in between were taken again.
-                self.read(live, whole, present)?;
-                self.streams[i].next_seq = newest_seq(&self.buf, span, page, e);
-                return Ok(());
+                return self.read_whole(live, i, span, page, e, present);
             }
             if found < seq || h.flags.get(e) != PAGE_CLOSED {
                 break;
@@ -348,6 +371,30 @@ impl Follower {
             seq = after;
         }
         self.streams[i].next_seq = seq;
+        Ok(())
+    }
+
+    /// Reads all of stream `i`'s pages, keeps those [`settle`] hands over
+    /// as present, and goes on next poll from where it says.
+    fn read_whole(
+        &mut self,
+        live: &dyn Source,
+        i: usize,
+        span: &Span,
+        page: u64,
+        e: pstore_ring::Endian,
+        present: &mut Vec<Range<u64>>,
+    ) -> Result<(), FollowError> {
+        let mut whole = Vec::new();
+        self.read(live, span.start..span.start + span.bytes, &mut whole)?;
+        let (slots, next_seq) = settle(&self.buf, span, page, e);
+        present.extend(slots.into_iter().map(|s| {
+            let at = span.start + s * page;
+            at..at + page
+        }));
+        self.streams[i].next_seq = next_seq;
+        self.streams[i].first_page =
+            header(&self.buf, span.start, span.index, e).map(|h| (h.seq.get(e), h.first_ts.get(e)));
         Ok(())
     }
 
@@ -378,6 +425,8 @@ struct Tables {
 }
 
 struct Span {
+    /// The stream's number, which its pages' headers carry.
+    index: u16,
     kind: u16,
     start: u64,
     bytes: u64,
@@ -385,21 +434,58 @@ struct Span {
     desc: Vec<u8>,
 }
 
-/// The page header at region offset `at` of `buf`.
-fn header(buf: &[u8], at: u64) -> Option<PageHeader> {
+/// The page header at region offset `at` of `buf`, if it is one of
+/// stream `stream`'s pages.
+fn header(buf: &[u8], at: u64, stream: u16, e: pstore_ring::Endian) -> Option<PageHeader> {
     let at = usize::try_from(at).ok()?;
-    PageHeader::read_from_bytes(buf.get(at..at + PAGE_HEADER_SIZE)?).ok()
+    page_header(buf.get(at..at + PAGE_HEADER_SIZE)?, stream, e)
 }
 
-/// The highest seq among the stream's pages in `buf`: the page its
-/// writer is in.
-fn newest_seq(buf: &[u8], span: &Span, page: u64, e: pstore_ring::Endian) -> u64 {
-    (0..u64::from(span.pages))
-        .filter_map(|s| header(buf, span.start + s * page))
-        .map(|h| h.seq.get(e))
-        .max()
-        .unwrap_or(0)
-        .max(1)
+/// `bytes` as a page header of stream `stream`: its magic and stream
+/// number, which a slot not yet written, or a user stream's page caught
+/// while its writer rewrote the header, do not have. Anything else in it
+/// may still be wrong (a user stream is any bytes its writer stores).
+fn page_header(bytes: &[u8], stream: u16, e: pstore_ring::Endian) -> Option<PageHeader> {
+    let h = PageHeader::read_from_bytes(bytes).ok()?;
+    (h.magic.get(e) == PAGE_MAGIC && h.stream.get(e) == stream).then_some(h)
+}
+
+/// Of a stream's pages read in one go while its writer went on: the
+/// slots to hand over, and the seq of the page its next events are in.
+///
+/// The pages are read one after another, so a slot may be read before
+/// the writer comes back to it. A page missing between two that were
+/// read is then still in the ring, unread: it and everything after it
+/// wait for the next poll, which reads on from it, rather than being
+/// counted missed. A page missing whose slot holds a newer one was
+/// written over before the reader came: a loss, as it is. Without a gap
+/// of the first kind, the next events are in the newest page (the one
+/// the writer is in).
+fn settle(buf: &[u8], span: &Span, page: u64, e: pstore_ring::Endian) -> (Vec<u64>, u64) {
+    let count = u64::from(span.pages);
+    let seq_in = |slot: u64| {
+        header(buf, span.start + slot * page, span.index, e).map_or(0, |h| h.seq.get(e))
+    };
+    let mut read: Vec<(u64, u64)> = (0..count)
+        .map(|slot| (seq_in(slot), slot))
+        .filter(|&(seq, _)| seq != 0)
+        .collect();
+    read.sort_unstable();
+    let mut kept = Vec::with_capacity(read.len());
+    let mut last: Option<u64> = None;
+    for (seq, slot) in read {
+        if let Some(last) = last {
+            // Only the last `count` seqs up to this page can still be in
+            // the ring with it.
+            let missing = last.saturating_add(1).max(seq.saturating_sub(count - 1))..seq;
+            if let Some(unread) = missing.into_iter().find(|m| seq_in((m - 1) % count) < *m) {
+                return (kept, unread);
+            }
+        }
+        kept.push(slot);
+        last = Some(seq);
+    }
+    (kept, last.unwrap_or(1))
 }
 
 /// A loss of the events `from..to` of `stream`, before the event at `ts`:
@@ -459,3 +545,6 @@ fn complement(present: &[Range<u64>], size: u64) -> Vec<Range<u64>> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+//! The follower against regions that change between and during its reads,
+//! as a live one does: a pool stream handed out again under the same
+//! descriptor, and a stream read whole while its writer laps the reader.
+
+use super::*;
+use pstore_ring::endian::{Endian, U32};
+use pstore_ring::layout::{crc32, DESC_NO_TAILS, DESC_OFFSET, STREAM_USER};
+use pstore_ring::schema::EVENT_LOST;
+use pstore_ring::write::{self, RegionConfig, StreamSpec, StreamWriter};
+use std::sync::atomic::{AtomicBool, Ordering};
+use zerocopy::IntoBytes;
+
+const PAGE: usize = 256;
+const PAGES: usize = 4;
+
+/// A region with CPU 0's stream and one user stream, 4 pages of 256
+/// bytes each, the user stream handed out as the module hands out a
+/// stream of its pool (tails not kept); and where its pages are.
+fn pool_region() -> (Vec<u8>, Range<usize>) {
+    let specs = [
+        StreamSpec::cpu(0),
+        StreamSpec {
+            kind: STREAM_USER,
+            cpu: u16::MAX,
+            lane: 0,
+            name: "ui",
+            pid: 7,
+            uid: 1000,
+        },
+    ];
+    let cfg = RegionConfig {
+        page_size: PAGE as u32,
+        pages_per_stream: Some(PAGES as u32),
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut buf = vec![0u8; write::region_size(&cfg).unwrap()];
+    write::format(&mut buf, &cfg).unwrap();
+    let at = DESC_OFFSET + DESC_SIZE;
+    let mut desc = StreamDesc::read_from_bytes(&buf[at..at + DESC_SIZE]).unwrap();
+    desc.flags = U32::new(Endian::NATIVE, DESC_NO_TAILS);
+    desc.crc = U32::new(Endian::NATIVE, crc32(&[&desc.as_bytes()[..DESC_SIZE - 4]]));
+    buf[at..at + DESC_SIZE].copy_from_slice(desc.as_bytes());
+    let start = desc.pages_offset.get(Endian::NATIVE) as usize;
+    (buf, start..start + PAGES * PAGE)
+}
+
+/// The user stream of `buf` started over at `start_ts`, as the module
+/// does for a new holder (every page zeroed, page 1 opened), with events
+/// `from..to` written (each its number, at `start_ts` + its number).
+fn hand_out(buf: &mut [u8], pages: &Range<usize>, start_ts: u64, events: Range<u64>) {
+    let pages = &mut buf[pages.clone()];
+    pages.fill(0);
+    let mut w = StreamWriter::start(pages, None, 1, Endian::NATIVE, PAGE, start_ts).unwrap();
+    for i in events {
+        w.write(start_ts + i, EVENT_LOST, &i.to_le_bytes()).unwrap();
+    }
+}
+
+/// One poll of `live`: the indexes of stream `stream`'s events handed over.
+fn poll(f: &mut Follower, live: &dyn Source, stream: u16) -> Vec<u64> {
+    let mut got = Vec::new();
+    f.poll(live, |_, items| {
+        got.extend(items.iter().filter_map(|p| match p {
+            Pulled::Event(e) if e.stream == stream => Some(e.index),
+            _ => None,
+        }));
+    })
+    .unwrap();
+    got
+}
+
+#[test]
+fn a_pool_stream_handed_out_again_under_the_same_descriptor_starts_over() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2, 3, 4]);
+    // The same process asks again under the same name: the descriptor's
+    // bytes do not change, its pages start over, taken later.
+    hand_out(&mut buf, &pages, 2_000, 0..3);
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2]);
+    // Written on, it is followed on.
+    let mut more = buf.clone();
+    hand_out(&mut more, &pages, 2_000, 0..4);
+    assert_eq!(poll(&mut f, &more, 1), [3]);
+    let counts = f.counts();
+    let ui = counts.iter().find(|c| c.stream == 1).unwrap();
+    assert_eq!((ui.handed, ui.missed), (9, 0));
+}
+
+/// `before` until the first read that reaches `cut`, which takes its
+/// bytes from `before` below `cut` and from `after` on; `after` from
+/// then on. A stream's pages read whole while its writer goes on.
+struct Torn {
+    before: Vec<u8>,
+    after: Vec<u8>,
+    cut: u64,
+    torn: AtomicBool,
+}
+
+impl Source for Torn {
+    fn len(&self) -> Option<u64> {
+        Some(self.after.len() as u64)
+    }
+
+    fn read_at(&self, at: FileOffset, buf: &mut [u8]) -> std::io::Result<usize> {
+        let end = at.0 + buf.len() as u64;
+        if self.torn.load(Ordering::Relaxed) {
+            return self.after.read_at(at, buf);
+        }
+        if end <= self.cut {
+            return self.before.read_at(at, buf);
+        }
+        self.torn.store(true, Ordering::Relaxed);
+        let below = self.cut.saturating_sub(at.0) as usize;
+        self.before.read_at(at, &mut buf[..below])?;
+        self.after
+            .read_at(FileOffset(at.0 + below as u64), &mut buf[below..])
+    }
+}
+
+/// The user stream written from its start until `done`, events numbered
+/// from 0, each at 1 000 + its number; and how many were written.
+fn written(done: impl Fn(&StreamWriter<'_>, u64) -> bool) -> (Vec<u8>, Range<usize>, u64) {
+    let (mut buf, range) = pool_region();
+    let slots = &mut buf[range.clone()];
+    let mut w = StreamWriter::start(slots, None, 1, Endian::NATIVE, PAGE, 1_000).unwrap();
+    let mut i = 0;
+    while !done(&w, i) {
+        w.write(1_000 + i, EVENT_LOST, &i.to_le_bytes()).unwrap();
+        i += 1;
+    }
+    (buf, range, i)
+}
+
+/// The user stream written until it opens page `pages`.
+fn written_to(pages: u64) -> (Vec<u8>, Range<usize>, u64) {
+    written(|w, _| w.page_seq() >= pages)
+}
+
+/// The first index of the page in `slot` of `buf`'s user stream.
+fn first_index(buf: &[u8], pages: &Range<usize>, slot: usize) -> u64 {
+    header(buf, (pages.start + slot * PAGE) as u64, 1, Endian::NATIVE)
+        .unwrap()
+        .first_index
+        .get(Endian::NATIVE)
+}
+
+#[test]
+fn pages_still_in_the_ring_are_not_counted_missed_when_the_writer_laps_a_whole_read() {
+    // Before: pages 5, 6, 7 and 8 (open) in slots 0 to 3. After: 9, 10,
+    // 11 (open) and 8, in the same slots.
+    let (before, pages, _) = written_to(8);
+    let (after, _, total) = written_to(11);
+    // Slots 0 and 1 are read before the writer comes back to them (pages
+    // 5 and 6), slots 2 and 3 after (11 and 8): page 7 was written over,
+    // pages 9 and 10 are in the ring, unread.
+    let live = Torn {
+        before: before.clone(),
+        after: after.clone(),
+        cut: (pages.start + 2 * PAGE) as u64,
+        torn: AtomicBool::new(false),
+    };
+    let mut f = Follower::new(true, Pointers::Raw);
+    let mut handed = poll(&mut f, &live, 1);
+    handed.extend(poll(&mut f, &live, 1));
+    // Pages 5 and 6 as read, and everything the ring holds after.
+    let page7 = first_index(&before, &pages, 2);
+    let page8 = first_index(&after, &pages, 3);
+    let want: Vec<u64> = (first_index(&before, &pages, 0)..page7)
+        .chain(page8..total)
+        .collect();
+    assert_eq!(handed, want);
+    let counts = f.counts();
+    let ui = counts.iter().find(|c| c.stream == 1).unwrap();
+    assert_eq!(ui.missed, total - want.len() as u64);
+}
+
+#[test]
+fn a_slot_of_bytes_that_are_no_page_does_not_stop_the_stream() {
+    // Page 2 open with one event, then with three; slots 2 and 3 hold
+    // bytes whose seq would read as the largest there is.
+    let (mut now, pages, n) = written_to(2);
+    let (mut later, _, total) = written(|_, i| i >= n + 2);
+    for buf in [&mut now, &mut later] {
+        let unwritten = &mut buf[pages.start + 2 * PAGE..pages.end];
+        assert!(
+            unwritten.iter().all(|&b| b == 0),
+            "the writer reached slot 2"
+        );
+        unwritten.fill(0xFF);
+    }
+    let mut f = Follower::new(true, Pointers::Raw);
+    let mut handed = poll(&mut f, &now, 1);
+    handed.extend(poll(&mut f, &later, 1));
+    assert_eq!(handed, (0..total).collect::<Vec<_>>());
+}
