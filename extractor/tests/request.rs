@@ -382,6 +382,69 @@ fn a_user_gets_a_report_of_its_own_session_and_of_nothing_else() {
     assert_eq!(kept.len(), 2, "{kept:?}");
 }
 
+/// One datagram, and whether a descriptor came with it.
+fn receive_noting_descriptors(fd: impl std::os::fd::AsFd) -> (Vec<u8>, bool) {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut buf = vec![0u8; request::MAX_MESSAGE];
+    let got = rustix::net::recvmsg(
+        fd,
+        &mut [std::io::IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )
+    .unwrap();
+    buf.truncate(got.bytes);
+    let passed = control
+        .drain()
+        .any(|m| matches!(m, RecvAncillaryMessage::ScmRights(_)));
+    (buf, passed)
+}
+
+#[test]
+fn a_copy_is_the_bundles_bytes_never_a_descriptor_of_it() {
+    if !as_root() {
+        return;
+    }
+    let service = Service::start("request-copy", "");
+    let fd = service.connect();
+    let asked = request::Request {
+        reason: "a copy".into(),
+        streams: Vec::new(),
+        copy: true,
+    };
+    request::send(&fd, &asked.encode()).unwrap();
+    let (bytes, passed) = receive_noting_descriptors(&fd);
+    assert!(!passed, "a descriptor came with the answer");
+    let Ok(Reply::Written {
+        bundle, copy_bytes, ..
+    }) = Reply::parse(&bytes)
+    else {
+        panic!("{}", String::from_utf8_lossy(&bytes));
+    };
+    let kept = std::fs::read(service.bundles.join(&bundle)).unwrap();
+    assert_eq!(copy_bytes, Some(kept.len() as u64));
+    let mut copy = request::receive_copy(&fd, kept.len() as u64).unwrap();
+    // The asker's own memory, no file of the bundle directory: retention
+    // deleting the bundle frees its space whatever the asker keeps.
+    let held = std::os::fd::AsRawFd::as_raw_fd(&copy);
+    let target = std::fs::read_link(format!("/proc/self/fd/{held}")).unwrap();
+    assert!(
+        target.to_string_lossy().starts_with("/memfd:"),
+        "{target:?}"
+    );
+    std::fs::remove_file(service.bundles.join(&bundle)).unwrap();
+    let mut got = Vec::new();
+    copy.read_to_end(&mut got).unwrap();
+    assert!(got == kept, "the copy differs from the bundle");
+    assert_eq!(
+        request::receive_message(&fd).unwrap(),
+        b"",
+        "more after the copy"
+    );
+}
+
 #[test]
 fn a_malformed_request_is_refused_naming_what_is_wrong() {
     if !as_root() {
@@ -389,14 +452,9 @@ fn a_malformed_request_is_refused_naming_what_is_wrong() {
     }
     let service = Service::start("request-malformed", "");
     let fd = service.connect();
-    request::send(
-        &fd,
-        b"crashring-request 1\nreason=x\npath=/etc/shadow\n",
-        None,
-    )
-    .unwrap();
-    let (bytes, passed) = request::receive(&fd).unwrap();
-    assert!(passed.is_none());
+    request::send(&fd, b"crashring-request 1\nreason=x\npath=/etc/shadow\n").unwrap();
+    let (bytes, passed) = receive_noting_descriptors(&fd);
+    assert!(!passed);
     assert_eq!(
         Reply::parse(&bytes).unwrap(),
         Reply::Refused {
@@ -427,8 +485,8 @@ fn a_user_outside_the_policy_is_refused_before_it_asks() {
         .join()
         .unwrap()
     });
-    let (bytes, passed) = request::receive(&conn).unwrap();
-    assert!(passed.is_none());
+    let (bytes, passed) = receive_noting_descriptors(&conn);
+    assert!(!passed);
     assert_eq!(
         Reply::parse(&bytes),
         Ok(Reply::Refused {

@@ -107,7 +107,7 @@ pub struct Request {
     /// At most `burst` reports per user within `interval`.
     pub interval: Duration,
     pub burst: u32,
-    /// Whether the asker may have a read-only descriptor of its report.
+    /// Whether the asker may have a copy of its report's bytes.
     pub copy: bool,
 }
 

@@ -34,6 +34,9 @@ pub struct ServeRequestArgs {
 
 /// How long a connection may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an asker may leave a datagram of its copy unread before the
+/// service gives up on it.
+const COPY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn run(args: ServeRequestArgs) -> Result<u8> {
     let stdin = std::io::stdin();
@@ -49,11 +52,16 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         rustix::net::sockopt::Timeout::Recv,
         Some(REQUEST_TIMEOUT),
     )?;
+    rustix::net::sockopt::set_socket_timeout(
+        conn,
+        rustix::net::sockopt::Timeout::Send,
+        Some(COPY_TIMEOUT),
+    )?;
     let sys = System::new(&args.root);
     let socket = sys.path(journal::SOCKET);
     let who = format!("uid {} (pid {})", asker.uid, asker.pid);
-    let answer = |reply: &Reply, file: Option<&std::fs::File>| {
-        if let Err(e) = request::send(conn, &reply.encode(), file) {
+    let answer = |reply: &Reply| {
+        if let Err(e) = request::send(conn, &reply.encode()) {
             eprintln!("crashring: answering {who}: {e}");
         }
     };
@@ -70,18 +78,15 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         ) {
             eprintln!("{message}");
         }
-        answer(&Reply::Refused { why }, None);
+        answer(&Reply::Refused { why });
         Ok(0)
     };
     // Whatever stops the service from serving is said to the asker too,
     // who would otherwise see only the connection close.
     let fail = |e: anyhow::Error| -> Result<u8> {
-        answer(
-            &Reply::Failed {
-                why: format!("{e:#}"),
-            },
-            None,
-        );
+        answer(&Reply::Failed {
+            why: format!("{e:#}"),
+        });
         Err(e.context(format!("serving {who}'s request")))
     };
     let (cfg, warnings) = match config::load(&sys) {
@@ -151,20 +156,35 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
             ) {
                 eprintln!("{message}");
             }
-            let copy = (asked.copy && cfg.request.copy).then_some(&file);
-            answer(
-                &Reply::Written {
-                    bundle: name,
-                    events,
-                },
-                copy,
-            );
+            // A copy is the bundle's bytes, never a descriptor of it:
+            // one the asker kept would hold the bundle's disk space past
+            // its retention.
+            let copy = (asked.copy && cfg.request.copy)
+                .then(|| file.metadata().map(|m| m.len()))
+                .transpose();
+            let copy_bytes = match copy {
+                Ok(len) => len,
+                Err(e) => {
+                    eprintln!("crashring: sizing {name} for {who}'s copy: {e}");
+                    None
+                }
+            };
+            answer(&Reply::Written {
+                bundle: name,
+                events,
+                copy_bytes,
+            });
+            if let Some(len) = copy_bytes {
+                if let Err(e) = request::send_copy(conn, &file, len) {
+                    eprintln!("crashring: sending {who} its copy: {e}");
+                }
+            }
             Ok(0)
         }
         Ok(Served::Refused(why)) => refuse(why, journal::REQUEST_REFUSED),
         Ok(Served::RateLimited { retry_after, why }) => {
             eprintln!("crashring: request from {who} rate-limited: {why}");
-            answer(&Reply::RateLimited { retry_after, why }, None);
+            answer(&Reply::RateLimited { retry_after, why });
             Ok(0)
         }
         Err(e) => fail(e.into()),

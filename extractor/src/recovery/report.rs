@@ -5,7 +5,8 @@
 //! policy grants the asker, redacted as every bundle is, and put into
 //! the bundle directory beside the crashes, under the same lock and
 //! retention. The asker only ever gets the bundle's name and, where the
-//! policy allows, a read-only descriptor of it.
+//! policy allows, a copy of its bytes (never a descriptor of the bundle,
+//! which would keep its disk space past retention).
 
 use super::archive::{generation_of, io_at, retain};
 use super::place::place;

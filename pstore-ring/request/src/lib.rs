@@ -9,8 +9,13 @@
 //! its socket, learns who asks from the socket's peer credentials,
 //! applies `crashring.conf`'s `[Request]` policy, writes the bundle
 //! into the bundle directory and answers with one datagram: the
-//! bundle's name and, where the policy allows, a read-only descriptor
-//! of it, or why not.
+//! bundle's name, or why not. Where the asker wants a copy and the
+//! policy allows one, the answer says its size and the bundle's bytes
+//! follow, in datagrams of at most [`COPY_CHUNK`] bytes, which the asker
+//! keeps in its own memory ([`Report::copy`]). Never a descriptor of the
+//! bundle itself: an asker holding one would keep its disk space after
+//! retention deleted it, and could fill the disk until retention deleted
+//! crashes to make room.
 //!
 //! Both messages are UTF-8 text, at most [`MAX_MESSAGE`] bytes: a first
 //! line naming the message, then `key=value` lines (README.md, "A report
@@ -20,20 +25,21 @@
 //! crashring-request 1        ok                 refused
 //! reason=black screen        bundle=NAME        why=TEXT
 //! stream=kiosk-ui            events=N
-//! copy=1                                        rate-limited
-//!                            failed             retry-after=SECONDS
-//!                            why=TEXT           why=TEXT
+//! copy=1                     copy-bytes=N       rate-limited
+//!                                               retry-after=SECONDS
+//!                            failed             why=TEXT
+//!                            why=TEXT
 //! ```
 
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::{self, Seek, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
 use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketType,
+    AddressFamily, RecvAncillaryBuffer, RecvFlags, SendFlags, SocketAddrUnix, SocketType,
 };
 
 /// Where the service listens.
@@ -54,6 +60,8 @@ pub const MAX_REASON: usize = 512;
 pub const MAX_STREAMS: usize = 16;
 /// The longest stream name: the format's 32 bytes less the NUL.
 pub const MAX_STREAM_NAME: usize = 31;
+/// The largest datagram of a copy.
+pub const COPY_CHUNK: usize = 64 << 10;
 /// The first line of a request, naming the protocol's version.
 const REQUEST_LINE: &str = "crashring-request 1";
 
@@ -65,7 +73,7 @@ pub struct Request {
     /// Which of the asker's own streams the report holds; all of them
     /// when empty.
     pub streams: Vec<String>,
-    /// Whether the asker wants a descriptor of the bundle to read.
+    /// Whether the asker wants a copy of the bundle.
     pub copy: bool,
 }
 
@@ -73,8 +81,13 @@ pub struct Request {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
     /// The bundle is in the bundle directory under this name, holding
-    /// `events`: the asker's own and the kernel's it was granted.
-    Written { bundle: String, events: u64 },
+    /// `events`: the asker's own and the kernel's it was granted. With
+    /// `copy_bytes`, a copy of that many bytes follows.
+    Written {
+        bundle: String,
+        events: u64,
+        copy_bytes: Option<u64>,
+    },
     /// The policy does not let this asker have what it asked for.
     Refused { why: String },
     /// Too many requests from this user lately: try again in
@@ -238,8 +251,16 @@ impl Reply {
         // A reason can only make a line of its own.
         let line = |s: &str| s.replace(|c: char| c.is_control(), " ");
         match self {
-            Reply::Written { bundle, events } => {
-                format!("ok\nbundle={}\nevents={events}\n", line(bundle))
+            Reply::Written {
+                bundle,
+                events,
+                copy_bytes,
+            } => {
+                let mut out = format!("ok\nbundle={}\nevents={events}\n", line(bundle));
+                if let Some(n) = copy_bytes {
+                    out += &format!("copy-bytes={n}\n");
+                }
+                out
             }
             Reply::Refused { why } => format!("refused\nwhy={}\n", line(why)),
             Reply::RateLimited { retry_after, why } => {
@@ -263,6 +284,13 @@ impl Reply {
                 return Err(bad(n, format!("{key}= given twice")));
             }
         }
+        let first = text.lines().next().unwrap_or("");
+        // Only an answer with a bundle may say a copy follows.
+        let copy_bytes = if first == "ok" {
+            get.remove("copy-bytes")
+        } else {
+            None
+        };
         let mut take = |key: &str| {
             get.remove(key)
                 .map(str::to_string)
@@ -272,10 +300,13 @@ impl Reply {
             v.parse::<u64>()
                 .map_err(|_| bad(0, format!("{key}= is no number: {v:?}")))
         };
-        let reply = match text.lines().next().unwrap_or("") {
+        let reply = match first {
             "ok" => Reply::Written {
                 bundle: take("bundle")?,
                 events: number("events", take("events")?)?,
+                copy_bytes: copy_bytes
+                    .map(|v| number("copy-bytes", v.to_string()))
+                    .transpose()?,
             },
             "refused" => Reply::Refused { why: take("why")? },
             "rate-limited" => Reply::RateLimited {
@@ -299,7 +330,9 @@ pub struct Report {
     pub bundle: String,
     /// The events it holds.
     pub events: u64,
-    /// A read-only descriptor of it, if asked for and the policy allows.
+    /// A copy of it in this process's memory (a memfd, at its start), if
+    /// asked for and the policy allows: the service's bundle stays under
+    /// its retention, whatever the asker keeps.
     pub copy: Option<File>,
 }
 
@@ -324,6 +357,8 @@ pub enum RequestError {
     RateLimited { retry_after: u64, why: String },
     #[error("the request service could not write the report: {0}")]
     Failed(String),
+    #[error("report {bundle} written, but its copy did not come whole: {why}")]
+    Copy { bundle: String, why: String },
 }
 
 /// Asks the service ([`socket`]) for a report of this program's own
@@ -365,18 +400,36 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
         Some(ANSWER_TIMEOUT),
     )
     .map_err(|e| unreachable(e.into()))?;
-    let (bytes, copy) = exchange(&fd, request).map_err(unreachable)?;
+    let bytes = exchange(&fd, request).map_err(unreachable)?;
     if bytes.is_empty() {
         return Err(RequestError::NoAnswer {
             socket: socket.display().to_string(),
         });
     }
     match Reply::parse(&bytes).map_err(RequestError::Protocol)? {
-        Reply::Written { bundle, events } => Ok(Report {
+        Reply::Written {
             bundle,
             events,
-            copy: copy.map(File::from),
-        }),
+            copy_bytes,
+        } => {
+            let copy = match copy_bytes {
+                Some(len) => match receive_copy(&fd, len) {
+                    Ok(copy) => Some(copy),
+                    Err(e) => {
+                        return Err(RequestError::Copy {
+                            bundle,
+                            why: e.to_string(),
+                        })
+                    }
+                },
+                None => None,
+            };
+            Ok(Report {
+                bundle,
+                events,
+                copy,
+            })
+        }
         Reply::Refused { why } => Err(RequestError::Refused(why)),
         Reply::RateLimited { retry_after, why } => {
             Err(RequestError::RateLimited { retry_after, why })
@@ -391,7 +444,7 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
 /// the request came too late (EPIPE) or went unread (ECONNRESET, which
 /// the kernel reports once, to the send or the receive, ahead of what is
 /// queued).
-fn exchange(fd: impl AsFd, request: &Request) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
+fn exchange(fd: impl AsFd, request: &Request) -> io::Result<Vec<u8>> {
     use rustix::io::Errno;
     match rustix::net::send(&fd, &request.encode(), SendFlags::NOSIGNAL) {
         Ok(_) | Err(Errno::PIPE | Errno::CONNRESET) => {}
@@ -401,71 +454,88 @@ fn exchange(fd: impl AsFd, request: &Request) -> io::Result<(Vec<u8>, Option<Own
 }
 
 /// The service's answer, past an ECONNRESET reported ahead of it.
-fn receive_answer(fd: impl AsFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
-    match receive(&fd) {
-        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => receive(&fd),
+fn receive_answer(fd: impl AsFd) -> io::Result<Vec<u8>> {
+    match receive_message(&fd) {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => receive_message(&fd),
         received => received,
     }
 }
 
-/// One datagram and the descriptor it carries, if any (any more are
-/// closed).
-pub fn receive(fd: impl AsFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
-    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let bytes = receive_with(fd, &mut control);
-    let mut passed = None;
-    for message in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(fds) = message {
-            for f in fds {
-                passed.get_or_insert(f);
-            }
-        }
-    }
-    Ok((bytes?, passed))
-}
-
-/// One datagram, taking no descriptor sent with it: the kernel drops
+/// One message, taking no descriptor sent with it: the kernel drops
 /// those, where closing one here could wait for as long as whoever serves
-/// its file likes (a FUSE mount of the sender's). What the service reads
-/// a request with.
+/// its file likes (a FUSE mount of the sender's).
 pub fn receive_message(fd: impl AsFd) -> io::Result<Vec<u8>> {
-    receive_with(fd, &mut RecvAncillaryBuffer::new(&mut []))
+    receive_datagram(fd, MAX_MESSAGE, "a message")
 }
 
-fn receive_with(fd: impl AsFd, control: &mut RecvAncillaryBuffer) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; MAX_MESSAGE + 1];
+/// One datagram of at most `max` bytes (`what` is over it otherwise), or
+/// none at the end of the connection.
+fn receive_datagram(fd: impl AsFd, max: usize, what: &str) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; max + 1];
     let got = rustix::net::recvmsg(
         fd,
         &mut [io::IoSliceMut::new(&mut buf)],
-        control,
+        &mut RecvAncillaryBuffer::new(&mut []),
         RecvFlags::CMSG_CLOEXEC,
     )?;
     if got.flags.contains(rustix::net::ReturnFlags::TRUNC) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("a message over {MAX_MESSAGE} bytes"),
+            format!("{what} over {max} bytes"),
         ));
     }
     buf.truncate(got.bytes);
     Ok(buf)
 }
 
-/// Sends one datagram, with `file`'s descriptor if given.
-pub fn send(fd: impl AsFd, bytes: &[u8], file: Option<&File>) -> io::Result<()> {
-    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    let passed = file.map(|f| [f.as_fd()]);
-    if let Some(fds) = &passed {
-        control.push(SendAncillaryMessage::ScmRights(fds));
-    }
-    rustix::net::sendmsg(
-        fd,
-        &[io::IoSlice::new(bytes)],
-        &mut control,
-        SendFlags::NOSIGNAL,
-    )?;
+/// Sends one datagram.
+pub fn send(fd: impl AsFd, bytes: &[u8]) -> io::Result<()> {
+    rustix::net::send(fd, bytes, SendFlags::NOSIGNAL)?;
     Ok(())
+}
+
+/// Sends the first `len` bytes of `file` as the copy an answer announced:
+/// datagrams of at most [`COPY_CHUNK`] bytes.
+pub fn send_copy(fd: impl AsFd, file: &File, len: u64) -> io::Result<()> {
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(COPY_CHUNK as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        send(&fd, &buf[..n])?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Receives a copy of `len` bytes into this process's own memory (a
+/// memfd, so that what it holds is charged to it), and gives it back at
+/// its start.
+pub fn receive_copy(fd: impl AsFd, len: u64) -> io::Result<File> {
+    let mut copy = File::from(rustix::fs::memfd_create(
+        "crashring-report",
+        rustix::fs::MemfdFlags::CLOEXEC,
+    )?);
+    let mut got = 0;
+    while got < len {
+        let part = receive_datagram(&fd, COPY_CHUNK, "a datagram of the copy")?;
+        if part.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the copy ends after {got} of {len} bytes"),
+            ));
+        }
+        got += part.len() as u64;
+        if got > len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the copy runs past its {len} bytes"),
+            ));
+        }
+        copy.write_all(&part)?;
+    }
+    copy.rewind()?;
+    Ok(copy)
 }
 
 #[cfg(test)]
@@ -487,6 +557,12 @@ mod tests {
             Reply::Written {
                 bundle: "request-1000-20261127T031500Z.tar.gz".into(),
                 events: 12,
+                copy_bytes: None,
+            },
+            Reply::Written {
+                bundle: "request-1000-20261127T031600Z.tar.gz".into(),
+                events: 12,
+                copy_bytes: Some(4096),
             },
             Reply::Refused {
                 why: "not yours".into(),
@@ -566,10 +642,13 @@ mod tests {
         );
         assert!(Reply::parse(b"ok\nbundle=x\n").is_err());
         assert!(Reply::parse(b"ok\nbundle=x\nevents=1\nextra=2\n").is_err());
+        assert!(Reply::parse(b"ok\nbundle=x\nevents=1\ncopy-bytes=-1\n").is_err());
+        // Only a bundle comes with a copy.
+        assert!(Reply::parse(b"refused\nwhy=x\ncopy-bytes=1\n").is_err());
     }
 
     /// Two ends of a connection, as the socket gives them.
-    fn connected_pair() -> (OwnedFd, OwnedFd) {
+    fn connected_pair() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
         rustix::net::socketpair(
             AddressFamily::UNIX,
             SocketType::SEQPACKET,
@@ -580,33 +659,63 @@ mod tests {
     }
 
     #[test]
-    fn a_descriptor_travels_with_the_answer() {
-        let (a, b) = connected_pair();
-        let mut file = tempfile::tempfile().unwrap();
-        io::Write::write_all(&mut file, b"bundle bytes").unwrap();
-        let reply = Reply::Written {
-            bundle: "b.tar.gz".into(),
-            events: 1,
-        };
-        send(&a, &reply.encode(), Some(&file)).unwrap();
-        let (bytes, fd) = receive(&b).unwrap();
-        assert_eq!(Reply::parse(&bytes), Ok(reply));
-        let mut copy = File::from(fd.unwrap());
-        let mut text = String::new();
-        io::Seek::rewind(&mut copy).unwrap();
-        io::Read::read_to_string(&mut copy, &mut text).unwrap();
-        assert_eq!(text, "bundle bytes");
-        send(&a, b"refused\nwhy=x\n", None).unwrap();
-        assert!(receive(&b).unwrap().1.is_none());
+    fn a_copy_comes_after_the_answer_into_the_askers_own_memory() {
+        let (service, asker) = connected_pair();
+        let bundle = tempfile::tempfile().unwrap();
+        // Over two datagrams' worth, and not a multiple of one.
+        let bytes: Vec<u8> = (0..COPY_CHUNK * 2 + 1000).map(|i| i as u8).collect();
+        bundle.write_all_at(&bytes, 0).unwrap();
+        let len = bytes.len() as u64;
+        let writing = std::thread::spawn(move || send_copy(&service, &bundle, len));
+        let mut copy = receive_copy(&asker, len).unwrap();
+        writing.join().unwrap().unwrap();
+        let mut got = Vec::new();
+        io::Read::read_to_end(&mut copy, &mut got).unwrap();
+        assert!(got == bytes, "the copy differs from what was sent");
+        // Not the service's file: a memfd of this process.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&copy);
+        let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+        assert!(
+            target
+                .to_string_lossy()
+                .starts_with("/memfd:crashring-report"),
+            "{target:?}"
+        );
+    }
+
+    #[test]
+    fn a_copy_cut_short_or_running_over_is_no_copy() {
+        let (service, asker) = connected_pair();
+        send(&service, b"half").unwrap();
+        drop(service);
+        let e = receive_copy(&asker, 8).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(e.to_string().contains("after 4 of 8 bytes"), "{e}");
+        let (service, asker) = connected_pair();
+        send(&service, b"more than four").unwrap();
+        let e = receive_copy(&asker, 4).unwrap_err();
+        assert!(e.to_string().contains("runs past its 4 bytes"), "{e}");
     }
 
     #[test]
     fn a_request_is_read_without_a_descriptor_sent_with_it() {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage};
         let (a, b) = connected_pair();
         let file = tempfile::tempfile().unwrap();
-        send(&a, &asked().encode(), Some(&file)).unwrap();
-        assert_eq!(receive_message(&b).unwrap(), asked().encode());
-        send(&a, &[b'x'; 2 * MAX_MESSAGE], None).unwrap();
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        let passed = [file.as_fd()];
+        control.push(SendAncillaryMessage::ScmRights(&passed));
+        let request = asked().encode();
+        rustix::net::sendmsg(
+            &a,
+            &[io::IoSlice::new(&request)],
+            &mut control,
+            SendFlags::empty(),
+        )
+        .unwrap();
+        assert_eq!(receive_message(&b).unwrap(), request);
+        send(&a, &[b'x'; 2 * MAX_MESSAGE]).unwrap();
         let got = receive_message(&b).map(|m| m.len());
         assert!(
             got.as_ref()
@@ -622,27 +731,27 @@ mod tests {
         };
         // The service answered and hung up before the request came.
         let (asker, service) = connected_pair();
-        send(&service, &refused.encode(), None).unwrap();
+        send(&service, &refused.encode()).unwrap();
         drop(service);
-        let (bytes, _) = exchange(&asker, &asked()).unwrap();
+        let bytes = exchange(&asker, &asked()).unwrap();
         assert_eq!(Reply::parse(&bytes), Ok(refused.clone()));
 
         // The service answered and hung up with something left unread:
         // the send is told so.
         let (asker, service) = connected_pair();
-        send(&asker, b"sent before", None).unwrap();
-        send(&service, &refused.encode(), None).unwrap();
+        send(&asker, b"sent before").unwrap();
+        send(&service, &refused.encode()).unwrap();
         drop(service);
-        let (bytes, _) = exchange(&asker, &asked()).unwrap();
+        let bytes = exchange(&asker, &asked()).unwrap();
         assert_eq!(Reply::parse(&bytes), Ok(refused.clone()));
 
         // The service answered and hung up with the request itself unread:
         // the receive is told so.
         let (asker, service) = connected_pair();
-        send(&asker, &asked().encode(), None).unwrap();
-        send(&service, &refused.encode(), None).unwrap();
+        send(&asker, &asked().encode()).unwrap();
+        send(&service, &refused.encode()).unwrap();
         drop(service);
-        let (bytes, _) = receive_answer(&asker).unwrap();
+        let bytes = receive_answer(&asker).unwrap();
         assert_eq!(Reply::parse(&bytes), Ok(refused));
     }
 
@@ -662,7 +771,7 @@ mod tests {
         let service = std::thread::spawn(move || {
             let conn =
                 rustix::net::accept_with(&listener, rustix::net::SocketFlags::CLOEXEC).unwrap();
-            receive(&conn).unwrap();
+            receive_message(&conn).unwrap();
         });
         let err = request_report_with(&asked(), &path).unwrap_err();
         service.join().unwrap();

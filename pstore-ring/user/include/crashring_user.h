@@ -169,7 +169,7 @@ static inline int crashring_log(struct crashring_stream *s, int level, const cha
 struct crashring_report {
 	char bundle[256];	/* the bundle's name in the bundle directory */
 	uint64_t events;	/* the events it holds */
-	int copy_fd;		/* a read-only descriptor of it, or -1 */
+	int copy_fd;		/* a copy of it in memory (a memfd, at 0), or -1 */
 	char why[512];		/* on failure: why */
 };
 
@@ -189,8 +189,9 @@ int crashring_request_report(const char *reason, struct crashring_report *out);
 
 /*
  * The same for the named streams of the caller's only (a name that is
- * not the caller's own is refused), with a read-only descriptor of the
- * bundle in out->copy_fd if want_copy and the policy allows.
+ * not the caller's own is refused), with a copy of the bundle
+ * (its bytes, in this process's memory: a memfd) in out->copy_fd if
+ * want_copy and the policy allows.
  */
 int crashring_request_report_of(const char *reason, const char *const *streams,
 				size_t nstreams, int want_copy, struct crashring_report *out);

@@ -289,7 +289,8 @@ pub struct CReport {
     /// The bundle's name in the bundle directory, NUL-terminated.
     bundle: [c_char; 256],
     events: u64,
-    /// A read-only descriptor of the bundle, or -1.
+    /// A copy of the bundle in this process's memory (a memfd, at its
+    /// start), or -1.
     copy_fd: c_int,
     /// Why there is none, NUL-terminated (cut to fit).
     why: [c_char; 512],
@@ -365,7 +366,8 @@ pub unsafe extern "C" fn crashring_request_report_of(
                 RequestError::RateLimited { .. } => -libc::EAGAIN,
                 RequestError::Protocol(_)
                 | RequestError::NoAnswer { .. }
-                | RequestError::Failed(_) => -libc::EIO,
+                | RequestError::Failed(_)
+                | RequestError::Copy { .. } => -libc::EIO,
             }
         }
     }

@@ -202,18 +202,21 @@ fn a_c_program_asks_for_a_report_and_reads_the_answer() {
             Reply::Written {
                 bundle: "snapshot-kiosk-1.tar.gz".into(),
                 events: 42,
+                copy_bytes: Some(6),
             },
             Reply::Refused {
                 why: "uid 1001 has no stream named \"kiosk-ui\"".into(),
             },
         ] {
             let conn = rustix::net::accept_with(&fd, rustix::net::SocketFlags::CLOEXEC).unwrap();
-            let (bytes, _) = request::receive(&conn).unwrap();
+            let bytes = request::receive_message(&conn).unwrap();
             let r = Request::parse(&bytes).unwrap();
-            let mut copy = tempfile::tempfile().unwrap();
-            std::io::Write::write_all(&mut copy, b"BUNDLE").unwrap();
-            let file = r.copy.then_some(&copy);
-            request::send(&conn, &answer.encode(), file).unwrap();
+            request::send(&conn, &answer.encode()).unwrap();
+            if r.copy {
+                let mut copy = tempfile::tempfile().unwrap();
+                std::io::Write::write_all(&mut copy, b"BUNDLE").unwrap();
+                request::send_copy(&conn, &copy, 6).unwrap();
+            }
             asked.push(r);
         }
         asked
