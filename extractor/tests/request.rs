@@ -134,6 +134,8 @@ struct Service {
     bundles: PathBuf,
     /// The system tree the service looks crashring.conf up under.
     root: PathBuf,
+    /// Where it sends its journal messages.
+    journal: std::os::unix::net::UnixDatagram,
 }
 
 impl Service {
@@ -145,6 +147,10 @@ impl Service {
         let region = write_tmp(&format!("{name}.bin"), &recorder());
         // Under the system root, as crashring.conf and the journal are.
         let bundles = root.join("var/lib/crashring");
+        let journal = root.join(&kexec_hooks::journal::SOCKET[1..]);
+        std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
+        let journal = std::os::unix::net::UnixDatagram::bind(journal).unwrap();
+        journal.set_nonblocking(true).unwrap();
         let socket = base.join("request.socket");
         // std has no SOCK_SEQPACKET listener: rustix makes it, std accepts.
         // Close-on-exec, as std's own: the services and other tests start
@@ -185,7 +191,18 @@ impl Service {
             socket,
             bundles,
             root: system,
+            journal,
         }
+    }
+
+    /// The messages the service sent the journal since last asked.
+    fn journaled(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n) = self.journal.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        out
     }
 
     /// A connection to the service, made by this thread as it is.
@@ -380,6 +397,22 @@ fn a_user_gets_a_report_of_its_own_session_and_of_nothing_else() {
         .filter(|n| n.ends_with(".tar.gz"))
         .collect();
     assert_eq!(kept.len(), 2, "{kept:?}");
+    // Each report and each refused request is a journal message (the
+    // service sends it before its answer).
+    let journaled = service.journaled();
+    let with = |id: &str| {
+        journaled
+            .iter()
+            .filter(|m| m.contains(&format!("MESSAGE_ID={id}\n")))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(with(kexec_hooks::journal::REPORTED).len(), 2);
+    assert!(
+        with(kexec_hooks::journal::REQUEST_REFUSED)
+            .iter()
+            .any(|m| m.contains(&format!("CRASHRING_REQUESTER_UID={OTHER}\n"))),
+        "{journaled:#?}"
+    );
 }
 
 /// One datagram, and whether a descriptor came with it.
@@ -496,6 +529,10 @@ fn a_user_outside_the_policy_is_refused_before_it_asks() {
         })
     );
     assert!(!service.bundles.join(".requests").exists());
+    // No request came: nothing for the journal, which a flood of such
+    // connections would otherwise fill.
+    let journaled = service.journaled();
+    assert!(journaled.is_empty(), "{journaled:#?}");
 }
 
 #[test]

@@ -99,14 +99,19 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
     // Before the request is read: a uid outside the policy holds no slot
     // of the socket for the time a request may take to come.
     if !report::allowed(asker.uid, &cfg.request.users) {
-        return refuse(
-            format!(
-                "uid {} may not ask for reports (crashring.conf [Request] Users={})",
-                asker.uid,
-                cfg.request.users.join(" ")
-            ),
-            journal::REQUEST_REFUSED,
+        let why = format!(
+            "uid {} may not ask for reports (crashring.conf [Request] Users={})",
+            asker.uid,
+            cfg.request.users.join(" ")
         );
+        if request_waiting(conn) {
+            return refuse(why, journal::REQUEST_REFUSED);
+        }
+        // Nothing asked yet, or hung up: no request to journal, where a
+        // flood of such connections would drown the reports.
+        eprintln!("crashring: {who} refused before asking: {why}");
+        answer(&Reply::Refused { why });
+        return Ok(0);
     }
     let bytes = match request::receive_message(conn) {
         Ok(bytes) => bytes,
@@ -189,4 +194,12 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         }
         Err(e) => fail(e.into()),
     }
+}
+
+/// Whether a request is waiting on `conn`, read or not.
+fn request_waiting(conn: impl AsFd) -> bool {
+    use rustix::net::RecvFlags;
+    let mut byte = [0u8; 1];
+    rustix::net::recv(conn, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT)
+        .is_ok_and(|(_, n)| n > 0)
 }
