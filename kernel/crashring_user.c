@@ -144,9 +144,11 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	/*
 	 * The opener's effective uid, which owns what it creates and which
 	 * crashring-request.socket's peer credentials give: a set-user-ID
-	 * program asks for its own stream, and whoever ran it cannot. The
-	 * opener's, as for the marker budget: whoever holds the file may map
-	 * the stream whoever asked for it.
+	 * program asks for its own stream, and whoever ran it cannot; its
+	 * streams count against its owner's user_streams_per_uid. The
+	 * file's credentials, not the caller's, since whoever holds the file
+	 * may map the stream whoever asked for it. (The marker budget, a
+	 * rate, is the opener's real uid's: crashring_marker.c.)
 	 */
 	kuid_t uid = file->f_cred->euid;
 	struct crashring_stream *s;

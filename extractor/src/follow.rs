@@ -13,9 +13,11 @@
 //! pages one after another while the writer goes on, so it hands over
 //! only as far as the first page still in the ring that it read too
 //! early ([`settle`]); the next poll reads on from there. A pool stream
-//! handed out again starts over, even under the same descriptor (its
-//! first slot holds page 1 again, taken later). Pages not read this poll
-//! are absent to the reader, never zeros. The poll's events are decoded
+//! handed out again starts over, even under the same descriptor: its
+//! first slot holds an older page, or page 1 taken later, or a page
+//! after the one it was in starts below its next event. Pages not read
+//! this poll, or caught being opened, are absent to the reader, never
+//! zeros. The poll's events are decoded
 //! by pstore-ring as any region's are, and those whose index was not yet
 //! handed over are; a gap in a stream's indexes is a loss of exactly that
 //! many events, handed over where it happened. Events a writer could not
@@ -27,7 +29,7 @@ use crate::output::RegionView;
 use pstore_ring::kprintf::Pointers;
 use pstore_ring::layout::{
     PageHeader, StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, PAGE_MAGIC,
-    STREAM_CALLSITES,
+    PAGE_OPEN, STREAM_CALLSITES, STREAM_USER,
 };
 use pstore_ring::merge::Pulled;
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust, LossKind, Region};
@@ -59,8 +61,8 @@ struct Followed {
     /// The seq of the page its next events are in; 0 until found.
     next_seq: u64,
     /// The seq and first time of the page in its first slot when last
-    /// read: a stream started over holds an older seq there, or the same
-    /// one taken later.
+    /// read: a pool stream handed out again holds an older seq there, or
+    /// page 1 taken later.
     first_page: Option<(u64, u64)>,
     /// The index of its next event to hand over; `None` until placed.
     next_index: Option<u64>,
@@ -329,28 +331,18 @@ impl Follower {
         if self.streams[i].desc != span.desc {
             self.streams[i].restart(span.desc.clone());
         }
-        if self.streams[i].next_seq != 0 {
-            // A pool stream handed out again, to the same process under
-            // the same name, has the same descriptor: only its first slot
-            // tells, holding page 1 again, taken later.
-            let mut first = [0u8; PAGE_HEADER_SIZE];
-            live.read_exact_at(FileOffset(span.start), &mut first)?;
-            let now = page_header(&first, span.index, e).map(|h| (h.seq.get(e), h.first_ts.get(e)));
-            let f = &mut self.streams[i];
-            if now
-                .zip(f.first_page)
-                .is_some_and(|(now, then)| now.0 < then.0 || (now.0 == then.0 && now.1 > then.1))
-            {
-                f.restart(span.desc.clone());
-            } else if now.is_some() {
-                f.first_page = now;
-            }
+        if self.streams[i].next_seq != 0
+            && span.kind == STREAM_USER
+            && self.first_slot_started_over(live, i, span, e)?
+        {
+            self.streams[i].restart(span.desc.clone());
         }
         if self.streams[i].next_seq == 0 {
             return self.read_whole(live, i, span, page, e, present);
         }
         // From the page the stream was in, on, while each is closed.
         let mut seq = self.streams[i].next_seq;
+        let read_before = present.len();
         for _ in 0..span.pages {
             let at = span.start + (seq - 1) % u64::from(span.pages) * page;
             self.read(live, at..at + page, present)?;
@@ -359,7 +351,10 @@ impl Follower {
             };
             let found = h.seq.get(e);
             if found > seq {
-                // Lapped: the pages in between were taken again.
+                // Lapped: the pages in between were taken again. What
+                // this loop read is read again, and kept only as the
+                // whole read settles.
+                present.truncate(read_before);
                 return self.read_whole(live, i, span, page, e, present);
             }
             if found < seq || h.flags.get(e) != PAGE_CLOSED {
@@ -387,6 +382,9 @@ impl Follower {
     ) -> Result<(), FollowError> {
         let mut whole = Vec::new();
         self.read(live, span.start..span.start + span.bytes, &mut whole)?;
+        if span.kind == STREAM_USER && self.numbered_over(i, span, page, e) {
+            self.streams[i].restart(span.desc.clone());
+        }
         let (slots, next_seq) = settle(&self.buf, span, page, e);
         present.extend(slots.into_iter().map(|s| {
             let at = span.start + s * page;
@@ -396,6 +394,47 @@ impl Follower {
         self.streams[i].first_page =
             header(&self.buf, span.start, span.index, e).map(|h| (h.seq.get(e), h.first_ts.get(e)));
         Ok(())
+    }
+
+    /// Whether pool stream `i` was handed out again since the last poll,
+    /// as its first slot tells: the descriptor does not, when the same
+    /// process asked again under the same name. A new holder's stream
+    /// starts at page 1 again, so its first slot holds an older page than
+    /// before, or page 1 taken later. Notes the slot for the next poll.
+    fn first_slot_started_over(
+        &mut self,
+        live: &dyn Source,
+        i: usize,
+        span: &Span,
+        e: pstore_ring::Endian,
+    ) -> Result<bool, FollowError> {
+        let mut first = [0u8; PAGE_HEADER_SIZE];
+        live.read_exact_at(FileOffset(span.start), &mut first)?;
+        let Some(now) =
+            page_header(&first, span.index, e).map(|h| (h.seq.get(e), h.first_ts.get(e)))
+        else {
+            return Ok(false);
+        };
+        let then = self.streams[i].first_page.replace(now);
+        Ok(
+            then.is_some_and(|then| {
+                now.0 < then.0 || (now.0 == 1 && then.0 == 1 && now.1 > then.1)
+            }),
+        )
+    }
+
+    /// Whether the pages of pool stream `i` just read number its events
+    /// anew: a page after the one it was in that starts below the next
+    /// event to hand over. A holder that took it again and wrapped its
+    /// first slot past the old one's is found so.
+    fn numbered_over(&self, i: usize, span: &Span, page: u64, e: pstore_ring::Endian) -> bool {
+        let f = &self.streams[i];
+        let Some(next_index) = f.next_index.filter(|_| f.next_seq != 0) else {
+            return false;
+        };
+        (0..u64::from(span.pages))
+            .filter_map(|slot| header(&self.buf, span.start + slot * page, span.index, e))
+            .any(|h| h.seq.get(e) > f.next_seq && h.first_index.get(e) < next_index)
     }
 
     /// Reads `range` of the live region into the buffer, as present.
@@ -441,13 +480,19 @@ fn header(buf: &[u8], at: u64, stream: u16, e: pstore_ring::Endian) -> Option<Pa
     page_header(buf.get(at..at + PAGE_HEADER_SIZE)?, stream, e)
 }
 
-/// `bytes` as a page header of stream `stream`: its magic and stream
-/// number, which a slot not yet written, or a user stream's page caught
-/// while its writer rewrote the header, do not have. Anything else in it
-/// may still be wrong (a user stream is any bytes its writer stores).
+/// `bytes` as a page header of stream `stream`, open or closed: its
+/// magic, stream number and state, which a slot not yet written, a user
+/// stream's page caught while its writer rewrote the header, or a page
+/// being opened (`PAGE_RESETTING`: its `first_ts` may be the new page's,
+/// its `seq` still the old one's) do not have. Anything else in it may
+/// still be wrong (a user stream is any bytes its writer stores).
 fn page_header(bytes: &[u8], stream: u16, e: pstore_ring::Endian) -> Option<PageHeader> {
     let h = PageHeader::read_from_bytes(bytes).ok()?;
-    (h.magic.get(e) == PAGE_MAGIC && h.stream.get(e) == stream).then_some(h)
+    let state = h.flags.get(e);
+    (h.magic.get(e) == PAGE_MAGIC
+        && h.stream.get(e) == stream
+        && (state == PAGE_OPEN || state == PAGE_CLOSED))
+        .then_some(h)
 }
 
 /// Of a stream's pages read in one go while its writer went on: the

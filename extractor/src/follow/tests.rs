@@ -3,11 +3,11 @@
 //! descriptor, and a stream read whole while its writer laps the reader.
 
 use super::*;
-use pstore_ring::endian::{Endian, U32};
+use pstore_ring::endian::{Endian, U16, U32, U64};
 use pstore_ring::layout::{crc32, DESC_NO_TAILS, DESC_OFFSET, STREAM_USER};
-use pstore_ring::schema::EVENT_LOST;
+use pstore_ring::schema::{Value, EVENT_LOST};
 use pstore_ring::write::{self, RegionConfig, StreamSpec, StreamWriter};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use zerocopy::IntoBytes;
 
 const PAGE: usize = 256;
@@ -89,14 +89,27 @@ fn a_pool_stream_handed_out_again_under_the_same_descriptor_starts_over() {
     assert_eq!((ui.handed, ui.missed), (9, 0));
 }
 
-/// `before` until the first read that reaches `cut`, which takes its
-/// bytes from `before` below `cut` and from `after` on; `after` from
-/// then on. A stream's pages read whole while its writer goes on.
+/// `before` until the `tear_on`-th read that reaches past `cut`, which
+/// takes its bytes from `before` below `cut` and from `after` on; `after`
+/// from then on. A stream's pages read whole while its writer goes on.
 struct Torn {
     before: Vec<u8>,
     after: Vec<u8>,
     cut: u64,
-    torn: AtomicBool,
+    tear_on: usize,
+    reached: AtomicUsize,
+}
+
+impl Torn {
+    fn new(before: &[u8], after: &[u8], cut: usize, tear_on: usize) -> Torn {
+        Torn {
+            before: before.to_vec(),
+            after: after.to_vec(),
+            cut: cut as u64,
+            tear_on,
+            reached: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl Source for Torn {
@@ -106,13 +119,17 @@ impl Source for Torn {
 
     fn read_at(&self, at: FileOffset, buf: &mut [u8]) -> std::io::Result<usize> {
         let end = at.0 + buf.len() as u64;
-        if self.torn.load(Ordering::Relaxed) {
+        let reached = self.reached.load(Ordering::Relaxed);
+        if reached >= self.tear_on {
             return self.after.read_at(at, buf);
         }
         if end <= self.cut {
             return self.before.read_at(at, buf);
         }
-        self.torn.store(true, Ordering::Relaxed);
+        self.reached.store(reached + 1, Ordering::Relaxed);
+        if reached + 1 < self.tear_on {
+            return self.before.read_at(at, buf);
+        }
         let below = self.cut.saturating_sub(at.0) as usize;
         self.before.read_at(at, &mut buf[..below])?;
         self.after
@@ -156,12 +173,7 @@ fn pages_still_in_the_ring_are_not_counted_missed_when_the_writer_laps_a_whole_r
     // Slots 0 and 1 are read before the writer comes back to them (pages
     // 5 and 6), slots 2 and 3 after (11 and 8): page 7 was written over,
     // pages 9 and 10 are in the ring, unread.
-    let live = Torn {
-        before: before.clone(),
-        after: after.clone(),
-        cut: (pages.start + 2 * PAGE) as u64,
-        torn: AtomicBool::new(false),
-    };
+    let live = Torn::new(&before, &after, pages.start + 2 * PAGE, 1);
     let mut f = Follower::new(true, Pointers::Raw);
     let mut handed = poll(&mut f, &live, 1);
     handed.extend(poll(&mut f, &live, 1));
@@ -195,4 +207,92 @@ fn a_slot_of_bytes_that_are_no_page_does_not_stop_the_stream() {
     let mut handed = poll(&mut f, &now, 1);
     handed.extend(poll(&mut f, &later, 1));
     assert_eq!(handed, (0..total).collect::<Vec<_>>());
+}
+
+#[test]
+fn pages_still_in_the_ring_are_not_counted_missed_when_the_writer_laps_between_polls() {
+    // First pages 1 to 3; then, the reader coming back to page 3, pages
+    // 5 to 8 (7 in slot 2), and while it reads the stream whole, 9 to 11.
+    let (first, pages, read_first) = written_to(3);
+    let (before, _, _) = written_to(8);
+    let (after, _, total) = written_to(11);
+    // Slot 2's page 7 says the reader was lapped; the whole read then
+    // takes slots 0 and 1 before the writer comes back to them (pages 5
+    // and 6), slots 2 and 3 after (11 and 8).
+    let live = Torn::new(&before, &after, pages.start + 2 * PAGE, 2);
+    let mut f = Follower::new(true, Pointers::Raw);
+    let mut handed = poll(&mut f, &first, 1);
+    assert_eq!(handed.len() as u64, read_first);
+    handed.extend(poll(&mut f, &live, 1));
+    handed.extend(poll(&mut f, &after, 1));
+    let page7 = first_index(&before, &pages, 2);
+    let page8 = first_index(&after, &pages, 3);
+    let want: Vec<u64> = (0..read_first)
+        .chain(first_index(&before, &pages, 0)..page7)
+        .chain(page8..total)
+        .collect();
+    assert_eq!(handed, want);
+}
+
+#[test]
+fn a_pool_stream_handed_out_again_and_wrapped_past_its_old_first_slot_starts_over() {
+    // The old holder: small events, two pages of them. The new one: big
+    // events, six pages, so that its first slot holds page 5, past the
+    // old holder's page 1, and every event it still has is numbered below
+    // where the old one had got to.
+    let (mut buf, pages) = pool_region();
+    let slots = &mut buf[pages.clone()];
+    let mut w = StreamWriter::start(slots, None, 1, Endian::NATIVE, PAGE, 1_000).unwrap();
+    let mut old = 0;
+    while w.page_seq() < 2 {
+        w.write(1_000 + old, EVENT_LOST, &old.to_le_bytes())
+            .unwrap();
+        old += 1;
+    }
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &buf, 1), (0..old).collect::<Vec<_>>());
+    let slots = &mut buf[pages.clone()];
+    slots.fill(0);
+    let mut w = StreamWriter::start(slots, None, 1, Endian::NATIVE, PAGE, 5_000).unwrap();
+    let log = pstore_ring::schema::builtin(pstore_ring::schema::EVENT_LOG).unwrap();
+    let line = [
+        Value::Unsigned(6),
+        Value::Chars(b"ui"),
+        Value::Str(&[b'x'; 80]),
+    ];
+    let mut new = 0;
+    while w.page_seq() < 6 {
+        w.write_event(5_000 + new, log, &line).unwrap();
+        new += 1;
+    }
+    assert!(
+        new < old,
+        "{new} events, not fewer than the old holder's {old}"
+    );
+    let handed = poll(&mut f, &buf, 1);
+    let kept = first_index(&buf, &pages, 2);
+    assert_eq!(handed, (kept..new).collect::<Vec<_>>());
+    let counts = f.counts();
+    let ui = counts.iter().find(|c| c.stream == 1).unwrap();
+    assert_eq!(ui.missed, kept, "the new holder's pages written over");
+}
+
+#[test]
+fn a_first_slot_caught_being_opened_is_no_new_holder() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..3);
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2]);
+    // Read while its writer opens a page there: the new first time is
+    // stored, the seq not yet, the page marked as being opened.
+    let mut opening = buf.clone();
+    let at = pages.start;
+    let mut h = PageHeader::read_from_bytes(&opening[at..at + PAGE_HEADER_SIZE]).unwrap();
+    h.flags = U16::new(Endian::NATIVE, pstore_ring::layout::PAGE_RESETTING);
+    h.first_ts = U64::new(Endian::NATIVE, 9_000);
+    opening[at..at + PAGE_HEADER_SIZE].copy_from_slice(h.as_bytes());
+    assert_eq!(poll(&mut f, &opening, 1), [] as [u64; 0]);
+    // Its writer went on: only what is new comes.
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    assert_eq!(poll(&mut f, &buf, 1), [3, 4]);
 }
