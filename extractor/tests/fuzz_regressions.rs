@@ -28,7 +28,9 @@ fn findings(target: &str) -> &'static [Finding] {
             name: "drm-shaped",
             says: &["[drm:drm_atomic_commit] crtc-41 flip seq=7 HDMI-A-1 abc   ffff888012345678"],
         }],
-        // Seeds: a request the service serves, and one naming a path.
+        // Seeds: a request the service serves, one naming a path, one of
+        // version 1 (served without the copy it asks for), and an answer
+        // a copy follows.
         "request" => &[
             Finding {
                 name: "well-formed",
@@ -37,6 +39,14 @@ fn findings(target: &str) -> &'static [Finding] {
             Finding {
                 name: "unknown-key",
                 says: &["refused request: line 3: unknown key \"path\""],
+            },
+            Finding {
+                name: "version-1",
+                says: &["request Request { reason: \"black screen\", streams: [], copy: false }"],
+            },
+            Finding {
+                name: "answer-with-copy",
+                says: &["copy_bytes: Some(18440)"],
             },
         ],
         // Seeds: the ring read from an ELF and a kdump-compressed vmcore,

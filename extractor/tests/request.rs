@@ -485,7 +485,7 @@ fn a_malformed_request_is_refused_naming_what_is_wrong() {
     }
     let service = Service::start("request-malformed", "");
     let fd = service.connect();
-    request::send(&fd, b"crashring-request 1\nreason=x\npath=/etc/shadow\n").unwrap();
+    request::send(&fd, b"crashring-request 2\nreason=x\npath=/etc/shadow\n").unwrap();
     let (bytes, passed) = receive_noting_descriptors(&fd);
     assert!(!passed);
     assert_eq!(

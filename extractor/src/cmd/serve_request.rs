@@ -34,9 +34,10 @@ pub struct ServeRequestArgs {
 
 /// How long a connection may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long an asker may leave a datagram of its copy unread before the
-/// service gives up on it.
-const COPY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the asker has to take its copy: a few MiB over a local
+/// socket take milliseconds, and an asker reading slowly would hold one of
+/// the socket's slots.
+const COPY_TIME: Duration = Duration::from_secs(10);
 
 pub fn run(args: ServeRequestArgs) -> Result<u8> {
     let stdin = std::io::stdin();
@@ -51,11 +52,6 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         conn,
         rustix::net::sockopt::Timeout::Recv,
         Some(REQUEST_TIMEOUT),
-    )?;
-    rustix::net::sockopt::set_socket_timeout(
-        conn,
-        rustix::net::sockopt::Timeout::Send,
-        Some(COPY_TIMEOUT),
     )?;
     let sys = System::new(&args.root);
     let socket = sys.path(journal::SOCKET);
@@ -180,7 +176,8 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
                 copy_bytes,
             });
             if let Some(len) = copy_bytes {
-                if let Err(e) = request::send_copy(conn, &file, len) {
+                let deadline = std::time::Instant::now() + COPY_TIME;
+                if let Err(e) = request::send_copy(conn, &file, len, deadline) {
                     eprintln!("crashring: sending {who} its copy: {e}");
                 }
             }

@@ -22,7 +22,7 @@
 //! without a crash", has the whole grammar):
 //!
 //! ```text
-//! crashring-request 1        ok                 refused
+//! crashring-request 2        ok                 refused
 //! reason=black screen        bundle=NAME        why=TEXT
 //! stream=kiosk-ui            events=N
 //! copy=1                     copy-bytes=N       rate-limited
@@ -30,13 +30,16 @@
 //!                            failed             why=TEXT
 //!                            why=TEXT
 //! ```
+//!
+//! A request of version 1 (whose copy was a descriptor of the bundle)
+//! is served as one of version 2 without a copy.
 
 use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvFlags, SendFlags, SocketAddrUnix, SocketType,
@@ -62,8 +65,12 @@ pub const MAX_STREAMS: usize = 16;
 pub const MAX_STREAM_NAME: usize = 31;
 /// The largest datagram of a copy.
 pub const COPY_CHUNK: usize = 64 << 10;
-/// The first line of a request, naming the protocol's version.
-const REQUEST_LINE: &str = "crashring-request 1";
+/// The first line of a request, naming the protocol's version: 2, whose
+/// copy is the bundle's bytes after the answer.
+const REQUEST_LINE: &str = "crashring-request 2";
+/// A request of version 1, whose copy was a descriptor of the bundle: it
+/// is served without one.
+const REQUEST_LINE_1: &str = "crashring-request 1";
 
 /// What a program asks for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -203,7 +210,7 @@ impl Request {
     pub fn parse(bytes: &[u8]) -> Result<Request, ProtocolError> {
         let text = message(bytes)?;
         let first = text.lines().next().unwrap_or("");
-        if first != REQUEST_LINE {
+        if first != REQUEST_LINE && first != REQUEST_LINE_1 {
             return Err(bad(
                 1,
                 format!("expected {REQUEST_LINE:?}, found {first:?}"),
@@ -241,6 +248,10 @@ impl Request {
         if !seen_reason {
             return Err(bad(0, "no reason= line"));
         }
+        // Version 1's asker waits for a descriptor, which no answer
+        // carries any more, and would take copy-bytes= for a broken
+        // answer: it gets its report without a copy.
+        r.copy &= first == REQUEST_LINE;
         r.check().map_err(|what| bad(0, what))?;
         Ok(r)
     }
@@ -358,7 +369,11 @@ pub enum RequestError {
     #[error("the request service could not write the report: {0}")]
     Failed(String),
     #[error("report {bundle} written, but its copy did not come whole: {why}")]
-    Copy { bundle: String, why: String },
+    Copy {
+        bundle: String,
+        events: u64,
+        why: String,
+    },
 }
 
 /// Asks the service ([`socket`]) for a report of this program's own
@@ -418,6 +433,7 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
                     Err(e) => {
                         return Err(RequestError::Copy {
                             bundle,
+                            events,
                             why: e.to_string(),
                         })
                     }
@@ -494,13 +510,29 @@ pub fn send(fd: impl AsFd, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Sends the first `len` bytes of `file` as the copy an answer announced:
-/// datagrams of at most [`COPY_CHUNK`] bytes.
-pub fn send_copy(fd: impl AsFd, file: &File, len: u64) -> io::Result<()> {
-    let mut buf = vec![0u8; COPY_CHUNK];
+/// Sends the first `len` bytes of `file` as the copy an answer announced,
+/// all of it by `deadline`, so that an asker reading slowly holds the
+/// service no longer: datagrams of at most [`COPY_CHUNK`] bytes, or half
+/// the socket's send buffer where that is less (a datagram goes whole).
+pub fn send_copy(fd: impl AsFd, file: &File, len: u64, deadline: Instant) -> io::Result<()> {
+    let room = rustix::net::sockopt::socket_send_buffer_size(&fd)?;
+    let mut buf = vec![0u8; COPY_CHUNK.min(room / 2).max(1)];
     let mut at = 0;
     while at < len {
-        let n = (len - at).min(COPY_CHUNK as u64) as usize;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the asker took too long: {at} of {len} bytes sent"),
+            ));
+        }
+        // Never 0, which is no limit at all.
+        rustix::net::sockopt::set_socket_timeout(
+            &fd,
+            rustix::net::sockopt::Timeout::Send,
+            Some(left.max(Duration::from_millis(1))),
+        )?;
+        let n = (len - at).min(buf.len() as u64) as usize;
         file.read_exact_at(&mut buf[..n], at)?;
         send(&fd, &buf[..n])?;
         at += n as u64;
@@ -582,25 +614,25 @@ mod tests {
     #[test]
     fn a_broken_request_is_refused_naming_its_line() {
         let cases: &[(&[u8], usize, &str)] = &[
-            (b"crashring-request 2\nreason=x\n", 1, "expected"),
-            (b"crashring-request 1\nreason=x\nreason=y\n", 3, "twice"),
+            (b"crashring-request 3\nreason=x\n", 1, "expected"),
+            (b"crashring-request 2\nreason=x\nreason=y\n", 3, "twice"),
             (
-                b"crashring-request 1\nreason=x\nstream=a\nstream=a\n",
+                b"crashring-request 2\nreason=x\nstream=a\nstream=a\n",
                 4,
                 "twice",
             ),
             (
-                b"crashring-request 1\nreason=x\npath=/etc/shadow\n",
+                b"crashring-request 2\nreason=x\npath=/etc/shadow\n",
                 3,
                 "unknown key",
             ),
-            (b"crashring-request 1\nreason=x\ncopy=yes\n", 3, "0 or 1"),
-            (b"crashring-request 1\nreason x\n", 2, "key=value"),
-            (b"crashring-request 1\nstream=a\n", 0, "no reason"),
-            (b"crashring-request 1\nreason=\n", 0, "empty"),
-            (b"crashring-request 1\nreason=x\xff\n", 2, "UTF-8"),
-            (b"crashring-request 1\nreason=x\rfake=1\n", 0, "control"),
-            (b"crashring-request 1\nreason=x", 2, "newline"),
+            (b"crashring-request 2\nreason=x\ncopy=yes\n", 3, "0 or 1"),
+            (b"crashring-request 2\nreason x\n", 2, "key=value"),
+            (b"crashring-request 2\nstream=a\n", 0, "no reason"),
+            (b"crashring-request 2\nreason=\n", 0, "empty"),
+            (b"crashring-request 2\nreason=x\xff\n", 2, "UTF-8"),
+            (b"crashring-request 2\nreason=x\rfake=1\n", 0, "control"),
+            (b"crashring-request 2\nreason=x", 2, "newline"),
         ];
         for (bytes, line, says) in cases {
             let e = Request::parse(bytes).unwrap_err();
@@ -612,7 +644,7 @@ mod tests {
             );
             assert!(e.what.contains(says), "{e} does not say {says:?}");
         }
-        let long = format!("crashring-request 1\nreason={}\n", "x".repeat(MAX_MESSAGE));
+        let long = format!("crashring-request 2\nreason={}\n", "x".repeat(MAX_MESSAGE));
         assert!(Request::parse(long.as_bytes())
             .unwrap_err()
             .what
@@ -620,13 +652,24 @@ mod tests {
         let many: String = (0..=MAX_STREAMS)
             .map(|i| format!("stream=s{i}\n"))
             .collect();
-        let e = Request::parse(format!("crashring-request 1\nreason=x\n{many}").as_bytes());
+        let e = Request::parse(format!("crashring-request 2\nreason=x\n{many}").as_bytes());
         assert!(e.unwrap_err().what.contains("over 16 streams"));
-        let name = format!("crashring-request 1\nreason=x\nstream={}\n", "n".repeat(32));
+        let name = format!("crashring-request 2\nreason=x\nstream={}\n", "n".repeat(32));
         assert!(Request::parse(name.as_bytes())
             .unwrap_err()
             .what
             .contains("over 31"));
+    }
+
+    #[test]
+    fn a_request_of_version_1_is_served_without_its_descriptor_copy() {
+        let old = Request::parse(b"crashring-request 1\nreason=x\ncopy=1\n").unwrap();
+        assert!(!old.copy);
+        assert!(
+            Request::parse(b"crashring-request 2\nreason=x\ncopy=1\n")
+                .unwrap()
+                .copy
+        );
     }
 
     #[test]
@@ -666,7 +709,14 @@ mod tests {
         let bytes: Vec<u8> = (0..COPY_CHUNK * 2 + 1000).map(|i| i as u8).collect();
         bundle.write_all_at(&bytes, 0).unwrap();
         let len = bytes.len() as u64;
-        let writing = std::thread::spawn(move || send_copy(&service, &bundle, len));
+        let writing = std::thread::spawn(move || {
+            send_copy(
+                &service,
+                &bundle,
+                len,
+                Instant::now() + Duration::from_secs(60),
+            )
+        });
         let mut copy = receive_copy(&asker, len).unwrap();
         writing.join().unwrap().unwrap();
         let mut got = Vec::new();
@@ -681,6 +731,48 @@ mod tests {
                 .starts_with("/memfd:crashring-report"),
             "{target:?}"
         );
+    }
+
+    #[test]
+    fn a_copy_fits_a_small_send_buffer_and_ends_at_its_deadline() {
+        let (service, asker) = connected_pair();
+        rustix::net::sockopt::set_socket_send_buffer_size(&service, 8192).unwrap();
+        let bundle = tempfile::tempfile().unwrap();
+        let bytes: Vec<u8> = (0..100_000).map(|i| (i * 7) as u8).collect();
+        bundle.write_all_at(&bytes, 0).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        std::thread::scope(|s| {
+            // The service's end goes with the thread: if the copy fails,
+            // the asker sees it end, not a wait.
+            let bundle = &bundle;
+            let writing = s.spawn(move || send_copy(&service, bundle, 100_000, deadline));
+            let mut got = Vec::new();
+            io::Read::read_to_end(&mut receive_copy(&asker, 100_000).unwrap(), &mut got).unwrap();
+            assert!(got == bytes, "the copy differs from what was sent");
+            writing.join().unwrap().unwrap();
+        });
+        // An asker that reads nothing: the service gives up at the
+        // deadline, once the socket's buffer is full (a service that
+        // waited on would fail the test after 30 s, not hang it).
+        let (service, asker) = connected_pair();
+        rustix::net::sockopt::set_socket_send_buffer_size(&service, 8192).unwrap();
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_millis(200);
+            let _ = done.send(send_copy(&service, &bundle, 100_000, deadline));
+        });
+        let e = result
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the copy went on past its deadline")
+            .unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+            ),
+            "{e}"
+        );
+        drop(asker);
     }
 
     #[test]

@@ -191,7 +191,9 @@ int crashring_request_report(const char *reason, struct crashring_report *out);
  * The same for the named streams of the caller's only (a name that is
  * not the caller's own is refused), with a copy of the bundle
  * (its bytes, in this process's memory: a memfd) in out->copy_fd if
- * want_copy and the policy allows.
+ * want_copy and the policy allows. -EIO with out->bundle set: the report
+ * was written (and counted against the rate limit), its copy did not
+ * come whole.
  */
 int crashring_request_report_of(const char *reason, const char *const *streams,
 				size_t nstreams, int want_copy, struct crashring_report *out);

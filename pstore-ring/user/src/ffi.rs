@@ -310,8 +310,9 @@ fn put(out: &mut [c_char], s: &str) {
 /// session (`crashring_request`). 0 with `out` filled in; otherwise a
 /// negative errno with `out->why` saying why: `-EPERM` refused by the
 /// policy, `-EAGAIN` rate-limited, `-EIO` the service failed or broke the
-/// protocol, `-EINVAL` a request that cannot be sent, or the socket's
-/// error (`-ENOENT`, `-ECONNREFUSED`: no service).
+/// protocol, or the report was written but its copy did not come whole
+/// (`out->bundle` then names it), `-EINVAL` a request that cannot be
+/// sent, or the socket's error (`-ENOENT`, `-ECONNREFUSED`: no service).
 ///
 /// # Safety
 /// `reason` is a C string; `streams` is null or points to `nstreams` C
@@ -357,6 +358,11 @@ pub unsafe extern "C" fn crashring_request_report_of(
         }
         Err(e) => {
             put(&mut out.why, &e.to_string());
+            if let RequestError::Copy { bundle, events, .. } = &e {
+                // Written all the same, and counted against the rate limit.
+                put(&mut out.bundle, bundle);
+                out.events = *events;
+            }
             match e {
                 RequestError::Invalid(_) => -libc::EINVAL,
                 RequestError::Unreachable { source, .. } => {

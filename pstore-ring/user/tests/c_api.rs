@@ -215,7 +215,8 @@ fn a_c_program_asks_for_a_report_and_reads_the_answer() {
             if r.copy {
                 let mut copy = tempfile::tempfile().unwrap();
                 std::io::Write::write_all(&mut copy, b"BUNDLE").unwrap();
-                request::send_copy(&conn, &copy, 6).unwrap();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                request::send_copy(&conn, &copy, 6, deadline).unwrap();
             }
             asked.push(r);
         }
