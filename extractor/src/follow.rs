@@ -14,8 +14,9 @@
 //! only as far as the first page still in the ring that it read too
 //! early ([`settle`]); the next poll reads on from there. A pool stream
 //! handed out again starts over, even under the same descriptor: its
-//! first slot holds an older page, or page 1 taken later, or a page
-//! after the one it was in starts below its next event. Pages not read
+//! first slot holds an older page or one opened at another time, the
+//! page it was in was opened again, or a page after that one starts
+//! below its next event. Pages not read
 //! this poll, or caught being opened, are absent to the reader, never
 //! zeros. The poll's events are decoded
 //! by pstore-ring as any region's are, and those whose index was not yet
@@ -62,8 +63,12 @@ struct Followed {
     next_seq: u64,
     /// The seq and first time of the page in its first slot when last
     /// read: a pool stream handed out again holds an older seq there, or
-    /// page 1 taken later.
+    /// the same seq opened at another time.
     first_page: Option<(u64, u64)>,
+    /// The seq, first time and first index of the page at `next_seq`
+    /// when last read: one of the same seq with another time or index is
+    /// a new holder's.
+    at_page: Option<(u64, u64, u64)>,
     /// The index of its next event to hand over; `None` until placed.
     next_index: Option<u64>,
     handed: u64,
@@ -343,6 +348,7 @@ impl Follower {
         // From the page the stream was in, on, while each is closed.
         let mut seq = self.streams[i].next_seq;
         let read_before = present.len();
+        let mut at_page = None;
         for _ in 0..span.pages {
             let at = span.start + (seq - 1) % u64::from(span.pages) * page;
             self.read(live, at..at + page, present)?;
@@ -350,14 +356,28 @@ impl Follower {
                 break;
             };
             let found = h.seq.get(e);
-            if found > seq {
-                // Lapped: the pages in between were taken again. What
-                // this loop read is read again, and kept only as the
-                // whole read settles.
+            let identity = (found, h.first_ts.get(e), h.first_index.get(e));
+            // The page it was in, opened again by a pool stream's new
+            // holder, which has come as far.
+            let taken_again = span.kind == STREAM_USER
+                && self.streams[i]
+                    .at_page
+                    .is_some_and(|p| p.0 == found && p != identity);
+            if found > seq || taken_again {
+                // Lapped, or started over: the pages in between were
+                // taken again. What this loop read is read again, and
+                // kept only as the whole read settles.
                 present.truncate(read_before);
+                if taken_again {
+                    self.streams[i].restart(span.desc.clone());
+                }
                 return self.read_whole(live, i, span, page, e, present);
             }
-            if found < seq || h.flags.get(e) != PAGE_CLOSED {
+            if found < seq {
+                break;
+            }
+            at_page = Some(identity);
+            if h.flags.get(e) != PAGE_CLOSED {
                 break;
             }
             let Some(after) = seq.checked_add(1) else {
@@ -365,7 +385,9 @@ impl Follower {
             };
             seq = after;
         }
-        self.streams[i].next_seq = seq;
+        let f = &mut self.streams[i];
+        f.next_seq = seq;
+        f.at_page = at_page.filter(|p| p.0 == seq);
         Ok(())
     }
 
@@ -390,9 +412,14 @@ impl Follower {
             let at = span.start + s * page;
             at..at + page
         }));
-        self.streams[i].next_seq = next_seq;
-        self.streams[i].first_page =
+        let slot_of = |seq: u64| span.start + (seq - 1) % u64::from(span.pages) * page;
+        let f = &mut self.streams[i];
+        f.next_seq = next_seq;
+        f.first_page =
             header(&self.buf, span.start, span.index, e).map(|h| (h.seq.get(e), h.first_ts.get(e)));
+        f.at_page = header(&self.buf, slot_of(next_seq), span.index, e)
+            .map(|h| (h.seq.get(e), h.first_ts.get(e), h.first_index.get(e)))
+            .filter(|p| p.0 == next_seq);
         Ok(())
     }
 
@@ -400,7 +427,9 @@ impl Follower {
     /// as its first slot tells: the descriptor does not, when the same
     /// process asked again under the same name. A new holder's stream
     /// starts at page 1 again, so its first slot holds an older page than
-    /// before, or page 1 taken later. Notes the slot for the next poll.
+    /// before, or one of the same seq opened at another time (a user
+    /// page's first time is set once, when it is opened; one caught
+    /// being opened is no page here). Notes the slot for the next poll.
     fn first_slot_started_over(
         &mut self,
         live: &dyn Source,
@@ -416,11 +445,7 @@ impl Follower {
             return Ok(false);
         };
         let then = self.streams[i].first_page.replace(now);
-        Ok(
-            then.is_some_and(|then| {
-                now.0 < then.0 || (now.0 == 1 && then.0 == 1 && now.1 > then.1)
-            }),
-        )
+        Ok(then.is_some_and(|then| now.0 < then.0 || (now.0 == then.0 && now.1 != then.1)))
     }
 
     /// Whether the pages of pool stream `i` just read number its events

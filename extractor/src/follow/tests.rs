@@ -296,3 +296,47 @@ fn a_first_slot_caught_being_opened_is_no_new_holder() {
     hand_out(&mut buf, &pages, 1_000, 0..5);
     assert_eq!(poll(&mut f, &buf, 1), [3, 4]);
 }
+
+/// The user stream of `buf` handed to a new holder at `start_ts`, which
+/// writes log lines of 80 bytes until it opens page `to`; how many.
+fn held_anew_to(buf: &mut [u8], pages: &Range<usize>, start_ts: u64, to: u64) -> u64 {
+    let slots = &mut buf[pages.clone()];
+    slots.fill(0);
+    let mut w = StreamWriter::start(slots, None, 1, Endian::NATIVE, PAGE, start_ts).unwrap();
+    let log = pstore_ring::schema::builtin(pstore_ring::schema::EVENT_LOG).unwrap();
+    let line = [
+        Value::Unsigned(6),
+        Value::Chars(b"ui"),
+        Value::Str(&[b'x'; 80]),
+    ];
+    let mut n = 0;
+    while w.page_seq() < to {
+        w.write_event(start_ts + n, log, &line).unwrap();
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn a_pool_stream_handed_out_again_as_far_as_its_old_first_slot_starts_over() {
+    // The old holder got to page 7, the new one to page 6: page 5 in the
+    // first slot either way, and not yet a page 7 to find.
+    let (mut buf, pages, _) = written_to(7);
+    let mut f = Follower::new(true, Pointers::Raw);
+    poll(&mut f, &buf, 1);
+    let new = held_anew_to(&mut buf, &pages, 50_000, 6);
+    let kept = first_index(&buf, &pages, 2);
+    assert_eq!(poll(&mut f, &buf, 1), (kept..new).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_pool_stream_handed_out_again_as_far_as_the_page_it_was_in_starts_over() {
+    // The old holder got to page 2; the new one to page 5, so that page 2
+    // is in its slot again, and the first slot holds a newer page.
+    let (mut buf, pages, _) = written_to(2);
+    let mut f = Follower::new(true, Pointers::Raw);
+    poll(&mut f, &buf, 1);
+    let new = held_anew_to(&mut buf, &pages, 50_000, 5);
+    let kept = first_index(&buf, &pages, 1);
+    assert_eq!(poll(&mut f, &buf, 1), (kept..new).collect::<Vec<_>>());
+}
