@@ -521,10 +521,7 @@ pub fn send_copy(fd: impl AsFd, file: &File, len: u64, deadline: Instant) -> io:
     while at < len {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the asker took too long: {at} of {len} bytes sent"),
-            ));
+            return Err(too_long(at, len));
         }
         // Never 0, which is no limit at all.
         rustix::net::sockopt::set_socket_timeout(
@@ -534,10 +531,23 @@ pub fn send_copy(fd: impl AsFd, file: &File, len: u64, deadline: Instant) -> io:
         )?;
         let n = (len - at).min(buf.len() as u64) as usize;
         file.read_exact_at(&mut buf[..n], at)?;
-        send(&fd, &buf[..n])?;
+        match send(&fd, &buf[..n]) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(too_long(at, len));
+            }
+            sent => sent?,
+        }
         at += n as u64;
     }
     Ok(())
+}
+
+/// A copy's deadline passed with `at` of its `len` bytes sent.
+fn too_long(at: u64, len: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the asker took too long: {at} of {len} bytes sent"),
+    )
 }
 
 /// Receives a copy of `len` bytes into this process's own memory (a
@@ -765,13 +775,8 @@ mod tests {
             .recv_timeout(Duration::from_secs(30))
             .expect("the copy went on past its deadline")
             .unwrap_err();
-        assert!(
-            matches!(
-                e.kind(),
-                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-            ),
-            "{e}"
-        );
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(e.to_string().contains("of 100000 bytes sent"), "{e}");
         drop(asker);
     }
 
