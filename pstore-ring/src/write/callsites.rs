@@ -4,7 +4,7 @@
 use crate::debug_args::Callsite;
 use crate::endian::{Endian, U16, U32, U64};
 use crate::layout::*;
-use core::sync::atomic::{compiler_fence, Ordering};
+use core::sync::atomic::{fence, Ordering};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// Why a callsite was not added; the area's `refused` counts it, and its
@@ -63,7 +63,7 @@ impl<'a> CallsiteWriter<'a> {
         self.next += size;
         let entry = &mut self.area[id..id + size];
         entry[..4].copy_from_slice(&U32::new(e, size as u32).0);
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         let mut head = CallsiteEntry::new_zeroed();
         head.size = U32::new(e, size as u32);
         head.source = def.source;
@@ -79,7 +79,7 @@ impl<'a> CallsiteWriter<'a> {
         }
         let generation = U64::new(e, self.generation);
         let crc = crc32(&[&generation.0, &entry[8..]]);
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         entry[4..8].copy_from_slice(&U32::new(e, crc).0);
         Ok(id as u32)
     }

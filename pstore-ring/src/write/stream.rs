@@ -4,7 +4,7 @@
 use crate::endian::{Endian, U16, U32, U64};
 use crate::layout::*;
 use crate::schema::{self, EventDef};
-use core::sync::atomic::{compiler_fence, Ordering};
+use core::sync::atomic::{fence, Ordering};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// Hands out one [`StreamWriter`] per stream, in stream order.
@@ -180,7 +180,7 @@ impl<'a> StreamWriter<'a> {
         // Invalidate first, so a crash while the rest is rewritten leaves a
         // page that reads as "being reset", never as a mix of two pages.
         h.flags = U16::new(e, PAGE_RESETTING);
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         h.magic = U32::new(e, PAGE_MAGIC);
         h.stream = U16::new(e, stream);
         h.first_ts = U64::new(e, ts);
@@ -190,7 +190,7 @@ impl<'a> StreamWriter<'a> {
         h.dropped = U32::new(e, 0);
         h.crc = U32::new(e, 0);
         h.seq = U64::new(e, seq);
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         h.flags = U16::new(e, PAGE_OPEN);
         self.put_tail(seq, index, index, TAIL_OPEN);
     }
@@ -208,7 +208,7 @@ impl<'a> StreamWriter<'a> {
         t.state = U16::new(e, state);
         t.crc = U32::new(e, crc32(&[&t.as_bytes()[..TAIL_SIZE - 4]]));
         let at = (seq & 1) as usize * TAIL_SIZE;
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         if let Some(tail) = self.tail.as_deref_mut() {
             tail[at..at + TAIL_SIZE].copy_from_slice(t.as_bytes());
         }
@@ -236,7 +236,7 @@ impl<'a> StreamWriter<'a> {
         closed.flags = U16::new(e, PAGE_CLOSED);
         let crc = crc32(&[&closed.as_bytes()[..PAGE_HEADER_SIZE - 4], &data[..commit]]);
         h.crc = U32::new(e, crc);
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         h.flags = U16::new(e, PAGE_CLOSED);
         self.open = false;
         // The end comes from what the header published, as in the C writer,
@@ -367,10 +367,10 @@ impl Reservation<'_, '_> {
         w.count += 1;
         w.next_index += 1;
         let (commit, count) = (w.commit as u32, w.count);
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         let h = w.header_mut();
         h.commit = U32::new(e, commit);
-        compiler_fence(Ordering::Release);
+        fence(Ordering::Release);
         h.count = U32::new(e, count);
     }
 }
