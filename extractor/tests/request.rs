@@ -127,6 +127,19 @@ fn open_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A `SOCK_SEQPACKET` socket, close-on-exec as std's own: the services
+/// and other tests start programs, which must not hold it open after it
+/// is gone.
+fn seqpacket() -> std::os::fd::OwnedFd {
+    rustix::net::socket_with(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap()
+}
+
 /// The service for this test: its socket, served in a thread as systemd
 /// would serve it, one `crashring serve-request` per connection.
 struct Service {
@@ -153,15 +166,7 @@ impl Service {
         journal.set_nonblocking(true).unwrap();
         let socket = base.join("request.socket");
         // std has no SOCK_SEQPACKET listener: rustix makes it, std accepts.
-        // Close-on-exec, as std's own: the services and other tests start
-        // programs, which must not hold the socket open after it is gone.
-        let fd = rustix::net::socket_with(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
+        let fd = seqpacket();
         rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(&socket).unwrap()).unwrap();
         rustix::net::listen(&fd, 16).unwrap();
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -207,13 +212,7 @@ impl Service {
 
     /// A connection to the service, made by this thread as it is.
     fn connect(&self) -> std::os::fd::OwnedFd {
-        let fd = rustix::net::socket_with(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
+        let fd = seqpacket();
         rustix::net::connect(
             &fd,
             &rustix::net::SocketAddrUnix::new(&self.socket).unwrap(),

@@ -265,11 +265,14 @@ fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
 fn check_timeline(region: &Region<'_>) -> Result<String> {
     let trace = region.decode();
     let e = region.header.endian;
-    let comp = trace
-        .streams
-        .iter()
-        .find(|s| s.info.kind == STREAM_USER && s.info.name == "compositor")
-        .context("no user stream named compositor")?;
+    let user_stream = |name: &str| {
+        trace
+            .streams
+            .iter()
+            .find(|s| s.info.kind == STREAM_USER && s.info.name == name)
+            .with_context(|| format!("no user stream named {name}"))
+    };
+    let comp = user_stream("compositor")?;
     ensure!(
         comp.info.uid == MEMBER,
         "the stream's uid is {}",
@@ -277,11 +280,7 @@ fn check_timeline(region: &Region<'_>) -> Result<String> {
     );
     // A program set-user-ID to the member, run by the outsider: its
     // stream is the member's, whom the request service would serve it.
-    let setuid = trace
-        .streams
-        .iter()
-        .find(|s| s.info.kind == STREAM_USER && s.info.name == "set-user-id")
-        .context("no user stream named set-user-id")?;
+    let setuid = user_stream("set-user-id")?;
     ensure!(
         setuid.info.uid == MEMBER,
         "the set-user-ID program's stream is uid {}'s, not its effective uid {MEMBER}'s",
