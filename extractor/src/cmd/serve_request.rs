@@ -3,8 +3,8 @@
 //! (the socket's peer credentials), whether the policy lets them (decided
 //! before anything is read), what (one request), and the report
 //! (`extractor::recovery::report`).
-//! Every answer goes back on the socket; every report and refusal to the
-//! journal.
+//! Every answer goes back on the socket; every report and refused
+//! request to the journal.
 
 use super::snapshot::LIVE;
 use anyhow::{Context, Result};
