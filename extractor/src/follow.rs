@@ -76,7 +76,7 @@ struct Followed {
     /// Events its writer could not record, counted on its pages.
     dropped: u64,
     /// The drops counted so far on its newest pages with any, by the
-    /// page's first time: a page's count grows while it is current.
+    /// page's seq: a page's count grows while it is current.
     drops: BTreeMap<u64, u64>,
 }
 
@@ -569,6 +569,7 @@ fn lapped(stream: u16, from: u64, to: u64, ts: u64) -> pstore_ring::read::Loss {
         after_ts: None,
         before_ts: Some(ts),
         at_index: to,
+        page_seq: None,
         cause: None,
         exact: true,
     }
@@ -582,8 +583,7 @@ fn lapped(stream: u16, from: u64, to: u64, ts: u64) -> pstore_ring::read::Loss {
 /// lap) or, at a `baseline` (the first poll of a follower that started
 /// now), on any. Notes the page's count.
 fn new_drops(f: &mut Followed, l: &pstore_ring::read::Loss, baseline: bool) -> u64 {
-    // A page's first time (the loss's `after_ts`) names it.
-    let page = l.after_ts.unwrap_or(0);
+    let page = l.page_seq.unwrap_or(0);
     let fresh = match f.drops.get(&page) {
         Some(&seen) => l.events.saturating_sub(seen),
         None if baseline => 0,

@@ -351,6 +351,7 @@ fn an_open_page_counting_more_than_decodes_is_one_torn_loss() {
         after_ts: Some(want.events[21].ts),
         before_ts: None,
         at_index: 22,
+        page_seq: None,
         cause: None,
         exact: true,
     };
@@ -367,6 +368,7 @@ fn an_open_page_counting_more_than_decodes_is_one_torn_loss() {
         events: 2,
         after_ts: Some(want.events[29].ts),
         at_index: 30,
+        page_seq: None,
         ..torn
     };
     assert_eq!(st.losses, [torn]);
@@ -391,6 +393,7 @@ fn loss_before(model: &Model, kind: LossKind, seq: u64, index: u64) -> Loss {
         after_ts: None,
         before_ts: Some(model.want.streams[0].events[index as usize].ts),
         at_index: index,
+        page_seq: None,
         cause: None,
         exact: true,
     }
@@ -436,6 +439,7 @@ fn a_duplicate_page_is_reported_at_its_slot_and_costs_the_page_it_replaced() {
                 after_ts: ts(50),
                 before_ts: ts(68),
                 at_index: 68,
+                page_seq: None,
                 cause: None,
                 exact: true,
             },
@@ -512,6 +516,7 @@ fn a_walk_without_tails_counts_a_truncated_slot_and_the_slots_past_the_input() {
                 after_ts: Some(model.want.streams[0].events[89].ts),
                 before_ts: None,
                 at_index: 90,
+                page_seq: None,
                 cause: Some(EndCause::Cut),
                 exact: false,
             },

@@ -340,3 +340,39 @@ fn a_pool_stream_handed_out_again_as_far_as_the_page_it_was_in_starts_over() {
     let kept = first_index(&buf, &pages, 1);
     assert_eq!(poll(&mut f, &buf, 1), (kept..new).collect::<Vec<_>>());
 }
+
+/// The user stream written as far as page 4 by a writer that gives every
+/// event one time, so that its pages all start at the same time, and
+/// counts a drop on each page it opens, and `more` drops on the last;
+/// and how many drops it counted.
+fn dropping_at_one_time(more: u32) -> (Vec<u8>, u32) {
+    let (mut buf, range) = pool_region();
+    let slots = &mut buf[range];
+    let mut w = StreamWriter::start(slots, None, 1, Endian::NATIVE, PAGE, 1_000).unwrap();
+    let (mut page, mut drops, mut i) = (0, 0, 0u64);
+    while w.page_seq() < 4 {
+        if w.page_seq() != page {
+            page = w.page_seq();
+            w.drop_event();
+            drops += 1;
+        }
+        w.write(1_000, EVENT_LOST, &i.to_le_bytes()).unwrap();
+        i += 1;
+    }
+    for _ in 0..more {
+        w.drop_event();
+    }
+    (buf, drops + more)
+}
+
+#[test]
+fn drops_on_pages_that_start_at_the_same_time_are_each_counted() {
+    let (before, counted) = dropping_at_one_time(0);
+    let (after, all) = dropping_at_one_time(2);
+    let mut f = Follower::new(true, Pointers::Raw);
+    let dropped = |f: &Follower| f.counts().iter().find(|c| c.stream == 1).unwrap().dropped;
+    poll(&mut f, &before, 1);
+    assert_eq!(dropped(&f), u64::from(counted));
+    poll(&mut f, &after, 1);
+    assert_eq!(dropped(&f), u64::from(all));
+}

@@ -237,6 +237,7 @@ pub(super) fn end_loss(
         after_ts: newest.map(|n| n.ts),
         before_ts: None,
         at_index: covered.saturating_add(events),
+        page_seq: None,
         cause: Some(cause.unwrap_or(EndCause::Corrupt)),
         exact,
     })

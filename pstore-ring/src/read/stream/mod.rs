@@ -546,6 +546,7 @@ fn rebuild<'a>(
                 after_ts,
                 before_ts: Some(first_ts),
                 at_index: r.first_index,
+                page_seq: None,
                 cause: None,
                 exact: true,
             });
@@ -559,6 +560,7 @@ fn rebuild<'a>(
                 after_ts: Some(r.first_ts),
                 before_ts: Some(last_ts),
                 at_index: r.first_index.saturating_add(u64::from(decoded)),
+                page_seq: Some(r.seq),
                 cause: None,
                 exact: true,
             });
@@ -598,6 +600,7 @@ fn rebuild<'a>(
                 after_ts: Some(last_ts),
                 before_ts: None,
                 at_index: r.first_index.saturating_add(u64::from(decoded)),
+                page_seq: None,
                 cause: None,
                 exact: true,
             });

@@ -139,6 +139,10 @@ pub struct Loss {
     /// The index of the first event after the loss: where it belongs in the
     /// stream. For an end loss, the index after its last known event.
     pub at_index: u64,
+    /// For [`LossKind::Dropped`]: the seq of the page whose header counts
+    /// them, which names the page while its count grows (two pages may
+    /// start at the same time); `None` for the other kinds.
+    pub page_seq: Option<u64>,
     /// For [`LossKind::End`]: why its pages cannot be read.
     pub cause: Option<EndCause>,
     /// Whether `events` is the exact count. When it is not, `events` is a
