@@ -109,6 +109,52 @@ fn redaction_drops_and_hashes_what_it_is_told_in_every_file() {
     );
 }
 
+#[test]
+fn the_manifests_crash_summaries_follow_the_classes() {
+    let image = write_tmp("bundle-summaries.bin", &rich_image());
+    let crash_of = |name: &str, args: &[&str]| {
+        let (_, archive) = bundle(&image, name, args);
+        let (_, files) = bundled(&archive);
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&files["MANIFEST.json"].data).unwrap();
+        (all_bytes(&archive), manifest["regions"][0].clone())
+    };
+    let message = "Kernel panic - not syncing: test";
+    let (_, plain) = crash_of("summaries-plain.tar.gz", &[]);
+    assert_eq!(plain["crash"]["message"], message);
+    let basis = plain["signature"]["basis"].as_array().unwrap();
+    assert!(
+        basis.contains(&format!("message: {message}").into()),
+        "{basis:?}"
+    );
+
+    // A class on events the summaries are not read from leaves them.
+    let (_, other) = crash_of("summaries-other.tar.gz", &["--redact", "irq_handler_entry"]);
+    assert_eq!(other["crash"], plain["crash"]);
+    assert_eq!(other["signature"], plain["signature"]);
+
+    // Dropping the crash's events drops its message everywhere; the
+    // signature keeps its id (a fleet still groups the bundle) but not
+    // what it was made of.
+    let (all, dropped) = crash_of("summaries-dropped.tar.gz", &["--redact", "crash"]);
+    assert!(!contains(&all, b"not syncing"), "the crash message is left");
+    assert_eq!(dropped["crash"]["message"], "");
+    assert_eq!(dropped["signature"]["id"], plain["signature"]["id"]);
+    assert_eq!(dropped["signature"]["basis"], serde_json::json!([]));
+
+    // Hashing its text hashes the message as the event's field.
+    let (all, hashed) = crash_of("summaries-hashed.tar.gz", &["--redact", "crash.message"]);
+    assert!(!contains(&all, b"not syncing"), "the crash message is left");
+    let text = hashed["crash"]["message"].as_str().unwrap();
+    assert!(text.starts_with("h:"), "{text}");
+    assert_eq!(hashed["signature"]["basis"], serde_json::json!([]));
+
+    // The printk lines the title and frames come from, likewise.
+    let (_, printk) = crash_of("summaries-printk.tar.gz", &["--redact", "printk=message"]);
+    assert_eq!(printk["crash"]["message"], message);
+    assert_eq!(printk["signature"]["basis"], serde_json::json!([]));
+}
+
 /// Every file of a bundle unpacked with tar(1), archives inside it
 /// unpacked too, by path; the bytes of each.
 fn unpacked_files(archive: &Path, name: &str) -> Vec<(PathBuf, Vec<u8>)> {

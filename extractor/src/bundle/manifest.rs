@@ -13,15 +13,31 @@ pub const VERSION: u64 = 1;
 
 /// What redaction reaches, for the manifest and README.txt (one text, so
 /// they cannot disagree).
-pub(super) const REDACTION_SCOPE: &str = "every file: dmesg.txt, the CTF trace, trace.dat, events.jsonl and the Perfetto trace are written from the redacted trace (events of a dropped class left out, hashed fields as h: and 16 hex digits); in logs/ and the log tracks of the Perfetto trace, a kernel message (a bracketed console or dmesg line, a journal entry with _TRANSPORT=kernel) meets the printk classes as a printk event would (a dropped line is left out, a hashed text replaced by its hash), and a line over 1 MiB is left out unchecked";
+pub(super) const REDACTION_SCOPE: &str = "every file: dmesg.txt, the CTF trace, trace.dat, events.jsonl and the Perfetto trace are written from the redacted trace (events of a dropped class left out, hashed fields as h: and 16 hex digits); in logs/ and the log tracks of the Perfetto trace, a kernel message (a bracketed console or dmesg line, a journal entry with _TRANSPORT=kernel) meets the printk classes as a printk event would (a dropped line is left out, a hashed text replaced by its hash), and a line over 1 MiB is left out unchecked; in MANIFEST.json, the crash's message meets the crash classes as the crash event's text does, and where a class applies to the crash, printk, debug or hardware-error events (or --since, or a report's grant) the signature keeps its id but not its basis and a hardware error is withheld";
 pub(super) const KERNEL_ADDRESSES: &str = "hashed unless raw_pointers, with the trace's key (equal addresses hash alike in every file): in 64-bit regions 0xffff000000000000 and up, written as 16 hex digits; in 32-bit regions 0xbf000000 and up (the default 3G/1G split; lower kernel addresses of other splits are missed, higher non-addresses hashed), written as 8 hex digits; error pointers (the last 4095 values) kept; looked for in pointer fields, integer fields of the word size or wider, text, binary fields and undecodable payloads (words at any offset), and every line of every log";
 pub(super) const INPUT_LAYER: &str = "left out unless input_layer (a bundle root made with --input-layer, or crashring recover): the debug messages of input-layer callsites (input core, HID, keyboards, touch; by their file or module), which can carry what a person typed; in a report asked for without a crash, also a debug message of no DRM category recorded formatted, without a callsite (the kernel's callsite area full or missing), which could be the input layer's";
 pub(super) const GRANT: &str = "a report asked for without a crash holds only the asker's own user streams (no other stream is named) and, of the kernel's streams, the clock and loss records, printk lines up to printk_level, DRM debug messages of drm_categories and the kernel_events types; everything else is left out of every file";
+/// A crash's hardware error in words, in a bundle whose redaction
+/// reaches the events it is read from.
+const SUMMARY_WITHHELD: &str =
+    "withheld: the bundle's redaction applies to the events it is read from";
 pub(super) const CODE_LINES: &str = "masked unless raw_pointers: every hex digit of the bytes of an oops Code: line becomes x, as machine code carries kernel addresses in immediates that cannot be told apart from opcodes";
 
 /// The region's [`RegionReport`], and what the bundle made of it.
 fn region(part: &Part, rules: &Rules) -> Value {
-    let report = RegionReport::of(&part.view(), &part.wall, part.damaged, &part.holes);
+    let mut report = RegionReport::of(&part.view(), &part.wall, part.damaged, &part.holes);
+    if part.summaries_withheld {
+        if let Some(s) = &mut report.signature {
+            s.basis.clear();
+        }
+        if let Some(error) = report
+            .crash
+            .as_mut()
+            .and_then(|c| c.hardware_error.as_mut())
+        {
+            *error = SUMMARY_WITHHELD.into();
+        }
+    }
     let mut region = serde_json::to_value(report).unwrap_or_default();
     region["clamped_timestamps"] = json!(part.clamped);
     region["redacted"] = json!({

@@ -199,6 +199,8 @@ struct Part<'p, 'b> {
     damaged: bool,
     holes: Vec<Hole>,
     redacted: Counts,
+    /// The manifest leaves out the crash's summaries ([`redact::Plan`]).
+    summaries_withheld: bool,
     clamped: u64,
     ctf_dir: PathBuf,
     tracedat: PathBuf,
@@ -296,6 +298,7 @@ pub fn write(
                 damaged: r.damaged(),
                 holes: r.found.holes.clone(),
                 redacted: plan.counts.clone(),
+                summaries_withheld: plan.summaries_withheld,
                 clamped: 0,
                 ctf_dir: base.join("ctf"),
                 tracedat: base.join("trace.dat"),

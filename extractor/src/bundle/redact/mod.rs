@@ -26,7 +26,8 @@ use pstore_ring::read::{
     drm_category_name, DebugEvent, EventType, PagedTrace, Region, StateInfo, StreamPages,
 };
 use pstore_ring::schema::{
-    encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value, EVENT_PRINTK,
+    encode_payload, payload_len, EventDef, FieldDef, FieldKind, Value, EVENT_AER, EVENT_CRASH,
+    EVENT_DEBUG, EVENT_HW_ERROR, EVENT_MCE, EVENT_MEMORY_FAILURE, EVENT_PRINTK,
 };
 use rayon::prelude::*;
 use scrub::{mask_code, scrub_binary, scrub_pointers, Hasher, Word};
@@ -239,8 +240,15 @@ impl Counts {
 pub struct Plan {
     /// Left-out events and rewritten payloads.
     pub overlay: Overlay,
-    /// The crash message with its kernel addresses hashed.
+    /// The crash message with its kernel addresses hashed, or as the
+    /// crash classes redact the crash event's text.
     message: Option<String>,
+    /// Whether the rules leave out or change events that the crash's
+    /// summaries (its signature's basis, its hardware error) are read
+    /// from, which the manifest then withholds: the summaries are made
+    /// from the whole trace, so that a crash's signature is the same
+    /// in a redacted bundle and an unredacted one.
+    pub summaries_withheld: bool,
     pub counts: Counts,
 }
 
@@ -271,8 +279,27 @@ pub struct TextRedactor<'r> {
     rules: &'r Rules,
     /// The printk type's name and the name of its text field, which a
     /// log's kernel message is.
-    printk: Option<(String, Option<String>)>,
+    printk: Option<TextType>,
+    /// The crash type's, whose text the state block's crash message is.
+    crash: Option<TextType>,
 }
+
+/// A type's name and the name of its text field, if it has one.
+type TextType = (String, Option<String>);
+
+/// The types whose events a crash's summaries in the manifest are read
+/// from: its signature's basis (the crash's message, the crashing CPU's
+/// printk lines and debug callsites, the fatal hardware error) and its
+/// hardware error.
+const SUMMARY_TYPES: [u8; 7] = [
+    EVENT_CRASH,
+    EVENT_PRINTK,
+    EVENT_DEBUG,
+    EVENT_MCE,
+    EVENT_MEMORY_FAILURE,
+    EVENT_AER,
+    EVENT_HW_ERROR,
+];
 
 /// What the classes say of a kernel message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -288,16 +315,19 @@ impl<'r> TextRedactor<'r> {
     /// Keyed by `key`, that of `region`, the one whose trace the text
     /// goes with.
     pub fn new(region: &Region, key: &RegionKey, rules: &'r Rules) -> TextRedactor<'r> {
-        let printk = region.schema.get(EVENT_PRINTK);
+        let text_type = |id| {
+            region.schema.get(id).map(|t: &EventType| {
+                let text = text_field(t).map(|i| t.fields[i].name.clone());
+                (t.name.clone(), text)
+            })
+        };
         TextRedactor {
             hasher: Hasher::new(key),
             word: Word::of(region),
             e: region.header.endian,
             rules,
-            printk: printk.map(|t| {
-                let text = text_field(t).map(|i| t.fields[i].name.clone());
-                (t.name.clone(), text)
-            }),
+            printk: text_type(EVENT_PRINTK),
+            crash: text_type(EVENT_CRASH),
         }
     }
 
@@ -305,7 +335,13 @@ impl<'r> TextRedactor<'r> {
     /// order they were given, drops first: as [`plan`] decides for a
     /// printk event with that text.
     pub fn printk(&self, text: &[u8]) -> Verdict {
-        let Some((name, text_name)) = &self.printk else {
+        self.verdict(self.printk.as_ref(), text)
+    }
+
+    /// What the classes of type `of` (its name and text field's) say of
+    /// an event of it whose text is `text`.
+    fn verdict(&self, of: Option<&TextType>, text: &[u8]) -> Verdict {
+        let Some((name, text_name)) = of else {
             return Verdict::Keep;
         };
         let classes = || {
@@ -394,14 +430,30 @@ pub fn plan(region: &Region, key: &RegionKey, trace: &PagedTrace, rules: &Rules)
         overlay.append(o);
         counts.add(&c);
     }
+    // The state block's crash message is the crash event's text, cut
+    // short: the crash classes apply to it as to the event.
     let message = region.state.as_ref().ok().map(|s: &StateInfo| {
         let mut text = s.message.clone().into_bytes();
-        r.scrub(&mut text, &mut counts);
+        match r.verdict(r.crash.as_ref(), &text) {
+            Verdict::Drop(_) => text.clear(),
+            Verdict::Hash(_) => text = r.hash_text(&text),
+            Verdict::Keep => r.scrub(&mut text, &mut counts),
+        }
         String::from_utf8_lossy(&text).into_owned()
     });
+    let names_summary_type = |c: &Class| {
+        SUMMARY_TYPES
+            .iter()
+            .filter_map(|&id| region.schema.get(id))
+            .any(|t| t.name == c.event())
+    };
+    let summaries_withheld = rules.grant.is_some()
+        || rules.since_ns.is_some()
+        || rules.classes.iter().any(names_summary_type);
     Plan {
         overlay,
         message,
+        summaries_withheld,
         counts,
     }
 }
