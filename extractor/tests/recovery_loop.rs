@@ -460,9 +460,16 @@ fn a_refused_ack_releases_nothing_and_the_next_run_only_acknowledges() {
 fn what_a_killed_run_left_is_removed() {
     let m = machine();
     recovery::create_private_dir(&m.bundles).unwrap();
-    for left in [".recovering-Ab3dE.tar.gz", ".summary-x9Y"] {
+    // As a run killed while it wrote leaves them: the bundle it staged,
+    // the bundle writer's archive and staging directory named after it,
+    // a summary.
+    let staged = ".recovering-Ab3dE.tar.gz";
+    for left in [staged, &format!(".{staged}.Xy12Z"), ".summary-x9Y"] {
         std::fs::write(m.bundles.join(left), "half written").unwrap();
     }
+    let staging = m.bundles.join(format!(".{staged}.Qw34E.staging"));
+    std::fs::create_dir_all(staging.join("kernel/ctf")).unwrap();
+    std::fs::write(staging.join("kernel/ctf/kernel_0"), "half written").unwrap();
     let module = FakeModule::new(&m.module_dir, &[]);
     let done = run(&module, &m.bundles, &Recover::default());
     assert!(done.nothing.is_some());

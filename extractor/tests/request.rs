@@ -281,6 +281,15 @@ fn a_user_gets_a_report_of_its_own_session_and_of_nothing_else() {
         "[Request]\nUsers={ASKER} {OTHER}\nPrintkLevel=warning\nDRMCategories=KMS\nRateLimitBurst=2\n"
     );
     let service = Service::start("request-own", &policy);
+    // What a report killed while it wrote left (its unit's time limit):
+    // the next report, holding the directory's lock, removes it.
+    let staged = ".recovering-Ab3dE.tar.gz";
+    let left = service
+        .bundles
+        .join(format!(".{staged}.Qw34E.staging/kernel"));
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("events.jsonl"), "half written").unwrap();
+    std::fs::write(service.bundles.join(staged), "half written").unwrap();
     let copies = open_dir("request-own-copies");
     let copy = copies.join("report.tar.gz");
     let asked = service.ask(
@@ -300,6 +309,13 @@ fn a_user_gets_a_report_of_its_own_session_and_of_nothing_else() {
         name.starts_with("snapshot-kiosk-") && name.ends_with(&format!("-uid{ASKER}-1.tar.gz")),
         "{name}"
     );
+
+    let hidden: Vec<_> = std::fs::read_dir(&service.bundles)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains("recovering"))
+        .collect();
+    assert!(hidden.is_empty(), "left: {hidden:?}");
 
     // The service's bundle: root's, private, beside its summary.
     let bundle = service.bundles.join(&name);

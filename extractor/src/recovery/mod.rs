@@ -269,17 +269,27 @@ pub(crate) fn lock(dir: &Path) -> Result<File, RecoveryError> {
     Ok(handle)
 }
 
-/// What a run killed midway left: staging files no run holds any more
-/// (this one holds the lock).
-fn remove_staging(dir: &Path) {
+/// What a run killed midway left (a unit's time limit, a shutdown, the
+/// OOM killer): the staged bundle, its writer's archive and staging
+/// directory beside it, a summary. No run holds them any more (this one
+/// holds the lock), and retention, which skips dot files, would never
+/// count the space they keep.
+pub(crate) fn remove_staging(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
+    let writers = format!(".{}", place::STAGED);
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(".recovering-") || name.starts_with(".summary-") {
-            let _ = std::fs::remove_file(entry.path());
+        let left = [place::STAGED, &writers, place::SUMMARY_STAGED];
+        if !left.iter().any(|p| name.starts_with(p)) {
+            continue;
         }
+        // A symbolic link is removed, never followed.
+        let _ = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(entry.path()),
+            _ => std::fs::remove_file(entry.path()),
+        };
     }
 }

@@ -12,6 +12,13 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// The first characters of a bundle's name while it is staged. The
+/// bundle's writer puts its own staging beside it, named after it (a dot
+/// before: [`crate::output::files::NewFile`], [`bundle::archive`]).
+pub(super) const STAGED: &str = ".recovering-";
+/// Those of a summary's while it is written.
+pub(super) const SUMMARY_STAGED: &str = ".summary-";
+
 /// A bundle in place.
 pub(super) struct Placed {
     /// Its name, without `.tar.gz`.
@@ -32,7 +39,7 @@ pub(super) fn place(
     request: Option<&bundle::Request>,
 ) -> Result<Placed, RecoveryError> {
     let staging = tempfile::Builder::new()
-        .prefix(".recovering-")
+        .prefix(STAGED)
         .suffix(".tar.gz")
         .tempfile_in(dir)
         .map_err(io_at(dir))?
@@ -132,7 +139,7 @@ pub(super) fn write_summary(
         );
     }
     let mut tmp = tempfile::Builder::new()
-        .prefix(".summary-")
+        .prefix(SUMMARY_STAGED)
         .tempfile_in(dir)?;
     writeln!(tmp, "{json:#}")?;
     tmp.as_file().sync_all()?;

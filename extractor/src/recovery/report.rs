@@ -10,7 +10,7 @@
 
 use super::archive::{generation_of, io_at, retain};
 use super::place::place;
-use super::{lock, RecoveryError};
+use super::{lock, remove_staging, RecoveryError};
 use crate::bundle::grant::{self, Grant};
 use crate::bundle::redact::Rules;
 use crate::bundle::{self, Source};
@@ -203,6 +203,7 @@ pub fn serve(
             .map_or(0, |d| d.as_nanos() as i128),
     };
     let _lock = lock(dir)?;
+    remove_staging(dir);
     // A report makes room among older reports only (prune_for_report).
     let (_, mut warnings) = retain(dir, &config.recover, "", 0, retention::prune_for_report);
     let mut g = generation_of(&recovered[0]);
