@@ -8,6 +8,7 @@ use super::{report_damage, InputArgs};
 use anyhow::{bail, Result};
 use clap::Args;
 use extractor::bundle::Request;
+use pstore_ring::text::unsafe_char;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -37,8 +38,10 @@ pub fn run(args: SnapshotArgs) -> Result<u8> {
     if super::is_stdout(&args.output) {
         bail!("a snapshot is a bundle, written to a file and renamed into place when complete: give it with -o FILE.tar.gz");
     }
-    if args.why.chars().any(char::is_control) {
-        bail!("--why is one line of text, without control characters");
+    if args.why.chars().any(|c| c.is_control() || unsafe_char(c)) {
+        bail!(
+            "--why is one line of text, without control characters or line or bidirectional marks"
+        );
     }
     let rules = args.redaction.rules()?;
     let input = InputArgs {

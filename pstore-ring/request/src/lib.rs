@@ -34,6 +34,7 @@
 //! A request of version 1 (whose copy was a descriptor of the bundle)
 //! is served as one of version 2 without a copy.
 
+use pstore_ring::text::unsafe_char;
 use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::os::fd::AsFd;
@@ -138,8 +139,12 @@ fn check_text(what: &str, value: &str, max: usize) -> Result<(), String> {
     if value.len() > max {
         return Err(format!("{what} is {} bytes, over {max}", value.len()));
     }
-    if value.chars().any(char::is_control) {
-        return Err(format!("{what} holds a control character"));
+    // What a person reads it in (the journal, the manifest) must show
+    // it as it is: no line of its own, nothing reordering the line.
+    if value.chars().any(|c| c.is_control() || unsafe_char(c)) {
+        return Err(format!(
+            "{what} holds a control character or a line or bidirectional mark"
+        ));
     }
     Ok(())
 }
@@ -260,7 +265,7 @@ impl Request {
 impl Reply {
     pub fn encode(&self) -> Vec<u8> {
         // A reason can only make a line of its own.
-        let line = |s: &str| s.replace(|c: char| c.is_control(), " ");
+        let line = |s: &str| s.replace(|c: char| c.is_control() || unsafe_char(c), " ");
         match self {
             Reply::Written {
                 bundle,
@@ -642,6 +647,16 @@ mod tests {
             (b"crashring-request 2\nreason=\n", 0, "empty"),
             (b"crashring-request 2\nreason=x\xff\n", 2, "UTF-8"),
             (b"crashring-request 2\nreason=x\rfake=1\n", 0, "control"),
+            (
+                "crashring-request 2\nreason=x\u{2028}fake=1\n".as_bytes(),
+                0,
+                "line or bidirectional",
+            ),
+            (
+                "crashring-request 2\nreason=\u{202e}gnp.exe\n".as_bytes(),
+                0,
+                "line or bidirectional",
+            ),
             (b"crashring-request 2\nreason=x", 2, "newline"),
         ];
         for (bytes, line, says) in cases {

@@ -175,7 +175,7 @@ fn escape_byte(out: &mut Vec<u8>, b: u8) {
 /// line the text did not, ESC and CSI drive the terminal, BEL rings it),
 /// the Unicode line and paragraph separators, and the bidirectional
 /// controls that reorder what a line shows. Tab is kept: it moves no line.
-fn unsafe_char(c: char) -> bool {
+pub fn unsafe_char(c: char) -> bool {
     (c.is_control() && c != '\t')
         || matches!(
             c,
