@@ -135,7 +135,7 @@ pub struct ZoneText {
 impl Zone {
     /// The zone's record as its `/sys/fs/pstore` file shows it (an ftrace
     /// zone's records one per line), and the bytes of a partial ftrace
-    /// record at its end, left out; `None` for a zone without one.
+    /// record at its start, left out; `None` for a zone without one.
     pub fn record(&self) -> Option<(Vec<u8>, usize)> {
         let ZoneState::Text(t) = &self.state else {
             return None;
@@ -411,12 +411,16 @@ fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
 
 /// An ftrace zone's records as pstore prints them
 /// (`pstore_ftrace_seq_show()`), addresses in hex since no symbols are
-/// at hand; a partial record at the end is left out and counted.
+/// at hand; a partial record at the start is left out and counted.
 pub fn ftrace_lines(bytes: &[u8]) -> (String, usize) {
     let mut out = String::new();
-    let chunks = bytes.chunks_exact(FTRACE_RECORD_SIZE);
-    let partial = chunks.remainder().len();
-    for r in chunks {
+    // Records are written whole, so the newest ends where the writer
+    // stopped, the buffer's end once the old log is rotated; a buffer
+    // whose size is not a multiple of a record leaves the oldest one cut
+    // at the front, and pstore skips `size % REC_SIZE` bytes there
+    // (`pstore_ftrace_seq_start()`, `ftrace_log_combine()`).
+    let partial = bytes.len() % FTRACE_RECORD_SIZE;
+    for r in bytes[partial..].chunks_exact(FTRACE_RECORD_SIZE) {
         let word = |i: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&r[i..i + 8]);
@@ -651,6 +655,39 @@ mod tests {
         for kind in [ZoneKind::Console, ZoneKind::Pmsg, ZoneKind::Ftrace] {
             assert!(matches!(zone(&zones, kind, 0), ZoneState::Unreadable(_)));
         }
+    }
+
+    #[test]
+    fn a_wrapped_ftrace_zone_is_read_in_step_with_its_newest_record() {
+        // 100 records into a 2036-byte buffer (84 fit, with 20 bytes over):
+        // the writer went round, the oldest record kept is cut at the front.
+        let mut area = ramoops_area::seed();
+        let (_, at) = ramoops_area::places(true);
+        let records: Vec<u8> = (0..100u64)
+            .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
+            .collect();
+        put(
+            &mut area,
+            at,
+            ramoops_area::SIG ^ 0x060c75,
+            0x800 - 12,
+            &records,
+        );
+        let (_, zones) = read(&image(BASE, area), &layout()).unwrap();
+        let ftrace = text(zone(&zones, ZoneKind::Ftrace, 0));
+        assert!(ftrace.wrapped);
+        let (lines, partial) = ftrace_lines(&ftrace.bytes);
+        assert_eq!(partial, 2036 % 24);
+        let lines: Vec<&str> = lines.lines().collect();
+        assert_eq!(lines.len(), 84);
+        assert_eq!(
+            lines[0],
+            "CPU:1 ts:16 0x0000000000001010 <- 0x0000000000002010"
+        );
+        assert_eq!(
+            lines[83],
+            "CPU:1 ts:99 0x0000000000001063 <- 0x0000000000002063"
+        );
     }
 
     #[test]
