@@ -42,6 +42,8 @@ pub enum LayoutError {
     Overflow,
     #[error("ecc={0}: the parity would not leave room for data in a {1}-byte zone")]
     Ecc(u32, u64),
+    #[error("the {0} part ({1} bytes) cut into {2} zones leaves them no bytes")]
+    NoZoneSize(&'static str, u64, u64),
 }
 
 impl FromStr for Layout {
@@ -161,9 +163,20 @@ impl Layout {
         let mut at = self.base;
         let mut add = |kind, total: u64, count: u64, zones: &mut Vec<ZonePlan>| {
             if total == 0 || count == 0 {
-                return;
+                return Ok(());
             }
-            let size = total / count;
+            let mut size = total / count;
+            // The zones cut from a part (`ramoops_init_przs()`: dmesg and
+            // ftrace) are rounded down to an even size since 6.3 ("Fix
+            // crash when setting number of cpus to an odd number"), which
+            // keeps the next zone's header aligned; none left fails the
+            // probe. The single zones (`ramoops_init_prz()`) are not.
+            if matches!(kind, ZoneKind::Dmesg | ZoneKind::Ftrace) {
+                size &= !1;
+                if size == 0 {
+                    return Err(LayoutError::NoZoneSize(kind.name(), total, count));
+                }
+            }
             for index in 0..count {
                 zones.push(ZonePlan {
                     kind,
@@ -173,22 +186,23 @@ impl Layout {
                 });
                 at = at + size;
             }
+            Ok(())
         };
         let dump = self.size - others;
         let records = dump.checked_div(self.record_size).unwrap_or(0);
-        add(ZoneKind::Dmesg, dump, records, &mut zones);
-        add(ZoneKind::Console, self.console_size, 1, &mut zones);
+        add(ZoneKind::Dmesg, dump, records, &mut zones)?;
+        add(ZoneKind::Console, self.console_size, 1, &mut zones)?;
         if order == Order::PmsgFirst {
-            add(ZoneKind::Pmsg, self.pmsg_size, 1, &mut zones);
+            add(ZoneKind::Pmsg, self.pmsg_size, 1, &mut zones)?;
         }
         add(
             ZoneKind::Ftrace,
             self.ftrace_size,
             self.ftrace_zones.into(),
             &mut zones,
-        );
+        )?;
         if order == Order::FtraceFirst {
-            add(ZoneKind::Pmsg, self.pmsg_size, 1, &mut zones);
+            add(ZoneKind::Pmsg, self.pmsg_size, 1, &mut zones)?;
         }
         for z in &zones {
             self.buffer_size(z.size)
@@ -277,6 +291,29 @@ mod tests {
             .map(|z| z.size)
             .collect();
         assert_eq!(sizes, [5000; 4]);
+        // Zones cut from a part are rounded down to an even size
+        // (ALIGN_DOWN(zone_sz, 2)), and each starts where the last ended.
+        let ftrace: Vec<_> = "0:64K,record=16K,console=8K,ftrace=4K,pmsg=4K,cpus=3"
+            .parse::<Layout>()
+            .unwrap()
+            .zones(Order::PmsgFirst)
+            .unwrap()
+            .iter()
+            .filter(|z| z.kind == ZoneKind::Ftrace)
+            .map(|z| (z.addr.0 - 0xf000, z.size))
+            .collect();
+        assert_eq!(ftrace, [(0, 1364), (1364, 1364), (2728, 1364)]);
+        // 19999 bytes of dmesg in four: 4999 each, rounded to 4998.
+        let odd: Layout = "0:19999,record=4096,console=0,ftrace=0,pmsg=0"
+            .parse()
+            .unwrap();
+        let sizes: Vec<_> = odd
+            .zones(Order::PmsgFirst)
+            .unwrap()
+            .iter()
+            .map(|z| z.size)
+            .collect();
+        assert_eq!(sizes, [4998; 4]);
         // Sizes are rounded down to powers of two, as the kernel rounds them.
         let l: Layout = "0:1M,record=5000".parse().unwrap();
         assert_eq!(l.record_size, 4096);
@@ -296,6 +333,16 @@ mod tests {
         assert_eq!(
             err("0:64,record=16,console=16,ftrace=16,pmsg=16,ecc=16"),
             LayoutError::Ecc(16, 16)
+        );
+        // More CPUs than ftrace bytes (or a zone of one byte) leaves zones
+        // of none: ramoops_init_przs() fails the probe.
+        assert_eq!(
+            err("0:1M,ftrace=1K,cpus=1025"),
+            LayoutError::NoZoneSize("ftrace", 1024, 1025)
+        );
+        assert_eq!(
+            err("0:1M,ftrace=1K,cpus=1024"),
+            LayoutError::NoZoneSize("ftrace", 1024, 1024)
         );
     }
 }
