@@ -318,8 +318,11 @@ fn block_text(
     let index = |lpos: u64| lpos & (size - 1);
     let (start, end) = if wraps(begin) == wraps(next) && index(begin) < index(next) {
         (index(begin), index(next))
-    } else if wraps(begin).wrapping_add(1) == wraps(next) {
-        // Wrapped: the block is stored whole at the ring's start.
+    } else if wraps(begin.wrapping_add(size)) == wraps(next) {
+        // Wrapped: the block is stored whole at the ring's start. Its
+        // begin is one lap behind, in wrapping arithmetic as the kernel
+        // adds it: the first lap starts at BLK0_LPOS, -size, so a block
+        // that wraps then has begin at the top wrap count and next at 0.
         (0, index(next))
     } else {
         return Ok(None);
@@ -390,6 +393,29 @@ mod tests {
         assert_eq!(log.records[2].subsystem, b"pci");
         assert_eq!(log.records[2].device, b"+pci:0000:00:02.0");
         assert_eq!((log.skipped, log.failed), (3, 5));
+    }
+
+    #[test]
+    fn a_block_that_wraps_on_the_ring_s_first_lap_is_read() {
+        let mut bytes = printk_ring::mapped();
+        printk_ring::ring(&mut bytes, 1, 1, 0);
+        // BLK0_LPOS: the first lap's positions are -SIZE onwards.
+        let blk0 = 0u64.wrapping_sub(printk_ring::SIZE);
+        printk_ring::record(
+            &mut bytes,
+            1,
+            printk_ring::FINALIZED,
+            (blk0 + 480, 40),
+            30,
+            1,
+        );
+        printk_ring::block(&mut bytes, 0, 1, &[b'w'; 30]);
+        let ram = Ram::of(bytes);
+        let mem = KernelMemory::new(&ram, &note()).unwrap();
+        let log = read(&mem, &note()).unwrap();
+        assert_eq!(log.skipped, 0);
+        assert_eq!(log.records.len(), 1);
+        assert_eq!(log.records[0].text, [b'w'; 30]);
     }
 
     #[test]
