@@ -247,15 +247,16 @@ pub fn head(mem: &dyn PhysMemory, base: PhysAddr) -> Result<Head, MetaError> {
     let buffers_offset = u64_at(&meta, 16);
     // The kernel also requires the offset it would compute itself
     // (the scratch area's size is its own business); a reader only
-    // needs it to stay inside the area.
-    if buffers_offset < GLOBAL_META_SIZE || buffers_offset >= total_size {
-        return Err(MetaError::BuffersOffset(base, buffers_offset, total_size));
-    }
+    // needs it to stay inside the area, which ends below 2^64.
+    let first_chunk = base
+        .checked_add(buffers_offset)
+        .filter(|_| (GLOBAL_META_SIZE..total_size).contains(&buffers_offset))
+        .ok_or(MetaError::BuffersOffset(base, buffers_offset, total_size))?;
     Ok(Head {
         base,
         generation,
         total_size: Some(total_size),
-        first_chunk: base + buffers_offset,
+        first_chunk,
     })
 }
 

@@ -808,6 +808,19 @@ mod tests {
     }
 
     #[test]
+    fn buffers_past_the_top_of_the_address_space_are_refused() {
+        let mut bytes = seed_area(0x0018_0020).bytes;
+        let offset = u64::MAX - 0x1000;
+        bytes[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        bytes[16..24].copy_from_slice(&offset.to_le_bytes());
+        let e = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap_err();
+        assert_eq!(
+            e,
+            MetaError::BuffersOffset(PhysAddr(BASE), offset, u64::MAX)
+        );
+    }
+
+    #[test]
     fn no_magic_is_an_error_naming_the_address() {
         let mem = image(vec![0u8; 2 * PAGE], None);
         let e = read_at(&mem, PhysAddr(BASE), None).unwrap_err();
