@@ -7,7 +7,7 @@
 
 use super::vmcoreinfo::{InfoError, VmcoreInfo};
 use super::{TranslateError, VirtAddr};
-use crate::phys::{PhysAddr, PhysMemory};
+use crate::phys::{PhysAddr, PhysError, PhysMemory};
 
 /// `__START_KERNEL_map`: where the kernel image's mapping begins.
 const START_KERNEL_MAP: u64 = 0xffff_ffff_8000_0000;
@@ -61,6 +61,15 @@ impl X86_64 {
             value: format!("{top_virt:x}"),
             what: "an address in the kernel image",
         })?;
+        // A page table is a page: the top one at any other place is no
+        // kernel's (and one near 2^64 would have its entries past it).
+        if top.0 % 4096 != 0 {
+            return Err(InfoError::Invalid {
+                key: "NUMBER(phys_base)".into(),
+                value: (phys_base as i64).to_string(),
+                what: "an offset that leaves init_top_pgt page-aligned",
+            });
+        }
         Ok(X86_64 {
             top,
             levels,
@@ -85,14 +94,18 @@ impl X86_64 {
         for level in (1..=self.levels).rev() {
             let shift = 12 + 9 * (level - 1);
             let index = (addr >> shift) & 0x1ff;
-            let at = table + index * 8;
+            let table_error = |source| TranslateError::Table {
+                virt,
+                level,
+                source,
+            };
+            let at = table
+                .checked_add(index * 8)
+                .ok_or(table_error(PhysError::Outside {
+                    addr: PhysAddr(u64::MAX),
+                }))?;
             let mut raw = [0u8; 8];
-            mem.read(at, &mut raw)
-                .map_err(|source| TranslateError::Table {
-                    virt,
-                    level,
-                    source,
-                })?;
+            mem.read(at, &mut raw).map_err(table_error)?;
             let entry = u64::from_le_bytes(raw) & !self.sme_mask;
             if entry & PRESENT == 0 {
                 return Err(TranslateError::NotMapped { virt, level });
@@ -222,6 +235,30 @@ mod tests {
         assert!(matches!(
             x.translate(&far, VirtAddr(0x1000)),
             Err(TranslateError::Table { level: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn a_top_table_that_is_no_page_is_refused() {
+        // phys_base puts init_top_pgt 8 bytes below 2^64.
+        let note = VmcoreInfo::parse(&format!(
+            "SYMBOL(init_top_pgt)={TOP:x}\nNUMBER(phys_base)=-65544\n"
+        ));
+        assert_eq!(
+            X86_64::from_vmcoreinfo(&note).unwrap_err().to_string(),
+            "VMCOREINFO's NUMBER(phys_base) is \"-65544\", not an offset that \
+             leaves init_top_pgt page-aligned"
+        );
+        // Walked all the same, its entries past 2^64 are not read.
+        let x = X86_64 {
+            top: PhysAddr(u64::MAX - 7),
+            levels: 4,
+            phys_base: 0,
+            sme_mask: 0,
+        };
+        assert!(matches!(
+            x.translate(&Ram::new(0x1000), VirtAddr(0xffff_8880_0000_0000)),
+            Err(TranslateError::Table { level: 4, .. })
         ));
     }
 
