@@ -303,12 +303,18 @@ pub fn describe(data: &[u8], formats: Option<&Formats>, symbols: Option<&Symboli
 fn push_field(out: &mut String, data: &[u8], f: &Field) {
     let is_char = f.decl.contains("char");
     let (start, len) = if f.decl.starts_with("__data_loc") || f.decl.starts_with("__rel_loc") {
-        let Some(loc) = data.get(f.offset..f.offset + 4).map(|w| u32_at(w, 0)) else {
+        // The offset is the format file's: past 2^64 is past the event.
+        let word = f.offset.checked_add(4).and_then(|end| {
+            let loc = u32_at(data.get(f.offset..end)?, 0);
+            Some((end, loc))
+        });
+        let Some((end, loc)) = word else {
             out.push_str("(past the event)");
             return;
         };
+        // A __rel_loc counts from the end of its own word.
         let base = if f.decl.starts_with("__rel_loc") {
-            f.offset + 4
+            end
         } else {
             0
         };
@@ -459,6 +465,10 @@ mod tests {
         short[32..36].copy_from_slice(&(200u32 | 6 << 16).to_le_bytes());
         short.truncate(40);
         assert!(describe(&short, Some(&f), None).contains("name=(past the event)"));
+        // An offset at the top of the address space, from a damaged copy.
+        let far = SAMPLE_FORMAT.replace("offset:32;", &format!("offset:{};", usize::MAX - 1));
+        let f = Formats::parse(&far);
+        assert!(describe(&sample(), Some(&f), None).contains("name=(past the event)"));
     }
 
     #[test]
