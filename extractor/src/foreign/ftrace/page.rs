@@ -11,14 +11,16 @@
 //! - 0: the word after holds the length (itself included), data after it;
 //! - 29 (padding): the rest of the page when the delta is 0, else a
 //!   discarded event of the next word's length, whose delta still counts
-//!   unless it is 1 (the padding that closes a page);
+//!   unless it is 1 (the padding that closes a page). The kernel writes
+//!   the null one (delta 0) only past the commit (`rb_reset_tail()` sets
+//!   the write back to before it), so one before the commit is damage;
 //! - 30 (time extend): the next word's value << 27, added to the delta;
 //! - 31 (time stamp): an absolute stamp of 59 bits.
 //!
 //! A sub-buffer is refused as `rb_read_data_buffer()` refuses it, and as
 //! 7.2's `__rb_validate_buffer()` does: a commit past the page, an event
 //! that runs past the commit or has no length, an absolute stamp that goes
-//! backwards.
+//! backwards; and here, a null padding event before the commit.
 
 use super::meta::{u32_at, u64_at};
 use std::fmt;
@@ -77,6 +79,7 @@ pub enum PageError {
     NoLength(usize),
     PastCommit(usize),
     Backwards(usize, u64, u64),
+    NullPadding(usize),
 }
 
 impl fmt::Display for PageError {
@@ -87,6 +90,10 @@ impl fmt::Display for PageError {
             PageError::PastCommit(at) => {
                 write!(f, "event at data +{at:#x} runs past the commit")
             }
+            PageError::NullPadding(at) => write!(
+                f,
+                "null padding at data +{at:#x}, before the commit, would hide the events after it"
+            ),
             PageError::Backwards(at, from, to) => {
                 write!(
                     f,
@@ -146,7 +153,7 @@ pub fn read(bytes: &[u8]) -> Result<Page, PageError> {
                 });
                 end - at
             }
-            TYPE_PADDING if delta == 0 => break,
+            TYPE_PADDING if delta == 0 => return Err(PageError::NullPadding(at)),
             TYPE_PADDING => {
                 let len = word(4)? as usize;
                 if len == 0 {
@@ -196,5 +203,45 @@ fn fix_abs_ts(abs: u64, before: u64) -> u64 {
         abs.wrapping_add(1 << 59)
     } else {
         abs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sub-buffer of 4 KiB stamped 1000 with `events` committed.
+    fn page(events: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 4096];
+        b[..8].copy_from_slice(&1000u64.to_le_bytes());
+        b[8..16].copy_from_slice(&(events.len() as u64).to_le_bytes());
+        b[PAGE_HEADER..PAGE_HEADER + events.len()].copy_from_slice(events);
+        b
+    }
+
+    /// A 4-byte data event `delta` after the one before it.
+    fn event(delta: u32, data: u32) -> [u8; 8] {
+        let mut e = [0u8; 8];
+        e[..4].copy_from_slice(&(1 | delta << 5).to_le_bytes());
+        e[4..].copy_from_slice(&data.to_le_bytes());
+        e
+    }
+
+    #[test]
+    fn null_padding_past_the_commit_ends_the_page_and_before_it_is_damage() {
+        let mut events = [event(1, 7), event(2, 8)].concat();
+        let mut bytes = page(&events);
+        // Where the writer stopped, past the commit: the kernel's null padding.
+        bytes[PAGE_HEADER + events.len()] = 29;
+        let p = read(&bytes).unwrap();
+        assert_eq!(p.events.len(), 2);
+        assert_eq!(p.end_ts, 1003);
+        // The same word between two committed events.
+        events.splice(8..8, [29, 0, 0, 0]);
+        assert_eq!(read(&page(&events)), Err(PageError::NullPadding(8)));
+        assert_eq!(
+            PageError::NullPadding(8).to_string(),
+            "null padding at data +0x8, before the commit, would hide the events after it"
+        );
     }
 }
