@@ -157,7 +157,8 @@ impl fmt::Display for CpuState {
 pub struct Tally {
     /// Read and kept.
     pub kept: u32,
-    /// Refused by their own checks or their time stamps.
+    /// Refused by their own checks or their time stamps, or zeroed
+    /// where the writer had been.
     pub invalid: u32,
     /// Not in the dump.
     pub unreadable: u32,
@@ -344,7 +345,13 @@ fn read_cpu(
     // The hole the last failed read met: the sub-buffers that start in
     // it are not read again one by one (a dump may lack gigabytes).
     let mut hole: Option<(PhysAddr, PhysAddr, String)> = None;
-    for idx in sequence {
+    // In the descriptor's order (the reader page, the head ... the
+    // commit page), the writer has been through every sub-buffer
+    // strictly between the head and the commit page: one there that
+    // reads as never written was zeroed since, and is lost, not unused.
+    let ordered = out.state == CpuState::Ordered;
+    let last = sequence.len().saturating_sub(1);
+    for (place, idx) in sequence.into_iter().enumerate() {
         let addr = subbufs + u64::from(idx) * ss;
         let in_hole = hole
             .as_ref()
@@ -370,7 +377,18 @@ fn read_cpu(
             }
             continue;
         }
+        let written = ordered && 1 < place && place < last;
         match page::read(&bytes) {
+            Ok(p) if p.unused() && written => {
+                out.tally.invalid += 1;
+                out.losses.push(Loss {
+                    first: idx,
+                    last: idx,
+                    addr,
+                    why: "zeroed, between the head and the commit page".into(),
+                    unreadable: false,
+                });
+            }
             Ok(p) if p.unused() => {}
             Ok(p) if p.dropped_by_kernel() => out.tally.dropped_earlier += 1,
             Ok(p) => pages.push((idx, p)),
@@ -650,6 +668,28 @@ mod tests {
             assert!(lost.windows(2).all(|w| w[1] == w[0] + 1), "{lost:?}");
             assert_eq!(got.len() + lost.len(), all.len());
             assert_eq!(markers(&i, 1, "cpu1").len(), 5);
+        }
+    }
+
+    #[test]
+    fn a_zeroed_sub_buffer_between_head_and_commit_is_a_loss() {
+        for word in LAYOUTS {
+            let area = seed_area(word);
+            let generation = Generation::from_word(word).unwrap();
+            let mem = image(area.bytes.clone(), None);
+            let m = meta::cpu_meta(&mem, generation, PhysAddr(BASE + area.meta_at(0) as u64));
+            let sequence = write_order(&mem, generation, &m.unwrap()).unwrap();
+            assert!(sequence.len() > 3, "{sequence:?}");
+            // The sub-buffer after the head, written and then zeroed.
+            let page = area.page_at(0, sequence[2] as usize);
+            let mut bytes = area.bytes.clone();
+            bytes[page..page + PAGE].fill(0);
+            let i = read_at(&image(bytes, None), PhysAddr(BASE), None).unwrap();
+            let c = &i.cpus[0];
+            assert_eq!(c.state, CpuState::Ordered);
+            assert_eq!(c.tally.invalid, 1, "layout {word:#x}: {:?}", c.losses);
+            assert!(c.losses[0].why.starts_with("zeroed"), "{:?}", c.losses);
+            assert!(i.damaged());
         }
     }
 
