@@ -58,8 +58,9 @@ pub const LOG_CONT: u8 = 8;
 pub struct Log {
     pub records: Vec<Record>,
     /// Descriptors between tail and head not committed, overwritten,
-    /// whose text the kernel had no room for, or whose text did not read
-    /// back: counted, never guessed.
+    /// whose text the kernel had no room for, whose text did not read
+    /// back, or whose text would take the text kept past the data ring's
+    /// size: counted, never guessed.
     pub skipped: u64,
     /// The ring's `fail` counter: records the kernel could not store.
     pub failed: u64,
@@ -226,12 +227,20 @@ pub fn read(mem: &KernelMemory, info: &VmcoreInfo) -> Result<Log, PrintkError> {
             value: ids,
         });
     }
+    // The blocks of a ring's records lie apart in its data ring, so
+    // their text together is less than its size; descriptors that claim
+    // overlapping blocks (a damaged ring) would otherwise each keep up to
+    // 64 KiB of the same bytes.
+    let mut room = size;
     for n in 0..=ids {
         let id = tail.wrapping_add(n) & id_mask;
         let index = id & (count - 1);
         match record(mem, &l, (descs, infos, data, size), id, index) {
-            Ok(Some(r)) => log.records.push(r),
-            Ok(None) | Err(_) => log.skipped += 1,
+            Ok(Some(r)) if r.text.len() as u64 <= room => {
+                room -= r.text.len() as u64;
+                log.records.push(r);
+            }
+            Ok(_) | Err(_) => log.skipped += 1,
         }
     }
     Ok(log)
@@ -416,6 +425,29 @@ mod tests {
         assert_eq!(log.skipped, 0);
         assert_eq!(log.records.len(), 1);
         assert_eq!(log.records[0].text, [b'w'; 30]);
+    }
+
+    #[test]
+    fn text_past_the_data_ring_s_size_is_counted_not_kept() {
+        // Eight descriptors whose blocks overlap, each starting 8 bytes
+        // after the last and ending at the same place: 400 bytes of text
+        // each, in a ring of 512.
+        let mut bytes = printk_ring::mapped();
+        printk_ring::ring(&mut bytes, 0, 7, 0);
+        let wrap = 2 * printk_ring::SIZE;
+        for id in 0..8 {
+            let lpos = (wrap + 8 * id, wrap + 504);
+            printk_ring::record(&mut bytes, id, printk_ring::FINALIZED, lpos, 400, 1);
+        }
+        for id in 0..8 {
+            printk_ring::block(&mut bytes, 8 * id, id, &[]);
+        }
+        let ram = Ram::of(bytes);
+        let mem = KernelMemory::new(&ram, &note()).unwrap();
+        let log = read(&mem, &note()).unwrap();
+        assert_eq!(log.records.len(), 1);
+        assert_eq!(log.records[0].text.len(), 400);
+        assert_eq!(log.skipped, 7);
     }
 
     #[test]
