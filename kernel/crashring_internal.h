@@ -226,7 +226,7 @@ void crashring_writeback_exit(void);
 int crashring_writeback_emit(char *buf, int at);
 
 /* crashring_user.c */
-u32 crashring_user_pool(u32 page_size, u32 *pages);
+u32 crashring_user_pool(u32 page_size, u32 taken, u32 *pages);
 int crashring_user_init(void);
 void crashring_user_exit(void);
 long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg);

@@ -588,7 +588,9 @@ static int cr_alloc_lanes(void)
 	}
 	crashring.nlanes = nest_lanes;
 	crashring.nstreams = nest_lanes * nr_cpu_ids;
-	crashring.nuser = crashring_user_pool(ring_page_size, &crashring.user_pages);
+	crashring.nuser = crashring_user_pool(ring_page_size,
+					      crashring.nstreams + (callsite_pages ? 1 : 0),
+					      &crashring.user_pages);
 	crashring.streams = kcalloc(crashring.nstreams + crashring.nuser,
 				    sizeof(*crashring.streams), GFP_KERNEL);
 	crashring.cpus = kcalloc(nr_cpu_ids, sizeof(*crashring.cpus), GFP_KERNEL);

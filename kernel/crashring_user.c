@@ -68,12 +68,15 @@ static struct cr_user_slot *cr_user_slots;
 /**
  * crashring_user_pool - the pool's size for the next generation
  * @page_size: the region's page size
+ * @taken: the generation's descriptors besides the pool's (the CPUs'
+ *         streams, the callsite area's)
  * @pages: set to the pages of each pool stream
  *
- * Return: the number of pool streams; 0 when the page size cannot be
- * mapped page by page (below the machine's page size).
+ * Return: the number of pool streams, within what the descriptors leave;
+ * 0 when the page size cannot be mapped page by page (below the
+ * machine's page size).
  */
-u32 crashring_user_pool(u32 page_size, u32 *pages)
+u32 crashring_user_pool(u32 page_size, u32 taken, u32 *pages)
 {
 	*pages = max(user_stream_pages, 2U);
 	if (page_size < PAGE_SIZE || page_size % PAGE_SIZE)
@@ -87,7 +90,9 @@ u32 crashring_user_pool(u32 page_size, u32 *pages)
 		pr_warn("no user streams: host memory encryption is on\n");
 		return 0;
 	}
-	return min_t(u32, user_streams, CRASHRING_MAX_STREAMS - crashring.nstreams);
+	if (taken >= CRASHRING_MAX_STREAMS)
+		return 0;
+	return min_t(u32, user_streams, CRASHRING_MAX_STREAMS - taken);
 }
 
 static_assert(sizeof(struct crashring_user_control) <= PAGE_SIZE);
@@ -307,12 +312,16 @@ long crashring_user_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 		return -EFAULT;
 	mutex_lock(&crashring.lock);
 	err = cr_grant(file, &req);
-	/* A grant the caller never learns of would hold the stream until close. */
-	if (!err && copy_to_user((void __user *)arg, &req, sizeof(req))) {
-		cr_slot_of(file)->holder = NULL;
-		err = -EFAULT;
-	}
 	mutex_unlock(&crashring.lock);
+	/*
+	 * Not under the lock: the copy may fault, and a fault may wait on
+	 * mmap_lock (held by an mmap() of this device waiting for
+	 * crashring.lock) or on a file system its user never answers. A
+	 * grant the caller never learns of stays its file's until close:
+	 * once unlocked, another of its threads may have mapped it.
+	 */
+	if (!err && copy_to_user((void __user *)arg, &req, sizeof(req)))
+		err = -EFAULT;
 	return err;
 }
 
