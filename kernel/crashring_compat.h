@@ -108,6 +108,18 @@ static inline void cr_vm_flags_change(struct vm_area_struct *vma, vm_flags_t set
 #define cr_fregs_set_ip(fregs, ip)	instruction_pointer_set(ftrace_get_regs(fregs), ip)
 #endif
 
+/*
+ * The return address of a function stopped at its first instruction (a
+ * kprobe at its entry): on top of the stack, where the call pushed it,
+ * on x86; in the link register on arm64, which the prologue has not
+ * saved yet.
+ */
+#ifdef CONFIG_X86
+#define cr_entry_return_address(regs)	(*(unsigned long *)kernel_stack_pointer(regs))
+#else
+#define cr_entry_return_address(regs)	procedure_link_pointer(regs)
+#endif
+
 /* sysfs hands binary attributes' callbacks a const attribute since 6.17. */
 #ifdef CR_HAVE_CONST_BIN_ATTR
 #define CR_BIN_ATTR_CONST const

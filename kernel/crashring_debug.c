@@ -180,7 +180,7 @@ static bool cr_dyndbg_selected(const struct cr_selection *sel, const struct _dde
 	return false;
 }
 
-static bool cr_drm_selected(const struct cr_selection *sel, unsigned long category,
+static bool cr_drm_selected(const struct cr_selection *sel, u32 category,
 			    const struct device *dev)
 {
 	return category < ARRAY_SIZE(cr_drm_categories) && (sel->drm & BIT(category)) &&
@@ -253,9 +253,10 @@ static bool cr_divert(const struct cr_hook *h, unsigned long caller, unsigned lo
 
 		return cr_dyndbg_selected(sel, (void *)arg0, ibdev ? ibdev->dev.parent : NULL);
 	}
+	/* DRM's category is an enum: the upper half of its register is undefined. */
 	if (to == crashring_drm_dev_dbg)
-		return cr_drm_selected(sel, arg2, (void *)arg1);
-	return cr_drm_selected(sel, arg1, NULL);
+		return cr_drm_selected(sel, (u32)arg2, (void *)arg1);
+	return cr_drm_selected(sel, (u32)arg1, NULL);
 }
 
 /* The ftrace callback at a DRM function's entry. */
@@ -270,15 +271,14 @@ static void cr_debug_entry(unsigned long ip, unsigned long parent_ip, struct ftr
 }
 
 /*
- * The kprobe handler at a dynamic-debug function's entry, where the
- * return address is on top of the stack. Returning 1 with the
+ * The kprobe handler at a dynamic-debug function's entry. Returning 1 with the
  * instruction pointer changed resumes there, without single-stepping
  * the probed instruction (as error injection's override does).
  */
 static int cr_debug_kprobe(struct kprobe *p, struct pt_regs *regs)
 {
 	const struct cr_hook *h = container_of(p, struct cr_hook, kp);
-	unsigned long caller = *(unsigned long *)kernel_stack_pointer(regs);
+	unsigned long caller = cr_entry_return_address(regs);
 
 	if (!cr_divert(h, caller, regs_get_kernel_argument(regs, 0),
 		       regs_get_kernel_argument(regs, 1), regs_get_kernel_argument(regs, 2)))

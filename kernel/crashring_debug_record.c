@@ -233,8 +233,10 @@ static unsigned int cr_context(void)
  * prefix, the whole line, the device in it. Never fails silently for
  * lack of room: what does not fit one record is cut and flagged
  * (DEBUG_CUT).
+ *
+ * Return: whether it was recorded; if not, the caller prints it.
  */
-void crashring_debug_record(const struct cr_call *call, va_list ap)
+bool crashring_debug_record(const struct cr_call *call, va_list ap)
 {
 	struct cr_debug_buf *b = this_cpu_ptr(cr_debug_bufs);
 	unsigned int ctx = cr_context(), d = b->depth[ctx];
@@ -252,10 +254,10 @@ void crashring_debug_record(const struct cr_call *call, va_list ap)
 	u8 *dst;
 
 	if (d == ARRAY_SIZE(b->bytes[ctx]))
-		return;
+		return false;
 	c = crashring_this_cpu();
 	if (!c)
-		return;
+		return false;
 	b->depth[ctx] = d + 1;
 	rec.callsite = cr_site_id(call);
 	rec.flags = cr_prefix_flags(call);
@@ -321,6 +323,7 @@ void crashring_debug_record(const struct cr_call *call, va_list ap)
 	crashring_leave(c);
 	crashring_put_cpu();
 	b->depth[ctx] = d;
+	return !!dst;
 }
 
 /**
