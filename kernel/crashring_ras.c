@@ -443,7 +443,8 @@ static void cr_mce_banks_at_panic(u64 at)
 	    !(rec.mcgstatus & MCG_STATUS_MCIP) || cr_rdmsr_safe(MSR_IA32_MCG_CAP, &cap))
 		return;
 	rec.mcgcap = cap;
-	for (i = 0; i < (cap & MCG_BANKCNT_MASK); i++) {
+	/* As the kernel's own handler: past its banks, legacy MSR numbers are others'. */
+	for (i = 0; i < min_t(u64, cap & MCG_BANKCNT_MASK, MAX_NR_BANKS); i++) {
 		if (cr_rdmsr_safe(cr_bank_msr(i, 0), &rec.status) || !(rec.status & MCI_STATUS_VAL))
 			continue;
 		rec.bank = i;

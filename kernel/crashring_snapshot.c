@@ -221,8 +221,11 @@ static void cr_copy_page(struct crashring_snapshot *s, const struct crashring_sn
 	/* A writer opens a page in nanoseconds: each try follows the last at once. */
 	for (tries = 0; tries < CR_SNAPSHOT_TRIES && !steady; tries++) {
 		if (cr_try_page(s, at, &steady)) {
-			/* Unreadable: a header no reader takes for a page. */
-			memset(h, 0, sizeof(*h));
+			/*
+			 * Unreadable: a header no reader takes for a page, and
+			 * nothing of a try's partial copy or of the page before.
+			 */
+			memset(s->page, 0, s->page_size);
 			h->magic = ~(u32)CRASHRING_PAGE_MAGIC;
 			s->page_at = at;
 			return;
