@@ -165,11 +165,14 @@ fn redact_line(line: &mut Vec<u8>, r: &TextRedactor, counts: &mut Counts) -> boo
             return redact_journal(line, entry, r, counts);
         }
     }
-    let Some((_, at)) = bracketed(line) else {
-        r.scrub(line, counts);
-        return true;
+    let start = match (bracketed(line), syslog_kernel_text(line)) {
+        (Some((_, at)), _) => at + kernel_text_at(&line[at..]),
+        (None, Some(at)) => at,
+        (None, None) => {
+            r.scrub(line, counts);
+            return true;
+        }
     };
-    let start = at + kernel_text_at(&line[at..]);
     let end = start + line[start..].trim_ascii_end().len();
     match r.printk(&line[start..end]) {
         Verdict::Drop(c) => {
@@ -195,7 +198,11 @@ fn redact_line(line: &mut Vec<u8>, r: &TextRedactor, counts: &mut Counts) -> boo
 }
 
 /// Redacts a journal entry (`journalctl -o json`), written back as JSON
-/// when its `MESSAGE` changes; `false` to leave it out.
+/// when a value changes; `false` to leave it out. Every field's value is
+/// scrubbed as its text decodes, not as the line spells it: an escape
+/// (`\n` before an address, `\u0066` for an `f`) would hide an address
+/// from a scrub of the line, and a field the journal gives as an array
+/// of bytes (not UTF-8) is no text in the line at all.
 fn redact_journal(
     line: &mut Vec<u8>,
     mut entry: serde_json::Map<String, serde_json::Value>,
@@ -205,7 +212,7 @@ fn redact_journal(
     use serde_json::Value as J;
     let kernel = entry.get("_TRANSPORT").and_then(J::as_str) == Some("kernel");
     let message = entry.get("MESSAGE").and_then(journal_bytes);
-    let mut rewrite = None;
+    let mut changed = false;
     if let (true, Some(text)) = (kernel, &message) {
         match r.printk(text.trim_ascii()) {
             Verdict::Drop(c) => {
@@ -215,21 +222,30 @@ fn redact_journal(
             Verdict::Hash(c) => {
                 counts.per_class[c] += 1;
                 let hash = r.hash_text(text.trim_ascii());
-                rewrite = Some(J::String(String::from_utf8_lossy(&hash).into_owned()));
+                let hash = J::String(String::from_utf8_lossy(&hash).into_owned());
+                entry.insert("MESSAGE".into(), hash);
+                changed = true;
             }
             Verdict::Keep => {}
         }
     }
-    // Bytes in an array are out of the line's text's reach.
-    if let (None, Some(J::Array(_)), Some(mut text)) = (&rewrite, entry.get("MESSAGE"), message) {
+    for value in entry.values_mut() {
+        let Some(mut text) = journal_bytes(value) else {
+            continue;
+        };
         let before = counts.scrubbed();
         r.scrub(&mut text, counts);
-        if counts.scrubbed() != before {
-            rewrite = Some(J::Array(text.into_iter().map(J::from).collect()));
+        if counts.scrubbed() == before {
+            continue;
         }
+        // A scrub rewrites digits in place: text stays text.
+        *value = match value {
+            J::String(_) => J::String(String::from_utf8_lossy(&text).into_owned()),
+            _ => J::Array(text.into_iter().map(J::from).collect()),
+        };
+        changed = true;
     }
-    if let Some(message) = rewrite {
-        entry.insert("MESSAGE".into(), message);
+    if changed {
         let ending = line.len() - line.trim_ascii_end().len();
         let ending = line.split_off(line.len() - ending);
         *line = J::Object(entry).to_string().into_bytes();
@@ -454,6 +470,35 @@ fn bracketed(line: &[u8]) -> Option<(u64, usize)> {
     let text = &rest[close + 1..];
     let skipped = text.len() - text.trim_ascii_start().len();
     Some((ns, priority + 1 + close + 1 + skipped))
+}
+
+/// Where the kernel's message starts in a syslog line of the kernel, as
+/// `journalctl -o short`, kern.log and syslog write them: a time (BSD
+/// `Nov 30 12:00:00`, or one RFC 3339 word), the host, `kernel: `, and
+/// the message, after the console's `[   12.345678] ` where the kernel's
+/// time is kept too.
+fn syslog_kernel_text(line: &[u8]) -> Option<usize> {
+    const TAG: &[u8] = b" kernel: ";
+    // A time and a host name fit well within this.
+    let head = &line[..line.len().min(128)];
+    let tag = memchr::memmem::find(head, TAG)?;
+    let space = memchr::memrchr(b' ', &head[..tag])?;
+    let (stamp, host) = (&head[..space], &head[space + 1..tag]);
+    let bsd = |s: &[u8]| {
+        let words: Vec<&[u8]> = s.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
+        matches!(words[..], [month, day, time]
+            if month.len() == 3 && month.iter().all(u8::is_ascii_alphabetic)
+                && (1..=2).contains(&day.len()) && day.iter().all(u8::is_ascii_digit)
+                && time.len() == 8 && time[2] == b':' && time[5] == b':')
+    };
+    let rfc3339 = |s: &[u8]| {
+        s.len() >= 19 && s[..4].iter().all(u8::is_ascii_digit) && s[4] == b'-' && s[10] == b'T'
+    };
+    if host.is_empty() || !(bsd(stamp) || rfc3339(stamp)) {
+        return None;
+    }
+    let at = tag + TAG.len();
+    Some(bracketed(&line[at..]).map_or(at, |(_, text)| at + text))
 }
 
 /// The length of a leading `<N>` (facility and level, at most 3 digits:
@@ -711,6 +756,13 @@ no time here
 {\"MESSAGE\":\"input: by a user\",\"_TRANSPORT\":\"stdout\"}
 {\"MESSAGE\":[97,116,32,102,102,102,102,56,56,56,48,48,48,48,48,48,48,48,48],\"_TRANSPORT\":\"syslog\"}
 no time ffff888000000000
+{\"MESSAGE\":\"two lines\\nffffffff81000020 after a break\",\"_TRANSPORT\":\"stdout\"}
+{\"CODE_FUNC\":\"\\u0066fffffff81000030\",\"MESSAGE\":\"escaped\",\"_TRANSPORT\":\"stdout\"}
+{\"MESSAGE\":\"as bytes\",\"UNIT\":[102,102,102,102,102,102,102,102,56,49,48,48,48,48,52,48],\"_TRANSPORT\":\"stdout\"}
+Nov  3 12:00:00 kiosk kernel: input: syslog keyboard
+2026-11-30T12:00:00.123456+00:00 kiosk kernel: [    2.000000] input: kern.log keyboard
+Nov 30 12:00:01 kiosk weston[812]: input: not the kernel's
+Nov 30 12:00:02 kiosk kernel: usb 1-1: hashed by printk.text
 ";
         let rules = Rules {
             classes: vec![class("printk=input:"), class("printk.text")],
@@ -727,15 +779,37 @@ no time ffff888000000000
         // Four kernel messages dropped (one behind pstore's syslog
         // priority); the other bracketed lines hashed whole by
         // printk.text, keeping their times.
-        assert_eq!(done.counts.per_class, [4, 2], "{out}");
-        assert_eq!(lines.len(), 5, "{out}");
+        assert_eq!(done.counts.per_class, [6, 3], "{out}");
+        assert_eq!(lines.len(), 10, "{out}");
+        // The kernel's lines of syslog's shape meet them too: the time,
+        // host and tag kept; a program's line of the same shape does not.
+        assert_eq!(
+            lines[8],
+            "Nov 30 12:00:01 kiosk weston[812]: input: not the kernel's"
+        );
+        assert!(
+            lines[9].starts_with("Nov 30 12:00:02 kiosk kernel: h:"),
+            "{out}"
+        );
         assert!(lines[0].starts_with("[    1.200000] h:"), "{out}");
         assert!(lines[1].starts_with("[    1.300000] h:"), "{out}");
         assert!(lines[2].contains("input: by a user"), "{out}");
         // An address in a journal MESSAGE given as bytes, and in a line
         // of no known shape, hashed; the first with the trace's hash.
-        assert_eq!(done.counts.pointers, 2, "{out}");
+        // Those a journal line hides behind an escape (after `\n`, as
+        // `\u0066`) or in another field's bytes are found as the values
+        // decode.
+        assert_eq!(done.counts.pointers, 5, "{out}");
         assert!(!out.contains("ffff8880"), "{out}");
+        for (line, field) in lines[5..].iter().zip(["MESSAGE", "CODE_FUNC", "UNIT"]) {
+            let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+            let text = match &entry[field] {
+                serde_json::Value::String(s) => s.clone().into_bytes(),
+                v => journal_bytes(v).unwrap(),
+            };
+            let text = String::from_utf8(text).unwrap();
+            assert!(!text.contains("ffffffff810000"), "{field}: {line}");
+        }
         let again = Rules {
             classes: Vec::new(),
             raw_pointers: false,
@@ -749,7 +823,7 @@ no time ffff888000000000
         let out = String::from_utf8(out).unwrap();
         assert_eq!(
             (done.counts.pointers, done.counts.code_lines),
-            (3, 1),
+            (6, 1),
             "{out}"
         );
         assert!(out.contains("[    1.300000] Code: xx xx <xx>\n"), "{out}");
