@@ -457,6 +457,31 @@ fn a_refused_ack_releases_nothing_and_the_next_run_only_acknowledges() {
 }
 
 #[test]
+fn a_bundle_placed_without_its_summary_is_bundled_again() {
+    let m = machine();
+    let refusing = FakeModule {
+        refuse_acks: true,
+        ..FakeModule::new(&m.module_dir, &[crashed(3)])
+    };
+    run(&refusing, &m.bundles, &Recover::default());
+    // As a run cut short between renaming the bundle into place and
+    // writing its summary leaves it.
+    let names = files(&m.bundles);
+    let summary = names.iter().find(|n| n.ends_with(".json")).unwrap();
+    std::fs::remove_file(m.bundles.join(summary)).unwrap();
+    let module = FakeModule::new(&m.module_dir, &[crashed(3)]);
+    let next = run(&module, &m.bundles, &Recover::default());
+    assert!(next.failed.is_none(), "{:?}", next.failed);
+    assert!(
+        matches!(next.archived[0].outcome, Outcome::Bundled { .. }),
+        "{:?}",
+        next.archived[0].outcome
+    );
+    assert_eq!(module.acks(), [3]);
+    assert_eq!(files(&m.bundles), names);
+}
+
+#[test]
 fn what_a_killed_run_left_is_removed() {
     let m = machine();
     recovery::create_private_dir(&m.bundles).unwrap();

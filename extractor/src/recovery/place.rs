@@ -1,8 +1,9 @@
 //! Putting a bundle in the bundle directory, for a crash and for a report
 //! alike: staged under a hidden name beside the others (retention and
 //! `archived_as` skip dot files), written, checked as its recipient would
-//! read it, then renamed into place, never over another; its summary file
-//! beside it, and the directory synced. A bundle in place is whole.
+//! read it, then renamed into place, never over another (a bundle of its
+//! name without a summary is its own placement cut short); its summary
+//! file beside it, and the directory synced. A bundle in place is whole.
 
 use super::archive::{io_at, Generation};
 use super::RecoveryError;
@@ -52,7 +53,16 @@ pub(super) fn place(
     let name = name(&summary, archived);
     let path = dir.join(format!("{name}.tar.gz"));
     let size = std::fs::metadata(&staging).map_err(io_at(&staging))?.len();
-    staging.persist_noclobber(&path).map_err(|e| {
+    // A bundle of this name without its summary is a placement cut short
+    // between the two renames (power lost, the run killed): the same
+    // generation's, as a crash's name is made of it, and never taken as
+    // archived. Replaced, rather than refused at every boot after.
+    let summary_path = dir.join(format!("{name}.json"));
+    let placed = match summary_path.try_exists().map_err(io_at(&summary_path))? {
+        true => staging.persist_noclobber(&path),
+        false => staging.persist(&path),
+    };
+    placed.map_err(|e| {
         if e.error.kind() == io::ErrorKind::AlreadyExists {
             RecoveryError::Exists(path.clone())
         } else {
