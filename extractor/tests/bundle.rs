@@ -370,3 +370,51 @@ fn a_persistent_ftrace_buffer_beside_the_region_is_bundled_as_ftrace_text() {
         "{said}"
     );
 }
+
+#[test]
+fn an_added_log_is_a_regular_file_never_a_link_or_a_fifo() {
+    let image = write_tmp("bundle-log-kinds.bin", &rich_image());
+    let dir = tmp_path("bundle-log-kinds");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A log's place in a directory its user can write, the link put
+    // there to a file of root's; and a FIFO nobody writes.
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "root's own\n").unwrap();
+    let link = dir.join("kiosk.log");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let fifo = dir.join("fifo.log");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    for (log, says) in [(&link, "symbolic link"), (&fifo, "not a regular file")] {
+        let out = tmp_path("bundle-log-kinds.tar.gz");
+        let mut run = Command::new(env!("CARGO_BIN_EXE_crashring"))
+            .args([
+                "bundle",
+                image.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+            ])
+            .args(["--add-log", log.to_str().unwrap()])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Opening a FIFO for reading waits for a writer: bounded here.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while run.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                run.kill().unwrap();
+                panic!("bundle --add-log {} did not end", log.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let done = run.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains(log.to_str().unwrap()),
+            "{stderr}"
+        );
+        assert!(!out.exists());
+    }
+}

@@ -9,7 +9,9 @@ use crate::kmem::symbols::{SymbolMap, Symbolizer};
 use crate::kmem::vmcoreinfo::VmcoreInfo;
 use crate::output::kernel_log;
 use crate::recover::Loaded;
-use std::path::PathBuf;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// A log to add: where its lines come from and its name in the bundle.
 #[derive(Clone, Debug)]
@@ -244,4 +246,26 @@ impl AddLog {
             name,
         })
     }
+}
+
+/// Opens a log given by path to add: a regular file, never through a
+/// symbolic link in its last component, and without waiting. Root may be
+/// adding a log from a directory its user can write (a kiosk's own log),
+/// where a link put in its place would bundle a file of root's into a
+/// report meant to be shared; a FIFO or a device would hang the bundle or
+/// never end.
+pub(super) fn open_log(path: &Path) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = File::from(rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            io::Error::other("a symbolic link: give the file it names")
+        } else {
+            io::Error::from(e)
+        }
+    })?);
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }

@@ -539,7 +539,8 @@ fn place_logs(
         let rel = Path::new("logs").join(&l.name);
         let input: Box<dyn Read> = match &l.source {
             LogSource::File(path) => {
-                Box::new(File::open(path).what(|| format!("opening the log {}", path.display()))?)
+                let file = add_log::open_log(path);
+                Box::new(file.what(|| format!("opening the log {}", path.display()))?)
             }
             LogSource::KernelPrintk(text)
             | LogSource::Ramoops(text)
