@@ -359,12 +359,15 @@ impl<'t> Clock<'t> {
                 log.placement.unplaced += 1;
                 continue;
             };
+            // A bracketed line that is one of the trace's printk lines:
+            // how far its time is from the trace's.
+            let mut matched = None;
             let ts = match stamp {
                 Stamp::Monotonic(ts) => Some(ts),
                 Stamp::Realtime(wall) => self.wall.mono_at(i128::from(wall)),
                 Stamp::Bracketed(ts) => {
                     if let Some(Some(at)) = self.printk.get(kernel_text(&text).as_bytes()) {
-                        offsets.push(i128::from(*at) - i128::from(ts));
+                        matched = Some(i128::from(*at) - i128::from(ts));
                     }
                     bracketed.push(log.placed.len());
                     Some(ts)
@@ -372,6 +375,9 @@ impl<'t> Clock<'t> {
             };
             match ts {
                 Some(ts) if log.placed.len() < MAX_PLACED => {
+                    // Only placed lines count: what a log holds past
+                    // MAX_PLACED is not held in memory, offsets included.
+                    offsets.extend(matched);
                     let p = &mut log.placement;
                     match stamp {
                         Stamp::Monotonic(_) if line.starts_with("{\"T\"") => p.timeline += 1,
@@ -637,6 +643,16 @@ mod tests {
             wall: WallClock::fixed(1_000_000_000_000),
             printk,
         }
+    }
+
+    #[test]
+    fn a_log_past_its_placed_lines_holds_nothing_more_in_memory() {
+        let line = "[    5.000000] sysrq: Trigger a crash\n";
+        let log = line.repeat(MAX_PLACED + 10);
+        let placed = clock().place("x", log.as_bytes()).unwrap();
+        assert_eq!(placed.placed.len(), MAX_PLACED);
+        assert_eq!(placed.placement.unplaced, 10);
+        assert_eq!(placed.placement.matched, MAX_PLACED as u64);
     }
 
     #[test]
