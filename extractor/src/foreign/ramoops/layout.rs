@@ -281,16 +281,16 @@ mod tests {
         assert_eq!(plan(Order::FtraceFirst), [&head[..], &older].concat());
         // A dmesg part that is no multiple of the record size is shared
         // out, as ramoops_init_przs() does (zone = part / count).
-        let odd: Layout = "0:20000,record=4096,console=0,ftrace=0,pmsg=0"
-            .parse()
-            .unwrap();
-        let sizes: Vec<_> = odd
-            .zones(Order::PmsgFirst)
-            .unwrap()
-            .iter()
-            .map(|z| z.size)
-            .collect();
-        assert_eq!(sizes, [5000; 4]);
+        let sizes = |layout: &str| -> Vec<_> {
+            let l: Layout = layout.parse().unwrap();
+            l.zones(Order::PmsgFirst)
+                .unwrap()
+                .iter()
+                .map(|z| z.size)
+                .collect()
+        };
+        let dmesg_only = ",record=4096,console=0,ftrace=0,pmsg=0";
+        assert_eq!(sizes(&format!("0:20000{dmesg_only}")), [5000; 4]);
         // Zones cut from a part are rounded down to an even size
         // (ALIGN_DOWN(zone_sz, 2)), and each starts where the last ended.
         let ftrace: Vec<_> = "0:64K,record=16K,console=8K,ftrace=4K,pmsg=4K,cpus=3"
@@ -304,16 +304,7 @@ mod tests {
             .collect();
         assert_eq!(ftrace, [(0, 1364), (1364, 1364), (2728, 1364)]);
         // 19999 bytes of dmesg in four: 4999 each, rounded to 4998.
-        let odd: Layout = "0:19999,record=4096,console=0,ftrace=0,pmsg=0"
-            .parse()
-            .unwrap();
-        let sizes: Vec<_> = odd
-            .zones(Order::PmsgFirst)
-            .unwrap()
-            .iter()
-            .map(|z| z.size)
-            .collect();
-        assert_eq!(sizes, [4998; 4]);
+        assert_eq!(sizes(&format!("0:19999{dmesg_only}")), [4998; 4]);
         // Sizes are rounded down to powers of two, as the kernel rounds them.
         let l: Layout = "0:1M,record=5000".parse().unwrap();
         assert_eq!(l.record_size, 4096);
