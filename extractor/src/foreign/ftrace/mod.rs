@@ -491,15 +491,27 @@ fn write_order(
 /// Sub-buffers whose time stamp does not fit between their neighbours'
 /// (7.2's check): below the last one kept, or above the next one where
 /// the next one itself follows the last one kept, so that one bad stamp
-/// costs one sub-buffer. Positions in `pages`, ascending.
+/// costs one sub-buffer. With none kept before it, a page above the next
+/// one is judged by the page after that: when it follows this one, the
+/// next one is the odd one out (and falls below this one in turn); only
+/// two pages left give no third stamp to judge by, and the first is
+/// flagged, as the kernel's `[prev_ts, next_ts]` check does. Positions in
+/// `pages`, ascending.
 fn out_of_order(pages: &[(u32, Page)]) -> Vec<usize> {
+    let stamp = |i: usize| pages.get(i).map(|(_, p)| p.time_stamp);
     let mut bad = Vec::new();
     let mut prev: Option<u64> = None;
     for (i, (_, p)) in pages.iter().enumerate() {
         let ts = p.time_stamp;
-        let next = pages.get(i + 1).map(|(_, n)| n.time_stamp);
+        let next = stamp(i + 1);
         let below = prev.is_some_and(|prev| ts < prev);
-        let above = next.is_some_and(|next| ts > next && prev.is_none_or(|prev| next >= prev));
+        let above = next.is_some_and(|next| {
+            ts > next
+                && match prev {
+                    Some(prev) => next >= prev,
+                    None => stamp(i + 2).is_none_or(|after| ts > after),
+                }
+        });
         if below || above {
             bad.push(i);
         } else {
@@ -707,6 +719,38 @@ mod tests {
             assert!(c.losses[0].why.contains("out of order"), "{:?}", c.losses);
             assert!(all.len() - markers(&i, 0, "cpu0").len() < 110, "{what}");
         }
+    }
+
+    #[test]
+    fn one_bad_stamp_costs_its_own_page_at_either_end() {
+        let pages = |stamps: &[u64]| -> Vec<(u32, Page)> {
+            stamps
+                .iter()
+                .enumerate()
+                .map(|(i, &time_stamp)| {
+                    let page = Page {
+                        time_stamp,
+                        commit: 0,
+                        missed: false,
+                        events: Vec::new(),
+                        end_ts: time_stamp,
+                    };
+                    (i as u32, page)
+                })
+                .collect()
+        };
+        // The second page's stamp is bad, not the first's.
+        assert_eq!(out_of_order(&pages(&[100, 1, 300, 400])), [1]);
+        assert_eq!(out_of_order(&pages(&[500, 1, 300, 400])), [0]);
+        assert_eq!(out_of_order(&pages(&[100, 200, 300, 1])), [3]);
+        assert_eq!(out_of_order(&pages(&[100, 200, 900, 400])), [2]);
+        assert_eq!(out_of_order(&pages(&[100, 50, 60, 70])), [0]);
+        assert_eq!(out_of_order(&pages(&[100, 1, 300])), [1]);
+        // Two pages give no third stamp: the first is flagged, as the
+        // kernel's check flags it.
+        assert_eq!(out_of_order(&pages(&[100, 1])), [0]);
+        assert!(out_of_order(&pages(&[1, 100])).is_empty());
+        assert!(out_of_order(&pages(&[7])).is_empty());
     }
 
     #[test]
