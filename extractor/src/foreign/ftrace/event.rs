@@ -1,13 +1,17 @@
 //! What a persistent ftrace event holds, said in text.
 //!
 //! Every event starts with `struct trace_entry`: its type id (u16), flags,
-//! preempt count and pid. The ids of ftrace's own entries are fixed by
-//! `enum trace_type` (`kernel/trace/trace.h`): a function entry (1), a
+//! preempt count and pid. The ids of ftrace's own entries come from
+//! `enum trace_type` (`kernel/trace/trace.h`), and only its first ones
+//! have stayed put in every kernel read here: a function entry (1), a
 //! `trace_marker` or `trace_printk` string (5), a binary `trace_printk`
-//! (6, its format a pointer into the old kernel), a constant string (14).
-//! Every other id is given out at boot, so only a copy of that boot's
-//! `/sys/kernel/tracing/events` ([`Formats`]) names it; without one an
-//! event is shown as its id and bytes, never guessed.
+//! (6, its format a pointer into the old kernel). Later ones moved: 6.13
+//! put `TRACE_GRAPH_RETADDR_ENT` after `TRACE_GRAPH_ENT`, so 14, the
+//! constant string (`TRACE_BPUTS`) before, is `TRACE_BLK` from then on.
+//! Every other id, and every id a copy of the writing boot's
+//! `/sys/kernel/tracing/events` ([`Formats`]) names otherwise, is read
+//! by that copy only; without one an event is shown as its id and bytes,
+//! never guessed.
 
 use super::meta::{u32_at, u64_at};
 use crate::kmem::symbols::Symbolizer;
@@ -21,7 +25,6 @@ pub const COMMON_SIZE: usize = 8;
 const TRACE_FN: u16 = 1;
 const TRACE_PRINT: u16 = 5;
 const TRACE_BPRINT: u16 = 6;
-const TRACE_BPUTS: u16 = 14;
 /// The most bytes of an unknown event shown.
 const RAW_SHOWN: usize = 64;
 
@@ -241,21 +244,25 @@ pub fn describe(data: &[u8], formats: Option<&Formats>, symbols: Option<&Symboli
         return format!("(event of {} bytes, too short for its header)", data.len());
     };
     let mut out = String::new();
-    match (common.id, formats.and_then(|f| f.by_id.get(&common.id))) {
-        (TRACE_PRINT, _) => {
+    let format = formats.and_then(|f| f.by_id.get(&common.id));
+    // The writing boot's formats say what an id is; ftrace's own entries
+    // are shown as built in where they agree, or name none for the id.
+    let own = |name: &str| format.is_none_or(|f| f.name == name);
+    match (common.id, format) {
+        (TRACE_PRINT, _) if own("print") => {
             out.push_str("print: ");
             let text = data.get(16..).unwrap_or_default();
             let text = text.split(|&b| b == 0).next().unwrap_or_default();
             let _ = write!(out, "{}", Escaped(text.strip_suffix(b"\n").unwrap_or(text)));
         }
-        (TRACE_FN, _) if data.len() >= 24 => {
+        (TRACE_FN, _) if own("function") && data.len() >= 24 => {
             let (ip, parent) = (u64_at(data, 8), u64_at(data, 16));
             let _ = match symbols {
                 Some(s) => write!(out, "function: {} <- {}", s.name(ip), s.name(parent)),
                 None => write!(out, "function: {ip:#x} <- {parent:#x}"),
             };
         }
-        (TRACE_BPRINT, _) if data.len() >= 24 => {
+        (TRACE_BPRINT, _) if own("bprint") && data.len() >= 24 => {
             let args: Vec<String> = data[24..]
                 .chunks_exact(4)
                 .map(|w| format!("{:#x}", u32_at(w, 0)))
@@ -265,13 +272,6 @@ pub fn describe(data: &[u8], formats: Option<&Formats>, symbols: Option<&Symboli
                 "bprint: format at {:#x} (the old kernel's memory), arguments [{}]",
                 u64_at(data, 16),
                 args.join(", ")
-            );
-        }
-        (TRACE_BPUTS, _) if data.len() >= 24 => {
-            let _ = write!(
-                out,
-                "bputs: string at {:#x} (the old kernel's memory)",
-                u64_at(data, 16)
             );
         }
         (_, Some(format)) => {
@@ -456,6 +456,37 @@ mod tests {
             describe(&[5, 0], None, None),
             "(event of 2 bytes, too short for its header)"
         );
+    }
+
+    /// `events/ftrace/bputs/format` as 6.12 prints it (id 14 there).
+    const BPUTS_FORMAT: &str = "name: bputs\nID: 14\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:const char * str;\toffset:16;\tsize:8;\tsigned:0;\n\nprint fmt: \"%ps: %s\", (void *)REC->ip, REC->str\n";
+
+    #[test]
+    fn an_id_past_the_stable_ones_is_read_by_the_formats_only() {
+        // Id 14: a constant string before 6.13, TRACE_BLK since.
+        let mut e = vec![14, 0, 0, 0, 1, 0, 0, 0];
+        e.extend(0xffff_ffff_8100_0010u64.to_le_bytes());
+        e.extend(0xffff_ffff_8200_0020u64.to_le_bytes());
+        assert_eq!(
+            describe(&e, None, None),
+            "event 14: 16 bytes 10 00 00 81 ff ff ff ff 20 00 00 82 ff ff ff ff"
+        );
+        let f = Formats::parse(BPUTS_FORMAT);
+        assert_eq!(
+            describe(&e, Some(&f), None),
+            "bputs: ip=18446744071578845200 str=0xffffffff82000020"
+        );
+        // A stable id the formats name otherwise is read by them.
+        let f = Formats::parse(&SAMPLE_FORMAT.replace("ID: 600", "ID: 5"));
+        let mut print = sample();
+        print[..2].copy_from_slice(&5u16.to_le_bytes());
+        assert!(describe(&print, Some(&f), None).starts_with("sample: comm=kwor "));
+        // And as built in where they agree.
+        let f = Formats::parse(PRINT_FORMAT);
+        let mut print = vec![5, 0, 0, 0, 1, 0, 0, 0];
+        print.extend(0xffff_ffff_8100_0000u64.to_le_bytes());
+        print.extend(b"hi\n\0");
+        assert_eq!(describe(&print, Some(&f), None), "print: hi");
     }
 
     #[test]
