@@ -64,6 +64,11 @@ pub struct Log {
     pub skipped: u64,
     /// The ring's `fail` counter: records the kernel could not store.
     pub failed: u64,
+    /// The tail id, when it was no id the ring could hold behind the
+    /// head (more than its descriptor count before it): damaged, so the
+    /// ids walked were the descriptor count's back from the head, and
+    /// those of them no record holds are counted in `skipped`.
+    pub bad_tail: Option<u64>,
 }
 
 /// `DESC_SV` states, in the state word's top two bits.
@@ -220,12 +225,15 @@ pub fn read(mem: &KernelMemory, info: &VmcoreInfo) -> Result<Log, PrintkError> {
         ..Log::default()
     };
     // From tail to head, both included; ids wrap within the mask.
-    let ids = head.wrapping_sub(tail) & id_mask;
+    let mut ids = head.wrapping_sub(tail) & id_mask;
+    let mut tail = tail;
     if ids >= count {
-        return Err(PrintkError::Implausible {
-            what: "distance from tail id to head id",
-            value: ids,
-        });
+        // A damaged tail id: the ring holds at most `count` descriptors,
+        // so the records there are among the last `count` ids up to the
+        // head, each still checked against its descriptor as below.
+        log.bad_tail = Some(tail);
+        ids = count - 1;
+        tail = head.wrapping_sub(ids) & id_mask;
     }
     // The blocks of a ring's records lie apart in its data ring, so
     // their text together is less than its size; descriptors that claim
@@ -402,6 +410,33 @@ mod tests {
         assert_eq!(log.records[2].subsystem, b"pci");
         assert_eq!(log.records[2].device, b"+pci:0000:00:02.0");
         assert_eq!((log.skipped, log.failed), (3, 5));
+    }
+
+    #[test]
+    fn a_damaged_tail_id_costs_no_record_the_ring_holds() {
+        let good = read(
+            &KernelMemory::new(&Ram::of(six_records()), &note()).unwrap(),
+            &note(),
+        )
+        .unwrap();
+        assert_eq!(good.bad_tail, None);
+        let mut bytes = six_records();
+        let tail = 0x0003_dead_beef_u64;
+        put(&mut bytes, RING + 32, &tail.to_le_bytes());
+        let ram = Ram::of(bytes);
+        let mem = KernelMemory::new(&ram, &note()).unwrap();
+        let log = read(&mem, &note()).unwrap();
+        assert_eq!(log.bad_tail, Some(tail));
+        let seqs = |l: &Log| {
+            l.records
+                .iter()
+                .map(|r| (r.seq, r.text.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(seqs(&log), seqs(&good));
+        // The 8 ids back from the head: 8 and 9 no descriptor holds, and
+        // the 3 unreadable between the tail and the head.
+        assert_eq!((log.skipped, log.failed), (5, 5));
     }
 
     #[test]
