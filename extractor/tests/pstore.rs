@@ -95,7 +95,8 @@ fn an_images_records_are_written_as_sys_fs_pstore_names_them() {
 #[test]
 fn a_vmcores_area_is_read_by_physical_address_and_holes_are_said() {
     // The area at 1 MiB of a dump whose second load stops part way into
-    // the console zone: what the dump lacks is unreadable, not zeros.
+    // the console zone: what the dump lacks is unreadable, not zeros, and
+    // the console text it holds is kept.
     let base = 0x10_0000usize;
     let mut mem = vec![0u8; base];
     mem.extend(ramoops_area::seed());
@@ -124,11 +125,21 @@ fn a_vmcores_area_is_read_by_physical_address_and_holes_are_said() {
     );
     assert!(
         err.contains(
-            "console-ramoops-0 at 0x10c000 (8192 bytes): unreadable: physical address 0x10c100"
+            "console-ramoops-0 at 0x10c000 (8192 bytes): 244 bytes, wrapped; 7936 bytes not in the dump left out (7936 at 0x10c100)"
         ),
         "{err}"
     );
-    assert!(text(&out.stdout).contains("==== dmesg-ramoops-0 ===="));
+    let printed = text(&out.stdout);
+    assert!(printed.contains("==== dmesg-ramoops-0 ===="));
+    // The zone went round to 0x24: the text it holds from there to the
+    // cut, then the buffer's first 0x24 bytes, none of it zeros.
+    let console = printed.split("==== console-ramoops-0 ====\n").nth(1);
+    let written = ramoops_area::console_text();
+    let kept = &written[written.len() - (0x2000 - 12)..];
+    let mut want = kept[..0xf4 - 0x24].to_vec();
+    want.extend(&kept[0x1ff4 - 0x24..]);
+    want.push(b'\n');
+    assert_eq!(console.map(str::as_bytes), Some(&want[..]), "{printed}");
 }
 
 #[test]

@@ -191,7 +191,12 @@ impl AddLog {
         let mut logs = Vec::new();
         for z in &zones {
             match (&z.state, z.record()) {
-                (_, Some((bytes, partial))) => {
+                (state, Some((bytes, partial))) => {
+                    if let ramoops::ZoneState::Text(t) = state {
+                        if let Some(note) = t.missing_note() {
+                            warnings.push(format!("{}: {note}", z.file_name()));
+                        }
+                    }
                     if partial > 0 {
                         warnings.push(format!(
                             "{}: {partial} bytes of a partial record at its end left out",

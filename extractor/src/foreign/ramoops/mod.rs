@@ -17,7 +17,9 @@
 //! `data[start..size]` followed by `data[..start]`, as
 //! `persistent_ram_save_old()` copies it. A zone the kernel would discard
 //! (start past size, size past the buffer, a dmesg zone without its `====`
-//! header) is reported, never read.
+//! header) is reported, never read. A console or pmsg zone whose pages
+//! the dump holds only in part keeps the text it has; each range it lacks
+//! is left out, never read as zeros, and said with its address.
 //!
 //! With `ecc=`, each zone keeps Reed-Solomon parity after its data, one
 //! block per 128 data bytes and one for the header
@@ -31,9 +33,10 @@ mod layout;
 pub use layout::{Layout, LayoutError, Order, ZoneKind, ZonePlan};
 
 use super::reed_solomon::Codec;
-use crate::phys::{PhysError, PhysMemory};
+use crate::phys::{PhysAddr, PhysError, PhysMemory};
 use std::fmt;
 use std::io::Read;
+use std::ops::Range;
 
 /// `PERSISTENT_RAM_SIG`, "DBGC" read as a little-endian word. The ftrace
 /// zones store it XORed with the kernel's `LINUX_VERSION_CODE`.
@@ -52,6 +55,11 @@ const ECC_BLOCK: u64 = 128;
 /// record of at most its `bufsize`, and inflates into a buffer sized by a
 /// fixed ratio; this bound only keeps hostile input from taking memory.
 const MAX_INFLATED: u64 = 64 << 20;
+/// The granule a zone is read in where the dump lacks some of it: a dump
+/// holds or lacks memory a page at a time.
+const PAGE: u64 = 4096;
+/// The missing ranges a zone's description names at most.
+const MISSING_NAMED: usize = 8;
 
 /// What a zone's parity found, counted as the kernel counts it: bytes
 /// corrected, and blocks (the header one of them) it could not correct
@@ -130,6 +138,45 @@ pub struct ZoneText {
     pub wrapped: bool,
     /// What the parity found, with ECC.
     pub ecc: Option<EccTally>,
+    /// The zone's bytes the dump does not hold, in text order: left out
+    /// of `bytes`, never read as zeros. Only a console or pmsg zone is
+    /// read around them; any other is unreadable with one.
+    pub missing: Vec<Missing>,
+}
+
+/// Bytes of a zone the dump does not hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Missing {
+    /// Where they lie.
+    pub addr: PhysAddr,
+    pub len: u64,
+    /// Where in the zone's text they would be: the text kept before them.
+    pub at: usize,
+}
+
+impl ZoneText {
+    /// What the dump lacks of the zone, in words; `None` when nothing.
+    pub fn missing_note(&self) -> Option<String> {
+        if self.missing.is_empty() {
+            return None;
+        }
+        let total: u64 = self.missing.iter().map(|m| m.len).sum();
+        let mut note = format!("{total} bytes not in the dump left out (");
+        for (i, m) in self.missing.iter().take(MISSING_NAMED).enumerate() {
+            if i > 0 {
+                note.push_str(", ");
+            }
+            note.push_str(&format!("{} at {:#x}", m.len, m.addr));
+        }
+        if self.missing.len() > MISSING_NAMED {
+            note.push_str(&format!(
+                " and {} ranges more",
+                self.missing.len() - MISSING_NAMED
+            ));
+        }
+        note.push(')');
+        Some(note)
+    }
 }
 
 impl Zone {
@@ -168,12 +215,13 @@ impl Zone {
 
 impl ZoneState {
     /// Whether something the kernel wrote could not be read: the dump
-    /// lacks it, or a compressed record does not inflate.
+    /// lacks it (or part of it), or a compressed record does not inflate.
     pub fn lost(&self) -> bool {
-        matches!(
-            self,
-            ZoneState::Unreadable(_) | ZoneState::BadCompression(_)
-        )
+        match self {
+            ZoneState::Unreadable(_) | ZoneState::BadCompression(_) => true,
+            ZoneState::Text(t) => !t.missing.is_empty(),
+            _ => false,
+        }
     }
 }
 
@@ -216,6 +264,9 @@ impl fmt::Display for ZoneState {
                         e.corrected_bytes, e.bad_blocks
                     )?,
                     None => {}
+                }
+                if let Some(note) = t.missing_note() {
+                    write!(f, "; {note}")?;
                 }
                 Ok(())
             }
@@ -321,32 +372,85 @@ fn read_zone(
         None => 0,
     };
     let span = (covered * ECC_BLOCK).clamp(size as u64, buffer) as usize;
+    // A console or pmsg zone is plain text, read around what the dump
+    // lacks; the others are records whose every byte counts.
+    let in_part = matches!(plan.kind, ZoneKind::Console | ZoneKind::Pmsg);
+    let mut first_lack = None;
+    let mut read = |at, buf: &mut [u8]| -> Result<Vec<Range<usize>>, PhysError> {
+        if in_part {
+            let (lacking, why) = read_present(mem, at, buf);
+            first_lack = first_lack.take().or(why);
+            Ok(lacking)
+        } else {
+            mem.read(at, buf).map(|()| Vec::new())
+        }
+    };
     let mut data = vec![0u8; span];
-    if let Err(e) = mem.read(data_at, &mut data) {
-        return ZoneState::Unreadable(e);
-    }
+    let lacking = match read(data_at, &mut data) {
+        Ok(lacking) => lacking,
+        Err(e) => return ZoneState::Unreadable(e),
+    };
     if let (Some(rs), Some(tally)) = (codec, &mut tally) {
         let mut parity = vec![0u8; (covered * ecc) as usize];
-        if let Err(e) = mem.read(parity_at, &mut parity) {
-            return ZoneState::Unreadable(e);
-        }
-        for (block, par) in data
-            .chunks_mut(ECC_BLOCK as usize)
-            .zip(parity.chunks_mut(ecc as usize))
+        let parity_lacking = match read(parity_at, &mut parity) {
+            Ok(lacking) => lacking,
+            Err(e) => return ZoneState::Unreadable(e),
+        };
+        let whole = |lacking: &[Range<usize>], r: Range<usize>| {
+            !lacking.iter().any(|l| l.start < r.end && r.start < l.end)
+        };
+        let (block, ecc) = (ECC_BLOCK as usize, ecc as usize);
+        for (i, (bytes, par)) in data
+            .chunks_mut(block)
+            .zip(parity.chunks_mut(ecc))
+            .enumerate()
         {
-            tally.count(rs.decode(block, par));
+            // A block or parity the dump lacks in part is not decoded:
+            // its bytes there are kept as they lie, the rest left out.
+            let at = i * block;
+            if whole(&lacking, at..at + bytes.len())
+                && whole(&parity_lacking, i * ecc..i * ecc + ecc)
+            {
+                tally.count(rs.decode(bytes, par));
+            }
         }
     }
-    data.truncate(size);
-    data.rotate_left(start);
+    // The text from the writer's position to the size, then from the
+    // buffer's start to the position, without what the dump lacks.
+    let mut bytes = Vec::with_capacity(size);
+    let mut missing = Vec::new();
+    for part in [start..size, 0..start] {
+        let mut at = part.start;
+        for l in &lacking {
+            let (from, to) = (l.start.max(part.start), l.end.min(part.end));
+            if from >= to {
+                continue;
+            }
+            bytes.extend_from_slice(&data[at..from]);
+            missing.push(Missing {
+                addr: data_at + from as u64,
+                len: (to - from) as u64,
+                at: bytes.len(),
+            });
+            at = to;
+        }
+        bytes.extend_from_slice(&data[at..part.end]);
+    }
+    // Nothing of the text there: the zone is unreadable, not empty.
+    if bytes.is_empty() && !missing.is_empty() {
+        if let Some(e) = first_lack {
+            return ZoneState::Unreadable(e);
+        }
+    }
     let mut text = ZoneText {
         // The writer has gone round when text lies after its position.
         wrapped: start < size,
-        bytes: data,
+        bytes,
         time: None,
         compressed: false,
         version,
         ecc: tally,
+        missing,
     };
     if plan.kind == ZoneKind::Dmesg {
         let Some((time, compressed, len)) = dmesg_header(&text.bytes) else {
@@ -363,6 +467,52 @@ fn read_zone(
         }
     }
     ZoneState::Text(text)
+}
+
+/// Fills `buf` from `at` as far as the dump holds it: the ranges of `buf`
+/// it lacks, in order, whose bytes are not memory and must not be read,
+/// and why the dump lacks the first. A failed read says where the lack
+/// starts; the map says where a hole ends, and a page is the granule
+/// where it does not (a page the dump holds but cannot give back).
+fn read_present(
+    mem: &dyn PhysMemory,
+    at: PhysAddr,
+    buf: &mut [u8],
+) -> (Vec<Range<usize>>, Option<PhysError>) {
+    let mut lacking: Vec<Range<usize>> = Vec::new();
+    let mut first = None;
+    let mut done = 0;
+    while done < buf.len() {
+        let addr = at + done as u64;
+        let Err(e) = mem.read(addr, &mut buf[done..]) else {
+            break;
+        };
+        // The bytes before the one the error names are held, and read
+        // again: a failed read need not have written them.
+        let mut bad = done
+            + e.addr()
+                .0
+                .saturating_sub(addr.0)
+                .min((buf.len() - done) as u64) as usize;
+        if bad == buf.len() || (bad > done && mem.read(addr, &mut buf[done..bad]).is_err()) {
+            bad = done;
+        }
+        let from = at + bad as u64;
+        let page_end = (from.0 | (PAGE - 1)).saturating_add(1);
+        let end = mem
+            .map()
+            .hole_end(from)
+            .filter(|&end| end > from)
+            .map_or(page_end, |end| end.0);
+        let stop = bad.max(((end - at.0) as usize).min(buf.len()));
+        match lacking.last_mut() {
+            Some(l) if l.end == bad => l.end = stop,
+            _ => lacking.push(bad..stop),
+        }
+        first.get_or_insert(e);
+        done = stop;
+    }
+    (lacking, first)
 }
 
 /// `====SEC.USEC-C\n` (or `-D`, or neither, as older kernels wrote it), as
@@ -655,6 +805,83 @@ mod tests {
         for kind in [ZoneKind::Console, ZoneKind::Pmsg, ZoneKind::Ftrace] {
             assert!(matches!(zone(&zones, kind, 0), ZoneState::Unreadable(_)));
         }
+    }
+
+    #[test]
+    fn a_page_the_dump_lacks_costs_a_text_zone_that_page_only() {
+        // The console zone's second page (0xd000 in the area) is a hole.
+        let area = ramoops_area::seed();
+        let len = area.len() as u64;
+        let present = |r: Range<u64>| Run {
+            start: PhysAddr(BASE + r.start),
+            end: PhysAddr(BASE + r.end),
+            backing: Backing::Present,
+            offset: Some(FileOffset(r.start)),
+        };
+        let map = MemoryMap::new(vec![
+            present(0..0xd000),
+            Run::lost(PhysAddr(BASE + 0xd000)..PhysAddr(BASE + 0xe000)),
+            present(0xe000..len),
+        ]);
+        let mem = MappedMemory::new(Arc::new(area), map);
+        let (_, zones) = read(&mem, &layout()).unwrap();
+        let state = zone(&zones, ZoneKind::Console, 0);
+        assert!(state.lost());
+        let console = text(state);
+        // Gone round to position 0x24: text from there, then the buffer's
+        // start; the hole is the buffer's 0xff4..0x1ff4.
+        let written = console_text();
+        let kept = &written[written.len() - (0x2000 - 12)..];
+        let hole = 0xff4 - 0x24..0x1ff4 - 0x24;
+        assert_eq!(console.bytes.len(), kept.len() - 0x1000);
+        assert_eq!(console.bytes[..hole.start], kept[..hole.start]);
+        assert_eq!(console.bytes[hole.start..], kept[hole.end..]);
+        assert_eq!(
+            console.missing,
+            [Missing {
+                addr: PhysAddr(BASE + 0xd000),
+                len: 0x1000,
+                at: hole.start,
+            }]
+        );
+        assert!(
+            state
+                .to_string()
+                .ends_with("; 4096 bytes not in the dump left out (4096 at 0x1000d000)"),
+            "{state}"
+        );
+        // Its neighbours are read whole.
+        assert_eq!(
+            text(zone(&zones, ZoneKind::Pmsg, 0)).bytes,
+            b"compositor: frame 7 late\n"
+        );
+        assert!(text(zone(&zones, ZoneKind::Dmesg, 0)).missing.is_empty());
+    }
+
+    #[test]
+    fn a_text_zone_the_dump_lacks_all_of_is_unreadable() {
+        let area = ramoops_area::seed();
+        let len = area.len() as u64;
+        let present = |r: Range<u64>| Run {
+            start: PhysAddr(BASE + r.start),
+            end: PhysAddr(BASE + r.end),
+            backing: Backing::Present,
+            offset: Some(FileOffset(r.start)),
+        };
+        // The header's page is there, its text's pages are not.
+        let mut bytes = area;
+        header(&mut bytes, 0xc000, ramoops_area::SIG, 0, 0x1000);
+        let map = MemoryMap::new(vec![
+            present(0..0xc000 + 12),
+            Run::lost(PhysAddr(BASE + 0xc000 + 12)..PhysAddr(BASE + 0xe000)),
+            present(0xe000..len),
+        ]);
+        let mem = MappedMemory::new(Arc::new(bytes), map);
+        let (_, zones) = read(&mem, &layout()).unwrap();
+        assert!(matches!(
+            zone(&zones, ZoneKind::Console, 0),
+            ZoneState::Unreadable(_)
+        ));
     }
 
     #[test]
