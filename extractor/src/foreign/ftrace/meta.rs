@@ -156,8 +156,13 @@ pub fn kernel_text(mem: &dyn PhysMemory, head: &Head, first: &CpuMeta) -> Option
             }),
         Generation::PerCpuKaslr => first.text_addr.map(KernelText::KaslrOffset),
         Generation::Global | Generation::GlobalTested => {
-            let scratch = head.base + GLOBAL_META_SIZE;
-            if head.first_chunk.0 < scratch.0 + 16 {
+            // Both words must lie before the first chunk; an area at the
+            // top of the address space has no room for them.
+            let scratch = head.base.checked_add(GLOBAL_META_SIZE)?;
+            if scratch
+                .checked_add(16)
+                .is_none_or(|end| head.first_chunk < end)
+            {
                 return None;
             }
             let mut words = [0u8; 16];
@@ -343,4 +348,36 @@ pub(super) fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::mapped::MappedMemory;
+    use crate::phys::MemoryMap;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_scratch_area_at_the_top_of_the_address_space_is_none() {
+        let mem = MappedMemory::new(Arc::new(Vec::new()), MemoryMap::new(Vec::new()));
+        let first = CpuMeta {
+            addr: PhysAddr(u64::MAX - 4),
+            first_buffer: 0,
+            head_buffer: 0,
+            commit_buffer: 0,
+            subbuf_size: 4096,
+            nr_subbufs: 2,
+            tested: None,
+            text_addr: None,
+        };
+        for base in [u64::MAX - GLOBAL_META_SIZE - 8, u64::MAX - 8] {
+            let head = Head {
+                base: PhysAddr(base),
+                generation: Generation::Global,
+                total_size: Some(64),
+                first_chunk: PhysAddr(u64::MAX - 4),
+            };
+            assert_eq!(kernel_text(&mem, &head, &first), None);
+        }
+    }
 }
