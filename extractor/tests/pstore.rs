@@ -258,6 +258,53 @@ fn a_bundle_holds_the_dumps_ramoops_records_as_logs() {
 }
 
 #[test]
+fn a_wrapped_ftrace_zone_s_cut_record_is_said_left_out_at_its_start() {
+    // 100 records into the 2036-byte buffer of the first ftrace zone: the
+    // writer went round, and the oldest record kept is cut at the front.
+    let mut area = ramoops_area::seed();
+    let (_, ftrace) = ramoops_area::places(true);
+    let records: Vec<u8> = (0..100u64)
+        .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
+        .collect();
+    ramoops_area::put(
+        &mut area,
+        ftrace,
+        ramoops_area::SIG ^ 0x060c75,
+        0x800 - 12,
+        &records,
+    );
+    let cut = "20 bytes of a partial record at its start (the oldest, cut by the wrap) left out";
+    let path = write_tmp("ramoops-ftrace-wrapped.img", &area);
+    let out = crashring(&[
+        "pstore",
+        path.to_str().unwrap(),
+        "--ramoops",
+        ramoops_area::LAYOUT,
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("ftrace-ramoops-0: {cut}")), "{err}");
+    // The bundle warns of it in the same words.
+    let mut mem = synth::image_sized(0, 4096, 0x10000, 20);
+    mem.resize(0x10000, 0);
+    mem.extend(area);
+    let path = write_tmp("ramoops-ftrace-wrapped-armed.img", &mem);
+    let archive = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ramoops-ftrace-wrapped.tar.gz");
+    let _ = std::fs::remove_file(&archive);
+    let out = crashring(&[
+        "bundle",
+        path.to_str().unwrap(),
+        "--ramoops",
+        &ramoops_area::LAYOUT.replacen("0:", "0x10000:", 1),
+        "-o",
+        archive.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("ftrace-ramoops-0: {cut}")), "{err}");
+}
+
+#[test]
 fn info_lists_the_zones_where_the_parameters_put_them() {
     let path = write_tmp("ramoops-info.img", &ramoops_area::seed());
     let path = path.to_str().unwrap();

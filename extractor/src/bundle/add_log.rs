@@ -199,7 +199,7 @@ impl AddLog {
                     }
                     if partial > 0 {
                         warnings.push(format!(
-                            "{}: {partial} bytes of a partial record at its end left out",
+                            "{}: {partial} bytes of a partial record at its start (the oldest, cut by the wrap) left out",
                             z.file_name()
                         ));
                     }

@@ -104,7 +104,7 @@ fn contents(z: &Zone) -> Option<Vec<u8>> {
     let (bytes, partial) = z.record()?;
     if partial > 0 {
         eprintln!(
-            "crashring: {}: {partial} bytes of a partial record at the end left out",
+            "crashring: {}: {partial} bytes of a partial record at its start (the oldest, cut by the wrap) left out",
             z.file_name()
         );
     }
