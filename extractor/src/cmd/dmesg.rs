@@ -50,10 +50,11 @@ pub fn run(args: DmesgArgs) -> Result<u8> {
         _ => (0, 0),
     };
     eprintln!(
-        "crashring: {path}: {} printk records (seq {first}..{last}); {} unreadable between tail and head; {} the kernel could not store",
+        "crashring: {path}: {} printk records (seq {first}..{last}); {} unreadable between tail and head; {} the kernel could not store{}",
         log.records.len(),
         log.skipped,
-        log.failed
+        log.failed,
+        log.tail_note()
     );
     Ok(0)
 }

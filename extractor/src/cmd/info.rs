@@ -115,8 +115,10 @@ impl View<'_> {
                 }
                 writeln!(
                     out,
-                    "; {} unreadable between tail and head, {} the kernel could not store; `crashring dmesg` prints it",
-                    log.skipped, log.failed
+                    "; {} unreadable between tail and head, {} the kernel could not store{}; `crashring dmesg` prints it",
+                    log.skipped,
+                    log.failed,
+                    log.tail_note()
                 )?;
             }
             Some(Err(e)) => writeln!(out, "kernel printk log: not read: {e}")?,
@@ -245,6 +247,7 @@ fn printk_json(log: &Result<Log, PrintkError>) -> Value {
                 "last_ns": last.map(|r| r.ts_nsec),
                 "unreadable": log.skipped,
                 "failed": log.failed,
+                "damaged_tail_id": log.bad_tail,
             })
         }
         Err(e) => json!({ "error": e.to_string() }),

@@ -71,6 +71,16 @@ pub struct Log {
     pub bad_tail: Option<u64>,
 }
 
+impl Log {
+    /// What a damaged tail id made the reader do, for a line about the
+    /// log; empty when the tail was sound.
+    pub fn tail_note(&self) -> String {
+        self.bad_tail.map_or_else(String::new, |tail| {
+            format!("; its tail id {tail:#x} was damaged, so the ring's count of ids back from the head were read")
+        })
+    }
+}
+
 /// `DESC_SV` states, in the state word's top two bits.
 const DESC_COMMITTED: u64 = 1;
 const DESC_FINALIZED: u64 = 2;
