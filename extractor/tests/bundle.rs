@@ -388,6 +388,7 @@ fn an_added_log_is_a_regular_file_never_a_link_or_a_fifo() {
     assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
     for (log, says) in [(&link, "symbolic link"), (&fifo, "not a regular file")] {
         let out = tmp_path("bundle-log-kinds.tar.gz");
+        let _ = std::fs::remove_file(&out);
         let mut run = Command::new(env!("CARGO_BIN_EXE_crashring"))
             .args([
                 "bundle",
