@@ -497,8 +497,15 @@ fn syslog_kernel_text(line: &[u8]) -> Option<usize> {
                 && (1..=2).contains(&day.len()) && day.iter().all(u8::is_ascii_digit)
                 && time.len() == 8 && time[2] == b':' && time[5] == b':')
     };
+    // One word: 2026-11-30T12:00:00, then any fraction and offset.
     let rfc3339 = |s: &[u8]| {
-        s.len() >= 19 && s[..4].iter().all(u8::is_ascii_digit) && s[4] == b'-' && s[10] == b'T'
+        let digits = |r: std::ops::Range<usize>| s[r].iter().all(u8::is_ascii_digit);
+        s.len() >= 19
+            && !s.contains(&b' ')
+            && (s[4], s[7], s[10], s[13], s[16]) == (b'-', b'-', b'T', b':', b':')
+            && [0..4, 5..7, 8..10, 11..13, 14..16, 17..19]
+                .into_iter()
+                .all(digits)
     };
     if host.is_empty() || !(bsd(stamp) || rfc3339(stamp)) {
         return None;
@@ -778,6 +785,7 @@ no time ffff888000000000
 Nov  3 12:00:00 kiosk kernel: input: syslog keyboard
 2026-11-30T12:00:00.123456+00:00 kiosk kernel: [    2.000000] input: kern.log keyboard
 Nov 30 12:00:01 kiosk weston[812]: input: not the kernel's
+2026-11-30T12:00:05+00:00 kiosk kdump-tools[612]: Loading crash kernel: input: not it either
 Nov 30 12:00:02 kiosk kernel: usb 1-1: hashed by printk.text
 ";
         let rules = Rules {
@@ -796,15 +804,16 @@ Nov 30 12:00:02 kiosk kernel: usb 1-1: hashed by printk.text
         // priority); the other bracketed lines hashed whole by
         // printk.text, keeping their times.
         assert_eq!(done.counts.per_class, [6, 3], "{out}");
-        assert_eq!(lines.len(), 10, "{out}");
+        assert_eq!(lines.len(), 11, "{out}");
         // The kernel's lines of syslog's shape meet them too: the time,
         // host and tag kept; a program's line of the same shape does not.
         assert_eq!(
             lines[8],
             "Nov 30 12:00:01 kiosk weston[812]: input: not the kernel's"
         );
+        assert!(lines[9].ends_with("Loading crash kernel: input: not it either"));
         assert!(
-            lines[9].starts_with("Nov 30 12:00:02 kiosk kernel: h:"),
+            lines[10].starts_with("Nov 30 12:00:02 kiosk kernel: h:"),
             "{out}"
         );
         assert!(lines[0].starts_with("[    1.200000] h:"), "{out}");
