@@ -469,6 +469,22 @@ fn a_bundle_placed_without_its_summary_is_bundled_again() {
     let names = files(&m.bundles);
     let summary = names.iter().find(|n| n.ends_with(".json")).unwrap();
     std::fs::remove_file(m.bundles.join(summary)).unwrap();
+    // Under that name, anything but a bundle of the generation is kept.
+    let bundle = m.bundles.join(summary.replace(".json", ".tar.gz"));
+    let whole = std::fs::read(&bundle).unwrap();
+    std::fs::write(&bundle, b"someone else's").unwrap();
+    let refusing = FakeModule {
+        refuse_acks: true,
+        ..FakeModule::new(&m.module_dir, &[crashed(3)])
+    };
+    let kept = run(&refusing, &m.bundles, &Recover::default());
+    assert!(
+        matches!(kept.failed, Some((_, RecoveryError::Exists(_)))),
+        "{:?}",
+        kept.failed
+    );
+    assert_eq!(std::fs::read(&bundle).unwrap(), b"someone else's");
+    std::fs::write(&bundle, whole).unwrap();
     let module = FakeModule::new(&m.module_dir, &[crashed(3)]);
     let next = run(&module, &m.bundles, &Recover::default());
     assert!(next.failed.is_none(), "{:?}", next.failed);

@@ -53,14 +53,16 @@ pub(super) fn place(
     let name = name(&summary, archived);
     let path = dir.join(format!("{name}.tar.gz"));
     let size = std::fs::metadata(&staging).map_err(io_at(&staging))?.len();
-    // A bundle of this name without its summary is a placement cut short
-    // between the two renames (power lost, the run killed): the same
-    // generation's, as a crash's name is made of it, and never taken as
-    // archived. Replaced, rather than refused at every boot after.
+    // A bundle of this name without its summary, of this generation, is
+    // a placement cut short between the two renames (power lost, the run
+    // killed), never taken as archived: replaced, rather than refused at
+    // every boot after. Anything else there is refused.
     let summary_path = dir.join(format!("{name}.json"));
-    let placed = match summary_path.try_exists().map_err(io_at(&summary_path))? {
-        true => staging.persist_noclobber(&path),
-        false => staging.persist(&path),
+    let cut_short =
+        !summary_path.try_exists().map_err(io_at(&summary_path))? && bundle_of(&path, g);
+    let placed = match cut_short {
+        true => staging.persist(&path),
+        false => staging.persist_noclobber(&path),
     };
     placed.map_err(|e| {
         if e.error.kind() == io::ErrorKind::AlreadyExists {
@@ -88,6 +90,23 @@ pub(super) fn place(
         size,
         summary,
     })
+}
+
+/// Whether `path` is a whole bundle of generation `g`, by its manifest.
+fn bundle_of(path: &Path, g: &Generation) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let Ok(checked) = bundle::check(io::BufReader::new(file)) else {
+        return false;
+    };
+    let regions = checked.manifest["regions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    regions
+        .iter()
+        .any(|r| r["boot_id"] == g.boot_id.as_str() && r["generation"] == g.generation)
 }
 
 /// What the summary says of the bundle besides the generation.
