@@ -27,7 +27,7 @@ struct cr_call {
 	const char *device;
 };
 
-bool crashring_debug_record(const struct cr_call *call, va_list ap);
+void crashring_debug_record(const struct cr_call *call, va_list ap);
 bool crashring_debug_also_printk(void);
 
 struct _ddebug;

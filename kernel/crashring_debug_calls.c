@@ -33,11 +33,8 @@ static void cr_dev_text(char *buf, const struct device *dev)
  * Each runs instead of the function it is named after, with the same
  * arguments, preemption disabled from its first instruction to its last
  * (see "Unload" in crashring_debug.c). The selection was checked by the
- * callback. With "printk" selected, or when the message could not be
- * recorded (recording stopped since the callback, this context's buffers
- * all in use, the stream stopped), each then calls the original, which
- * the callback lets through when called from here: a diverted message is
- * never lost where printk would have kept it.
+ * callback. With "printk" selected, each then calls the original, which
+ * the callback lets through when called from here.
  */
 notrace void crashring_dynamic_pr_debug(struct _ddebug *desc, const char *fmt, ...)
 {
@@ -46,14 +43,13 @@ notrace void crashring_dynamic_pr_debug(struct _ddebug *desc, const char *fmt, .
 		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = "",
 		.prefixed = true,
 	};
-	bool recorded;
 	va_list ap;
 
 	preempt_disable_notrace();
 	va_start(ap, fmt);
-	recorded = crashring_debug_record(&call, ap);
+	crashring_debug_record(&call, ap);
 	va_end(ap);
-	if (!recorded || crashring_debug_also_printk()) {
+	if (crashring_debug_also_printk()) {
 		struct va_format vaf = { .fmt = fmt, .va = &ap };
 
 		va_start(ap, fmt);
@@ -71,7 +67,6 @@ notrace void crashring_dynamic_dev_dbg(struct _ddebug *desc, const struct device
 		.source = CRASHRING_CALLSITE_DYNDBG, .category = U16_MAX,
 		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = device,
 	};
-	bool recorded;
 	va_list ap;
 
 	preempt_disable_notrace();
@@ -82,9 +77,9 @@ notrace void crashring_dynamic_dev_dbg(struct _ddebug *desc, const struct device
 	else
 		strscpy(device, "(NULL device *)", sizeof(device));
 	va_start(ap, fmt);
-	recorded = crashring_debug_record(&call, ap);
+	crashring_debug_record(&call, ap);
 	va_end(ap);
-	if (!recorded || crashring_debug_also_printk()) {
+	if (crashring_debug_also_printk()) {
 		struct va_format vaf = { .fmt = fmt, .va = &ap };
 
 		va_start(ap, fmt);
@@ -102,7 +97,6 @@ notrace void crashring_dynamic_netdev_dbg(struct _ddebug *desc, const struct net
 		.source = CRASHRING_CALLSITE_DYNDBG, .category = U16_MAX,
 		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = device,
 	};
-	bool recorded;
 	va_list ap;
 
 	preempt_disable_notrace();
@@ -116,9 +110,9 @@ notrace void crashring_dynamic_netdev_dbg(struct _ddebug *desc, const struct net
 	else
 		strscpy(device, "(NULL net_device)", sizeof(device));
 	va_start(ap, fmt);
-	recorded = crashring_debug_record(&call, ap);
+	crashring_debug_record(&call, ap);
 	va_end(ap);
-	if (!recorded || crashring_debug_also_printk()) {
+	if (crashring_debug_also_printk()) {
 		struct va_format vaf = { .fmt = fmt, .va = &ap };
 
 		va_start(ap, fmt);
@@ -136,7 +130,6 @@ notrace void crashring_dynamic_ibdev_dbg(struct _ddebug *desc, const struct ib_d
 		.source = CRASHRING_CALLSITE_DYNDBG, .category = U16_MAX,
 		.key = (unsigned long)desc, .desc = desc, .fmt = fmt, .device = device,
 	};
-	bool recorded;
 	va_list ap;
 
 	preempt_disable_notrace();
@@ -150,9 +143,9 @@ notrace void crashring_dynamic_ibdev_dbg(struct _ddebug *desc, const struct ib_d
 	else
 		strscpy(device, "(NULL ib_device)", sizeof(device));
 	va_start(ap, fmt);
-	recorded = crashring_debug_record(&call, ap);
+	crashring_debug_record(&call, ap);
 	va_end(ap);
-	if (!recorded || crashring_debug_also_printk()) {
+	if (crashring_debug_also_printk()) {
 		struct va_format vaf = { .fmt = fmt, .va = &ap };
 
 		va_start(ap, fmt);
@@ -201,15 +194,14 @@ notrace void crashring_drm_dev_dbg(struct _ddebug *desc, const struct device *de
 		.key = (unsigned long)fmt, .caller = (unsigned long)caller,
 		.fmt = fmt, .device = device,
 	};
-	bool recorded;
 	va_list ap;
 
 	preempt_disable_notrace();
 	cr_dev_text(device, dev);
 	va_start(ap, fmt);
-	recorded = crashring_debug_record(&call, ap);
+	crashring_debug_record(&call, ap);
 	va_end(ap);
-	if (!recorded || crashring_debug_also_printk()) {
+	if (crashring_debug_also_printk()) {
 		va_start(ap, fmt);
 		cr_drm_printk(dev, caller, fmt, ap);
 		va_end(ap);
@@ -226,14 +218,13 @@ notrace void crashring_drm_dbg(struct _ddebug *desc, int category, const char *f
 		.key = (unsigned long)fmt, .caller = (unsigned long)caller,
 		.fmt = fmt, .device = "",
 	};
-	bool recorded;
 	va_list ap;
 
 	preempt_disable_notrace();
 	va_start(ap, fmt);
-	recorded = crashring_debug_record(&call, ap);
+	crashring_debug_record(&call, ap);
 	va_end(ap);
-	if (!recorded || crashring_debug_also_printk()) {
+	if (crashring_debug_also_printk()) {
 		va_start(ap, fmt);
 		cr_drm_printk(NULL, caller, fmt, ap);
 		va_end(ap);

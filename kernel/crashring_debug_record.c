@@ -232,11 +232,11 @@ static unsigned int cr_context(void)
  * would have printed after the device (DEBUG_FORMATTED), or with a
  * prefix, the whole line, the device in it. Never fails silently for
  * lack of room: what does not fit one record is cut and flagged
- * (DEBUG_CUT).
- *
- * Return: whether it was recorded; if not, the caller prints it.
+ * (DEBUG_CUT). A message diverted here never reaches printk (unless
+ * "printk" is selected): one it cannot record is counted dropped, as
+ * the ring counts what it cannot keep.
  */
-bool crashring_debug_record(const struct cr_call *call, va_list ap)
+void crashring_debug_record(const struct cr_call *call, va_list ap)
 {
 	struct cr_debug_buf *b = this_cpu_ptr(cr_debug_bufs);
 	unsigned int ctx = cr_context(), d = b->depth[ctx];
@@ -253,11 +253,16 @@ bool crashring_debug_record(const struct cr_call *call, va_list ap)
 	u32 room;
 	u8 *dst;
 
-	if (d == ARRAY_SIZE(b->bytes[ctx]))
-		return false;
 	c = crashring_this_cpu();
 	if (!c)
-		return false;
+		return;
+	if (d == ARRAY_SIZE(b->bytes[ctx])) {
+		/* No buffer left in this context for its arguments. */
+		crashring_drop(crashring_enter(c));
+		crashring_leave(c);
+		crashring_put_cpu();
+		return;
+	}
 	b->depth[ctx] = d + 1;
 	rec.callsite = cr_site_id(call);
 	rec.flags = cr_prefix_flags(call);
@@ -323,7 +328,6 @@ bool crashring_debug_record(const struct cr_call *call, va_list ap)
 	crashring_leave(c);
 	crashring_put_cpu();
 	b->depth[ctx] = d;
-	return !!dst;
 }
 
 /**

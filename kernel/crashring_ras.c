@@ -415,6 +415,18 @@ static void cr_mce_probe(void *data, struct mce *m)
 #endif
 
 /* Bank @i's register @reg (0 status, 1 addr, 2 misc), where this CPU has it. */
+/*
+ * The banks MCG_CAP counts, at most the kernel's and, in the legacy
+ * numbering, at most the 32 whose registers lie at 0x400..0x47f: past
+ * them are other registers (VMX capabilities at 0x480).
+ */
+static unsigned int cr_bank_count(u64 cap)
+{
+	unsigned int most = boot_cpu_has(X86_FEATURE_SMCA) ? MAX_NR_BANKS : 32;
+
+	return min_t(u64, cap & MCG_BANKCNT_MASK, most);
+}
+
 static u32 cr_bank_msr(unsigned int i, unsigned int reg)
 {
 	static const u32 legacy[] = { MSR_IA32_MC0_STATUS, MSR_IA32_MC0_ADDR, MSR_IA32_MC0_MISC };
@@ -443,8 +455,7 @@ static void cr_mce_banks_at_panic(u64 at)
 	    !(rec.mcgstatus & MCG_STATUS_MCIP) || cr_rdmsr_safe(MSR_IA32_MCG_CAP, &cap))
 		return;
 	rec.mcgcap = cap;
-	/* As the kernel's own handler: past its banks, legacy MSR numbers are others'. */
-	for (i = 0; i < min_t(u64, cap & MCG_BANKCNT_MASK, MAX_NR_BANKS); i++) {
+	for (i = 0; i < cr_bank_count(cap); i++) {
 		if (cr_rdmsr_safe(cr_bank_msr(i, 0), &rec.status) || !(rec.status & MCI_STATUS_VAL))
 			continue;
 		rec.bank = i;
