@@ -30,7 +30,9 @@ struct crashring_user_stream {
  * EINVAL (flags, or a name that is empty or not terminated), EFBIG (more
  * pages than a pool stream has), EDQUOT (the user holds user_streams_per_uid
  * streams), ENOSPC (every pool stream is held), ENODEV (nothing is being
- * recorded, or the module has no pool).
+ * recorded, or the module has no pool), EFAULT (the argument could not be
+ * read; or not written back, and then the stream is this file's all the
+ * same, until it is closed).
  */
 #define CRASHRING_IOC_USER_STREAM _IOWR(0xC5, 1, struct crashring_user_stream)
 
