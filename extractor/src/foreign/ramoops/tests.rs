@@ -1,0 +1,350 @@
+//! The ramoops reader against a seeded area: each zone kind, ECC, and
+//! what a dump lacks.
+
+use super::ramoops_area::{self, console_text, header, put};
+use super::*;
+use crate::input::mapped::MappedMemory;
+use crate::input::source::FileOffset;
+use crate::phys::{Backing, MemoryMap, PhysAddr, Run};
+use std::sync::Arc;
+
+/// `bytes` at physical address `base`, nothing else.
+fn image(base: u64, bytes: Vec<u8>) -> MappedMemory {
+    let map = MemoryMap::new(vec![Run {
+        start: PhysAddr(base),
+        end: PhysAddr(base + bytes.len() as u64),
+        backing: Backing::Present,
+        offset: Some(FileOffset(0)),
+    }]);
+    MappedMemory::new(Arc::new(bytes), map)
+}
+
+const BASE: u64 = 0x1000_0000;
+
+/// The seed's layout, moved to BASE.
+fn layout() -> Layout {
+    ramoops_area::LAYOUT
+        .replacen("0:", &format!("{BASE:#x}:"), 1)
+        .parse()
+        .unwrap()
+}
+
+/// The ECC seed at BASE, its layout, and the panic it holds.
+fn ecc_area() -> (Vec<u8>, Layout, Vec<u8>) {
+    let rs = Codec::new(16).unwrap();
+    let area = ramoops_area::seed_ecc(&|b: &[u8]| rs.encode(b));
+    let layout = ramoops_area::ECC_LAYOUT
+        .replacen("0:", &format!("{BASE:#x}:"), 1)
+        .parse()
+        .unwrap();
+    (area, layout, ramoops_area::ecc_panic())
+}
+
+#[test]
+fn with_ecc_a_clean_record_reads_as_without_and_says_so() {
+    let (area, layout, panic) = ecc_area();
+    let (_, zones) = read(&image(BASE, area), &layout).unwrap();
+    let dmesg = text(zone(&zones, ZoneKind::Dmesg, 0));
+    assert_eq!(dmesg.bytes, panic);
+    assert_eq!(dmesg.ecc, Some(EccTally::default()));
+    let (record, _) = zones[0].record().unwrap();
+    assert!(record.ends_with(b" line 299\n\nECC: No errors detected\n"));
+    let console = text(zone(&zones, ZoneKind::Console, 0));
+    assert!(console.wrapped);
+    assert_eq!(console.ecc, Some(EccTally::default()));
+}
+
+#[test]
+fn with_ecc_damage_is_corrected_or_counted_as_the_kernel_counts_it() {
+    let (clean, ecc, panic) = ecc_area();
+    let mut area = clean.clone();
+    // Two bytes of the dmesg zone's first block, one of its header's
+    // size word, one of the console's parity.
+    area[12 + 3] ^= 0x40;
+    area[12 + 100] ^= 0x01;
+    area[9] ^= 0x80;
+    let (console_buffer, _) = ramoops_area::ecc_buffer(0x2000, 16);
+    area[0xc000 + 12 + console_buffer + 5] ^= 0xff;
+    let (_, zones) = read(&image(BASE, area.clone()), &ecc).unwrap();
+    let dmesg = text(zone(&zones, ZoneKind::Dmesg, 0));
+    assert_eq!(dmesg.bytes, panic);
+    let three = EccTally {
+        corrected_bytes: 3,
+        bad_blocks: 0,
+    };
+    assert_eq!(dmesg.ecc, Some(three));
+    assert!(zones[0]
+        .record()
+        .unwrap()
+        .0
+        .ends_with(b"\nECC: 3 Corrected bytes, 0 unrecoverable blocks\n"));
+    let console = text(zone(&zones, ZoneKind::Console, 0));
+    assert_eq!(
+        console.ecc.map(|e| (e.corrected_bytes, e.bad_blocks)),
+        Some((1, 0))
+    );
+    // A block past its parity's reach is left as it is and counted:
+    // here the compressed record then no longer inflates.
+    for b in &mut area[12 + 128 * 3..12 + 128 * 3 + 20] {
+        *b ^= 0x5a;
+    }
+    let (_, zones) = read(&image(BASE, area), &ecc).unwrap();
+    assert!(
+        matches!(
+            zone(&zones, ZoneKind::Dmesg, 0),
+            ZoneState::BadCompression(_)
+        ),
+        "{}",
+        zone(&zones, ZoneKind::Dmesg, 0)
+    );
+    // Without ECC the same memory reads as it lies: the flipped size
+    // word makes the header invalid.
+    let plain = layout();
+    let mut damaged = clean;
+    damaged[9] ^= 0x80;
+    let (_, zones) = read(&image(BASE, damaged), &plain).unwrap();
+    assert!(matches!(
+        zone(&zones, ZoneKind::Dmesg, 0),
+        ZoneState::Invalid { .. }
+    ));
+}
+
+/// The zone of `kind` and `index` among `zones`.
+fn zone(zones: &[Zone], kind: ZoneKind, index: u32) -> &ZoneState {
+    &zones
+        .iter()
+        .find(|z| z.plan.kind == kind && z.plan.index == index)
+        .expect("planned")
+        .state
+}
+
+fn text(state: &ZoneState) -> &ZoneText {
+    match state {
+        ZoneState::Text(t) => t,
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn every_kind_of_zone_reads_as_pstore_shows_it_in_either_order() {
+    for (pmsg_first, order) in [(true, Order::PmsgFirst), (false, Order::FtraceFirst)] {
+        let (found, zones) =
+            read(&image(BASE, ramoops_area::seed_in(pmsg_first)), &layout()).unwrap();
+        assert_eq!(found, order);
+        let dmesg = |i| zone(&zones, ZoneKind::Dmesg, i);
+        assert_eq!(
+            text(dmesg(0)).bytes,
+            b"<0>Kernel panic - not syncing: plain\n"
+        );
+        assert_eq!(text(dmesg(0)).time, Some((1700000000, 5)));
+        assert!(!text(dmesg(0)).compressed);
+        // Written once from the start: its position is at its end.
+        assert!(!text(dmesg(0)).wrapped);
+        assert_eq!(
+            text(dmesg(1)).bytes,
+            b"<0>Kernel panic - not syncing: compressed\n"
+        );
+        assert!(text(dmesg(1)).compressed);
+        assert!(matches!(dmesg(2), ZoneState::Empty));
+        // The console zone went round its buffer: the oldest text is gone.
+        let console = text(zone(&zones, ZoneKind::Console, 0));
+        let written = console_text();
+        assert_eq!(console.bytes, &written[written.len() - (0x2000 - 12)..]);
+        assert!(console.wrapped);
+        assert_eq!(
+            text(zone(&zones, ZoneKind::Pmsg, 0)).bytes,
+            b"compositor: frame 7 late\n"
+        );
+        let ftrace = text(zone(&zones, ZoneKind::Ftrace, 0));
+        assert_eq!(ftrace.version, Some(0x060c75));
+        assert_eq!(
+            ftrace_lines(&ftrace.bytes),
+            (
+                "CPU:1 ts:77 0xffffffff81000010 <- 0xffffffff81000020\n".to_string(),
+                0
+            )
+        );
+        // Never written since ramoops set it up: no signature of its own.
+        assert!(matches!(
+            zone(&zones, ZoneKind::Ftrace, 1),
+            ZoneState::NotRamoops { found: 0 }
+        ));
+    }
+    let (_, zones) = read(&image(BASE, ramoops_area::seed()), &layout()).unwrap();
+    assert_eq!(zones[1].file_name(), "dmesg-ramoops-1");
+}
+
+#[test]
+fn zones_the_kernel_would_discard_are_reported_and_the_rest_read() {
+    let sig = ramoops_area::SIG;
+    let mut mem = ramoops_area::seed();
+    put(&mut mem, 0, sig, 0x4000 - 12, b"no header\n");
+    put(
+        &mut mem,
+        0x4000,
+        sig,
+        0x4000 - 12,
+        b"====1.000001-C\nnot deflate",
+    );
+    // Start past size; size past the buffer.
+    header(&mut mem, 0x8000, sig, 9, 8);
+    header(&mut mem, 0xf800, sig ^ 0x060100, 0, 0x800);
+    let (_, zones) = read(&image(BASE, mem.clone()), &layout()).unwrap();
+    let dmesg = |i| zone(&zones, ZoneKind::Dmesg, i);
+    assert!(matches!(dmesg(0), ZoneState::NoDmesgHeader));
+    assert!(matches!(dmesg(1), ZoneState::BadCompression(_)));
+    assert!(matches!(dmesg(2), ZoneState::Invalid { start: 9, size: 8 }));
+    assert!(matches!(
+        zone(&zones, ZoneKind::Console, 0),
+        ZoneState::Text(_)
+    ));
+    assert!(matches!(
+        zone(&zones, ZoneKind::Ftrace, 1),
+        ZoneState::Invalid {
+            start: 0,
+            size: 0x800
+        }
+    ));
+    // An area the dump holds only part of: each zone past it says so.
+    let (_, zones) = read(&image(BASE, mem[..0xc006].to_vec()), &layout()).unwrap();
+    assert!(matches!(
+        zone(&zones, ZoneKind::Dmesg, 2),
+        ZoneState::Invalid { .. }
+    ));
+    for kind in [ZoneKind::Console, ZoneKind::Pmsg, ZoneKind::Ftrace] {
+        assert!(matches!(zone(&zones, kind, 0), ZoneState::Unreadable(_)));
+    }
+}
+
+/// Area bytes `r`, in the dump at the area's offsets.
+fn present(r: Range<u64>) -> Run {
+    Run {
+        start: PhysAddr(BASE + r.start),
+        end: PhysAddr(BASE + r.end),
+        backing: Backing::Present,
+        offset: Some(FileOffset(r.start)),
+    }
+}
+
+#[test]
+fn a_page_the_dump_lacks_costs_a_text_zone_that_page_only() {
+    // The console zone's second page (0xd000 in the area) is a hole.
+    let area = ramoops_area::seed();
+    let len = area.len() as u64;
+    let map = MemoryMap::new(vec![
+        present(0..0xd000),
+        Run::lost(PhysAddr(BASE + 0xd000)..PhysAddr(BASE + 0xe000)),
+        present(0xe000..len),
+    ]);
+    let mem = MappedMemory::new(Arc::new(area), map);
+    let (_, zones) = read(&mem, &layout()).unwrap();
+    let state = zone(&zones, ZoneKind::Console, 0);
+    assert!(state.lost());
+    let console = text(state);
+    // Gone round to position 0x24: text from there, then the buffer's
+    // start; the hole is the buffer's 0xff4..0x1ff4.
+    let written = console_text();
+    let kept = &written[written.len() - (0x2000 - 12)..];
+    let hole = 0xff4 - 0x24..0x1ff4 - 0x24;
+    assert_eq!(console.bytes.len(), kept.len() - 0x1000);
+    assert_eq!(console.bytes[..hole.start], kept[..hole.start]);
+    assert_eq!(console.bytes[hole.start..], kept[hole.end..]);
+    assert_eq!(
+        console.missing,
+        [Missing {
+            addr: PhysAddr(BASE + 0xd000),
+            len: 0x1000,
+            at: hole.start,
+        }]
+    );
+    assert!(
+        state
+            .to_string()
+            .ends_with("; 4096 bytes not in the dump left out (4096 at 0x1000d000)"),
+        "{state}"
+    );
+    // Its neighbours are read whole.
+    assert_eq!(
+        text(zone(&zones, ZoneKind::Pmsg, 0)).bytes,
+        b"compositor: frame 7 late\n"
+    );
+    assert!(text(zone(&zones, ZoneKind::Dmesg, 0)).missing.is_empty());
+}
+
+#[test]
+fn a_text_zone_the_dump_lacks_all_of_is_unreadable() {
+    let area = ramoops_area::seed();
+    let len = area.len() as u64;
+    // The header's page is there, its text's pages are not.
+    let mut bytes = area;
+    header(&mut bytes, 0xc000, ramoops_area::SIG, 0, 0x1000);
+    let map = MemoryMap::new(vec![
+        present(0..0xc000 + 12),
+        Run::lost(PhysAddr(BASE + 0xc000 + 12)..PhysAddr(BASE + 0xe000)),
+        present(0xe000..len),
+    ]);
+    let mem = MappedMemory::new(Arc::new(bytes), map);
+    let (_, zones) = read(&mem, &layout()).unwrap();
+    assert!(matches!(
+        zone(&zones, ZoneKind::Console, 0),
+        ZoneState::Unreadable(_)
+    ));
+}
+
+#[test]
+fn a_wrapped_ftrace_zone_is_read_in_step_with_its_newest_record() {
+    // 100 records into a 2036-byte buffer (84 fit, with 20 bytes over):
+    // the writer went round, the oldest record kept is cut at the front.
+    let mut area = ramoops_area::seed();
+    let (_, at) = ramoops_area::places(true);
+    let records: Vec<u8> = (0..100u64)
+        .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
+        .collect();
+    put(
+        &mut area,
+        at,
+        ramoops_area::SIG ^ 0x060c75,
+        0x800 - 12,
+        &records,
+    );
+    let (_, zones) = read(&image(BASE, area), &layout()).unwrap();
+    let ftrace = text(zone(&zones, ZoneKind::Ftrace, 0));
+    assert!(ftrace.wrapped);
+    let (lines, partial) = ftrace_lines(&ftrace.bytes);
+    assert_eq!(partial, 2036 % 24);
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 84);
+    assert_eq!(
+        lines[0],
+        "CPU:1 ts:16 0x0000000000001010 <- 0x0000000000002010"
+    );
+    assert_eq!(
+        lines[83],
+        "CPU:1 ts:99 0x0000000000001063 <- 0x0000000000002063"
+    );
+}
+
+#[test]
+fn dmesg_headers_are_read_as_the_kernel_reads_them() {
+    assert_eq!(
+        dmesg_header(b"====12.000345-D\nx"),
+        Some(((12, 345), false, 16))
+    );
+    assert_eq!(dmesg_header(b"====12.5\nx"), Some(((12, 5), false, 9)));
+    assert_eq!(dmesg_header(b"====-3.1-C\n"), Some(((-3, 1), true, 11)));
+    for bad in [
+        &b"===12.5\n"[..],
+        b"====12\n",
+        b"====12.5-X\n",
+        b"====1.5",
+        b"====a.5\n",
+        b"====.5\n",
+    ] {
+        assert_eq!(
+            dmesg_header(bad),
+            None,
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
