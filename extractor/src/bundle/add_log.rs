@@ -193,7 +193,7 @@ impl AddLog {
             match (&z.state, z.record()) {
                 (state, Some((bytes, partial))) => {
                     if let ramoops::ZoneState::Text(t) = state {
-                        if let Some(note) = t.missing_note() {
+                        for note in [t.missing_note(), t.unchecked_note()].into_iter().flatten() {
                             warnings.push(format!("{}: {note}", z.file_name()));
                         }
                     }

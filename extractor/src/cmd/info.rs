@@ -370,10 +370,11 @@ fn ramoops_json(read: &Result<(Order, Vec<Zone>), LayoutError>) -> Value {
                     "says": z.state.to_string(),
                     "bytes": text.map(|t| t.bytes.len()),
                     "compressed": text.map(|t| t.compressed),
-                    "ecc": text.and_then(|t| t.ecc).map(|e| json!({
+                    "ecc": text.and_then(|t| t.ecc.map(|e| json!({
                         "corrected_bytes": e.corrected_bytes,
                         "bad_blocks": e.bad_blocks,
-                    })),
+                        "unchecked_blocks": t.unchecked_blocks,
+                    }))),
                 })
             }).collect::<Vec<_>>(),
         }),

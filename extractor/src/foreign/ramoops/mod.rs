@@ -138,6 +138,9 @@ pub struct ZoneText {
     pub wrapped: bool,
     /// What the parity found, with ECC.
     pub ecc: Option<EccTally>,
+    /// ECC blocks the dump holds but not their parity: kept as they lie,
+    /// neither checked nor corrected.
+    pub unchecked_blocks: u64,
     /// The zone's bytes the dump does not hold, in text order: left out
     /// of `bytes`, never read as zeros. Only a console or pmsg zone is
     /// read around them; any other is unreadable with one.
@@ -155,6 +158,17 @@ pub struct Missing {
 }
 
 impl ZoneText {
+    /// The ECC blocks left unchecked, in words; `None` when none.
+    pub fn unchecked_note(&self) -> Option<String> {
+        match self.unchecked_blocks {
+            0 => None,
+            1 => Some("1 ECC block unchecked: its parity is not in the dump".into()),
+            n => Some(format!(
+                "{n} ECC blocks unchecked: their parity is not in the dump"
+            )),
+        }
+    }
+
     /// What the dump lacks of the zone, in words; `None` when nothing.
     pub fn missing_note(&self) -> Option<String> {
         if self.missing.is_empty() {
@@ -264,6 +278,9 @@ impl fmt::Display for ZoneState {
                         e.corrected_bytes, e.bad_blocks
                     )?,
                     None => {}
+                }
+                if let Some(note) = t.unchecked_note() {
+                    write!(f, ", {note}")?;
                 }
                 if let Some(note) = t.missing_note() {
                     write!(f, "; {note}")?;
@@ -386,6 +403,7 @@ fn read_zone(
         }
     };
     let mut data = vec![0u8; span];
+    let mut unchecked_blocks = 0;
     let lacking = match read(data_at, &mut data) {
         Ok(lacking) => lacking,
         Err(e) => return ZoneState::Unreadable(e),
@@ -408,10 +426,13 @@ fn read_zone(
             // A block or parity the dump lacks in part is not decoded:
             // its bytes there are kept as they lie, the rest left out.
             let at = i * block;
-            if whole(&lacking, at..at + bytes.len())
-                && whole(&parity_lacking, i * ecc..i * ecc + ecc)
-            {
+            if !whole(&lacking, at..at + bytes.len()) {
+                continue;
+            }
+            if whole(&parity_lacking, i * ecc..i * ecc + ecc) {
                 tally.count(rs.decode(bytes, par));
+            } else {
+                unchecked_blocks += 1;
             }
         }
     }
@@ -450,6 +471,7 @@ fn read_zone(
         compressed: false,
         version,
         ecc: tally,
+        unchecked_blocks,
         missing,
     };
     if plan.kind == ZoneKind::Dmesg {

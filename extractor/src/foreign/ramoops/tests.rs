@@ -109,6 +109,42 @@ fn with_ecc_damage_is_corrected_or_counted_as_the_kernel_counts_it() {
     ));
 }
 
+#[test]
+fn a_block_whose_parity_the_dump_lacks_is_kept_unchecked_and_said() {
+    let (mut area, ecc, _) = ecc_area();
+    let len = area.len() as u64;
+    let (_, zones) = read(&image(BASE, area.clone()), &ecc).unwrap();
+    let clean = text(zone(&zones, ZoneKind::Console, 0)).bytes.clone();
+    // The console's first block has a flipped byte, and the dump lacks
+    // that block's parity (its first 16 parity bytes) only.
+    let (console_buffer, _) = ramoops_area::ecc_buffer(0x2000, 16);
+    let data_at = 0xc000 + 12;
+    let parity_at = (data_at + console_buffer) as u64;
+    area[data_at + 5] ^= 0xff;
+    let map = MemoryMap::new(vec![
+        present(0..parity_at),
+        Run::lost(PhysAddr(BASE + parity_at)..PhysAddr(BASE + parity_at + 16)),
+        present(parity_at + 16..len),
+    ]);
+    let (_, zones) = read(&MappedMemory::new(Arc::new(area), map), &ecc).unwrap();
+    let state = zone(&zones, ZoneKind::Console, 0);
+    let console = text(state);
+    assert_eq!(console.unchecked_blocks, 1);
+    assert_eq!(console.ecc, Some(EccTally::default()));
+    assert!(console.missing.is_empty());
+    assert!(!state.lost());
+    assert!(
+        state
+            .to_string()
+            .contains(", 1 ECC block unchecked: its parity is not in the dump"),
+        "{state}"
+    );
+    // The block is kept as it lies, not corrected.
+    let changed = clean.iter().zip(&console.bytes).filter(|(a, b)| a != b);
+    assert_eq!(changed.count(), 1);
+    assert_eq!(text(zone(&zones, ZoneKind::Dmesg, 0)).unchecked_blocks, 0);
+}
+
 /// The zone of `kind` and `index` among `zones`.
 fn zone(zones: &[Zone], kind: ZoneKind, index: u32) -> &ZoneState {
     &zones
