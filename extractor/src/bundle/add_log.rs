@@ -9,9 +9,14 @@ use crate::kmem::symbols::{SymbolMap, Symbolizer};
 use crate::kmem::vmcoreinfo::VmcoreInfo;
 use crate::output::kernel_log;
 use crate::recover::Loaded;
+use rustix::fs::{FileType, Mode, OFlags, Uid};
+use rustix::io::Errno;
+use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Component, Path, PathBuf};
 
 /// A log to add: where its lines come from and its name in the bundle.
 #[derive(Clone, Debug)]
@@ -254,23 +259,156 @@ impl AddLog {
 }
 
 /// Opens a log given by path to add: a regular file, never through a
-/// symbolic link in its last component, and without waiting. Root may be
-/// adding a log from a directory its user can write (a kiosk's own log),
-/// where a link put in its place would bundle a file of root's into a
-/// report meant to be shared; a FIFO or a device would hang the bundle or
-/// never end.
+/// symbolic link in its last component, nor through one in a directory
+/// above it that anyone but root or the caller owns, and without waiting.
+/// Root may be adding a log from a directory its user can write (a
+/// kiosk's own log), where a link put in its place, or in place of a
+/// directory on the way, would bundle a file of root's into a report
+/// meant to be shared; a FIFO or a device would hang the bundle or never
+/// end.
 pub(super) fn open_log(path: &Path) -> io::Result<File> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = File::from(rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
-        if e == rustix::io::Errno::LOOP {
-            io::Error::other("a symbolic link: give the file it names")
-        } else {
-            io::Error::from(e)
+    let caller = rustix::process::geteuid();
+    open_log_trusting(path, &|owner| owner.is_root() || owner == caller)
+}
+
+/// The links one path may pass through, as the kernel allows
+/// (`MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// [`open_log`], following a link among the directories only where
+/// `trusted` says its owner may have put it. The path is walked a
+/// component at a time from a descriptor of the directory reached so far,
+/// and each link is read from a descriptor of the link itself, so nothing
+/// swapped in between a check and its use is followed.
+fn open_log_trusting(path: &Path, trusted: &dyn Fn(Uid) -> bool) -> io::Result<File> {
+    let at = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let root = || rustix::fs::open("/", at | OFlags::DIRECTORY, Mode::empty());
+    let mut dir = match path.has_root() {
+        true => root()?,
+        false => rustix::fs::open(".", at | OFlags::DIRECTORY, Mode::empty())?,
+    };
+    let mut above = parts(path);
+    let Some(name) = above.pop_back() else {
+        return Err(io::Error::other("not a regular file"));
+    };
+    let mut links = 0;
+    while let Some(part) = above.pop_front() {
+        let fd = rustix::fs::openat(&dir, &part, at, Mode::empty())?;
+        let stat = rustix::fs::fstat(&fd)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => dir = fd,
+            FileType::Symlink => {
+                let owner = Uid::from_raw(stat.st_uid);
+                if !trusted(owner) {
+                    return Err(io::Error::other(format!(
+                        "{} on its way is a symbolic link of uid {}: give the path it leads to",
+                        Path::new(&part).display(),
+                        owner.as_raw()
+                    )));
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(Errno::LOOP.into());
+                }
+                let target = rustix::fs::readlinkat(&fd, c"", Vec::new())?;
+                let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                if target.has_root() {
+                    dir = root()?;
+                }
+                for p in parts(&target).into_iter().rev() {
+                    above.push_front(p);
+                }
+            }
+            _ => return Err(Errno::NOTDIR.into()),
         }
-    })?);
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = File::from(
+        rustix::fs::openat(&dir, &name, flags, Mode::empty()).map_err(|e| {
+            if e == Errno::LOOP {
+                io::Error::other("a symbolic link: give the file it names")
+            } else {
+                io::Error::from(e)
+            }
+        })?,
+    );
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
     Ok(file)
+}
+
+/// A path's names in order, `..` kept (it is resolved from the directory
+/// reached, as the kernel resolves it), `.` and the root left out.
+fn parts(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::fs::symlink;
+
+    fn read(path: &Path, trusted: &dyn Fn(Uid) -> bool) -> io::Result<String> {
+        let mut text = String::new();
+        open_log_trusting(path, trusted)?.read_to_string(&mut text)?;
+        Ok(text)
+    }
+
+    #[test]
+    fn a_link_on_the_way_is_followed_only_when_its_owner_is_trusted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::write(real.join("app.log"), "frame late\n").unwrap();
+        symlink(&real, tmp.path().join("abs")).unwrap();
+        symlink("real/../real", tmp.path().join("rel")).unwrap();
+        symlink("loop", tmp.path().join("loop")).unwrap();
+        let anyone = |_| true;
+        let nobody = |_| false;
+        // No link: read whoever owns what.
+        assert_eq!(
+            read(&real.join("app.log"), &nobody).unwrap(),
+            "frame late\n"
+        );
+        assert_eq!(
+            read(&real.join("../real/./app.log"), &nobody).unwrap(),
+            "frame late\n"
+        );
+        for via in ["abs", "rel"] {
+            let path = tmp.path().join(via).join("app.log");
+            assert_eq!(read(&path, &anyone).unwrap(), "frame late\n", "{via}");
+            let refused = read(&path, &nobody).unwrap_err().to_string();
+            assert!(
+                refused.starts_with(&format!("{via} on its way is a symbolic link of uid ")),
+                "{refused}"
+            );
+        }
+        // The caller's own links are followed.
+        assert_eq!(
+            open_log(&tmp.path().join("rel/app.log"))
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Ok(())
+        );
+        // A loop ends; a link in the last place is refused, trusted or not.
+        let looped = read(&tmp.path().join("loop/app.log"), &anyone).unwrap_err();
+        assert_eq!(looped.raw_os_error(), Some(Errno::LOOP.raw_os_error()));
+        symlink(real.join("app.log"), real.join("link.log")).unwrap();
+        let last = read(&real.join("link.log"), &anyone)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(last, "a symbolic link: give the file it names");
+        // A file where a directory belongs.
+        let file_dir = read(&real.join("app.log/x"), &anyone).unwrap_err();
+        assert_eq!(file_dir.raw_os_error(), Some(Errno::NOTDIR.raw_os_error()));
+        assert!(read(&real, &anyone).is_err());
+    }
 }
