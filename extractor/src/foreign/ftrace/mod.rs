@@ -16,12 +16,15 @@ pub mod page;
 
 use crate::kmem::symbols::{KernelText, Symbolizer};
 use crate::phys::{present_chunks, PhysAddr, PhysMemory};
-use meta::{CpuMeta, Generation, MetaError};
+use meta::{CpuMeta, Generation, Head, MetaError};
 use page::{Page, RawEvent};
 use std::fmt;
 
 /// The most CPU chunks read from one area (the kernel's `NR_CPUS` limit).
 const MAX_CPUS: u32 = 8192;
+
+/// Chunks start on a page.
+const PAGE: u64 = 4096;
 
 /// A persistent ftrace buffer found in memory.
 #[derive(Debug)]
@@ -177,17 +180,85 @@ pub fn read_at(
     base: PhysAddr,
     size: Option<u64>,
 ) -> Result<Instance, MetaError> {
-    let head = meta::head(mem, base)?;
+    let at_base = meta::head(mem, base).and_then(|head| {
+        Ok((
+            meta::cpu_meta(mem, head.generation, head.first_chunk)?,
+            head,
+        ))
+    });
+    match at_base {
+        Ok((first, head)) => read_chunks(mem, &head, &first, head.first_chunk, size),
+        // 6.12-6.14 sign every CPU's chunk: with CPU 0's descriptor
+        // damaged, the area is read from the next good one, its CPUs
+        // numbered from the area's start.
+        Err(e) => match size.and_then(|size| later_descriptor(mem, base, size)) {
+            Some((head, first)) => read_chunks(mem, &head, &first, base, size),
+            None => Err(e),
+        },
+    }
+}
+
+/// The first good per-CPU descriptor (6.12-6.14) after `base` within
+/// `size` bytes, where whole chunks of its geometry from `base` lead.
+fn later_descriptor(mem: &dyn PhysMemory, base: PhysAddr, size: u64) -> Option<(Head, CpuMeta)> {
+    let end = base.checked_add(size)?;
+    let mut at = base.checked_add(PAGE)?;
+    while at < end {
+        let good = meta::magic_at(mem, at)
+            .ok()
+            .filter(|g| !g.has_global_meta())
+            .and_then(|g| Some((g, meta::cpu_meta(mem, g, at).ok()?)));
+        if let Some((generation, first)) = good {
+            if chunks_between(generation, &first, base, at).is_some() {
+                let head = Head {
+                    base,
+                    generation,
+                    total_size: None,
+                    first_chunk: at,
+                };
+                return Some((head, first));
+            }
+        }
+        at = at.checked_add(PAGE)?;
+    }
+    None
+}
+
+/// How many chunks of `first`'s geometry lie from `from` exactly to `to`.
+fn chunks_between(
+    generation: Generation,
+    first: &CpuMeta,
+    from: PhysAddr,
+    to: PhysAddr,
+) -> Option<u32> {
+    let (mut at, mut n) = (from, 0);
+    while at < to && n < MAX_CPUS {
+        (_, at) = meta::chunk_geometry(generation, at, first.subbuf_size, first.nr_subbufs)?;
+        n += 1;
+    }
+    (at == to).then_some(n)
+}
+
+/// Reads the chunks of the area `head` from `start`: those before the
+/// descriptor `first` (at `head.first_chunk`, which sizes every chunk)
+/// are CPUs whose descriptors could not be used, each said unreadable;
+/// from it on, CPUs while their descriptors check out.
+fn read_chunks(
+    mem: &dyn PhysMemory,
+    head: &Head,
+    first: &CpuMeta,
+    start: PhysAddr,
+    size: Option<u64>,
+) -> Result<Instance, MetaError> {
     let generation = head.generation;
-    let first = meta::cpu_meta(mem, generation, head.first_chunk)?;
     let limit = [head.total_size, size]
         .into_iter()
         .flatten()
         .min()
-        .and_then(|s| base.checked_add(s));
+        .and_then(|s| head.base.checked_add(s));
     let top = mem.map().runs().last().map(|r| r.end);
     let mut cpus = Vec::new();
-    let mut at = head.first_chunk;
+    let mut at = start;
     let mut end = at;
     for cpu in 0..MAX_CPUS {
         let Some((subbufs, chunk_end)) =
@@ -221,23 +292,23 @@ pub fn read_at(
         // area's size is known and it is not blank: the kernel clears
         // what its chunks leave of the range, so garbage there is a
         // damaged CPU.
-        if cpu > 0 && !same_geometry(mem, generation, &first, at) {
+        if at > head.first_chunk && !same_geometry(mem, generation, first, at) {
             let next_fits = limit.is_none_or(|l| chunk_end < l);
-            let next_good = next_fits && same_geometry(mem, generation, &first, chunk_end);
+            let next_good = next_fits && same_geometry(mem, generation, first, chunk_end);
             if !next_good && (limit.is_none() || blank(mem, generation, at)) {
                 break;
             }
         }
-        cpus.push(read_cpu(mem, generation, &first, cpu, at, subbufs));
+        cpus.push(read_cpu(mem, generation, first, cpu, at, subbufs));
         end = chunk_end;
         at = chunk_end;
     }
     Ok(Instance {
-        base,
+        base: head.base,
         generation,
         end,
         cpus,
-        kernel_text: meta::kernel_text(mem, &head, &first),
+        kernel_text: meta::kernel_text(mem, head, first),
     })
 }
 
@@ -285,18 +356,74 @@ pub fn descriptor_hits(addr: PhysAddr, chunk: &[u8]) -> impl Iterator<Item = Phy
 
 /// Reads the buffer at each of `hits` (in address order) that is not
 /// inside one read before it: a per-CPU layout signs every CPU's chunk.
+/// Such a hit whose chunk follows chunks with a descriptor's magic that
+/// did not check out is read from the first of them: a damaged CPU 0 does
+/// not make CPU 1 another buffer's CPU 0.
 pub fn read_hits(mem: &dyn PhysMemory, hits: &[PhysAddr]) -> Vec<Result<Instance, MetaError>> {
-    let mut found: Vec<Result<Instance, MetaError>> = Vec::new();
+    let mut found: Vec<(PhysAddr, Result<Instance, MetaError>)> = Vec::new();
     for &hit in hits {
-        let inside = found.iter().any(|f| match f {
-            Ok(i) => i.base <= hit && hit < i.end,
-            Err(_) => false,
-        });
-        if !inside {
-            found.push(read_at(mem, hit, None));
+        let inside = |found: &[(PhysAddr, Result<Instance, MetaError>)], at: PhysAddr| {
+            found.iter().any(|(_, f)| match f {
+                Ok(i) => i.base <= at && at < i.end,
+                Err(_) => false,
+            })
+        };
+        if inside(&found, hit) {
+            continue;
         }
+        let signed = meta::magic_at(mem, hit)
+            .ok()
+            .filter(|g| !g.has_global_meta())
+            .and_then(|g| Some((g, meta::cpu_meta(mem, g, hit).ok()?)));
+        let Some((generation, first)) = signed else {
+            found.push((hit, read_at(mem, hit, None)));
+            continue;
+        };
+        let mut start = hit;
+        while let Some(before) = damaged_chunk_before(mem, generation, &first, start) {
+            if inside(&found, before) {
+                break;
+            }
+            start = before;
+        }
+        // The failed reads of the damaged chunks' own hits are this one.
+        found.retain(|(at, f)| f.is_ok() || !(start..hit).contains(at));
+        let head = Head {
+            base: start,
+            generation,
+            total_size: None,
+            first_chunk: hit,
+        };
+        found.push((hit, read_chunks(mem, &head, &first, start, None)));
     }
-    found
+    found.into_iter().map(|(_, f)| f).collect()
+}
+
+/// The chunk of `first`'s geometry that ends at `at`, where its
+/// descriptor place holds the magic (a CPU's descriptor, damaged past it).
+/// A chunk starts on a page; the first of an area may lie less than a
+/// sub-buffer below the rest's alignment.
+fn damaged_chunk_before(
+    mem: &dyn PhysMemory,
+    generation: Generation,
+    first: &CpuMeta,
+    at: PhysAddr,
+) -> Option<PhysAddr> {
+    let (_, end) = meta::chunk_geometry(generation, at, first.subbuf_size, first.nr_subbufs)?;
+    let chunk = end.0 - at.0;
+    let nearest = at.0.checked_sub(chunk)?;
+    let farthest = nearest.saturating_sub(u64::from(first.subbuf_size) - PAGE);
+    (farthest..=nearest)
+        .rev()
+        .step_by(PAGE as usize)
+        .map(PhysAddr)
+        .find(|&p| {
+            chunks_between(generation, first, p, at) == Some(1)
+                && matches!(
+                    meta::magic_at(mem, p),
+                    Ok(_) | Err(MetaError::UnknownSize(..))
+                )
+        })
 }
 
 /// Reads one CPU's chunk, whose descriptor is at `at` and sub-buffers at

@@ -294,6 +294,46 @@ fn a_damaged_descriptor_costs_its_cpu_only() {
 }
 
 #[test]
+fn a_damaged_cpu0_descriptor_leaves_the_next_cpus_their_numbers() {
+    // 6.12-6.14 sign each CPU's chunk: CPU 1's is found on its own.
+    for word in LAYOUTS.into_iter().filter(|&w| w < 0x10000) {
+        let area = seed_area(word);
+        let len = area.bytes.len() as u64;
+        let check = |i: &Instance, how: &str| {
+            assert_eq!(i.base, PhysAddr(BASE), "{word}, {how}");
+            assert_eq!(i.cpus.len(), 2, "{word}, {how}");
+            assert!(
+                matches!(i.cpus[0].state, CpuState::Unreadable(_)),
+                "{word}, {how}: {:?}",
+                i.cpus[0].state
+            );
+            assert_eq!(i.cpus[1].cpu, 1, "{word}, {how}");
+            assert_eq!(markers(i, 1, "cpu1"), [0, 1, 2, 3, 4], "{word}, {how}");
+            assert!(i.damaged());
+        };
+        // CPU 0's sub-buffer size broken, its magic left: found by search.
+        let mut bytes = area.bytes.clone();
+        let at = area.meta_at(0) + ftrace_area_pointers_at(word) + 24;
+        bytes[at..at + 4].copy_from_slice(&7u32.to_le_bytes());
+        let found = find(&image(bytes.clone(), None));
+        assert_eq!(found.len(), 1, "{word}: {found:?}");
+        check(found[0].as_ref().unwrap(), "search");
+        check(
+            &read_at(&image(bytes, None), PhysAddr(BASE), Some(len)).unwrap(),
+            "bad size, at the area",
+        );
+        // Its magic gone too: read at the area with its size.
+        let mut bytes = area.bytes.clone();
+        bytes[..4].copy_from_slice(&[0; 4]);
+        check(
+            &read_at(&image(bytes.clone(), None), PhysAddr(BASE), Some(len)).unwrap(),
+            "no magic, at the area",
+        );
+        assert!(read_at(&image(bytes, None), PhysAddr(BASE), None).is_err());
+    }
+}
+
+#[test]
 fn the_cleared_rest_of_a_range_is_no_cpu() {
     // The kernel sizes chunks with room to spare (7.3 left four
     // chunks' worth of its range blank behind 64 CPUs).
