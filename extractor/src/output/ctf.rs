@@ -230,17 +230,29 @@ fn tsdl_type(kind: FieldKind) -> &'static str {
     }
 }
 
-/// Field names made unique within their type (the reader maps names to
-/// identifiers, but two may still collide).
+/// Field names made unique within their type: every identifier the
+/// struct declares, a byte field's `_length` and a debug type's
+/// `_message` among them (the reader maps names to identifiers, but two
+/// may still collide, and babeltrace2 refuses a structure that declares a
+/// member twice).
 fn field_names(t: &EventType) -> Vec<String> {
-    let mut names: Vec<String> = Vec::with_capacity(t.fields.len());
+    let mut taken: Vec<String> = Vec::with_capacity(t.fields.len() + 1);
+    if is_debug_type(t) {
+        taken.push("message".into());
+    }
+    let mut names = Vec::with_capacity(t.fields.len());
     for f in &t.fields {
+        let declares = |name: &str| match f.kind {
+            FieldKind::Bytes => vec![name.to_string(), format!("{name}_length")],
+            _ => vec![name.to_string()],
+        };
         let mut name = f.name.clone();
         let mut n = 2;
-        while names.contains(&name) {
+        while declares(&name).iter().any(|d| taken.contains(d)) {
             name = format!("{}_{n}", f.name);
             n += 1;
         }
+        taken.extend(declares(&name));
         names.push(name);
     }
     names
@@ -641,5 +653,38 @@ mod tests {
                 .collect(),
         );
         assert_eq!(field_names(&t), ["a", "a_2", "a_2_2", "a_3"]);
+    }
+
+    #[test]
+    fn a_byte_fields_length_and_a_debug_message_collide_with_nothing() {
+        let t = EventType::new(
+            40,
+            "x".into(),
+            [
+                ("data_length", FieldKind::U32),
+                ("data", FieldKind::Bytes),
+                ("blob", FieldKind::Bytes),
+                ("blob_length", FieldKind::U16),
+            ]
+            .iter()
+            .map(|(n, k)| Field::new(n.to_string(), *k))
+            .collect(),
+        );
+        assert_eq!(
+            field_names(&t),
+            ["data_length", "data_2", "blob", "blob_length_2"]
+        );
+        let mut out = String::new();
+        event_class(&mut out, &t, 0);
+        let members: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.trim().strip_suffix(';')?.split_whitespace().last())
+            .filter(|m| m.starts_with('_'))
+            .map(|m| m.split('[').next().unwrap_or(m))
+            .collect();
+        let mut unique = members.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(members.len(), unique.len(), "{out}");
     }
 }
