@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{crashring, extract_to, jsonl_totals, reader, rich_image, run_ok, write_tmp};
+use common::{
+    crashring, extract_to, jsonl_totals, markers_image, reader, rich_image, run_ok, write_tmp,
+};
 use std::process::Command;
 
 /// The sum of N over babeltrace2's "discarded N events" warnings, and how
@@ -71,6 +73,40 @@ fn babeltrace2_reads_every_event_and_every_loss() {
     assert_eq!(
         relines.lines().filter(|l| l.starts_with('[')).count(),
         events
+    );
+}
+
+#[test]
+fn a_time_past_what_the_clock_can_hold_costs_its_event_only() {
+    let Some(bt) = reader("babeltrace2") else {
+        return;
+    };
+    // babeltrace2 places times as signed 64-bit nanoseconds: 2^63 would
+    // make it refuse the whole trace.
+    let image = write_tmp("ceiling-ctf.bin", &markers_image(&[1_000, 2_000, 1 << 63]));
+    let (out, dir) = extract_to(&image, "ctf", "ceiling-ctf");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(": 1 events went back in time (or past 2^63 ns"),
+        "{err}"
+    );
+    let read = Command::new(&bt).arg(&dir).output().unwrap();
+    let warnings = String::from_utf8_lossy(&read.stderr);
+    assert!(read.status.success(), "babeltrace2 failed: {warnings}");
+    let text = String::from_utf8(read.stdout).unwrap();
+    let times: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix('[')?.split_once(']').map(|(t, _)| t))
+        .collect();
+    assert_eq!(
+        times,
+        [
+            "00:00:00.000001000",
+            "00:00:00.000002000",
+            "00:00:00.000002000",
+        ],
+        "{text}"
     );
 }
 

@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{crashring, extract_to, jsonl_totals, reader, rich_image, run_ok, write_tmp};
+use common::{
+    crashring, extract_to, jsonl_totals, markers_image, reader, rich_image, run_ok, write_tmp,
+};
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -115,39 +117,19 @@ fn trace_cmd_reports_the_events_and_losses_of_our_text_output() {
 
 #[test]
 fn long_gaps_keep_their_nanoseconds_through_time_extends() {
-    use pstore_ring::schema::{self, Value};
-    use pstore_ring::write::{self, RegionConfig, StreamSpec};
     let Some(trace_cmd) = reader("trace-cmd") else {
         return;
     };
-    let specs = [StreamSpec::cpu(0)];
-    let cfg = RegionConfig {
-        page_size: 4096,
-        streams: &specs,
-        ..Default::default()
-    };
-    let mut mem = vec![0u8; 64 * 1024];
-    let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
     let times = [
         1_000u64,
         134_217_728 + 1_000,
         10_000_000_007,
         3_600_000_000_123,
+        // More than a time extend's 59 bits from the last.
+        (1 << 62) + 5,
+        (1 << 63) + 7,
     ];
-    {
-        let mut f = write::format(&mut mem, &cfg).unwrap();
-        let mut ws: Vec<_> = f.streams.by_ref().collect();
-        for (i, t) in times.iter().enumerate() {
-            let text = format!("gap {i}");
-            let v = [
-                Value::Unsigned(1),
-                Value::Chars(b"init"),
-                Value::Str(text.as_bytes()),
-            ];
-            ws[0].write_event(*t, marker, &v).unwrap();
-        }
-        ws[0].close();
-    }
+    let mem = markers_image(&times);
     let image = write_tmp("gaps-tracedat.bin", &mem);
     let (out, dat) = extract_to(&image, "tracedat", "gaps.dat");
     assert_eq!(

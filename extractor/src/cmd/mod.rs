@@ -223,7 +223,7 @@ pub fn report_damage(r: &Recovered) {
 pub fn report_clamped(whose: &str, clamped: u64) {
     if clamped > 0 {
         eprintln!(
-            "crashring: {whose}: {clamped} events went back in time and were written at their predecessor's time (trace readers stop on a backwards event)"
+            "crashring: {whose}: {clamped} events went back in time (or past 2^63 ns from the clock's origin) and were written at their predecessor's time (trace readers stop on a backwards event, and on one they cannot place)"
         );
     }
 }

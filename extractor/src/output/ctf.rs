@@ -23,7 +23,9 @@
 //! - Timestamps never go backwards within a stream, because readers stop
 //!   on a backwards event: one older than its predecessor is written at its
 //!   predecessor's time and counted in [`Written::clamped`](super::Written::clamped) and in the
-//!   environment's `clamped_timestamps`.
+//!   environment's `clamped_timestamps`. So is one past what a reader can
+//!   place with the clock's offset ([`clock_ceiling`]: 2^63 ns from the
+//!   origin), which a user stream may claim.
 //! - Fields are re-encoded little-endian whatever the region's byte order;
 //!   text fields become NUL-terminated UTF-8 (invalid bytes and NULs become
 //!   U+FFFD). Field names carry a leading `_`, which readers drop, so a
@@ -108,6 +110,11 @@ pub fn write(
         files: vec![PathBuf::from("metadata")],
         ..Written::default()
     };
+    let clock = Clock {
+        wall,
+        at: clock_time(view),
+    };
+    let ceiling = clock_ceiling(clock.wall.offset_at(clock.at));
     let streams = selection.streams(view);
     let has_user = streams.iter().any(|st| st.info().kind != STREAM_KERNEL_CPU);
     // Stream files are independent: one per core at a time.
@@ -126,6 +133,7 @@ pub fn write(
                 packet: Vec::with_capacity(region.header.page_size as usize * 2),
                 begin_ts: None,
                 last_ts: 0,
+                ceiling,
                 written: &mut part,
             };
             writer.stream(st)?;
@@ -143,15 +151,20 @@ pub fn write(
         written.clamped += part.clamped;
         written.files.extend(part.files);
     }
-    let clock = Clock {
-        wall,
-        at: clock_time(view),
-    };
     let metadata = metadata(region, uuid, has_user, source, written.clamped, clock);
     let mut f = NewFile::create(&dir.join("metadata"))?;
     f.write_all(metadata.as_bytes())?;
     f.persist()?;
     Ok(written)
+}
+
+/// The latest trace time a reader can place with the clock's `offset`:
+/// babeltrace2 turns every time into signed 64-bit nanoseconds from the
+/// origin and refuses the trace at one that overflows. A user stream may
+/// stamp its events with any time; one past this would cost every stream
+/// of the trace.
+fn clock_ceiling(offset: i64) -> u64 {
+    (i64::MAX - offset.max(0)) as u64
 }
 
 fn stream_file_name(info: &StreamInfo) -> String {
@@ -428,6 +441,8 @@ struct StreamWriter<'w, 'r, 'a> {
     begin_ts: Option<u64>,
     /// The stream's latest time so far: no event goes before it.
     last_ts: u64,
+    /// The latest time the clock can hold ([`clock_ceiling`]).
+    ceiling: u64,
     written: &'w mut Written,
 }
 
@@ -475,7 +490,7 @@ impl StreamWriter<'_, '_, '_> {
                 continue;
             };
             if !opened {
-                self.last_ts = first.ts;
+                self.last_ts = first.ts.min(self.ceiling);
                 self.open(info, first_seq)?;
                 opened = true;
             }
@@ -493,7 +508,8 @@ impl StreamWriter<'_, '_, '_> {
             self.last_ts = losses
                 .peek()
                 .and_then(|l| l.before_ts.or(l.after_ts))
-                .unwrap_or(0);
+                .unwrap_or(0)
+                .min(self.ceiling);
             self.open(info, first_seq)?;
         }
         // What no later event follows is the last packets'; with no page
@@ -569,7 +585,7 @@ impl StreamWriter<'_, '_, '_> {
     }
 
     fn event(&mut self, e: &Event) {
-        let ts = if e.ts < self.last_ts {
+        let ts = if e.ts < self.last_ts || e.ts > self.ceiling {
             self.written.clamped += 1;
             self.last_ts
         } else {

@@ -508,7 +508,10 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
             };
             extend + header + padded
         };
-        if self.page.is_empty() || need(self) > self.room() {
+        // A time extend carries 59 bits of delta (27 and a 32-bit word):
+        // a larger step starts a page, whose header holds the whole time.
+        let beyond_extend = ts - self.last_ts >= 1 << (DELTA_BITS + 32);
+        if self.page.is_empty() || beyond_extend || need(self) > self.room() {
             self.flush(out)?;
             self.start(ts);
         }

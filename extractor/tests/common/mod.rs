@@ -544,3 +544,33 @@ pub fn hostile_image() -> Vec<u8> {
     mem[page + 24..page + 32].copy_from_slice(&(u64::MAX - 100).to_le_bytes());
     mem
 }
+
+/// A region of one CPU stream holding a marker ("gap N") at each of
+/// `times`, in that order.
+pub fn markers_image(times: &[u64]) -> Vec<u8> {
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let specs = [StreamSpec::cpu(0)];
+    let cfg = RegionConfig {
+        page_size: 4096,
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 64 * 1024];
+    let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
+    {
+        let mut f = write::format(&mut mem, &cfg).unwrap();
+        let mut ws: Vec<_> = f.streams.by_ref().collect();
+        for (i, t) in times.iter().enumerate() {
+            let text = format!("gap {i}");
+            let v = [
+                Value::Unsigned(1),
+                Value::Chars(b"init"),
+                Value::Str(text.as_bytes()),
+            ];
+            ws[0].write_event(*t, marker, &v).unwrap();
+        }
+        ws[0].close();
+    }
+    mem
+}
