@@ -144,6 +144,40 @@ fn the_same_input_gives_the_same_bytes_in_private_files() {
 }
 
 #[test]
+fn a_second_run_into_the_same_directory_leaves_no_stream_of_the_first() {
+    let image = write_tmp("rich-ctf-again.bin", &rich_image());
+    let (_, dir) = extract_to(&image, "ctf", "rich-ctf-again");
+    let listing = |dir: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    assert!(listing(&dir).len() > 2, "{:?}", listing(&dir));
+    // Someone else's file stays.
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let again = crashring(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format",
+        "ctf",
+        "--cpu",
+        "0",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(listing(&dir), ["kernel_0", "metadata", "notes.txt"]);
+}
+
+#[test]
 fn ctf_needs_a_directory() {
     let image = write_tmp("rich-ctf-nodir.bin", &rich_image());
     let out = crashring(&["extract", image.to_str().unwrap(), "--format", "ctf"]);

@@ -155,7 +155,26 @@ pub fn write(
     let mut f = NewFile::create(&dir.join("metadata"))?;
     f.write_all(metadata.as_bytes())?;
     f.persist()?;
+    remove_stale_streams(dir, &written.files)?;
     Ok(written)
+}
+
+/// Removes the stream files an earlier run left in `dir` that this one
+/// did not write (`written`): a reader takes every file of the directory
+/// as a stream of the trace, so another CPU selection's or another
+/// input's would be read with this metadata, or refused by it.
+fn remove_stale_streams(dir: &Path, written: &[PathBuf]) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let ours = name
+            .to_str()
+            .is_some_and(|n| n.starts_with("kernel_") || n.starts_with("user_"));
+        if ours && entry.file_type()?.is_file() && !written.iter().any(|w| w.as_os_str() == name) {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// The latest trace time a reader can place with the clock's `offset`:
