@@ -6,10 +6,10 @@
 mod common;
 
 use common::hostile::*;
-use common::{crashring, hostile_image, write_tmp};
+use common::{crashring, extract_to, hostile_image, reader, run_ok, write_tmp};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 fn image(name: &str) -> PathBuf {
     write_tmp(name, &hostile_image())
@@ -174,6 +174,16 @@ fn user_records_are_never_kernel_evidence_and_text_is_escaped() {
             assert!(!line.contains("forged"), "{line}");
         }
     }
+    // trace-cmd prints a string as the file holds it.
+    let Some(trace_cmd) = reader("trace-cmd") else {
+        return;
+    };
+    let (out, dat) = extract_to(&image, "tracedat", "hostile-evidence.dat");
+    stdout(&out);
+    let report = run_ok(Command::new(trace_cmd).args(["report", "-i"]).arg(&dat));
+    assert_no_controls("trace-cmd report", &report.stdout);
+    let report = String::from_utf8(report.stdout).unwrap();
+    assert!(report.contains("forged"), "{report}");
 }
 
 /// Item 11: user streams are labelled in their own namespace everywhere:

@@ -72,8 +72,9 @@ fn trace_cmd_reports_the_events_and_losses_of_our_text_output() {
     let theirs_text = String::from_utf8(report.stdout).unwrap();
     let ours_text =
         String::from_utf8(crashring(&["extract", image.to_str().unwrap()]).stdout).unwrap();
-    // trace-cmd prints strings raw: compare the events whose text needs
-    // no escape, and count all of them.
+    // Our text quotes strings and escapes them C-style inside; trace.dat
+    // holds them escaped as a log line is: compare the events whose text
+    // needs no escape, and count all of them.
     let ours_all = events(&ours_text);
     let theirs = events(&theirs_text);
     let count = |m: &BTreeMap<String, Vec<u64>>| m.values().map(Vec::len).sum::<usize>();

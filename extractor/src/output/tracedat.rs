@@ -14,6 +14,10 @@
 //!   Byte arrays are stored as their hex text. Records whose type is
 //!   unknown or whose payload does not fit become `crashring_raw`
 //!   (type id and payload in hex), so nothing decoded is left out.
+//!   Text is stored as `crashring extract` prints it (controls, line
+//!   breaks and bytes that are not UTF-8 as `\xNN`): `trace-cmd report`
+//!   prints strings as they are, and a user stream's text must not start
+//!   a line of its own or drive the terminal.
 //! - Events are re-encoded into 4 KiB ring-buffer pages. The first page
 //!   after a loss carries the missed-events flag and the count, which
 //!   `trace-cmd report` shows as `[N EVENTS DROPPED]`. Gaps of 2^27 ns or
@@ -31,6 +35,7 @@ use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{is_debug_type, Event, EventType, Region, StreamInfo};
 use pstore_ring::schema::{FieldKind, Value};
+use pstore_ring::text::push_escaped;
 use std::fmt::Write as _;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -351,9 +356,11 @@ fn record(view: &RegionView, e: &Event, pid: u32, out: &mut Vec<u8>) {
             Ok(Value::Signed(x)) => out.extend_from_slice(&x.to_le_bytes()[..size]),
             // A full array has no NUL; readers stop at the size.
             Ok(Value::Chars(s)) => {
-                let s = &s[..s.len().min(size)];
-                out.extend_from_slice(s);
-                out.resize(out.len() + size - s.len(), 0);
+                let mut text = Vec::with_capacity(size);
+                push_escaped(&mut text, s);
+                text.truncate(size);
+                out.extend_from_slice(&text);
+                out.resize(out.len() + size - text.len(), 0);
             }
             Ok(Value::Str(_) | Value::Bytes(_)) => out.extend_from_slice(&[0; 4]),
             Err(_) => break,
@@ -366,14 +373,14 @@ fn record(view: &RegionView, e: &Event, pid: u32, out: &mut Vec<u8>) {
     let mut loc_at = COMMON_SIZE;
     for (f, v) in t.fields.iter().zip(t.values(e.payload, endian)) {
         match v {
-            Ok(Value::Str(s)) => dynamic(out, loc_at, |out| out.extend_from_slice(s)),
+            Ok(Value::Str(s)) => dynamic(out, loc_at, |out| push_escaped(out, s)),
             Ok(Value::Bytes(s)) => dynamic(out, loc_at, |out| pstore_ring::text::hex_bytes(out, s)),
             _ => {}
         }
         loc_at += stored_size(f.kind);
     }
     if let Some(d) = debug {
-        dynamic(out, loc_at, |out| out.extend_from_slice(&d.field_text()));
+        dynamic(out, loc_at, |out| push_escaped(out, &d.field_text()));
     }
 }
 
