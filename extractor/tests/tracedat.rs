@@ -152,3 +152,46 @@ fn long_gaps_keep_their_nanoseconds_through_time_extends() {
     got_sorted.sort();
     assert_eq!(got_sorted, want, "{text}");
 }
+
+#[test]
+fn a_loss_after_the_last_event_or_of_unknown_size_is_reported_too() {
+    let Some(trace_cmd) = reader("trace-cmd") else {
+        return;
+    };
+    // Cut after the stream's tenth page: its last two pages are lost
+    // after every event read. With its tails damaged, how far the stream
+    // went is unknown: every page past the cut may have held events.
+    let times: Vec<u64> = (0..1200).map(|i| 1_000 + i * 1_000).collect();
+    let mem = markers_image(&times);
+    let tails = u32::from_le_bytes(mem[100..104].try_into().unwrap()) as usize;
+    let mut blind = mem.clone();
+    for b in &mut blind[tails..tails + 64] {
+        *b ^= 0xff;
+    }
+    for (name, image, want) in [
+        ("counted", &mem, "events=181 exact=1 pages=2 reason=end"),
+        ("uncounted", &blind, "events=0 exact=0 pages=6 reason=end"),
+    ] {
+        let image = write_tmp(&format!("end-loss-{name}.bin"), &image[..40 * 1024]);
+        let (out, dat) = extract_to(&image, "tracedat", &format!("end-loss-{name}.dat"));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = run_ok(Command::new(&trace_cmd).args(["report", "-i"]).arg(&dat));
+        let text = String::from_utf8(report.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().rev().take(2).collect();
+        let loss = lines[0]
+            .split_once("crashring_loss:")
+            .map(|(_, l)| l.trim());
+        assert_eq!(loss, Some(want), "{name}: {lines:?}");
+        // trace-cmd says a count before the record that follows it.
+        assert_eq!(
+            lines[1] == "CPU:0 [181 EVENTS DROPPED]",
+            name == "counted",
+            "{name}: {lines:?}"
+        );
+    }
+}

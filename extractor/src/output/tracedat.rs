@@ -20,8 +20,12 @@
 //!   a line of its own or drive the terminal.
 //! - Events are re-encoded into 4 KiB ring-buffer pages. The first page
 //!   after a loss carries the missed-events flag and the count, which
-//!   `trace-cmd report` shows as `[N EVENTS DROPPED]`. Gaps of 2^27 ns or
-//!   more get a time-extend record.
+//!   `trace-cmd report` shows as `[N EVENTS DROPPED]` before the page's
+//!   first record. A loss that count cannot show (one after a stream's
+//!   last event, with no record to follow, or one of unknown size) also
+//!   gets a `crashring_loss` record (events, whether exact, pages, kind).
+//!   Gaps of 2^27 ns or more get a time-extend record, of 2^59 ns or more
+//!   a page of their own.
 //! - As in the CTF writer, an event older than its predecessor is written
 //!   at its predecessor's time and counted.
 //!
@@ -33,7 +37,7 @@ use super::{doing, NewFile, WriteError, Written};
 use super::{RegionView, StreamView};
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
-use pstore_ring::read::{is_debug_type, Event, EventType, Region, StreamInfo};
+use pstore_ring::read::{is_debug_type, Event, EventType, Loss, Region, StreamInfo};
 use pstore_ring::schema::{FieldKind, Value};
 use pstore_ring::text::push_escaped;
 use std::fmt::Write as _;
@@ -53,6 +57,8 @@ const MAX_DATA_TYPE_LEN: usize = 28;
 const DELTA_BITS: u32 = 27;
 /// The event id of records shown raw; schema ids are 0..=255.
 const RAW_ID: u16 = 256;
+/// `crashring_loss`: a loss the missed-events count cannot show.
+const LOSS_ID: u16 = 257;
 const SYSTEM: &str = "crashring";
 
 const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
@@ -154,7 +160,7 @@ pub fn write(
         .schema
         .types()
         .map(format_text)
-        .chain([raw_format_text()])
+        .chain([raw_format_text(), loss_format_text()])
         .collect();
     h.extend_from_slice(&1u32.to_le_bytes());
     h.extend_from_slice(SYSTEM.as_bytes());
@@ -324,6 +330,32 @@ fn raw_format_text() -> String {
     )
 }
 
+fn loss_format_text() -> String {
+    format!(
+        "name: crashring_loss\nID: {LOSS_ID}\nformat:\n{COMMON}\
+         \tfield:unsigned long long events;\toffset:8;\tsize:8;\tsigned:0;\n\
+         \tfield:unsigned long long pages;\toffset:16;\tsize:8;\tsigned:0;\n\
+         \tfield:unsigned char exact;\toffset:24;\tsize:1;\tsigned:0;\n\
+         \tfield:__data_loc char[] reason;\toffset:25;\tsize:4;\tsigned:1;\n\n\
+         print fmt: \"events=%llu exact=%u pages=%llu reason=%s\", REC->events, REC->exact, REC->pages, __get_str(reason)\n"
+    )
+}
+
+/// Encodes a `crashring_loss` record of `l`: its count (a lower bound
+/// unless `exact`), whole pages and kind.
+fn loss_record(l: &Loss, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&LOSS_ID.to_le_bytes());
+    out.extend_from_slice(&[0; 6]);
+    out.extend_from_slice(&l.events.to_le_bytes());
+    out.extend_from_slice(&l.pages.to_le_bytes());
+    out.push(u8::from(l.exact));
+    out.extend_from_slice(&[0; 4]);
+    dynamic(out, 25, |out| {
+        out.extend_from_slice(l.kind.name().as_bytes())
+    });
+}
+
 /// Encodes one event's record: common fields, fixed fields, then the
 /// `__data_loc` data; a payload that does not fit its type is encoded as
 /// `crashring_raw`.
@@ -454,6 +486,9 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
                     // The events after a loss start a page that says so.
                     self.flush(out)?;
                     self.missed = self.missed.saturating_add(l.events);
+                    if !l.exact {
+                        self.loss(l, &mut rec, out)?;
+                    }
                 }
             }
             if !self.selection.admits(&Item::Event(&e), self.region) {
@@ -468,15 +503,15 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
             record(self.view, &e, pid, &mut rec);
             self.event(e.ts, &rec, out)?;
         }
-        let rest = losses
-            .into_iter()
-            .flatten()
-            .filter(|l| self.selection.admits(&Item::Loss(l), self.region))
-            .fold(0u64, |n, l| n.saturating_add(l.events));
-        self.missed = self.missed.saturating_add(rest);
-        if self.missed > 0 && self.page.is_empty() {
-            // Losses after the last event: an empty page reports them.
-            self.start(self.last_ts);
+        // Losses after the last event: trace-cmd shows a page's missed
+        // events beside its first record only, so each has a record of
+        // its own, on a page that counts them.
+        for l in losses.into_iter().flatten() {
+            if self.selection.admits(&Item::Loss(l), self.region) {
+                self.flush(out)?;
+                self.missed = self.missed.saturating_add(l.events);
+                self.loss(l, &mut rec, out)?;
+            }
         }
         self.flush(out)
     }
@@ -494,6 +529,14 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
         PAGE - reserve - self.page.len()
     }
 
+    /// Writes `l`'s `crashring_loss` record at its time (or the stream's
+    /// latest, never before it: a loss moves no event's count).
+    fn loss(&mut self, l: &Loss, rec: &mut Vec<u8>, out: &mut impl Write) -> io::Result<()> {
+        loss_record(l, rec);
+        let ts = Item::Loss(l).time().max(self.last_ts);
+        self.put(ts, rec, out).map(drop)
+    }
+
     fn event(&mut self, ts: u64, rec: &[u8], out: &mut impl Write) -> io::Result<()> {
         let ts = if ts < self.last_ts {
             self.written.clamped += 1;
@@ -501,6 +544,15 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
         } else {
             ts
         };
+        if self.put(ts, rec, out)? {
+            self.written.events += 1;
+        }
+        Ok(())
+    }
+
+    /// Puts a record on the page (a new one when it does not fit);
+    /// `false` when no page can hold it: counted as missed.
+    fn put(&mut self, ts: u64, rec: &[u8], out: &mut impl Write) -> io::Result<bool> {
         let padded = rec.len().next_multiple_of(4);
         let header = if padded / 4 <= MAX_DATA_TYPE_LEN {
             4
@@ -525,7 +577,7 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
         if need(self) > self.room() {
             // Larger than a page can hold: counted as missed.
             self.missed += 1;
-            return Ok(());
+            return Ok(false);
         }
         let mut delta = ts - self.last_ts;
         if delta >= 1 << DELTA_BITS {
@@ -548,8 +600,7 @@ impl<'w, 'r, 'a> Pages<'w, 'r, 'a> {
         self.page.extend_from_slice(rec);
         self.page.resize(self.page.len() + padded - rec.len(), 0);
         self.last_ts = ts;
-        self.written.events += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Completes the page (commit, missed events) and writes it.
