@@ -111,6 +111,37 @@ fn a_time_past_what_the_clock_can_hold_costs_its_event_only() {
 }
 
 #[test]
+fn pages_lost_after_the_last_read_are_discarded_packets() {
+    let Some(bt) = reader("babeltrace2") else {
+        return;
+    };
+    // Cut after the stream's tenth page: its last two pages, 181 events,
+    // are lost after every event read. With its tails damaged, how far
+    // the stream went is unknown: every page past the cut counts.
+    let times: Vec<u64> = (0..1200).map(|i| 1_000 + i * 1_000).collect();
+    let mem = markers_image(&times);
+    let tails = u32::from_le_bytes(mem[100..104].try_into().unwrap()) as usize;
+    let mut blind = mem.clone();
+    for b in &mut blind[tails..tails + 64] {
+        *b ^= 0xff;
+    }
+    for (name, image, want) in [("counted", &mem, (181, 2)), ("uncounted", &blind, (0, 6))] {
+        let image = write_tmp(&format!("end-loss-{name}.bin"), &image[..40 * 1024]);
+        let (out, dir) = extract_to(&image, "ctf", &format!("end-loss-{name}-ctf"));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let read = Command::new(&bt).arg(&dir).output().unwrap();
+        let warnings = String::from_utf8_lossy(&read.stderr);
+        assert!(read.status.success(), "{name}: {warnings}");
+        assert_eq!(discarded(&warnings), want, "{name}: {warnings}");
+    }
+}
+
+#[test]
 fn the_same_input_gives_the_same_bytes_in_private_files() {
     use std::os::unix::fs::PermissionsExt;
     let image = write_tmp("rich-ctf-twice.bin", &rich_image());

@@ -532,9 +532,22 @@ impl StreamWriter<'_, '_, '_> {
             self.open(info, first_seq)?;
         }
         // What no later event follows is the last packets'; with no page
-        // at all, one more empty packet carries it.
-        discarded = losses.fold(discarded, |n, l| n.saturating_add(l.events));
-        if pages.is_empty() && discarded > 0 {
+        // at all, one more empty packet carries it. Pages lost after the
+        // last one read (an end loss, counted or not) get an empty packet
+        // after them, so that the gap in packet_seq_num says them.
+        let (events, lost_pages) = losses.fold((0u64, 0u64), |(e, p), l| {
+            (e.saturating_add(l.events), p.saturating_add(l.pages))
+        });
+        if lost_pages > 0 {
+            // Readers place a packet's discarded events before it: the
+            // packets read keep the count before the lost pages.
+            self.release(&mut held, info, discarded)?;
+            let last_seq = pages.last().map_or(first_seq, |p| p.seq);
+            held.empty
+                .push(last_seq.saturating_add(lost_pages).saturating_add(1));
+        }
+        discarded = discarded.saturating_add(events);
+        if pages.is_empty() && discarded > 0 && held.empty.is_empty() {
             held.empty.push(first_seq.saturating_add(1));
         }
         self.release(&mut held, info, discarded)?;
