@@ -4,6 +4,7 @@
 use crate::endian::Endian;
 use crate::layout::*;
 use crate::schema::{decode_field, FieldKind, Value, BUILTIN_EVENTS};
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use zerocopy::FromBytes;
@@ -73,6 +74,21 @@ pub struct Schema {
 /// A stored name as an identifier (FORMAT.md section 6): every output
 /// format uses names as keys or identifiers, and a hostile one must not
 /// break a line or a metadata file.
+/// `name`, or with `_2`, `_3`... after it, to differ from every field's
+/// name in `fields`: outputs key values by name (a JSON object, a CTF
+/// structure, a tracefs format), and two names can read alike (`a.b` and
+/// `a_b`) or repeat.
+fn unique_in(name: String, fields: &[Field]) -> String {
+    let taken = |n: &str| fields.iter().any(|f| f.name == n);
+    if !taken(&name) {
+        return name;
+    }
+    (2..)
+        .map(|n| format!("{name}_{n}"))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or(name)
+}
+
 fn name_of(raw: &[u8]) -> String {
     let end = memchr::memchr(0, raw).unwrap_or(raw.len());
     let name: String = raw[..end]
@@ -166,7 +182,8 @@ impl Schema {
                     .ok_or(fbad("field descriptor runs past the table"))?;
                 let kind = FieldKind::from_descriptor(fd.kind, fd.size.get(e))
                     .ok_or(fbad("field `kind` or `size` is invalid"))?;
-                fields.push(Field::new(name_of(&fd.name), kind));
+                let name = unique_in(name_of(&fd.name), &fields);
+                fields.push(Field::new(name, kind));
                 fat += FIELD_DESC_SIZE;
             }
             schema.types[id8 as usize] = Some(EventType::new(id8, name_of(&desc.name), fields));
@@ -306,19 +323,28 @@ mod tests {
 
     #[test]
     fn names_are_read_as_identifiers() {
+        let field = |name| FieldDef {
+            name,
+            kind: FieldKind::U32,
+        };
         let custom = [EventDef {
             id: 41,
             name: "drm vblank\n\"",
-            fields: &[FieldDef {
-                name: "crtc=",
-                kind: FieldKind::U32,
-            }],
+            fields: &[
+                field("crtc="),
+                field("a.b"),
+                field("a_b"),
+                field("crtc_"),
+                field("a_b_2"),
+            ],
         }];
         let mut buf = [0u8; 4096];
         let n = write_table(&custom, Endian::Little, &mut buf).unwrap();
         let s = Schema::parse(&buf[..n], Endian::Little, Checksum::WRITTEN).unwrap();
         assert_eq!(s.get(41).unwrap().name, "drm_vblank__");
-        assert_eq!(s.get(41).unwrap().fields[0].name, "crtc_");
+        let names: Vec<&str> = s.get(41).unwrap().fields.iter().map(|f| &*f.name).collect();
+        // Names that read alike are made to differ.
+        assert_eq!(names, ["crtc_", "a_b", "a_b_2", "crtc__2", "a_b_2_2"]);
         assert_eq!(name_of(b"\0junk"), "_");
     }
 
