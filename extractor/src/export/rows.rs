@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// One row per region of a bundle (one region, one row, for a bundle of
 /// one machine's crash).
@@ -348,13 +349,36 @@ struct Line<'a> {
 }
 
 /// What the events table takes from an event's fields.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct Common<'a> {
     level: Option<i64>,
-    #[serde(borrow)]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     message: Option<Cow<'a, str>>,
+}
+
+impl<'a> Common<'a> {
+    /// Takes each of `fields`' keys only where its value has the kind the
+    /// table wants: a custom type may call a field `level` and make it a
+    /// word, or repeat a key (the last is taken, as JSON readers do), and
+    /// its event still has a row.
+    fn of(fields: &'a RawValue) -> Result<Common<'a>, String> {
+        let map: HashMap<&'a str, &'a RawValue> =
+            serde_json::from_str(fields.get()).map_err(|e| format!("fields: {e}"))?;
+        let text = |key: &str| -> Option<Cow<'a, str>> {
+            let v = map.get(key)?.get();
+            match serde_json::from_str::<&'a str>(v) {
+                Ok(s) => Some(Cow::Borrowed(s)),
+                Err(_) => serde_json::from_str::<String>(v).ok().map(Cow::Owned),
+            }
+        };
+        Ok(Common {
+            level: map
+                .get("level")
+                .and_then(|v| serde_json::from_str(v.get()).ok()),
+            text: text("text"),
+            message: text("message"),
+        })
+    }
 }
 
 /// An events row, parsed from one line; it borrows the line.
@@ -377,17 +401,12 @@ impl<'a> Event<'a> {
                 }
                 let (fields, common) = match (line.fields, &line.raw) {
                     (Some(f), _) => {
-                        let common: Common =
-                            serde_json::from_str(f.get()).map_err(|e| format!("fields: {e}"))?;
+                        let common = Common::of(f)?;
                         (Cow::Borrowed(f.get()), common)
                     }
                     (None, Some(raw)) => (
                         Cow::Owned(json!({ "raw": raw }).to_string()),
-                        Common {
-                            level: None,
-                            text: None,
-                            message: None,
-                        },
+                        Common::default(),
                     ),
                     (None, None) => return Err("an event without fields or raw".into()),
                 };
@@ -630,6 +649,12 @@ mod tests {
         let cells = debug.cells("b", &rows[0]);
         assert_eq!(cells[14], Cell::Str("[drm] flip"));
         assert_eq!(cells[15], Cell::Str("drm:drm_flip drm.c:12"));
+        // A field of another kind under a common name, or a key twice
+        // (the last taken), still makes a row.
+        let odd = Event::parse(r#"{"kind":"event","region":0,"stream":0,"cpu":0,"ts":7,"type":"alarm","salvaged":false,"fields":{"level":"warn","text":3,"message":"first","message":"x\ny"}}"#).unwrap();
+        let cells = odd.cells("b", &rows[0]);
+        assert_eq!(cells[14], Cell::Str("x\ny"));
+        assert_eq!(odd.level, None);
         let raw = Event::parse(r#"{"kind":"event","region":0,"stream":0,"ts":7,"type":"type9","salvaged":false,"raw":"dead"}"#).unwrap();
         assert_eq!(raw.cells("b", &rows[0])[16], Cell::Str(r#"{"raw":"dead"}"#));
         for (bad, why) in [
