@@ -174,9 +174,10 @@ fn chrome_json_is_strict_json_with_every_event_and_loss() {
         .find(|e| e["name"] == "Kernel panic - not syncing: test")
         .unwrap();
     assert_eq!(crash["ts"].as_f64(), Some(300.0));
+    // The kernel's process lies above every Linux pid; CPU 1 its thread.
     assert_eq!(
         (crash["pid"].as_u64(), crash["tid"].as_u64()),
-        (Some(1), Some(1))
+        (Some((1 << 22) + 1), Some(1))
     );
     let threads = all
         .iter()

@@ -24,19 +24,30 @@ use pstore_ring::read::{Event, StreamInfo};
 use pstore_ring::schema::Value;
 use std::io::{self, Write};
 
+/// Pids and tids made up for what has none of its own lie above every
+/// Linux pid (`PID_MAX_LIMIT`, 2^22), so that no user stream's real pid
+/// meets them.
+const MADE_UP: u64 = 1 << 22;
+
 fn kernel_pid(region_index: usize) -> u64 {
-    2 * region_index as u64 + 1
+    MADE_UP + 2 * region_index as u64 + 1
 }
 
-/// (pid, tid) of a stream's events.
+/// (pid, tid) of a stream's events: a thread of its own for each stream
+/// (the viewer names a thread once). A kernel CPU's thread is its number,
+/// a nesting lane's its number after the lane's hundred thousands; a user
+/// stream is a thread of its process (or, without a pid, of one process
+/// for them all).
 fn ids(region_index: usize, info: &StreamInfo) -> (u64, u64) {
     let kernel_pid = kernel_pid(region_index);
+    let own = MADE_UP + u64::from(info.index);
     if info.kind == STREAM_KERNEL_CPU {
-        (kernel_pid, info.cpu.into())
+        let tid = u64::from(info.lane) * 100_000 + u64::from(info.cpu);
+        (kernel_pid, tid)
     } else if info.pid != 0 {
-        (info.pid.into(), info.pid.into())
+        (info.pid.into(), own)
     } else {
-        (kernel_pid + 1, 100_000 + u64::from(info.index))
+        (kernel_pid + 1, own)
     }
 }
 
@@ -203,4 +214,48 @@ fn event<'a>(
         out.push(b'}');
     }
     out.extend_from_slice(b"},");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(index: u16, kind: u16, cpu: u16, lane: u8, pid: u32) -> StreamInfo {
+        StreamInfo {
+            index,
+            kind,
+            cpu,
+            lane,
+            page_count: 1,
+            pages_offset: 0,
+            name: String::new(),
+            pid,
+            uid: 0,
+            keeps_tails: true,
+        }
+    }
+
+    #[test]
+    fn every_stream_is_a_thread_of_its_own() {
+        let user = STREAM_KERNEL_CPU + 1;
+        let streams = [
+            stream(0, STREAM_KERNEL_CPU, 0, 0, 0),
+            stream(1, STREAM_KERNEL_CPU, 0, 1, 0),
+            stream(2, STREAM_KERNEL_CPU, 1, 0, 0),
+            // Two threads of one process, and init's.
+            stream(3, user, 0, 0, 412),
+            stream(4, user, 0, 0, 412),
+            stream(5, user, 0, 0, 1),
+            stream(6, user, 0, 0, 0),
+        ];
+        let mut ids: Vec<(u64, u64)> = streams.iter().map(|s| ids(0, s)).collect();
+        assert_eq!(ids[0], (kernel_pid(0), 0));
+        assert_eq!(ids[2], (kernel_pid(0), 1));
+        assert_eq!(ids[3].0, 412);
+        assert_eq!(ids[5].0, 1);
+        assert_ne!(kernel_pid(0), 1);
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), streams.len());
+    }
 }
