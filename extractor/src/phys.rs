@@ -115,30 +115,31 @@ pub struct MemoryMap {
 }
 
 impl MemoryMap {
-    /// Builds a map from runs in any order. Where runs overlap, the one
-    /// starting first wins, and of two starting together the one given
-    /// first (an ELF core maps the kernel image twice: by its text address
-    /// and in the direct map). Adjacent runs of the same backing are joined.
-    pub fn new(mut runs: Vec<Run>) -> MemoryMap {
-        runs.retain(|r| r.start < r.end);
-        // Stable: among equal starts, the one given first stays first.
+    /// Builds a map from runs in any order. Where runs overlap, present
+    /// bytes win over a hole: two ELF segments may claim the same memory,
+    /// one storing it and the other leaving it out (a segment's filtered
+    /// tail past its `p_filesz`), and the bytes stored are the memory's
+    /// bytes. Otherwise the run starting first wins, and of two starting
+    /// together the one given first (an ELF core maps the kernel image
+    /// twice: by its text address and in the direct map). Adjacent runs of
+    /// the same backing are joined.
+    pub fn new(runs: Vec<Run>) -> MemoryMap {
+        let (present, holes): (Vec<Run>, Vec<Run>) = runs
+            .into_iter()
+            .filter(|r| r.start < r.end)
+            .partition(|r| r.backing == Backing::Present);
+        let present = first_wins(present);
+        // Each present run cuts at most one hole run in two, so the runs
+        // stay fewer than twice those given.
+        let mut runs = without(first_wins(holes), &present);
+        runs.extend(present);
         runs.sort_by_key(|r| r.start);
         let mut out: Vec<Run> = Vec::with_capacity(runs.len());
-        for mut r in runs {
-            if let Some(last) = out.last_mut() {
-                if r.start < last.end {
-                    if r.end <= last.end {
-                        continue;
-                    }
-                    r.offset = r.offset.map(|o| o + (last.end - r.start));
-                    r.start = last.end;
-                }
-                if last.continued_by(&r) {
-                    last.end = r.end;
-                    continue;
-                }
+        for r in runs {
+            match out.last_mut() {
+                Some(last) if last.continued_by(&r) => last.end = r.end,
+                _ => out.push(r),
             }
-            out.push(r);
         }
         MemoryMap { runs: out }
     }
@@ -191,6 +192,54 @@ impl MemoryMap {
     pub fn present(&self) -> impl Iterator<Item = &Run> {
         self.runs.iter().filter(|r| r.backing == Backing::Present)
     }
+}
+
+/// `runs` sorted and apart: where runs overlap, the one starting first
+/// keeps the bytes, and of two starting together the one given first.
+fn first_wins(mut runs: Vec<Run>) -> Vec<Run> {
+    // Stable: among equal starts, the one given first stays first.
+    runs.sort_by_key(|r| r.start);
+    let mut out: Vec<Run> = Vec::with_capacity(runs.len());
+    for mut r in runs {
+        if let Some(last) = out.last() {
+            if r.start < last.end {
+                if r.end <= last.end {
+                    continue;
+                }
+                r.offset = r.offset.map(|o| o + (last.end - r.start));
+                r.start = last.end;
+            }
+        }
+        out.push(r);
+    }
+    out
+}
+
+/// What is left of `runs` (sorted and apart) outside `cut` (sorted and
+/// apart): each run split around the runs of `cut` it overlaps.
+fn without(runs: Vec<Run>, cut: &[Run]) -> Vec<Run> {
+    let mut out = Vec::with_capacity(runs.len());
+    for r in runs {
+        let piece = |start: PhysAddr, end: PhysAddr| Run {
+            start,
+            end,
+            offset: r.offset.map(|o| o + (start - r.start)),
+            ..r
+        };
+        let mut at = r.start;
+        let mut i = cut.partition_point(|c| c.end <= r.start);
+        while let Some(c) = cut.get(i).filter(|c| c.start < r.end) {
+            if at < c.start {
+                out.push(piece(at, c.start));
+            }
+            at = at.max(c.end);
+            i += 1;
+        }
+        if at < r.end {
+            out.push(piece(at, r.end));
+        }
+    }
+    out
 }
 
 /// Why a physical read stopped.
@@ -388,6 +437,41 @@ mod tests {
         assert_eq!(map.hole_end(at(0x3000)), Some(at(0x5000)));
         assert_eq!(map.hole_end(at(0x5000)), Some(at(0x8000)));
         assert_eq!(map.hole_end(at(0x9000)), Some(at(u64::MAX)));
+    }
+
+    #[test]
+    fn present_bytes_win_over_a_hole_claiming_them() {
+        // An ELF segment's filtered tail (past p_filesz) over another
+        // segment's stored bytes: those bytes are in the dump.
+        let at = |start, end, offset| Run {
+            offset: Some(FileOffset(offset)),
+            ..run(start, end, Backing::Present)
+        };
+        let map = MemoryMap::new(vec![
+            run(0x8000, 0x10000, Backing::Excluded),
+            at(0x9000, 0xA000, 0x2000),
+            at(0xC000, 0xC800, 0x3000),
+            // Starting before the hole and ending inside it.
+            at(0x7000, 0x8800, 0x5000),
+            // A lost stretch wholly under present bytes is gone.
+            run(0xC100, 0xC200, Backing::Lost),
+        ]);
+        assert_eq!(
+            map.runs(),
+            &[
+                at(0x7000, 0x8800, 0x5000),
+                run(0x8800, 0x9000, Backing::Excluded),
+                at(0x9000, 0xA000, 0x2000),
+                run(0xA000, 0xC000, Backing::Excluded),
+                at(0xC000, 0xC800, 0x3000),
+                run(0xC800, 0x10000, Backing::Excluded),
+            ]
+        );
+        let backing = |a| map.lookup(PhysAddr(a)).map(|r| r.backing);
+        assert_eq!(backing(0x9000), Some(Backing::Present));
+        assert_eq!(backing(0xA000), Some(Backing::Excluded));
+        assert_eq!(map.hole_end(PhysAddr(0x9fff)), None);
+        assert_eq!(map.hole_end(PhysAddr(0x8800)), Some(PhysAddr(0x9000)));
     }
 
     #[test]
