@@ -2,7 +2,10 @@
 //!
 //! With an address (`--phys`), the region there is read. Otherwise every
 //! present byte is searched for the region magic (memchr-class speed), and
-//! hits whose header CRC fails are dropped. A region is read page by page:
+//! hits whose header CRC fails are dropped. Of places holding the same
+//! header, the one whose bytes hold the most of the region (pages, then
+//! events) is read as it, the others listed as copies: a header alone
+//! says nothing of which is the region. A region is read page by page:
 //! bytes the dump does not hold become absent ranges that the reader
 //! reports, never zeros it decodes.
 
@@ -444,26 +447,23 @@ pub fn scan(
     progress: &mut dyn FnMut(u64),
     also: &mut dyn FnMut(PhysAddr, &[u8]),
 ) -> Scanned {
-    let mut found: Vec<Found> = Vec::new();
+    let mut found: Vec<Candidate> = Vec::new();
     let mut unread: Vec<DiscoverError> = Vec::new();
     // Overlap by the magic's length so a magic across two chunks is
     // still seen.
     let overlap = MAGIC_STORED.len() - 1;
     present_chunks(mem, overlap, progress, &mut |addr, chunk| {
         also(addr, chunk);
+        // Every hit is looked at, those inside a region read already too:
+        // what was read there may be a copy of a header (or an older
+        // generation's) lying below the region it hides.
         for hit in magic_hits(chunk) {
-            let at = addr + hit as u64;
-            // Measured from each region's start: a region may end at
-            // 2^64, which is no u64.
-            if found.iter().any(|f| {
-                at.checked_offset_from(f.addr)
-                    .is_some_and(|into| into < f.bytes.len() as u64)
-            }) {
-                continue;
-            }
-            consider(mem, at, &mut found, &mut unread);
+            consider(mem, addr + hit as u64, &mut found, &mut unread);
         }
     });
+    // In address order, as found before one could take another's place.
+    let mut found: Vec<Found> = found.into_iter().map(|c| c.found).collect();
+    found.sort_by_key(|f| f.addr);
     Scanned { found, unread }
 }
 
@@ -475,32 +475,109 @@ pub struct Scanned {
     pub unread: Vec<DiscoverError>,
 }
 
-/// Reads the region at `at` if its header checks out, or notes it as a
-/// copy of one already found.
+/// Places holding the same header read and decoded against a region at
+/// most: enough for the copies a machine makes (the page cache, a saved
+/// file); past them a copy is only listed, so that thousands of copies
+/// cost no more than a few regions' reading.
+const MAX_RIVALS: usize = 8;
+
+/// A region the scan read, with what decides it against another place
+/// holding its header.
+struct Candidate {
+    found: Found,
+    /// What its bytes hold ([`held`]), worked out when its header first
+    /// turns up again: most regions have no copy and are not decoded here.
+    held: Option<Held>,
+    /// Places holding its header read and decoded against it so far.
+    rivals: usize,
+}
+
+/// What a region's bytes hold of it: pages whose checks pass, then events
+/// decoded from them. A header alone (a copy in the page cache, followed
+/// by zeros that read as unused slots, or by junk) holds none; the region
+/// it was copied from holds its pages.
+type Held = (usize, usize);
+
+/// [`Held`] of `found`, decoded as its reading will decode it, its pages
+/// given back as they are walked.
+fn held(found: &Found) -> Held {
+    use pstore_ring::read::{PageStatus, Region};
+    let Ok(region) = Region::parse(&found.bytes, HeaderTrust::Checksummed) else {
+        return (0, 0);
+    };
+    let region = region.with_absent(found.absent());
+    let trace = crate::recover::decode(&region, &|walked| found.bytes.release(walked));
+    let valid = [
+        PageStatus::Intact,
+        PageStatus::Damaged,
+        PageStatus::Salvaged,
+    ];
+    trace.streams.iter().fold((0, 0), |(pages, events), s| {
+        let p: usize = valid.iter().map(|&v| s.pages_with(v)).sum();
+        (
+            pages.saturating_add(p),
+            events.saturating_add(s.event_count()),
+        )
+    })
+}
+
+/// Reads the region at `at` if its header checks out. A header
+/// byte-identical to a region's already read is as valid as that one, and
+/// a header match alone does not say which place is the region: the place
+/// whose bytes hold more of it is kept, the other listed as a copy.
 fn consider(
     mem: &dyn PhysMemory,
     at: PhysAddr,
-    found: &mut Vec<Found>,
+    found: &mut Vec<Candidate>,
     unread: &mut Vec<DiscoverError>,
 ) {
     let mut header = [0u8; HEADER_SIZE];
     if mem.read(at, &mut header).is_err() {
         return;
     }
-    // A byte-identical copy of a header found is as valid as it is.
-    if let Some(f) = found
+    let read = || read_with_header(mem, at, &header, None, HeaderTrust::Checksummed);
+    let Some(c) = found
         .iter_mut()
-        .find(|f| f.bytes.get(..HEADER_SIZE) == Some(&header[..]))
-    {
-        f.copies.push(at);
+        .find(|c| c.found.bytes.get(..HEADER_SIZE) == Some(&header[..]))
+    else {
+        match read() {
+            Ok(found_here) => found.push(Candidate {
+                found: found_here,
+                held: None,
+                rivals: 0,
+            }),
+            // Bytes that only look like a header: not a region.
+            Err(DiscoverError::NoHeader { .. }) => {}
+            Err(e) => unread.push(e),
+        }
+        return;
+    };
+    if c.rivals >= MAX_RIVALS {
+        c.found.copies.push(at);
         return;
     }
-    match read_with_header(mem, at, &header, None, HeaderTrust::Checksummed) {
-        Ok(region) => found.push(region),
-        // Bytes that only look like a header: not a region.
-        Err(DiscoverError::NoHeader { .. }) => {}
-        Err(e) => unread.push(e),
+    c.rivals += 1;
+    let rival = match read() {
+        Ok(rival) => rival,
+        Err(e) => {
+            // Not read, so not weighed: it may be the region itself.
+            c.found.copies.push(at);
+            unread.push(e);
+            return;
+        }
+    };
+    let ours = *c.held.get_or_insert_with(|| held(&c.found));
+    let theirs = held(&rival);
+    // A tie keeps the first found: the same pages either way.
+    if theirs <= ours {
+        c.found.copies.push(at);
+        return;
     }
+    let was = std::mem::replace(&mut c.found, rival);
+    // Hits come in address order: the one replaced and its copies all
+    // lie below this one.
+    c.found.copies = std::iter::once(was.addr).chain(was.copies).collect();
+    c.held = Some(theirs);
 }
 
 #[cfg(test)]
@@ -639,5 +716,97 @@ mod tests {
             assert!(f.unaccounted());
         }
         assert!(!found(Vec::new()).unaccounted());
+    }
+
+    use crate::input::mapped::MappedMemory;
+    use crate::input::source::FileOffset;
+    use crate::phys::{MemoryMap, Run};
+    use pstore_ring::read::Region;
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+
+    /// `image` as a raw dump: byte N at physical address N, all present.
+    fn raw(image: Vec<u8>) -> MappedMemory {
+        let run = Run {
+            start: PhysAddr(0),
+            end: PhysAddr(image.len() as u64),
+            backing: Backing::Present,
+            offset: Some(FileOffset(0)),
+        };
+        MappedMemory::new(Arc::new(image), MemoryMap::new(vec![run]))
+    }
+
+    /// A region of `size` bytes and generation `generation` holding `n`
+    /// events.
+    fn region(size: usize, generation: u64, n: u64) -> Vec<u8> {
+        let specs = [StreamSpec::cpu(0), StreamSpec::cpu(1)];
+        let cfg = RegionConfig {
+            streams: &specs,
+            generation,
+            ..Default::default()
+        };
+        let mut bytes = vec![0u8; size];
+        let lost = schema::builtin(schema::EVENT_LOST).unwrap();
+        {
+            let mut f = write::format(&mut bytes, &cfg).unwrap();
+            let mut ws: Vec<_> = f.streams.by_ref().collect();
+            for i in 0..n {
+                ws[(i % 2) as usize]
+                    .write_event(1_000 + i * 10, lost, &[Value::Unsigned(i)])
+                    .unwrap();
+            }
+        }
+        bytes
+    }
+
+    /// Events decoded from `bytes`, with `absent` left out.
+    fn events(bytes: &[u8], absent: Vec<Range<u64>>) -> usize {
+        let region = Region::parse(bytes, HeaderTrust::Checksummed).unwrap();
+        region.with_absent(absent).decode_paged().event_count()
+    }
+
+    fn scan_all(mem: &dyn PhysMemory) -> Scanned {
+        scan(mem, &mut |_| {}, &mut |_, _| {})
+    }
+
+    #[test]
+    fn a_copy_of_the_header_below_the_region_does_not_hide_it() {
+        // Below the region by more than its size, and by less (the region
+        // read from the copy would hold the real header).
+        for size in [64 << 10, 2 << 20] {
+            let real = region(size, 7, 200);
+            let want = events(&real, Vec::new());
+            assert!(want > 0);
+            let mut image = vec![0u8; 4 << 20];
+            image[0x20_0000..][..size].copy_from_slice(&real);
+            // Only the header page, as a page cache holds it; the zeros
+            // after it read as unused slots: a clean, empty region.
+            image[0x10_0000..][..4096].copy_from_slice(&real[..4096]);
+            let scanned = scan_all(&raw(image));
+            assert!(scanned.unread.is_empty(), "{size}: {:?}", scanned.unread);
+            assert_eq!(scanned.found.len(), 1, "{size}");
+            let f = &scanned.found[0];
+            assert_eq!(f.addr, PhysAddr(0x20_0000), "{size}");
+            assert_eq!(events(&f.bytes, f.absent()), want, "{size}");
+            assert_eq!(f.copies, [PhysAddr(0x10_0000)], "{size}");
+        }
+    }
+
+    #[test]
+    fn a_stale_header_below_the_region_does_not_hide_it() {
+        // An older generation's header page, less than its region's size
+        // below the current region: both are regions of their own.
+        let size = 2 << 20;
+        let stale = region(size, 6, 10);
+        let real = region(size, 7, 200);
+        let mut image = vec![0u8; 4 << 20];
+        image[0x20_0000..][..size].copy_from_slice(&real);
+        image[0x10_0000..][..4096].copy_from_slice(&stale[..4096]);
+        let scanned = scan_all(&raw(image));
+        let addrs: Vec<_> = scanned.found.iter().map(|f| f.addr).collect();
+        assert_eq!(addrs, [PhysAddr(0x10_0000), PhysAddr(0x20_0000)]);
+        let f = &scanned.found[1];
+        assert_eq!(events(&f.bytes, f.absent()), events(&real, Vec::new()));
+        assert!(f.copies.is_empty());
     }
 }
