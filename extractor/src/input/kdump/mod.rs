@@ -16,6 +16,11 @@
 //! lost. Only the 64-bit header layout is read, in either byte order;
 //! its structures are in `layout.rs`, with makedumpfile's names.
 //!
+//! One file of a split dump (`makedumpfile --split`) has both bitmaps
+//! whole but descriptors only for the dumped pages of its range, the
+//! table starting with the range's first: pages outside the range are
+//! not in it, and a descriptor's index counts from the range's start.
+//!
 //! Every descriptor is read once when the file is opened, so that pages
 //! whose descriptor or data the file does not hold (a file cut short when
 //! the disk filled, a flattened file's missing records) are lost memory in
@@ -182,8 +187,15 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
 
     let mut warnings = Vec::new();
     let mut range = 0..max_mapnr;
-    if version >= 6 && s.split.get(e) != 0 {
-        let (a, b) = (s.start_pfn_64.get(e), s.end_pfn_64.get(e));
+    // `split` and the range came in version 2; version 6 widened the range
+    // to `start_pfn_64`/`end_pfn_64` and keeps the old fields, clamped to
+    // 32 bits, only for older readers (makedumpfile's write_kdump_header).
+    if version >= 2 && s.split.get(e) != 0 {
+        let (a, b) = if version >= 6 {
+            (s.start_pfn_64.get(e), s.end_pfn_64.get(e))
+        } else {
+            (s.start_pfn.get(e), s.end_pfn.get(e))
+        };
         warnings.push(format!(
             "this file is one part of a split dump (pages {a:#x}..{b:#x}); the rest are in the other files"
         ));
@@ -211,9 +223,17 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         ranks.push(count);
         count += chunk.iter().map(|b| u64::from(b.count_ones())).sum::<u64>();
     }
-    let missing = missing_pages(&*source, e, bs, desc_off, count);
+    // The total too, so that the rank of max_mapnr itself (a range's end)
+    // is found where max_mapnr is a multiple of RANK_STEP.
+    ranks.push(count);
+    // A split file holds the whole 2nd bitmap but descriptors only for the
+    // dumped pages of its range, from the start of the table
+    // (write_kdump_pages_cyclic), as crash's pfn_to_pos counts them: a
+    // page's descriptor index counts from the range's start.
     let first_rank = rank(&dumped, &ranks, range.start);
-    let (runs, first) = runs(&ram, &dumped, range, first_rank, bs, &missing);
+    let descs = rank(&dumped, &ranks, range.end).saturating_sub(first_rank);
+    let missing = missing_pages(&*source, e, bs, desc_off, descs);
+    let (runs, first) = runs(&ram, &dumped, range, bs, &missing);
     let map = MemoryMap::new(runs);
     let lost = |cause| {
         missing
@@ -255,7 +275,8 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
             endian: e,
             bs,
             desc_off,
-            descs: count,
+            first_rank,
+            descs,
             dumped,
             ranks,
             map,
@@ -365,15 +386,13 @@ fn bit(bitmap: &[u8], pfn: u64) -> bool {
 }
 
 /// Present runs where the 2nd bitmap is set, lost runs where it is set
-/// but the page is `missing` (by descriptor index; `first_rank` is the
-/// index of the first dumped page in `range`), excluded runs where only
-/// the 1st is. Also returns, per [`Missing`] cause, the first physical
-/// address lost to it.
+/// but the page is `missing` (by descriptor index, counted from the start
+/// of `range`), excluded runs where only the 1st is. Also returns, per
+/// [`Missing`] cause, the first physical address lost to it.
 fn runs(
     ram: &[u8],
     dumped: &[u8],
     range: std::ops::Range<u64>,
-    first_rank: u64,
     bs: u64,
     missing: &[(std::ops::Range<u64>, Missing)],
 ) -> (Vec<Run>, [Option<PhysAddr>; 3]) {
@@ -382,7 +401,7 @@ fn runs(
     let mut pfn = range.start;
     // The descriptor index of the next dumped page, and the next run of
     // missing ones: both only move forward.
-    let mut rank = first_rank;
+    let mut rank = 0;
     let mut next = missing.iter().peekable();
     while pfn < range.end {
         // Whole bytes with no bit in either bitmap are skipped at once.
@@ -431,6 +450,10 @@ pub struct KdumpMemory {
     endian: Endian,
     bs: u64,
     desc_off: FileOffset,
+    /// Dumped pages before the range this file holds (a split file's
+    /// part): the table's first descriptor is the next one's.
+    first_rank: u64,
+    /// Descriptors in the table: the range's dumped pages.
     descs: u64,
     dumped: Vec<u8>,
     /// Set bits of `dumped` before each `RANK_STEP` pages.
@@ -458,9 +481,9 @@ fn rank(dumped: &[u8], ranks: &[u64], pfn: u64) -> u64 {
 }
 
 impl KdumpMemory {
-    /// The descriptor index of a dumped page.
+    /// The descriptor index of a dumped page of the file's range.
     fn rank(&self, pfn: u64) -> u64 {
-        rank(&self.dumped, &self.ranks, pfn)
+        rank(&self.dumped, &self.ranks, pfn).saturating_sub(self.first_rank)
     }
 
     fn page(&self, pfn: u64) -> Result<Arc<[u8]>, PhysError> {
@@ -540,3 +563,6 @@ impl PhysMemory for KdumpMemory {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

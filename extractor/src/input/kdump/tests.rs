@@ -1,0 +1,149 @@
+//! The reader on small files built here: bitmaps given byte by byte,
+//! every page uncompressed and filled with one byte, its pfn's low byte,
+//! so that a page read through the wrong descriptor shows.
+
+use super::*;
+
+/// Bytes per page of the files built here.
+const BS: usize = 4096;
+
+/// How a file is made.
+struct Spec {
+    version: u32,
+    max_mapnr: u64,
+    /// The 1st bitmap, RAM; padded with zeros to cover `max_mapnr`.
+    ram: Vec<u8>,
+    /// The 2nd bitmap, dumped pages.
+    dumped: Vec<u8>,
+    /// `(start, end)` of a split file's range.
+    split: Option<(u64, u64)>,
+    /// The pages given a descriptor and data, in table order.
+    pages: Vec<u64>,
+}
+
+impl Spec {
+    /// All `n` pages RAM and dumped, each with its descriptor.
+    fn whole(n: u64) -> Spec {
+        let bytes = n.div_ceil(8) as usize;
+        Spec {
+            version: 6,
+            max_mapnr: n,
+            ram: vec![0xff; bytes],
+            dumped: vec![0xff; bytes],
+            split: None,
+            pages: (0..n).collect(),
+        }
+    }
+
+    /// The file, and the file offset of each bitmap.
+    fn build(&self) -> (Vec<u8>, [usize; 2]) {
+        let e = Endian::Little;
+        let half = (self.max_mapnr.div_ceil(8) as usize).div_ceil(BS).max(1) * BS;
+        let mut h = DiskDumpHeader::new_zeroed();
+        h.signature = *MAGIC;
+        h.header_version.set(e, self.version);
+        h.block_size.set(e, BS as u32);
+        h.sub_hdr_size.set(e, 1);
+        h.bitmap_blocks.set(e, (2 * half / BS) as u32);
+        h.max_mapnr.set(e, self.max_mapnr as u32);
+        let mut s = KdumpSubHeader::new_zeroed();
+        s.max_mapnr_64.set(e, self.max_mapnr);
+        if let Some((a, b)) = self.split {
+            s.split.set(e, 1);
+            // As makedumpfile writes them: the old fields clamped.
+            s.start_pfn.set(e, a.min(u32::MAX.into()));
+            s.end_pfn.set(e, b.min(u32::MAX.into()));
+            if self.version >= 6 {
+                s.start_pfn_64.set(e, a);
+                s.end_pfn_64.set(e, b);
+            }
+        }
+        let mut f = vec![0u8; 2 * BS + 2 * half];
+        f[..size_of::<DiskDumpHeader>()].copy_from_slice(h.as_bytes());
+        f[BS..BS + size_of::<KdumpSubHeader>()].copy_from_slice(s.as_bytes());
+        let bitmaps = [2 * BS, 2 * BS + half];
+        f[bitmaps[0]..][..self.ram.len()].copy_from_slice(&self.ram);
+        f[bitmaps[1]..][..self.dumped.len()].copy_from_slice(&self.dumped);
+        let data = f.len() + self.pages.len() * DESC_SIZE as usize;
+        for i in 0..self.pages.len() {
+            let mut d = PageDesc::new_zeroed();
+            d.offset.set(e, (data + i * BS) as u64);
+            d.size.set(e, BS as u32);
+            f.extend(d.as_bytes());
+        }
+        for &pfn in &self.pages {
+            f.extend(std::iter::repeat_n(pfn as u8, BS));
+        }
+        (f, bitmaps)
+    }
+
+    fn open(&self) -> Dump {
+        open(Arc::new(self.build().0)).expect("the file opens")
+    }
+}
+
+/// The first byte of page `pfn`, or why it cannot be read.
+fn first_byte(dump: &Dump, pfn: u64) -> Result<u8, PhysError> {
+    let mut b = [0u8; 1];
+    dump.memory.read(PhysAddr(pfn * BS as u64), &mut b)?;
+    Ok(b[0])
+}
+
+#[test]
+fn a_split_file_reads_its_range_through_its_own_descriptors() {
+    // Pages 0-3 and 8-15 dumped; this part holds 8..16, so its table has
+    // 8 descriptors, page 8's first, and pages 0-3 are in another part.
+    for version in [6, 5, 2] {
+        let spec = Spec {
+            version,
+            dumped: vec![0x0f, 0xff],
+            split: Some((8, 16)),
+            pages: (8..16).collect(),
+            ..Spec::whole(16)
+        };
+        let dump = spec.open();
+        for pfn in 8..16 {
+            assert_eq!(
+                first_byte(&dump, pfn).ok(),
+                Some(pfn as u8),
+                "v{version} pfn {pfn}"
+            );
+        }
+        // Not in this part: said so, never read as zeros nor as another
+        // page's bytes.
+        for pfn in 0..8 {
+            assert!(
+                matches!(first_byte(&dump, pfn), Err(PhysError::Outside { .. })),
+                "v{version} pfn {pfn}"
+            );
+        }
+        assert_eq!(dump.memory.map().lost_bytes(), 0, "v{version}");
+        assert!(
+            dump.warnings
+                .iter()
+                .any(|w| w.contains("split dump (pages 0x8..0x10)")),
+            "v{version}: {:?}",
+            dump.warnings
+        );
+    }
+}
+
+#[test]
+fn a_split_file_whose_range_ends_at_max_mapnr_counts_its_last_descriptors() {
+    // max_mapnr a whole number of prefix-count steps: the range's end has
+    // a rank of its own, the total.
+    let n = RANK_STEP;
+    let spec = Spec {
+        split: Some((n - 96, n)),
+        pages: (n - 96..n).collect(),
+        ..Spec::whole(n)
+    };
+    let dump = spec.open();
+    for pfn in n - 96..n {
+        assert_eq!(first_byte(&dump, pfn).ok(), Some(pfn as u8), "pfn {pfn}");
+    }
+    assert!(matches!(
+        first_byte(&dump, n - 97),
+        Err(PhysError::Outside { .. })
+    ));
+}
