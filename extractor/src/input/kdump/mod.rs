@@ -25,7 +25,10 @@
 //! whose descriptor or data the file does not hold (a file cut short when
 //! the disk filled, a flattened file's missing records) are lost memory in
 //! the map and reported, never zeros: an uncompressed page would otherwise
-//! read a flattened file's gap as a page of zeros.
+//! read a flattened file's gap as a page of zeros. Bitmap bytes the
+//! input lacks are not zeros either: the pages they describe are lost,
+//! and so is every dumped page after them, whose descriptor index counts
+//! the bits nobody has.
 
 pub mod codecs;
 mod layout;
@@ -233,7 +236,15 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let first_rank = rank(&dumped, &ranks, range.start);
     let descs = rank(&dumped, &ranks, range.end).saturating_sub(first_rank);
     let missing = missing_pages(&*source, e, bs, desc_off, descs);
-    let (runs, first) = runs(&ram, &dumped, range, bs, &missing);
+    let bitmap_at = [bitmap_off, bitmap_off + half];
+    let unheld = bitmap_at.map(|at| unheld_bits(&*source, at, used as u64, max_mapnr));
+    let (runs, first) = runs(
+        [&ram, &dumped],
+        [&unheld[0], &unheld[1]],
+        range,
+        bs,
+        &missing,
+    );
     let map = MemoryMap::new(runs);
     let lost = |cause| {
         missing
@@ -256,6 +267,15 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
         warnings.push(format!(
             "{gaps} dumped pages (the first at physical address {:#x}) have descriptors or data the input does not hold; they are lost",
             at(Missing::Gap)
+        ));
+    }
+    if let Some(addr) = first[Missing::Bitmap as usize] {
+        let offset = (0..2)
+            .filter_map(|i| Some(bitmap_at[i] + unheld[i].first()?.start / 8))
+            .min()
+            .unwrap_or_default();
+        warnings.push(format!(
+            "the input lacks part of the page bitmaps (the first byte missing at file offset {offset:#x}): the pages they describe, and every dumped page after them (its descriptor is found by counting bits), are lost, the first at physical address {addr:#x}"
         ));
     }
     let machine = text(&h.utsname.machine);
@@ -307,6 +327,9 @@ enum Missing {
     Gap,
     /// Its descriptor has offset 0: an incomplete dump never wrote it.
     Unwritten,
+    /// Its bitmap bits, or bits its descriptor index is counted from, are
+    /// where the input holds no bytes.
+    Bitmap,
 }
 
 /// Reads every descriptor the file holds, once, and returns the runs of
@@ -385,34 +408,109 @@ fn bit(bitmap: &[u8], pfn: u64) -> bool {
         .is_some_and(|b| b & (1 << (pfn % 8)) != 0)
 }
 
+/// The pages whose bits in the bitmap of `used` bytes at `at` the input
+/// does not hold (a flattened file's missing record), as pfn ranges below
+/// `max_mapnr`, in order. Those bits read as zeros, which would say "not
+/// dumped" of pages that may well be.
+fn unheld_bits(
+    source: &dyn Source,
+    at: FileOffset,
+    used: u64,
+    max_mapnr: u64,
+) -> Vec<std::ops::Range<u64>> {
+    let pfns = |from: u64, to: u64| from * 8..(to * 8).min(max_mapnr);
+    let mut out = Vec::new();
+    let mut next = 0;
+    for held in source.held_ranges(at..at + used) {
+        let (from, to) = (held.start - at, held.end - at);
+        if from > next {
+            out.push(pfns(next, from));
+        }
+        next = to;
+    }
+    if next < used {
+        out.push(pfns(next, used));
+    }
+    out
+}
+
+/// The end of the range of `ranges` holding `pfn`, if one does; `ranges`
+/// is sorted and each call's `pfn` at least the last one's.
+fn covering(
+    ranges: &mut std::iter::Peekable<std::slice::Iter<'_, std::ops::Range<u64>>>,
+    pfn: u64,
+) -> Option<u64> {
+    while ranges.next_if(|r| r.end <= pfn).is_some() {}
+    ranges.peek().filter(|r| r.start <= pfn).map(|r| r.end)
+}
+
 /// Present runs where the 2nd bitmap is set, lost runs where it is set
 /// but the page is `missing` (by descriptor index, counted from the start
-/// of `range`), excluded runs where only the 1st is. Also returns, per
+/// of `range`), excluded runs where only the 1st is. Pages whose bits are
+/// in `unheld` (per bitmap, from [`unheld_bits`]) are lost, and so is
+/// every dumped page after a 2nd-bitmap bit the input lacks: its
+/// descriptor index counts bits nobody knows. Also returns, per
 /// [`Missing`] cause, the first physical address lost to it.
 fn runs(
-    ram: &[u8],
-    dumped: &[u8],
+    bitmaps: [&[u8]; 2],
+    unheld: [&[std::ops::Range<u64>]; 2],
     range: std::ops::Range<u64>,
     bs: u64,
     missing: &[(std::ops::Range<u64>, Missing)],
-) -> (Vec<Run>, [Option<PhysAddr>; 3]) {
+) -> (Vec<Run>, [Option<PhysAddr>; 4]) {
+    let [ram, dumped] = bitmaps;
     let mut out: Vec<Run> = Vec::new();
-    let mut first = [None; 3];
+    let mut first = [None; 4];
+    let mut add = |pfns: std::ops::Range<u64>, backing: Backing| {
+        let (start, end) = (PhysAddr(pfns.start * bs), PhysAddr(pfns.end * bs));
+        match out.last_mut() {
+            Some(r) if r.end == start && r.backing == backing => r.end = end,
+            _ => out.push(Run {
+                start,
+                end,
+                backing,
+                offset: None,
+            }),
+        }
+    };
+    // From here on no dumped page's descriptor index is known.
+    let rank_end = unheld[1]
+        .iter()
+        .find(|r| r.end > range.start)
+        .map_or(u64::MAX, |r| r.start.max(range.start));
     let mut pfn = range.start;
-    // The descriptor index of the next dumped page, and the next run of
-    // missing ones: both only move forward.
+    // The descriptor index of the next dumped page, the next run of
+    // missing ones and of unheld bits: all only move forward.
     let mut rank = 0;
     let mut next = missing.iter().peekable();
+    let mut unheld = unheld.map(|u| u.iter().peekable());
     while pfn < range.end {
-        // Whole bytes with no bit in either bitmap are skipped at once.
+        let lost_bitmap = |first: &mut [Option<PhysAddr>; 4]| {
+            first[Missing::Bitmap as usize].get_or_insert(PhysAddr(pfn * bs));
+            Some(Backing::Lost)
+        };
+        let ram_unheld = covering(&mut unheld[0], pfn).is_some();
+        if let Some(end) = covering(&mut unheld[1], pfn) {
+            // Whether these pages were dumped is unknown: all lost at once.
+            lost_bitmap(&mut first);
+            let end = end.min(range.end);
+            add(pfn..end, Backing::Lost);
+            pfn = end;
+            continue;
+        }
+        // Whole bytes with no bit in either bitmap are skipped at once
+        // (unheld bits are no bits: they read as zeros).
         if pfn.is_multiple_of(8)
+            && !ram_unheld
             && ram.get((pfn / 8) as usize) == Some(&0)
             && dumped.get((pfn / 8) as usize) == Some(&0)
         {
             pfn += 8;
             continue;
         }
-        let backing = if bit(dumped, pfn) {
+        let backing = if bit(dumped, pfn) && pfn >= rank_end {
+            lost_bitmap(&mut first)
+        } else if bit(dumped, pfn) {
             while next.next_if(|(r, _)| r.end <= rank).is_some() {}
             let lost = next.peek().filter(|(r, _)| r.start <= rank);
             rank += 1;
@@ -423,22 +521,16 @@ fn runs(
                 }
                 None => Some(Backing::Present),
             }
+        } else if ram_unheld {
+            // Excluded or no RAM: nobody knows which.
+            lost_bitmap(&mut first)
         } else if bit(ram, pfn) {
             Some(Backing::Excluded)
         } else {
             None
         };
         if let Some(backing) = backing {
-            let start = PhysAddr(pfn * bs);
-            match out.last_mut() {
-                Some(r) if r.end == start && r.backing == backing => r.end = r.end + bs,
-                _ => out.push(Run {
-                    start,
-                    end: start + bs,
-                    backing,
-                    offset: None,
-                }),
-            }
+            add(pfn..pfn + 1, backing);
         }
         pfn += 1;
     }

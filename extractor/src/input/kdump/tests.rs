@@ -147,3 +147,82 @@ fn a_split_file_whose_range_ends_at_max_mapnr_counts_its_last_descriptors() {
         Err(PhysError::Outside { .. })
     ));
 }
+
+/// `file` flattened (makedumpfile -F) with no record holding the bytes of
+/// `gap`.
+fn flattened_without(file: &[u8], gap: std::ops::Range<usize>) -> Vec<u8> {
+    let mut f = b"makedumpfile\0\0\0\0".to_vec();
+    f.extend(1i64.to_be_bytes());
+    f.extend(1i64.to_be_bytes());
+    f.resize(4096, 0);
+    for part in [0..gap.start, gap.end..file.len()] {
+        f.extend((part.start as i64).to_be_bytes());
+        f.extend((part.len() as i64).to_be_bytes());
+        f.extend(&file[part]);
+    }
+    f.extend((-1i64).to_be_bytes());
+    f.extend((-1i64).to_be_bytes());
+    f
+}
+
+/// What reading page `pfn` of `dump` gives: its first byte or the hole.
+fn page_of(dump: &Dump, pfn: u64) -> Result<u8, Option<Backing>> {
+    first_byte(dump, pfn).map_err(|e| match e {
+        PhysError::Hole { backing, .. } => Some(backing),
+        _ => None,
+    })
+}
+
+#[test]
+fn pages_a_flattened_file_lacks_bitmap_bits_for_are_lost_and_so_are_those_counted_after_them() {
+    let (file, bitmaps) = Spec::whole(24).build();
+    // The 2nd bitmap's first byte missing: pages 0-7 may or may not be
+    // dumped, and the descriptors of 8-23 are found by counting them.
+    let dump = crate::input::open(Arc::new(flattened_without(
+        &file,
+        bitmaps[1]..bitmaps[1] + 1,
+    )))
+    .expect("the file opens");
+    for pfn in 0..24 {
+        assert_eq!(page_of(&dump, pfn), Err(Some(Backing::Lost)), "pfn {pfn}");
+    }
+    let warning = format!(
+        "the input lacks part of the page bitmaps (the first byte missing at file offset {:#x})",
+        bitmaps[1]
+    );
+    assert!(
+        dump.warnings.iter().any(|w| w.starts_with(&warning)),
+        "{:?}",
+        dump.warnings
+    );
+
+    // Its second byte missing: pages 0-7 are still read.
+    let dump = crate::input::open(Arc::new(flattened_without(
+        &file,
+        bitmaps[1] + 1..bitmaps[1] + 2,
+    )))
+    .expect("the file opens");
+    for pfn in 0..8 {
+        assert_eq!(page_of(&dump, pfn), Ok(pfn as u8), "pfn {pfn}");
+    }
+    for pfn in 8..24 {
+        assert_eq!(page_of(&dump, pfn), Err(Some(Backing::Lost)), "pfn {pfn}");
+    }
+
+    // The 1st bitmap's second byte missing: every page is dumped and
+    // counted, so read; had one not been, it would be lost, neither
+    // excluded nor outside the dump.
+    let mut spec = Spec::whole(24);
+    spec.dumped[1] = 0xfe;
+    spec.pages.retain(|&p| p != 8);
+    let (file, bitmaps) = spec.build();
+    let dump = crate::input::open(Arc::new(flattened_without(
+        &file,
+        bitmaps[0] + 1..bitmaps[0] + 2,
+    )))
+    .expect("the file opens");
+    assert_eq!(page_of(&dump, 8), Err(Some(Backing::Lost)));
+    for pfn in (0..24).filter(|&p| p != 8) {
+        assert_eq!(page_of(&dump, pfn), Ok(pfn as u8), "pfn {pfn}");
+    }
+}
