@@ -53,6 +53,9 @@ const RANK_STEP: u64 = 4096;
 const MAX_BITMAP: u64 = 256 << 20;
 /// Decompressed pages kept.
 const CACHE_PAGES: usize = 64;
+/// Runs of the memory map allowed beyond four per descriptor the input
+/// holds: 2.5 MiB of them.
+const MAX_SPARE_RUNS: usize = 1 << 16;
 /// Descriptors read per step when the file is opened.
 const DESC_CHUNK: u64 = 4096;
 /// Where a header in the 32-bit layout is taken to hold `block_size`, to
@@ -238,14 +241,6 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     let missing = missing_pages(&*source, e, bs, desc_off, descs);
     let bitmap_at = [bitmap_off, bitmap_off + half];
     let unheld = bitmap_at.map(|at| unheld_bits(&*source, at, used as u64, max_mapnr));
-    let (runs, first) = runs(
-        [&ram, &dumped],
-        [&unheld[0], &unheld[1]],
-        range,
-        bs,
-        &missing,
-    );
-    let map = MemoryMap::new(runs);
     let lost = |cause| {
         missing
             .iter()
@@ -253,20 +248,51 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
             .map(|(r, _)| r.end - r.start)
             .sum::<u64>()
     };
-    let at = |cause: Missing| first[cause as usize].unwrap_or_default();
-    let cut = lost(Missing::Cut);
+    let (cut, gaps) = (lost(Missing::Cut), lost(Missing::Gap));
+    // A run of pages costs the file nothing: bitmaps of alternating bits
+    // make one per page, 40 bytes each, some 300 for each byte of bitmap
+    // (a file of a few MiB would take GiBs). What a real dump splits its
+    // memory into follows its descriptors: each present run holds one at
+    // least, with an excluded run, a lost one, or a hole beside it. The
+    // rest are allowed a fixed number, for the runs of RAM and for what a
+    // file cut short lost.
+    let held_descs = descs.saturating_sub(cut + gaps);
+    let max_runs = usize::try_from(held_descs.saturating_mul(4))
+        .unwrap_or(usize::MAX)
+        .saturating_add(MAX_SPARE_RUNS);
+    let mapped = runs(
+        [&ram, &dumped],
+        [&unheld[0], &unheld[1]],
+        range,
+        bs,
+        &missing,
+        max_runs,
+    );
+    let first = mapped.first;
+    let map = MemoryMap::new(mapped.runs);
+    let at = |cause: Missing| {
+        first[cause as usize]
+            .map(|a| format!(" (the first at physical address {a:#x})"))
+            .unwrap_or_default()
+    };
     // Only a source with an end can cut pages off.
     if let Some(len) = source.len().filter(|_| cut > 0) {
         warnings.push(format!(
-            "the file is cut short: it ends at offset {len:#x}, before the descriptors or data of {cut} dumped pages (the first at physical address {:#x}); they are lost",
+            "the file is cut short: it ends at offset {len:#x}, before the descriptors or data of {cut} dumped pages{}; they are lost",
             at(Missing::Cut)
         ));
     }
-    let gaps = lost(Missing::Gap);
     if gaps > 0 {
         warnings.push(format!(
-            "{gaps} dumped pages (the first at physical address {:#x}) have descriptors or data the input does not hold; they are lost",
+            "{gaps} dumped pages{} have descriptors or data the input does not hold; they are lost",
             at(Missing::Gap)
+        ));
+    }
+    if let Some(pfn) = mapped.capped {
+        warnings.push(format!(
+            "the page bitmaps split memory into more runs than the {max_runs} its {held_descs} page descriptors allow (a corrupt or hostile bitmap, its 2nd half's bits for the page at physical address {:#x} at file offset {:#x}): memory from that page on is taken as lost, whatever the bitmaps say",
+            pfn * bs,
+            bitmap_at[1] + pfn / 8,
         ));
     }
     if let Some(addr) = first[Missing::Bitmap as usize] {
@@ -449,30 +475,40 @@ fn covering(
 /// of `range`), excluded runs where only the 1st is. Pages whose bits are
 /// in `unheld` (per bitmap, from [`unheld_bits`]) are lost, and so is
 /// every dumped page after a 2nd-bitmap bit the input lacks: its
-/// descriptor index counts bits nobody knows. Also returns, per
-/// [`Missing`] cause, the first physical address lost to it.
+/// descriptor index counts bits nobody knows. Past `max_runs` runs, the
+/// rest of `range` is one lost run.
 fn runs(
     bitmaps: [&[u8]; 2],
     unheld: [&[std::ops::Range<u64>]; 2],
     range: std::ops::Range<u64>,
     bs: u64,
     missing: &[(std::ops::Range<u64>, Missing)],
-) -> (Vec<Run>, [Option<PhysAddr>; 4]) {
+    max_runs: usize,
+) -> Mapped {
     let [ram, dumped] = bitmaps;
     let mut out: Vec<Run> = Vec::new();
     let mut first = [None; 4];
-    let mut add = |pfns: std::ops::Range<u64>, backing: Backing| {
+    // Adds pages to the map; false when that takes one run too many.
+    let add = |out: &mut Vec<Run>, pfns: std::ops::Range<u64>, backing: Backing| {
         let (start, end) = (PhysAddr(pfns.start * bs), PhysAddr(pfns.end * bs));
-        match out.last_mut() {
-            Some(r) if r.end == start && r.backing == backing => r.end = end,
-            _ => out.push(Run {
-                start,
-                end,
-                backing,
-                offset: None,
-            }),
+        if let Some(r) = out.last_mut() {
+            if r.end == start && r.backing == backing {
+                r.end = end;
+                return true;
+            }
         }
+        if out.len() >= max_runs {
+            return false;
+        }
+        out.push(Run {
+            start,
+            end,
+            backing,
+            offset: None,
+        });
+        true
     };
+    let mut capped = None;
     // From here on no dumped page's descriptor index is known.
     let rank_end = unheld[1]
         .iter()
@@ -494,7 +530,10 @@ fn runs(
             // Whether these pages were dumped is unknown: all lost at once.
             lost_bitmap(&mut first);
             let end = end.min(range.end);
-            add(pfn..end, Backing::Lost);
+            if !add(&mut out, pfn..end, Backing::Lost) {
+                capped = Some(pfn);
+                break;
+            }
             pfn = end;
             continue;
         }
@@ -530,11 +569,33 @@ fn runs(
             None
         };
         if let Some(backing) = backing {
-            add(pfn..pfn + 1, backing);
+            if !add(&mut out, pfn..pfn + 1, backing) {
+                capped = Some(pfn);
+                break;
+            }
         }
         pfn += 1;
     }
-    (out, first)
+    if let Some(pfn) = capped {
+        // One run more than allowed: the last, which stops the count.
+        let start = PhysAddr(pfn * bs);
+        out.push(Run::lost(start..PhysAddr(range.end * bs)));
+    }
+    Mapped {
+        runs: out,
+        first,
+        capped,
+    }
+}
+
+/// What [`runs`] makes of the bitmaps.
+struct Mapped {
+    runs: Vec<Run>,
+    /// Per [`Missing`] cause, the first physical address lost to it.
+    first: [Option<PhysAddr>; 4],
+    /// The page from which on memory was taken as lost, the runs the
+    /// bitmaps split it into being too many.
+    capped: Option<u64>,
 }
 
 pub struct KdumpMemory {

@@ -226,3 +226,79 @@ fn pages_a_flattened_file_lacks_bitmap_bits_for_are_lost_and_so_are_those_counte
         assert_eq!(page_of(&dump, pfn), Ok(pfn as u8), "pfn {pfn}");
     }
 }
+
+#[test]
+fn bitmaps_of_alternating_bits_make_a_bounded_map() {
+    // 8M pages, every other one dumped, and no descriptor: a 2 MiB file
+    // that would map one run per page. (0xaa/0x55 also has the dumped
+    // pages no RAM, which no real bitmap has.)
+    let n = 8 << 20;
+    for ram in [0xaa, 0xff] {
+        let spec = Spec {
+            version: 6,
+            max_mapnr: n as u64,
+            ram: vec![ram; n / 8],
+            dumped: vec![0x55; n / 8],
+            split: None,
+            pages: Vec::new(),
+        };
+        let (file, bitmaps) = spec.build();
+        assert!(file.len() < 3 << 20);
+        let dump = open(Arc::new(file)).expect("the file opens");
+        let runs = dump.memory.map().runs();
+        assert!(runs.len() <= MAX_SPARE_RUNS + 1, "{} runs", runs.len());
+        // Runs up to the limit say what the bitmaps say; the rest is lost.
+        let cap = MAX_SPARE_RUNS as u64;
+        assert_eq!(page_of(&dump, 0), Err(Some(Backing::Lost)));
+        assert_eq!(page_of(&dump, 1), Err(Some(Backing::Excluded)));
+        assert_eq!(page_of(&dump, cap - 1), Err(Some(Backing::Excluded)));
+        assert_eq!(page_of(&dump, cap + 1), Err(Some(Backing::Lost)));
+        assert_eq!(
+            dump.memory.map().runs().last(),
+            Some(&Run::lost(
+                PhysAddr(cap * BS as u64)..PhysAddr(n as u64 * BS as u64)
+            ))
+        );
+        let warning = format!(
+            "the page bitmaps split memory into more runs than the {cap} its 0 page descriptors allow (a corrupt or hostile bitmap, its 2nd half's bits for the page at physical address {:#x} at file offset {:#x})",
+            cap * BS as u64,
+            bitmaps[1] as u64 + cap / 8
+        );
+        assert!(
+            dump.warnings.iter().any(|w| w.starts_with(&warning)),
+            "{:?}",
+            dump.warnings
+        );
+    }
+}
+
+#[test]
+fn pages_cut_off_past_the_run_limit_are_counted_and_not_placed() {
+    // Excluded pages every other pfn up to past the limit, then dumped
+    // pages the file has no descriptors for: none of those is mapped on
+    // its own, so no first address is named for them.
+    let n: u64 = 256 << 10;
+    let sparse = (MAX_SPARE_RUNS as u64 * 2 + 8000) / 8;
+    let mut ram = vec![0xff; n as usize / 8];
+    let mut dumped = ram.clone();
+    ram[..sparse as usize].fill(0x55);
+    dumped[..sparse as usize].fill(0);
+    let spec = Spec {
+        version: 6,
+        max_mapnr: n,
+        ram,
+        dumped,
+        split: None,
+        pages: Vec::new(),
+    };
+    let dump = spec.open();
+    let cut = n - sparse * 8;
+    assert!(
+        dump.warnings.iter().any(|w| w.contains(&format!(
+            "before the descriptors or data of {cut} dumped pages; they are lost"
+        ))),
+        "{:?}",
+        dump.warnings
+    );
+    assert_eq!(page_of(&dump, n - 1), Err(Some(Backing::Lost)));
+}
