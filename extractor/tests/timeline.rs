@@ -157,6 +157,44 @@ fn sched_and_irq_events_are_perfettos_own_messages_and_others_generic() {
 }
 
 #[test]
+fn a_cpu_past_1023_is_no_ftrace_bundle() {
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    // trace_processor refuses the whole trace at a bundle of CPU 1024.
+    let specs = [StreamSpec::cpu(3), StreamSpec::cpu(1500)];
+    let cfg = RegionConfig {
+        page_size: 512,
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 16 * 1024];
+    let mut region = write::format(&mut mem, &cfg).unwrap();
+    let entry = [Value::Unsigned(11), Value::Str(b"timer")];
+    let irq = schema::builtin(schema::EVENT_IRQ_ENTRY).unwrap();
+    for (i, mut w) in region.streams.by_ref().enumerate() {
+        w.write_event(1_000 + i as u64, irq, &entry).unwrap();
+        w.close();
+    }
+    let image = write_tmp("high-cpu-perfetto.bin", &mem);
+    let (out, trace) = extract_to(&image, "perfetto", "high-cpu.pftrace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let Some(text) = protoc_decode(&trace) else {
+        return;
+    };
+    let cpus: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cpu: "))
+        .collect();
+    assert_eq!(cpus, ["3"], "{text}");
+    // CPU 1500's event is an instant on its track.
+    assert_eq!(text.matches("irq_handler_entry").count(), 2, "{text}");
+}
+
+#[test]
 fn chrome_json_is_strict_json_with_every_event_and_loss() {
     let image = write_tmp("rich-chrome.bin", &rich_image());
     let path = extract(&image, "chrome", "rich.json");

@@ -4,7 +4,9 @@
 //! strictly against it).
 //!
 //! - Kernel events other than printk, markers, crashes, debug messages
-//!   and hardware errors go into `ftrace_events` bundles per CPU, at most [`BUNDLE`] events per
+//!   and hardware errors go into `ftrace_events` bundles per CPU (below
+//!   CPU 1024, the most trace_processor takes; a higher CPU's events are
+//!   instants on its track), at most [`BUNDLE`] events per
 //!   bundle: `sched_switch`, `irq_handler_entry` and `irq_handler_exit` as
 //!   Perfetto's own messages for them ([`TYPED`]: trace_processor builds
 //!   its CPU scheduling and IRQ tracks from those), the others as generic
@@ -30,6 +32,11 @@ use pstore_ring::ras;
 use pstore_ring::read::{Event, EventType, Loss, Region};
 use pstore_ring::schema::{self, Value};
 use std::io::{self, Write};
+
+/// trace_processor refuses a whole trace holding an `ftrace_events`
+/// bundle of a CPU from this one up ("likely because of trace
+/// corruption"): such a CPU's events are instants on its track instead.
+const MAX_BUNDLE_CPU: u16 = 1024;
 
 /// Generic events per `ftrace_events` bundle.
 pub const BUNDLE: usize = 1024;
@@ -318,7 +325,9 @@ fn chunk(buf: &mut Vec<u8>, items: &[Pulled], view: &RegionView) {
     let mut bundles: Vec<(u16, u16, Vec<&Event>, bool)> = Vec::new();
     for item in items {
         let info = region.streams.iter().find(|s| s.index == item.stream());
-        let kernel_cpu = info.filter(|i| i.kind == STREAM_KERNEL_CPU).map(|i| i.cpu);
+        let kernel_cpu = info
+            .filter(|i| i.kind == STREAM_KERNEL_CPU && i.cpu < MAX_BUNDLE_CPU)
+            .map(|i| i.cpu);
         let track = track_uuid(region_index, item.stream());
         match item {
             Pulled::Event(e) if kernel_cpu.is_some() && !is_instant(e.type_id) => {
