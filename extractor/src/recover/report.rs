@@ -117,6 +117,14 @@ pub struct ClockReport {
     /// Only when the wall clock was stepped.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepReport>,
+    /// Steps older than the newest the clock keeps, not used (only when
+    /// some are).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub steps_ignored: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A wall-clock step a `clock` event recorded.
@@ -307,6 +315,7 @@ impl RegionReport {
                 created_ns: h.created_ns,
                 created_utc: when(h.created_ns),
                 steps,
+                steps_ignored: wall_clock.ignored_steps(),
             },
             state: r.state.as_ref().map_or("unreadable", |s| s.state_name()),
             crash,

@@ -17,6 +17,12 @@ use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::Reverse;
 
+/// The most `clock` steps a wall clock keeps, the newest (and, while
+/// decoding, the most one stream keeps): a kernel steps the wall clock a
+/// few times a boot, and a forged region full of `clock` events must not
+/// cost some 30 times its size in the clock's map.
+pub const MAX_CLOCK_STEPS: usize = 65_536;
+
 /// A `clock` event: from `ts` on, wall time = ts + `wall_offset_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockStep {
@@ -57,6 +63,8 @@ enum Back {
 pub struct WallClock {
     base_ns: i64,
     steps: Vec<ClockStep>,
+    /// Steps older than the newest [`MAX_CLOCK_STEPS`], not used.
+    ignored: usize,
     /// Disjoint wall-time stretches `[start, end)`, sorted, with how each
     /// maps back; built once, so [`Self::mono_at`] is a binary search.
     back: Vec<(i128, i128, Back)>,
@@ -111,12 +119,15 @@ impl WallClock {
     }
 
     /// A clock from its steps, in any order (they are sorted by time,
-    /// stream and index).
+    /// stream and index); of more than [`MAX_CLOCK_STEPS`], the newest.
     pub fn from_steps(base_ns: i64, mut steps: Vec<ClockStep>) -> WallClock {
         steps.sort_by_key(|s| (s.ts, s.stream, s.index));
+        let ignored = steps.len().saturating_sub(MAX_CLOCK_STEPS);
+        steps.drain(..ignored);
         let mut clock = WallClock {
             base_ns,
             steps,
+            ignored,
             back: Vec::new(),
         };
         clock.back = clock.back_map();
@@ -131,6 +142,12 @@ impl WallClock {
     /// The `clock` events, in the order they apply.
     pub fn steps(&self) -> &[ClockStep] {
         &self.steps
+    }
+
+    /// How many steps older than the newest [`MAX_CLOCK_STEPS`] are not
+    /// used: times before the oldest kept are placed by its offset.
+    pub fn ignored_steps(&self) -> usize {
+        self.ignored
     }
 
     /// The offset in effect at trace time `ts`: that of the last step at
@@ -365,6 +382,45 @@ mod tests {
                 i128::from(u64::MAX) + i128::from(i64::MAX)
             );
         }
+    }
+
+    /// A stream full of `clock` events keeps its newest MAX_CLOCK_STEPS,
+    /// says how many it did not, and so does the clock.
+    #[test]
+    fn a_flood_of_clock_events_keeps_the_newest_and_says_so() {
+        let n = MAX_CLOCK_STEPS + 10;
+        let mut mem = vec![0u8; (n * 12 / 4000 + 8) * 4096];
+        let specs = [StreamSpec::cpu(0)];
+        let cfg = RegionConfig {
+            page_size: 4096,
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut region = write::format(&mut mem, &cfg).unwrap();
+        let def = schema::builtin(EVENT_CLOCK).unwrap();
+        let mut cpu0 = region.streams.next().unwrap();
+        for i in 0..n as u64 {
+            cpu0.write_event(i, def, &[V::Signed(i as i64 % 2)])
+                .unwrap();
+        }
+        cpu0.close();
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let trace = region.decode_paged();
+        let steps = trace.streams[0].clock_steps();
+        assert_eq!(steps.len(), MAX_CLOCK_STEPS);
+        assert_eq!(steps[0].ts, 10);
+        let said: Vec<String> = trace.diagnostics.iter().map(|d| d.to_string()).collect();
+        assert!(
+            said.iter()
+                .any(|d| d.contains("10 `clock` events before the stream's newest 65536")),
+            "{said:?}"
+        );
+        // The clock, given them all, keeps the newest too.
+        let all: Vec<ClockStep> = (0..n as u64).map(|i| step(i, i as i64)).collect();
+        let c = WallClock::from_steps(0, all);
+        assert_eq!(c.steps().len(), MAX_CLOCK_STEPS);
+        assert_eq!(c.ignored_steps(), 10);
+        assert_eq!(c.offset_at(u64::MAX), n as i64 - 1);
     }
 
     /// A user stream's `clock` events are its writer's claim: the

@@ -21,7 +21,7 @@ mod stream;
 mod tally;
 
 pub use callsites::{AreaHeader, CallsiteArea, CallsiteError, Walk};
-pub use clock::{ClockStep, WallClock};
+pub use clock::{ClockStep, WallClock, MAX_CLOCK_STEPS};
 pub use debug::{
     drm_category_bit, drm_category_name, is_debug_type, DebugEvent, Message, MessageError,
     PRINTK_LINE_MAX,
@@ -123,6 +123,11 @@ pub enum Problem {
         "tail says page seq {tail} is the newest, but page seq {newest} is readable; not believed"
     )]
     TailBehind { tail: u64, newest: u64 },
+    #[error(
+        "{ignored} `clock` events before the stream's newest {max} do not step the wall clock",
+        max = MAX_CLOCK_STEPS
+    )]
+    ClockSteps { ignored: u64 },
 }
 
 /// One region: its metadata, parsed and checked, over the bytes it came

@@ -3,7 +3,7 @@
 //! event that is not there, including those after the newest readable page
 //! (from the stream's tail, or by walking the ring when it has none).
 
-use super::{ClockStep, Diagnostic, Problem, Region, StreamInfo, TailTable};
+use super::{ClockStep, Diagnostic, Problem, Region, StreamInfo, TailTable, MAX_CLOCK_STEPS};
 use crate::endian::Endian;
 use crate::layout::*;
 use crate::record::Records;
@@ -307,13 +307,33 @@ pub(super) fn decode_paged<'a>(
     walked: &mut dyn FnMut(Range<u64>),
 ) -> StreamPages<'a> {
     let e = region.header.endian;
+    // Only kernel streams step the region's wall clock (WallClock): a
+    // user stream's steps are not kept. Of a stream's, the newest
+    // MAX_CLOCK_STEPS, trimmed as they come so memory stays bounded.
+    let kernel = info.is_kernel();
     let mut clock = Vec::new();
+    let mut ignored = 0u64;
     let sink = |ev: Event<'a>| {
-        if let Some(step) = ClockStep::of(&ev, e) {
+        if let Some(step) = ClockStep::of(&ev, e).filter(|_| kernel) {
+            if clock.len() == 2 * MAX_CLOCK_STEPS {
+                clock.drain(..MAX_CLOCK_STEPS);
+                ignored += MAX_CLOCK_STEPS as u64;
+            }
             clock.push(step);
         }
     };
     let r = rebuild(region, info, diags, sink, walked);
+    let over = clock.len().saturating_sub(MAX_CLOCK_STEPS);
+    clock.drain(..over);
+    let ignored = ignored + over as u64;
+    if ignored > 0 {
+        diags.push(Diagnostic {
+            stream: Some(info.index),
+            page: None,
+            offset: info.pages_offset,
+            problem: Problem::ClockSteps { ignored },
+        });
+    }
     StreamPages {
         info: r.info,
         pages: r.pages,
