@@ -182,6 +182,28 @@ fn retention_keeps_max_bundles_and_nothing_waits_without_a_generation() {
     assert!(text(&idle.stderr).contains("no previous generation"));
 }
 
+/// A configuration file it cannot read as text is a warning: the crash
+/// is archived all the same, in a normal boot and in the capture boot.
+#[test]
+fn a_bad_configuration_file_never_stops_recovery() {
+    let (dir, sys) = machine(&image(0, true));
+    let drop_ins = sys.path("/etc/crashring/crashring.conf.d");
+    std::fs::create_dir_all(drop_ins.join("d.conf")).unwrap();
+    std::fs::write(drop_ins.join("x.conf"), b"[Recover]\n#\xe9\n").unwrap();
+    let captured = capture(dir.path());
+    assert!(captured.status.success(), "{}", text(&captured.stderr));
+    assert_eq!(bundles(&sys).len(), 2);
+    let out = recover(dir.path());
+    let said = text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(acked(&sys));
+    assert!(said.contains("crashring.conf.d/d.conf: "), "{said}");
+    assert!(
+        said.contains("crashring.conf.d/x.conf: invalid utf-8"),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_capture_kernel_bundles_without_acking_and_the_next_boot_only_acks() {
     // The module loaded in the capture kernel offers the crash as previous.

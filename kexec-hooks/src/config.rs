@@ -410,31 +410,80 @@ fn apply_recover(r: &mut Recover, key: &str, value: &str) -> Option<Result<(), &
     })
 }
 
-/// Reads the main file and then the drop-ins in name order.
-pub fn load(sys: &System) -> Result<(Config, Vec<String>), ConfigError> {
+/// Reads the main file and then the drop-ins in name order, for what
+/// must go on whatever a file holds (recovery, the capture boot, the
+/// upload): a file that cannot be read (a directory named `*.conf`, one
+/// root cannot open) is a warning and skipped, one that is not UTF-8 is
+/// read with its bad bytes replaced and a warning, as a bad value is. A
+/// crash is never left unarchived, nor its FAILED message unsent, for a
+/// stray byte in a comment.
+pub fn load(sys: &System) -> (Config, Vec<String>) {
+    let (c, mut warnings, unread) = read_all(sys);
+    for e in unread {
+        warnings.push(e.to_string());
+    }
+    (c, warnings)
+}
+
+/// As [`load`], for what grants (`[Request]`): a file not read whole may
+/// hold the narrowing that was meant (a `Users=` in a section whose name
+/// a bad byte broke), so the first such file is an error and nothing is
+/// granted.
+pub fn load_whole(sys: &System) -> Result<(Config, Vec<String>), ConfigError> {
+    let (c, warnings, unread) = read_all(sys);
+    match unread.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok((c, warnings)),
+    }
+}
+
+/// Every file applied as far as it could be read, the warnings, and what
+/// could not be read whole (skipped or decoded lossily, said how).
+fn read_all(sys: &System) -> (Config, Vec<String>, Vec<ConfigError>) {
     let mut r = Config::default();
     let mut warnings = Vec::new();
-    let unreadable = |file: &str, e: std::io::Error| ConfigError {
+    let mut unread = Vec::new();
+    let whole = |file: &str, what: String| ConfigError {
         file: file.into(),
         line: 0,
-        what: e.to_string(),
+        what,
     };
     let mut files = vec![MAIN.to_string()];
-    if let Ok(dir) = std::fs::read_dir(sys.path(DROP_INS)) {
-        let mut names: Vec<String> = dir
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".conf"))
-            .collect();
-        names.sort();
-        files.extend(names.into_iter().map(|n| format!("{DROP_INS}/{n}")));
+    match std::fs::read_dir(sys.path(DROP_INS)) {
+        Ok(dir) => {
+            let mut names: Vec<String> = dir
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".conf"))
+                .collect();
+            names.sort();
+            files.extend(names.into_iter().map(|n| format!("{DROP_INS}/{n}")));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => unread.push(whole(DROP_INS, format!("{e}; its drop-ins are skipped"))),
     }
     for file in files {
-        if let Some(text) = sys.read(&file).map_err(|e| unreadable(&file, e))? {
-            warnings.extend(apply(&mut r, &file, &text));
-        }
+        let bytes = match sys.read_bytes(&file) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => continue,
+            Err(e) => {
+                unread.push(whole(&file, format!("{e}; skipped")));
+                continue;
+            }
+        };
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                unread.push(whole(
+                    &file,
+                    format!("{}; read with each bad byte as U+FFFD", e.utf8_error()),
+                ));
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+        };
+        warnings.extend(apply(&mut r, &file, &text));
     }
-    Ok((r, warnings))
+    (r, warnings, unread)
 }
 
 #[cfg(test)]
@@ -462,7 +511,7 @@ mod tests {
             "[Recover]\nMaxBundles=9\n",
         )
         .unwrap();
-        let (Config { recover: r, .. }, warnings) = load(&sys).unwrap();
+        let (Config { recover: r, .. }, warnings) = load(&sys);
         assert_eq!(
             r,
             Recover {
@@ -478,6 +527,41 @@ mod tests {
             warnings[0].contains("60-reset.conf:3: unknown key Bogus="),
             "{warnings:?}"
         );
+    }
+
+    /// A drop-in that is not UTF-8, or not a file at all, costs its own
+    /// settings at most: recovery still gets the rest, and a warning.
+    #[test]
+    fn a_file_that_cannot_be_read_as_text_is_a_warning_not_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = System::new(dir.path());
+        sys.write(MAIN, "[Recover]\nMaxBundles=5\n").unwrap();
+        std::fs::create_dir_all(sys.path(DROP_INS)).unwrap();
+        std::fs::write(
+            sys.path(&format!("{DROP_INS}/x.conf")),
+            b"[Recover]\n#\xe9\nClean=keep\n",
+        )
+        .unwrap();
+        std::fs::create_dir(sys.path(&format!("{DROP_INS}/d.conf"))).unwrap();
+        let (c, warnings) = load(&sys);
+        assert_eq!(c.recover.max_bundles, Some(5));
+        assert_eq!(c.recover.clean, Clean::Keep, "the rest of x.conf applies");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(&format!("{DROP_INS}/d.conf: "))
+                && warnings[0].ends_with("; skipped"),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings[1].starts_with(&format!("{DROP_INS}/x.conf: invalid utf-8")),
+            "{warnings:?}"
+        );
+        // What grants refuses instead: the file may have narrowed it.
+        let e = load_whole(&sys).unwrap_err();
+        assert_eq!(e.file, format!("{DROP_INS}/d.conf"));
+        std::fs::remove_dir(sys.path(&format!("{DROP_INS}/d.conf"))).unwrap();
+        let e = load_whole(&sys).unwrap_err();
+        assert_eq!(e.file, format!("{DROP_INS}/x.conf"));
     }
 
     #[test]

@@ -52,7 +52,9 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
     }
     let installed = args.config_root.as_ref().map(System::new);
     let etc = installed.as_ref().unwrap_or(&sys);
-    let (config::Config { recover: cfg, .. }, warnings) = config::load(etc)?;
+    // A file it cannot read is a warning: nothing in the configuration is
+    // worth leaving a crash unarchived, or its failure unsaid.
+    let (config::Config { recover: cfg, .. }, warnings) = config::load(etc);
     for w in warnings {
         eprintln!("crashring: {w}");
     }

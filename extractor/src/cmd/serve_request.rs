@@ -85,7 +85,8 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         });
         Err(e.context(format!("serving {who}'s request")))
     };
-    let (cfg, warnings) = match config::load(&sys) {
+    // Whole or not at all: a file read in part may have narrowed the grant.
+    let (cfg, warnings) = match config::load_whole(&sys) {
         Ok(loaded) => loaded,
         Err(e) => return fail(e.into()),
     };
