@@ -30,7 +30,7 @@ const KDUMP_PART_END: &str = "# <<< End of crashring arm's part.";
 /// `crashkernel=` gives it, for nothing.
 ///
 /// When the admin set a KDUMP_CMDLINE of their own above the part, it is
-/// kept, less such words. The part cannot ask the shell whether
+/// kept, less such words; an empty one is none. The part cannot ask the shell whether
 /// KDUMP_CMDLINE is set: kdump-tools.service also reads the file as an
 /// EnvironmentFile=, which sets it (to the text of the file's last
 /// assignment) before kdump-config sources the file. So `arm` looks at
@@ -51,10 +51,15 @@ fn kdump_part(admin_cmdline: bool, reservation: Reservation) -> String {
              # (it needs no range reserved), nor a memmap= kdump-config's eval would mangle.",
         ),
     };
+    let from_proc = format!("sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;{leave_out};s/\"/\\\\\\\\\"/' /proc/cmdline");
+    // An admin's empty KDUMP_CMDLINE="" (an uncommented default) is none:
+    // kdump-config would then take /proc/cmdline itself, past the part,
+    // and hand the capture kernel a bare memmap=SIZE. One assignment on
+    // one line, as EnvironmentFile= reads the file too.
     let assignment = if admin_cmdline {
-        format!("KDUMP_CMDLINE=$(printf '%s\\n' \"$KDUMP_CMDLINE\" | sed -re '{leave_out}')")
+        format!("KDUMP_CMDLINE=$(if [ -n \"$KDUMP_CMDLINE\" ]; then printf '%s\\n' \"$KDUMP_CMDLINE\" | sed -re '{leave_out}'; else {from_proc}; fi)")
     } else {
-        format!("KDUMP_CMDLINE=$(sed -re 's/(^| )(crashkernel|hugepages|hugepagesz|abm)=[^ ]*//g;{leave_out};s/\"/\\\\\\\\\"/' /proc/cmdline)")
+        format!("KDUMP_CMDLINE=$({from_proc})")
     };
     format!(
         "{KDUMP_PART_BEGIN}\n\
@@ -291,5 +296,31 @@ eval $KEXEC_CMD"#;
             capture_command_line(&admin, cmdline),
             "--command-line=ro quiet reset_devices\n"
         );
+    }
+
+    /// An uncommented `KDUMP_CMDLINE=""` sets none: the capture kernel
+    /// gets what it would without one, never a bare memmap=64M (which
+    /// leaves it no memory).
+    #[test]
+    fn an_empty_admin_command_line_is_none() {
+        let cmdline =
+            "root=UUID=4c1f ro memmap=64M$0x6be00000 console=ttyS0 crashkernel=384M-:128M\n";
+        let memmap = Reservation::Memmap(crate::iomem::Placement {
+            start: 0x6be0_0000,
+            size: 64 << 20,
+        });
+        let plain = capture_command_line(
+            &format!("{KDUMP_DEFAULTS}{}", kdump_part(false, memmap)),
+            cmdline,
+        );
+        assert_eq!(
+            plain,
+            "--command-line=root=UUID=4c1f ro console=ttyS0 reset_devices\n"
+        );
+        let empty = format!("{KDUMP_DEFAULTS}KDUMP_CMDLINE=\"\"\n");
+        assert!(has_admin_cmdline(&empty));
+        let got = capture_command_line(&format!("{empty}{}", kdump_part(true, memmap)), cmdline);
+        assert!(!got.contains("memmap=64M"), "{got}");
+        assert_eq!(got, plain);
     }
 }
