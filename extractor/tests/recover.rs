@@ -236,6 +236,54 @@ fn a_capture_kernel_bundles_without_acking_and_the_next_boot_only_acks() {
     assert!(text(&plain.stderr).contains("module is not loaded"));
 }
 
+/// An armed machine booted without the module (DKMS built none for this
+/// kernel, Secure Boot refused it): the journal hears NOT_RECORDING,
+/// naming the kernel and what to check; the run itself does not fail.
+#[test]
+fn an_armed_machine_without_the_module_is_said_not_recording() {
+    use kexec_hooks::loader::{Armed, Loader, RECORD};
+    let (dir, sys) = machine(b"");
+    std::fs::remove_dir_all(sys.path(SYSFS)).unwrap();
+    sys.write("/proc/sys/kernel/osrelease", "6.12.95+deb13-amd64\n")
+        .unwrap();
+    std::fs::create_dir_all(sys.path("/run/systemd/journal")).unwrap();
+    let journal = UnixDatagram::bind(sys.path("/run/systemd/journal/socket")).unwrap();
+    journal.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 4096];
+    // Not armed: no module is nothing to say.
+    let out = recover(dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(journal.recv(&mut buf).is_err(), "a journal message");
+    let armed = Armed {
+        reservation: kexec_hooks::reserve::Reservation::Memmap(kexec_hooks::iomem::Placement {
+            start: 0x6be0_0000,
+            size: 64 << 20,
+        }),
+        loader: Loader::Grub,
+        added: vec!["memmap=64M$0x6be00000".into()],
+        created_from: None,
+    };
+    sys.write(RECORD, &armed.text()).unwrap();
+    let out = recover(dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let n = journal.recv(&mut buf).unwrap();
+    let message = text(&buf[..n]);
+    assert!(
+        message.contains(&format!(
+            "MESSAGE_ID={}\n",
+            kexec_hooks::journal::NOT_RECORDING
+        )),
+        "{message}"
+    );
+    assert!(message.contains("PRIORITY=3\n"), "{message}");
+    assert!(
+        message.contains("not loaded in this boot of kernel 6.12.95+deb13-amd64"),
+        "{message}"
+    );
+    assert!(message.contains("`dkms status crashring`"), "{message}");
+    assert!(text(&out.stderr).contains("NOT RECORDING"));
+}
+
 /// The module's `region` line in a boot `boot` recording `generation`.
 fn recording(sys: &System, boot: &str, generation: u64) {
     sys.write(

@@ -167,3 +167,25 @@ fn the_capture_unit_snapshots_on_disk() {
         "crashring-capture.service's TMPDIR is not its bundle directory"
     );
 }
+
+/// The recovery unit runs where the module is loaded and also where the
+/// machine is armed without it (DKMS built no module for the kernel,
+/// Secure Boot refused it): there `crashring recover` says NOT_RECORDING,
+/// which a box skipped by the condition would never say. Either triggers
+/// (`|`); a capture boot (/proc/vmcore) never.
+#[test]
+fn the_recovery_unit_runs_on_an_armed_machine_without_the_module() {
+    let unit = include_str!("../systemd/crashring-recover.service");
+    let conditions: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("ConditionPathExists="))
+        .collect();
+    assert_eq!(
+        conditions,
+        [
+            "|/sys/kernel/crashring/previous_summary",
+            &format!("|{}", kexec_hooks::loader::RECORD),
+            "!/proc/vmcore",
+        ]
+    );
+}

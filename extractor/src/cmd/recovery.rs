@@ -112,10 +112,32 @@ pub fn run(args: RecoverArgs) -> Result<u8> {
         eprintln!("{message}");
         send(&socket, &message, journal::NOT_RECORDING, "4");
     }
+    // An armed machine booted without the module (DKMS built none for
+    // this kernel, Secure Boot refused it, it refused its range): the
+    // unit runs for the record alone, so that this is said. Not a failed
+    // run: the range, still reserved, keeps what it holds for a boot with
+    // the module, and the unit's failure means a generation left
+    // unarchived (FAILED); the message, an error, is what monitoring
+    // watches, and `crashring status` says it too.
+    if done.not_loaded && !args.capture && !matches!(loader::armed(etc), Ok(None)) {
+        let message = not_loaded(release.as_deref().map(str::trim));
+        eprintln!("{message}");
+        send(&socket, &message, journal::NOT_RECORDING, "3");
+    }
     match done.failed {
         None => Ok(0),
         Some((generation, e)) => failed(&socket, generation, e),
     }
+}
+
+/// What an armed machine booted without the module is told: the kernel,
+/// and where to look.
+fn not_loaded(release: Option<&str>) -> String {
+    let kernel = release.map_or("this kernel".into(), |r| format!("kernel {r}"));
+    format!(
+        "crashring: NOT RECORDING: this machine is armed ({}), but the crashring module is not loaded in this boot of {kernel}: a crash now is lost. Check `dkms status crashring` (built and installed for {kernel}? its headers installed?) and `journalctl -k -b -g crashring` (refused by Secure Boot, or refusing its range)",
+        loader::RECORD
+    )
 }
 
 /// What the next boot said of the reset, for the archived message: the

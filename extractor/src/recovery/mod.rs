@@ -104,6 +104,9 @@ pub struct Run {
     pub not_recording: Option<String>,
     /// Whether there was anything at all: the module's absence, say.
     pub nothing: Option<&'static str>,
+    /// The module is not loaded in this boot: on an armed machine,
+    /// nothing is recorded (the caller knows whether it is armed).
+    pub not_loaded: bool,
     /// What keeping the running kernel's event formats did, on a normal
     /// boot that knows its release.
     pub formats: Option<io::Result<event_formats::Kept>>,
@@ -146,6 +149,7 @@ pub fn run(
         failed: None,
         not_recording: None,
         nothing: None,
+        not_loaded: false,
         formats: None,
     };
     let mut archive = Archive {
@@ -187,6 +191,7 @@ pub fn run(
             },
             Offer::NotLoaded if out.archived.is_empty() => {
                 out.nothing = Some("the module is not loaded: nothing to recover");
+                out.not_loaded = true;
                 break;
             }
             _ => {
