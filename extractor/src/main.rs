@@ -198,8 +198,9 @@ enum Cmd {
     /// a timeout; a failed one stays spooled, and the exit status is 1.
     Upload(cmd::upload::UploadArgs),
     /// Undo exactly what arm wrote (files marked as its own, the words it
-    /// added), then run the boot loader's tool.
-    Disarm(cmd::arm::ChangeArgs),
+    /// added), then run the boot loader's tool; refused while a generation
+    /// waits unarchived in the range, unless --force.
+    Disarm(cmd::arm::DisarmArgs),
     /// Kernel debug messages (DRM's categories, dynamic debug's callsites)
     /// diverted into the recorder instead of printk: show, list, select,
     /// clear; --persist keeps the choice across boots.

@@ -103,6 +103,10 @@ pub enum ArmError {
         "--size {0}: the region must be a multiple of 2 MiB, at least 2 MiB (two slots of whole pages)"
     )]
     Size(u64),
+    #[error(
+        "a generation waits in the range, not yet archived and acknowledged ({waiting}); disarmed, the next boot reuses that memory and it is lost. Archive it first: `crashring recover` bundles it into /var/lib/crashring and acknowledges it (one Clean=keep left: `crashring bundle /sys/kernel/crashring/previous -o FILE.tar.gz`), then disarm; or `crashring disarm --force` to give it up"
+    )]
+    Waiting { waiting: String },
 }
 
 /// One file: what it holds now and what it will hold (`None`: absent).
@@ -380,9 +384,36 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
     Ok(plan)
 }
 
+/// What the module says waits in the range unarchived, `None` when
+/// nothing does or the module is not loaded (a machine's copy has no
+/// /sys); a summary that cannot be read (the kernel's EIO) may hide one.
+fn waiting(sys: &System) -> Option<String> {
+    let path = format!("{}/previous_summary", crate::status::SYSFS);
+    let text = match sys.read_bytes(&path) {
+        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(None) => return None,
+        Err(e) => return Some(format!("{path} cannot be read: {e}")),
+    };
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    match lines.next() {
+        Some("none") => None,
+        None => Some(format!("{path} is empty")),
+        Some(first) => Some(
+            // The generation and its state, as `previous_summary` says them.
+            std::iter::once(first)
+                .chain(lines.filter(|l| l.starts_with("state")))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    }
+}
+
 /// Plans `crashring disarm`: removes every file of ours and takes back
-/// the words arm added elsewhere, leaving everything else.
-pub fn plan_disarm(sys: &System) -> Result<Plan, ArmError> {
+/// the words arm added elsewhere, leaving everything else. Refuses while
+/// a generation waits unarchived in the range (after a failed recovery,
+/// or `Clean=keep`), unless `force`: the next boot, without the range
+/// reserved, hands that memory to the kernel.
+pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     let mut plan = Plan::default();
     let mut remove = vec![MODPROBE, MODULES_LOAD];
     if let Some(armed) = loader::armed(sys)? {
@@ -419,6 +450,13 @@ pub fn plan_disarm(sys: &System) -> Result<Plan, ArmError> {
     }
     if plan.is_empty() {
         plan.notes.push("not armed: nothing to undo".into());
+    } else if let Some(waiting) = waiting(sys) {
+        if !force {
+            return Err(ArmError::Waiting { waiting });
+        }
+        plan.notes.push(format!(
+            "--force: given up, unarchived, to the next boot's kernel: {waiting}"
+        ));
     }
     Ok(plan)
 }

@@ -185,7 +185,7 @@ mod tests {
             .unwrap()
             .apply(&sys)
             .unwrap();
-        let plan = crate::arm::plan_disarm(&sys).unwrap();
+        let plan = crate::arm::plan_disarm(&sys, false).unwrap();
         plan.apply(&sys).unwrap();
         assert_eq!(sys.read(DEBUG_MODPROBE).unwrap(), None);
     }

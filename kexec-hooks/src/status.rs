@@ -11,7 +11,7 @@ use std::fmt;
 
 /// Where bundles are written (the recovery service's directory).
 pub const BUNDLE_DIR: &str = "/var/lib/crashring";
-const SYSFS: &str = "/sys/kernel/crashring";
+pub(crate) const SYSFS: &str = "/sys/kernel/crashring";
 
 /// What `status` found, one line per item.
 #[derive(Debug, Default)]

@@ -96,6 +96,37 @@ fn purge_takes_arms_words_out_of_kernel_installs_command_line() {
     }
 }
 
+/// A purge frees the range at the next boot: while a generation waits
+/// in it unarchived, it says so loudly (it cannot wait; the binary,
+/// whose disarm refuses, is gone) and how to save it first.
+#[test]
+fn purge_warns_of_a_generation_waiting_in_the_range() {
+    let summary = "/sys/kernel/crashring/previous_summary";
+    for (waits, said) in [
+        ("generation 7 slot 1 size 67108864\n", true),
+        ("none\n", false),
+        // What `cat` of an EIO gives back: nothing to tell by.
+        ("", true),
+    ] {
+        let (dir, sys) = machine();
+        arm::plan_arm(&sys, None, "x86_64")
+            .unwrap()
+            .apply(&sys)
+            .unwrap();
+        sys.write(summary, waits).unwrap();
+        let out = run_script("crashring/postrm", "purge", dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.contains("WARNING"), said, "{waits:?}: {stderr}");
+        if said {
+            assert!(
+                stderr.contains("cp /sys/kernel/crashring/previous "),
+                "{stderr}"
+            );
+        }
+        assert!(sys.read(kexec_hooks::loader::RECORD).unwrap().is_none());
+    }
+}
+
 #[test]
 fn purge_leaves_files_arm_did_not_write() {
     let (dir, sys) = machine();

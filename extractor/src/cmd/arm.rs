@@ -111,10 +111,21 @@ fn keep_event_formats(sys: &System) {
     ));
 }
 
-pub fn disarm(how: ChangeArgs) -> Result<u8> {
-    let sys = System::new(&how.root);
-    let plan = arm::plan_disarm(&sys)?;
-    carry_out(&plan, &how, &sys)?;
+#[derive(Args)]
+pub struct DisarmArgs {
+    /// Disarm although a generation waits unarchived in the range (a
+    /// failed recovery's, or one Clean=keep left): the next boot's kernel
+    /// then reuses that memory and it is lost.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    how: ChangeArgs,
+}
+
+pub fn disarm(args: DisarmArgs) -> Result<u8> {
+    let sys = System::new(&args.how.root);
+    let plan = arm::plan_disarm(&sys, args.force)?;
+    carry_out(&plan, &args.how, &sys)?;
     Ok(0)
 }
 

@@ -30,7 +30,7 @@ pub(crate) fn disarm_restores(
     root: &std::path::Path,
     before: &[(std::path::PathBuf, Vec<u8>)],
 ) {
-    plan_disarm(sys).unwrap().apply(sys).unwrap();
+    plan_disarm(sys, false).unwrap().apply(sys).unwrap();
     assert_eq!(sys.snapshot().unwrap(), before, "in {}", root.display());
 }
 
@@ -57,7 +57,57 @@ fn arm_then_disarm_leaves_the_machine_as_it_was() {
         assert_eq!(again.reservation, plan.reservation);
     }
     disarm_restores(&sys, dir.path(), &before);
-    assert!(plan_disarm(&sys).unwrap().is_empty());
+    assert!(plan_disarm(&sys, false).unwrap().is_empty());
+}
+
+/// Disarming frees the range at the next boot: while a generation waits
+/// in it unarchived (a failed recovery's, one `Clean=keep` left), disarm
+/// refuses unless forced, and says how to archive it first.
+#[test]
+fn disarm_keeps_a_waiting_generation_unless_forced() {
+    let (_dir, sys) = machine(QEMU);
+    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    let summary = "/sys/kernel/crashring/previous_summary";
+    sys.write(
+        summary,
+        "generation 7 slot 1 size 67108864\nkernel 6.1.0-41-amd64 host box cpus 4 page_size 4096\nstate crashed reason 1 at 5 ns on cpu 0: Kernel panic\n",
+    )
+    .unwrap();
+    let err = plan_disarm(&sys, false).unwrap_err();
+    assert!(matches!(err, ArmError::Waiting { .. }), "{err}");
+    let said = err.to_string();
+    assert!(
+        said.contains("(generation 7 slot 1 size 67108864; state crashed reason 1")
+            && said.contains("`crashring recover`")
+            && said.contains("--force"),
+        "{said}"
+    );
+    // A summary the kernel could not give (EIO) may hide one too.
+    sys.remove(summary).unwrap();
+    std::fs::create_dir(sys.path(summary)).unwrap();
+    assert!(matches!(
+        plan_disarm(&sys, false),
+        Err(ArmError::Waiting { .. })
+    ));
+    std::fs::remove_dir(sys.path(summary)).unwrap();
+    sys.write(summary, "generation 7 slot 1 size 67108864\n")
+        .unwrap();
+    let forced = plan_disarm(&sys, true).unwrap();
+    assert!(!forced.is_empty());
+    assert!(
+        forced.notes.iter().any(|n| n.contains("generation 7")),
+        "{:?}",
+        forced.notes
+    );
+    // Archived and acknowledged: nothing waits.
+    sys.write(summary, "none\n").unwrap();
+    let plan = plan_disarm(&sys, false).unwrap();
+    assert_eq!(plan.changes.len(), forced.changes.len());
+    plan.apply(&sys).unwrap();
+    // Not armed, nothing to free: nothing refused either.
+    sys.write(summary, "generation 7 slot 1 size 67108864\n")
+        .unwrap();
+    assert!(plan_disarm(&sys, false).unwrap().is_empty());
 }
 
 /// With crashring's initramfs-tools hook installed, arm and disarm
@@ -78,10 +128,10 @@ fn the_initramfs_is_built_again_where_the_hook_puts_the_module_in() {
         .ends_with("# then: update-initramfs -u -k all\n# then: update-grub\n"));
     plan.apply(&sys).unwrap();
     assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
-    let disarm = plan_disarm(&sys).unwrap();
+    let disarm = plan_disarm(&sys, false).unwrap();
     assert_eq!(disarm.commands[0], rebuild);
     disarm.apply(&sys).unwrap();
-    assert!(plan_disarm(&sys).unwrap().is_empty());
+    assert!(plan_disarm(&sys, false).unwrap().is_empty());
 }
 
 #[test]
@@ -164,7 +214,7 @@ fn refuses_with_a_reason() {
         Err(ArmError::NotOurs(p)) if p == MODPROBE
     ));
     // Disarm leaves a file that is not ours.
-    let plan = plan_disarm(&sys).unwrap();
+    let plan = plan_disarm(&sys, false).unwrap();
     assert!(plan.is_empty() && plan.notes[0].contains("not written by crashring arm"));
     sys.remove(MODPROBE).unwrap();
     plan_arm(&sys, Some(16 << 20), "x86_64")
@@ -230,7 +280,7 @@ fn arm64_reserves_by_reserve_mem_and_disarms_to_what_it_was() {
             current: Reservation::ReserveMem { .. }
         })
     ));
-    plan_disarm(&sys).unwrap().apply(&sys).unwrap();
+    plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
     assert_eq!(sys.snapshot().unwrap(), before);
     drop(dir);
 }
@@ -332,7 +382,7 @@ fn kernel_install_gets_the_range_in_etc_kernel_cmdline_and_every_entry() {
     )
     .unwrap();
     assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
-    let disarm = plan_disarm(&sys).unwrap();
+    let disarm = plan_disarm(&sys, false).unwrap();
     assert_eq!(disarm.commands, kernel_install_commands());
     sys.write("/proc/cmdline", BOOTED).unwrap();
     disarm_restores(&sys, dir.path(), &before);
@@ -368,7 +418,7 @@ fn an_admins_own_kernel_command_line_keeps_its_words() {
         "root=UUID=4c1f ro quiet memmap=64M$0x22c000000 crash_kexec_post_notifiers mitigations=auto\n",
     )
     .unwrap();
-    plan_disarm(&sys).unwrap().apply(&sys).unwrap();
+    plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
     assert_eq!(
         sys.read(KERNEL_CMDLINE).unwrap().unwrap(),
         "root=UUID=4c1f ro quiet mitigations=auto\n"
@@ -396,7 +446,7 @@ fn grubby_is_told_with_the_dollar_escaped_for_grub() {
     );
     plan.apply(&sys).unwrap();
     assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
-    let disarm = plan_disarm(&sys).unwrap();
+    let disarm = plan_disarm(&sys, false).unwrap();
     assert_eq!(
         disarm.commands,
         [[
@@ -416,7 +466,7 @@ fn grubby_is_told_with_the_dollar_escaped_for_grub() {
     .unwrap();
     plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
     assert_eq!(
-        plan_disarm(&sys).unwrap().commands,
+        plan_disarm(&sys, false).unwrap().commands,
         [[
             "grubby",
             "--update-kernel=ALL",
@@ -457,7 +507,7 @@ fn the_record_reads_back_and_a_damaged_one_is_refused() {
         .unwrap();
     for err in [
         plan_arm(&sys, None, "x86_64").unwrap_err(),
-        plan_disarm(&sys).unwrap_err(),
+        plan_disarm(&sys, false).unwrap_err(),
     ] {
         assert!(
             err.to_string()
