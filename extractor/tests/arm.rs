@@ -81,7 +81,12 @@ fn refusals_name_the_reason_and_exit_2() {
     let (_dir, root) = machine();
     for (args, says) in [
         (vec!["--size", "3M"], "multiple of 2 MiB"),
-        (vec!["--size", "64G"], "no room for"),
+        (vec!["--size", "6G"], "no room for"),
+        (vec!["--size", "64G"], "more than this machine's System RAM"),
+        (
+            vec!["--size", "0xFFFFFFFFFFE00000"],
+            "more than this machine's System RAM",
+        ),
         (vec!["--size", "lots"], "is not a number"),
     ] {
         let out = crashring(&[&["arm", "--root", &root][..], &args[..]].concat());

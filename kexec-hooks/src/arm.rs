@@ -107,6 +107,8 @@ pub enum ArmError {
         "a generation waits in the range, not yet archived and acknowledged ({waiting}); disarmed, the next boot reuses that memory and it is lost. Archive it first: `crashring recover` bundles it into /var/lib/crashring and acknowledges it (one Clean=keep left: `crashring bundle /sys/kernel/crashring/previous -o FILE.tar.gz`), then disarm; or `crashring disarm --force` to give it up"
     )]
     Waiting { waiting: String },
+    #[error("--size {size}: more than this machine's System RAM, {ram} bytes")]
+    TooLarge { size: u64, ram: u64 },
 }
 
 /// One file: what it holds now and what it will hold (`None`: absent).
@@ -300,6 +302,15 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
     if let Some(s) = size {
         if s < iomem::ALIGN || !s.is_multiple_of(iomem::ALIGN) {
             return Err(ArmError::Size(s));
+        }
+        // Said as it is, before placement's "no room" (and on arm64, where
+        // nothing is placed, before a reserve_mem= no boot can honour).
+        // Where /proc/iomem hides the addresses or lists no RAM, placement
+        // says so, or the kernel decides.
+        let text = read(sys, "/proc/iomem")?.unwrap_or_default();
+        let ram = iomem::parse(&text).map_or(0, |r| iomem::total_ram(&r));
+        if ram > 0 && s > ram {
+            return Err(ArmError::TooLarge { size: s, ram });
         }
     }
     module_installed(sys)?;

@@ -55,7 +55,9 @@ pub fn initrd(sys: &System) -> Option<Range<u64>> {
     // Documentation/arch/x86/zero-page.rst and boot.rst.
     let start = u32_at(0x218)? | u32_at(0x0c0)? << 32;
     let size = u32_at(0x21c)? | u32_at(0x0c4)? << 32;
-    (size > 0).then(|| start..start + size)
+    // Odd parameters (past the end of memory) are no initrd to avoid.
+    (size > 0).then_some(())?;
+    Some(start..start.checked_add(size)?)
 }
 
 /// Where this boot's kernel image lies: `/proc/iomem`'s "Kernel code"
@@ -148,6 +150,10 @@ mod tests {
         assert_eq!(initrd(&sys), Some(0x2_33ea_3000..0x2_35f4_9000));
         let (_d, sys) = sys_with(&[(BOOT_PARAMS, &p[..0x100])]);
         assert_eq!(initrd(&sys), None, "a short read is no initrd");
+        // Past the end of memory: odd parameters, no initrd, no overflow.
+        p[0x0c0..0x0c8].copy_from_slice(&[0xff; 8]);
+        let (_d, sys) = sys_with(&[(BOOT_PARAMS, &p)]);
+        assert_eq!(initrd(&sys), None);
     }
 
     #[test]

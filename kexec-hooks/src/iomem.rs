@@ -78,9 +78,27 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// Its addresses. [`place`] and a record ([`crate::reserve`]) never
+    /// give one past the end of the address space; any other (the
+    /// module's line, say) is cut off there rather than overflowing.
     pub fn range(&self) -> Range<u64> {
-        self.start..self.start + self.size
+        self.start..self.start.saturating_add(self.size)
     }
+
+    /// Whether it lies within the address space.
+    pub fn fits(&self) -> bool {
+        self.start.checked_add(self.size).is_some()
+    }
+}
+
+/// The bytes of System RAM the firmware reports (top-level entries).
+pub fn total_ram(resources: &[Resource]) -> u64 {
+    resources
+        .iter()
+        .filter(|r| r.depth == 0 && r.name == "System RAM")
+        .fold(0u64, |sum, r| {
+            sum.saturating_add((r.end - r.start).saturating_add(1))
+        })
 }
 
 impl fmt::Display for Placement {
@@ -193,13 +211,18 @@ pub fn place(
         }
         for f in free {
             let top = f.end / ALIGN * ALIGN;
-            let start = f.start.next_multiple_of(ALIGN);
+            // Checked: a --size near 2^64 passes the alignment check, and
+            // a stretch at the very top of the address space has no
+            // aligned start; either would wrap into a nonsense memmap=.
+            let Some(start) = f.start.checked_next_multiple_of(ALIGN) else {
+                continue;
+            };
             largest = largest.max(top.saturating_sub(start));
-            if top >= start + size && best.is_none_or(|b| top - size > b.start) {
-                best = Some(Placement {
-                    start: top - size,
-                    size,
-                });
+            let Some(at) = top.checked_sub(size).filter(|&at| at >= start) else {
+                continue;
+            };
+            if best.is_none_or(|b| at > b.start) {
+                best = Some(Placement { start: at, size });
             }
         }
     }
@@ -339,6 +362,35 @@ mod tests {
             ),
             Err(PlaceError::Iomem(IomemError::NoRam))
         );
+    }
+
+    /// A size near 2^64 (2 MiB aligned, so `--size` lets it through) is
+    /// no room, never a range that wraps past the end of memory.
+    #[test]
+    fn a_size_beyond_the_address_space_is_no_room() {
+        let r = parse(QEMU).unwrap();
+        // The 2 MiB multiple nearest 2^64 (u64::MAX & !(ALIGN - 1)), 2^63.
+        for size in [!(ALIGN - 1), 1 << 63] {
+            assert!(
+                matches!(place(&r, size, &[]), Err(PlaceError::NoRoom { .. })),
+                "{size:#x}"
+            );
+        }
+        // RAM at the very top of the address space: no aligned start.
+        let top = parse("ffffffffffff0000-ffffffffffffffff : System RAM\n").unwrap();
+        assert!(matches!(
+            place(&top, ALIGN, &[]),
+            Err(PlaceError::NoRoom { .. })
+        ));
+        assert_eq!(total_ram(&top), 0x1_0000);
+        // 8 GiB less the BIOS's holes.
+        assert_eq!(total_ram(&r), 0x1_fff7_ec00);
+        let end = Placement {
+            start: u64::MAX - (1 << 20),
+            size: 2 << 20,
+        };
+        assert!(!end.fits());
+        assert_eq!(end.range().end, u64::MAX);
     }
 
     #[test]

@@ -79,10 +79,12 @@ impl Reservation {
     pub fn from_record<'t>(value: impl Fn(&str) -> Option<&'t str>) -> Option<Reservation> {
         if let Some(range) = value("range") {
             let (size, start) = range.split_once('@')?;
-            return Some(Reservation::Memmap(Placement {
+            let placement = Placement {
                 size: iomem::parse_size(size)?,
                 start: iomem::parse_size(start)?,
-            }));
+            };
+            // One past the end of memory is no record arm wrote.
+            return placement.fits().then_some(Reservation::Memmap(placement));
         }
         let size = iomem::parse_size(value("reserve-mem")?)?;
         Some(Reservation::ReserveMem { size })
@@ -137,6 +139,9 @@ mod tests {
             assert_eq!(read, Some(r));
         }
         assert_eq!(Reservation::from_record(|_| None), None);
+        // Past the end of memory: no record arm wrote.
+        let wraps = |k: &str| (k == "range").then_some("4M@0xffffffffffe00000");
+        assert_eq!(Reservation::from_record(wraps), None);
     }
 
     #[test]

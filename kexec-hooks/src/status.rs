@@ -287,7 +287,7 @@ fn boot_path(sys: &System, armed: Option<Placement>, attention: &mut Vec<&'stati
     let Some(p) = armed else {
         return text;
     };
-    let range = p.start..p.start + p.size;
+    let range = p.range();
     for (what, loaded) in [
         ("initrd", boot::initrd(sys)),
         ("kernel", boot::kernel_image(sys)),

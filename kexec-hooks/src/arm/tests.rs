@@ -205,8 +205,30 @@ fn refuses_with_a_reason() {
         plan_arm(&sys, Some(3 << 20), "x86_64"),
         Err(ArmError::Size(_))
     ));
-    let err = plan_arm(&sys, Some(64 << 30), "x86_64").unwrap_err();
+    let err = plan_arm(&sys, Some(6 << 30), "x86_64").unwrap_err();
     assert!(err.to_string().starts_with("no room for"), "{err}");
+    // More than all its RAM (8 GiB less the BIOS's holes), to the 2 MiB
+    // multiple nearest 2^64 that --size lets through: said as such, on
+    // arm64 too, where nothing is placed; and nothing overflows.
+    sys.write("/proc/sys/kernel/osrelease", "6.12.48+deb12-arm64\n")
+        .unwrap();
+    sys.write("/lib/modules/6.12.48+deb12-arm64/crashring.ko", "")
+        .unwrap();
+    for (size, arch) in [
+        (64 << 30, "x86_64"),
+        (0xFFFF_FFFF_FFE0_0000, "x86_64"),
+        (0xFFFF_FFFF_FFE0_0000, "aarch64"),
+    ] {
+        let err = plan_arm(&sys, Some(size), arch).unwrap_err();
+        assert!(
+            matches!(err, ArmError::TooLarge { size: s, ram: 0x1_fff7_ec00 } if s == size),
+            "{arch}: {err}"
+        );
+    }
+    sys.remove("/lib/modules/6.12.48+deb12-arm64/crashring.ko")
+        .unwrap();
+    sys.write("/proc/sys/kernel/osrelease", "6.1.0-41-amd64\n")
+        .unwrap();
     sys.write(MODPROBE, "options crashring region=1M@0x1000000\n")
         .unwrap();
     assert!(matches!(
