@@ -127,6 +127,46 @@ fn purge_warns_of_a_generation_waiting_in_the_range() {
     }
 }
 
+/// `crashring debug --persist`'s file goes with a purge, armed or not,
+/// as with disarm: its dyndbg= options would keep other drivers' debug
+/// messages on. An admin's file of that name stays.
+#[test]
+fn purge_takes_away_the_kept_debug_selection() {
+    use kexec_hooks::debug::{plan_persist, Enable, DEBUG_MODPROBE};
+    let e1000 = Enable {
+        module: "e1000".into(),
+        query: "func e1000_watchdog".into(),
+        builtin: false,
+    };
+    for armed in [true, false] {
+        let (dir, sys) = machine();
+        let before = sys.snapshot().unwrap();
+        if armed {
+            arm::plan_arm(&sys, None, "x86_64")
+                .unwrap()
+                .apply(&sys)
+                .unwrap();
+        }
+        plan_persist(&sys, "drm=KMS", std::slice::from_ref(&e1000))
+            .unwrap()
+            .apply(&sys)
+            .unwrap();
+        assert!(sys.read(DEBUG_MODPROBE).unwrap().is_some());
+        run_script("crashring/postrm", "purge", dir.path());
+        assert_eq!(
+            sys.snapshot().unwrap(),
+            before,
+            "purge left the debug selection (armed: {armed})"
+        );
+    }
+    let (dir, sys) = machine();
+    sys.write(DEBUG_MODPROBE, "options e1000 dyndbg=+p\n")
+        .unwrap();
+    let before = sys.snapshot().unwrap();
+    run_script("crashring/postrm", "purge", dir.path());
+    assert_eq!(sys.snapshot().unwrap(), before);
+}
+
 #[test]
 fn purge_leaves_files_arm_did_not_write() {
     let (dir, sys) = machine();
