@@ -109,6 +109,15 @@ pub enum ArmError {
     Waiting { waiting: String },
     #[error("--size {size}: more than this machine's System RAM, {ram} bytes")]
     TooLarge { size: u64, ram: u64 },
+    #[error(
+        "update-grub ran, but {} still boots without {word} (does its grub-mkconfig read {}/*.cfg?): until it does, no boot reserves the range and nothing is recorded. Put what {} adds to GRUB_CMDLINE_LINUX into {} itself, escaped as it is there, run update-grub, and check {}",
+        loader::GRUB_CFG,
+        loader::GRUB_DROP_INS,
+        loader::GRUB_DROP_IN,
+        loader::GRUB_DEFAULT,
+        loader::GRUB_CFG
+    )]
+    GrubCfgLacks { word: String },
 }
 
 /// One file: what it holds now and what it will hold (`None`: absent).
@@ -176,6 +185,23 @@ impl Plan {
                 path: c.path.into(),
                 source,
             })?;
+        }
+        Ok(())
+    }
+
+    /// Checks, after its commands ran, that they did what the boot needs:
+    /// an update-grub that succeeds without putting the range into
+    /// grub.cfg (a grub-mkconfig that does not read the drop-ins) leaves
+    /// every boot unreserved and unrecorded, silently.
+    pub fn verify(&self, sys: &System) -> Result<(), ArmError> {
+        let Some(r) = self.reservation else {
+            return Ok(());
+        };
+        let updated = self.commands.iter().any(|c| c == &["update-grub"]);
+        if updated && loader::grub_cfg_lacks(sys, r)? {
+            return Err(ArmError::GrubCfgLacks {
+                word: r.kernel_word(),
+            });
         }
         Ok(())
     }

@@ -440,7 +440,7 @@ fn grub_drop_in(r: Reservation) -> String {
 /// whose grub.cfg lacks it (update-grub failed or never ran, or a kernel
 /// package rewrote it from other settings) needs update-grub again. A
 /// machine's copy without grub.cfg is left to that system.
-fn grub_cfg_lacks(sys: &System, r: Reservation) -> Result<bool, ArmError> {
+pub(crate) fn grub_cfg_lacks(sys: &System, r: Reservation) -> Result<bool, ArmError> {
     let Some(cfg) = read(sys, GRUB_CFG)? else {
         return Ok(false);
     };

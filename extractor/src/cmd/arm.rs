@@ -71,6 +71,9 @@ pub(crate) fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<(
             .with_context(|| format!("running {line}"))?;
         anyhow::ensure!(status.success(), "`{line}` failed: {status}");
     }
+    if sys.is_live() && !plan.commands.is_empty() {
+        plan.verify(sys)?;
+    }
     Ok(())
 }
 

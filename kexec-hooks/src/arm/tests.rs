@@ -568,6 +568,33 @@ fn an_armed_machine_whose_grub_cfg_lacks_the_range_runs_update_grub_again() {
     assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
 }
 
+/// update-grub can succeed and still leave the range out of grub.cfg (a
+/// grub-mkconfig that does not read the drop-ins): checked after it ran,
+/// and said, rather than every boot left unrecorded.
+#[test]
+fn update_grub_that_leaves_the_range_out_is_an_error() {
+    let (_dir, sys) = machine(QEMU);
+    let plan = plan_arm(&sys, None, "x86_64").unwrap();
+    plan.apply(&sys).unwrap();
+    // What the command wrote: the menu without the range.
+    sys.write(
+        GRUB_CFG,
+        "linux /vmlinuz-6.1.0-41-amd64 root=UUID=4c1f ro quiet\n",
+    )
+    .unwrap();
+    let err = plan.verify(&sys).unwrap_err();
+    assert!(
+        matches!(&err, ArmError::GrubCfgLacks { word } if word == "memmap=64M$0x22c000000"),
+        "{err}"
+    );
+    sys.write(
+        GRUB_CFG,
+        "linux /vmlinuz-6.1.0-41-amd64 root=UUID=4c1f ro memmap=64M\\$0x22c000000 crash_kexec_post_notifiers quiet\n",
+    )
+    .unwrap();
+    plan.verify(&sys).unwrap();
+}
+
 #[test]
 fn arm_refuses_without_the_module_for_the_kernel() {
     let (dir, sys) = machine(QEMU);
