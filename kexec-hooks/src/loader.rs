@@ -95,20 +95,83 @@ impl Loader {
     }
 }
 
+/// The Boot Loader Interface's variable naming the boot loader that
+/// booted the running kernel: 4 bytes of attributes, then its name and
+/// version in UTF-16 ("systemd-boot 257.7"; GRUB's `bli` module writes
+/// "GRUB 2.12").
+pub const LOADER_INFO: &str =
+    "/sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f";
+
+/// What the running boot says of the loader that booted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Booted {
+    /// Nothing either way (BIOS without GRUB's word, a machine's copy).
+    Unknown,
+    /// `BOOT_IMAGE=` on /proc/cmdline (GRUB's `linux` command adds it),
+    /// or LoaderInfo naming GRUB.
+    Grub,
+    /// LoaderInfo naming systemd-boot, and no `BOOT_IMAGE=`.
+    SystemdBoot,
+    /// Both: systemd-boot chainloading GRUB, or a stale variable.
+    Conflict,
+}
+
+fn booted(sys: &System) -> Booted {
+    let boot_image = read(sys, "/proc/cmdline")
+        .ok()
+        .flatten()
+        .is_some_and(|c| c.split_whitespace().any(|w| w.starts_with("BOOT_IMAGE=")));
+    let info: String = sys
+        .read_bytes(LOADER_INFO)
+        .ok()
+        .flatten()
+        .map(|b| {
+            let units: Vec<u16> = b
+                .get(4..)
+                .unwrap_or_default()
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .take_while(|&u| u != 0)
+                .collect();
+            String::from_utf16_lossy(&units)
+        })
+        .unwrap_or_default();
+    match (
+        boot_image || info.starts_with("GRUB"),
+        info.starts_with("systemd-boot"),
+    ) {
+        (true, true) => Booted::Conflict,
+        (true, false) => Booted::Grub,
+        (false, true) => Booted::SystemdBoot,
+        (false, false) => Booted::Unknown,
+    }
+}
+
 /// The boot loader the machine is configured for, found before anything
 /// is written; `Err` describes what was found instead, for a refusal
 /// that writes nothing no boot would read. On Fedora and RHEL, grubby
-/// comes before kernel-install, which calls it there.
+/// comes before kernel-install, which calls it there. GRUB's settings
+/// are no evidence that GRUB boots the machine (Debian keeps them when
+/// systemd-boot takes over): the loader that booted this boot decides,
+/// and conflicting evidence is refused rather than guessed at, since arm
+/// told the wrong loader leaves every boot unrecorded.
 pub fn detect(sys: &System) -> Result<Loader, &'static str> {
     let any = |paths: &[&str]| paths.iter().any(|p| sys.path(p).exists());
-    if any(&[GRUB_DEFAULT]) && any(&UPDATE_GRUB) {
+    let booted = booted(sys);
+    if booted == Booted::Conflict {
+        return Err("conflicting evidence of the boot loader that booted it: GRUB's BOOT_IMAGE= on /proc/cmdline, and systemd-boot named by the LoaderInfo EFI variable (systemd-boot chainloading GRUB?)");
+    }
+    let grub = any(&[GRUB_DEFAULT]) && any(&UPDATE_GRUB);
+    if grub && booted != Booted::SystemdBoot {
         return Ok(Loader::Grub);
     }
     if any(&GRUBBY) {
         return Ok(Loader::Grubby);
     }
-    match (any(&KERNEL_INSTALL), any(&KERNEL_INSTALL_IN_USE)) {
+    let in_use = any(&KERNEL_INSTALL_IN_USE) || booted == Booted::SystemdBoot;
+    match (any(&KERNEL_INSTALL), in_use) {
         (true, true) => Ok(Loader::KernelInstall),
+        (false, true) if grub => Err("systemd-boot, which booted it (the LoaderInfo EFI variable), but no kernel-install; GRUB's settings, which no boot reads, would change nothing"),
         (false, true) => Err("systemd-boot or /etc/kernel/cmdline, but no kernel-install"),
         _ if any(&[GRUB_DEFAULT]) => Err("GRUB's settings, but no update-grub"),
         _ => Err("a boot loader it does not know"),

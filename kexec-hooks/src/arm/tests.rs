@@ -595,6 +595,48 @@ fn update_grub_that_leaves_the_range_out_is_an_error() {
     plan.verify(&sys).unwrap();
 }
 
+/// The Boot Loader Interface's LoaderInfo variable naming `name`.
+fn loader_info(sys: &System, name: &str) {
+    let mut bytes = vec![6, 0, 0, 0];
+    for u in name.encode_utf16().chain([0]) {
+        bytes.extend_from_slice(&u.to_le_bytes());
+    }
+    std::fs::create_dir_all(sys.path("/sys/firmware/efi/efivars")).unwrap();
+    std::fs::write(sys.path(loader::LOADER_INFO), bytes).unwrap();
+}
+
+/// GRUB's settings stay when systemd-boot takes over (Debian keeps
+/// grub-common): the loader that booted this boot decides, and evidence
+/// both ways is refused rather than guessed at.
+#[test]
+fn the_loader_that_booted_wins_over_grubs_leftover_settings() {
+    let (_dir, sys) = kernel_install_machine();
+    sys.write("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n")
+        .unwrap();
+    sys.write("/usr/sbin/update-grub", "").unwrap();
+    loader_info(&sys, "systemd-boot 257.7-1");
+    assert_eq!(loader::detect(&sys), Ok(Loader::KernelInstall));
+    let plan = plan_arm(&sys, None, "x86_64").unwrap();
+    assert_eq!(plan.commands, kernel_install_commands());
+    assert!(plan.changes.iter().all(|c| c.path != GRUB_DROP_IN));
+    // Without kernel-install, GRUB's settings are no way in.
+    sys.remove("/usr/bin/kernel-install").unwrap();
+    let err = loader::detect(&sys).unwrap_err();
+    assert!(err.contains("systemd-boot, which booted it"), "{err}");
+    sys.write("/usr/bin/kernel-install", "").unwrap();
+    // GRUB's own word on the command line too: which is it?
+    sys.write("/proc/cmdline", "BOOT_IMAGE=/vmlinuz root=UUID=4c1f ro\n")
+        .unwrap();
+    let err = plan_arm(&sys, None, "x86_64").unwrap_err();
+    assert!(
+        matches!(&err, ArmError::BootLoader { loader, .. } if loader.starts_with("conflicting evidence")),
+        "{err}"
+    );
+    // GRUB 2.12's bli module names itself: GRUB it is.
+    loader_info(&sys, "GRUB 2.12");
+    assert_eq!(loader::detect(&sys), Ok(Loader::Grub));
+}
+
 #[test]
 fn arm_refuses_without_the_module_for_the_kernel() {
     let (dir, sys) = machine(QEMU);
