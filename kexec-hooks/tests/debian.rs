@@ -118,11 +118,15 @@ fn purge_warns_of_a_generation_waiting_in_the_range() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.contains("WARNING"), said, "{waits:?}: {stderr}");
         if said {
-            assert!(
-                stderr.contains("cp /sys/kernel/crashring/previous "),
-                "{stderr}"
-            );
+            for line in [
+                "crashring:   cp /sys/kernel/crashring/previous /var/tmp/crashring-previous.region\n",
+                "crashring:   crashring bundle /var/tmp/crashring-previous.region -o crash.tar.gz\n",
+            ] {
+                assert!(stderr.contains(line), "{stderr}");
+            }
         }
+        // Nothing in the warning is run.
+        assert!(!stderr.contains("not found"), "{stderr}");
         assert!(sys.read(kexec_hooks::loader::RECORD).unwrap().is_none());
     }
 }
