@@ -8,6 +8,13 @@ use common::{
 };
 use std::process::Command;
 
+/// A fresh directory for an output under the test's scratch space.
+fn tmp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
 /// The sum of N over babeltrace2's "discarded N events" warnings, and how
 /// many packets it says were discarded.
 fn discarded(warnings: &str) -> (u64, u64) {
@@ -142,6 +149,73 @@ fn pages_lost_after_the_last_read_are_discarded_packets() {
 }
 
 #[test]
+fn a_loss_between_pages_is_no_end_loss_when_later_pages_are_left_out() {
+    use pstore_ring::schema::{self, Value};
+    use pstore_ring::write::{self, RegionConfig, StreamSpec};
+    let Some(bt) = reader("babeltrace2") else {
+        return;
+    };
+    // Markers on the first pages, IRQ entries on the rest, one of whose
+    // pages is corrupt: with --type marker, the loss between pages comes
+    // after the last page with an event shown, and is said by the gap in
+    // packet_seq_num alone.
+    let specs = [StreamSpec::cpu(0)];
+    let cfg = RegionConfig {
+        page_size: 4096,
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; 64 * 1024];
+    {
+        let mut f = write::format(&mut mem, &cfg).unwrap();
+        let mut w = f.streams.next().unwrap();
+        let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
+        let irq = schema::builtin(schema::EVENT_IRQ_ENTRY).unwrap();
+        for i in 0..2000u64 {
+            let ts = 1_000 + i * 1_000;
+            if i < 150 {
+                let v = [Value::Unsigned(1), Value::Chars(b"init"), Value::Str(b"m")];
+                w.write_event(ts, marker, &v).unwrap();
+            } else {
+                w.write_event(ts, irq, &[Value::Unsigned(11), Value::Str(b"timer")])
+                    .unwrap();
+            }
+        }
+        w.close();
+    }
+    // The fourth page from the last holding the page magic.
+    let pages: Vec<usize> = (0..mem.len())
+        .step_by(4096)
+        .filter(|&at| mem[at..at + 4] == 0x4750_5243u32.to_le_bytes())
+        .collect();
+    assert!(pages.len() > 6, "{pages:?}");
+    let at = pages[pages.len() - 4];
+    mem[at + 100] ^= 0xff;
+    let image = write_tmp("mid-loss-ctf.bin", &mem);
+    let dir = tmp_dir("mid-loss-ctf");
+    let out = crashring(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format",
+        "ctf",
+        "--type",
+        "marker",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = Command::new(&bt).arg(&dir).output().unwrap();
+    let warnings = String::from_utf8_lossy(&read.stderr);
+    assert!(read.status.success(), "{warnings}");
+    assert_eq!(discarded(&warnings).1, 1, "{warnings}");
+}
+
+#[test]
 fn the_same_input_gives_the_same_bytes_in_private_files() {
     use std::os::unix::fs::PermissionsExt;
     let image = write_tmp("rich-ctf-twice.bin", &rich_image());
@@ -187,8 +261,15 @@ fn a_second_run_into_the_same_directory_leaves_no_stream_of_the_first() {
         names
     };
     assert!(listing(&dir).len() > 2, "{:?}", listing(&dir));
-    // Someone else's file stays.
-    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    // Someone else's files stay, even named alike.
+    for mine in [
+        "notes.txt",
+        "kernel_notes.txt",
+        "user_1.bak",
+        "kernel_2_lane",
+    ] {
+        std::fs::write(dir.join(mine), "mine").unwrap();
+    }
     let again = crashring(&[
         "extract",
         image.to_str().unwrap(),
@@ -205,7 +286,17 @@ fn a_second_run_into_the_same_directory_leaves_no_stream_of_the_first() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    assert_eq!(listing(&dir), ["kernel_0", "metadata", "notes.txt"]);
+    assert_eq!(
+        listing(&dir),
+        [
+            "kernel_0",
+            "kernel_2_lane",
+            "kernel_notes.txt",
+            "metadata",
+            "notes.txt",
+            "user_1.bak"
+        ]
+    );
 }
 
 #[test]

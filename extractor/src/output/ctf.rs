@@ -49,7 +49,7 @@ use crate::output::select::Selection;
 use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{
-    is_debug_type, reason_name, Event, EventType, Region, StreamInfo, WallClock,
+    is_debug_type, reason_name, Event, EventType, LossKind, Region, StreamInfo, WallClock,
 };
 use pstore_ring::schema::{FieldKind, Value};
 use rayon::prelude::*;
@@ -167,14 +167,29 @@ fn remove_stale_streams(dir: &Path, written: &[PathBuf]) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
-        let ours = name
-            .to_str()
-            .is_some_and(|n| n.starts_with("kernel_") || n.starts_with("user_"));
+        let ours = name.to_str().is_some_and(is_stream_file_name);
         if ours && entry.file_type()?.is_file() && !written.iter().any(|w| w.as_os_str() == name) {
             std::fs::remove_file(entry.path())?;
         }
     }
     Ok(())
+}
+
+/// Whether `name` is one [`stream_file_name`] gives: `kernel_N`,
+/// `kernel_N_laneM` or `user_N`, and nothing else a person may keep
+/// beside a trace.
+fn is_stream_file_name(name: &str) -> bool {
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(n) = name.strip_prefix("user_") {
+        return number(n);
+    }
+    let Some(rest) = name.strip_prefix("kernel_") else {
+        return false;
+    };
+    match rest.split_once("_lane") {
+        Some((cpu, lane)) => number(cpu) && number(lane),
+        None => number(rest),
+    }
 }
 
 /// The latest trace time a reader can place with the clock's `offset`:
@@ -532,21 +547,28 @@ impl StreamWriter<'_, '_, '_> {
             self.open(info, first_seq)?;
         }
         // What no later event follows is the last packets'; with no page
-        // at all, one more empty packet carries it. Pages lost after the
-        // last one read (an end loss, counted or not) get an empty packet
-        // after them, so that the gap in packet_seq_num says them.
-        let (events, lost_pages) = losses.fold((0u64, 0u64), |(e, p), l| {
-            (e.saturating_add(l.events), p.saturating_add(l.pages))
-        });
-        if lost_pages > 0 {
+        // at all, one more empty packet carries it. The pages of the end
+        // loss (after every page the stream has, counted or not) get an
+        // empty packet after them, so that the gap in packet_seq_num says
+        // them; a loss between pages is said by their own seqs.
+        let (mut end_events, mut end_pages) = (0u64, 0u64);
+        for l in losses {
+            if l.kind == LossKind::End {
+                end_events = end_events.saturating_add(l.events);
+                end_pages = end_pages.saturating_add(l.pages);
+            } else {
+                discarded = discarded.saturating_add(l.events);
+            }
+        }
+        if end_pages > 0 {
             // Readers place a packet's discarded events before it: the
             // packets read keep the count before the lost pages.
             self.release(&mut held, info, discarded)?;
             let last_seq = pages.last().map_or(first_seq, |p| p.seq);
             held.empty
-                .push(last_seq.saturating_add(lost_pages).saturating_add(1));
+                .push(last_seq.saturating_add(end_pages).saturating_add(1));
         }
-        discarded = discarded.saturating_add(events);
+        discarded = discarded.saturating_add(end_events);
         if pages.is_empty() && discarded > 0 && held.empty.is_empty() {
             held.empty.push(first_seq.saturating_add(1));
         }
