@@ -290,7 +290,7 @@ pub fn open(source: Arc<dyn Source>) -> Result<Dump, OpenError> {
     }
     if let Some(pfn) = mapped.capped {
         warnings.push(format!(
-            "the page bitmaps split memory into more runs than the {max_runs} its {held_descs} page descriptors allow (a corrupt or hostile bitmap, its 2nd half's bits for the page at physical address {:#x} at file offset {:#x}): memory from that page on is taken as lost, whatever the bitmaps say",
+            "the page bitmaps split memory into more runs than the {max_runs} its {held_descs} page descriptors allow (a corrupt or hostile bitmap, its 2nd half's bits for the page at physical address {:#x} at file offset {:#x}): from that page on, memory the file does not hold is taken as lost, whatever the bitmaps say, and what it holds is read",
             pfn * bs,
             bitmap_at[1] + pfn / 8,
         ));
@@ -475,8 +475,9 @@ fn covering(
 /// of `range`), excluded runs where only the 1st is. Pages whose bits are
 /// in `unheld` (per bitmap, from [`unheld_bits`]) are lost, and so is
 /// every dumped page after a 2nd-bitmap bit the input lacks: its
-/// descriptor index counts bits nobody knows. Past `max_runs` runs, the
-/// rest of `range` is one lost run.
+/// descriptor index counts bits nobody knows. Past `max_runs` runs, every
+/// page but a present one is lost, so that the runs from there on are as
+/// many as the present ones the file's descriptors bound.
 fn runs(
     bitmaps: [&[u8]; 2],
     unheld: [&[std::ops::Range<u64>]; 2],
@@ -488,27 +489,34 @@ fn runs(
     let [ram, dumped] = bitmaps;
     let mut out: Vec<Run> = Vec::new();
     let mut first = [None; 4];
-    // Adds pages to the map; false when that takes one run too many.
-    let add = |out: &mut Vec<Run>, pfns: std::ops::Range<u64>, backing: Backing| {
-        let (start, end) = (PhysAddr(pfns.start * bs), PhysAddr(pfns.end * bs));
-        if let Some(r) = out.last_mut() {
-            if r.end == start && r.backing == backing {
-                r.end = end;
-                return true;
-            }
-        }
-        if out.len() >= max_runs {
-            return false;
-        }
-        out.push(Run {
-            start,
-            end,
-            backing,
-            offset: None,
-        });
-        true
-    };
     let mut capped = None;
+    // Adds pages to the map (`None`: no RAM, left out). Past `max_runs`,
+    // every page the file does not hold is lost, a hole included, so that
+    // only present pages (each a descriptor the file holds) start runs.
+    let add = |out: &mut Vec<Run>,
+               capped: &mut Option<u64>,
+               pfns: std::ops::Range<u64>,
+               backing: Option<Backing>| {
+        if capped.is_none() && backing.is_some() && out.len() >= max_runs {
+            *capped = Some(pfns.start);
+        }
+        let backing = match (capped.is_some(), backing) {
+            (true, Some(Backing::Present)) => Backing::Present,
+            (true, _) => Backing::Lost,
+            (false, Some(b)) => b,
+            (false, None) => return,
+        };
+        let (start, end) = (PhysAddr(pfns.start * bs), PhysAddr(pfns.end * bs));
+        match out.last_mut() {
+            Some(r) if r.end == start && r.backing == backing => r.end = end,
+            _ => out.push(Run {
+                start,
+                end,
+                backing,
+                offset: None,
+            }),
+        }
+    };
     // From here on no dumped page's descriptor index is known.
     let rank_end = unheld[1]
         .iter()
@@ -530,10 +538,7 @@ fn runs(
             // Whether these pages were dumped is unknown: all lost at once.
             lost_bitmap(&mut first);
             let end = end.min(range.end);
-            if !add(&mut out, pfn..end, Backing::Lost) {
-                capped = Some(pfn);
-                break;
-            }
+            add(&mut out, &mut capped, pfn..end, Some(Backing::Lost));
             pfn = end;
             continue;
         }
@@ -544,6 +549,7 @@ fn runs(
             && ram.get((pfn / 8) as usize) == Some(&0)
             && dumped.get((pfn / 8) as usize) == Some(&0)
         {
+            add(&mut out, &mut capped, pfn..(pfn + 8).min(range.end), None);
             pfn += 8;
             continue;
         }
@@ -568,18 +574,12 @@ fn runs(
         } else {
             None
         };
-        if let Some(backing) = backing {
-            if !add(&mut out, pfn..pfn + 1, backing) {
-                capped = Some(pfn);
-                break;
-            }
-        }
+        add(&mut out, &mut capped, pfn..pfn + 1, backing);
         pfn += 1;
     }
-    if let Some(pfn) = capped {
-        // One run more than allowed: the last, which stops the count.
-        let start = PhysAddr(pfn * bs);
-        out.push(Run::lost(start..PhysAddr(range.end * bs)));
+    if capped.is_some() && pfn < range.end {
+        // To the range's end, what no bit names is lost too.
+        add(&mut out, &mut capped, pfn..range.end, None);
     }
     Mapped {
         runs: out,
@@ -593,8 +593,8 @@ struct Mapped {
     runs: Vec<Run>,
     /// Per [`Missing`] cause, the first physical address lost to it.
     first: [Option<PhysAddr>; 4],
-    /// The page from which on memory was taken as lost, the runs the
-    /// bitmaps split it into being too many.
+    /// The page from which on memory not in the file was taken as lost,
+    /// the runs the bitmaps split it into being too many.
     capped: Option<u64>,
 }
 

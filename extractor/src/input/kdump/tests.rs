@@ -275,8 +275,8 @@ fn bitmaps_of_alternating_bits_make_a_bounded_map() {
 #[test]
 fn pages_cut_off_past_the_run_limit_are_counted_and_not_placed() {
     // Excluded pages every other pfn up to past the limit, then dumped
-    // pages the file has no descriptors for: none of those is mapped on
-    // its own, so no first address is named for them.
+    // pages the file has no descriptors for: past the limit, mapped as
+    // lost with what the bitmaps exclude, and the first of them named.
     let n: u64 = 256 << 10;
     let sparse = (MAX_SPARE_RUNS as u64 * 2 + 8000) / 8;
     let mut ram = vec![0xff; n as usize / 8];
@@ -295,10 +295,49 @@ fn pages_cut_off_past_the_run_limit_are_counted_and_not_placed() {
     let cut = n - sparse * 8;
     assert!(
         dump.warnings.iter().any(|w| w.contains(&format!(
-            "before the descriptors or data of {cut} dumped pages; they are lost"
+            "before the descriptors or data of {cut} dumped pages (the first at physical address {:#x}); they are lost",
+            sparse * 8 * BS as u64
         ))),
         "{:?}",
         dump.warnings
     );
     assert_eq!(page_of(&dump, n - 1), Err(Some(Backing::Lost)));
+}
+
+#[test]
+fn pages_the_file_holds_past_the_run_limit_are_still_read() {
+    // Excluded pages every other pfn, none dumped, past the limit (a
+    // cut or a gap among a filtered dump's pages makes the like), then
+    // eight dumped pages the file holds: those are read, the rest past
+    // the limit is lost.
+    let sparse = (MAX_SPARE_RUNS as u64 * 2 + 8000).next_multiple_of(8);
+    let n = sparse + 16;
+    let mut ram = vec![0x55; n as usize / 8];
+    let mut dumped = vec![0; n as usize / 8];
+    ram[sparse as usize / 8] = 0xff;
+    dumped[sparse as usize / 8] = 0xff;
+    let spec = Spec {
+        version: 6,
+        max_mapnr: n,
+        ram,
+        dumped,
+        split: None,
+        pages: (sparse..sparse + 8).collect(),
+    };
+    let dump = spec.open();
+    assert!(
+        dump.warnings
+            .iter()
+            .any(|w| w.contains("split memory into more runs")),
+        "{:?}",
+        dump.warnings
+    );
+    for pfn in sparse..sparse + 8 {
+        assert_eq!(page_of(&dump, pfn), Ok(pfn as u8), "pfn {pfn}");
+    }
+    assert_eq!(page_of(&dump, sparse - 2), Err(Some(Backing::Lost)));
+    assert_eq!(page_of(&dump, sparse + 8), Err(Some(Backing::Lost)));
+    // The limit (4 runs per descriptor the file holds, and the spare
+    // ones), then a lost run, the present one and a lost one.
+    assert!(dump.memory.map().runs().len() <= 8 * 4 + MAX_SPARE_RUNS + 3);
 }
