@@ -104,7 +104,7 @@ pub enum ArmError {
     )]
     Size(u64),
     #[error(
-        "a generation waits in the range, not yet archived and acknowledged ({waiting}); disarmed, the next boot reuses that memory and it is lost. Archive it first: `crashring recover` bundles it into /var/lib/crashring and acknowledges it (one Clean=keep left: `crashring bundle /sys/kernel/crashring/previous -o FILE.tar.gz`), then disarm; or `crashring disarm --force` to give it up"
+        "a generation waits in the range, not yet archived and acknowledged ({waiting}); disarmed, the next boot reuses that memory and it is lost. Archive it first: `crashring recover` bundles it into /var/lib/crashring and acknowledges it, then disarm; one Clean=keep left (which recover does not acknowledge): `crashring bundle /sys/kernel/crashring/previous -o FILE.tar.gz`, then `crashring disarm --force`; or `crashring disarm --force` to give it up"
     )]
     Waiting { waiting: String },
     #[error("--size {size}: more than this machine's System RAM, {ram} bytes")]

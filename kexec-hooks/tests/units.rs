@@ -172,10 +172,14 @@ fn the_capture_unit_snapshots_on_disk() {
 /// machine is armed without it (DKMS built no module for the kernel,
 /// Secure Boot refused it): there `crashring recover` says NOT_RECORDING,
 /// which a box skipped by the condition would never say. Either triggers
-/// (`|`); a capture boot (/proc/vmcore) never.
+/// (`|`); a capture boot (/proc/vmcore) never, nor a container, whose
+/// /sys is the host's.
 #[test]
 fn the_recovery_unit_runs_on_an_armed_machine_without_the_module() {
     let unit = include_str!("../systemd/crashring-recover.service");
+    assert!(unit
+        .lines()
+        .any(|l| l == "ConditionVirtualization=!container"));
     let conditions: Vec<&str> = unit
         .lines()
         .filter_map(|l| l.strip_prefix("ConditionPathExists="))
