@@ -401,8 +401,9 @@ pub fn read_hits(mem: &dyn PhysMemory, hits: &[PhysAddr]) -> Vec<Result<Instance
 
 /// The chunk of `first`'s geometry that ends at `at`, where its
 /// descriptor place holds the magic (a CPU's descriptor, damaged past it).
-/// A chunk starts on a page; the first of an area may lie less than a
-/// sub-buffer below the rest's alignment.
+/// A chunk starts on a page; the first of an area, aligned to no
+/// sub-buffer, may be up to a sub-buffer less a page longer or shorter
+/// than the rest.
 fn damaged_chunk_before(
     mem: &dyn PhysMemory,
     generation: Generation,
@@ -412,8 +413,10 @@ fn damaged_chunk_before(
     let (_, end) = meta::chunk_geometry(generation, at, first.subbuf_size, first.nr_subbufs)?;
     let chunk = end.0 - at.0;
     let nearest = at.0.checked_sub(chunk)?;
-    let farthest = nearest.saturating_sub(u64::from(first.subbuf_size) - PAGE);
-    (farthest..=nearest)
+    let slack = u64::from(first.subbuf_size) - PAGE;
+    let farthest = nearest.saturating_sub(slack);
+    let closest = nearest.saturating_add(slack).min(at.0.saturating_sub(PAGE));
+    (farthest..=closest)
         .rev()
         .step_by(PAGE as usize)
         .map(PhysAddr)

@@ -428,3 +428,38 @@ fn no_magic_is_an_error_naming_the_address() {
     );
     assert!(find(&mem).is_empty());
 }
+
+#[test]
+fn a_damaged_cpu0_is_found_whether_its_chunk_is_longer_or_shorter() {
+    // 8 KiB sub-buffers: an area that starts off their alignment has a
+    // first chunk up to a sub-buffer less a page longer or shorter than
+    // the rest. Only CPU 0's magic is left of its descriptor.
+    let word = 56;
+    let generation = Generation::from_word(word).unwrap();
+    let first = |at: u64| meta::CpuMeta {
+        addr: PhysAddr(at),
+        first_buffer: 0,
+        head_buffer: 0,
+        commit_buffer: 0,
+        subbuf_size: 8192,
+        nr_subbufs: 4,
+        tested: None,
+        text_addr: None,
+    };
+    for offset in [0u64, 0x1000] {
+        let base = BASE + offset;
+        let m = first(base);
+        let (_, cpu1) = meta::chunk_geometry(generation, PhysAddr(base), 8192, 4).unwrap();
+        let len = (cpu1.0 - BASE) as usize + 0x4000;
+        let mut bytes = vec![0u8; len];
+        let at = offset as usize;
+        bytes[at..at + 4].copy_from_slice(&meta::MAGIC.to_le_bytes());
+        bytes[at + 4..at + 8].copy_from_slice(&word.to_le_bytes());
+        let mem = image(bytes, None);
+        assert_eq!(
+            damaged_chunk_before(&mem, generation, &m, cpu1),
+            Some(PhysAddr(base)),
+            "area at {offset:#x} off the sub-buffers' alignment"
+        );
+    }
+}
