@@ -123,6 +123,11 @@ impl WallClock {
     pub fn from_steps(base_ns: i64, mut steps: Vec<ClockStep>) -> WallClock {
         steps.sort_by_key(|s| (s.ts, s.stream, s.index));
         let ignored = steps.len().saturating_sub(MAX_CLOCK_STEPS);
+        // Before the oldest step kept, the newest left out was in effect.
+        let base_ns = match ignored {
+            0 => base_ns,
+            n => steps[n - 1].wall_offset_ns,
+        };
         steps.drain(..ignored);
         let mut clock = WallClock {
             base_ns,
@@ -134,7 +139,8 @@ impl WallClock {
         clock
     }
 
-    /// The header's offset, in effect before the first step.
+    /// The offset in effect before the first step: the header's, or
+    /// with steps left out, the newest of them's.
     pub fn base_ns(&self) -> i64 {
         self.base_ns
     }
@@ -145,7 +151,8 @@ impl WallClock {
     }
 
     /// How many steps older than the newest [`MAX_CLOCK_STEPS`] are not
-    /// used: times before the oldest kept are placed by its offset.
+    /// used: times before the oldest kept are placed by the offset the
+    /// newest of them set.
     pub fn ignored_steps(&self) -> usize {
         self.ignored
     }
@@ -420,6 +427,7 @@ mod tests {
         let c = WallClock::from_steps(0, all);
         assert_eq!(c.steps().len(), MAX_CLOCK_STEPS);
         assert_eq!(c.ignored_steps(), 10);
+        assert_eq!(c.offset_at(5), 9);
         assert_eq!(c.offset_at(u64::MAX), n as i64 - 1);
     }
 
