@@ -4,8 +4,10 @@
 mod common;
 
 use common::{
-    crashring, extract_to, jsonl_totals, markers_image, reader, rich_image, run_ok, write_tmp,
+    crashring, end_loss_images, extract_to, jsonl_totals, markers_image, one_cpu_region, reader,
+    rich_image, run_ok, write_tmp,
 };
+use std::path::Path;
 use std::process::Command;
 
 /// A fresh directory for an output under the test's scratch space.
@@ -122,36 +124,16 @@ fn pages_lost_after_the_last_read_are_discarded_packets() {
     let Some(bt) = reader("babeltrace2") else {
         return;
     };
-    // Cut after the stream's tenth page: its last two pages, 181 events,
-    // are lost after every event read. With its tails damaged, how far
-    // the stream went is unknown: every page past the cut counts.
-    let times: Vec<u64> = (0..1200).map(|i| 1_000 + i * 1_000).collect();
-    let mem = markers_image(&times);
-    let tails = u32::from_le_bytes(mem[100..104].try_into().unwrap()) as usize;
-    let mut blind = mem.clone();
-    for b in &mut blind[tails..tails + 64] {
-        *b ^= 0xff;
-    }
-    for (name, image, want) in [("counted", &mem, (181, 2)), ("uncounted", &blind, (0, 6))] {
-        let image = write_tmp(&format!("end-loss-{name}.bin"), &image[..40 * 1024]);
-        let (out, dir) = extract_to(&image, "ctf", &format!("end-loss-{name}-ctf"));
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let read = Command::new(&bt).arg(&dir).output().unwrap();
-        let warnings = String::from_utf8_lossy(&read.stderr);
-        assert!(read.status.success(), "{name}: {warnings}");
-        assert_eq!(discarded(&warnings), want, "{name}: {warnings}");
+    let (counted, blind) = end_loss_images();
+    for (name, image, want) in [("counted", counted, (181, 2)), ("blind", blind, (0, 6))] {
+        let got = ctf_discarded(&bt, &format!("end-loss-{name}"), &image, &[]);
+        assert_eq!(got, want, "{name}");
     }
 }
 
 #[test]
 fn a_loss_between_pages_is_no_end_loss_when_later_pages_are_left_out() {
     use pstore_ring::schema::{self, Value};
-    use pstore_ring::write::{self, RegionConfig, StreamSpec};
     let Some(bt) = reader("babeltrace2") else {
         return;
     };
@@ -159,18 +141,9 @@ fn a_loss_between_pages_is_no_end_loss_when_later_pages_are_left_out() {
     // pages is corrupt: with --type marker, the loss between pages comes
     // after the last page with an event shown, and is said by the gap in
     // packet_seq_num alone.
-    let specs = [StreamSpec::cpu(0)];
-    let cfg = RegionConfig {
-        page_size: 4096,
-        streams: &specs,
-        ..Default::default()
-    };
-    let mut mem = vec![0u8; 64 * 1024];
-    {
-        let mut f = write::format(&mut mem, &cfg).unwrap();
-        let mut w = f.streams.next().unwrap();
-        let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
-        let irq = schema::builtin(schema::EVENT_IRQ_ENTRY).unwrap();
+    let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
+    let irq = schema::builtin(schema::EVENT_IRQ_ENTRY).unwrap();
+    let mut mem = one_cpu_region(|w| {
         for i in 0..2000u64 {
             let ts = 1_000 + i * 1_000;
             if i < 150 {
@@ -182,7 +155,7 @@ fn a_loss_between_pages_is_no_end_loss_when_later_pages_are_left_out() {
             }
         }
         w.close();
-    }
+    });
     // The fourth page from the last holding the page magic.
     let pages: Vec<usize> = (0..mem.len())
         .step_by(4096)
@@ -191,28 +164,26 @@ fn a_loss_between_pages_is_no_end_loss_when_later_pages_are_left_out() {
     assert!(pages.len() > 6, "{pages:?}");
     let at = pages[pages.len() - 4];
     mem[at + 100] ^= 0xff;
-    let image = write_tmp("mid-loss-ctf.bin", &mem);
-    let dir = tmp_dir("mid-loss-ctf");
-    let out = crashring(&[
-        "extract",
-        image.to_str().unwrap(),
-        "--format",
-        "ctf",
-        "--type",
-        "marker",
-        "-o",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = Command::new(&bt).arg(&dir).output().unwrap();
+    let (_, packets) = ctf_discarded(&bt, "mid-loss", &mem, &["--type", "marker"]);
+    assert_eq!(packets, 1);
+}
+
+/// `bytes` extracted as CTF (with `args`), which babeltrace2 must read:
+/// the events and packets it says were discarded. Recovered with damage,
+/// as every image here is.
+fn ctf_discarded(bt: &Path, name: &str, bytes: &[u8], args: &[&str]) -> (u64, u64) {
+    let image = write_tmp(&format!("{name}.bin"), bytes);
+    let dir = tmp_dir(&format!("{name}-ctf"));
+    let mut all = vec!["extract", image.to_str().unwrap(), "--format", "ctf"];
+    all.extend(args);
+    all.extend(["-o", dir.to_str().unwrap()]);
+    let out = crashring(&all);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let read = Command::new(bt).arg(&dir).output().unwrap();
     let warnings = String::from_utf8_lossy(&read.stderr);
-    assert!(read.status.success(), "{warnings}");
-    assert_eq!(discarded(&warnings).1, 1, "{warnings}");
+    assert!(read.status.success(), "{name}: {warnings}");
+    discarded(&warnings)
 }
 
 #[test]

@@ -3,7 +3,8 @@
 mod common;
 
 use common::{
-    crashring, extract_to, jsonl_totals, markers_image, reader, rich_image, run_ok, write_tmp,
+    crashring, end_loss_images, extract_to, jsonl_totals, markers_image, reader, rich_image,
+    run_ok, write_tmp,
 };
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -158,21 +159,12 @@ fn a_loss_after_the_last_event_or_of_unknown_size_is_reported_too() {
     let Some(trace_cmd) = reader("trace-cmd") else {
         return;
     };
-    // Cut after the stream's tenth page: its last two pages are lost
-    // after every event read. With its tails damaged, how far the stream
-    // went is unknown: every page past the cut may have held events.
-    let times: Vec<u64> = (0..1200).map(|i| 1_000 + i * 1_000).collect();
-    let mem = markers_image(&times);
-    let tails = u32::from_le_bytes(mem[100..104].try_into().unwrap()) as usize;
-    let mut blind = mem.clone();
-    for b in &mut blind[tails..tails + 64] {
-        *b ^= 0xff;
-    }
+    let (counted, blind) = end_loss_images();
     for (name, image, want) in [
-        ("counted", &mem, "events=181 exact=1 pages=2 reason=end"),
-        ("uncounted", &blind, "events=0 exact=0 pages=6 reason=end"),
+        ("counted", counted, "events=181 exact=1 pages=2 reason=end"),
+        ("uncounted", blind, "events=0 exact=0 pages=6 reason=end"),
     ] {
-        let image = write_tmp(&format!("end-loss-{name}.bin"), &image[..40 * 1024]);
+        let image = write_tmp(&format!("end-loss-{name}.bin"), &image);
         let (out, dat) = extract_to(&image, "tracedat", &format!("end-loss-{name}.dat"));
         assert_eq!(
             out.status.code(),

@@ -545,10 +545,9 @@ pub fn hostile_image() -> Vec<u8> {
     mem
 }
 
-/// A region of one CPU stream holding a marker ("gap N") at each of
-/// `times`, in that order.
-pub fn markers_image(times: &[u64]) -> Vec<u8> {
-    use pstore_ring::schema::{self, Value};
+/// A 64 KiB region of one CPU stream with 4 KiB pages, written by
+/// `write` (which closes the stream or leaves it open).
+pub fn one_cpu_region(write: impl FnOnce(&mut pstore_ring::write::StreamWriter)) -> Vec<u8> {
     use pstore_ring::write::{self, RegionConfig, StreamSpec};
     let specs = [StreamSpec::cpu(0)];
     let cfg = RegionConfig {
@@ -557,10 +556,20 @@ pub fn markers_image(times: &[u64]) -> Vec<u8> {
         ..Default::default()
     };
     let mut mem = vec![0u8; 64 * 1024];
-    let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
     {
         let mut f = write::format(&mut mem, &cfg).unwrap();
-        let mut ws: Vec<_> = f.streams.by_ref().collect();
+        let mut w = f.streams.next().unwrap();
+        write(&mut w);
+    }
+    mem
+}
+
+/// A region of one CPU stream holding a marker ("gap N") at each of
+/// `times`, in that order.
+pub fn markers_image(times: &[u64]) -> Vec<u8> {
+    use pstore_ring::schema::{self, Value};
+    let marker = schema::builtin(schema::EVENT_MARKER).unwrap();
+    one_cpu_region(|w| {
         for (i, t) in times.iter().enumerate() {
             let text = format!("gap {i}");
             let v = [
@@ -568,9 +577,23 @@ pub fn markers_image(times: &[u64]) -> Vec<u8> {
                 Value::Chars(b"init"),
                 Value::Str(text.as_bytes()),
             ];
-            ws[0].write_event(*t, marker, &v).unwrap();
+            w.write_event(*t, marker, &v).unwrap();
         }
-        ws[0].close();
+        w.close();
+    })
+}
+
+/// 1200 markers a microsecond apart, cut after the stream's tenth page:
+/// its last two pages (181 events) are lost after every event read; and
+/// the same with its tails damaged too, so that how far the stream went
+/// is unknown (every page past the cut may have held events).
+pub fn end_loss_images() -> (Vec<u8>, Vec<u8>) {
+    let times: Vec<u64> = (0..1200).map(|i| 1_000 + i * 1_000).collect();
+    let mem = markers_image(&times);
+    let tails = u32::from_le_bytes(mem[100..104].try_into().unwrap()) as usize;
+    let mut blind = mem.clone();
+    for b in &mut blind[tails..tails + 64] {
+        *b ^= 0xff;
     }
-    mem
+    (mem[..40 * 1024].to_vec(), blind[..40 * 1024].to_vec())
 }
