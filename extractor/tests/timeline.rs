@@ -55,6 +55,19 @@ fn protoc_decode(trace: &Path) -> Option<String> {
     Some(text)
 }
 
+/// The region `bytes`, which recovers cleanly, as a Perfetto trace
+/// decoded by protoc ([`protoc_decode`]).
+fn clean_perfetto(name: &str, bytes: &[u8]) -> Option<String> {
+    let image = write_tmp(&format!("{name}-perfetto.bin"), bytes);
+    let (out, trace) = extract_to(&image, "perfetto", &format!("{name}.pftrace"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    protoc_decode(&trace)
+}
+
 #[test]
 fn protoc_decodes_the_perfetto_trace_with_no_unknown_fields() {
     let image = write_tmp("rich-perfetto.bin", &rich_image());
@@ -134,14 +147,7 @@ fn sched_and_irq_events_are_perfettos_own_messages_and_others_generic() {
     let vblank = [Value::Unsigned(51), Value::Unsigned(7)];
     w.write_event(5_000, &custom[0], &vblank).unwrap();
     w.close();
-    let image = write_tmp("typed-perfetto.bin", &mem);
-    let (out, trace) = extract_to(&image, "perfetto", "typed.pftrace");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let Some(text) = protoc_decode(&trace) else {
+    let Some(text) = clean_perfetto("typed", &mem) else {
         return;
     };
     let squeezed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -175,14 +181,7 @@ fn a_cpu_past_1023_is_no_ftrace_bundle() {
         w.write_event(1_000 + i as u64, irq, &entry).unwrap();
         w.close();
     }
-    let image = write_tmp("high-cpu-perfetto.bin", &mem);
-    let (out, trace) = extract_to(&image, "perfetto", "high-cpu.pftrace");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let Some(text) = protoc_decode(&trace) else {
+    let Some(text) = clean_perfetto("high-cpu", &mem) else {
         return;
     };
     let cpus: Vec<&str> = text
