@@ -208,3 +208,37 @@ fn wall_clock_log_lines_land_on_the_monotonic_time_they_were_written_at() {
         .collect();
     assert_eq!(got, [(2 * SEC, "before"), (8 * SEC, "after")]);
 }
+
+/// More steps than the clock keeps: `info --json` says how many it left
+/// out and the offset the newest of them set, which holds before the
+/// oldest kept (and which `export` takes as its clock's base).
+#[test]
+fn steps_left_out_are_counted_and_the_newest_of_them_is_in_effect() {
+    let n = pstore_ring::read::MAX_CLOCK_STEPS as u64 + 10;
+    let specs = [StreamSpec::cpu(0)];
+    let cfg = RegionConfig {
+        page_size: 4096,
+        streams: &specs,
+        wall_offset_ns: BOOT_OFFSET,
+        ..Default::default()
+    };
+    let mut mem = vec![0u8; (n as usize * 12 / 4000 + 8) * 4096];
+    let mut region = write::format(&mut mem, &cfg).unwrap();
+    let clock = schema::builtin(schema::EVENT_CLOCK).unwrap();
+    let mut cpu0 = region.streams.next().unwrap();
+    for i in 0..n {
+        cpu0.write_event(i, clock, &[Value::Signed(BOOT_OFFSET + i as i64)])
+            .unwrap();
+    }
+    cpu0.close();
+    let image = write_tmp("clock-flood.bin", &mem);
+    // The steps left out are a diagnostic: `info` exits 1.
+    let out = crashring(&["info", "--json", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let clock = &info["regions"][0]["clock"];
+    assert_eq!(clock["steps_ignored"], 10);
+    assert_eq!(clock["offset_before_steps_ns"], BOOT_OFFSET + 9);
+    assert_eq!(clock["wall_offset_ns"], BOOT_OFFSET);
+    assert_eq!(clock["steps"][0]["ns"], 10);
+}

@@ -209,7 +209,12 @@ pub fn crashes(manifest: &Value) -> Result<(Vec<Crash>, Option<i64>), Missing> {
 }
 
 fn crash(r: &Value, request: Option<&Value>) -> Result<Crash, Missing> {
-    let base = int(r, "clock.wall_offset_ns")?;
+    // Before the first step listed: the header's offset, or with older
+    // steps ignored, the one the newest of them set.
+    let base = match at(r, "clock.offset_before_steps_ns") {
+        Ok(_) => int(r, "clock.offset_before_steps_ns")?,
+        Err(_) => int(r, "clock.wall_offset_ns")?,
+    };
     let mut steps = Vec::new();
     if let Some(list) = r.get("clock").and_then(|c| c.get("steps")) {
         let list = list.as_array().ok_or("clock.steps (not a list)")?;
@@ -611,6 +616,16 @@ mod tests {
             assert_eq!(cells[13], Cell::I32(3));
             assert_eq!(cells[14], Cell::Str("x"));
         }
+        // With older steps ignored, the newest of them's offset holds
+        // before the first listed.
+        let mut m = manifest();
+        m["regions"][0]["clock"]["steps_ignored"] = json!(65_536);
+        m["regions"][0]["clock"]["offset_before_steps_ns"] = json!(3_000_000_000_000_000_000i64);
+        let (rows, _) = crashes(&m).unwrap();
+        let line = r#"{"kind":"event","region":0,"stream":1,"cpu":1,"ts":99,"type":"printk","salvaged":false,"fields":{"level":3,"text":"x"}}"#;
+        let event = Event::parse(line).unwrap();
+        let cells = event.cells("b", &rows[0]);
+        assert_eq!(cells[10], Cell::I64(3_000_000_000_000_000_099));
     }
 
     #[test]

@@ -121,6 +121,10 @@ pub struct ClockReport {
     /// some are).
     #[serde(skip_serializing_if = "is_zero")]
     pub steps_ignored: usize,
+    /// With steps ignored, the offset the newest of them set: in effect
+    /// before the first of `steps`, in place of `wall_offset_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset_before_steps_ns: Option<i64>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -316,6 +320,8 @@ impl RegionReport {
                 created_utc: when(h.created_ns),
                 steps,
                 steps_ignored: wall_clock.ignored_steps(),
+                offset_before_steps_ns: (wall_clock.ignored_steps() > 0)
+                    .then(|| wall_clock.base_ns()),
             },
             state: r.state.as_ref().map_or("unreadable", |s| s.state_name()),
             crash,

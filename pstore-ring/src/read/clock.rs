@@ -102,15 +102,25 @@ impl WallClock {
     /// As [`Self::new`], from a trace decoded page by page: its streams
     /// kept their `clock` events while decoding, so no event is walked
     /// again.
+    ///
+    /// A stream with more than [`MAX_CLOCK_STEPS`] kept only its newest
+    /// and the newest of those it left out. That one joins the steps
+    /// given to [`Self::from_steps`]: with [`MAX_CLOCK_STEPS`] newer steps
+    /// in its own stream it is never kept, but it may be the newest left
+    /// out, whose offset is in effect before the oldest kept. The others
+    /// are counted as ignored.
     pub fn of_pages(base_ns: i64, trace: &PagedTrace<'_>) -> WallClock {
-        let steps: Vec<ClockStep> = trace
-            .streams
-            .iter()
-            .filter(|s| s.info.is_kernel())
-            .flat_map(|s| s.clock_steps())
-            .copied()
-            .collect();
-        WallClock::from_steps(base_ns, steps)
+        let kernel = || trace.streams.iter().filter(|s| s.info.is_kernel());
+        let mut steps: Vec<ClockStep> = kernel().flat_map(|s| s.clock_steps()).copied().collect();
+        let mut left_out = 0usize;
+        for (newest, count) in kernel().filter_map(|s| s.clock_steps_left_out()) {
+            steps.push(newest);
+            let others = usize::try_from(count.saturating_sub(1)).unwrap_or(usize::MAX);
+            left_out = left_out.saturating_add(others);
+        }
+        let mut clock = WallClock::from_steps(base_ns, steps);
+        clock.ignored = clock.ignored.saturating_add(left_out);
+        clock
     }
 
     /// A clock with no steps: the header's offset throughout.
@@ -422,6 +432,15 @@ mod tests {
                 .any(|d| d.contains("10 `clock` events before the stream's newest 65536")),
             "{said:?}"
         );
+        // The clock of the pages: before the oldest step kept, the
+        // newest left out (9, offset 1) is in effect, not the header's 0.
+        let paged = region.wall_clock_of_pages(&trace);
+        assert_eq!(paged.ignored_steps(), 10);
+        assert_eq!(paged.offset_at(9), 1);
+        assert!(
+            paged == region.wall_clock(&region.decode()),
+            "the clocks differ"
+        );
         // The clock, given them all, keeps the newest too.
         let all: Vec<ClockStep> = (0..n as u64).map(|i| step(i, i as i64)).collect();
         let c = WallClock::from_steps(0, all);
@@ -429,6 +448,44 @@ mod tests {
         assert_eq!(c.ignored_steps(), 10);
         assert_eq!(c.offset_at(5), 9);
         assert_eq!(c.offset_at(u64::MAX), n as i64 - 1);
+    }
+
+    /// One stream floods the clock late, another stepped it early: the
+    /// clock of the pages is the clock of every step, the newest left
+    /// out (the flooding stream's) in effect before the oldest kept.
+    #[test]
+    fn a_clock_of_pages_left_out_steps_of_one_stream_is_the_clock_of_all() {
+        let n = MAX_CLOCK_STEPS + 10;
+        let mut mem = vec![0u8; 2 * (n * 12 / 4000 + 8) * 4096];
+        let specs = [StreamSpec::cpu(0), StreamSpec::cpu(1)];
+        let cfg = RegionConfig {
+            page_size: 4096,
+            streams: &specs,
+            wall_offset_ns: -1,
+            ..Default::default()
+        };
+        let mut region = write::format(&mut mem, &cfg).unwrap();
+        let def = schema::builtin(EVENT_CLOCK).unwrap();
+        let mut cpu0 = region.streams.next().unwrap();
+        let mut cpu1 = region.streams.next().unwrap();
+        for i in 0..5u64 {
+            cpu1.write_event(i, def, &[V::Signed(100 + i as i64)])
+                .unwrap();
+        }
+        for i in 0..n as u64 {
+            cpu0.write_event(1000 + i, def, &[V::Signed(i as i64)])
+                .unwrap();
+        }
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let paged = region.wall_clock_of_pages(&region.decode_paged());
+        assert!(
+            paged == region.wall_clock(&region.decode()),
+            "the clocks differ"
+        );
+        assert_eq!(paged.ignored_steps(), 15);
+        assert_eq!(paged.base_ns(), 9);
+        assert_eq!(paged.offset_at(1009), 9);
+        assert_eq!(paged.offset_at(1010), 10);
     }
 
     /// A user stream's `clock` events are its writer's claim: the

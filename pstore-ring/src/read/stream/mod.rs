@@ -67,7 +67,11 @@ pub struct StreamPages<'a> {
     pub losses: Vec<Loss>,
     /// The stream's `clock` events, kept from the one decoding walk: the
     /// wall clock needs every one of them before the first line is out.
+    /// Of a stream with more, the newest [`MAX_CLOCK_STEPS`].
     clock: Vec<ClockStep>,
+    /// The steps older than those, left out: the newest of them (the
+    /// offset in effect before the oldest kept) and how many.
+    clock_left_out: Option<(ClockStep, u64)>,
     endian: Endian,
     /// The region's bytes and page size: where each decoded page's
     /// committed bytes are.
@@ -130,9 +134,16 @@ impl<'a> StreamPages<'a> {
         self.page_events(page).last()
     }
 
-    /// The stream's `clock` events whose payload decodes, in stream order.
+    /// The stream's `clock` events whose payload decodes, in stream order:
+    /// of more than [`MAX_CLOCK_STEPS`], the newest.
     pub fn clock_steps(&self) -> &[ClockStep] {
         &self.clock
+    }
+
+    /// The `clock` events older than [`Self::clock_steps`], left out: the
+    /// newest of them and how many (`None` when none were).
+    pub fn clock_steps_left_out(&self) -> Option<(ClockStep, u64)> {
+        self.clock_left_out
     }
 
     /// The same stream with its events held: what
@@ -312,21 +323,28 @@ pub(super) fn decode_paged<'a>(
     // MAX_CLOCK_STEPS, trimmed as they come so memory stays bounded.
     let kernel = info.is_kernel();
     let mut clock = Vec::new();
-    let mut ignored = 0u64;
+    let mut left_out: Option<(ClockStep, u64)> = None;
+    // Leaves out all but the newest `keep` steps, remembering the newest
+    // left out: the offset in effect before the oldest kept.
+    let mut trim = |clock: &mut Vec<ClockStep>, keep: usize| {
+        let over = clock.len().saturating_sub(keep);
+        if let Some(&newest) = over.checked_sub(1).and_then(|i| clock.get(i)) {
+            let before = left_out.map_or(0, |(_, n)| n);
+            left_out = Some((newest, before + over as u64));
+            clock.drain(..over);
+        }
+    };
     let sink = |ev: Event<'a>| {
         if let Some(step) = ClockStep::of(&ev, e).filter(|_| kernel) {
             if clock.len() == 2 * MAX_CLOCK_STEPS {
-                clock.drain(..MAX_CLOCK_STEPS);
-                ignored += MAX_CLOCK_STEPS as u64;
+                trim(&mut clock, MAX_CLOCK_STEPS);
             }
             clock.push(step);
         }
     };
     let r = rebuild(region, info, diags, sink, walked);
-    let over = clock.len().saturating_sub(MAX_CLOCK_STEPS);
-    clock.drain(..over);
-    let ignored = ignored + over as u64;
-    if ignored > 0 {
+    trim(&mut clock, MAX_CLOCK_STEPS);
+    if let Some((_, ignored)) = left_out {
         diags.push(Diagnostic {
             stream: Some(info.index),
             page: None,
@@ -340,6 +358,7 @@ pub(super) fn decode_paged<'a>(
         decoded: r.decoded,
         losses: r.losses,
         clock,
+        clock_left_out: left_out,
         endian: e,
         bytes: region.bytes(),
         page_size: u64::from(region.header.page_size),
