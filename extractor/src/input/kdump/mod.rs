@@ -497,7 +497,16 @@ fn runs(
                capped: &mut Option<u64>,
                pfns: std::ops::Range<u64>,
                backing: Option<Backing>| {
-        if capped.is_none() && backing.is_some() && out.len() >= max_runs {
+        let (start, end) = (PhysAddr(pfns.start * bs), PhysAddr(pfns.end * bs));
+        // Whether the pages lengthen the last run rather than start one.
+        let extend = |last: Option<&Run>, backing: Backing| {
+            last.is_some_and(|r| r.end == start && r.backing == backing)
+        };
+        // Only pages that would start a run past the limit reach it.
+        if capped.is_none()
+            && backing.is_some_and(|b| !extend(out.last(), b))
+            && out.len() >= max_runs
+        {
             *capped = Some(pfns.start);
         }
         let backing = match (capped.is_some(), backing) {
@@ -506,9 +515,8 @@ fn runs(
             (false, Some(b)) => b,
             (false, None) => return,
         };
-        let (start, end) = (PhysAddr(pfns.start * bs), PhysAddr(pfns.end * bs));
         match out.last_mut() {
-            Some(r) if r.end == start && r.backing == backing => r.end = end,
+            Some(r) if extend(Some(r), backing) => r.end = end,
             _ => out.push(Run {
                 start,
                 end,

@@ -273,7 +273,7 @@ fn bitmaps_of_alternating_bits_make_a_bounded_map() {
 }
 
 #[test]
-fn pages_cut_off_past_the_run_limit_are_counted_and_not_placed() {
+fn pages_cut_off_past_the_run_limit_are_lost_and_counted() {
     // Excluded pages every other pfn up to past the limit, then dumped
     // pages the file has no descriptors for: past the limit, mapped as
     // lost with what the bitmaps exclude, and the first of them named.
@@ -302,6 +302,34 @@ fn pages_cut_off_past_the_run_limit_are_counted_and_not_placed() {
         dump.warnings
     );
     assert_eq!(page_of(&dump, n - 1), Err(Some(Backing::Lost)));
+}
+
+#[test]
+fn pages_that_lengthen_the_last_run_at_the_limit_are_not_past_it() {
+    // Excluded pages every other pfn make exactly the limit's runs; the
+    // page after the last lengthens its run and is excluded as the
+    // bitmaps say, with nothing said of a limit.
+    let cap = MAX_SPARE_RUNS as u64;
+    let n = (2 * cap + 8).next_multiple_of(8);
+    let mut ram = vec![0x55; n as usize / 8];
+    ram[(2 * cap / 8) as usize..].fill(0);
+    let mut spec = Spec {
+        version: 6,
+        max_mapnr: n,
+        ram,
+        dumped: vec![0; n as usize / 8],
+        split: None,
+        pages: Vec::new(),
+    };
+    spec.ram[((2 * cap - 1) / 8) as usize] |= 0x80;
+    let dump = spec.open();
+    assert_eq!(dump.memory.map().runs().len(), MAX_SPARE_RUNS);
+    assert_eq!(page_of(&dump, 2 * cap - 1), Err(Some(Backing::Excluded)));
+    assert!(
+        !dump.warnings.iter().any(|w| w.contains("more runs")),
+        "{:?}",
+        dump.warnings
+    );
 }
 
 #[test]
