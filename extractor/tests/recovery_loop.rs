@@ -405,6 +405,36 @@ fn a_shutdown_asked_for_with_a_reason_is_bundled_as_a_crash_whatever_clean_says(
 }
 
 #[test]
+fn the_summary_and_the_journal_give_the_crash_message_as_the_bundle_does() {
+    let m = machine();
+    let address = "ffff888012345678";
+    let module = FakeModule::new(
+        &m.module_dir,
+        &[Kept {
+            ending: Ending::CrashedSaying("Oops: at ffff888012345678"),
+            ..crashed(1)
+        }],
+    );
+    let done = run(&module, &m.bundles, &Recover::default());
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    let Outcome::Bundled { path, .. } = &done.archived[0].outcome else {
+        panic!("{:?}", done.archived[0].outcome)
+    };
+    let checked = extractor::bundle::check(std::fs::File::open(path).unwrap()).unwrap();
+    let bundled = checked.manifest["regions"][0]["crash"]["message"].clone();
+    assert!(!bundled.to_string().contains(address), "{bundled}");
+    // What the journal says (the run's generation) and the summary.
+    assert_eq!(
+        done.archived[0].generation.message,
+        bundled.as_str().unwrap()
+    );
+    let summary = path.with_extension("").with_extension("json");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(summary).unwrap()).unwrap();
+    assert_eq!(summary["message"], bundled);
+}
+
+#[test]
 fn a_second_run_waits_for_the_first_and_bundles_nothing_twice() {
     let m = machine();
     let module = Arc::new(FakeModule::new(&m.module_dir, &[crashed(5)]));

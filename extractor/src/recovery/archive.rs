@@ -6,7 +6,8 @@
 use super::module::Module;
 use super::place::{place, Placed};
 use super::{Outcome, RecoveryError};
-use crate::bundle::{self, redact::Rules, AddLog, Source};
+use crate::bundle::redact::{Rules, TextRedactor};
+use crate::bundle::{self, AddLog, Source};
 use crate::kmem::symbols::SymbolMap;
 use crate::phys::PhysAddr;
 use crate::recover::signature::{self, Signature};
@@ -326,7 +327,13 @@ pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
         clean: state.is_some_and(|s| s.state == STATE_CLEAN),
         shutdown_asked: state.is_some_and(|s| s.shutdown_reason().is_some()),
         reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
-        message: state.map(|s| s.message.clone()).unwrap_or_default(),
+        // As the bundle's manifest says it: the summary and the journal
+        // give no kernel address the bundle hides.
+        message: state.map_or_else(String::new, |s| {
+            let rules = Rules::default();
+            let redactor = TextRedactor::new(&r.region, r.key(), &rules);
+            redactor.crash_message(&s.message, &mut redactor.counts())
+        }),
         hardware_error: pstore_ring::ras::fatal_hardware_error(&r.region, &r.trace),
         signature: signature::of(&r.region, &r.trace),
         firmware_error: None,

@@ -89,6 +89,8 @@ pub fn image_of_generation(
 #[derive(Clone, Copy, Debug)]
 pub enum Ending {
     Crashed,
+    /// A panic whose message is this.
+    CrashedSaying(&'static str),
     Clean,
     /// A clean shutdown asked for with this reason.
     ShutDownFor(&'static str),
@@ -128,6 +130,10 @@ pub fn generation_image(generation: u64, ending: Ending) -> Vec<u8> {
             0,
             "Kernel panic - not syncing: test",
         ),
+        Ending::CrashedSaying(message) => {
+            f.control
+                .set_state(STATE_CRASHED, REASON_PANIC, 2_000, 0, message)
+        }
     }
     ws.iter_mut().for_each(|w| w.close());
     mem

@@ -377,6 +377,19 @@ impl<'r> TextRedactor<'r> {
         counts.pointers += scrub_pointers(text, &self.hasher, self.word);
     }
 
+    /// The state block's crash message as a bundle shows it: the crash
+    /// event's text cut short, so the crash classes apply to it as to
+    /// the event, and else it is scrubbed.
+    pub fn crash_message(&self, message: &str, counts: &mut Counts) -> String {
+        let mut text = message.as_bytes().to_vec();
+        match self.verdict(self.crash.as_ref(), &text) {
+            Verdict::Drop(_) => text.clear(),
+            Verdict::Hash(_) => text = self.hash_text(&text),
+            Verdict::Keep => self.scrub(&mut text, counts),
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
     /// As [`TextRedactor::scrub`], for binary data: text in it, then
     /// words.
     fn scrub_bytes(&self, data: &mut [u8], counts: &mut Counts) {
@@ -430,17 +443,11 @@ pub fn plan(region: &Region, key: &RegionKey, trace: &PagedTrace, rules: &Rules)
         overlay.append(o);
         counts.add(&c);
     }
-    // The state block's crash message is the crash event's text, cut
-    // short: the crash classes apply to it as to the event.
-    let message = region.state.as_ref().ok().map(|s: &StateInfo| {
-        let mut text = s.message.clone().into_bytes();
-        match r.verdict(r.crash.as_ref(), &text) {
-            Verdict::Drop(_) => text.clear(),
-            Verdict::Hash(_) => text = r.hash_text(&text),
-            Verdict::Keep => r.scrub(&mut text, &mut counts),
-        }
-        String::from_utf8_lossy(&text).into_owned()
-    });
+    let message = region
+        .state
+        .as_ref()
+        .ok()
+        .map(|s: &StateInfo| r.crash_message(&s.message, &mut counts));
     let names_summary_type = |c: &Class| {
         SUMMARY_TYPES
             .iter()
