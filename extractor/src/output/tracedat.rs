@@ -39,7 +39,7 @@ use pstore_ring::layout::STREAM_KERNEL_CPU;
 use pstore_ring::merge::Item;
 use pstore_ring::read::{is_debug_type, Event, EventType, Loss, Region, StreamInfo};
 use pstore_ring::schema::{FieldKind, Value};
-use pstore_ring::text::push_escaped;
+use pstore_ring::text::{push_escaped, push_escaped_within};
 use std::fmt::Write as _;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -388,11 +388,9 @@ fn record(view: &RegionView, e: &Event, pid: u32, out: &mut Vec<u8>) {
             Ok(Value::Signed(x)) => out.extend_from_slice(&x.to_le_bytes()[..size]),
             // A full array has no NUL; readers stop at the size.
             Ok(Value::Chars(s)) => {
-                let mut text = Vec::with_capacity(size);
-                push_escaped(&mut text, s);
-                text.truncate(size);
-                out.extend_from_slice(&text);
-                out.resize(out.len() + size - text.len(), 0);
+                let at = out.len();
+                push_escaped_within(out, s, size);
+                out.resize(at + size, 0);
             }
             Ok(Value::Str(_) | Value::Bytes(_)) => out.extend_from_slice(&[0; 4]),
             Err(_) => break,

@@ -162,12 +162,17 @@ pub fn push_label_name(out: &mut Vec<u8>, name: &[u8]) {
 
 /// Appends `\xNN`.
 fn escape_byte(out: &mut Vec<u8>, b: u8) {
-    out.extend_from_slice(&[
+    out.extend_from_slice(&escaped_byte(b));
+}
+
+/// `\xNN`.
+fn escaped_byte(b: u8) -> [u8; 4] {
+    [
         b'\\',
         b'x',
         HEX[usize::from(b >> 4)],
         HEX[usize::from(b & 15)],
-    ]);
+    ]
 }
 
 /// Whether `c` must not reach a terminal or a file a person reads as it
@@ -190,21 +195,67 @@ pub fn unsafe_char(c: char) -> bool {
 /// not UTF-8, as the kernel writes control bytes in `/dev/kmsg`. What is
 /// appended never holds a line break or a control character.
 pub fn push_escaped(out: &mut Vec<u8>, text: &[u8]) {
+    escaped_pieces(text, |piece, _| {
+        out.extend_from_slice(piece);
+        true
+    });
+}
+
+/// As [`push_escaped`], at most `max` bytes of it: cut between one
+/// character and the next, never inside a `\xNN` or a UTF-8 character,
+/// for a field of fixed size.
+pub fn push_escaped_within(out: &mut Vec<u8>, text: &[u8], max: usize) {
+    let mut room = max;
+    escaped_pieces(text, |piece, divisible| {
+        if piece.len() <= room {
+            out.extend_from_slice(piece);
+            room -= piece.len();
+            return true;
+        }
+        if divisible {
+            // A run of valid UTF-8: as many whole characters as fit.
+            let fits = core::str::from_utf8(piece)
+                .map(|run| {
+                    run.char_indices()
+                        .map(|(at, c)| at + c.len_utf8())
+                        .take_while(|&end| end <= room)
+                        .last()
+                        .unwrap_or(0)
+                })
+                .unwrap_or(0);
+            out.extend_from_slice(&piece[..fits]);
+        }
+        false
+    });
+}
+
+/// [`push_escaped`]'s output, piece by piece to `piece`, until it returns
+/// false: runs of valid UTF-8 written as they are (`divisible`: they may
+/// be cut between characters), and `\xNN` escapes, each one piece.
+fn escaped_pieces(text: &[u8], mut piece: impl FnMut(&[u8], bool) -> bool) {
     for chunk in text.utf8_chunks() {
-        let valid = chunk.valid();
+        let valid = chunk.valid().as_bytes();
         let mut from = 0;
-        for (at, c) in valid.char_indices() {
+        for (at, c) in chunk.valid().char_indices() {
             if unsafe_char(c) {
-                out.extend_from_slice(&valid.as_bytes()[from..at]);
-                for &b in &valid.as_bytes()[at..at + c.len_utf8()] {
-                    escape_byte(out, b);
+                if !piece(&valid[from..at], true) {
+                    return;
+                }
+                for &b in &valid[at..at + c.len_utf8()] {
+                    if !piece(&escaped_byte(b), false) {
+                        return;
+                    }
                 }
                 from = at + c.len_utf8();
             }
         }
-        out.extend_from_slice(&valid.as_bytes()[from..]);
+        if !piece(&valid[from..], true) {
+            return;
+        }
         for &b in chunk.invalid() {
-            escape_byte(out, b);
+            if !piece(&escaped_byte(b), false) {
+                return;
+            }
         }
     }
 }
@@ -589,6 +640,19 @@ mod tests {
             text(|o| stream_and_time(o, None, 7, 12_000_004_711)),
             "[s7]       12.000004711"
         );
+    }
+
+    #[test]
+    fn escaped_text_within_a_size_is_cut_between_characters() {
+        let within = |b: &[u8], max| text(|o| push_escaped_within(o, b, max));
+        assert_eq!(within(b"ab\x01c", 16), "ab\\x01c");
+        // Not inside the escape, nor inside a UTF-8 character.
+        assert_eq!(within(b"ab\x01c", 5), "ab");
+        assert_eq!(within(b"ab\x01c", 6), "ab\\x01");
+        assert_eq!(within("a\u{e9}b".as_bytes(), 2), "a");
+        assert_eq!(within("a\u{e9}b".as_bytes(), 3), "a\u{e9}");
+        assert_eq!(within(b"\xffz", 3), "");
+        assert_eq!(within(b"abc", 0), "");
     }
 
     #[test]
