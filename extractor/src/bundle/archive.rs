@@ -8,7 +8,7 @@ use flate2::Compression;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::ops::Range;
-use std::os::unix::fs::{DirBuilderExt, FileExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Every archive's compression: zlib's level 2 compresses a dense
@@ -28,15 +28,38 @@ pub struct Staging {
 impl Staging {
     /// A fresh directory beside `out`: on the same file system, which
     /// holds the archive too, rather than in a small or shared /tmp.
+    /// Its files are written and read back by path, so where someone
+    /// else could rename it away and put a link in its place (a
+    /// directory of theirs on the way to `out`, or one anyone may write
+    /// to that is not sticky), it is made in the temporary directory
+    /// instead.
     pub fn beside(out: &Path) -> io::Result<Staging> {
         let name = out
             .file_name()
             .map_or("bundle".into(), |n| n.to_string_lossy());
+        let parent = std::fs::canonicalize(parent_of(out))?;
+        let within = match only_caller_can_rename_in(&parent)? {
+            true => parent,
+            false => {
+                let tmp = std::fs::canonicalize(std::env::temp_dir())?;
+                if !only_caller_can_rename_in(&tmp)? {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "neither {} nor the temporary directory {} is safe to stage a bundle in: another user can rename what is in them",
+                            parent.display(),
+                            tmp.display()
+                        ),
+                    ));
+                }
+                tmp
+            }
+        };
         let dir = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".staging")
             .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(parent_of(out))?;
+            .tempdir_in(within)?;
         Ok(Staging { dir })
     }
 
@@ -62,6 +85,24 @@ impl Staging {
         }
         create_new(&self.path().join(relative))
     }
+}
+
+/// Whether no one but the caller (and root) can rename what is in `dir`
+/// (an absolute path without links) or in any directory above it: each
+/// is owned by root or the caller, and writable by no one else unless
+/// sticky.
+fn only_caller_can_rename_in(dir: &Path) -> io::Result<bool> {
+    let caller = rustix::process::geteuid().as_raw();
+    for d in dir.ancestors() {
+        let meta = std::fs::metadata(d)?;
+        let owner_trusted = meta.uid() == 0 || meta.uid() == caller;
+        let others_write = meta.mode() & 0o022 != 0;
+        let sticky = meta.mode() & 0o1000 != 0;
+        if !owner_trusted || (others_write && !sticky) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// How a file's bytes go into an archive.
@@ -256,6 +297,28 @@ mod tests {
     use super::*;
     use flate2::read::GzDecoder;
     use std::io::Read;
+
+    /// Staging goes beside the archive unless another user could rename
+    /// it there: in a directory anyone may write to that is not sticky,
+    /// it goes to the temporary directory.
+    #[test]
+    fn staging_stays_out_of_a_directory_others_can_rename_in() {
+        let root = tempfile::tempdir().expect("a scratch directory");
+        let root = std::fs::canonicalize(root.path()).expect("its path");
+        for (mode, beside) in [
+            (0o755, true),
+            (0o1777, true),
+            (0o777, false),
+            (0o775, false),
+        ] {
+            let dir = root.join(format!("{mode:o}"));
+            std::fs::create_dir(&dir).expect("a directory");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+                .expect("its mode");
+            let staging = Staging::beside(&dir.join("b.tar.gz")).expect("staging");
+            assert_eq!(staging.path().starts_with(&dir), beside, "{mode:o}");
+        }
+    }
 
     /// Files of the sizes a tar's padding and a long name's extra entry
     /// get wrong: empty, a block exactly, a block and one byte, and
