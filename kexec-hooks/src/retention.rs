@@ -9,6 +9,12 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+/// How a report's name starts (the bundle's top directory, `snapshot-…`;
+/// a crash's is `crash-…` or `shutdown-…`): retention tells a report from
+/// a crash by it, since the summary that also says so may be missing
+/// (its write failed, or someone removed it).
+pub const REPORT_PREFIX: &str = "snapshot-";
+
 /// A bundle already on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kept {
@@ -20,7 +26,7 @@ pub struct Kept {
     /// `archived`), which no clock can reorder; `None` for a bundle from
     /// before summaries had it.
     pub archived: Option<u64>,
-    /// A report asked for without a crash (its summary's `request`): a
+    /// A report asked for without a crash (named [`REPORT_PREFIX`]…): a
     /// newer report may replace it, and it never makes a crash go.
     pub report: bool,
 }
@@ -151,9 +157,9 @@ pub fn kept_in(dir: &Path, except: &str) -> io::Result<Vec<Kept>> {
         }
         let meta = entry.metadata()?;
         let summary = std::fs::read(dir.join(format!("{name}.json"))).unwrap_or_default();
-        let summary_json = serde_json::from_slice::<serde_json::Value>(&summary).ok();
-        let archived = summary_json.as_ref().and_then(|v| v["archived"].as_u64());
-        let report = summary_json.is_some_and(|v| v.get("request").is_some());
+        let archived = serde_json::from_slice::<serde_json::Value>(&summary)
+            .ok()
+            .and_then(|v| v["archived"].as_u64());
         out.push(Kept {
             name: name.to_string(),
             size: meta.len() + summary.len() as u64,
@@ -163,7 +169,7 @@ pub fn kept_in(dir: &Path, except: &str) -> io::Result<Vec<Kept>> {
                 .and_then(|m| now.duration_since(m).ok())
                 .unwrap_or_default(),
             archived,
-            report,
+            report: name.starts_with(REPORT_PREFIX),
         });
     }
     Ok(out)
@@ -304,6 +310,45 @@ mod tests {
             ..Recover::default()
         };
         assert_eq!(prune(&old, 50, fs, &enough).delete, ["a", "b"]);
+    }
+
+    /// A report whose summary is missing (its write failed, or it was
+    /// removed) is still a report: a new crash makes room by deleting it,
+    /// not an older crash, and a new report may replace it.
+    #[test]
+    fn a_report_without_its_summary_is_no_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let days_ago = |days: u64| SystemTime::now() - Duration::from_secs(days * 86400);
+        let bundle = |name: &str, summary: Option<&str>, modified| {
+            let path = dir.path().join(format!("{name}.tar.gz"));
+            std::fs::write(&path, b"x").unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(modified)
+                .unwrap();
+            if let Some(text) = summary {
+                std::fs::write(dir.path().join(format!("{name}.json")), text).unwrap();
+            }
+        };
+        // A crash from before summaries had `archived`, which goes by its
+        // age, older than the report; a crash archived after both.
+        bundle("crash-kiosk-a", Some("{}"), days_ago(3));
+        bundle("snapshot-kiosk-b-uid1000-2", None, days_ago(2));
+        bundle("crash-kiosk-c", Some(r#"{"archived": 3}"#), days_ago(1));
+        let old = kept_in(dir.path(), "").unwrap();
+        let limits = Recover {
+            max_bundles: Some(3),
+            ..Recover::default()
+        };
+        assert_eq!(
+            prune(&old, 10, BIG, &limits).delete,
+            ["snapshot-kiosk-b-uid1000-2"]
+        );
+        let p = prune_for_report(&old, 10, BIG, &limits);
+        assert_eq!(p.delete, ["snapshot-kiosk-b-uid1000-2"]);
+        assert!(p.over.is_empty(), "{:?}", p.over);
     }
 
     const BIG: Fs = Fs {

@@ -729,12 +729,13 @@ fn top_name(part: &Part, snapshot: bool, secs: u64) -> String {
             .as_ref()
             .is_ok_and(|s| s.shutdown_reason().is_some())
     };
+    // Retention tells a report from a crash by this prefix alone.
     let what = if snapshot {
-        "snapshot"
+        kexec_hooks::retention::REPORT_PREFIX
     } else if asked_down() {
-        "shutdown"
+        "shutdown-"
     } else {
-        "crash"
+        "crash-"
     };
-    format!("{what}-{host}-{stamp}Z-{boot}")
+    format!("{what}{host}-{stamp}Z-{boot}")
 }
