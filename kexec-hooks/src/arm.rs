@@ -110,6 +110,10 @@ pub enum ArmError {
     #[error("--size {size}: more than this machine's System RAM, {ram} bytes")]
     TooLarge { size: u64, ram: u64 },
     #[error(
+        "--size {0}: cannot be checked against this machine's System RAM: /proc/iomem shows every address as 0, as it does to all but root; run crashring arm as root"
+    )]
+    SizeUnchecked(u64),
+    #[error(
         "update-grub ran, but {} still boots without {word} (does its grub-mkconfig read {}/*.cfg?): until it does, no boot reserves the range and nothing is recorded. Put what {} adds to GRUB_CMDLINE_LINUX into {} itself, escaped as it is there, run update-grub, and check {}",
         loader::GRUB_CFG,
         loader::GRUB_DROP_INS,
@@ -331,10 +335,17 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         }
         // Said as it is, before placement's "no room" (and on arm64, where
         // nothing is placed, before a reserve_mem= no boot can honour).
-        // Where /proc/iomem hides the addresses or lists no RAM, placement
-        // says so, or the kernel decides.
+        // Addresses hidden from a user who is not root would let any size
+        // through unchecked on arm64 (x86's placement refuses anyway).
+        // Where /proc/iomem lists no RAM (a machine's copy may have none)
+        // or a line it cannot parse, placement says so, or the kernel
+        // decides.
         let text = read(sys, "/proc/iomem")?.unwrap_or_default();
-        let ram = iomem::parse(&text).map_or(0, |r| iomem::total_ram(&r));
+        let ram = match iomem::parse(&text) {
+            Ok(resources) => iomem::total_ram(&resources),
+            Err(iomem::IomemError::Hidden) => return Err(ArmError::SizeUnchecked(s)),
+            Err(_) => 0,
+        };
         if ram > 0 && s > ram {
             return Err(ArmError::TooLarge { size: s, ram });
         }
