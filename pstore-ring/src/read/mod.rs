@@ -12,6 +12,7 @@
 //! region's bytes, walked again page by page when asked for.
 //! [`Region::decode`] is the same with every event walked into a vector.
 
+mod absent;
 mod callsites;
 mod clock;
 mod debug;
@@ -39,6 +40,7 @@ pub use stream::{
 pub use tally::Tally;
 
 use crate::record::RecordError;
+use absent::Absent;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -119,6 +121,10 @@ pub enum Problem {
     },
     #[error("tail copy {copy} is not in the input: the dump excluded or lost it")]
     TailAbsent { copy: u8 },
+    #[error("its descriptor is not in the input: the dump excluded or lost it")]
+    DescAbsent,
+    #[error("the state block is not in the input: the dump excluded or lost it")]
+    StateAbsent,
     #[error(
         "tail says page seq {tail} is the newest, but page seq {newest} is readable; not believed"
     )]
@@ -136,10 +142,8 @@ pub enum Problem {
 #[derive(Clone, Debug)]
 pub struct Region<'a> {
     bytes: &'a [u8],
-    /// Byte ranges of `bytes` that the input could not supply (a dump's
-    /// excluded or lost pages), sorted, apart and not empty; they hold no
-    /// data.
-    absent: Vec<core::ops::Range<u64>>,
+    /// Byte ranges of `bytes` that the input could not supply.
+    absent: Absent,
     pub header: HeaderInfo,
     /// The state block, or why it could not be read.
     pub state: Result<StateInfo, Problem>,
@@ -253,6 +257,13 @@ impl<'a> Region<'a> {
     /// Parses the region that starts at `bytes[0]`.
     pub fn parse(bytes: &'a [u8], trust: HeaderTrust) -> Result<Region<'a>, HeaderError> {
         let header = parse_header(bytes, trust)?;
+        Ok(Region::read(bytes, header, Absent::default()))
+    }
+
+    /// Reads the region whose `header` was parsed from `bytes[0]`: its
+    /// state block, descriptors and schema table, each one touching
+    /// `absent` reported as not in the input rather than checked.
+    fn read(bytes: &'a [u8], header: HeaderInfo, absent: Absent) -> Region<'a> {
         let mut diagnostics = Vec::new();
         if !header.crc_ok {
             let stored = crate::endian::u32_at(bytes, 252, header.endian).unwrap_or(0);
@@ -281,13 +292,13 @@ impl<'a> Region<'a> {
         let bytes = &bytes[..bytes
             .len()
             .min(usize::try_from(header.region_size).unwrap_or(usize::MAX))];
-        let state = region::parse_state(bytes, &header);
-        let (streams, callsites) = region::parse_streams(bytes, &header, &mut diagnostics);
-        let schema = region::parse_schema(bytes, &header, &mut diagnostics);
+        let state = region::parse_state(bytes, &header, &absent);
+        let (streams, callsites) = region::parse_streams(bytes, &header, &absent, &mut diagnostics);
+        let schema = region::parse_schema(bytes, &header, &absent, &mut diagnostics);
         let tails = region::tail_table(&header, &mut diagnostics);
-        Ok(Region {
+        Region {
             bytes,
-            absent: Vec::new(),
+            absent,
             header,
             state,
             streams,
@@ -295,32 +306,24 @@ impl<'a> Region<'a> {
             schema,
             tails,
             diagnostics,
-        })
+        }
     }
 
     /// Marks byte ranges (from the region's start) that the input could not
-    /// supply, such as pages a dump filtered out. Pages touching them are
-    /// reported [`PageStatus::Absent`] and their events counted as
-    /// unreadable, instead of the placeholder bytes being decoded.
-    /// Ranges may come in any order and overlap; touching ones are joined,
-    /// so a multi-GiB hole is one range however it was given.
-    pub fn with_absent(mut self, mut absent: Vec<core::ops::Range<u64>>) -> Self {
-        absent.retain(|r| r.start < r.end);
-        absent.sort_by_key(|r| r.start);
-        let mut joined: Vec<core::ops::Range<u64>> = Vec::with_capacity(absent.len());
-        for r in absent {
-            match joined.last_mut() {
-                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-                _ => joined.push(r),
-            }
-        }
-        self.absent = joined;
-        self
+    /// supply, such as pages a dump filtered out. The state block,
+    /// descriptors and schema table are read again, and one touching them
+    /// is reported as not in the input instead of failing its checks on
+    /// the placeholder bytes; pages touching them are reported
+    /// [`PageStatus::Absent`] and their events counted as unreadable,
+    /// instead of the placeholder bytes being decoded. Ranges may come in
+    /// any order and overlap.
+    pub fn with_absent(self, absent: Vec<core::ops::Range<u64>>) -> Self {
+        Region::read(self.bytes, self.header, Absent::new(absent))
     }
 
     /// Whether any byte of `range` is absent from the input.
     pub fn is_absent(&self, range: core::ops::Range<u64>) -> bool {
-        self.absent_until(range).is_some()
+        self.absent.touches(range)
     }
 
     /// Where the absent stretch holding some byte of `range` ends, if any
@@ -328,11 +331,7 @@ impl<'a> Region<'a> {
     /// but before that end touches the same stretch, so a run of absent
     /// pages is found in one step, not page by page.
     pub fn absent_until(&self, range: core::ops::Range<u64>) -> Option<u64> {
-        let after = self.absent.partition_point(|r| r.end <= range.start);
-        self.absent
-            .get(after)
-            .filter(|r| r.start < range.end)
-            .map(|r| r.end)
+        self.absent.until(range)
     }
 
     /// The region's bytes (at most `region_size` of them).

@@ -2,6 +2,7 @@
 //! schema table. Only a header that cannot be trusted is fatal; every other
 //! problem becomes a [`Diagnostic`] and costs only what it covers.
 
+use super::absent::Absent;
 use super::callsites::CallsiteArea;
 use super::schema::Schema;
 use super::{Diagnostic, Problem};
@@ -340,12 +341,19 @@ pub fn parse_header(bytes: &[u8], trust: HeaderTrust) -> Result<HeaderInfo, Head
     })
 }
 
-pub(crate) fn parse_state(bytes: &[u8], h: &HeaderInfo) -> Result<StateInfo, Problem> {
+pub(crate) fn parse_state(
+    bytes: &[u8],
+    h: &HeaderInfo,
+    absent: &Absent,
+) -> Result<StateInfo, Problem> {
     let e = h.endian;
     let raw = bytes
         .get(STATE_OFFSET..)
         .and_then(|r| r.get(..STATE_SIZE))
         .ok_or(Problem::Truncated)?;
+    if absent.touches(STATE_OFFSET as u64..(STATE_OFFSET + STATE_SIZE) as u64) {
+        return Err(Problem::StateAbsent);
+    }
     let Ok(s) = StateBlock::read_from_bytes(raw) else {
         return Err(Problem::Truncated);
     };
@@ -366,10 +374,11 @@ pub(crate) fn parse_state(bytes: &[u8], h: &HeaderInfo) -> Result<StateInfo, Pro
     })
 }
 
-/// Reads every stream descriptor; a bad one becomes a diagnostic.
+/// Reads every stream descriptor; a bad or absent one becomes a diagnostic.
 pub(crate) fn parse_streams(
     bytes: &[u8],
     h: &HeaderInfo,
+    absent: &Absent,
     diags: &mut Vec<Diagnostic>,
 ) -> (Vec<StreamInfo>, Option<CallsiteArea>) {
     let e = h.endian;
@@ -397,6 +406,10 @@ pub(crate) fn parse_streams(
             report(Problem::Truncated);
             continue;
         };
+        if absent.touches(offset..offset + DESC_SIZE as u64) {
+            report(Problem::DescAbsent);
+            continue;
+        }
         let computed = h.checksum.crc(&[&raw[..DESC_SIZE - 4]]);
         if computed != d.crc.get(e) {
             report(Problem::Crc {
@@ -491,12 +504,19 @@ pub(crate) fn tail_table(h: &HeaderInfo, diags: &mut Vec<Diagnostic>) -> TailTab
 
 /// The region's schema, or the built-ins plus a diagnostic when its table
 /// is damaged.
-pub(crate) fn parse_schema(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnostic>) -> Schema {
+pub(crate) fn parse_schema(
+    bytes: &[u8],
+    h: &HeaderInfo,
+    absent: &Absent,
+    diags: &mut Vec<Diagnostic>,
+) -> Schema {
     let start = h.schema_offset as usize;
     let table = bytes
         .get(start..)
         .map(|t| &t[..t.len().min(h.schema_size as usize)]);
-    match table.map(|t| Schema::parse(t, h.endian, h.checksum)) {
+    let at = |r: core::ops::Range<usize>| (start + r.start) as u64..(start + r.end) as u64;
+    let absent = |r| absent.touches(at(r));
+    match table.map(|t| Schema::parse_with_absent(t, h.endian, h.checksum, &absent)) {
         Some(Ok(s)) => s,
         Some(Err(err)) => {
             let problem = Problem::Schema(err);
@@ -523,6 +543,113 @@ pub(crate) fn parse_schema(bytes: &[u8], h: &HeaderInfo, diags: &mut Vec<Diagnos
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::read::{HeaderTrust, Region};
+    use crate::write::{format, region_size, RegionConfig, StreamSpec};
+    use core::ops::Range;
+
+    /// Zeroes `hole` of `mem`, as a dump's reader leaves the bytes a dump
+    /// lacks, and returns it as [`Region::with_absent`] takes it.
+    fn with_hole(mem: &mut [u8], hole: Range<usize>) -> Vec<Range<u64>> {
+        mem[hole.clone()].fill(0);
+        alloc::vec![hole.start as u64..hole.end as u64]
+    }
+
+    /// A region of three CPU streams of two 256-byte pages each.
+    fn three_cpus() -> Vec<u8> {
+        let specs = [StreamSpec::cpu(0), StreamSpec::cpu(1), StreamSpec::cpu(2)];
+        let cfg = RegionConfig {
+            page_size: 256,
+            pages_per_stream: Some(2),
+            streams: &specs,
+            ..Default::default()
+        };
+        let mut mem = vec![0u8; region_size(&cfg).unwrap()];
+        format(&mut mem, &cfg).unwrap();
+        mem
+    }
+
+    fn problems(region: &Region<'_>) -> Vec<(Option<u16>, u64, Problem)> {
+        let diags = region.diagnostics.iter();
+        diags
+            .map(|d| (d.stream, d.offset, d.problem.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_descriptor_in_a_hole_is_absent_and_a_damaged_one_fails_its_crc() {
+        let mut mem = three_cpus();
+        let desc = |i: usize| DESC_OFFSET + i * DESC_SIZE;
+        mem[desc(0) + 20] ^= 1;
+        let absent = with_hole(&mut mem, desc(2) + 40..desc(2) + DESC_SIZE);
+        let region = Region::parse(&mem, HeaderTrust::Checksummed)
+            .unwrap()
+            .with_absent(absent);
+        let [(Some(0), at0, Problem::Crc { .. }), (Some(2), at2, Problem::DescAbsent)] =
+            &problems(&region)[..]
+        else {
+            panic!("{:?}", region.diagnostics);
+        };
+        assert_eq!((*at0, *at2), (desc(0) as u64, desc(2) as u64));
+        assert_eq!(
+            region.diagnostics[1].to_string(),
+            "stream 2 at region offset 0x1c0: its descriptor is not in the input: the dump excluded or lost it"
+        );
+        let streams: Vec<u16> = region.streams.iter().map(|s| s.index).collect();
+        assert_eq!(streams, [1]);
+    }
+
+    #[test]
+    fn the_state_block_in_a_hole_is_absent_and_a_damaged_one_fails_its_crc() {
+        let mut mem = three_cpus();
+        let mut damaged = mem.clone();
+        damaged[STATE_OFFSET + 30] ^= 1;
+        let damaged = Region::parse(&damaged, HeaderTrust::Checksummed).unwrap();
+        assert!(matches!(damaged.state, Err(Problem::Crc { .. })));
+        let state = STATE_OFFSET..STATE_OFFSET + STATE_SIZE;
+        let absent = with_hole(&mut mem, state.start + 8..state.end);
+        let region = Region::parse(&mem, HeaderTrust::Checksummed)
+            .unwrap()
+            .with_absent(absent);
+        assert_eq!(region.state, Err(Problem::StateAbsent));
+        assert!(region.diagnostics.is_empty(), "{:?}", region.diagnostics);
+    }
+
+    #[test]
+    fn a_schema_entry_in_a_hole_is_named_absent_and_a_damaged_one_fails_the_crc() {
+        use super::super::SchemaError;
+        let mut mem = three_cpus();
+        let header = Region::parse(&mem, HeaderTrust::Checksummed)
+            .unwrap()
+            .header;
+        let table = header.schema_offset as usize;
+        // Entry 2's fields, after two built-ins' entries.
+        let entry = |n: usize| {
+            let sizes = crate::schema::BUILTIN_EVENTS[..n].iter();
+            let size =
+                |d: &crate::schema::EventDef| EVENT_DESC_SIZE + d.fields.len() * FIELD_DESC_SIZE;
+            SCHEMA_HEADER_SIZE + sizes.map(size).sum::<usize>()
+        };
+        let field = table + entry(2) + EVENT_DESC_SIZE + 4;
+        let mut damaged = mem.clone();
+        damaged[field] ^= 1;
+        let damaged = Region::parse(&damaged, HeaderTrust::Checksummed).unwrap();
+        assert!(matches!(
+            &problems(&damaged)[..],
+            [(None, _, Problem::Schema(SchemaError::Crc { .. }))]
+        ));
+        let absent = with_hole(&mut mem, field..field + 8);
+        let region = Region::parse(&mem, HeaderTrust::Checksummed)
+            .unwrap()
+            .with_absent(absent);
+        let want = SchemaError::EntryAbsent {
+            index: 2,
+            offset: entry(2),
+        };
+        assert_eq!(
+            problems(&region),
+            [(None, table as u64, Problem::Schema(want))]
+        );
+    }
 
     /// The values and names FORMAT.md gives a state block field (section
     /// 4, "1 running, 2 crashed, ..."), spelt as the reader prints them:

@@ -7,6 +7,7 @@ use crate::schema::{decode_field, FieldKind, Value, BUILTIN_EVENTS};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::ops::Range;
 use zerocopy::FromBytes;
 
 /// An event type as a reader knows it.
@@ -63,6 +64,12 @@ pub enum SchemaError {
     TooMany(u32),
     #[error("schema table entry at offset {offset}: {what}")]
     BadEntry { offset: usize, what: &'static str },
+    #[error("schema table header is not in the input: the dump excluded or lost it")]
+    HeaderAbsent,
+    #[error("schema table entry {index} at offset {offset} is not in the input: the dump excluded or lost it")]
+    EntryAbsent { index: u32, offset: usize },
+    #[error("schema table bytes after its entries, from offset {offset}, are not in the input: the dump excluded or lost them, so its CRC cannot be checked")]
+    RestAbsent { offset: usize },
 }
 
 /// Every event type a region's records can be decoded with.
@@ -127,12 +134,29 @@ impl Schema {
 
     /// The built-ins overlaid with every entry of a region's schema table.
     pub fn parse(table: &[u8], e: Endian, checksum: Checksum) -> Result<Schema, SchemaError> {
+        Schema::parse_with_absent(table, e, checksum, &|_| false)
+    }
+
+    /// [`Self::parse`] of a table some of whose bytes the input may not
+    /// supply: `absent` says whether any byte of a range of the table is
+    /// one. The CRC covers the whole table, so a table with such bytes is
+    /// never used; the error names its first part that touches them, the
+    /// entries before it walked as their `field_count`s say.
+    pub(crate) fn parse_with_absent(
+        table: &[u8],
+        e: Endian,
+        checksum: Checksum,
+        absent: &dyn Fn(Range<usize>) -> bool,
+    ) -> Result<Schema, SchemaError> {
         let have = table.len();
         let (hdr, _) =
             SchemaHeader::read_from_prefix(table).map_err(|_| SchemaError::Truncated {
                 need: SCHEMA_HEADER_SIZE,
                 have,
             })?;
+        if absent(0..SCHEMA_HEADER_SIZE) {
+            return Err(SchemaError::HeaderAbsent);
+        }
         if hdr.magic.get(e) != SCHEMA_MAGIC {
             return Err(SchemaError::BadMagic(hdr.magic.get(e)));
         }
@@ -140,12 +164,17 @@ impl Schema {
         let Some(table) = table.get(..need).filter(|_| need >= SCHEMA_HEADER_SIZE) else {
             return Err(SchemaError::Truncated { need, have });
         };
-        let computed = checksum.crc(&[&table[..12], &table[SCHEMA_HEADER_SIZE..]]);
-        if computed != hdr.crc.get(e) {
-            return Err(SchemaError::Crc {
-                stored: hdr.crc.get(e),
-                computed,
-            });
+        // A CRC over placeholder bytes says nothing: the walk below names
+        // the entry that lies in them instead.
+        let holed = absent(SCHEMA_HEADER_SIZE..need);
+        if !holed {
+            let computed = checksum.crc(&[&table[..12], &table[SCHEMA_HEADER_SIZE..]]);
+            if computed != hdr.crc.get(e) {
+                return Err(SchemaError::Crc {
+                    stored: hdr.crc.get(e),
+                    computed,
+                });
+            }
         }
         let count = hdr.count.get(e);
         if count > MAX_EVENT_TYPES {
@@ -153,8 +182,14 @@ impl Schema {
         }
         let mut schema = Schema::builtin();
         let mut at = SCHEMA_HEADER_SIZE;
-        for _ in 0..count {
+        for index in 0..count {
             let bad = |what| SchemaError::BadEntry { offset: at, what };
+            let entry_absent = |end: usize| {
+                absent(at..end.min(need)).then_some(SchemaError::EntryAbsent { index, offset: at })
+            };
+            if let Some(err) = entry_absent(at + EVENT_DESC_SIZE) {
+                return Err(err);
+            }
             let desc = table
                 .get(at..)
                 .and_then(|r| EventDesc::read_from_prefix(r).ok())
@@ -170,6 +205,11 @@ impl Schema {
             let nfields = desc.field_count.get(e);
             if nfields > MAX_FIELDS {
                 return Err(bad("`field_count` exceeds 32"));
+            }
+            if let Some(err) =
+                entry_absent(at + EVENT_DESC_SIZE + nfields as usize * FIELD_DESC_SIZE)
+            {
+                return Err(err);
             }
             let mut fields = Vec::with_capacity(nfields as usize);
             let mut fat = at + EVENT_DESC_SIZE;
@@ -188,6 +228,9 @@ impl Schema {
             }
             schema.types[id8 as usize] = Some(EventType::new(id8, name_of(&desc.name), fields));
             at = fat;
+        }
+        if holed {
+            return Err(SchemaError::RestAbsent { offset: at });
         }
         Ok(schema)
     }
@@ -471,6 +514,37 @@ mod tests {
                 Err(at) => assert_eq!(into, Err(at), "cut {cut}"),
             }
         }
+    }
+
+    #[test]
+    fn a_table_with_absent_bytes_names_its_part_in_them_never_its_crc() {
+        let e = Endian::Little;
+        let mut buf = [0u8; 4096];
+        let n = write_table(&[], e, &mut buf).unwrap();
+        let first = SCHEMA_HEADER_SIZE;
+        let second = first + EVENT_DESC_SIZE + BUILTIN_EVENTS[0].fields.len() * FIELD_DESC_SIZE;
+        // The input lacks `hole`, whose bytes are zeros in the copy read.
+        let parse = |mut table: [u8; 4096], hole: Range<usize>, len: usize| {
+            table[hole.clone()].fill(0);
+            let absent = |r: Range<usize>| r.start < hole.end && hole.start < r.end;
+            Schema::parse_with_absent(&table[..len], e, Checksum::WRITTEN, &absent).err()
+        };
+        assert_eq!(parse(buf, 4..8, n), Some(SchemaError::HeaderAbsent));
+        assert_eq!(
+            parse(buf, second + 50..second + 60, n),
+            Some(SchemaError::EntryAbsent {
+                index: 1,
+                offset: second
+            })
+        );
+        // Bytes past the entries that `size` still covers: nothing names
+        // them but the CRC, which cannot be checked.
+        let mut longer = buf;
+        longer[8..12].copy_from_slice(&(n as u32 + 8).to_le_bytes());
+        assert_eq!(
+            parse(longer, n..n + 8, n + 8),
+            Some(SchemaError::RestAbsent { offset: n })
+        );
     }
 
     #[test]
