@@ -16,11 +16,18 @@ use alloc::vec::Vec;
 use core::ops::Range;
 use zerocopy::FromBytes;
 
-/// Why a callsite id names no usable entry.
+/// Why the callsite area, or the entry a callsite id names, cannot be
+/// used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CallsiteError {
     #[error("the region has no callsite area")]
     NoArea,
+    #[error("the callsite area's header is not in the input: the dump excluded or lost it")]
+    HeaderAbsent,
+    #[error("the input ends inside the callsite area's header")]
+    HeaderTruncated,
+    #[error("the callsite area's `magic` is {0:#010x}")]
+    BadMagic(u32),
     #[error("callsite {id:#x} is not a 4-byte aligned offset inside the area's entries")]
     OutOfArea { id: u32 },
     #[error("callsite {id:#x} is not in the input: the dump excluded or lost it")]
@@ -59,17 +66,21 @@ impl<'a> Region<'a> {
         Ok((bytes, area.range.start))
     }
 
-    /// The area's header, if it is there and its magic right.
-    pub fn callsite_header(&self) -> Option<AreaHeader> {
-        let (bytes, at) = self.callsite_bytes().ok()?;
+    /// The area's header, if it is there and its magic right, or why not.
+    pub fn callsite_header(&self) -> Result<AreaHeader, CallsiteError> {
+        let (bytes, at) = self.callsite_bytes()?;
         if self.is_absent(at..at + CALLSITE_HEADER_SIZE as u64) {
-            return None;
+            return Err(CallsiteError::HeaderAbsent);
         }
-        let (h, _) = CallsiteHeader::read_from_prefix(bytes).ok()?;
+        let (h, _) =
+            CallsiteHeader::read_from_prefix(bytes).map_err(|_| CallsiteError::HeaderTruncated)?;
         let e = self.header.endian;
-        (h.magic.get(e) == CALLSITE_MAGIC).then(|| AreaHeader {
-            refused: h.refused.get(e),
-        })
+        match h.magic.get(e) {
+            CALLSITE_MAGIC => Ok(AreaHeader {
+                refused: h.refused.get(e),
+            }),
+            magic => Err(CallsiteError::BadMagic(magic)),
+        }
     }
 
     /// The callsite `id` names, checked.
@@ -83,8 +94,11 @@ impl<'a> Region<'a> {
         {
             return Err(CallsiteError::OutOfArea { id });
         }
+        // The fixed part is read whatever `size` says: a `size` in a hole
+        // reads as the placeholder's, 0 say.
         let size = crate::endian::u32_at(bytes, start, ctx.endian).unwrap_or(0);
-        let end = (start as u64).saturating_add(u64::from(size));
+        let len = u64::from(size).max(CALLSITE_ENTRY_SIZE as u64);
+        let end = (start as u64).saturating_add(len);
         if self.is_absent(at + start as u64..at + end.min(bytes.len() as u64)) {
             return Err(CallsiteError::Absent { id });
         }
@@ -116,7 +130,7 @@ impl<'a> Region<'a> {
                 walk.stopped = Some(CallsiteError::Size { id, size });
                 break;
             }
-            walk.entries.push(ctx.entry(bytes, id).map(|c| (id, c)));
+            walk.entries.push(self.callsite(id).map(|c| (id, c)));
             pos += size as usize;
         }
         Ok(walk)
@@ -270,7 +284,7 @@ mod tests {
         assert_eq!(walk.stopped, None);
         let listed: Vec<u32> = walk.entries.iter().map(|c| c.unwrap().0).collect();
         assert_eq!(listed, ids);
-        assert_eq!(region.callsite_header(), Some(AreaHeader { refused: 0 }));
+        assert_eq!(region.callsite_header(), Ok(AreaHeader { refused: 0 }));
     }
 
     #[test]
@@ -383,6 +397,43 @@ mod tests {
     }
 
     #[test]
+    fn entries_and_the_header_in_holes_are_absent_and_damaged_ones_fail_their_crc() {
+        let (mut mem, ids) = region_with(&[KMS, PROBE, KMS]);
+        let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
+        let area = region.callsites.clone().unwrap().range.start as usize;
+        let entry = |n: usize| area + ids[n] as usize;
+        mem[entry(2) + 40] ^= 1;
+        // Holes read as zeros: entry 0's strings, entry 1 from its first
+        // byte (its `size` reads 0), and the area's header.
+        let holes = [
+            entry(0) + CALLSITE_ENTRY_SIZE..entry(0) + CALLSITE_ENTRY_SIZE + 8,
+            entry(1)..entry(1) + 8,
+            area..area + CALLSITE_HEADER_SIZE,
+        ];
+        for hole in &holes {
+            mem[hole.clone()].fill(0);
+        }
+        let absent = holes.iter().map(|h| h.start as u64..h.end as u64);
+        let region = Region::parse(&mem, HeaderTrust::Checksummed)
+            .unwrap()
+            .with_absent(absent.collect());
+        let lookups: Vec<_> = ids.iter().map(|&id| region.callsite(id).err()).collect();
+        let walk = region.callsites().unwrap();
+        assert!(
+            matches!(
+                (&lookups[..], &walk.entries[..], walk.stopped),
+                (
+                    [Some(CallsiteError::Absent { id: a }), Some(CallsiteError::Absent { id: b }), Some(CallsiteError::Crc { id: c, .. })],
+                    [Err(CallsiteError::Absent { id: w })],
+                    Some(CallsiteError::Absent { id: s }),
+                ) if [*a, *b, *c] == ids[..] && (*w, s) == (ids[0], ids[1])
+            ),
+            "{lookups:?} {walk:?}"
+        );
+        assert_eq!(region.callsite_header(), Err(CallsiteError::HeaderAbsent));
+    }
+
+    #[test]
     fn a_full_area_refuses_and_counts_and_an_oversized_entry_is_refused() {
         let specs = [StreamSpec::cpu(0)];
         let mut mem = vec![0u8; 10240];
@@ -400,7 +451,7 @@ mod tests {
         };
         assert!(matches!(area.add(&huge), Err(Refused::TooLarge(_))));
         let region = Region::parse(&mem, HeaderTrust::Checksummed).unwrap();
-        assert_eq!(region.callsite_header(), Some(AreaHeader { refused: 3 }));
+        assert_eq!(region.callsite_header(), Ok(AreaHeader { refused: 3 }));
         assert_eq!(region.callsites().unwrap().entries.len(), added);
     }
 

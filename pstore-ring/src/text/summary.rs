@@ -127,8 +127,8 @@ fn callsites(out: &mut impl Write, region: &crate::read::Region<'_>) -> fmt::Res
         write!(out, ", {damaged} damaged")?;
     }
     match region.callsite_header() {
-        Some(h) => write!(out, ", {} refused", h.refused)?,
-        None => write!(out, ", area header unreadable")?,
+        Ok(h) => write!(out, ", {} refused", h.refused)?,
+        Err(why) => write!(out, ", refusals unknown: {why}")?,
     }
     if let Some(stop) = walk.stopped {
         write!(out, "; listing stopped: {stop}")?;
