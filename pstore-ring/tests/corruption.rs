@@ -143,7 +143,18 @@ proptest! {
         let touched = |at: u64| holes.iter().any(|h| h.start < at + 256 && at < h.end);
         let before = region.decode();
         let after = region.clone().with_absent(holes.clone()).decode();
-        for (b, st) in before.streams.iter().zip(&after.streams) {
+        // A stream whose descriptor lies in a hole is left out, and said.
+        for b in &before.streams {
+            let kept = after.streams.iter().any(|st| st.info.index == b.info.index);
+            let said = after.diagnostics.iter().any(|d| {
+                d.stream == Some(b.info.index) && d.problem == Problem::DescAbsent
+            });
+            prop_assert!(kept != said, "stream {}: kept {} said {}", b.info.index, kept, said);
+        }
+        for st in &after.streams {
+            let Some(b) = before.streams.iter().find(|b| b.info.index == st.info.index) else {
+                return Err(TestCaseError::fail(format!("stream {} is new", st.info.index)));
+            };
             // Reports follow one another slot after slot; no two absent
             // ones touch, each stands for every slot of its run.
             let mut next = 0;
