@@ -34,7 +34,7 @@ use extractor::foreign::bert;
 use extractor::foreign::ftrace;
 use extractor::foreign::ftrace::event::Formats;
 use extractor::foreign::printk;
-use extractor::foreign::ramoops::{self, Layout, ZoneKind, ZoneState};
+use extractor::foreign::ramoops::{self, Layout, ZoneKind};
 use extractor::foreign::reed_solomon;
 use extractor::input::kdump::codecs::decompress_page;
 use extractor::input::source::Source;
@@ -355,8 +355,8 @@ fn ramoops_zones(file: Vec<u8>, pick: u8) -> String {
     let mut out = String::new();
     for z in &zones {
         let _ = writeln!(out, "{}: {}", z.file_name(), z.state);
-        if let (ZoneKind::Ftrace, ZoneState::Text(t)) = (z.plan.kind, &z.state) {
-            out.push_str(&ramoops::ftrace_lines(&t.bytes).0);
+        if let (ZoneKind::Ftrace, Some((lines, _))) = (z.plan.kind, z.record()) {
+            out.push_str(&String::from_utf8_lossy(&lines));
         }
     }
     out

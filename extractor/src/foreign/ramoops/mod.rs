@@ -19,7 +19,9 @@
 //! (start past size, size past the buffer, a dmesg zone without its `====`
 //! header) is reported, never read. A console or pmsg zone whose pages
 //! the dump holds only in part keeps the text it has; each range it lacks
-//! is left out, never read as zeros, and said with its address.
+//! is left out, never read as zeros, and said with its address. An
+//! ftrace zone so read keeps each record it holds whole, where the kernel
+//! put it, and counts those a gap touches.
 //!
 //! With `ecc=`, each zone keeps Reed-Solomon parity after its data, one
 //! block per 128 data bytes and one for the header
@@ -142,9 +144,12 @@ pub struct ZoneText {
     /// neither checked nor corrected.
     pub unchecked_blocks: u64,
     /// The zone's bytes the dump does not hold, in text order: left out
-    /// of `bytes`, never read as zeros. Only a console or pmsg zone is
-    /// read around them; any other is unreadable with one.
+    /// of `bytes`, never read as zeros. A dmesg zone is unreadable with
+    /// one.
     pub missing: Vec<Missing>,
+    /// The ftrace records that lie in part where the dump lacks memory:
+    /// left out whole, never pieced together across a gap.
+    pub torn_records: u64,
 }
 
 /// Bytes of a zone the dump does not hold.
@@ -189,14 +194,20 @@ impl ZoneText {
             ));
         }
         note.push(')');
+        match self.torn_records {
+            0 => {}
+            1 => note.push_str(", and the ftrace record that touches them"),
+            n => note.push_str(&format!(", and the {n} ftrace records that touch them")),
+        }
         Some(note)
     }
 }
 
 impl Zone {
     /// The zone's record as its `/sys/fs/pstore` file shows it (an ftrace
-    /// zone's records one per line), and the bytes of a partial ftrace
-    /// record at its start, left out; `None` for a zone without one.
+    /// zone's records one per line, without those the dump lacks part
+    /// of), and the bytes of a partial ftrace record at its start, left
+    /// out; `None` for a zone without one.
     pub fn record(&self) -> Option<(Vec<u8>, usize)> {
         let ZoneState::Text(t) = &self.state else {
             return None;
@@ -205,7 +216,7 @@ impl Zone {
             // pstore prints ftrace records one by one: the notice is not
             // a record.
             ZoneKind::Ftrace => {
-                let (lines, partial) = ftrace_lines(&t.bytes);
+                let (lines, partial) = ftrace_lines(t);
                 (lines.into_bytes(), partial)
             }
             _ => {
@@ -389,22 +400,19 @@ fn read_zone(
         None => 0,
     };
     let span = (covered * ECC_BLOCK).clamp(size as u64, buffer) as usize;
-    // A console or pmsg zone is plain text, read around what the dump
-    // lacks; the others are records whose every byte counts.
-    let in_part = matches!(plan.kind, ZoneKind::Console | ZoneKind::Pmsg);
-    let mut first_lack = None;
-    let mut read = |at, buf: &mut [u8]| -> Result<Vec<Range<usize>>, PhysError> {
+    // Text and ftrace records are read around what the dump lacks; a
+    // dmesg record's every byte counts.
+    let in_part = plan.kind != ZoneKind::Dmesg;
+    let read = |at, buf: &mut [u8]| -> Result<Vec<Lack>, PhysError> {
         if in_part {
-            let (lacking, why) = read_present(mem, at, buf);
-            first_lack = first_lack.take().or(why);
-            Ok(lacking)
+            Ok(read_present(mem, at, buf))
         } else {
             mem.read(at, buf).map(|()| Vec::new())
         }
     };
     let mut data = vec![0u8; span];
     let mut unchecked_blocks = 0;
-    let lacking = match read(data_at, &mut data) {
+    let mut lacking = match read(data_at, &mut data) {
         Ok(lacking) => lacking,
         Err(e) => return ZoneState::Unreadable(e),
     };
@@ -414,8 +422,10 @@ fn read_zone(
             Ok(lacking) => lacking,
             Err(e) => return ZoneState::Unreadable(e),
         };
-        let whole = |lacking: &[Range<usize>], r: Range<usize>| {
-            !lacking.iter().any(|l| l.start < r.end && r.start < l.end)
+        let whole = |lacking: &[Lack], r: Range<usize>| {
+            !lacking
+                .iter()
+                .any(|(l, _)| l.start < r.end && r.start < l.end)
         };
         let (block, ecc) = (ECC_BLOCK as usize, ecc as usize);
         for (i, (bytes, par)) in data
@@ -437,12 +447,14 @@ fn read_zone(
         }
     }
     // The text from the writer's position to the size, then from the
-    // buffer's start to the position, without what the dump lacks.
+    // buffer's start to the position, without what the dump lacks; the
+    // lack the text's first gap lies in is kept for what it says.
     let mut bytes = Vec::with_capacity(size);
     let mut missing = Vec::new();
+    let mut first_gap = None;
     for part in [start..size, 0..start] {
         let mut at = part.start;
-        for l in &lacking {
+        for (i, (l, _)) in lacking.iter().enumerate() {
             let (from, to) = (l.start.max(part.start), l.end.min(part.end));
             if from >= to {
                 continue;
@@ -453,13 +465,15 @@ fn read_zone(
                 len: (to - from) as u64,
                 at: bytes.len(),
             });
+            first_gap.get_or_insert(i);
             at = to;
         }
         bytes.extend_from_slice(&data[at..part.end]);
     }
+    let first_gap = first_gap.map(|i| lacking.swap_remove(i).1);
     // Nothing of the text there: the zone is unreadable, not empty.
-    if bytes.is_empty() && !missing.is_empty() {
-        if let Some(e) = first_lack {
+    if bytes.is_empty() {
+        if let Some(e) = first_gap {
             return ZoneState::Unreadable(e);
         }
     }
@@ -473,7 +487,11 @@ fn read_zone(
         ecc: tally,
         unchecked_blocks,
         missing,
+        torn_records: 0,
     };
+    if plan.kind == ZoneKind::Ftrace {
+        text.torn_records = ftrace_records(&text).torn;
+    }
     if plan.kind == ZoneKind::Dmesg {
         let Some((time, compressed, len)) = dmesg_header(&text.bytes) else {
             return ZoneState::NoDmesgHeader;
@@ -491,18 +509,16 @@ fn read_zone(
     ZoneState::Text(text)
 }
 
+/// A range of a buffer the dump lacks, and why it lacks its first byte.
+type Lack = (Range<usize>, PhysError);
+
 /// Fills `buf` from `at` as far as the dump holds it: the ranges of `buf`
 /// it lacks, in order, whose bytes are not memory and must not be read,
-/// and why the dump lacks the first. A failed read says where the lack
-/// starts; the map says where a hole ends, and a page is the granule
+/// each with why the dump lacks its start. A failed read says where the
+/// lack starts; the map says where a hole ends, and a page is the granule
 /// where it does not (a page the dump holds but cannot give back).
-fn read_present(
-    mem: &dyn PhysMemory,
-    at: PhysAddr,
-    buf: &mut [u8],
-) -> (Vec<Range<usize>>, Option<PhysError>) {
-    let mut lacking: Vec<Range<usize>> = Vec::new();
-    let mut first = None;
+fn read_present(mem: &dyn PhysMemory, at: PhysAddr, buf: &mut [u8]) -> Vec<Lack> {
+    let mut lacking: Vec<Lack> = Vec::new();
     let mut done = 0;
     while done < buf.len() {
         let addr = at + done as u64;
@@ -528,13 +544,12 @@ fn read_present(
             .map_or(page_end, |end| end.0);
         let stop = bad.max(((end - at.0) as usize).min(buf.len()));
         match lacking.last_mut() {
-            Some(l) if l.end == bad => l.end = stop,
-            _ => lacking.push(bad..stop),
+            Some((l, _)) if l.end == bad => l.end = stop,
+            _ => lacking.push((bad..stop, e)),
         }
-        first.get_or_insert(e);
         done = stop;
     }
-    (lacking, first)
+    lacking
 }
 
 /// `====SEC.USEC-C\n` (or `-D`, or neither, as older kernels wrote it), as
@@ -581,18 +596,71 @@ fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// An ftrace zone's records as pstore prints them
-/// (`pstore_ftrace_seq_show()`), addresses in hex since no symbols are
-/// at hand; a partial record at the start is left out and counted.
-pub fn ftrace_lines(bytes: &[u8]) -> (String, usize) {
-    let mut out = String::new();
+/// An ftrace zone's records, each where the kernel laid it.
+struct FtraceRecords<'a> {
+    /// The bytes of a partial record at the front.
+    partial: usize,
+    /// The records the dump holds whole, in the order written.
+    whole: Vec<&'a [u8]>,
+    /// The records it lacks part of.
+    torn: u64,
+}
+
+/// Cuts an ftrace zone's text into records on the offsets they have in
+/// the zone as the kernel laid it out, gaps included: a gap that is not a
+/// multiple of a record long must not shift the records after it, and no
+/// record is made of bytes from both sides of one.
+fn ftrace_records(text: &ZoneText) -> FtraceRecords<'_> {
+    let record = FTRACE_RECORD_SIZE as u64;
+    let lacking: u64 = text.missing.iter().map(|m| m.len).sum();
+    let laid_out = text.bytes.len() as u64 + lacking;
     // Records are written whole, so the newest ends where the writer
     // stopped, the buffer's end once the old log is rotated; a buffer
     // whose size is not a multiple of a record leaves the oldest one cut
     // at the front, and pstore skips `size % REC_SIZE` bytes there
     // (`pstore_ftrace_seq_start()`, `ftrace_log_combine()`).
-    let partial = bytes.len() % FTRACE_RECORD_SIZE;
-    for r in bytes[partial..].chunks_exact(FTRACE_RECORD_SIZE) {
+    let partial = laid_out % record;
+    // Each gap's place in the zone as laid out: the text kept before it
+    // and the gaps before it.
+    let mut gaps = text
+        .missing
+        .iter()
+        .scan(0, |before, m| {
+            let from = m.at as u64 + *before;
+            *before += m.len;
+            Some(from..from + m.len)
+        })
+        .peekable();
+    let mut records = FtraceRecords {
+        partial: partial as usize,
+        whole: Vec::new(),
+        torn: 0,
+    };
+    // Gap bytes before the record at hand.
+    let mut passed = 0;
+    for from in (partial..laid_out).step_by(FTRACE_RECORD_SIZE) {
+        while let Some(gap) = gaps.next_if(|g| g.end <= from) {
+            passed += gap.end - gap.start;
+        }
+        let touches_gap = gaps.peek().is_some_and(|g| g.start < from + record);
+        let kept = (from - passed) as usize;
+        match text.bytes.get(kept..kept + FTRACE_RECORD_SIZE) {
+            Some(r) if !touches_gap => records.whole.push(r),
+            _ => records.torn += 1,
+        }
+    }
+    records
+}
+
+/// An ftrace zone's records as pstore prints them
+/// (`pstore_ftrace_seq_show()`), addresses in hex since no symbols are
+/// at hand, and the bytes of a partial record at the start, left out;
+/// those the dump lacks part of are left out too, counted in
+/// [`ZoneText::torn_records`].
+fn ftrace_lines(text: &ZoneText) -> (String, usize) {
+    let records = ftrace_records(text);
+    let mut out = String::new();
+    for r in records.whole {
         let word = |i: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&r[i..i + 8]);
@@ -605,7 +673,7 @@ pub fn ftrace_lines(bytes: &[u8]) -> (String, usize) {
             ts >> 8
         ));
     }
-    (out, partial)
+    (out, records.partial)
 }
 
 #[cfg(test)]

@@ -194,7 +194,7 @@ fn every_kind_of_zone_reads_as_pstore_shows_it_in_either_order() {
         let ftrace = text(zone(&zones, ZoneKind::Ftrace, 0));
         assert_eq!(ftrace.version, Some(0x060c75));
         assert_eq!(
-            ftrace_lines(&ftrace.bytes),
+            ftrace_lines(ftrace),
             (
                 "CPU:1 ts:77 0xffffffff81000010 <- 0xffffffff81000020\n".to_string(),
                 0
@@ -327,13 +327,12 @@ fn a_text_zone_the_dump_lacks_all_of_is_unreadable() {
     ));
 }
 
-#[test]
-fn a_wrapped_ftrace_zone_is_read_in_step_with_its_newest_record() {
-    // 100 records into a 2036-byte buffer (84 fit, with 20 bytes over):
-    // the writer went round, the oldest record kept is cut at the front.
+/// The seed with `count` records in its first ftrace zone, and where
+/// that zone's data starts in the area.
+fn ftrace_area(count: u64) -> (Vec<u8>, u64) {
     let mut area = ramoops_area::seed();
     let (_, at) = ramoops_area::places(true);
-    let records: Vec<u8> = (0..100u64)
+    let records: Vec<u8> = (0..count)
         .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
         .collect();
     put(
@@ -343,12 +342,35 @@ fn a_wrapped_ftrace_zone_is_read_in_step_with_its_newest_record() {
         0x800 - 12,
         &records,
     );
+    (area, at as u64 + 12)
+}
+
+/// `area` at BASE without its bytes `hole`.
+fn with_hole(area: Vec<u8>, hole: Range<u64>) -> MappedMemory {
+    let len = area.len() as u64;
+    let map = MemoryMap::new(vec![
+        present(0..hole.start),
+        Run::lost(PhysAddr(BASE + hole.start)..PhysAddr(BASE + hole.end)),
+        present(hole.end..len),
+    ]);
+    MappedMemory::new(Arc::new(area), map)
+}
+
+/// The first ftrace zone's lines and partial bytes.
+fn ftrace_zone(zones: &[Zone]) -> (Vec<String>, usize) {
+    let (lines, partial) = ftrace_lines(text(zone(zones, ZoneKind::Ftrace, 0)));
+    (lines.lines().map(String::from).collect(), partial)
+}
+
+#[test]
+fn a_wrapped_ftrace_zone_is_read_in_step_with_its_newest_record() {
+    // 100 records into a 2036-byte buffer (84 fit, with 20 bytes over):
+    // the writer went round, the oldest record kept is cut at the front.
+    let (area, _) = ftrace_area(100);
     let (_, zones) = read(&image(BASE, area), &layout()).unwrap();
-    let ftrace = text(zone(&zones, ZoneKind::Ftrace, 0));
-    assert!(ftrace.wrapped);
-    let (lines, partial) = ftrace_lines(&ftrace.bytes);
+    assert!(text(zone(&zones, ZoneKind::Ftrace, 0)).wrapped);
+    let (lines, partial) = ftrace_zone(&zones);
     assert_eq!(partial, 2036 % 24);
-    let lines: Vec<&str> = lines.lines().collect();
     assert_eq!(lines.len(), 84);
     assert_eq!(
         lines[0],
@@ -358,6 +380,74 @@ fn a_wrapped_ftrace_zone_is_read_in_step_with_its_newest_record() {
         lines[83],
         "CPU:1 ts:99 0x0000000000001063 <- 0x0000000000002063"
     );
+}
+
+#[test]
+fn an_ftrace_zone_keeps_the_records_around_a_hole_in_their_places() {
+    // 50 records from the buffer's start; the dump lacks 53 bytes from
+    // the 6th of record 10 on, into record 12.
+    let (area, data) = ftrace_area(50);
+    let (_, zones) = read(&image(BASE, area.clone()), &layout()).unwrap();
+    let (all, _) = ftrace_zone(&zones);
+    let hole = data + 10 * 24 + 5..data + 10 * 24 + 5 + 53;
+    let (_, zones) = read(&with_hole(area, hole.clone()), &layout()).unwrap();
+    let state = zone(&zones, ZoneKind::Ftrace, 0);
+    assert!(state.lost());
+    let ftrace = text(state);
+    assert_eq!(ftrace.torn_records, 3);
+    assert_eq!(
+        ftrace.missing,
+        [Missing {
+            addr: PhysAddr(BASE + hole.start),
+            len: 53,
+            at: 10 * 24 + 5,
+        }]
+    );
+    let (lines, partial) = ftrace_zone(&zones);
+    assert_eq!(partial, 0);
+    let kept: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !(10..=12).contains(i))
+        .map(|(_, l)| l.clone())
+        .collect();
+    assert_eq!(lines, kept);
+    let note = format!(
+        "; 53 bytes not in the dump left out (53 at {:#x}), and the 3 ftrace records that touch them",
+        BASE + hole.start
+    );
+    assert!(state.to_string().ends_with(&note), "{state}");
+}
+
+#[test]
+fn a_hole_across_a_record_boundary_costs_both_records_and_joins_none() {
+    // The wrapped zone's text starts at its buffer's byte 364, 20 bytes
+    // of a partial record first: text bytes 161..167 (buffer bytes
+    // 525..531) end record 5 and start record 6. Then a hole of exactly
+    // record 50 (text 1220..1244, buffer 1584..1608).
+    let (area, data) = ftrace_area(100);
+    let (_, zones) = read(&image(BASE, area.clone()), &layout()).unwrap();
+    let (all, _) = ftrace_zone(&zones);
+    for (hole, torn) in [(525..531, &[5, 6][..]), (1584..1608, &[50])] {
+        let (_, zones) = read(
+            &with_hole(area.clone(), data + hole.start..data + hole.end),
+            &layout(),
+        )
+        .unwrap();
+        assert_eq!(
+            text(zone(&zones, ZoneKind::Ftrace, 0)).torn_records,
+            torn.len() as u64
+        );
+        let (lines, partial) = ftrace_zone(&zones);
+        assert_eq!(partial, 20);
+        let kept: Vec<String> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !torn.contains(i))
+            .map(|(_, l)| l.clone())
+            .collect();
+        assert_eq!(lines, kept, "hole {hole:?}");
+    }
 }
 
 #[test]
