@@ -21,7 +21,10 @@
 //! the dump holds only in part keeps the text it has; each range it lacks
 //! is left out, never read as zeros, and said with its address. An
 //! ftrace zone so read keeps each record it holds whole, where the kernel
-//! put it, and counts those a gap touches.
+//! put it, and counts those a gap touches; a dmesg zone needs its header
+//! whole, then keeps its text as a console zone does or, compressed,
+//! inflates up to the first gap (raw deflate cannot resume after one) and
+//! says what comes after is lost.
 //!
 //! With `ecc=`, each zone keeps Reed-Solomon parity after its data, one
 //! block per 128 data bytes and one for the header
@@ -37,7 +40,7 @@ pub use layout::{Layout, LayoutError, Order, ZoneKind, ZonePlan};
 use super::reed_solomon::Codec;
 use crate::phys::{PhysAddr, PhysError, PhysMemory};
 use std::fmt;
-use std::io::Read;
+use std::io::{self, Read};
 use std::ops::Range;
 
 /// `PERSISTENT_RAM_SIG`, "DBGC" read as a little-endian word. The ftrace
@@ -144,12 +147,15 @@ pub struct ZoneText {
     /// neither checked nor corrected.
     pub unchecked_blocks: u64,
     /// The zone's bytes the dump does not hold, in text order: left out
-    /// of `bytes`, never read as zeros. A dmesg zone is unreadable with
-    /// one.
+    /// of `bytes`, never read as zeros. A dmesg zone with one in its
+    /// header is unreadable.
     pub missing: Vec<Missing>,
     /// The ftrace records that lie in part where the dump lacks memory:
     /// left out whole, never pieced together across a gap.
     pub torn_records: u64,
+    /// The part of a compressed record from its first gap on, which
+    /// cannot be inflated: `bytes` stop where it starts.
+    pub uninflated: Option<Uninflated>,
 }
 
 /// Bytes of a zone the dump does not hold.
@@ -162,7 +168,25 @@ pub struct Missing {
     pub at: usize,
 }
 
+/// The part of a compressed record from the first byte the dump lacks
+/// to the record's end: raw deflate cannot resume after a gap, so none of
+/// it is inflated, and the text it holds is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Uninflated {
+    /// Where it starts in the compressed stream (the header not counted).
+    pub offset: u64,
+    /// Where that byte lies.
+    pub addr: PhysAddr,
+    /// Its compressed bytes, those the dump holds after the gap included.
+    pub len: u64,
+}
+
 impl ZoneText {
+    /// The zone's bytes the dump does not hold, counted.
+    fn missing_bytes(&self) -> u64 {
+        self.missing.iter().map(|m| m.len).sum()
+    }
+
     /// The ECC blocks left unchecked, in words; `None` when none.
     pub fn unchecked_note(&self) -> Option<String> {
         match self.unchecked_blocks {
@@ -179,8 +203,7 @@ impl ZoneText {
         if self.missing.is_empty() {
             return None;
         }
-        let total: u64 = self.missing.iter().map(|m| m.len).sum();
-        let mut note = format!("{total} bytes not in the dump left out (");
+        let mut note = format!("{} bytes not in the dump left out (", self.missing_bytes());
         for (i, m) in self.missing.iter().take(MISSING_NAMED).enumerate() {
             if i > 0 {
                 note.push_str(", ");
@@ -198,6 +221,12 @@ impl ZoneText {
             0 => {}
             1 => note.push_str(", and the ftrace record that touches them"),
             n => note.push_str(&format!(", and the {n} ftrace records that touch them")),
+        }
+        if let Some(rest) = self.uninflated {
+            note.push_str(&format!(
+                "; the compressed record is inflated up to its first gap only: its last {} compressed bytes, from offset {} ({:#x}) on, are lost",
+                rest.len, rest.offset, rest.addr
+            ));
         }
         Some(note)
     }
@@ -400,28 +429,12 @@ fn read_zone(
         None => 0,
     };
     let span = (covered * ECC_BLOCK).clamp(size as u64, buffer) as usize;
-    // Text and ftrace records are read around what the dump lacks; a
-    // dmesg record's every byte counts.
-    let in_part = plan.kind != ZoneKind::Dmesg;
-    let read = |at, buf: &mut [u8]| -> Result<Vec<Lack>, PhysError> {
-        if in_part {
-            Ok(read_present(mem, at, buf))
-        } else {
-            mem.read(at, buf).map(|()| Vec::new())
-        }
-    };
     let mut data = vec![0u8; span];
     let mut unchecked_blocks = 0;
-    let mut lacking = match read(data_at, &mut data) {
-        Ok(lacking) => lacking,
-        Err(e) => return ZoneState::Unreadable(e),
-    };
+    let mut lacking = read_present(mem, data_at, &mut data);
     if let (Some(rs), Some(tally)) = (codec, &mut tally) {
         let mut parity = vec![0u8; (covered * ecc) as usize];
-        let parity_lacking = match read(parity_at, &mut parity) {
-            Ok(lacking) => lacking,
-            Err(e) => return ZoneState::Unreadable(e),
-        };
+        let parity_lacking = read_present(mem, parity_at, &mut parity);
         let whole = |lacking: &[Lack], r: Range<usize>| {
             !lacking
                 .iter()
@@ -488,22 +501,41 @@ fn read_zone(
         unchecked_blocks,
         missing,
         torn_records: 0,
+        uninflated: None,
     };
-    if plan.kind == ZoneKind::Ftrace {
-        text.torn_records = ftrace_records(&text).torn;
+    match plan.kind {
+        ZoneKind::Dmesg => dmesg_record(text, first_gap),
+        ZoneKind::Ftrace => {
+            text.torn_records = ftrace_records(&text).torn;
+            ZoneState::Text(text)
+        }
+        ZoneKind::Console | ZoneKind::Pmsg => ZoneState::Text(text),
     }
-    if plan.kind == ZoneKind::Dmesg {
-        let Some((time, compressed, len)) = dmesg_header(&text.bytes) else {
-            return ZoneState::NoDmesgHeader;
+}
+
+/// A dmesg zone's `text` as its record: the header read off it, the rest
+/// inflated if it was stored compressed. `first_gap` says why the dump
+/// lacks the text's first gap.
+fn dmesg_record(mut text: ZoneText, first_gap: Option<PhysError>) -> ZoneState {
+    // The header is the record's first line, and must lie before any gap:
+    // one in it leaves the record's time and form unknown.
+    let before_gap = text.missing.first().map_or(text.bytes.len(), |m| m.at);
+    let head = &text.bytes[..before_gap];
+    let Some((time, compressed, len)) = dmesg_header(head) else {
+        return match first_gap {
+            Some(e) if !head.contains(&b'\n') => ZoneState::Unreadable(e),
+            _ => ZoneState::NoDmesgHeader,
         };
-        text.bytes.drain(..len);
-        text.time = Some(time);
-        text.compressed = compressed;
-        if compressed {
-            match inflate(&text.bytes) {
-                Ok(bytes) => text.bytes = bytes,
-                Err(e) => return ZoneState::BadCompression(e),
-            }
+    };
+    text.bytes.drain(..len);
+    for m in &mut text.missing {
+        m.at -= len;
+    }
+    text.time = Some(time);
+    text.compressed = compressed;
+    if compressed {
+        if let Err(e) = inflate_record(&mut text) {
+            return ZoneState::BadCompression(e);
         }
     }
     ZoneState::Text(text)
@@ -581,19 +613,48 @@ fn dmesg_header(data: &[u8]) -> Option<((i64, u32), bool, usize)> {
     ))
 }
 
+/// Inflates a compressed dmesg record's `text`, its header gone: up to
+/// its first gap, since raw deflate cannot resume after one, saying that
+/// the rest is lost. The gaps then all lie after the text kept.
+fn inflate_record(text: &mut ZoneText) -> Result<(), String> {
+    let before_gap = text.missing.first().map_or(text.bytes.len(), |m| m.at);
+    let (inflated, end) = inflate(&text.bytes[..before_gap]);
+    match (end, text.missing.first()) {
+        // The stream ended before any gap: the record is whole.
+        (Ok(()), _) => {}
+        // Cut at the gap: what came out before it is the record's text.
+        (Err(e), Some(gap)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            text.uninflated = Some(Uninflated {
+                offset: before_gap as u64,
+                addr: gap.addr,
+                len: (text.bytes.len() - before_gap) as u64 + text.missing_bytes(),
+            });
+        }
+        (Err(e), _) => return Err(e.to_string()),
+    }
+    for m in &mut text.missing {
+        m.at = inflated.len();
+    }
+    text.bytes = inflated;
+    Ok(())
+}
+
 /// pstore compresses with raw deflate (zlib without its header, both the
 /// crypto API's "deflate" before 6.6 and `zlib_deflateInit2(-MAX_WBITS)`
-/// since).
-fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
+/// since): what `bytes` inflate to, and why inflation stopped short of
+/// the stream's end if it did (`UnexpectedEof` where the bytes end first).
+fn inflate(bytes: &[u8]) -> (Vec<u8>, io::Result<()>) {
     let mut out = Vec::new();
-    flate2::read::DeflateDecoder::new(bytes)
+    // On an error, what was inflated before it is kept in `out`.
+    let end = flate2::read::DeflateDecoder::new(bytes)
         .take(MAX_INFLATED + 1)
         .read_to_end(&mut out)
-        .map_err(|e| e.to_string())?;
+        .map(drop);
     if out.len() as u64 > MAX_INFLATED {
-        return Err(format!("inflates past {MAX_INFLATED} bytes"));
+        let past = io::Error::other(format!("inflates past {MAX_INFLATED} bytes"));
+        return (out, Err(past));
     }
-    Ok(out)
+    (out, end)
 }
 
 /// An ftrace zone's records, each where the kernel laid it.
@@ -612,8 +673,7 @@ struct FtraceRecords<'a> {
 /// record is made of bytes from both sides of one.
 fn ftrace_records(text: &ZoneText) -> FtraceRecords<'_> {
     let record = FTRACE_RECORD_SIZE as u64;
-    let lacking: u64 = text.missing.iter().map(|m| m.len).sum();
-    let laid_out = text.bytes.len() as u64 + lacking;
+    let laid_out = text.bytes.len() as u64 + text.missing_bytes();
     // Records are written whole, so the newest ends where the writer
     // stopped, the buffer's end once the old log is rotated; a buffer
     // whose size is not a multiple of a record leaves the oldest one cut

@@ -451,6 +451,86 @@ fn a_hole_across_a_record_boundary_costs_both_records_and_joins_none() {
 }
 
 #[test]
+fn a_plain_dmesg_record_keeps_its_text_around_a_hole() {
+    // The seed's first record, its header 19 bytes long; the dump lacks
+    // text bytes 30..35, after it.
+    let hole = 12 + 30..12 + 35;
+    let (_, zones) = read(&with_hole(ramoops_area::seed(), hole.clone()), &layout()).unwrap();
+    let state = zone(&zones, ZoneKind::Dmesg, 0);
+    assert!(state.lost());
+    let dmesg = text(state);
+    let written = b"<0>Kernel panic - not syncing: plain\n";
+    assert_eq!(dmesg.bytes, [&written[..11], &written[16..]].concat());
+    assert_eq!(dmesg.time, Some((1700000000, 5)));
+    assert_eq!(
+        dmesg.missing,
+        [Missing {
+            addr: PhysAddr(BASE + hole.start),
+            len: 5,
+            at: 11,
+        }]
+    );
+    assert!(
+        state
+            .to_string()
+            .ends_with(&format!("left out (5 at {:#x})", BASE + hole.start)),
+        "{state}"
+    );
+}
+
+#[test]
+fn a_compressed_dmesg_record_inflates_up_to_its_first_hole() {
+    // The ECC seed's long panic, compressed in the second dmesg zone; the
+    // dump lacks 50 of its compressed bytes from offset 1000 on.
+    let mut area = ramoops_area::seed();
+    let record = ramoops_area::compressed_record(&ramoops_area::ecc_panic());
+    put(&mut area, 0x4000, ramoops_area::SIG, 0x4000 - 12, &record);
+    let header = b"====1700000000.123456-C\n".len() as u64;
+    let gap = 0x4000 + 12 + header + 1000;
+    let (_, zones) = read(&with_hole(area, gap..gap + 50), &layout()).unwrap();
+    let state = zone(&zones, ZoneKind::Dmesg, 1);
+    assert!(state.lost());
+    let dmesg = text(state);
+    let panic = ramoops_area::ecc_panic();
+    assert!(dmesg.bytes.len() > 1000, "{}", dmesg.bytes.len());
+    assert!(dmesg.bytes.len() < panic.len());
+    assert!(panic.starts_with(&dmesg.bytes));
+    let rest = Uninflated {
+        offset: 1000,
+        addr: PhysAddr(BASE + gap),
+        len: record.len() as u64 - header - 1000,
+    };
+    assert_eq!(dmesg.uninflated, Some(rest));
+    assert_eq!(
+        dmesg.missing,
+        [Missing {
+            addr: PhysAddr(BASE + gap),
+            len: 50,
+            at: dmesg.bytes.len(),
+        }]
+    );
+    let note = format!(
+        "its last {} compressed bytes, from offset 1000 ({:#x}) on, are lost",
+        rest.len, rest.addr
+    );
+    assert!(state.to_string().ends_with(&note), "{state}");
+}
+
+#[test]
+fn a_dmesg_record_whose_header_the_dump_lacks_part_of_is_unreadable() {
+    // "====17" then a hole over "00": read around, the rest would still
+    // make a header, with another time.
+    let hole = 12 + 6..12 + 8;
+    let (_, zones) = read(&with_hole(ramoops_area::seed(), hole.clone()), &layout()).unwrap();
+    match zone(&zones, ZoneKind::Dmesg, 0) {
+        ZoneState::Unreadable(e) => assert_eq!(e.addr(), PhysAddr(BASE + hole.start)),
+        other => panic!("{other}"),
+    }
+    // The zones beside it are read.
+    assert!(text(zone(&zones, ZoneKind::Dmesg, 1)).missing.is_empty());
+}
+
+#[test]
 fn dmesg_headers_are_read_as_the_kernel_reads_them() {
     assert_eq!(
         dmesg_header(b"====12.000345-D\nx"),
