@@ -143,8 +143,9 @@ pub struct ZoneText {
     pub wrapped: bool,
     /// What the parity found, with ECC.
     pub ecc: Option<EccTally>,
-    /// ECC blocks the dump holds but not their parity: kept as they lie,
-    /// neither checked nor corrected.
+    /// ECC blocks the dump holds but not all of their parity or of their
+    /// data: what it holds of them is kept as it lies, neither checked
+    /// nor corrected.
     pub unchecked_blocks: u64,
     /// The zone's bytes the dump does not hold, in text order: left out
     /// of `bytes`, never read as zeros. A dmesg zone with one in its
@@ -191,9 +192,9 @@ impl ZoneText {
     pub fn unchecked_note(&self) -> Option<String> {
         match self.unchecked_blocks {
             0 => None,
-            1 => Some("1 ECC block unchecked: its parity is not in the dump".into()),
+            1 => Some("1 ECC block unchecked: the dump lacks part of its parity or data".into()),
             n => Some(format!(
-                "{n} ECC blocks unchecked: their parity is not in the dump"
+                "{n} ECC blocks unchecked: the dump lacks part of their parity or data"
             )),
         }
     }
@@ -435,10 +436,11 @@ fn read_zone(
     if let (Some(rs), Some(tally)) = (codec, &mut tally) {
         let mut parity = vec![0u8; (covered * ecc) as usize];
         let parity_lacking = read_present(mem, parity_at, &mut parity);
-        let whole = |lacking: &[Lack], r: Range<usize>| {
-            !lacking
+        let lacking_in = |lacking: &[Lack], r: Range<usize>| -> usize {
+            lacking
                 .iter()
-                .any(|(l, _)| l.start < r.end && r.start < l.end)
+                .map(|(l, _)| l.end.min(r.end).saturating_sub(l.start.max(r.start)))
+                .sum()
         };
         let (block, ecc) = (ECC_BLOCK as usize, ecc as usize);
         for (i, (bytes, par)) in data
@@ -446,13 +448,16 @@ fn read_zone(
             .zip(parity.chunks_mut(ecc))
             .enumerate()
         {
-            // A block or parity the dump lacks in part is not decoded:
-            // its bytes there are kept as they lie, the rest left out.
+            // A block the dump lacks part of, or part of its parity, is
+            // not decoded: its bytes there are kept as they lie,
+            // unchecked, the rest left out. One it lacks all of keeps
+            // nothing to check.
             let at = i * block;
-            if !whole(&lacking, at..at + bytes.len()) {
+            let gone = lacking_in(&lacking, at..at + bytes.len());
+            if gone == bytes.len() {
                 continue;
             }
-            if whole(&parity_lacking, i * ecc..i * ecc + ecc) {
+            if gone == 0 && lacking_in(&parity_lacking, i * ecc..i * ecc + ecc) == 0 {
                 tally.count(rs.decode(bytes, par));
             } else {
                 unchecked_blocks += 1;

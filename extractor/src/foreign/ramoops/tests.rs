@@ -136,13 +136,48 @@ fn a_block_whose_parity_the_dump_lacks_is_kept_unchecked_and_said() {
     assert!(
         state
             .to_string()
-            .contains(", 1 ECC block unchecked: its parity is not in the dump"),
+            .contains(", 1 ECC block unchecked: the dump lacks part of its parity or data"),
         "{state}"
     );
     // The block is kept as it lies, not corrected.
     let changed = clean.iter().zip(&console.bytes).filter(|(a, b)| a != b);
     assert_eq!(changed.count(), 1);
     assert_eq!(text(zone(&zones, ZoneKind::Dmesg, 0)).unchecked_blocks, 0);
+}
+
+#[test]
+fn a_block_the_dump_lacks_part_of_is_kept_unchecked_and_said() {
+    let (mut area, ecc, _) = ecc_area();
+    let (_, zones) = read(&image(BASE, area.clone()), &ecc).unwrap();
+    let clean = text(zone(&zones, ZoneKind::Console, 0)).bytes.clone();
+    // The console's 4th block lacks 16 bytes and has a flipped byte; its
+    // 6th has a flipped byte too.
+    let data_at = 0xc000 + 12;
+    area[data_at + 3 * 128 + 5] ^= 0xff;
+    area[data_at + 5 * 128 + 5] ^= 0xff;
+    let hole = (data_at + 3 * 128 + 40) as u64..(data_at + 3 * 128 + 56) as u64;
+    let (_, zones) = read(&with_hole(area, hole), &ecc).unwrap();
+    let state = zone(&zones, ZoneKind::Console, 0);
+    let console = text(state);
+    assert_eq!(console.unchecked_blocks, 1);
+    // The 6th block is corrected, the 4th kept as it lies.
+    assert_eq!(
+        console.ecc,
+        Some(EccTally {
+            corrected_bytes: 1,
+            bad_blocks: 0,
+        })
+    );
+    let gap = console.missing[0].at;
+    let kept = [&clean[..gap], &clean[gap + 16..]].concat();
+    let changed = kept.iter().zip(&console.bytes).filter(|(a, b)| a != b);
+    assert_eq!(changed.count(), 1);
+    assert!(
+        state
+            .to_string()
+            .contains(", 1 ECC block unchecked: the dump lacks part of its parity or data;"),
+        "{state}"
+    );
 }
 
 /// The zone of `kind` and `index` among `zones`.
