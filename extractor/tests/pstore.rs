@@ -354,3 +354,76 @@ fn info_lists_the_zones_where_the_parameters_put_them() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn what_a_hole_costs_each_record_is_said_by_pstore_and_by_a_bundle() {
+    // An armed image, then the area at 64 KiB: a long panic compressed in
+    // the second dmesg zone, 50 records in the first ftrace zone. Its ELF
+    // vmcore lacks 50 compressed bytes from the panic's offset 1000, and
+    // 53 bytes from the 6th of ftrace record 10 on.
+    let mut area = ramoops_area::seed();
+    let panic = ramoops_area::ecc_panic();
+    let record = ramoops_area::compressed_record(&panic);
+    ramoops_area::put(&mut area, 0x4000, ramoops_area::SIG, 0x4000 - 12, &record);
+    let (_, ftrace) = ramoops_area::places(true);
+    let records: Vec<u8> = (0..50u64)
+        .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
+        .collect();
+    ramoops_area::put(
+        &mut area,
+        ftrace,
+        ramoops_area::SIG ^ 0x060c75,
+        0x800 - 12,
+        &records,
+    );
+    let mut mem = synth::image_sized(0, 4096, 0x10000, 20);
+    mem.resize(0x10000, 0);
+    mem.extend(area);
+    let dmesg_gap = 0x10000 + 0x4000 + 12 + 24 + 1000;
+    let ftrace_gap = 0x10000 + ftrace as u64 + 12 + 10 * 24 + 5;
+    let end = mem.len() as u64;
+    let loads = [
+        synth::load(0, dmesg_gap),
+        synth::load(dmesg_gap + 50, ftrace_gap - dmesg_gap - 50),
+        synth::load(ftrace_gap + 53, end - ftrace_gap - 53),
+    ];
+    let path = write_tmp(
+        "ramoops-holes.elf",
+        &synth::elf(&mem, &loads, None, 1, false),
+    );
+    let layout = ramoops_area::LAYOUT.replacen("0:", "0x10000:", 1);
+    let said = [
+        format!(
+            "its last {} compressed bytes, from offset 1000 ({dmesg_gap:#x}) on, are lost",
+            record.len() - 24 - 1000
+        ),
+        format!("(53 at {ftrace_gap:#x}), and the 3 ftrace records that touch them"),
+    ];
+    let out = crashring(&["pstore", path.to_str().unwrap(), "--ramoops", &layout]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for s in &said {
+        assert!(err.contains(s), "{s:?} not in:\n{err}");
+    }
+    let printed = text(&out.stdout);
+    let dmesg = printed.split("==== dmesg-ramoops-1 ====\n").nth(1).unwrap();
+    assert!(
+        dmesg.starts_with("<0>[    0.000000] Kernel panic line 0\n"),
+        "{printed}"
+    );
+    let archive = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ramoops-holes.tar.gz");
+    let _ = std::fs::remove_file(&archive);
+    let out = crashring(&[
+        "bundle",
+        path.to_str().unwrap(),
+        "--ramoops",
+        &layout,
+        "-o",
+        archive.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for s in &said {
+        assert!(err.contains(s), "{s:?} not in:\n{err}");
+    }
+}
