@@ -262,17 +262,7 @@ fn a_wrapped_ftrace_zone_s_cut_record_is_said_left_out_at_its_start() {
     // 100 records into the 2036-byte buffer of the first ftrace zone: the
     // writer went round, and the oldest record kept is cut at the front.
     let mut area = ramoops_area::seed();
-    let (_, ftrace) = ramoops_area::places(true);
-    let records: Vec<u8> = (0..100u64)
-        .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
-        .collect();
-    ramoops_area::put(
-        &mut area,
-        ftrace,
-        ramoops_area::SIG ^ 0x060c75,
-        0x800 - 12,
-        &records,
-    );
+    ramoops_area::put_ftrace_records(&mut area, 100);
     let cut = "20 bytes of a partial record at its start (the oldest, cut by the wrap) left out";
     let path = write_tmp("ramoops-ftrace-wrapped.img", &area);
     let out = crashring(&[
@@ -365,17 +355,7 @@ fn what_a_hole_costs_each_record_is_said_by_pstore_and_by_a_bundle() {
     let panic = ramoops_area::ecc_panic();
     let record = ramoops_area::compressed_record(&panic);
     ramoops_area::put(&mut area, 0x4000, ramoops_area::SIG, 0x4000 - 12, &record);
-    let (_, ftrace) = ramoops_area::places(true);
-    let records: Vec<u8> = (0..50u64)
-        .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
-        .collect();
-    ramoops_area::put(
-        &mut area,
-        ftrace,
-        ramoops_area::SIG ^ 0x060c75,
-        0x800 - 12,
-        &records,
-    );
+    let ftrace = ramoops_area::put_ftrace_records(&mut area, 50);
     let mut mem = synth::image_sized(0, 4096, 0x10000, 20);
     mem.resize(0x10000, 0);
     mem.extend(area);

@@ -82,6 +82,18 @@ pub fn ftrace_record(ip: u64, parent: u64, ts: u64, cpu: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Writes `count` records into the first ftrace zone of [`seed`]'s
+/// layout (the current order), as 6.12.117 does; returns where the zone
+/// is in the area.
+pub fn put_ftrace_records(area: &mut [u8], count: u64) -> usize {
+    let (_, at) = places(true);
+    let records: Vec<u8> = (0..count)
+        .flat_map(|i| ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
+        .collect();
+    put(area, at, SIG ^ 0x060c75, 0x800 - 12, &records);
+    at
+}
+
 /// A console log long enough to go round its zone three times.
 pub fn console_text() -> Vec<u8> {
     (0..3 * 0x2000).map(|i| b'a' + (i % 26) as u8).collect()

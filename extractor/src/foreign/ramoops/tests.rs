@@ -366,17 +366,7 @@ fn a_text_zone_the_dump_lacks_all_of_is_unreadable() {
 /// that zone's data starts in the area.
 fn ftrace_area(count: u64) -> (Vec<u8>, u64) {
     let mut area = ramoops_area::seed();
-    let (_, at) = ramoops_area::places(true);
-    let records: Vec<u8> = (0..count)
-        .flat_map(|i| ramoops_area::ftrace_record(0x1000 + i, 0x2000 + i, i, 1))
-        .collect();
-    put(
-        &mut area,
-        at,
-        ramoops_area::SIG ^ 0x060c75,
-        0x800 - 12,
-        &records,
-    );
+    let at = ramoops_area::put_ftrace_records(&mut area, count);
     (area, at as u64 + 12)
 }
 
