@@ -527,8 +527,11 @@ fn dmesg_record(mut text: ZoneText, first_gap: Option<PhysError>) -> ZoneState {
     let before_gap = text.missing.first().map_or(text.bytes.len(), |m| m.at);
     let head = &text.bytes[..before_gap];
     let Some((time, compressed, len)) = dmesg_header(head) else {
+        // Unreadable only where a header may have begun and been cut by
+        // the gap; other bytes there are no record the kernel keeps.
+        let cut_header = head.starts_with(b"====") || b"====".starts_with(head);
         return match first_gap {
-            Some(e) if !head.contains(&b'\n') => ZoneState::Unreadable(e),
+            Some(e) if cut_header && !head.contains(&b'\n') => ZoneState::Unreadable(e),
             _ => ZoneState::NoDmesgHeader,
         };
     };
