@@ -329,11 +329,15 @@ pub(super) fn generation_of(r: &recover::Recovered) -> Generation {
         reason: state.map_or("unknown", |s| reason_name(s.reason)).into(),
         // As the bundle's manifest says it: the summary and the journal
         // give no kernel address the bundle hides.
-        message: state.map_or_else(String::new, |s| {
-            let rules = Rules::default();
-            let redactor = TextRedactor::new(&r.region, r.key(), &rules);
-            redactor.crash_message(&s.message, &mut redactor.counts())
-        }),
+        // Only a message there is worth the region's key (a hash of all
+        // of it): a clean shutdown's is empty.
+        message: state
+            .filter(|s| !s.message.is_empty())
+            .map_or_else(String::new, |s| {
+                let rules = Rules::default();
+                let redactor = TextRedactor::new(&r.region, r.key(), &rules);
+                redactor.crash_message(&s.message, &mut redactor.counts())
+            }),
         hardware_error: pstore_ring::ras::fatal_hardware_error(&r.region, &r.trace),
         signature: signature::of(&r.region, &r.trace),
         firmware_error: None,
