@@ -110,7 +110,7 @@ pub enum ArmError {
     #[error("--size {size}: more than this machine's System RAM, {ram} bytes")]
     TooLarge { size: u64, ram: u64 },
     #[error(
-        "--size {0}: cannot be checked against this machine's System RAM: /proc/iomem shows every address as 0, as it does to all but root; run crashring arm as root"
+        "--size {0}: cannot be checked against this machine's System RAM: /proc/iomem shows every address as 0, as it does without CAP_SYS_ADMIN; run crashring arm as root, outside a container"
     )]
     SizeUnchecked(u64),
     #[error(

@@ -32,28 +32,20 @@ impl Staging {
     /// else could rename it away and put a link in its place (a
     /// directory of theirs on the way to `out`, or one anyone may write
     /// to that is not sticky), it is made in the temporary directory
-    /// instead.
+    /// instead, if that is safe (in a user namespace whose `/` shows an
+    /// unmapped owner neither is, and it stays beside `out`).
     pub fn beside(out: &Path) -> io::Result<Staging> {
         let name = out
             .file_name()
             .map_or("bundle".into(), |n| n.to_string_lossy());
         let parent = std::fs::canonicalize(parent_of(out))?;
+        let tmp = || std::fs::canonicalize(std::env::temp_dir());
         let within = match only_caller_can_rename_in(&parent)? {
+            false => tmp()
+                .ok()
+                .filter(|t| only_caller_can_rename_in(t).unwrap_or(false))
+                .unwrap_or(parent),
             true => parent,
-            false => {
-                let tmp = std::fs::canonicalize(std::env::temp_dir())?;
-                if !only_caller_can_rename_in(&tmp)? {
-                    return Err(io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        format!(
-                            "neither {} nor the temporary directory {} is safe to stage a bundle in: another user can rename what is in them",
-                            parent.display(),
-                            tmp.display()
-                        ),
-                    ));
-                }
-                tmp
-            }
         };
         let dir = tempfile::Builder::new()
             .prefix(&format!(".{name}."))

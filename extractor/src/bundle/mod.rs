@@ -311,7 +311,7 @@ pub fn write(
     // before any work is done.
     let archive = NewFile::create(out).what(|| format!("creating {}", out.display()))?;
     let staging = archive::Staging::beside(out)
-        .what(|| format!("creating a staging directory beside {}", out.display()))?;
+        .what(|| format!("creating a staging directory for {}", out.display()))?;
 
     // Logs first: the Perfetto trace shows them as tracks.
     let (placed_logs, logs_written) = place_logs(&staging, &parts, regions, rules, add_logs)?;

@@ -705,7 +705,8 @@ fn hidden_addresses_are_refused() {
             "{arch}: {err}"
         );
         assert!(
-            err.to_string().ends_with("run crashring arm as root"),
+            err.to_string()
+                .ends_with("run crashring arm as root, outside a container"),
             "{err}"
         );
     }
