@@ -39,14 +39,8 @@ impl Staging {
             .file_name()
             .map_or("bundle".into(), |n| n.to_string_lossy());
         let parent = std::fs::canonicalize(parent_of(out))?;
-        let tmp = || std::fs::canonicalize(std::env::temp_dir());
-        let within = match only_caller_can_rename_in(&parent)? {
-            false => tmp()
-                .ok()
-                .filter(|t| only_caller_can_rename_in(t).unwrap_or(false))
-                .unwrap_or(parent),
-            true => parent,
-        };
+        let tmp = std::fs::canonicalize(std::env::temp_dir()).ok();
+        let within = staging_parent(parent, tmp)?;
         let dir = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".staging")
@@ -77,6 +71,17 @@ impl Staging {
         }
         create_new(&self.path().join(relative))
     }
+}
+
+/// Where to stage for an output in `parent`: there, unless others can
+/// rename in it and the temporary directory `tmp` is safe from that.
+fn staging_parent(parent: PathBuf, tmp: Option<PathBuf>) -> io::Result<PathBuf> {
+    if only_caller_can_rename_in(&parent)? {
+        return Ok(parent);
+    }
+    Ok(tmp
+        .filter(|t| only_caller_can_rename_in(t).unwrap_or(false))
+        .unwrap_or(parent))
 }
 
 /// Whether no one but the caller (and root) can rename what is in `dir`
@@ -292,24 +297,31 @@ mod tests {
 
     /// Staging goes beside the archive unless another user could rename
     /// it there: in a directory anyone may write to that is not sticky,
-    /// it goes to the temporary directory.
+    /// it goes to the temporary directory, if that is safe.
     #[test]
     fn staging_stays_out_of_a_directory_others_can_rename_in() {
-        let root = tempfile::tempdir().expect("a scratch directory");
-        let root = std::fs::canonicalize(root.path()).expect("its path");
-        for (mode, beside) in [
-            (0o755, true),
-            (0o1777, true),
-            (0o777, false),
-            (0o775, false),
-        ] {
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let root = std::fs::canonicalize(scratch.path()).expect("its path");
+        let dir = |mode: u32| {
             let dir = root.join(format!("{mode:o}"));
             std::fs::create_dir(&dir).expect("a directory");
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
                 .expect("its mode");
-            let staging = Staging::beside(&dir.join("b.tar.gz")).expect("staging");
-            assert_eq!(staging.path().starts_with(&dir), beside, "{mode:o}");
+            dir
+        };
+        let (tmp, open_to_all) = (dir(0o700), dir(0o777));
+        for (mode, beside) in [(0o755, true), (0o1777, true), (0o775, false)] {
+            let parent = dir(mode);
+            let within = staging_parent(parent.clone(), Some(tmp.clone())).expect("a place");
+            assert_eq!(within == parent, beside, "{mode:o}");
+            // With no safe temporary directory, beside it, as before.
+            let within = staging_parent(parent.clone(), Some(open_to_all.clone()));
+            assert_eq!(within.expect("a place"), parent, "{mode:o}");
         }
+        let within = staging_parent(open_to_all.clone(), Some(tmp.clone())).expect("a place");
+        assert_eq!(within, tmp);
+        let staging = Staging::beside(&tmp.join("b.tar.gz")).expect("staging");
+        assert!(staging.path().starts_with(&tmp));
     }
 
     /// Files of the sizes a tar's padding and a long name's extra entry

@@ -528,8 +528,14 @@ fn dmesg_record(mut text: ZoneText, first_gap: Option<PhysError>) -> ZoneState {
     let head = &text.bytes[..before_gap];
     let Some((time, compressed, len)) = dmesg_header(head) else {
         // Unreadable only where a header may have begun and been cut by
-        // the gap; other bytes there are no record the kernel keeps.
-        let cut_header = head.starts_with(b"====") || b"====".starts_with(head);
+        // the gap (`====`, then what a time and its kind are made of);
+        // other bytes there are no record the kernel keeps.
+        let cut_header = match head.strip_prefix(b"====") {
+            Some(rest) => rest
+                .iter()
+                .all(|b| b.is_ascii_digit() || b"-.CD".contains(b)),
+            None => b"====".starts_with(head),
+        };
         return match first_gap {
             Some(e) if cut_header && !head.contains(&b'\n') => ZoneState::Unreadable(e),
             _ => ZoneState::NoDmesgHeader,
