@@ -27,6 +27,16 @@
 //! compositor's frames on the same timeline; and its input lines only
 //! while its "input" category was selected.
 //!
+//! The next boot is also the control: once the region is saved it unloads
+//! crashring.ko, sets drm.debug to the three categories, binds bochs-drm
+//! again, runs the modesets and saves dmesg. Every DRM message recovered
+//! before the crash must be one of the lines printk printed there,
+//! hexadecimal words and numbers aside (addresses and object ids differ
+//! between boots): the module changes nothing about a message but where
+//! it goes. The test module's messages are held to the kernel's own
+//! printk in the crashed boot only: it cannot load without crashring.ko,
+//! whose crashring_log() it calls.
+//!
 //! On 6.1 the module is loaded without a callsite area
 //! (`callsite_pages=0`), so that every message takes the writer's
 //! fallback, formatted in the kernel: DRM's with its `[drm:FUNCTION]`,
@@ -35,7 +45,7 @@
 //! kernel's own printk lines among them; 6.12 and the newest kernel
 //! record the messages unformatted.
 
-use super::{parse_saved, warm_reboot_run, Artifacts, WarmReboot};
+use super::{parse_saved, warm_reboot_run, Artifacts, WarmReboot, CONTROL_MIB};
 use crate::env::guest::{self, Kernel};
 use anyhow::{ensure, Context, Result};
 use pstore_ring::kprintf::Pointers;
@@ -45,7 +55,7 @@ use pstore_ring::read::{drm_category_name, DebugEvent, Region};
 use pstore_ring::schema::{
     Value, DEBUG_FORMATTED, EVENT_DEBUG, EVENT_LOG, EVENT_MARKER, EVENT_PRINTK,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use xshell::Shell;
 
 /// The compositor's user and the crashring group (as in compositor-crash).
@@ -85,6 +95,8 @@ const INPUT_DROPPED: &str = "crashring-test: user compositor: render+ input-";
 
 /// bochs-drm's device, as dev_printk() names it.
 const DEVICE: &str = "bochs-drm 0000:00:02.0";
+/// The standard VGA's PCI address.
+const VGA: &str = "0000:00:02.0";
 
 pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     let source = std::fs::read_to_string(sh.current_dir().join(TEST_SOURCE))?;
@@ -153,6 +165,22 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
          echo c > /proc/sysrq-trigger\n\
          sleep 30\n"
     );
+    let drm_debug = (0..16)
+        .filter(|&bit| drm_category_name(bit).is_some_and(|c| CATEGORIES.contains(&c)))
+        .fold(0u32, |mask, bit| mask | 1 << bit);
+    // The boot log is cleared first, so that printk's ring holds all of
+    // the control.
+    let control = format!(
+        "  rmmod crashring || echo 'crashring-test: control: crashring.ko stayed'\n\
+         \x20 load_later\n\
+         \x20 dmesg -c > /dev/null\n\
+         \x20 echo {drm_debug:#x} > /sys/module/drm/parameters/debug\n\
+         \x20 echo {VGA} > /sys/bus/pci/drivers/bochs-drm/unbind\n\
+         \x20 echo {VGA} > /sys/bus/pci/drivers/bochs-drm/bind\n\
+         \x20 {mode} /dev/dri/card0 6\n\
+         \x20 echo 0 > /sys/module/drm/parameters/debug\n\
+         \x20 dmesg | dd of=/dev/vda bs=1M seek={CONTROL_MIB} conv=fsync 2>/dev/null\n"
+    );
     let plan = WarmReboot {
         name: "drm-flight-recorder",
         module_args: &module_args,
@@ -161,6 +189,7 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         programs: &[comp, mode],
         qemu_args: &["-vga", "std"],
         later_modules: &["bochs"],
+        after_saving: &control,
         ..WarmReboot::memmap(record)
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
@@ -173,6 +202,10 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         "the modeset program did not finish"
     );
     ensure!(
+        !saved.said("control: crashring.ko stayed"),
+        "the control could not unload crashring.ko"
+    );
+    ensure!(
         saved.said(INPUT_SELECTED) && saved.said(INPUT_DROPPED),
         "`crashring debug show` did not say the compositor's input category went on, then off"
     );
@@ -181,7 +214,52 @@ pub fn drm_flight_recorder(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<St
         ib_line,
         formatted,
     };
-    saved.check(|bytes| check(&parse_saved(bytes)?, &sites))
+    saved.check(|bytes| check(&parse_saved(bytes)?, &sites, &control_shapes(bytes)?))
+}
+
+/// The shapes of the lines the control printed (see the module's doc),
+/// from dmesg's output at [`CONTROL_MIB`] of the saved disk.
+fn control_shapes(image: &[u8]) -> Result<BTreeSet<Vec<u8>>> {
+    let tail = image
+        .get((CONTROL_MIB << 20) as usize..)
+        .context("the saved disk ends before the control's dmesg")?;
+    let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+    let shapes: BTreeSet<_> = tail[..end]
+        .split(|&b| b == b'\n')
+        // "[    12.345678] " before each line.
+        .filter_map(|l| l.iter().position(|&b| b == b']').map(|at| &l[at + 1..]))
+        .map(|l| shape(l.strip_prefix(b" ").unwrap_or(l)))
+        .collect();
+    ensure!(
+        shapes.len() > 1,
+        "the control saved no dmesg: it did not run, or printed nothing"
+    );
+    Ok(shapes)
+}
+
+/// A line with what differs between boots left out: each word of eight
+/// or more hexadecimal digits (an address) and each run of decimal digits
+/// within a word (an object id, a size) becomes "#".
+fn shape(line: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len());
+    for word in line.split_inclusive(|b| !b.is_ascii_alphanumeric()) {
+        let (word, end) = match word.split_last() {
+            Some((&last, rest)) if !last.is_ascii_alphanumeric() => (rest, Some(last)),
+            _ => (word, None),
+        };
+        if word.len() >= 8 && word.iter().all(u8::is_ascii_hexdigit) {
+            out.push(b'#');
+        } else {
+            for run in word.chunk_by(|a, b| a.is_ascii_digit() == b.is_ascii_digit()) {
+                match run.first().is_some_and(u8::is_ascii_digit) {
+                    true => out.push(b'#'),
+                    false => out.extend_from_slice(run),
+                }
+            }
+        }
+        out.extend(end);
+    }
+    out
 }
 
 fn text<'a>(values: &'a [Value<'a>], i: usize) -> &'a [u8] {
@@ -254,8 +332,9 @@ fn origin(
     Ok(Some(c.line))
 }
 
-/// What came back, as the module says.
-fn check(region: &Region<'_>, sites: &Selected) -> Result<String> {
+/// What came back, as the module says; `control`, the shapes of what
+/// printk printed for the same calls without the module.
+fn check(region: &Region<'_>, sites: &Selected, control: &BTreeSet<Vec<u8>>) -> Result<String> {
     let (line, ib_line) = (sites.line, sites.ib_line);
     let trace = region.decode();
     let e = region.header.endian;
@@ -272,6 +351,9 @@ fn check(region: &Region<'_>, sites: &Selected) -> Result<String> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut diverted = Vec::new();
     let mut printed_before = Vec::new();
+    // The DRM messages before END (what comes after may be the panic's
+    // own), by shape.
+    let mut drm_shapes = BTreeSet::new();
     let (mut both_diverted, mut both_printed) = (Vec::new(), BTreeMap::<Vec<u8>, usize>::new());
     let (mut switching, mut after_both, mut after_end) = (false, false, false);
     let (mut frames, mut debug_amid_frames) = (0usize, 0usize);
@@ -340,6 +422,9 @@ fn check(region: &Region<'_>, sites: &Selected) -> Result<String> {
                     debug_amid_frames += 1;
                 }
                 let text = text.strip_suffix(b"\n").unwrap_or(&text).to_vec();
+                if at.is_none() && !after_end {
+                    drm_shapes.insert(shape(&text));
+                }
                 match (switching, after_both, after_end) {
                     (false, ..) => diverted.push(text),
                     (true, true, false) => both_diverted.push(text),
@@ -422,6 +507,16 @@ fn check(region: &Region<'_>, sites: &Selected) -> Result<String> {
             })?;
         *left -= 1;
     }
+    // Without the module, printk printed each of them.
+    let unprinted: Vec<_> = drm_shapes
+        .difference(control)
+        .take(3)
+        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .collect();
+    ensure!(
+        unprinted.is_empty(),
+        "DRM messages recovered that printk never printed without the module (shapes): {unprinted:?}"
+    );
     ensure!(frames > 0, "no compositor frames came back");
     ensure!(
         input_next && input_on && input_while > 0 && input_before == 0 && input_after == 0,
@@ -432,7 +527,29 @@ fn check(region: &Region<'_>, sites: &Selected) -> Result<String> {
         "no debug message merged among the compositor's frames"
     );
     Ok(format!(
-        "{counts:?} recovered and formatted, none printed; {} messages after \"printk\" each the kernel's own line; {frames} compositor frames with {debug_amid_frames} messages among them; {input_while} input lines while its category was selected, none outside",
-        both_diverted.len()
+        "{counts:?} recovered and formatted, none printed; {} messages after \"printk\" each the kernel's own line; their {} DRM shapes among the {} lines printk printed without the module; {frames} compositor frames with {debug_amid_frames} messages among them; {input_while} input lines while its category was selected, none outside",
+        both_diverted.len(),
+        drm_shapes.len(),
+        control.len()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shape;
+
+    #[test]
+    fn a_shape_leaves_out_addresses_and_numbers_but_not_words() {
+        assert_eq!(
+            shape(b"bochs-drm 0000:00:02.0: [drm:drm_atomic_state_init] Allocated atomic state ffff888003abc000"),
+            b"bochs-drm #:#:#.#: [drm:drm_atomic_state_init] Allocated atomic state #"
+        );
+        assert_eq!(
+            shape(b"[CRTC:34:crtc-0] mode 1024x768, fb 38"),
+            b"[CRTC:#:crtc-#] mode #x#, fb #"
+        );
+        // Words of hexadecimal letters under eight long are words.
+        assert_eq!(shape(b"added face to bad cafe"), b"added face to bad cafe");
+        assert_ne!(shape(b"crtc-0 on"), shape(b"crtc-0 off"));
+    }
 }

@@ -150,6 +150,9 @@ pub fn workload_then_sysrq(before_crash: &str) -> String {
 pub const DONE: &str = "crashring-test: done";
 /// Past the largest slot a scenario saves (a 64 MiB range's 32 MiB).
 pub const DONE_MIB: u64 = 40;
+/// Where the second boot's `after` phase (see [`boot_script`]) writes what
+/// it saw: past the largest slot, before the verdict.
+pub const CONTROL_MIB: u64 = 32;
 /// The second boot's disk: the saved slot, then the verdict.
 const SAVE_DISK_MIB: u64 = DONE_MIB + 1;
 
@@ -163,8 +166,16 @@ pub const ACK: &str = r#"echo "generation=$gen" > /sys/kernel/crashring/previous
 /// generation) `record` runs and must bring the kernel down; on the next
 /// boot the previous generation is copied to /dev/vda and released by
 /// `release` ([`ACK`], or `crashring recover`, which acks what it
-/// bundled), which sets `ack=1` if it fails.
-pub fn boot_script(module_args: &str, before: &str, record: &str, release: &str) -> String {
+/// bundled), which sets `ack=1` if it fails. `after` runs once the
+/// verdict's facts are gathered, before it is written: the module may be
+/// unloaded there, and what it saw goes on the disk at [`CONTROL_MIB`].
+pub fn boot_script(
+    module_args: &str,
+    before: &str,
+    record: &str,
+    release: &str,
+    after: &str,
+) -> String {
     format!(
         r#"{before}insmod /lib/crashring.ko {module_args} || echo "crashring-test: insmod failed"
 if grep -q '^none' /sys/kernel/crashring/previous_summary; then
@@ -198,11 +209,12 @@ else
   fi
   exec 3<&-
   echo "crashring-test: status $(cat /sys/kernel/crashring/status)"
-  # The verdict goes on the disk too: the console is for diagnosis (after
+  acked=$(head -n 1 /sys/kernel/crashring/previous_summary)
+{after}  # The verdict goes on the disk too: the console is for diagnosis (after
   # a panic reboot its output has been seen to go missing).
   {{
     echo "{DONE}"
-    echo "info $info json $json ack $ack; after the ack: $(head -n 1 /sys/kernel/crashring/previous_summary)"
+    echo "info $info json $json ack $ack; after the ack: $acked"
     cat /info.json
   }} | dd of=/dev/vda bs=1M seek={DONE_MIB} conv=fsync 2>/dev/null
   echo "{DONE}"
@@ -214,7 +226,7 @@ poweroff -f
 
 /// The standard scenario script: the workload, a sysrq panic, recovery.
 pub fn workload_script(module_args: &str, before_crash: &str) -> String {
-    boot_script(module_args, "", &workload_then_sysrq(before_crash), ACK)
+    boot_script(module_args, "", &workload_then_sysrq(before_crash), ACK, "")
 }
 
 pub fn raw_disk(path: &Path, bytes: u64) -> Result<()> {

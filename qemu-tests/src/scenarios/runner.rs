@@ -51,6 +51,9 @@ pub struct WarmReboot<'a> {
     /// How the next boot releases the generation once saved (see
     /// [`boot_script`]).
     pub release: &'a str,
+    /// What the next boot does once the verdict's facts are gathered (see
+    /// [`boot_script`]).
+    pub after_saving: &'a str,
 }
 
 impl WarmReboot<'_> {
@@ -73,6 +76,7 @@ impl WarmReboot<'_> {
             later_modules: &[],
             monitor: None,
             release: ACK,
+            after_saving: "",
         }
     }
 }
@@ -246,6 +250,7 @@ pub fn warm_reboot_run(
             plan.before_insmod,
             &plan.record,
             plan.release,
+            plan.after_saving,
         )
     });
     let initrd = guest::initramfs(
