@@ -6,6 +6,7 @@
 
 pub mod bert_region;
 pub mod bundles;
+pub mod containers;
 pub mod ftrace_area;
 pub mod printk_ring;
 pub mod ramoops_area;
