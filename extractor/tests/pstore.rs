@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::bundles::bundle;
 use common::{crashring, ramoops_area, synth, write_tmp};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -178,17 +179,8 @@ fn a_bundle_holds_the_dumps_ramoops_records_as_logs() {
     mem.resize(0x10000, 0);
     mem.extend(ramoops_area::seed());
     let path = write_tmp("ramoops-armed.img", &mem);
-    let archive = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ramoops-armed.tar.gz");
-    let _ = std::fs::remove_file(&archive);
     let layout = ramoops_area::LAYOUT.replacen("0:", "0x10000:", 1);
-    let out = crashring(&[
-        "bundle",
-        path.to_str().unwrap(),
-        "--ramoops",
-        &layout,
-        "-o",
-        archive.to_str().unwrap(),
-    ]);
+    let (out, archive) = bundle(&path, "ramoops-armed.tar.gz", &["--ramoops", &layout]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let said = crashring(&["check-bundle", archive.to_str().unwrap()]);
     assert_eq!(said.status.code(), Some(0), "{}", text(&said.stderr));
@@ -242,14 +234,7 @@ fn a_bundle_holds_the_dumps_ramoops_records_as_logs() {
             "warning: no ramoops record is bundled: the dump does not hold the area (physical address 0x20000 is not in the dump)\n",
         ),
     ] {
-        let out = crashring(&[
-            "bundle",
-            path.to_str().unwrap(),
-            "--ramoops",
-            area,
-            "-o",
-            archive.to_str().unwrap(),
-        ]);
+        let (out, _) = bundle(&path, "ramoops-armed.tar.gz", &["--ramoops", area]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{err}");
         assert!(err.contains(says), "{err}");
@@ -279,16 +264,12 @@ fn a_wrapped_ftrace_zone_s_cut_record_is_said_left_out_at_its_start() {
     mem.resize(0x10000, 0);
     mem.extend(area);
     let path = write_tmp("ramoops-ftrace-wrapped-armed.img", &mem);
-    let archive = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ramoops-ftrace-wrapped.tar.gz");
-    let _ = std::fs::remove_file(&archive);
-    let out = crashring(&[
-        "bundle",
-        path.to_str().unwrap(),
-        "--ramoops",
-        &ramoops_area::LAYOUT.replacen("0:", "0x10000:", 1),
-        "-o",
-        archive.to_str().unwrap(),
-    ]);
+    let layout = ramoops_area::LAYOUT.replacen("0:", "0x10000:", 1);
+    let (out, _) = bundle(
+        &path,
+        "ramoops-ftrace-wrapped.tar.gz",
+        &["--ramoops", &layout],
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains(&format!("ftrace-ramoops-0: {cut}")), "{err}");
@@ -391,16 +372,7 @@ fn what_a_hole_costs_each_record_is_said_by_pstore_and_by_a_bundle() {
         dmesg.starts_with("<0>[    0.000000] Kernel panic line 0\n"),
         "{printed}"
     );
-    let archive = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ramoops-holes.tar.gz");
-    let _ = std::fs::remove_file(&archive);
-    let out = crashring(&[
-        "bundle",
-        path.to_str().unwrap(),
-        "--ramoops",
-        &layout,
-        "-o",
-        archive.to_str().unwrap(),
-    ]);
+    let (out, _) = bundle(&path, "ramoops-holes.tar.gz", &["--ramoops", &layout]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     for s in &said {
