@@ -22,16 +22,25 @@ struct Spec {
 }
 
 impl Spec {
+    /// A v6 file of `max_mapnr` pages with these bitmaps, whole (not
+    /// split), and no page descriptors.
+    fn bitmaps(max_mapnr: u64, ram: Vec<u8>, dumped: Vec<u8>) -> Spec {
+        Spec {
+            version: 6,
+            max_mapnr,
+            ram,
+            dumped,
+            split: None,
+            pages: Vec::new(),
+        }
+    }
+
     /// All `n` pages RAM and dumped, each with its descriptor.
     fn whole(n: u64) -> Spec {
         let bytes = n.div_ceil(8) as usize;
         Spec {
-            version: 6,
-            max_mapnr: n,
-            ram: vec![0xff; bytes],
-            dumped: vec![0xff; bytes],
-            split: None,
             pages: (0..n).collect(),
+            ..Spec::bitmaps(n, vec![0xff; bytes], vec![0xff; bytes])
         }
     }
 
@@ -234,14 +243,7 @@ fn bitmaps_of_alternating_bits_make_a_bounded_map() {
     // pages no RAM, which no real bitmap has.)
     let n = 8 << 20;
     for ram in [0xaa, 0xff] {
-        let spec = Spec {
-            version: 6,
-            max_mapnr: n as u64,
-            ram: vec![ram; n / 8],
-            dumped: vec![0x55; n / 8],
-            split: None,
-            pages: Vec::new(),
-        };
+        let spec = Spec::bitmaps(n as u64, vec![ram; n / 8], vec![0x55; n / 8]);
         let (file, bitmaps) = spec.build();
         assert!(file.len() < 3 << 20);
         let dump = open(Arc::new(file)).expect("the file opens");
@@ -283,14 +285,7 @@ fn pages_cut_off_past_the_run_limit_are_lost_and_counted() {
     let mut dumped = ram.clone();
     ram[..sparse as usize].fill(0x55);
     dumped[..sparse as usize].fill(0);
-    let spec = Spec {
-        version: 6,
-        max_mapnr: n,
-        ram,
-        dumped,
-        split: None,
-        pages: Vec::new(),
-    };
+    let spec = Spec::bitmaps(n, ram, dumped);
     let dump = spec.open();
     let cut = n - sparse * 8;
     assert!(
@@ -313,14 +308,7 @@ fn pages_that_lengthen_the_last_run_at_the_limit_are_not_past_it() {
     let n = (2 * cap + 8).next_multiple_of(8);
     let mut ram = vec![0x55; n as usize / 8];
     ram[(2 * cap / 8) as usize..].fill(0);
-    let mut spec = Spec {
-        version: 6,
-        max_mapnr: n,
-        ram,
-        dumped: vec![0; n as usize / 8],
-        split: None,
-        pages: Vec::new(),
-    };
+    let mut spec = Spec::bitmaps(n, ram, vec![0; n as usize / 8]);
     spec.ram[((2 * cap - 1) / 8) as usize] |= 0x80;
     let dump = spec.open();
     assert_eq!(dump.memory.map().runs().len(), MAX_SPARE_RUNS);
@@ -345,12 +333,8 @@ fn pages_the_file_holds_past_the_run_limit_are_still_read() {
     ram[sparse as usize / 8] = 0xff;
     dumped[sparse as usize / 8] = 0xff;
     let spec = Spec {
-        version: 6,
-        max_mapnr: n,
-        ram,
-        dumped,
-        split: None,
         pages: (sparse..sparse + 8).collect(),
+        ..Spec::bitmaps(n, ram, dumped)
     };
     let dump = spec.open();
     assert!(
