@@ -378,4 +378,37 @@ fn what_a_hole_costs_each_record_is_said_by_pstore_and_by_a_bundle() {
     for s in &said {
         assert!(err.contains(s), "{s:?} not in:\n{err}");
     }
+    // info --json gives each loss a field of its own.
+    let out = crashring(&[
+        "info",
+        "--json",
+        path.to_str().unwrap(),
+        "--ramoops",
+        &layout,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let zone = |name: &str| {
+        info["ramoops"]["zones"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|z| z["name"] == name)
+            .unwrap_or_else(|| panic!("no zone {name} in {info}"))
+            .clone()
+    };
+    let (dmesg, ftrace) = (zone("dmesg-ramoops-1"), zone("ftrace-ramoops-0"));
+    assert_eq!(dmesg["missing_bytes"], 50, "{dmesg}");
+    assert_eq!(dmesg["torn_records"], 0, "{dmesg}");
+    assert_eq!(
+        dmesg["uninflated"],
+        serde_json::json!({
+            "offset": 1000,
+            "addr": format!("{dmesg_gap:#x}"),
+            "bytes": record.len() - 24 - 1000,
+        })
+    );
+    assert_eq!(ftrace["missing_bytes"], 53, "{ftrace}");
+    assert_eq!(ftrace["torn_records"], 3, "{ftrace}");
+    assert!(ftrace["uninflated"].is_null(), "{ftrace}");
 }

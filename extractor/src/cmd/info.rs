@@ -370,6 +370,13 @@ fn ramoops_json(read: &Result<(Order, Vec<Zone>), LayoutError>) -> Value {
                     "says": z.state.to_string(),
                     "bytes": text.map(|t| t.bytes.len()),
                     "compressed": text.map(|t| t.compressed),
+                    "missing_bytes": text.map(|t| t.missing_bytes()),
+                    "torn_records": text.map(|t| t.torn_records),
+                    "uninflated": text.and_then(|t| t.uninflated.map(|u| json!({
+                        "offset": u.offset,
+                        "addr": format!("{:#x}", u.addr),
+                        "bytes": u.len,
+                    }))),
                     "ecc": text.and_then(|t| t.ecc.map(|e| json!({
                         "corrected_bytes": e.corrected_bytes,
                         "bad_blocks": e.bad_blocks,

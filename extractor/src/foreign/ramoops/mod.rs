@@ -184,7 +184,7 @@ pub struct Uninflated {
 
 impl ZoneText {
     /// The zone's bytes the dump does not hold, counted.
-    fn missing_bytes(&self) -> u64 {
+    pub fn missing_bytes(&self) -> u64 {
         self.missing.iter().map(|m| m.len).sum()
     }
 
