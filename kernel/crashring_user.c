@@ -28,6 +28,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
 #include <linux/cc_platform.h>
 #include <linux/cred.h>
 #include <linux/ctype.h>
@@ -263,19 +264,26 @@ void crashring_user_selection_changed(void)
  * @at: bytes already in it
  *
  * One line per stream that named categories: "user NAME: CAT+ CAT-",
- * + for enabled, NAME's spaces and unprintable bytes escaped. With
+ * + for enabled, NAME's spaces and unprintable bytes escaped. The file
+ * is readable by all, and a stream's name is its holder's: a reader
+ * without CAP_SYS_ADMIN sees only the streams its own euid holds. With
  * crashring.lock held.
  *
  * Return: the bytes in @buf.
  */
 int crashring_user_show(char *buf, int at)
 {
+	/* No audit record: reading the file is no attempt at privilege. */
+	bool all = ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN);
 	const struct crashring_user_control *ctl;
+	kuid_t reader = current_euid();
 	u32 j, c;
 
 	for (j = 0; j < crashring.nuser; j++) {
 		ctl = cr_user_slots[j].ctl;
 		if (!cr_user_slots[j].holder || !ctl->count)
+			continue;
+		if (!all && !uid_eq(cr_user_slots[j].uid, reader))
 			continue;
 		/* A holder names its stream: no newline of its own reaches root. */
 		at += sysfs_emit_at(buf, at, "user %*pEsp:",

@@ -223,6 +223,17 @@ static int name_categories(int fd, const char *const *names, unsigned int n)
 	return ioctl(fd, CRASHRING_IOC_USER_CATEGORIES, &req) ? errno : 0;
 }
 
+/* What sysfs "debug" says to the caller, into @text (@size bytes). */
+static void read_debug(char *text, size_t size)
+{
+	int sys = open("/sys/kernel/crashring/debug", O_RDONLY);
+	ssize_t len = sys < 0 ? 0 : read(sys, text, size - 1);
+
+	text[len > 0 ? len : 0] = '\0';
+	if (sys >= 0)
+		close(sys);
+}
+
 /*
  * The control page of the stream @fd holds (@bytes long): read-only for
  * its holder, for good; its categories as the kernel checks them; and a
@@ -234,9 +245,7 @@ static void control_page(int fd, size_t bytes)
 	static const char *const bad[] = { "render", "with space" };
 	static const char *const twice[] = { "render", "render" };
 	char text[4096];
-	size_t len;
 	void *p;
-	int sys;
 
 	say("categories-bad", err_name(name_categories(fd, bad, 2)));
 	say("categories-twice", err_name(name_categories(fd, twice, 2)));
@@ -250,11 +259,7 @@ static void control_page(int fd, size_t bytes)
 	say("control-read", *(const uint64_t *)p == 3 ? "ok" : "not-defaults");
 	say("control-mprotect", err_name(mprotect(p, 4096, PROT_READ | PROT_WRITE) ? errno : 0));
 	munmap(p, 4096);
-	sys = open("/sys/kernel/crashring/debug", O_RDONLY);
-	len = sys < 0 ? 0 : (size_t)read(sys, text, sizeof(text) - 1);
-	text[len < sizeof(text) ? len : 0] = '\0';
-	if (sys >= 0)
-		close(sys);
+	read_debug(text, sizeof(text));
 	say("show-forged", !strstr(text, "\nuser root:") && strstr(text, "user limits") ?
 	    "ok" : "forged");
 }
@@ -482,6 +487,34 @@ static void say_mode(const char *check, const char *path)
 	say(check, mode);
 }
 
+/*
+ * What sysfs "debug" says of a stream root holds: its name and categories
+ * to root, nothing to a member, who sees only its own streams.
+ */
+static void others_streams(uid_t uid, gid_t gid)
+{
+	static const char *const secret[] = { "secret" };
+	char text[4096];
+	size_t bytes;
+	int fd, err, status;
+
+	fd = raw_stream("root-private", &bytes, &err);
+	if (fd < 0 || name_categories(fd, secret, 1)) {
+		say("show-others", "no-stream");
+		return;
+	}
+	if (fork() == 0) {
+		become(uid, uid, &gid, 1);
+		read_debug(text, sizeof(text));
+		say("show-others", strstr(text, "root-private") ? "shown" : "ok");
+		exit(0);
+	}
+	wait(&status);
+	read_debug(text, sizeof(text));
+	say("show-root", strstr(text, "user root-private: secret+") ? "ok" : "hidden");
+	close(fd);
+}
+
 static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 {
 	int status;
@@ -498,6 +531,7 @@ static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 		exit(0);
 	}
 	wait(&status);
+	others_streams(uid, gid);
 	flood_through_members_file(uid, gid);
 	budget(uid, gid);
 	return 0;

@@ -41,6 +41,8 @@ const SECURITY: &[(&str, &str)] = &[
     ("control-read", "ok"),
     ("control-mprotect", "EACCES"),
     ("show-forged", "ok"),
+    ("show-others", "ok"),
+    ("show-root", "ok"),
     ("second-on-file", "EBUSY"),
     ("quota-second", "ok"),
     ("quota-third", "EDQUOT"),
