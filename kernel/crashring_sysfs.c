@@ -25,6 +25,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
 #include <linux/kobject.h>
 #include <linux/sysfs.h>
 #include <linux/string.h>
@@ -221,18 +222,26 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 		mutex_unlock(&crashring.lock);
 		return -EIO;
 	}
-	/* Readable by all: where the region lies is region's (0400) to say. */
+	/*
+	 * Readable by all: where the region lies is region's (0400) to say,
+	 * and the crash message, the previous generation's, is root's.
+	 */
 	n = sysfs_emit(buf, "generation %llu slot %d size %llu\n", h.generation, prev,
 		       h.region_size);
 	n += sysfs_emit_at(buf, n, "kernel %.*s host %.*s cpus %u page_size %u\n",
 			   (int)sizeof(h.kernel_release), h.kernel_release,
 			   (int)sizeof(h.hostname), h.hostname, h.cpu_count, h.page_size);
-	if (!crashring_state_valid(&st))
+	if (!crashring_state_valid(&st)) {
 		n += sysfs_emit_at(buf, n, "state unreadable (CRC mismatch)\n");
-	else
-		n += sysfs_emit_at(buf, n, "state %s reason %u at %llu ns on cpu %u: %.*s\n",
-				   cr_state_name(st.state), st.reason, st.crash_ns,
-				   st.crash_cpu, (int)sizeof(st.message), st.message);
+	} else {
+		n += sysfs_emit_at(buf, n, "state %s reason %u at %llu ns on cpu %u",
+				   cr_state_name(st.state), st.reason, st.crash_ns, st.crash_cpu);
+		/* No audit record: reading the file is no attempt at privilege. */
+		if (ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN))
+			n += sysfs_emit_at(buf, n, ": %.*s", (int)sizeof(st.message),
+					   st.message);
+		n += sysfs_emit_at(buf, n, "\n");
+	}
 	mutex_unlock(&crashring.lock);
 	return n;
 }

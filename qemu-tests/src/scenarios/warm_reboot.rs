@@ -6,7 +6,8 @@
 
 use super::{
     bert, check_region, check_warm_reboot, ensure_crashed_by_panic, ftrace, parse_saved, ramoops,
-    warm_reboot_run, workload_and_sysrq, workload_writes, Artifacts, WarmReboot, DONE, DONE_MIB,
+    warm_reboot_run, workload_and_sysrq, workload_writes, Artifacts, WarmReboot, ACK, DONE,
+    DONE_MIB,
 };
 use crate::env::guest::{self, Kernel};
 use anyhow::{bail, ensure, Context, Result};
@@ -112,6 +113,18 @@ fn check_write_back(region: &Region) -> Result<String> {
 /// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
 /// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
 /// its MADT does not mark them online-capable, so Linux ignores them.)
+/// The next boot's release: what previous_summary says to a user who is
+/// not root (no crash message), then the ack.
+fn member_summary_then_ack() -> String {
+    format!(
+        "  mkdir -p /etc\n\
+         \x20 echo 'root:x:0:0::/:/bin/sh' > /etc/passwd\n\
+         \x20 echo 'member:x:1000:1000::/:/bin/sh' >> /etc/passwd\n\
+         \x20 echo \"crashring-test: a member reads $(su member -c 'grep ^state /sys/kernel/crashring/previous_summary')\"\n\
+         {ACK}"
+    )
+}
+
 const POSSIBLE_CPUS: u32 = 64;
 
 /// Of those, the ones the kernel brings up: the module gives every
@@ -148,6 +161,7 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
     };
     let before = format!("{LONG_HOSTNAME}{BAD_LOAD}{ftrace_next}");
     let append = format!("maxcpus={ONLINE} {ftrace_append}");
+    let release = member_summary_then_ack();
     let plan = WarmReboot {
         test_module: true,
         before_insmod: &before,
@@ -156,6 +170,7 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
         module_args: "region=64M@0x40000000",
         extra_append: &append,
         cpus: POSSIBLE_CPUS,
+        release: &release,
         ..WarmReboot::memmap(
             ftrace_record
                 + PRINTK_METADATA
@@ -207,6 +222,12 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             .any(|l| l.starts_with("state crashed reason 1 at ")
                 && l.trim_end().ends_with(": sysrq triggered crash")),
         "previous_summary does not give the crashed state block's panic and message"
+    );
+    ensure!(
+        run.log.lines().any(|l| l
+            .strip_prefix("crashring-test: a member reads state crashed reason 1 at ")
+            .is_some_and(|rest| !rest.contains(':'))),
+        "previous_summary does not give a user who is not root the crash without its message"
     );
     run.check(|image| {
         let region = parse_saved(image)?;
