@@ -49,12 +49,28 @@ use rustix::net::{
 /// Where the service listens.
 pub const SOCKET: &str = "/run/crashring/request.socket";
 /// An environment variable naming another socket to ask (a test's, or a
-/// container's bind mount of the host's).
+/// container's bind mount of the host's); not heeded in a set-user-ID,
+/// set-group-ID or file-capability program ([`socket`]).
 pub const SOCKET_VAR: &str = "CRASHRING_REQUEST_SOCKET";
 
 /// The socket a program asks: [`SOCKET_VAR`]'s, or [`SOCKET`].
 pub fn socket() -> std::path::PathBuf {
-    std::env::var_os(SOCKET_VAR).map_or_else(|| SOCKET.into(), Into::into)
+    // SAFETY: getauxval only reads the auxiliary vector the kernel gave
+    // the process; AT_SECURE is always there (0 where it is absent).
+    let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+    socket_of(secure, std::env::var_os(SOCKET_VAR))
+}
+
+/// The socket named by `var` ([`SOCKET_VAR`]'s value), unless the program
+/// runs `secure` (`AT_SECURE`: set-user-ID, set-group-ID, file
+/// capabilities), whose invoker sets its environment and could point it
+/// at a service of their own: that one would learn the program's reason
+/// and stream names and could answer whatever it liked, a copy included.
+fn socket_of(secure: bool, var: Option<std::ffi::OsString>) -> std::path::PathBuf {
+    match var {
+        Some(path) if !secure => path.into(),
+        _ => SOCKET.into(),
+    }
 }
 /// The longest message either side sends.
 pub const MAX_MESSAGE: usize = 4096;
@@ -595,6 +611,17 @@ mod tests {
             streams: vec!["kiosk-ui".into(), "kiosk-net".into()],
             copy: true,
         }
+    }
+
+    #[test]
+    fn a_privileged_program_asks_the_service_whatever_its_environment_says() {
+        let var = Some(std::ffi::OsString::from("/tmp/fake.socket"));
+        assert_eq!(socket_of(false, var.clone()), Path::new("/tmp/fake.socket"));
+        assert_eq!(socket_of(false, None), Path::new(SOCKET));
+        // Set-user-ID, set-group-ID or file capabilities: its invoker
+        // set the variable.
+        assert_eq!(socket_of(true, var), Path::new(SOCKET));
+        assert_eq!(socket_of(true, None), Path::new(SOCKET));
     }
 
     #[test]

@@ -175,15 +175,16 @@ struct crashring_report {
 
 /*
  * Asks crashring's request service (crashring-request.socket, or the
- * socket $CRASHRING_REQUEST_SOCKET names) for a bug
- * report of the caller's own session without a crash: its own streams and
- * the kernel events crashring.conf's [Request] policy grants, redacted,
- * written by the service into the bundle directory. Blocks while the
- * service bundles (a second or two). 0 with *out filled in; otherwise a
- * negative errno with out->why saying why: -EPERM refused by the policy,
- * -EAGAIN rate-limited, -EIO the service failed, -EINVAL a reason that
- * is not one line of at most 512 bytes, -ENOENT or -ECONNREFUSED no
- * service.
+ * socket $CRASHRING_REQUEST_SOCKET names, except in a set-user-ID,
+ * set-group-ID or file-capability program, getauxval(AT_SECURE), whose
+ * invoker sets that variable) for a bug report of the caller's own
+ * session without a crash: its own streams and the kernel events
+ * crashring.conf's [Request] policy grants, redacted, written by the
+ * service into the bundle directory. Blocks while the service bundles (a
+ * second or two). 0 with *out filled in; otherwise a negative errno with
+ * out->why saying why: -EPERM refused by the policy, -EAGAIN
+ * rate-limited, -EIO the service failed, -EINVAL a reason that is not
+ * one line of at most 512 bytes, -ENOENT or -ECONNREFUSED no service.
  */
 int crashring_request_report(const char *reason, struct crashring_report *out);
 

@@ -306,13 +306,15 @@ fn put(out: &mut [c_char], s: &str) {
 }
 
 /// Asks crashring's request service (its socket, or the one
-/// `CRASHRING_REQUEST_SOCKET` names) for a report of the caller's own
-/// session (`crashring_request`). 0 with `out` filled in; otherwise a
-/// negative errno with `out->why` saying why: `-EPERM` refused by the
-/// policy, `-EAGAIN` rate-limited, `-EIO` the service failed or broke the
-/// protocol, or the report was written but its copy did not come whole
-/// (`out->bundle` then names it), `-EINVAL` a request that cannot be
-/// sent, or the socket's error (`-ENOENT`, `-ECONNREFUSED`: no service).
+/// `CRASHRING_REQUEST_SOCKET` names outside a set-user-ID, set-group-ID
+/// or file-capability program: `request::socket`) for a report of the
+/// caller's own session (`crashring_request`). 0 with `out` filled in;
+/// otherwise a negative errno with `out->why` saying why: `-EPERM`
+/// refused by the policy, `-EAGAIN` rate-limited, `-EIO` the service
+/// failed or broke the protocol, or the report was written but its copy
+/// did not come whole (`out->bundle` then names it), `-EINVAL` a request
+/// that cannot be sent, or the socket's error (`-ENOENT`,
+/// `-ECONNREFUSED`: no service).
 ///
 /// # Safety
 /// `reason` is a C string; `streams` is null or points to `nstreams` C
