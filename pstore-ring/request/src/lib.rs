@@ -12,10 +12,11 @@
 //! bundle's name, or why not. Where the asker wants a copy and the
 //! policy allows one, the answer says its size and the bundle's bytes
 //! follow, in datagrams of at most [`COPY_CHUNK`] bytes, which the asker
-//! keeps in its own memory ([`Report::copy`]). Never a descriptor of the
-//! bundle itself: an asker holding one would keep its disk space after
-//! retention deleted it, and could fill the disk until retention deleted
-//! crashes to make room.
+//! keeps in its own memory ([`Report::copy`]); an answer that says so to
+//! a request without `copy=1` breaks the protocol. Never a descriptor of
+//! the bundle itself: an asker holding one would keep its disk space
+//! after retention deleted it, and could fill the disk until retention
+//! deleted crashes to make room.
 //!
 //! Both messages are UTF-8 text, at most [`MAX_MESSAGE`] bytes: a first
 //! line naming the message, then `key=value` lines (README.md, "A report
@@ -448,6 +449,14 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
             events,
             copy_bytes,
         } => {
+            // A copy not asked for would be a descriptor the caller never
+            // looks for (the C API's copy_fd) and so never closes.
+            if copy_bytes.is_some() && !request.copy {
+                return Err(RequestError::Protocol(bad(
+                    0,
+                    "copy-bytes= in the answer to a request without copy=1",
+                )));
+            }
             let copy = match copy_bytes {
                 Some(len) => match receive_copy(&fd, len) {
                     Ok(copy) => Some(copy),
@@ -894,8 +903,15 @@ mod tests {
         assert_eq!(Reply::parse(&bytes), Ok(refused));
     }
 
-    #[test]
-    fn a_service_that_closes_without_answering_is_said_to_have_done_so() {
+    /// A service listening at a socket of its own (in the directory
+    /// given back) that serves one connection as `serve` does.
+    fn serving_once(
+        serve: impl FnOnce(std::os::fd::OwnedFd) + Send + 'static,
+    ) -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        std::thread::JoinHandle<()>,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("request.socket");
         let listener = rustix::net::socket_with(
@@ -908,8 +924,14 @@ mod tests {
         rustix::net::bind(&listener, &SocketAddrUnix::new(&path).unwrap()).unwrap();
         rustix::net::listen(&listener, 1).unwrap();
         let service = std::thread::spawn(move || {
-            let conn =
-                rustix::net::accept_with(&listener, rustix::net::SocketFlags::CLOEXEC).unwrap();
+            serve(rustix::net::accept_with(&listener, rustix::net::SocketFlags::CLOEXEC).unwrap());
+        });
+        (dir, path, service)
+    }
+
+    #[test]
+    fn a_service_that_closes_without_answering_is_said_to_have_done_so() {
+        let (_dir, path, service) = serving_once(|conn| {
             receive_message(&conn).unwrap();
         });
         let err = request_report_with(&asked(), &path).unwrap_err();
@@ -918,5 +940,29 @@ mod tests {
         assert!(err
             .to_string()
             .contains("closed the connection without an answer"));
+    }
+
+    #[test]
+    fn a_copy_not_asked_for_is_refused_unopened() {
+        let (_dir, path, service) = serving_once(|conn| {
+            let bytes = receive_message(&conn).unwrap();
+            assert!(!Request::parse(&bytes).unwrap().copy);
+            let answer = Reply::Written {
+                bundle: "request-1000.tar.gz".into(),
+                events: 3,
+                copy_bytes: Some(4),
+            };
+            send(&conn, &answer.encode()).unwrap();
+            // The asker may have hung up by now.
+            let _ = send(&conn, b"COPY");
+        });
+        let unasked = Request {
+            copy: false,
+            ..asked()
+        };
+        let err = request_report_with(&unasked, &path).unwrap_err();
+        service.join().unwrap();
+        assert!(matches!(err, RequestError::Protocol(_)), "{err:?}");
+        assert!(err.to_string().contains("copy-bytes="), "{err}");
     }
 }

@@ -183,8 +183,10 @@ struct crashring_report {
  * service into the bundle directory. Blocks while the service bundles (a
  * second or two). 0 with *out filled in; otherwise a negative errno with
  * out->why saying why: -EPERM refused by the policy, -EAGAIN
- * rate-limited, -EIO the service failed, -EINVAL a reason that is not
- * one line of at most 512 bytes, -ENOENT or -ECONNREFUSED no service.
+ * rate-limited, -EIO the service failed or broke the protocol (sent a
+ * copy not asked for, say: out->copy_fd stays -1), -EINVAL a reason that
+ * is not one line of at most 512 bytes, -ENOENT or -ECONNREFUSED no
+ * service.
  */
 int crashring_request_report(const char *reason, struct crashring_report *out);
 

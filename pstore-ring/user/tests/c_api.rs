@@ -176,7 +176,8 @@ fn a_second_stream_of_one_is_refused_with_ebusy() {
 /// `crashring_request_report()` and `_of()` against a service that
 /// answers as crashring's does: the request as the program gave it, the
 /// answer and the descriptor back in `struct crashring_report`, and a
-/// refusal as `-EPERM` with its reason.
+/// refusal as `-EPERM` with its reason; and against one that sends a copy
+/// not asked for, `-EIO` and no descriptor.
 #[test]
 fn a_c_program_asks_for_a_report_and_reads_the_answer() {
     use crashring_user::request::{self, Reply, Request};
@@ -207,16 +208,30 @@ fn a_c_program_asks_for_a_report_and_reads_the_answer() {
             Reply::Refused {
                 why: "uid 1001 has no stream named \"kiosk-ui\"".into(),
             },
+            Reply::Written {
+                bundle: "snapshot-kiosk-2.tar.gz".into(),
+                events: 42,
+                copy_bytes: Some(6),
+            },
         ] {
             let conn = rustix::net::accept_with(&fd, rustix::net::SocketFlags::CLOEXEC).unwrap();
             let bytes = request::receive_message(&conn).unwrap();
             let r = Request::parse(&bytes).unwrap();
             request::send(&conn, &answer.encode()).unwrap();
-            if r.copy {
+            // Whether asked for or not: the asker that did not may have
+            // hung up by now.
+            if let Reply::Written {
+                copy_bytes: Some(len),
+                ..
+            } = answer
+            {
                 let mut copy = tempfile::tempfile().unwrap();
                 std::io::Write::write_all(&mut copy, b"BUNDLE").unwrap();
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-                request::send_copy(&conn, &copy, 6, deadline).unwrap();
+                let sent = request::send_copy(&conn, &copy, len, deadline);
+                if r.copy {
+                    sent.unwrap();
+                }
             }
             asked.push(r);
         }
@@ -242,6 +257,14 @@ fn a_c_program_asks_for_a_report_and_reads_the_answer() {
             libc::EPERM
         )
     );
+    let unasked = ask(&["no copy, please"]);
+    assert!(
+        unasked.starts_with(&format!(
+            "rc -{} bundle  events 0 copy none why the request service broke the protocol: ",
+            libc::EIO
+        )),
+        "{unasked}"
+    );
     let asked = service.join().unwrap();
     assert_eq!(
         asked,
@@ -253,6 +276,11 @@ fn a_c_program_asks_for_a_report_and_reads_the_answer() {
             },
             Request {
                 reason: "curious".into(),
+                streams: vec![],
+                copy: false
+            },
+            Request {
+                reason: "no copy, please".into(),
                 streams: vec![],
                 copy: false
             }
