@@ -473,7 +473,8 @@ fn a_copy_is_the_bundles_bytes_never_a_descriptor_of_it() {
     };
     let kept = std::fs::read(service.bundles.join(&bundle)).unwrap();
     assert_eq!(copy_bytes, Some(kept.len() as u64));
-    let mut copy = request::receive_copy(&fd, kept.len() as u64).unwrap();
+    let deadline = std::time::Instant::now() + request::COPY_TIME;
+    let mut copy = request::receive_copy(&fd, kept.len() as u64, deadline).unwrap();
     // The asker's own memory, no file of the bundle directory: retention
     // deleting the bundle frees its space whatever the asker keeps.
     let held = std::os::fd::AsRawFd::as_raw_fd(&copy);

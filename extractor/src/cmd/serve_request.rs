@@ -34,10 +34,6 @@ pub struct ServeRequestArgs {
 
 /// How long a connection may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the asker has to take its copy: a few MiB over a local
-/// socket take milliseconds, and an asker reading slowly would hold one of
-/// the socket's slots.
-const COPY_TIME: Duration = Duration::from_secs(10);
 
 pub fn run(args: ServeRequestArgs) -> Result<u8> {
     let stdin = std::io::stdin();
@@ -177,7 +173,10 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
                 copy_bytes,
             });
             if let Some(len) = copy_bytes {
-                let deadline = std::time::Instant::now() + COPY_TIME;
+                // A few MiB over a local socket take milliseconds, and
+                // an asker reading slowly would hold one of the socket's
+                // slots.
+                let deadline = std::time::Instant::now() + request::COPY_TIME;
                 if let Err(e) = request::send_copy(conn, &file, len, deadline) {
                     eprintln!("crashring: sending {who} its copy: {e}");
                 }

@@ -11,12 +11,13 @@
 //! into the bundle directory and answers with one datagram: the
 //! bundle's name, or why not. Where the asker wants a copy and the
 //! policy allows one, the answer says its size and the bundle's bytes
-//! follow, in datagrams of at most [`COPY_CHUNK`] bytes, which the asker
-//! keeps in its own memory ([`Report::copy`]); an answer that says so to
-//! a request without `copy=1` breaks the protocol. Never a descriptor of
-//! the bundle itself: an asker holding one would keep its disk space
-//! after retention deleted it, and could fill the disk until retention
-//! deleted crashes to make room.
+//! follow, in datagrams of at most [`COPY_CHUNK`] bytes, at most
+//! [`MAX_COPY`] in all and within [`COPY_TIME`] of the answer, which the
+//! asker keeps in its own memory ([`Report::copy`]); an answer that says
+//! so to a request without `copy=1` breaks the protocol. Never a
+//! descriptor of the bundle itself: an asker holding one would keep its
+//! disk space after retention deleted it, and could fill the disk until
+//! retention deleted crashes to make room.
 //!
 //! Both messages are UTF-8 text, at most [`MAX_MESSAGE`] bytes: a first
 //! line naming the message, then `key=value` lines (README.md, "A report
@@ -83,6 +84,15 @@ pub const MAX_STREAMS: usize = 16;
 pub const MAX_STREAM_NAME: usize = 31;
 /// The largest datagram of a copy.
 pub const COPY_CHUNK: usize = 64 << 10;
+/// The largest copy an asker takes into its memory: the largest live
+/// region the service reads (the extractor's `follow.rs`, 4 GiB), of
+/// which a report holds the asker's part, compressed. A service that
+/// announces more is broken, or not crashring's.
+pub const MAX_COPY: u64 = 4 << 30;
+/// How long a copy may take from the answer on: the service stops
+/// sending then, and the asker, whose clock starts once the answer has
+/// come, waits no longer, however steadily the datagrams drip.
+pub const COPY_TIME: Duration = Duration::from_secs(10);
 /// The first line of a request, naming the protocol's version: 2, whose
 /// copy is the bundle's bytes after the answer.
 const REQUEST_LINE: &str = "crashring-request 2";
@@ -458,7 +468,7 @@ pub fn request_report_with(request: &Request, socket: &Path) -> Result<Report, R
                 )));
             }
             let copy = match copy_bytes {
-                Some(len) => match receive_copy(&fd, len) {
+                Some(len) => match receive_copy(&fd, len, Instant::now() + COPY_TIME) {
                     Ok(copy) => Some(copy),
                     Err(e) => {
                         return Err(RequestError::Copy {
@@ -581,16 +591,41 @@ fn too_long(at: u64, len: u64) -> io::Error {
 }
 
 /// Receives a copy of `len` bytes into this process's own memory (a
-/// memfd, so that what it holds is charged to it), and gives it back at
-/// its start.
-pub fn receive_copy(fd: impl AsFd, len: u64) -> io::Result<File> {
+/// memfd, so that what it holds is charged to it), all of it by
+/// `deadline` (each datagram within the socket's own receive timeout
+/// too), and gives it back at its start. Nothing is read of a copy over
+/// [`MAX_COPY`], nor past the `len` bytes announced.
+pub fn receive_copy(fd: impl AsFd, len: u64, deadline: Instant) -> io::Result<File> {
+    if len > MAX_COPY {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a copy of {len} bytes announced, over the {MAX_COPY} an asker takes"),
+        ));
+    }
+    let per_datagram =
+        rustix::net::sockopt::socket_timeout(&fd, rustix::net::sockopt::Timeout::Recv)?;
     let mut copy = File::from(rustix::fs::memfd_create(
         "crashring-report",
         rustix::fs::MemfdFlags::CLOEXEC,
     )?);
     let mut got = 0;
     while got < len {
-        let part = receive_datagram(&fd, COPY_CHUNK, "a datagram of the copy")?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(too_slow(got, len));
+        }
+        // The datagram's own timeout, cut to what is left of the
+        // copy's; never 0, which is no limit at all.
+        let wait = per_datagram.map_or(left, |t| t.min(left));
+        rustix::net::sockopt::set_socket_timeout(
+            &fd,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(wait.max(Duration::from_millis(1))),
+        )?;
+        let part = match receive_datagram(&fd, COPY_CHUNK, "a datagram of the copy") {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(too_slow(got, len)),
+            part => part?,
+        };
         if part.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -608,6 +643,15 @@ pub fn receive_copy(fd: impl AsFd, len: u64) -> io::Result<File> {
     }
     copy.rewind()?;
     Ok(copy)
+}
+
+/// A copy's deadline (or a datagram's timeout) passed with `got` of its
+/// `len` bytes received.
+fn too_slow(got: u64, len: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the copy took too long: {got} of {len} bytes came"),
+    )
 }
 
 #[cfg(test)]
@@ -778,7 +822,7 @@ mod tests {
                 Instant::now() + Duration::from_secs(60),
             )
         });
-        let mut copy = receive_copy(&asker, len).unwrap();
+        let mut copy = receive_copy(&asker, len, Instant::now() + COPY_TIME).unwrap();
         writing.join().unwrap().unwrap();
         let mut got = Vec::new();
         io::Read::read_to_end(&mut copy, &mut got).unwrap();
@@ -808,7 +852,8 @@ mod tests {
             let bundle = &bundle;
             let writing = s.spawn(move || send_copy(&service, bundle, 100_000, deadline));
             let mut got = Vec::new();
-            io::Read::read_to_end(&mut receive_copy(&asker, 100_000).unwrap(), &mut got).unwrap();
+            let copy = receive_copy(&asker, 100_000, Instant::now() + COPY_TIME);
+            io::Read::read_to_end(&mut copy.unwrap(), &mut got).unwrap();
             assert!(got == bytes, "the copy differs from what was sent");
             writing.join().unwrap().unwrap();
         });
@@ -836,13 +881,58 @@ mod tests {
         let (service, asker) = connected_pair();
         send(&service, b"half").unwrap();
         drop(service);
-        let e = receive_copy(&asker, 8).unwrap_err();
+        let e = receive_copy(&asker, 8, Instant::now() + COPY_TIME).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         assert!(e.to_string().contains("after 4 of 8 bytes"), "{e}");
         let (service, asker) = connected_pair();
         send(&service, b"more than four").unwrap();
-        let e = receive_copy(&asker, 4).unwrap_err();
+        let e = receive_copy(&asker, 4, Instant::now() + COPY_TIME).unwrap_err();
         assert!(e.to_string().contains("runs past its 4 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_copy_announced_over_the_limit_is_refused_before_reading() {
+        let (service, asker) = connected_pair();
+        send(&service, b"x").unwrap();
+        drop(service);
+        let e = receive_copy(&asker, MAX_COPY + 1, Instant::now() + COPY_TIME).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        assert!(e.to_string().contains("over the 4294967296"), "{e}");
+        assert_eq!(
+            receive_message(&asker).unwrap(),
+            b"x",
+            "a datagram was read"
+        );
+    }
+
+    #[test]
+    fn a_copy_dripped_past_its_deadline_ends_at_it() {
+        let (service, asker) = connected_pair();
+        // Each datagram well within the receive's own timeout, as the
+        // asker's answer timeout is.
+        rustix::net::sockopt::set_socket_timeout(
+            &asker,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(Duration::from_secs(60)),
+        )
+        .unwrap();
+        std::thread::spawn(move || {
+            // A byte every 10 ms, until the asker hangs up.
+            while send(&service, b"x").is_ok() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_millis(300);
+            let _ = done.send(receive_copy(&asker, 1000, deadline).map(drop));
+        });
+        let e = result
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the copy went on past its deadline")
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(e.to_string().contains("of 1000 bytes came"), "{e}");
     }
 
     #[test]

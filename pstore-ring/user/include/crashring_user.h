@@ -196,7 +196,8 @@ int crashring_request_report(const char *reason, struct crashring_report *out);
  * (its bytes, in this process's memory: a memfd) in out->copy_fd if
  * want_copy and the policy allows. -EIO with out->bundle set: the report
  * was written (and counted against the rate limit), its copy did not
- * come whole.
+ * come whole (cut short, over the bytes announced, announced over
+ * 4 GiB, or not all there within 10 s of the answer).
  */
 int crashring_request_report_of(const char *reason, const char *const *streams,
 				size_t nstreams, int want_copy, struct crashring_report *out);
