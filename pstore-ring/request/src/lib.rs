@@ -33,6 +33,11 @@
 //!                            why=TEXT
 //! ```
 //!
+//! Every text (a reason, a stream's or the bundle's name, a why) is
+//! refused empty or holding a control character or a line or
+//! bidirectional mark, by the service and the asker alike: the asker
+//! shows the answer to a person.
+//!
 //! A request of version 1 (whose copy was a descriptor of the bundle)
 //! is served as one of version 2 without a copy.
 
@@ -158,7 +163,8 @@ fn bad(line: usize, what: impl Into<String>) -> ProtocolError {
     }
 }
 
-/// Why a value cannot travel in a message: the checks both sides make.
+/// Why a value cannot travel in a message, a request's or an answer's:
+/// the checks both sides make.
 fn check_text(what: &str, value: &str, max: usize) -> Result<(), String> {
     if value.is_empty() {
         return Err(format!("{what} is empty"));
@@ -362,6 +368,16 @@ impl Reply {
         if let Some(key) = get.keys().next() {
             return Err(bad(0, format!("unknown key {key:?}")));
         }
+        // The asker shows these to a person (crashring report prints
+        // both): the request's checks, where Reply::encode has made
+        // every such character a space.
+        match &reply {
+            Reply::Written { bundle, .. } => check_text("bundle=", bundle, MAX_MESSAGE),
+            Reply::Refused { why } | Reply::RateLimited { why, .. } | Reply::Failed { why } => {
+                check_text("why=", why, MAX_MESSAGE)
+            }
+        }
+        .map_err(|what| bad(0, what))?;
         Ok(reply)
     }
 }
@@ -793,6 +809,35 @@ mod tests {
         assert!(Reply::parse(b"ok\nbundle=x\nevents=1\ncopy-bytes=-1\n").is_err());
         // Only a bundle comes with a copy.
         assert!(Reply::parse(b"refused\nwhy=x\ncopy-bytes=1\n").is_err());
+    }
+
+    #[test]
+    fn a_reply_holding_what_a_terminal_acts_on_is_refused() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"refused\nwhy=\x1b[2Jall clear\n", "why= holds a control"),
+            (b"failed\nwhy=no\rspace\n", "why= holds a control"),
+            (
+                b"rate-limited\nretry-after=5\nwhy=\x07\n",
+                "why= holds a control",
+            ),
+            (
+                "refused\nwhy=\u{202e}gnp.exe\n".as_bytes(),
+                "line or bidirectional",
+            ),
+            (
+                b"ok\nbundle=x\x1b]0;root\x07.tar.gz\nevents=1\n",
+                "bundle= holds a control",
+            ),
+            (b"refused\nwhy=\n", "why= is empty"),
+        ];
+        for (bytes, says) in cases {
+            let e = Reply::parse(bytes).unwrap_err();
+            assert!(
+                e.what.contains(says),
+                "{e} does not say {says:?} for {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
     }
 
     /// Two ends of a connection, as the socket gives them.
