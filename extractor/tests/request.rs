@@ -141,7 +141,8 @@ fn seqpacket() -> std::os::fd::OwnedFd {
 }
 
 /// The service for this test: its socket, served in a thread as systemd
-/// would serve it, one `crashring serve-request` per connection.
+/// would serve it, one `crashring serve-request` per connection, each
+/// started as its connection comes, whether the others are done or not.
 struct Service {
     socket: PathBuf,
     bundles: PathBuf,
@@ -149,6 +150,8 @@ struct Service {
     root: PathBuf,
     /// Where it sends its journal messages.
     journal: std::os::unix::net::UnixDatagram,
+    /// Its services still running.
+    running: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Service {
@@ -173,6 +176,8 @@ impl Service {
         let listener = UnixListener::from(fd);
         let from = region;
         let system = root.clone();
+        let running = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = running.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let conn = std::os::fd::OwnedFd::from(conn.unwrap());
@@ -188,8 +193,13 @@ impl Service {
                 // As systemd, keep no copy of the connection: it closes
                 // when the service exits, unread requests and all.
                 drop(serve);
-                let out = child.wait_with_output().unwrap();
-                eprintln!("serve-request: {}", String::from_utf8_lossy(&out.stderr));
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let counted = counted.clone();
+                std::thread::spawn(move || {
+                    let out = child.wait_with_output().unwrap();
+                    eprintln!("serve-request: {}", String::from_utf8_lossy(&out.stderr));
+                    counted.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                });
             }
         });
         Service {
@@ -197,6 +207,17 @@ impl Service {
             bundles,
             root: system,
             journal,
+            running,
+        }
+    }
+
+    /// Waits until every service started so far has exited. One that
+    /// answered may still hold its uid's busy lock for the moment until
+    /// it exits: a uid's next connection waits for that, as one through
+    /// systemd, which starts a service for it first, would.
+    fn settle(&self) {
+        while self.running.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
 
@@ -223,6 +244,7 @@ impl Service {
 
     /// `crashring report` as `uid` with `args`.
     fn ask(&self, uid: u32, args: &[&str]) -> Output {
+        self.settle();
         Command::new("setpriv")
             .args([
                 &format!("--reuid={uid}"),
@@ -510,7 +532,8 @@ fn a_malformed_request_is_refused_naming_what_is_wrong() {
             why: "malformed request: line 3: unknown key \"path\"".into()
         }
     );
-    assert!(!Path::new(&service.bundles).join(".requests").exists());
+    // It cost no report of the rate limit (its record is the uid's).
+    assert!(!service.bundles.join(".requests/0").exists());
 }
 
 #[test]
@@ -549,6 +572,50 @@ fn a_user_outside_the_policy_is_refused_before_it_asks() {
     // connections would otherwise fill.
     let journaled = service.journaled();
     assert!(journaled.is_empty(), "{journaled:#?}");
+}
+
+/// Whether another open file holds a lock on `path`.
+fn locked(path: &Path) -> bool {
+    std::fs::File::open(path)
+        .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
+#[test]
+fn a_users_second_connection_is_refused_while_its_first_is_served() {
+    if !as_root() {
+        return;
+    }
+    let service = Service::start("request-busy", "");
+    let asked = request::Request {
+        reason: "busy".into(),
+        ..request::Request::default()
+    };
+    // A connection that never asks, as one of a user holding every slot
+    // of the socket would: its service holds the uid's busy lock while it
+    // waits for the request.
+    let connected = std::time::Instant::now();
+    let first = service.connect();
+    let busy = service.bundles.join(".requests/0.busy");
+    while !locked(&busy) && connected.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Asked as a program asks, which takes an answer to a request the
+    // service did not read.
+    let second = request::request_report_with(&asked, &service.socket);
+    assert!(
+        matches!(&second, Err(request::RequestError::Refused(why))
+            if why == "busy: another request of yours is being served"),
+        "{second:?}"
+    );
+    // The first is closed, unanswered, once the service has waited about
+    // a second for its request.
+    assert_eq!(request::receive_message(&first).unwrap(), b"");
+    let waited = connected.elapsed();
+    assert!(waited < std::time::Duration::from_secs(4), "{waited:?}");
+    // The user is served again once no connection of its holds the lock.
+    service.settle();
+    let third = request::request_report_with(&asked, &service.socket);
+    assert!(third.is_ok(), "{third:?}");
 }
 
 #[test]

@@ -32,8 +32,11 @@ pub struct ServeRequestArgs {
     root: PathBuf,
 }
 
-/// How long a connection may take to send its request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection may take to send its request: the client sends
+/// it as soon as it is connected (`crashring_request::request_report`),
+/// and a connection that waits holds its uid's only slot
+/// ([`report::take_busy`]) and one of the socket's.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(args: ServeRequestArgs) -> Result<u8> {
     let stdin = std::io::stdin();
@@ -89,14 +92,8 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
     for w in warnings {
         eprintln!("crashring: {w}");
     }
-    // Before the request is read: a uid outside the policy holds no slot
-    // of the socket for the time a request may take to come.
-    if !report::allowed(asker.uid, &cfg.request.users) {
-        let why = format!(
-            "uid {} may not ask for reports (crashring.conf [Request] Users={})",
-            asker.uid,
-            cfg.request.users.join(" ")
-        );
+    // Refused before the request is read: journaled only if one came.
+    let refuse_unread = |why: String| {
         if request_waiting(conn) {
             return refuse(why, journal::REQUEST_REFUSED);
         }
@@ -104,8 +101,27 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         // flood of such connections would drown the reports.
         eprintln!("crashring: {who} refused before asking: {why}");
         answer(&Reply::Refused { why });
-        return Ok(0);
+        Ok(0)
+    };
+    // Before the request is read: a uid outside the policy holds no slot
+    // of the socket for the time a request may take to come.
+    if !report::allowed(asker.uid, &cfg.request.users) {
+        return refuse_unread(format!(
+            "uid {} may not ask for reports (crashring.conf [Request] Users={})",
+            asker.uid,
+            cfg.request.users.join(" ")
+        ));
     }
+    let dir = sys.path(&args.dir.to_string_lossy());
+    // One connection per uid at a time, held until this service exits:
+    // MaxConnectionsPerSource= counts none per uid on AF_UNIX before
+    // systemd v256, so one member could otherwise hold every slot of the
+    // socket with connections that never ask.
+    let _busy = match report::take_busy(&dir, asker.uid) {
+        Ok(Some(busy)) => busy,
+        Ok(None) => return refuse_unread("busy: another request of yours is being served".into()),
+        Err(e) => return fail(e.into()),
+    };
     let bytes = match request::receive_message(conn) {
         Ok(bytes) => bytes,
         // The asker's doing (too slow, too long a message): said, but no
@@ -126,7 +142,6 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         Ok(r) => r,
         Err(e) => return refuse(format!("malformed request: {e}"), journal::REQUEST_REFUSED),
     };
-    let dir = sys.path(&args.dir.to_string_lossy());
     match report::serve(&dir, &args.from, &cfg, &asker, &asked) {
         Ok(Served::Written {
             name,

@@ -85,14 +85,7 @@ pub fn take_request(
     burst: u32,
     now: SystemTime,
 ) -> io::Result<Result<(), u64>> {
-    let records = dir.join(REQUESTS);
-    std::fs::create_dir_all(&records)?;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(records.join(uid.to_string()))?;
+    let mut file = open_record(dir, &uid.to_string())?;
     file.lock()?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;
@@ -116,6 +109,46 @@ pub fn take_request(
     file.set_len(0)?;
     file.write_all(kept.as_bytes())?;
     Ok(Ok(()))
+}
+
+/// A record of [`REQUESTS`] named `name`, opened to read and write, made
+/// root's alone if missing, as the directories it is made in.
+fn open_record(dir: &Path, name: &str) -> io::Result<File> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let records = dir.join(REQUESTS);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&records)?;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(records.join(name))
+}
+
+/// One connection of a uid being served: the other connections of that
+/// uid are refused while it is held, and it is released when dropped (at
+/// the latest when the service exits).
+#[derive(Debug)]
+pub struct Busy {
+    _lock: File,
+}
+
+/// Takes `uid`'s busy lock (a flock on its record `UID.busy`, which no
+/// later connection waits for): `None` while another connection of
+/// `uid` holds it. Taken as soon as the uid is known and allowed, it
+/// keeps one user from holding every slot of the socket, which systemd
+/// cannot count per uid before v256.
+pub fn take_busy(dir: &Path, uid: u32) -> Result<Option<Busy>, RecoveryError> {
+    let file = open_record(dir, &format!("{uid}.busy")).map_err(io_at(dir))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(Busy { _lock: file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_at(dir)(e)),
+    }
 }
 
 /// The grant `policy` gives `uid` for `request`.
@@ -272,6 +305,23 @@ mod tests {
         assert_eq!(take(1002, 1), Ok(()));
         assert_eq!(take(1002, 2), Ok(()));
         assert_eq!(take(1002, 3), Err(57));
+    }
+
+    #[test]
+    fn a_second_connection_of_a_user_is_busy_until_the_first_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = take_busy(dir.path(), 1000).unwrap();
+        assert!(first.is_some());
+        assert!(take_busy(dir.path(), 1000).unwrap().is_none());
+        // Another user is not held up.
+        assert!(take_busy(dir.path(), 1001).unwrap().is_some());
+        drop(first);
+        assert!(take_busy(dir.path(), 1000).unwrap().is_some());
+        // Root's alone, as the rate limit's records.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join(REQUESTS)), 0o700);
+        assert_eq!(mode(&dir.path().join(REQUESTS).join("1000.busy")), 0o600);
     }
 
     #[test]
