@@ -38,6 +38,10 @@
 //! bidirectional mark, by the service and the asker alike: the asker
 //! shows the answer to a person.
 //!
+//! Where a message breaks the protocol, the error (a refusal's `why=`, for
+//! a request) quotes at most 64 characters of what broke it, with `…`
+//! where it was cut.
+//!
 //! A request of version 1 (whose copy was a descriptor of the bundle)
 //! is served as one of version 2 without a copy.
 
@@ -156,6 +160,26 @@ impl std::fmt::Display for ProtocolError {
 
 impl std::error::Error for ProtocolError {}
 
+/// The most characters of the other side's text an error quotes: enough
+/// to tell what it was. The service journals why it refused a request,
+/// and all of it (up to [`MAX_MESSAGE`] bytes) would let an asker write
+/// kilobytes of its choosing there with each.
+const MAX_QUOTED: usize = 64;
+
+/// `text` quoted as `{:?}` quotes it, cut after at most [`MAX_QUOTED`]
+/// characters between the quotes, with `…` after them where it was cut.
+fn quoted(text: &str) -> String {
+    let mut shown = 0;
+    let cut = text.char_indices().find_map(|(at, c)| {
+        shown += c.escape_debug().len();
+        (shown > MAX_QUOTED).then_some(at)
+    });
+    match cut {
+        Some(at) => format!("{:?}…", &text[..at]),
+        None => format!("{text:?}"),
+    }
+}
+
 fn bad(line: usize, what: impl Into<String>) -> ProtocolError {
     ProtocolError {
         line,
@@ -189,7 +213,7 @@ fn fields(text: &str) -> impl Iterator<Item = (usize, Result<(&str, &str), Proto
         (
             n,
             line.split_once('=')
-                .ok_or_else(|| bad(n, format!("expected key=value, found {line:?}"))),
+                .ok_or_else(|| bad(n, format!("expected key=value, found {}", quoted(line)))),
         )
     })
 }
@@ -251,7 +275,7 @@ impl Request {
         if first != REQUEST_LINE && first != REQUEST_LINE_1 {
             return Err(bad(
                 1,
-                format!("expected {REQUEST_LINE:?}, found {first:?}"),
+                format!("expected {REQUEST_LINE:?}, found {}", quoted(first)),
             ));
         }
         let mut r = Request::default();
@@ -266,7 +290,7 @@ impl Request {
                 }
                 "stream" if r.streams.len() < MAX_STREAMS => {
                     if r.streams.iter().any(|s| s == value) {
-                        return Err(bad(n, format!("stream {value:?} named twice")));
+                        return Err(bad(n, format!("stream {} named twice", quoted(value))));
                     }
                     r.streams.push(value.into());
                 }
@@ -276,11 +300,11 @@ impl Request {
                     r.copy = match value {
                         "0" => false,
                         "1" => true,
-                        _ => return Err(bad(n, format!("copy= is 0 or 1, not {value:?}"))),
+                        _ => return Err(bad(n, format!("copy= is 0 or 1, not {}", quoted(value)))),
                     };
                 }
                 "reason" | "copy" => return Err(bad(n, format!("{key}= given twice"))),
-                _ => return Err(bad(n, format!("unknown key {key:?}"))),
+                _ => return Err(bad(n, format!("unknown key {}", quoted(key)))),
             }
         }
         if !seen_reason {
@@ -347,7 +371,7 @@ impl Reply {
         };
         let number = |key: &str, v: String| {
             v.parse::<u64>()
-                .map_err(|_| bad(0, format!("{key}= is no number: {v:?}")))
+                .map_err(|_| bad(0, format!("{key}= is no number: {}", quoted(&v))))
         };
         let reply = match first {
             "ok" => Reply::Written {
@@ -363,10 +387,10 @@ impl Reply {
                 why: take("why")?,
             },
             "failed" => Reply::Failed { why: take("why")? },
-            other => return Err(bad(1, format!("unknown answer {other:?}"))),
+            other => return Err(bad(1, format!("unknown answer {}", quoted(other)))),
         };
         if let Some(key) = get.keys().next() {
-            return Err(bad(0, format!("unknown key {key:?}")));
+            return Err(bad(0, format!("unknown key {}", quoted(key))));
         }
         // The asker shows these to a person (crashring report prints
         // both): the request's checks, where Reply::encode has made
@@ -780,6 +804,45 @@ mod tests {
             .unwrap_err()
             .what
             .contains("over 31"));
+    }
+
+    #[test]
+    fn what_a_broken_message_said_is_quoted_only_in_part() {
+        let long = "k".repeat(MAX_MESSAGE / 4);
+        let head = "k".repeat(MAX_QUOTED);
+        let cases = [
+            (format!("{long}\n"), format!("found \"{head}\"…")),
+            (
+                format!("crashring-request 2\nreason=x\n{long}\n"),
+                format!("found \"{head}\"…"),
+            ),
+            (
+                format!("crashring-request 2\nreason=x\n{long}=1\n"),
+                format!("unknown key \"{head}\"…"),
+            ),
+            (
+                format!("crashring-request 2\nreason=x\ncopy={long}\n"),
+                format!("not \"{head}\"…"),
+            ),
+            (
+                format!("crashring-request 2\nreason=x\nstream={long}\nstream={long}\n"),
+                format!("stream \"{head}\"… named twice"),
+            ),
+        ];
+        for (message, says) in cases {
+            let e = Request::parse(message.as_bytes()).unwrap_err().to_string();
+            assert!(e.ends_with(&says), "{e}");
+        }
+        let e = Reply::parse(format!("{long}\n").as_bytes()).unwrap_err();
+        assert!(e.what.ends_with(&format!("\"{head}\"…")), "{e}");
+        // Escapes count as what they show; text that fits is whole.
+        let marks = "\u{202e}".repeat(MAX_QUOTED);
+        let e = Request::parse(format!("crashring-request 2\nreason=x\n{marks}=1\n").as_bytes());
+        let cut = "\\u{202e}".repeat(MAX_QUOTED / 8);
+        assert_eq!(e.unwrap_err().what, format!("unknown key \"{cut}\"…"));
+        let fits = format!("crashring-request 2\nreason=x\n{head}=1\n");
+        let e = Request::parse(fits.as_bytes()).unwrap_err();
+        assert_eq!(e.what, format!("unknown key \"{head}\""));
     }
 
     #[test]
