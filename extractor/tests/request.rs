@@ -242,6 +242,30 @@ impl Service {
         fd
     }
 
+    /// A connection to the service made as `uid`, which sends `first` at
+    /// once if given. The uid is a thread's alone (the raw system
+    /// call; libc's setresuid changes every thread's), and the socket
+    /// records it at connect.
+    fn connect_as(&self, uid: u32, first: Option<&[u8]>) -> std::os::fd::OwnedFd {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: a system call without pointers, changing this
+                // thread's credentials only.
+                let rc = unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) };
+                assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+                let fd = self.connect();
+                // A service that refused before reading has hung up.
+                if let Some(Err(e)) = first.map(|bytes| request::send(&fd, bytes)) {
+                    use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+                    assert!(matches!(e.kind(), BrokenPipe | ConnectionReset), "{e}");
+                }
+                fd
+            })
+            .join()
+            .unwrap()
+        })
+    }
+
     /// `crashring report` as `uid` with `args`.
     fn ask(&self, uid: u32, args: &[&str]) -> Output {
         self.settle();
@@ -543,20 +567,8 @@ fn a_user_outside_the_policy_is_refused_before_it_asks() {
     }
     let service = Service::start("request-outsider", &format!("[Request]\nUsers={ASKER}\n"));
     // Connected as the outsider, sending nothing: a service that waited
-    // for the request would hang up after 5 s without an answer. The uid
-    // is this thread's alone (the raw system call; libc's setresuid
-    // changes every thread's), and the socket records it at connect.
-    let conn = std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: a system call without pointers, changing this
-            // thread's credentials only.
-            let rc = unsafe { libc::syscall(libc::SYS_setresuid, OUTSIDER, OUTSIDER, OUTSIDER) };
-            assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-            service.connect()
-        })
-        .join()
-        .unwrap()
-    });
+    // for the request would hang up after a second without an answer.
+    let conn = service.connect_as(OUTSIDER, None);
     let (bytes, passed) = receive_noting_descriptors(&conn);
     assert!(!passed);
     assert_eq!(
@@ -567,11 +579,90 @@ fn a_user_outside_the_policy_is_refused_before_it_asks() {
             )
         })
     );
-    assert!(!service.bundles.join(".requests").exists());
+    // No report of its rate limit taken.
+    assert!(!service
+        .bundles
+        .join(format!(".requests/{OUTSIDER}"))
+        .exists());
     // No request came: nothing for the journal, which a flood of such
     // connections would otherwise fill.
     let journaled = service.journaled();
     assert!(journaled.is_empty(), "{journaled:#?}");
+}
+
+/// The answer on `fd` to a request the service may have left unread: a
+/// receive is then told of the hang-up (ECONNRESET) once, ahead of the
+/// answer queued before it, as `crashring_request`'s own receive knows.
+fn answer_to_unread(fd: impl std::os::fd::AsFd) -> Reply {
+    let bytes = match request::receive_message(&fd) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => request::receive_message(&fd),
+        received => received,
+    };
+    Reply::parse(&bytes.unwrap()).unwrap()
+}
+
+#[test]
+fn refusals_reach_the_journal_within_a_budget_and_briefly() {
+    if !as_root() {
+        return;
+    }
+    let service = Service::start(
+        "request-refusal-flood",
+        &format!("[Request]\nUsers={ASKER}\nRateLimitBurst=2\n"),
+    );
+    // A member (root) sending malformed requests, each quoting kilobytes
+    // of its choosing: every one is answered, saying what was wrong.
+    let junk = "k".repeat(3000);
+    let malformed = format!("crashring-request 2\nreason=x\n{junk}=1\n");
+    let quoted = format!("unknown key \"{}\"…", &junk[..64]);
+    for _ in 0..5 {
+        service.settle();
+        let fd = service.connect();
+        request::send(&fd, malformed.as_bytes()).unwrap();
+        let reply = Reply::parse(&request::receive_message(&fd).unwrap());
+        assert_eq!(
+            reply,
+            Ok(Reply::Refused {
+                why: format!("malformed request: line 3: {quoted}")
+            })
+        );
+    }
+    // An outsider asking, refused before its request is read.
+    let asked = request::Request {
+        reason: "let me in".into(),
+        ..request::Request::default()
+    };
+    for _ in 0..5 {
+        let fd = service.connect_as(OUTSIDER, Some(&asked.encode()));
+        let reply = answer_to_unread(&fd);
+        assert!(
+            matches!(&reply, Reply::Refused { why } if why.contains("may not ask")),
+            "{reply:?}"
+        );
+    }
+    // The journal has each uid's first two refusals (RateLimitBurst=),
+    // which quote 64 characters of what was sent; the rest, nothing.
+    let journaled = service.journaled();
+    let of = |uid: u32| {
+        journaled
+            .iter()
+            .filter(|m| {
+                m.contains(&format!(
+                    "MESSAGE_ID={}\n",
+                    kexec_hooks::journal::REQUEST_REFUSED
+                ))
+            })
+            .filter(|m| m.contains(&format!("CRASHRING_REQUESTER_UID={uid}\n")))
+            .count()
+    };
+    assert_eq!(of(0), 2, "{journaled:#?}");
+    // (Its service journals a request only if it came before it looked.)
+    assert!(of(OUTSIDER) <= 2, "{journaled:#?}");
+    assert!(journaled.iter().all(|m| m.len() < 512), "{journaled:#?}");
+    // The budget is the refusals' own: the member's reports are whole.
+    service.settle();
+    let report = request::request_report_with(&asked, &service.socket);
+    assert!(report.is_ok(), "{report:?}");
 }
 
 /// Whether another open file holds a lock on `path`.

@@ -3,8 +3,9 @@
 //! (the socket's peer credentials), whether the policy lets them (decided
 //! before anything is read), what (one request), and the report
 //! (`extractor::recovery::report`).
-//! Every answer goes back on the socket; every report and refused
-//! request to the journal.
+//! Every answer goes back on the socket; every report to the journal,
+//! and every refused request within its user's budget
+//! (`report::take_refusal`).
 
 use super::snapshot::LIVE;
 use anyhow::{Context, Result};
@@ -16,7 +17,7 @@ use kexec_hooks::journal;
 use kexec_hooks::system::System;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 #[derive(Args)]
 pub struct ServeRequestArgs {
@@ -60,22 +61,6 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
             eprintln!("crashring: answering {who}: {e}");
         }
     };
-    let refuse = |why: String, id: &str| {
-        let message = format!("crashring: request from {who} refused: {why}");
-        if !journal::send(
-            &socket,
-            &[
-                ("MESSAGE_ID", id),
-                ("MESSAGE", &message),
-                ("PRIORITY", "4"),
-                ("CRASHRING_REQUESTER_UID", &asker.uid.to_string()),
-            ],
-        ) {
-            eprintln!("{message}");
-        }
-        answer(&Reply::Refused { why });
-        Ok(0)
-    };
     // Whatever stops the service from serving is said to the asker too,
     // who would otherwise see only the connection close.
     let fail = |e: anyhow::Error| -> Result<u8> {
@@ -92,34 +77,56 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
     for w in warnings {
         eprintln!("crashring: {w}");
     }
-    // Refused before the request is read: journaled only if one came.
-    let refuse_unread = |why: String| {
-        if request_waiting(conn) {
-            return refuse(why, journal::REQUEST_REFUSED);
+    let dir = sys.path(&args.dir.to_string_lossy());
+    // Every refusal is answered (a bounded datagram to the asker), but
+    // goes to the journal only within the uid's refusal budget: anyone
+    // may connect, and refusals cost no report. A request refused is a
+    // journal message; a connection refused before it asked, a line of
+    // the service's output (which the journal keeps as well).
+    let refuse = |why: String, asked: bool| -> Result<u8> {
+        match report::take_refusal(&dir, asker.uid, &cfg.request, SystemTime::now()) {
+            Ok(true) if asked => {
+                let message = format!("crashring: request from {who} refused: {why}");
+                if !journal::send(
+                    &socket,
+                    &[
+                        ("MESSAGE_ID", journal::REQUEST_REFUSED),
+                        ("MESSAGE", &message),
+                        ("PRIORITY", "4"),
+                        ("CRASHRING_REQUESTER_UID", &asker.uid.to_string()),
+                    ],
+                ) {
+                    eprintln!("{message}");
+                }
+            }
+            Ok(true) => eprintln!("crashring: {who} refused before asking: {why}"),
+            // Over budget: nothing.
+            Ok(false) => {}
+            Err(e) => eprintln!("crashring: {who} refused, not journaled: {e}"),
         }
-        // Nothing asked yet, or hung up: no request to journal, where a
-        // flood of such connections would drown the reports.
-        eprintln!("crashring: {who} refused before asking: {why}");
         answer(&Reply::Refused { why });
         Ok(0)
     };
     // Before the request is read: a uid outside the policy holds no slot
     // of the socket for the time a request may take to come.
     if !report::allowed(asker.uid, &cfg.request.users) {
-        return refuse_unread(format!(
+        let why = format!(
             "uid {} may not ask for reports (crashring.conf [Request] Users={})",
             asker.uid,
             cfg.request.users.join(" ")
-        ));
+        );
+        return refuse(why, request_waiting(conn));
     }
-    let dir = sys.path(&args.dir.to_string_lossy());
     // One connection per uid at a time, held until this service exits:
     // MaxConnectionsPerSource= counts none per uid on AF_UNIX before
     // systemd v256, so one member could otherwise hold every slot of the
     // socket with connections that never ask.
     let _busy = match report::take_busy(&dir, asker.uid) {
         Ok(Some(busy)) => busy,
-        Ok(None) => return refuse_unread("busy: another request of yours is being served".into()),
+        Ok(None) => {
+            let why = "busy: another request of yours is being served".into();
+            return refuse(why, request_waiting(conn));
+        }
         Err(e) => return fail(e.into()),
     };
     let bytes = match request::receive_message(conn) {
@@ -140,7 +147,7 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
     }
     let asked = match Request::parse(&bytes) {
         Ok(r) => r,
-        Err(e) => return refuse(format!("malformed request: {e}"), journal::REQUEST_REFUSED),
+        Err(e) => return refuse(format!("malformed request: {e}"), true),
     };
     match report::serve(&dir, &args.from, &cfg, &asker, &asked) {
         Ok(Served::Written {
@@ -198,7 +205,7 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
             }
             Ok(0)
         }
-        Ok(Served::Refused(why)) => refuse(why, journal::REQUEST_REFUSED),
+        Ok(Served::Refused(why)) => refuse(why, true),
         Ok(Served::RateLimited { retry_after, why }) => {
             eprintln!("crashring: request from {who} rate-limited: {why}");
             answer(&Reply::RateLimited { retry_after, why });

@@ -85,7 +85,40 @@ pub fn take_request(
     burst: u32,
     now: SystemTime,
 ) -> io::Result<Result<(), u64>> {
-    let mut file = open_record(dir, &uid.to_string())?;
+    take(dir, &uid.to_string(), interval, burst, now)
+}
+
+/// Whether the journal may say that one of `uid`'s requests (or
+/// connections) was refused: at most `RateLimitBurst=` refusals of a uid
+/// in `RateLimitIntervalSec=`, as its reports, in a record of their own
+/// (`UID.refused`). Anyone may connect and a refusal costs no report, so
+/// without it one user could fill the journal; with it, a uid's refusals
+/// take no more of it than the reports the policy already grants it.
+pub fn take_refusal(
+    dir: &Path,
+    uid: u32,
+    policy: &config::Request,
+    now: SystemTime,
+) -> Result<bool, RecoveryError> {
+    let taken = take(
+        dir,
+        &format!("{uid}.refused"),
+        policy.interval,
+        policy.burst,
+        now,
+    );
+    taken.map(|t| t.is_ok()).map_err(io_at(dir))
+}
+
+/// [`take_request`] on the record `name`.
+fn take(
+    dir: &Path,
+    name: &str,
+    interval: Duration,
+    burst: u32,
+    now: SystemTime,
+) -> io::Result<Result<(), u64>> {
+    let mut file = open_record(dir, name)?;
     file.lock()?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;
@@ -305,6 +338,33 @@ mod tests {
         assert_eq!(take(1002, 1), Ok(()));
         assert_eq!(take(1002, 2), Ok(()));
         assert_eq!(take(1002, 3), Err(57));
+    }
+
+    #[test]
+    fn refusals_are_journaled_within_a_budget_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = config::Request {
+            burst: 2,
+            ..config::Request::default()
+        };
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let refused = |uid, at: u64| {
+            take_refusal(dir.path(), uid, &policy, t0 + Duration::from_secs(at)).unwrap()
+        };
+        assert!(refused(1000, 0));
+        assert!(refused(1000, 1));
+        assert!(!refused(1000, 2));
+        // Another user has a budget of its own, and the user's reports a
+        // record of their own, which its refusals took nothing from.
+        assert!(refused(1001, 2));
+        let minute = policy.interval;
+        assert_eq!(
+            take_request(dir.path(), 1000, minute, 2, t0 + Duration::from_secs(2)).unwrap(),
+            Ok(())
+        );
+        // The first refusal leaves the window, and makes room for one.
+        assert!(refused(1000, 60));
+        assert!(!refused(1000, 60));
     }
 
     #[test]
