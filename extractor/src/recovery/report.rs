@@ -134,7 +134,10 @@ fn take(
     times.sort_unstable();
     if times.len() >= burst as usize {
         let oldest = times[times.len() - burst as usize];
-        return Ok(Err((oldest + window - now).max(1)));
+        // What is left of the window, never oldest + window, which
+        // overflows with an interval near u64::MAX seconds (one the
+        // configuration accepts).
+        return Ok(Err(window.saturating_sub(now - oldest).max(1)));
     }
     times.push(now);
     let kept: String = times.iter().map(|t| format!("{t}\n")).collect();
@@ -338,6 +341,18 @@ mod tests {
         assert_eq!(take(1002, 1), Ok(()));
         assert_eq!(take(1002, 2), Ok(()));
         assert_eq!(take(1002, 3), Err(57));
+    }
+
+    #[test]
+    fn a_window_of_any_length_says_how_long_to_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let forever = Duration::from_secs(u64::MAX);
+        let take = |at: u64| {
+            take_request(dir.path(), 1000, forever, 1, t0 + Duration::from_secs(at)).unwrap()
+        };
+        assert_eq!(take(0), Ok(()));
+        assert_eq!(take(10), Err(u64::MAX - 10));
     }
 
     #[test]
