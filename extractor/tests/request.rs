@@ -211,10 +211,9 @@ impl Service {
         }
     }
 
-    /// Waits until every service started so far has exited. One that
-    /// answered may still hold its uid's busy lock for the moment until
-    /// it exits: a uid's next connection waits for that, as one through
-    /// systemd, which starts a service for it first, would.
+    /// Waits until every service started so far has exited. A service
+    /// that answered has let its uid's busy lock go, but one that left
+    /// its asker unanswered holds it until it returns.
     fn settle(&self) {
         while self.running.load(std::sync::atomic::Ordering::SeqCst) > 0 {
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -268,7 +267,6 @@ impl Service {
 
     /// `crashring report` as `uid` with `args`.
     fn ask(&self, uid: u32, args: &[&str]) -> Output {
-        self.settle();
         Command::new("setpriv")
             .args([
                 &format!("--reuid={uid}"),
@@ -616,7 +614,6 @@ fn refusals_reach_the_journal_within_a_budget_and_briefly() {
     let malformed = format!("crashring-request 2\nreason=x\n{junk}=1\n");
     let quoted = format!("unknown key \"{}\"…", &junk[..64]);
     for _ in 0..5 {
-        service.settle();
         let fd = service.connect();
         request::send(&fd, malformed.as_bytes()).unwrap();
         let reply = Reply::parse(&request::receive_message(&fd).unwrap());
@@ -660,7 +657,6 @@ fn refusals_reach_the_journal_within_a_budget_and_briefly() {
     assert!(of(OUTSIDER) <= 2, "{journaled:#?}");
     assert!(journaled.iter().all(|m| m.len() < 512), "{journaled:#?}");
     // The budget is the refusals' own: the member's reports are whole.
-    service.settle();
     let report = request::request_report_with(&asked, &service.socket);
     assert!(report.is_ok(), "{report:?}");
 }

@@ -117,11 +117,13 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         );
         return refuse(why, request_waiting(conn));
     }
-    // One connection per uid at a time, held until this service exits:
+    // One connection per uid at a time, held until its request is served
+    // (released before the answer, so that the uid's next request, which
+    // may come as soon as this one is answered, never finds it held):
     // MaxConnectionsPerSource= counts none per uid on AF_UNIX before
     // systemd v256, so one member could otherwise hold every slot of the
     // socket with connections that never ask.
-    let _busy = match report::take_busy(&dir, asker.uid) {
+    let busy = match report::take_busy(&dir, asker.uid) {
         Ok(Some(busy)) => busy,
         Ok(None) => {
             let why = "busy: another request of yours is being served".into();
@@ -147,9 +149,14 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
     }
     let asked = match Request::parse(&bytes) {
         Ok(r) => r,
-        Err(e) => return refuse(format!("malformed request: {e}"), true),
+        Err(e) => {
+            drop(busy);
+            return refuse(format!("malformed request: {e}"), true);
+        }
     };
-    match report::serve(&dir, &args.from, &cfg, &asker, &asked) {
+    let served = report::serve(&dir, &args.from, &cfg, &asker, &asked);
+    drop(busy);
+    match served {
         Ok(Served::Written {
             name,
             events,
