@@ -125,9 +125,16 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
     // socket with connections that never ask.
     let busy = match report::take_busy(&dir, asker.uid) {
         Ok(Some(busy)) => busy,
+        // Nothing the asker did wrong (a program and its crash handler
+        // may ask at once): a second later it will be served, so the
+        // answer is the rate limit's, which askers retry; not journaled,
+        // as a flood of such connections would drown the reports.
         Ok(None) => {
-            let why = "busy: another request of yours is being served".into();
-            return refuse(why, request_waiting(conn));
+            answer(&Reply::RateLimited {
+                retry_after: 1,
+                why: "busy: another request of yours is being served".into(),
+            });
+            return Ok(0);
         }
         Err(e) => return fail(e.into()),
     };
