@@ -110,9 +110,6 @@ fn check_write_back(region: &Region) -> Result<String> {
     Ok(format!("{pages} pages written back in {passes} passes"))
 }
 
-/// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
-/// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
-/// its MADT does not mark them online-capable, so Linux ignores them.)
 /// The next boot's release: what previous_summary says to a user who is
 /// not root (no crash message), then the ack.
 fn member_summary_then_ack() -> String {
@@ -125,6 +122,9 @@ fn member_summary_then_ack() -> String {
     )
 }
 
+/// The warm-reboot guest's CPUs: one stream each, more `stats` lines than
+/// one 4 KiB sysfs page holds. (QEMU's hot-pluggable CPUs would not do:
+/// its MADT does not mark them online-capable, so Linux ignores them.)
 const POSSIBLE_CPUS: u32 = 64;
 
 /// Of those, the ones the kernel brings up: the module gives every
