@@ -118,8 +118,9 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         return refuse(why, request_waiting(conn));
     }
     // One connection per uid at a time, held until its request is served
-    // (released before the answer, so that the uid's next request, which
-    // may come as soon as this one is answered, never finds it held):
+    // and its copy sent (released before an answer without a copy, so
+    // that the uid's next request, which may come as soon as this one is
+    // answered, does not find it held):
     // MaxConnectionsPerSource= counts none per uid on AF_UNIX before
     // systemd v256, so one member could otherwise hold every slot of the
     // socket with connections that never ask.
@@ -162,7 +163,15 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         }
     };
     let served = report::serve(&dir, &args.from, &cfg, &asker, &asked);
-    drop(busy);
+    let copying = asked.copy && cfg.request.copy;
+    // Let go before the answer, unless a copy follows it: its sending may
+    // take COPY_TIME, and a uid holds one slot at a time.
+    let busy = if copying && matches!(served, Ok(Served::Written { .. })) {
+        Some(busy)
+    } else {
+        drop(busy);
+        None
+    };
     match served {
         Ok(Served::Written {
             name,
@@ -193,7 +202,7 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
             // A copy is the bundle's bytes, never a descriptor of it:
             // one the asker kept would hold the bundle's disk space past
             // its retention.
-            let copy = (asked.copy && cfg.request.copy)
+            let copy = copying
                 .then(|| file.metadata().map(|m| m.len()))
                 .transpose();
             let copy_bytes = match copy {
@@ -217,6 +226,7 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
                     eprintln!("crashring: sending {who} its copy: {e}");
                 }
             }
+            drop(busy);
             Ok(0)
         }
         Ok(Served::Refused(why)) => refuse(why, true),

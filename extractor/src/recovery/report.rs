@@ -166,8 +166,8 @@ fn open_record(dir: &Path, name: &str) -> io::Result<File> {
 }
 
 /// One connection of a uid being served: the other connections of that
-/// uid are refused while it is held, and it is released when dropped (at
-/// the latest when the service exits).
+/// uid are told to retry a second later while it is held, and it is
+/// released when dropped (at the latest when the service exits).
 #[derive(Debug)]
 pub struct Busy {
     _lock: File,

@@ -134,7 +134,8 @@ pub enum Reply {
     },
     /// The policy does not let this asker have what it asked for.
     Refused { why: String },
-    /// Too many requests from this user lately: try again in
+    /// Too many requests from this user lately, or another of its
+    /// requests being served ("busy", for a second): try again in
     /// `retry_after` seconds.
     RateLimited { retry_after: u64, why: String },
     /// The request was allowed but no bundle could be written.

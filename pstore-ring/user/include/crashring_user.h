@@ -183,7 +183,8 @@ struct crashring_report {
  * service into the bundle directory. Blocks while the service bundles (a
  * second or two). 0 with *out filled in; otherwise a negative errno with
  * out->why saying why: -EPERM refused by the policy, -EAGAIN
- * rate-limited, -EIO the service failed or broke the protocol (sent a
+ * rate-limited or busy with another request of the caller's (try again
+ * later; out->why says which), -EIO the service failed or broke the protocol (sent a
  * copy not asked for, say: out->copy_fd stays -1), -EINVAL a reason that
  * is not one line of at most 512 bytes, -ENOENT or -ECONNREFUSED no
  * service.

@@ -310,7 +310,8 @@ fn put(out: &mut [c_char], s: &str) {
 /// or file-capability program: `request::socket`) for a report of the
 /// caller's own session (`crashring_request`). 0 with `out` filled in;
 /// otherwise a negative errno with `out->why` saying why: `-EPERM`
-/// refused by the policy, `-EAGAIN` rate-limited, `-EIO` the service
+/// refused by the policy, `-EAGAIN` rate-limited or busy with another
+/// request of the caller's (`out->why` says which), `-EIO` the service
 /// failed or broke the protocol, or the report was written but its copy
 /// did not come whole (`out->bundle` then names it), `-EINVAL` a request
 /// that cannot be sent, or the socket's error (`-ENOENT`,
