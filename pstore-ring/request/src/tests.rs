@@ -1,3 +1,6 @@
+//! The request protocol's tests: each message both ways, hostile ones
+//! refused, and the client against a service of the tests' own.
+
 use super::*;
 
 fn asked() -> Request {
