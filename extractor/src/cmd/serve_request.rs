@@ -128,7 +128,8 @@ pub fn run(args: ServeRequestArgs) -> Result<u8> {
         Ok(Some(busy)) => busy,
         // Nothing the asker did wrong (a program and its crash handler
         // may ask at once): a second later it will be served, so the
-        // answer is the rate limit's, which askers retry; not journaled,
+        // answer is the rate limit's, which tells it when to ask again
+        // (the client library returns it, the caller retries); not journaled,
         // as a flood of such connections would drown the reports.
         Ok(None) => {
             answer(&Reply::RateLimited {
