@@ -623,11 +623,13 @@ u64 crashring_debug_user_mask(const char *stream, const struct crashring_user_co
 
 /**
  * crashring_show_debug - the selection, then what is diverted
- * @buf: a sysfs buffer
+ * @buf: a page
+ * @opener: the euid that opened the file
+ * @admin: whether it was opened with CAP_SYS_ADMIN
  *
  * Return: bytes written. Called with crashring.lock held.
  */
-int crashring_show_debug(char *buf)
+int crashring_show_debug(char *buf, kuid_t opener, bool admin)
 {
 	const struct cr_selection *sel = rcu_dereference_protected(cr_selection,
 								   lockdep_is_held(&crashring.lock));
@@ -664,7 +666,7 @@ int crashring_show_debug(char *buf)
 			n += sysfs_emit_at(buf, n, "\nnot diverted: %s (error %d)", cr_hooks[i].name,
 					   cr_hooks[i].err);
 	n += sysfs_emit_at(buf, n, "\n");
-	return crashring_user_show(buf, n);
+	return crashring_user_show(buf, n, opener, admin);
 }
 
 /* --- load and unload -------------------------------------------------- */

@@ -198,7 +198,7 @@ void crashring_dev_unregister(void);
 /* crashring_debug.c */
 extern const struct crashring_source crashring_source_debug;
 int crashring_set_debug(const char *spec);
-int crashring_show_debug(char *buf);
+int crashring_show_debug(char *buf, kuid_t opener, bool admin);
 struct crashring_user_control;
 u64 crashring_debug_user_mask(const char *stream, const struct crashring_user_control *ctl);
 void crashring_debug_reset(void);
@@ -234,7 +234,7 @@ int crashring_user_mmap(struct file *file, struct vm_area_struct *vma);
 void crashring_user_release(struct file *file);
 u32 crashring_user_write_back(void);
 void crashring_user_selection_changed(void);
-int crashring_user_show(char *buf, int at);
+int crashring_user_show(char *buf, int at, kuid_t opener, bool admin);
 
 /* crashring_live.c */
 int crashring_live_register(void);

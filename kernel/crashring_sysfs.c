@@ -8,11 +8,15 @@
  *   debug             rw  the debug messages diverted into the recorder:
  *                     drm=KMS,ATOMIC module=M func=F file=F[:LINE]
  *                     device=D printk input; then, read, what is diverted
+ *                     and the categories of the user streams the opener
+ *                     may see
  *   region            ro  (0400) where the memory is and how it is used
  *   stats             ro  per CPU: records, bytes, pages overwritten, drops
  *   status            ro  the last thing user space should know
  *   previous          ro  (0400, binary) the previous generation's region
- *   previous_summary  ro  the previous generation in one screen of text
+ *   previous_summary  ro  the previous generation in one screen of text;
+ *                     its crash message only to an opener with
+ *                     CAP_SYS_ADMIN
  *   previous_ack      wo  (0200) "1": archived, release it (EROFS in a
  *                     capture kernel, which leaves the range alone)
  *   shutdown_reason   rw  (0600) one line: why the next restart, halt or
@@ -22,10 +26,14 @@
  * `previous` is removed and created anew whenever the previous generation
  * changes: a reader that opened it before an ack gets -ENODEV instead of
  * the rest of another generation, and a new open sees the new size.
+ * `debug` and `previous_summary` are binary attributes too, text in a page:
+ * what they show depends on who opened them, and only a binary
+ * attribute's callbacks are given the open file.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/kobject.h>
 #include <linux/sysfs.h>
 #include <linux/string.h>
@@ -100,21 +108,77 @@ static ssize_t filter_store(struct kobject *k, struct kobj_attribute *a, const c
 	return err ?: count;
 }
 
-static ssize_t debug_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+/*
+ * Whether @f was opened by someone with CAP_SYS_ADMIN. What `debug` and
+ * `previous_summary` show is decided by who opened the file, not by who
+ * reads it: a descriptor passed to a set-user-ID root program that echoes
+ * its input must not show that program's view (the rule of
+ * Documentation/security/credentials.rst, "Open File Credentials").
+ */
+static bool cr_opened_by_admin(const struct file *f)
+{
+	const struct cred *reader = override_creds(f->f_cred);
+	/* No audit record: reading the file is no attempt at privilege. */
+	bool admin = ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN);
+
+	revert_creds(reader);
+	return admin;
+}
+
+/*
+ * Serves a page of text, rendered for @f's opener, from @off. Read in one
+ * piece (the file's size is a page, as a text attribute's): a reader that
+ * takes it in pieces gets a rendering for each.
+ */
+static ssize_t cr_read_rendered(const struct file *f, char *buf, loff_t off, size_t count,
+				int (*render)(char *page, kuid_t opener, bool admin))
+{
+	char *page = (char *)__get_free_page(GFP_KERNEL);
+	ssize_t ret;
+	int n;
+
+	if (!page)
+		return -ENOMEM;
+	n = render(page, f->f_cred->euid, cr_opened_by_admin(f));
+	ret = n < 0 ? n : memory_read_from_buffer(buf, count, &off, page, n);
+	free_page((unsigned long)page);
+	return ret;
+}
+
+static int cr_render_debug(char *page, kuid_t opener, bool admin)
 {
 	int n;
 
 	mutex_lock(&crashring.lock);
-	n = crashring_show_debug(buf);
+	n = crashring_show_debug(page, opener, admin);
 	mutex_unlock(&crashring.lock);
 	return n;
 }
 
-static ssize_t debug_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
-			   size_t count)
+static ssize_t debug_read(struct file *f, struct kobject *k,
+			  CR_BIN_ATTR_CONST struct bin_attribute *attr,
+			  char *buf, loff_t off, size_t count)
+{
+	return cr_read_rendered(f, buf, off, count, cr_render_debug);
+}
+
+/*
+ * Each write is a whole selection, as a text attribute's store. Unlike
+ * one, the file is a page long: sysfs cuts a write to what is left of the
+ * page after the file offset, and refuses one past it (EFBIG), so an
+ * open file takes a page of selections in all; open it again for more.
+ * kernfs ends what it was given with a NUL, after the bytes sysfs may
+ * have cut off: a write that fills the rest of the page may have been
+ * cut, and is refused whole.
+ */
+static ssize_t debug_write(struct file *f, struct kobject *k,
+			   CR_BIN_ATTR_CONST struct bin_attribute *attr,
+			   char *buf, loff_t off, size_t count)
 {
 	int err;
 
+	if (count >= PAGE_SIZE - off)
+		return -E2BIG;
 	mutex_lock(&crashring.lock);
 	err = crashring_set_debug(buf);
 	mutex_unlock(&crashring.lock);
@@ -197,7 +261,8 @@ static const char *cr_state_name(u32 state)
 	}
 }
 
-static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+/* The previous generation in one screen; its crash message is root's. */
+static int cr_render_summary(char *buf, kuid_t opener, bool admin)
 {
 	struct crashring_region_header h;
 	struct crashring_state_block st;
@@ -224,7 +289,8 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 	}
 	/*
 	 * Readable by all: where the region lies is region's (0400) to say,
-	 * and the crash message, the previous generation's, is root's.
+	 * and the crash message, the previous generation's, is root's
+	 * (@admin, the opener's).
 	 */
 	n = sysfs_emit(buf, "generation %llu slot %d size %llu\n", h.generation, prev,
 		       h.region_size);
@@ -236,14 +302,20 @@ static ssize_t previous_summary_show(struct kobject *k, struct kobj_attribute *a
 	} else {
 		n += sysfs_emit_at(buf, n, "state %s reason %u at %llu ns on cpu %u",
 				   cr_state_name(st.state), st.reason, st.crash_ns, st.crash_cpu);
-		/* No audit record: reading the file is no attempt at privilege. */
-		if (ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN))
+		if (admin)
 			n += sysfs_emit_at(buf, n, ": %.*s", (int)sizeof(st.message),
 					   st.message);
 		n += sysfs_emit_at(buf, n, "\n");
 	}
 	mutex_unlock(&crashring.lock);
 	return n;
+}
+
+static ssize_t previous_summary_read(struct file *f, struct kobject *k,
+				     CR_BIN_ATTR_CONST struct bin_attribute *attr,
+				     char *buf, loff_t off, size_t count)
+{
+	return cr_read_rendered(f, buf, off, count, cr_render_summary);
 }
 
 static ssize_t shutdown_reason_show(struct kobject *k, struct kobj_attribute *a, char *buf)
@@ -356,10 +428,8 @@ static ssize_t reset_evidence_read(struct file *f, struct kobject *k,
 static struct kobj_attribute cr_attr_enabled = __ATTR_RW(enabled);
 static struct kobj_attribute cr_attr_sources = __ATTR_RW(sources);
 static struct kobj_attribute cr_attr_filter = __ATTR_RW(filter);
-static struct kobj_attribute cr_attr_debug = __ATTR_RW(debug);
 static struct kobj_attribute cr_attr_region = __ATTR_RO_MODE(region, 0400);
 static struct kobj_attribute cr_attr_status = __ATTR_RO(status);
-static struct kobj_attribute cr_attr_previous_summary = __ATTR_RO(previous_summary);
 static struct kobj_attribute cr_attr_previous_ack = __ATTR_WO(previous_ack);
 static struct kobj_attribute cr_attr_shutdown_reason = __ATTR_RW_MODE(shutdown_reason, 0600);
 
@@ -367,10 +437,8 @@ static struct attribute *cr_attrs[] = {
 	&cr_attr_enabled.attr,
 	&cr_attr_sources.attr,
 	&cr_attr_filter.attr,
-	&cr_attr_debug.attr,
 	&cr_attr_region.attr,
 	&cr_attr_status.attr,
-	&cr_attr_previous_summary.attr,
 	&cr_attr_previous_ack.attr,
 	&cr_attr_shutdown_reason.attr,
 	NULL,
@@ -387,8 +455,28 @@ static struct bin_attribute cr_attr_reset_evidence = {
 	.read = reset_evidence_read,
 };
 
+/*
+ * Binary attributes, whose callbacks get the open file: what they show
+ * depends on who opened it (cr_opened_by_admin()). A page, as text
+ * attributes' size is.
+ */
+static struct bin_attribute cr_attr_debug = {
+	.attr = { .name = "debug", .mode = 0644 },
+	.size = PAGE_SIZE,
+	.read = debug_read,
+	.write = debug_write,
+};
+
+static struct bin_attribute cr_attr_previous_summary = {
+	.attr = { .name = "previous_summary", .mode = 0444 },
+	.size = PAGE_SIZE,
+	.read = previous_summary_read,
+};
+
 static CR_BIN_ATTR_CONST struct bin_attribute *cr_bin_attrs[] = {
 	&cr_attr_stats,
+	&cr_attr_debug,
+	&cr_attr_previous_summary,
 	&cr_attr_reset_evidence,
 	NULL,
 };

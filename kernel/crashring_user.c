@@ -260,30 +260,29 @@ void crashring_user_selection_changed(void)
 
 /**
  * crashring_user_show - the held streams' categories, for sysfs "debug"
- * @buf: the sysfs buffer
+ * @buf: a page
  * @at: bytes already in it
+ * @opener: the euid that opened the file
+ * @admin: whether it was opened with CAP_SYS_ADMIN
  *
  * One line per stream that named categories: "user NAME: CAT+ CAT-",
  * + for enabled, NAME's spaces and unprintable bytes escaped. The file
- * is readable by all, and a stream's name is its holder's: a reader
+ * is readable by all, and a stream's name is its holder's: an opener
  * without CAP_SYS_ADMIN sees only the streams its own euid holds. With
  * crashring.lock held.
  *
  * Return: the bytes in @buf.
  */
-int crashring_user_show(char *buf, int at)
+int crashring_user_show(char *buf, int at, kuid_t opener, bool admin)
 {
-	/* No audit record: reading the file is no attempt at privilege. */
-	bool all = ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN);
 	const struct crashring_user_control *ctl;
-	kuid_t reader = current_euid();
 	u32 j, c;
 
 	for (j = 0; j < crashring.nuser; j++) {
 		ctl = cr_user_slots[j].ctl;
 		if (!cr_user_slots[j].holder || !ctl->count)
 			continue;
-		if (!all && !uid_eq(cr_user_slots[j].uid, reader))
+		if (!admin && !uid_eq(cr_user_slots[j].uid, opener))
 			continue;
 		/* A holder names its stream: no newline of its own reaches root. */
 		at += sysfs_emit_at(buf, at, "user %*pEsp:",

@@ -11,6 +11,11 @@
  *	member; prints "crashring-test: security NAME RESULT" lines; then
  *	the per-user marker budget: two members flood CPU 1 for ten seconds
  *	beside a third writing once a second ("crashring-test: budget ...")
+ *   compositor summary UID
+ *	on the boot after a crash: whether previous_summary's crash message
+ *	is shown to root ("crashring-test: security summary-root R") and
+ *	hidden from a descriptor UID opened and root reads ("... summary-opener
+ *	R"), the view being its opener's
  *   compositor fresh
  *	takes a stream, fills its whole mapping with a pattern, releases
  *	it, takes the same pool stream again and prints "crashring-test:
@@ -87,6 +92,7 @@ static const char *err_name(int e)
 	case EDQUOT: return "EDQUOT";
 	case EBADF: return "EBADF";
 	case EAGAIN: return "EAGAIN";
+	case E2BIG: return "E2BIG";
 	default: return strerror(e);
 	}
 }
@@ -223,15 +229,90 @@ static int name_categories(int fd, const char *const *names, unsigned int n)
 	return ioctl(fd, CRASHRING_IOC_USER_CATEGORIES, &req) ? errno : 0;
 }
 
+/* What the open file @fd says from its start, into @text (@size bytes). */
+static void read_text(int fd, char *text, size_t size)
+{
+	ssize_t len = fd < 0 ? 0 : pread(fd, text, size - 1, 0);
+
+	text[len > 0 ? len : 0] = '\0';
+}
+
 /* What sysfs "debug" says to the caller, into @text (@size bytes). */
 static void read_debug(char *text, size_t size)
 {
 	int sys = open("/sys/kernel/crashring/debug", O_RDONLY);
-	ssize_t len = sys < 0 ? 0 : read(sys, text, size - 1);
 
-	text[len > 0 ? len : 0] = '\0';
+	read_text(sys, text, size);
 	if (sys >= 0)
 		close(sys);
+}
+
+/*
+ * The selection sysfs "debug" holds, padded with spaces to a whole page
+ * and written back: what the write says (0 or an errno). Valid as it
+ * stands, but a page may be a longer selection cut short.
+ */
+static int write_debug_page(void)
+{
+	char page[4096];
+	int sys;
+	int err;
+
+	read_debug(page, sizeof(page));
+	memset(page + strcspn(page, "\n"), ' ', sizeof(page) - strcspn(page, "\n"));
+	page[sizeof(page) - 1] = '\n';
+	sys = open("/sys/kernel/crashring/debug", O_WRONLY);
+	if (sys < 0)
+		return errno;
+	err = write(sys, page, sizeof(page)) < 0 ? errno : 0;
+	close(sys);
+	return err;
+}
+
+/*
+ * @path opened by @uid (in no group) in a child, and passed back over a
+ * socket: an open file whose opener is @uid, read here as root, as a
+ * set-user-ID program would read a descriptor handed to it. -1 if not.
+ */
+static int open_as(uid_t uid, const char *path)
+{
+	union {
+		struct cmsghdr align;
+		char bytes[CMSG_SPACE(sizeof(int))];
+	} control;
+	char byte = 0;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = control.bytes, .msg_controllen = sizeof(control.bytes),
+	};
+	struct cmsghdr *c;
+	int pair[2], fd = -1, status;
+	pid_t child;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, pair))
+		return -1;
+	child = fork();
+	if (child == 0) {
+		become(uid, uid, NULL, 0);
+		fd = open(path, O_RDONLY);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		exit(fd < 0 || sendmsg(pair[1], &msg, 0) != 1);
+	}
+	close(pair[1]);
+	/* Sent before the child exits: never waited for here. */
+	if (child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+	    !WEXITSTATUS(status) && recvmsg(pair[0], &msg, MSG_DONTWAIT) == 1) {
+		c = CMSG_FIRSTHDR(&msg);
+		if (c && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	}
+	close(pair[0]);
+	return fd;
 }
 
 /*
@@ -489,14 +570,16 @@ static void say_mode(const char *check, const char *path)
 
 /*
  * What sysfs "debug" says of a stream root holds: its name and categories
- * to root, nothing to a member, who sees only its own streams.
+ * to root, nothing to a member, who sees only its own streams, nor to
+ * root through a descriptor the member opened; and that a page written
+ * to it, which may be a longer selection cut short, is refused.
  */
 static void others_streams(uid_t uid, gid_t gid)
 {
 	static const char *const secret[] = { "secret" };
 	char text[4096];
 	size_t bytes;
-	int fd, err, status;
+	int fd, err, status, opened;
 
 	fd = raw_stream("root-private", &bytes, &err);
 	if (fd < 0 || name_categories(fd, secret, 1)) {
@@ -512,6 +595,14 @@ static void others_streams(uid_t uid, gid_t gid)
 	wait(&status);
 	read_debug(text, sizeof(text));
 	say("show-root", strstr(text, "user root-private: secret+") ? "ok" : "hidden");
+	/* The member's descriptor, read by root: the member's view. */
+	opened = open_as(uid, "/sys/kernel/crashring/debug");
+	read_text(opened, text, sizeof(text));
+	say("show-opener", opened < 0 ? "no-file" : !strstr(text, "diverting:") ? "empty" :
+	    strstr(text, "root-private") ? "shown" : "ok");
+	if (opened >= 0)
+		close(opened);
+	say("debug-page", err_name(write_debug_page()));
 	close(fd);
 }
 
@@ -534,6 +625,38 @@ static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 	others_streams(uid, gid);
 	flood_through_members_file(uid, gid);
 	budget(uid, gid);
+	return 0;
+}
+
+/* Whether previous_summary's state line, in @text, ends in a message. */
+static int summary_has_message(const char *text)
+{
+	const char *state = strstr(text, "\nstate ");
+	const char *end = state ? strchr(state + 1, '\n') : NULL;
+	const char *colon = state ? strstr(state, ": ") : NULL;
+
+	return colon && (!end || colon < end);
+}
+
+/*
+ * The crash message in previous_summary: root's own open shows it, a
+ * descriptor the member opened does not, though root reads both.
+ */
+static int crash_message_views(uid_t uid)
+{
+	char text[4096];
+	int fd = open("/sys/kernel/crashring/previous_summary", O_RDONLY);
+
+	read_text(fd, text, sizeof(text));
+	say("summary-root", fd < 0 ? "no-file" : summary_has_message(text) ? "ok" : "hidden");
+	if (fd >= 0)
+		close(fd);
+	fd = open_as(uid, "/sys/kernel/crashring/previous_summary");
+	read_text(fd, text, sizeof(text));
+	say("summary-opener", fd < 0 ? "no-file" : !strstr(text, "\nstate ") ? "no-state" :
+	    summary_has_message(text) ? "shown" : "ok");
+	if (fd >= 0)
+		close(fd);
 	return 0;
 }
 
@@ -722,6 +845,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "security"))
 		return security(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+	if (argc == 3 && !strcmp(argv[1], "summary"))
+		return crash_message_views(atoi(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "run"))
 		return run(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "set-user-id"))
@@ -737,6 +862,6 @@ int main(int argc, char **argv)
 		fresh();
 		return 0;
 	}
-	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | fresh | run UID GID | set-user-id UID GID RUID | report UID GID NAME FRAMES COPY | hang-ups UID N | bench N\n");
+	fprintf(stderr, "usage: compositor security UID GID OUTSIDER | summary UID | fresh | run UID GID | set-user-id UID GID RUID | report UID GID NAME FRAMES COPY | hang-ups UID N | bench N\n");
 	return 2;
 }

@@ -177,7 +177,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "compositor-crash",
-        about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, and a program set-user-ID to uid 1000 that uid 1001 runs holds a stream that must be uid 1000's, after checks of what it and a user outside the group may not do (stale pages, a write-only file, root writing through its descriptor), a flood of its markers and stream, and two members flooding CPU 1 with 994-byte markers beside one writing once a second, each within its own byte budget; sysrq panic; the next boot recovers both on one timeline, with CPU 1's lines from before the flood",
+        about: "memmap= region with a pool of user streams; an unprivileged compositor (uid 1000, crashring group) records frames into its own kernel stream while a test module prints DRM debug lines, and a program set-user-ID to uid 1000 that uid 1001 runs holds a stream that must be uid 1000's, after checks of what it and a user outside the group may not do (stale pages, a write-only file, root writing through its descriptor; sysfs debug read by root through a descriptor the member opened shows the member's view), a flood of its markers and stream, and two members flooding CPU 1 with 994-byte markers beside one writing once a second, each within its own byte budget; sysrq panic; the next boot recovers both on one timeline, with CPU 1's lines from before the flood, and previous_summary's crash message is shown to root's descriptor, not to one the member opened",
         only_612: None,
         newest: false,
         arches: Arches::Pc,

@@ -4,7 +4,7 @@
 //! kernel panics; the next boot recovers both on one timeline. Before
 //! that, what such a program, and one outside the group, may not do.
 
-use super::{host_crashring, parse_saved, warm_reboot_run, Artifacts, WarmReboot};
+use super::{host_crashring, parse_saved, warm_reboot_run, Artifacts, WarmReboot, ACK};
 use crate::env::guest::{self, Kernel};
 use anyhow::{bail, ensure, Context, Result};
 use pstore_ring::layout::STREAM_USER;
@@ -43,6 +43,8 @@ const SECURITY: &[(&str, &str)] = &[
     ("show-forged", "ok"),
     ("show-others", "ok"),
     ("show-root", "ok"),
+    ("show-opener", "ok"),
+    ("debug-page", "E2BIG"),
     ("second-on-file", "EBUSY"),
     ("quota-second", "ok"),
     ("quota-third", "EDQUOT"),
@@ -51,6 +53,8 @@ const SECURITY: &[(&str, &str)] = &[
     ("fresh-header", "ok"),
     ("fresh-stale", "ok"),
     ("opener-budget", "ok"),
+    ("summary-root", "ok"),
+    ("summary-opener", "ok"),
 ];
 
 /// Before the crash, root reads the generation being recorded while the
@@ -80,6 +84,9 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
          echo c > /proc/sysrq-trigger\n\
          sleep 30\n"
     );
+    // The next boot reads previous_summary through root's descriptor and
+    // the member's before the ack.
+    let release = format!("{prog} summary {MEMBER}\n{ACK}");
     let plan = WarmReboot {
         name: "compositor-crash",
         // 8 MiB: a CPU's lane 0 holds about 800 KiB, which ten seconds of
@@ -91,6 +98,7 @@ pub fn compositor_crash(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<Strin
         module_args: "region=8M@0x40000000 user_streams=4",
         test_module: true,
         programs: &[prog],
+        release: &release,
         ..WarmReboot::memmap(record)
     };
     let saved = warm_reboot_run(sh, k, art, &plan)?;
