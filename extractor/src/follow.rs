@@ -12,7 +12,9 @@
 //! reader and the whole stream is read again. A whole read takes the
 //! pages one after another while the writer goes on, so it hands over
 //! only as far as the first page still in the ring that it read too
-//! early ([`settle`]); the next poll reads on from there. A pool stream
+//! early, or read open before a newer one ([`settle`]); the next poll
+//! reads on from there. A slot whose memory the copy could not read is
+//! a loss once the writer is past it, never a page to wait for. A pool stream
 //! handed out again starts over, even under the same descriptor: its
 //! first slot holds an older page or one opened at another time, the
 //! page it was in was opened again, or a page after that one starts
@@ -26,14 +28,15 @@
 //! is current: each is handed over once, as a loss, when first seen.
 
 use crate::input::source::{FileOffset, Source, SourceError};
+use crate::output::select::Selection;
 use crate::output::RegionView;
 use pstore_ring::kprintf::Pointers;
 use pstore_ring::layout::{
     PageHeader, StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, PAGE_MAGIC,
-    PAGE_OPEN, STREAM_CALLSITES, STREAM_USER,
+    PAGE_OPEN, PAGE_RESETTING, STREAM_CALLSITES, STREAM_USER,
 };
 use pstore_ring::merge::Pulled;
-use pstore_ring::read::{parse_header, HeaderError, HeaderTrust, LossKind, Region};
+use pstore_ring::read::{parse_header, HeaderError, HeaderTrust, LossKind, Region, StreamInfo};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use zerocopy::FromBytes;
@@ -111,7 +114,9 @@ pub struct StreamCount {
 /// Follows one live region from poll to poll.
 pub struct Follower {
     streams: Vec<Followed>,
-    labels: Vec<String>,
+    /// Each stream's descriptor as last decoded, by stream number; `None`
+    /// for one that failed its checks.
+    infos: Vec<Option<StreamInfo>>,
     /// The region's bytes as read: the tables and, each poll, the pages it read.
     buf: Vec<u8>,
     /// The first poll hands over what the region already holds, or only
@@ -133,7 +138,7 @@ impl Follower {
     pub fn new(from_start: bool, pointers: Pointers) -> Follower {
         Follower {
             streams: Vec::new(),
-            labels: Vec::new(),
+            infos: Vec::new(),
             buf: Vec::new(),
             from_start,
             polled: false,
@@ -142,16 +147,18 @@ impl Follower {
         }
     }
 
-    /// Each stream's counts so far.
-    pub fn counts(&self) -> Vec<StreamCount> {
+    /// The counts so far of each stream `selection` keeps (its streams;
+    /// its types and times do not count).
+    pub fn counts(&self, selection: &Selection) -> Vec<StreamCount> {
         self.streams
             .iter()
-            .zip(&self.labels)
+            .zip(&self.infos)
             .enumerate()
-            .filter(|(_, (f, _))| f.next_index.is_some())
-            .map(|(i, (f, label))| StreamCount {
+            .filter_map(|(i, (f, info))| Some((i, f, info.as_ref()?)))
+            .filter(|(_, f, info)| f.next_index.is_some() && selection.keeps(info))
+            .map(|(i, f, info)| StreamCount {
                 stream: i as u16,
-                label: label.clone(),
+                label: info.label(),
                 handed: f.handed,
                 missed: f.missed,
                 dropped: f.dropped,
@@ -192,7 +199,7 @@ impl Follower {
         present.push(0..tables.end);
         for (i, span) in tables.spans.iter().enumerate() {
             if span.kind == STREAM_CALLSITES {
-                self.read(live, span.start..span.start + span.bytes, &mut present)?;
+                self.read(live, span.range(), &mut present)?;
                 continue;
             }
             self.read_stream(live, i, span, info.endian, &mut present)?;
@@ -208,7 +215,14 @@ impl Follower {
             overlay: None,
             pointers: self.pointers,
         };
-        self.labels = region.streams.iter().map(|s| s.label()).collect();
+        // By stream number, as `streams`: a descriptor that failed its
+        // checks is missing from `region.streams`.
+        self.infos = vec![None; self.streams.len()];
+        for s in &region.streams {
+            if let Some(info) = self.infos.get_mut(usize::from(s.index)) {
+                *info = Some(s.clone());
+            }
+        }
         // Each stream's new events, and a loss before each gap.
         let first = !std::mem::replace(&mut self.polled, true);
         let mut losses = Vec::new();
@@ -231,7 +245,7 @@ impl Follower {
             for l in dropped {
                 let fresh = new_drops(f, l, baseline);
                 if fresh > 0 {
-                    f.dropped += fresh;
+                    f.dropped = f.dropped.saturating_add(fresh);
                     losses.push(pstore_ring::read::Loss {
                         events: fresh,
                         ..*l
@@ -248,7 +262,8 @@ impl Follower {
                     break;
                 };
                 if e.index > next {
-                    f.missed += e.index - next;
+                    // Saturating: a user stream's pages claim any indexes.
+                    f.missed = f.missed.saturating_add(e.index - next);
                     losses.push(lapped(st.info().index, next, e.index, e.ts));
                 }
                 f.handed += 1;
@@ -329,7 +344,7 @@ impl Follower {
         e: pstore_ring::Endian,
         present: &mut Vec<Range<u64>>,
     ) -> Result<(), FollowError> {
-        if span.pages == 0 || span.start + span.bytes > self.buf.len() as u64 {
+        if span.pages == 0 || span.range().end > self.buf.len() as u64 {
             return Ok(());
         }
         let page = span.bytes / u64::from(span.pages);
@@ -353,6 +368,13 @@ impl Follower {
             let at = span.start + (seq - 1) % u64::from(span.pages) * page;
             self.read(live, at..at + page, present)?;
             let Some(h) = header(&self.buf, at, span.index, e) else {
+                // Bytes that will not become the page by waiting (memory
+                // the copy could not read): the whole read counts it
+                // lost and goes on past it, once the writer has.
+                if matches!(slot_state(&self.buf, at, span.index, e), Slot::Corrupt) {
+                    present.truncate(read_before);
+                    return self.read_whole(live, i, span, page, e, present);
+                }
                 break;
             };
             let found = h.seq.get(e);
@@ -403,7 +425,7 @@ impl Follower {
         present: &mut Vec<Range<u64>>,
     ) -> Result<(), FollowError> {
         let mut whole = Vec::new();
-        self.read(live, span.start..span.start + span.bytes, &mut whole)?;
+        self.read(live, span.range(), &mut whole)?;
         if span.kind == STREAM_USER && self.numbered_over(i, span, page, e) {
             self.streams[i].restart(span.desc.clone());
         }
@@ -498,11 +520,19 @@ struct Span {
     desc: Vec<u8>,
 }
 
+impl Span {
+    /// Where its pages lie, as its descriptor says: an end past any
+    /// region (a descriptor of a user stream's making) is past this one.
+    fn range(&self) -> Range<u64> {
+        self.start..self.start.saturating_add(self.bytes)
+    }
+}
+
 /// The page header at region offset `at` of `buf`, if it is one of
 /// stream `stream`'s pages.
 fn header(buf: &[u8], at: u64, stream: u16, e: pstore_ring::Endian) -> Option<PageHeader> {
     let at = usize::try_from(at).ok()?;
-    page_header(buf.get(at..at + PAGE_HEADER_SIZE)?, stream, e)
+    page_header(buf.get(at..at.checked_add(PAGE_HEADER_SIZE)?)?, stream, e)
 }
 
 /// `bytes` as a page header of stream `stream`, open or closed: its
@@ -520,6 +550,45 @@ fn page_header(bytes: &[u8], stream: u16, e: pstore_ring::Endian) -> Option<Page
         .then_some(h)
 }
 
+/// What a slot of a stream holds, as far as a reader can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// One of the stream's pages: its seq, and whether it was open.
+    Page { seq: u64, open: bool },
+    /// Nothing yet (all zeros, as an unused page) or a page being
+    /// opened: the page wanted may still come.
+    Pending,
+    /// Bytes that are no page of the stream and will not become one by
+    /// waiting: memory the copy could not read (FORMAT.md: its `magic`
+    /// is not the page magic), or a header that is none.
+    Corrupt,
+}
+
+/// What the slot at region offset `at` of `buf` holds of stream `stream`.
+fn slot_state(buf: &[u8], at: u64, stream: u16, e: pstore_ring::Endian) -> Slot {
+    if let Some(h) = header(buf, at, stream, e) {
+        let open = h.flags.get(e) == PAGE_OPEN;
+        return Slot::Page {
+            seq: h.seq.get(e),
+            open,
+        };
+    }
+    let bytes = usize::try_from(at)
+        .ok()
+        .and_then(|at| buf.get(at..at.checked_add(PAGE_HEADER_SIZE)?));
+    let Some(h) = bytes.and_then(|b| PageHeader::read_from_bytes(b).ok()) else {
+        return Slot::Corrupt;
+    };
+    let magic = h.magic.get(e);
+    let opening =
+        magic == PAGE_MAGIC && h.stream.get(e) == stream && h.flags.get(e) == PAGE_RESETTING;
+    if magic == 0 || opening {
+        Slot::Pending
+    } else {
+        Slot::Corrupt
+    }
+}
+
 /// Of a stream's pages read in one go while its writer went on: the
 /// slots to hand over, and the seq of the page its next events are in.
 ///
@@ -527,35 +596,46 @@ fn page_header(bytes: &[u8], stream: u16, e: pstore_ring::Endian) -> Option<Page
 /// the writer comes back to it. A page missing between two that were
 /// read is then still in the ring, unread: it and everything after it
 /// wait for the next poll, which reads on from it, rather than being
-/// counted missed. A page missing whose slot holds a newer one was
-/// written over before the reader came: a loss, as it is. Without a gap
-/// of the first kind, the next events are in the newest page (the one
-/// the writer is in).
+/// counted missed. So does the rest of a page read open before a newer
+/// one: its writer filled it after the copy. A page missing whose slot
+/// holds a newer one was written over before the reader came, and one
+/// whose slot cannot be read will never be: each a loss, as it is.
+/// Otherwise the next events are in the newest page (the one the writer
+/// is in).
 fn settle(buf: &[u8], span: &Span, page: u64, e: pstore_ring::Endian) -> (Vec<u64>, u64) {
     let count = u64::from(span.pages);
-    let seq_in = |slot: u64| {
-        header(buf, span.start + slot * page, span.index, e).map_or(0, |h| h.seq.get(e))
+    let state = |slot: u64| slot_state(buf, span.start + slot * page, span.index, e);
+    // Whether the page of `seq` may still be read from its slot.
+    let to_come = |seq: u64| match state((seq - 1) % count) {
+        Slot::Page { seq: there, .. } => there < seq,
+        Slot::Pending => true,
+        Slot::Corrupt => false,
     };
-    let mut read: Vec<(u64, u64)> = (0..count)
-        .map(|slot| (seq_in(slot), slot))
-        .filter(|&(seq, _)| seq != 0)
+    let mut read: Vec<(u64, u64, bool)> = (0..count)
+        .filter_map(|slot| match state(slot) {
+            Slot::Page { seq, open } if seq != 0 => Some((seq, slot, open)),
+            _ => None,
+        })
         .collect();
     read.sort_unstable();
     let mut kept = Vec::with_capacity(read.len());
-    let mut last: Option<u64> = None;
-    for (seq, slot) in read {
-        if let Some(last) = last {
+    let mut last: Option<(u64, bool)> = None;
+    for (seq, slot, open) in read {
+        if let Some((last, last_open)) = last {
+            if last_open {
+                return (kept, last);
+            }
             // Only the last `count` seqs up to this page can still be in
             // the ring with it.
             let missing = last.saturating_add(1).max(seq.saturating_sub(count - 1))..seq;
-            if let Some(unread) = missing.into_iter().find(|m| seq_in((m - 1) % count) < *m) {
+            if let Some(unread) = missing.into_iter().find(|&m| to_come(m)) {
                 return (kept, unread);
             }
         }
         kept.push(slot);
-        last = Some(seq);
+        last = Some((seq, open));
     }
-    (kept, last.unwrap_or(1))
+    (kept, last.map_or(1, |(seq, _)| seq))
 }
 
 /// A loss of the events `from..to` of `stream`, before the event at `ts`:

@@ -57,6 +57,64 @@ fn following_from_the_start_prints_what_extract_prints_and_counts_the_rest_misse
 }
 
 #[test]
+fn a_follow_whose_reader_went_away_still_says_what_it_missed() {
+    let region = write_tmp("follow-closed-region.bin", &rich_image());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crashring"))
+        .args(["follow", "--from-start", "--stop-after", "0", "--from"])
+        .arg(&region)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `follow | head -n 0`: the pipe is closed before anything is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("16 missed"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+}
+
+#[test]
+fn a_follow_of_some_streams_says_and_counts_only_their_misses() {
+    let region = write_tmp("follow-some-region.bin", &rich_image());
+    let out = crashring(&[
+        "follow",
+        "--from-start",
+        "--stop-after",
+        "0",
+        "--stream",
+        "user:none-such",
+        "--from",
+        region.to_str().unwrap(),
+    ]);
+    // cpu0 missed 16 (above), but was not asked for.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("followed cpu0"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+#[test]
+fn a_follow_that_would_look_without_pause_is_refused() {
+    let region = write_tmp("follow-every-region.bin", &rich_image());
+    // Accepted, it would look once and stop, not run on without pause.
+    let out = crashring(&[
+        "follow",
+        "--every",
+        "0",
+        "--stop-after",
+        "0",
+        "--from",
+        region.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--every") && stderr.contains("without pause"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn following_from_now_prints_nothing_already_there() {
     let region = write_tmp("follow-now-region.bin", &rich_image());
     let followed = crashring(&[

@@ -37,8 +37,8 @@ pub struct FollowArgs {
     /// Print what the recorder already holds first, not only what comes.
     #[arg(long)]
     from_start: bool,
-    /// How often to look (seconds, or 100ms / 500us).
-    #[arg(long, value_name = "T", value_parser = parse_time, default_value = "100ms")]
+    /// How often to look (seconds, or 100ms / 500us; more than 0).
+    #[arg(long, value_name = "T", value_parser = parse_interval, default_value = "100ms")]
     every: u64,
     /// Stop after this long, then say what was printed and missed; else
     /// follow until interrupted (SIGINT, SIGTERM), then say it.
@@ -47,6 +47,14 @@ pub struct FollowArgs {
     /// Follow this live region instead.
     #[arg(long, value_name = "PATH", default_value = LIVE)]
     from: PathBuf,
+}
+
+/// A time between two looks: 0 would read the region without pause.
+fn parse_interval(text: &str) -> Result<u64, String> {
+    match parse_time(text)? {
+        0 => Err("0 would look without pause: give a time of at least 1us".into()),
+        ns => Ok(ns),
+    }
 }
 
 pub fn run(args: FollowArgs) -> Result<u8> {
@@ -110,10 +118,11 @@ pub fn run(args: FollowArgs) -> Result<u8> {
     let followed = follow();
     let mut missed_any = false;
     // Streams nothing was written to (nesting lanes, mostly) say nothing.
-    let counts = follower.counts();
+    // Of the streams asked for: another's misses are not this run's.
+    let counts = follower.counts(&selection);
     let active = counts
         .iter()
-        .filter(|c| c.handed + c.missed + c.dropped > 0);
+        .filter(|c| c.handed > 0 || c.missed > 0 || c.dropped > 0);
     for c in active {
         eprintln!(
             "crashring: followed {}: {} events printed or filtered, {} missed (written over before they were read), {} dropped by its writer",
@@ -121,6 +130,15 @@ pub fn run(args: FollowArgs) -> Result<u8> {
         );
         missed_any |= c.missed > 0;
     }
-    followed?;
-    Ok(u8::from(missed_any))
+    match followed {
+        // The reader of the output went (`follow | head`): what was
+        // missed still sets the exit status.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(u8::from(missed_any))
+        }
+        followed => followed.map(|()| u8::from(missed_any)),
+    }
 }

@@ -84,7 +84,7 @@ fn a_pool_stream_handed_out_again_under_the_same_descriptor_starts_over() {
     let mut more = buf.clone();
     hand_out(&mut more, &pages, 2_000, 0..4);
     assert_eq!(poll(&mut f, &more, 1), [3]);
-    let counts = f.counts();
+    let counts = f.counts(&Selection::default());
     let ui = counts.iter().find(|c| c.stream == 1).unwrap();
     assert_eq!((ui.handed, ui.missed), (9, 0));
 }
@@ -131,9 +131,14 @@ impl Source for Torn {
             return self.before.read_at(at, buf);
         }
         let below = self.cut.saturating_sub(at.0) as usize;
-        self.before.read_at(at, &mut buf[..below])?;
-        self.after
-            .read_at(FileOffset(at.0 + below as u64), &mut buf[below..])
+        let before = self.before.read_at(at, &mut buf[..below])?;
+        if before < below {
+            return Ok(before);
+        }
+        let after = self
+            .after
+            .read_at(FileOffset(at.0 + below as u64), &mut buf[below..])?;
+        Ok(below + after)
     }
 }
 
@@ -184,7 +189,7 @@ fn pages_still_in_the_ring_are_not_counted_missed_when_the_writer_laps_a_whole_r
         .chain(page8..total)
         .collect();
     assert_eq!(handed, want);
-    let counts = f.counts();
+    let counts = f.counts(&Selection::default());
     let ui = counts.iter().find(|c| c.stream == 1).unwrap();
     assert_eq!(ui.missed, total - want.len() as u64);
 }
@@ -272,7 +277,7 @@ fn a_pool_stream_handed_out_again_and_wrapped_past_its_old_first_slot_starts_ove
     let handed = poll(&mut f, &buf, 1);
     let kept = first_index(&buf, &pages, 2);
     assert_eq!(handed, (kept..new).collect::<Vec<_>>());
-    let counts = f.counts();
+    let counts = f.counts(&Selection::default());
     let ui = counts.iter().find(|c| c.stream == 1).unwrap();
     assert_eq!(ui.missed, kept, "the new holder's pages written over");
 }
@@ -370,9 +375,102 @@ fn drops_on_pages_that_start_at_the_same_time_are_each_counted() {
     let (before, counted) = dropping_at_one_time(0);
     let (after, all) = dropping_at_one_time(2);
     let mut f = Follower::new(true, Pointers::Raw);
-    let dropped = |f: &Follower| f.counts().iter().find(|c| c.stream == 1).unwrap().dropped;
+    let dropped = |f: &Follower| {
+        f.counts(&Selection::default())
+            .iter()
+            .find(|c| c.stream == 1)
+            .unwrap()
+            .dropped
+    };
     poll(&mut f, &before, 1);
     assert_eq!(dropped(&f), u64::from(counted));
     poll(&mut f, &after, 1);
     assert_eq!(dropped(&f), u64::from(all));
+}
+
+#[test]
+fn an_open_page_read_before_its_writer_went_on_is_read_on_not_counted_missed() {
+    // Before: pages 5, 6, 7 (open, one event) and 4 in slots 0 to 3.
+    // After: page 7 closed full, page 8 opened in slot 3. The whole read
+    // takes slots 0 to 2 before (page 7 with its one event), slot 3 after.
+    let (before, pages, _) = written_to(7);
+    let (after, _, total) = written_to(8);
+    let live = Torn::new(&before, &after, pages.start + 3 * PAGE, 1);
+    let mut f = Follower::new(true, Pointers::Raw);
+    let mut handed = poll(&mut f, &live, 1);
+    handed.extend(poll(&mut f, &after, 1));
+    // Page 7's events after its first are in the ring: read on, not missed.
+    let page5 = first_index(&before, &pages, 0);
+    assert_eq!(handed, (page5..total).collect::<Vec<_>>());
+    let ui = f
+        .counts(&Selection::default())
+        .into_iter()
+        .find(|c| c.stream == 1)
+        .unwrap();
+    assert_eq!(ui.missed, page5);
+}
+
+/// `buf`'s user stream with the page in `slot` as the module's copy
+/// leaves one whose memory could not be read: zeros, and a magic that is
+/// not the page magic.
+fn unreadable(buf: &mut [u8], pages: &Range<usize>, slot: usize) {
+    let at = pages.start + slot * PAGE;
+    buf[at..at + PAGE].fill(0);
+    buf[at..at + 4].copy_from_slice(&(!PAGE_MAGIC).to_ne_bytes());
+}
+
+#[test]
+fn a_page_the_copy_could_not_read_is_counted_missed_and_the_stream_goes_on() {
+    // First pages 3 to 6 (open, one event); then 7 and 8, page 6 in
+    // slot 1 unreadable. Each poll sees it again; once the writer is
+    // past it, it is a loss, not a wait.
+    let (first, pages, _) = written_to(6);
+    let (mut later, _, total) = written_to(8);
+    unreadable(&mut later, &pages, 1);
+    let mut f = Follower::new(true, Pointers::Raw);
+    let mut handed = poll(&mut f, &first, 1);
+    for _ in 0..3 {
+        handed.extend(poll(&mut f, &later, 1));
+    }
+    let page6 = first_index(&first, &pages, 1);
+    let page7 = first_index(&later, &pages, 2);
+    // Pages 3 and 4 were in slots 2 and 3 at the first poll.
+    let want: Vec<u64> = (first_index(&first, &pages, 2)..=page6)
+        .chain(page7..total)
+        .collect();
+    assert_eq!(handed, want);
+    // Read whole from the start, the same.
+    let mut whole = Follower::new(true, Pointers::Raw);
+    let handed = poll(&mut whole, &later, 1);
+    let from = first_index(&later, &pages, 0);
+    assert_eq!(
+        handed,
+        (from..page6).chain(page7..total).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_stream_after_a_descriptor_that_fails_its_checks_keeps_its_name() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    // CPU 0's descriptor, its CRC broken: the region lists stream 1 only.
+    buf[DESC_OFFSET + DESC_SIZE - 1] ^= 0xFF;
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2, 3, 4]);
+    let counts = f.counts(&Selection::default());
+    let ui = counts.iter().find(|c| c.stream == 1).unwrap();
+    assert!(ui.label.contains("ui"), "{counts:?}");
+}
+
+#[test]
+fn a_descriptor_whose_pages_lie_past_any_region_is_passed_over() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    let at = DESC_OFFSET + DESC_SIZE;
+    let mut desc = StreamDesc::read_from_bytes(&buf[at..at + DESC_SIZE]).unwrap();
+    desc.pages_offset = U64::new(Endian::NATIVE, u64::MAX - 1);
+    desc.crc = U32::new(Endian::NATIVE, crc32(&[&desc.as_bytes()[..DESC_SIZE - 4]]));
+    buf[at..at + DESC_SIZE].copy_from_slice(desc.as_bytes());
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &buf, 1), [] as [u64; 0]);
 }

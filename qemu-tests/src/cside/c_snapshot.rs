@@ -4,6 +4,7 @@
 //! one counted, and never a torn page.
 
 use super::*;
+use extractor::output::select::Selection;
 use pstore_ring::read::{HeaderTrust, PageStatus, Region};
 use pstore_ring::schema::{self, Value};
 use pstore_ring::write::{RegionConfig, StreamSpec};
@@ -357,7 +358,7 @@ fn following_running_writers_hands_each_event_once_and_counts_every_one_missed()
     });
     // The writers are done: one more poll sees their last events.
     poll(&mut follower);
-    let counts = follower.counts();
+    let counts = follower.counts(&Selection::default());
     for s in 0..STREAMS {
         assert!(
             handed[s].windows(2).all(|w| w[0] < w[1]),
@@ -445,7 +446,10 @@ fn following_counts_each_drop_of_the_writer_once() {
     assert_eq!((poll(&mut all), poll(&mut now)), (0, 0));
     write(0, 2);
     assert_eq!((poll(&mut all), poll(&mut now)), (2, 2));
-    let counts = (all.counts()[0].dropped, now.counts()[0].dropped);
+    let counts = (
+        all.counts(&Selection::default())[0].dropped,
+        now.counts(&Selection::default())[0].dropped,
+    );
     assert_eq!(counts, (8, 6));
-    assert_eq!(all.counts()[0].handed, written);
+    assert_eq!(all.counts(&Selection::default())[0].handed, written);
 }
