@@ -18,7 +18,10 @@
 //! handed out again starts over, even under the same descriptor: its
 //! first slot holds an older page or one opened at another time, the
 //! page it was in was opened again, or a page after that one starts
-//! below its next event. Pages not read
+//! below its next event; so does every stream of a generation that
+//! replaced the one followed. What the old holder or generation wrote
+//! after the last look is gone unread: a loss of at least none
+//! ([`EndCause::Replaced`]), under the name it had. Pages not read
 //! this poll, or caught being opened, are absent to the reader, never
 //! zeros. The poll's events are decoded
 //! by pstore-ring as any region's are, and those whose index was not yet
@@ -36,7 +39,9 @@ use pstore_ring::layout::{
     PAGE_OPEN, PAGE_RESETTING, STREAM_CALLSITES, STREAM_USER,
 };
 use pstore_ring::merge::Pulled;
-use pstore_ring::read::{parse_header, HeaderError, HeaderTrust, LossKind, Region, StreamInfo};
+use pstore_ring::read::{
+    parse_header, EndCause, HeaderError, HeaderTrust, LossKind, PagedTrace, Region, StreamInfo,
+};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use zerocopy::FromBytes;
@@ -74,8 +79,15 @@ struct Followed {
     at_page: Option<(u64, u64, u64)>,
     /// The index of its next event to hand over; `None` until placed.
     next_index: Option<u64>,
+    /// The time of the last event handed over: where an end that was
+    /// never read is placed.
+    last_ts: Option<u64>,
     handed: u64,
     missed: u64,
+    /// Whether `missed` is only a lower bound: the end of a stream whose
+    /// pages were handed to another holder, or of a generation replaced
+    /// by another, between two looks was never read.
+    missed_unknown: bool,
     /// Events its writer could not record, counted on its pages.
     dropped: u64,
     /// The drops counted so far on its newest pages with any, by the
@@ -91,6 +103,7 @@ impl Followed {
             desc,
             handed: self.handed,
             missed: self.missed,
+            missed_unknown: self.missed_unknown,
             dropped: self.dropped,
             ..Followed::default()
         };
@@ -109,6 +122,12 @@ pub struct StreamCount {
     pub handed: u64,
     pub missed: u64,
     pub dropped: u64,
+    /// Whether `missed` is exact, not a lower bound: no end of the stream
+    /// was replaced before it was read.
+    pub missed_exact: bool,
+    /// Whether `dropped` is exact: besides, no page was written over
+    /// unread, taking its count of drops with it.
+    pub dropped_exact: bool,
 }
 
 /// Follows one live region from poll to poll.
@@ -127,6 +146,11 @@ pub struct Follower {
     polled: bool,
     /// The generation followed: its boot id, number and creation time.
     generation: Option<([u8; 16], u64, u64)>,
+    /// Where the tables end in the buffer, as the last poll read them.
+    tables_end: usize,
+    /// The ends this poll found replaced before they were read: handed
+    /// over first, under the labels of the tables they were read with.
+    unread: Vec<pstore_ring::read::Loss>,
     pointers: Pointers,
 }
 
@@ -143,6 +167,8 @@ impl Follower {
             from_start,
             polled: false,
             generation: None,
+            tables_end: 0,
+            unread: Vec::new(),
             pointers,
         }
     }
@@ -162,6 +188,8 @@ impl Follower {
                 handed: f.handed,
                 missed: f.missed,
                 dropped: f.dropped,
+                missed_exact: !f.missed_unknown,
+                dropped_exact: f.missed == 0 && !f.missed_unknown,
             })
             .collect()
     }
@@ -182,6 +210,9 @@ impl Follower {
         }
         let size = info.region_size as usize;
         let generation = Some((info.boot_id, info.generation, info.created_ns));
+        // The tables the streams were last read under: a stream found
+        // replaced is named as they named it.
+        let before = self.buf[..self.tables_end].to_vec();
         if self.generation != generation || self.buf.len() != size {
             // Another generation (the module loaded again; in the other
             // slot, a region of the same size looks the same but for
@@ -189,11 +220,12 @@ impl Follower {
             // their counts go on.
             self.generation = generation;
             self.buf = vec![0; size];
-            for f in &mut self.streams {
-                f.restart(Vec::new());
+            for i in 0..self.streams.len() {
+                self.start_over(i, Vec::new());
             }
         }
         let tables = self.read_tables(live, &info)?;
+        self.tables_end = tables.end as usize;
         // What this poll read: the tables, then pages.
         let mut present: Vec<Range<u64>> = Vec::with_capacity(tables.spans.len() + 1);
         present.push(0..tables.end);
@@ -203,6 +235,9 @@ impl Follower {
                 continue;
             }
             self.read_stream(live, i, span, info.endian, &mut present)?;
+        }
+        if !self.unread.is_empty() {
+            self.hand_over_unread(&before, &mut emit);
         }
         let absent = complement(&present, size as u64);
         let region = Region::parse(&self.buf, HeaderTrust::Checksummed)?.with_absent(absent);
@@ -267,6 +302,7 @@ impl Follower {
                     losses.push(lapped(st.info().index, next, e.index, e.ts));
                 }
                 f.handed += 1;
+                f.last_ts = Some(e.ts);
                 next = after;
                 items.push(Pulled::Event(e));
             }
@@ -295,6 +331,63 @@ impl Follower {
             emit(&view, &merged);
         }
         Ok(())
+    }
+
+    /// Starts stream `i` over as `desc` describes it, from its first page
+    /// and event. If it was followed under a holder (a kernel stream, or a
+    /// pool stream a process had taken), whatever that holder wrote after
+    /// the last look is gone unread: a loss of at least none, which this
+    /// poll hands over first.
+    fn start_over(&mut self, i: usize, desc: Vec<u8>) {
+        let held = self
+            .infos
+            .get(i)
+            .and_then(Option::as_ref)
+            .is_some_and(|info| !info.is_free());
+        let Some(f) = self.streams.get_mut(i) else {
+            return;
+        };
+        if let Some(at_index) = f.next_index.filter(|_| held) {
+            f.missed_unknown = true;
+            self.unread.push(pstore_ring::read::Loss {
+                stream: i as u16,
+                kind: LossKind::End,
+                events: 0,
+                pages: 0,
+                after_ts: f.last_ts,
+                before_ts: None,
+                at_index,
+                page_seq: None,
+                cause: Some(EndCause::Replaced),
+                exact: false,
+            });
+        }
+        f.restart(desc);
+    }
+
+    /// Hands `emit` the ends found replaced this poll, named as `tables`
+    /// (the header and descriptors the last poll read) named their
+    /// streams: a pool stream's new holder is not the one that lost them.
+    fn hand_over_unread(&mut self, tables: &[u8], emit: &mut impl FnMut(&RegionView, &[Pulled])) {
+        let unread = std::mem::take(&mut self.unread);
+        // The last poll parsed the same header.
+        let Ok(region) = Region::parse(tables, HeaderTrust::Checksummed) else {
+            return;
+        };
+        let trace = PagedTrace {
+            streams: Vec::new(),
+            diagnostics: Vec::new(),
+        };
+        let view = RegionView {
+            index: 0,
+            addr: 0,
+            region: &region,
+            trace: &trace,
+            overlay: None,
+            pointers: self.pointers,
+        };
+        let items: Vec<Pulled> = unread.iter().map(Pulled::Loss).collect();
+        emit(&view, &items);
     }
 
     /// Reads the header, descriptors and tail table, and lays out where
@@ -349,13 +442,13 @@ impl Follower {
         }
         let page = span.bytes / u64::from(span.pages);
         if self.streams[i].desc != span.desc {
-            self.streams[i].restart(span.desc.clone());
+            self.start_over(i, span.desc.clone());
         }
         if self.streams[i].next_seq != 0
             && span.kind == STREAM_USER
             && self.first_slot_started_over(live, i, span, e)?
         {
-            self.streams[i].restart(span.desc.clone());
+            self.start_over(i, span.desc.clone());
         }
         if self.streams[i].next_seq == 0 {
             return self.read_whole(live, i, span, page, e, present);
@@ -391,7 +484,7 @@ impl Follower {
                 // kept only as the whole read settles.
                 present.truncate(read_before);
                 if taken_again {
-                    self.streams[i].restart(span.desc.clone());
+                    self.start_over(i, span.desc.clone());
                 }
                 return self.read_whole(live, i, span, page, e, present);
             }
@@ -427,7 +520,7 @@ impl Follower {
         let mut whole = Vec::new();
         self.read(live, span.range(), &mut whole)?;
         if span.kind == STREAM_USER && self.numbered_over(i, span, page, e) {
-            self.streams[i].restart(span.desc.clone());
+            self.start_over(i, span.desc.clone());
         }
         let (slots, next_seq) = settle(&self.buf, span, page, e);
         present.extend(slots.into_iter().map(|s| {

@@ -122,13 +122,19 @@ pub fn run(args: FollowArgs) -> Result<u8> {
     let counts = follower.counts(&selection);
     let active = counts
         .iter()
-        .filter(|c| c.handed > 0 || c.missed > 0 || c.dropped > 0);
+        .filter(|c| c.handed > 0 || c.missed > 0 || c.dropped > 0 || !c.missed_exact);
+    let at_least = |exact: bool| if exact { "" } else { "at least " };
     for c in active {
         eprintln!(
-            "crashring: followed {}: {} events printed or filtered, {} missed (written over before they were read), {} dropped by its writer",
-            c.label, c.handed, c.missed, c.dropped
+            "crashring: followed {}: {} events printed or filtered, {}{} missed (written over before they were read), {}{} dropped by its writer",
+            c.label,
+            c.handed,
+            at_least(c.missed_exact),
+            c.missed,
+            at_least(c.dropped_exact),
+            c.dropped
         );
-        missed_any |= c.missed > 0;
+        missed_any |= c.missed > 0 || !c.missed_exact;
     }
     match followed {
         // The reader of the output went (`follow | head`): what was

@@ -17,14 +17,20 @@ const PAGES: usize = 4;
 /// bytes each, the user stream handed out as the module hands out a
 /// stream of its pool (tails not kept); and where its pages are.
 fn pool_region() -> (Vec<u8>, Range<usize>) {
+    pool_region_held_by("ui", 7, 1)
+}
+
+/// As [`pool_region`], of generation `generation`, its user stream held
+/// by `name` and `pid` (free: "" and 0).
+fn pool_region_held_by(name: &str, pid: u32, generation: u64) -> (Vec<u8>, Range<usize>) {
     let specs = [
         StreamSpec::cpu(0),
         StreamSpec {
             kind: STREAM_USER,
             cpu: u16::MAX,
             lane: 0,
-            name: "ui",
-            pid: 7,
+            name,
+            pid,
             uid: 1000,
         },
     ];
@@ -32,6 +38,7 @@ fn pool_region() -> (Vec<u8>, Range<usize>) {
         page_size: PAGE as u32,
         pages_per_stream: Some(PAGES as u32),
         streams: &specs,
+        generation,
         ..Default::default()
     };
     let mut buf = vec![0u8; write::region_size(&cfg).unwrap()];
@@ -87,6 +94,86 @@ fn a_pool_stream_handed_out_again_under_the_same_descriptor_starts_over() {
     let counts = f.counts(&Selection::default());
     let ui = counts.iter().find(|c| c.stream == 1).unwrap();
     assert_eq!((ui.handed, ui.missed), (9, 0));
+    // What the first holder wrote after the first look is unknown.
+    assert!(!ui.missed_exact && !ui.dropped_exact);
+}
+
+/// One poll of `live`, as `crashring follow` prints it.
+fn printed(f: &mut Follower, live: &dyn Source) -> String {
+    let crate::output::Writer::Items(text) = crate::output::Format::Text.writer() else {
+        unreachable!("text is an item format")
+    };
+    let mut out = Vec::new();
+    f.poll(live, |view, items| text.items(&mut out, items, view))
+        .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+const REPLACED: &str =
+    "at least 0 events lost (end of stream unknown: replaced before it was read)";
+
+#[test]
+fn a_pool_streams_end_taken_by_a_new_holder_is_lost_unknown_under_the_old_name() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2, 3, 4]);
+    // Another process takes the stream between two looks.
+    let (mut next, _) = pool_region_held_by("kiosk", 9, 1);
+    hand_out(&mut next, &pages, 2_000, 0..3);
+    let text = printed(&mut f, &next);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].contains(REPLACED), "{text}");
+    assert!(
+        lines[0].contains("ui") && !lines[0].contains("kiosk"),
+        "{text}"
+    );
+    assert!(lines[1..].iter().all(|l| l.contains("kiosk")), "{text}");
+    let counts = f.counts(&Selection::default());
+    let ui = counts.iter().find(|c| c.stream == 1).unwrap();
+    assert_eq!((ui.handed, ui.missed), (8, 0));
+    assert!(!ui.missed_exact && !ui.dropped_exact);
+}
+
+#[test]
+fn a_free_pool_stream_taken_loses_nothing() {
+    let (free, pages) = pool_region_held_by("", 0, 1);
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(printed(&mut f, &free), "");
+    let (mut held, _) = pool_region();
+    hand_out(&mut held, &pages, 2_000, 0..3);
+    let text = printed(&mut f, &held);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(!text.contains("events lost"), "{text}");
+    let counts = f.counts(&Selection::default());
+    let ui = counts.iter().find(|c| c.stream == 1).unwrap();
+    assert!(ui.missed_exact && ui.dropped_exact);
+}
+
+#[test]
+fn a_generation_replaced_between_two_looks_loses_every_streams_end_unknown() {
+    let (mut old, pages) = pool_region();
+    hand_out(&mut old, &pages, 1_000, 0..5);
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &old, 1), [0, 1, 2, 3, 4]);
+    let (mut new, _) = pool_region_held_by("ui", 7, 2);
+    hand_out(&mut new, &pages, 2_000, 0..2);
+    let text = printed(&mut f, &new);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    // CPU 0's stream and the user stream's, then the new generation's.
+    assert!(lines[..2].iter().all(|l| l.contains(REPLACED)), "{text}");
+    assert!(
+        lines[0].contains("[000]") && lines[1].contains("ui"),
+        "{text}"
+    );
+    assert!(
+        !lines[2..].iter().any(|l| l.contains("events lost")),
+        "{text}"
+    );
+    let counts = f.counts(&Selection::default());
+    assert!(counts.iter().all(|c| !c.missed_exact), "{counts:?}");
 }
 
 /// `before` until the `tear_on`-th read that reaches past `cut`, which
@@ -192,6 +279,8 @@ fn pages_still_in_the_ring_are_not_counted_missed_when_the_writer_laps_a_whole_r
     let counts = f.counts(&Selection::default());
     let ui = counts.iter().find(|c| c.stream == 1).unwrap();
     assert_eq!(ui.missed, total - want.len() as u64);
+    // Page 7 went unread, and any drops it counted with it.
+    assert!(ui.missed_exact && !ui.dropped_exact);
 }
 
 #[test]
@@ -386,6 +475,8 @@ fn drops_on_pages_that_start_at_the_same_time_are_each_counted() {
     assert_eq!(dropped(&f), u64::from(counted));
     poll(&mut f, &after, 1);
     assert_eq!(dropped(&f), u64::from(all));
+    let counts = f.counts(&Selection::default());
+    assert!(counts.iter().all(|c| c.missed_exact && c.dropped_exact));
 }
 
 #[test]

@@ -447,13 +447,15 @@ pub fn end_cause_name(cause: EndCause) -> &'static str {
         EndCause::Corrupt => "corrupt",
         EndCause::Absent => "not in the dump",
         EndCause::Cut => "cut off",
+        EndCause::Replaced => "replaced before they were read",
     }
 }
 
 /// A loss's count and reason in words: `3 events lost (overwritten)`, or
 /// for an end loss `465 events lost (end of stream: 2 pages corrupt)`, and
 /// `at least 0 events lost (end of stream unknown: 1 page cut off)` when the
-/// count is only a lower bound.
+/// count is only a lower bound (`... unknown: replaced before it was
+/// read` where a live reader lost a stream's end to its next holder).
 pub struct LossLabel<'l>(pub &'l Loss);
 
 impl fmt::Display for LossLabel<'_> {
@@ -481,6 +483,10 @@ impl fmt::Display for LossReason<'_> {
         }
         if !l.exact {
             f.write_str(" unknown")?;
+        }
+        if l.cause == Some(EndCause::Replaced) {
+            // A live reader never saw its pages: there are none to count.
+            return f.write_str(": replaced before it was read");
         }
         let s = if l.pages == 1 { "" } else { "s" };
         write!(f, ": {} page{s}", l.pages)?;

@@ -52,6 +52,8 @@ struct Cpu {
     wrote: Option<u64>,
     handed: Option<u64>,
     missed: Option<u64>,
+    /// Whether follow could only say it missed at least that many.
+    missed_at_least: bool,
     /// Printed, the last seq printed, out-of-order events, lost per the
     /// loss items.
     printed: Option<(u64, u64, u64, u64)>,
@@ -94,6 +96,10 @@ pub fn check(log: &str, cpus: u32) -> Result<String> {
             if let (Ok(cpu), [handed, missed, ..]) = (cpu.parse(), &numbers(counts)[..]) {
                 let c = per.entry(cpu).or_default();
                 (c.handed, c.missed) = (Some(*handed), Some(*missed));
+                c.missed_at_least = counts
+                    .split(" missed")
+                    .next()
+                    .is_some_and(|before| before.contains("at least"));
             }
         } else if let Some(rest) = line.strip_prefix("follow cpu ") {
             if let [cpu, printed, last, disorder, lost] = numbers(rest)[..] {
@@ -114,6 +120,10 @@ pub fn check(log: &str, cpus: u32) -> Result<String> {
         let (Some(handed), Some(missed)) = (c.handed, c.missed) else {
             anyhow::bail!("follow's summary on SIGINT has no cpu{cpu}: {c:?}");
         };
+        ensure!(
+            !c.missed_at_least,
+            "cpu{cpu}: follow could only say it missed at least {missed}"
+        );
         let (printed, last, disorder, lost) = c.printed.unwrap_or_default();
         ensure!(
             disorder == 0,
@@ -177,6 +187,7 @@ crashring-test: follow cpu 1 printed 50 last 49 disorder 0 lost 0
             ("lost 10", "lost 9"),
             ("last 49", "last 48"),
             ("follow exit 1", "follow exit 0"),
+            ("10 missed", "at least 10 missed"),
             (
                 "crashring-test: crashring: followed cpu1",
                 "crashring-test: crashring: followed cpu7",

@@ -111,6 +111,10 @@ pub enum EndCause {
     Absent,
     /// The input ends before them: a cut dump or image.
     Cut,
+    /// Written over before a live reader reached them: the stream was
+    /// handed to another holder, or the region to another generation,
+    /// between two looks (`crashring follow`). Nothing says how many.
+    Replaced,
 }
 
 impl EndCause {
@@ -120,6 +124,7 @@ impl EndCause {
             EndCause::Corrupt => "corrupt",
             EndCause::Absent => "absent",
             EndCause::Cut => "cut",
+            EndCause::Replaced => "replaced",
         }
     }
 }
