@@ -4,7 +4,8 @@
 //!
 //! Each poll reads a live region (a fresh open of /dev/crashring-current,
 //! whose reads copy each page whole and consistently: FORMAT.md, "Reading
-//! a live region") as far as it must: the tables, then per stream only the
+//! a live region"; a region file is copied so by [`crate::input::live`])
+//! as far as it must: the tables, then per stream only the
 //! pages from the one it was in at the last poll on. A stream's page of
 //! `seq` N sits in slot (N − 1) mod `page_count` (writers take slots in
 //! order from slot 0, seq 1), so the next page is found without reading

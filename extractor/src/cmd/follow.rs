@@ -6,6 +6,7 @@ use super::snapshot::LIVE;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use extractor::follow::Follower;
+use extractor::input::live::LiveCopy;
 use extractor::input::source::FileSource;
 use extractor::output::select::{parse_time, Selection};
 use extractor::output::{Format, Writer};
@@ -44,7 +45,8 @@ pub struct FollowArgs {
     /// follow until interrupted (SIGINT, SIGTERM), then say it.
     #[arg(long, value_name = "T", value_parser = parse_time)]
     stop_after: Option<u64>,
-    /// Follow this live region instead.
+    /// Follow this live region instead (a crashring-user region file, each
+    /// page copied as the module copies its own).
     #[arg(long, value_name = "PATH", default_value = LIVE)]
     from: PathBuf,
 }
@@ -94,8 +96,12 @@ pub fn run(args: FollowArgs) -> Result<u8> {
         loop {
             let done =
                 interrupted.load(Ordering::Relaxed) || stop.is_some_and(|s| start.elapsed() >= s);
-            let live = FileSource::open(&args.from)
+            let file = FileSource::open(&args.from)
                 .with_context(|| format!("opening {}", args.from.display()))?;
+            // An ordinary file (a crashring-user region) is copied page by
+            // page as the module copies its own for the device.
+            let live =
+                LiveCopy::new(file).with_context(|| format!("reading {}", args.from.display()))?;
             let mut written = Ok(());
             follower.poll(&live, |view, items| {
                 let kept: Vec<_> = items

@@ -8,6 +8,7 @@
 pub mod elf;
 pub mod flat;
 pub mod kdump;
+pub mod live;
 pub(crate) mod mapped;
 pub mod source;
 
