@@ -39,9 +39,10 @@ use pstore_ring::layout::{
     PageHeader, StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, PAGE_MAGIC,
     PAGE_OPEN, PAGE_RESETTING, STREAM_CALLSITES, STREAM_USER,
 };
-use pstore_ring::merge::Pulled;
+use pstore_ring::merge::{merge_events, Pulled};
 use pstore_ring::read::{
-    parse_header, EndCause, HeaderError, HeaderTrust, LossKind, PagedTrace, Region, StreamInfo,
+    parse_header, EndCause, Event, HeaderError, HeaderTrust, LossKind, PagedTrace, Region,
+    StreamInfo,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -259,11 +260,13 @@ impl Follower {
                 *info = Some(s.clone());
             }
         }
-        // Each stream's new events, and a loss before each gap.
+        // Each stream's new events, and a loss before each gap: counted
+        // here, then handed over merged, a chunk at a time, so that what a
+        // poll holds follows the pages it read, not the events they hold.
         let first = !std::mem::replace(&mut self.polled, true);
-        let mut losses = Vec::new();
-        let mut items: Vec<Pulled> = Vec::new();
-        for st in view.streams() {
+        let mut plans: Vec<Plan> = Vec::new();
+        let streams = (0..trace.streams.len()).filter_map(|pos| Some((pos, view.stream(pos)?)));
+        for (pos, st) in streams {
             let i = usize::from(st.info().index);
             let Some(f) = self.streams.get_mut(i) else {
                 continue;
@@ -272,11 +275,12 @@ impl Follower {
             // unless the follower started now: then what is already there
             // is neither handed over nor missed.
             let baseline = f.next_index.is_none() && first && !self.from_start;
-            let mut next = match f.next_index {
+            let start = match f.next_index {
                 Some(n) => n,
                 None if baseline => st.events().last().map_or(0, |e| e.index + 1),
                 None => 0,
             };
+            let mut losses = Vec::new();
             let dropped = st.losses().iter().filter(|l| l.kind == LossKind::Dropped);
             for l in dropped {
                 let fresh = new_drops(f, l, baseline);
@@ -288,15 +292,8 @@ impl Follower {
                     });
                 }
             }
-            for e in st.events() {
-                if e.index < next {
-                    continue;
-                }
-                // A stream whose numbering ran out (a user stream's page
-                // may claim any first index) has nothing after it.
-                let Some(after) = e.index.checked_add(1) else {
-                    break;
-                };
+            let mut next = start;
+            for e in new_events(st.events(), start) {
                 if e.index > next {
                     // Saturating: a user stream's pages claim any indexes.
                     f.missed = f.missed.saturating_add(e.index - next);
@@ -304,32 +301,27 @@ impl Follower {
                 }
                 f.handed += 1;
                 f.last_ts = Some(e.ts);
-                next = after;
-                items.push(Pulled::Event(e));
+                next = e.index + 1;
             }
             f.next_index = Some(next);
+            // In the order the merge takes them.
+            losses.sort_by_key(|l| (l.before_ts.or(l.after_ts).unwrap_or(0), l.at_index));
+            plans.push(Plan { pos, start, losses });
         }
-        // In time order, as a merge of the streams gives them, each loss
-        // just before the event after it (it has that event's key).
-        let key = |p: &Pulled| match p {
-            Pulled::Event(e) => (e.ts, e.stream, e.index),
-            Pulled::Loss(l) => (l.before_ts.unwrap_or(0), l.stream, l.at_index),
-        };
-        items.sort_by_key(key);
-        let mut losses: Vec<Pulled> = losses.iter().map(Pulled::Loss).collect();
-        losses.sort_by_key(key);
-        let mut merged: Vec<Pulled> = Vec::with_capacity(items.len() + losses.len());
-        let mut pending = losses.into_iter().peekable();
-        for item in items {
-            while let Some(l) = pending.next_if(|l| key(l) <= key(&item)) {
-                merged.push(l);
+        let merged = merge_events(plans.iter().filter_map(|p| {
+            let st = view.stream(p.pos)?;
+            Some((new_events(st.events(), p.start), &p.losses[..]))
+        }));
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for item in merged {
+            chunk.push(item);
+            if chunk.len() == CHUNK {
+                emit(&view, &chunk);
+                chunk.clear();
             }
-            merged.push(item);
         }
-        // Drops after a stream's last event yet.
-        merged.extend(pending);
-        if !merged.is_empty() {
-            emit(&view, &merged);
+        if !chunk.is_empty() {
+            emit(&view, &chunk);
         }
         Ok(())
     }
@@ -730,6 +722,36 @@ fn settle(buf: &[u8], span: &Span, page: u64, e: pstore_ring::Endian) -> (Vec<u6
         last = Some((seq, open));
     }
     (kept, last.map_or(1, |(seq, _)| seq))
+}
+
+/// Items handed to the caller at a time: what a poll holds besides the
+/// region's bytes.
+const CHUNK: usize = 4096;
+
+/// One stream's part of a poll: its place in the view, the index its new
+/// events start at, and its losses to hand over.
+struct Plan {
+    pos: usize,
+    start: u64,
+    losses: Vec<pstore_ring::read::Loss>,
+}
+
+/// The events of a stream not handed over before: from index `next` on,
+/// each past the one before it (a user stream's pages may claim any
+/// indexes), and none once its numbering ran out.
+fn new_events<'a>(
+    events: impl Iterator<Item = Event<'a>>,
+    next: u64,
+) -> impl Iterator<Item = Event<'a>> {
+    events
+        .scan(next, |next, e| {
+            if e.index < *next {
+                return Some(None);
+            }
+            *next = e.index.checked_add(1)?;
+            Some(Some(e))
+        })
+        .flatten()
 }
 
 /// A loss of the events `from..to` of `stream`, before the event at `ts`:

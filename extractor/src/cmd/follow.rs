@@ -111,7 +111,10 @@ pub fn run(args: FollowArgs) -> Result<u8> {
                     .collect();
                 text.clear();
                 format.items(&mut text, &kept, view);
-                written = stdout.write_all(&text).and_then(|()| stdout.flush());
+                // A poll hands over several chunks: the first failure stands.
+                if written.is_ok() {
+                    written = stdout.write_all(&text).and_then(|()| stdout.flush());
+                }
             })?;
             written.context("writing to standard output")?;
             if done {

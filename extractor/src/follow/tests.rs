@@ -23,6 +23,17 @@ fn pool_region() -> (Vec<u8>, Range<usize>) {
 /// As [`pool_region`], of generation `generation`, its user stream held
 /// by `name` and `pid` (free: "" and 0).
 fn pool_region_held_by(name: &str, pid: u32, generation: u64) -> (Vec<u8>, Range<usize>) {
+    user_region(name, pid, generation, PAGE, PAGES)
+}
+
+/// As [`pool_region_held_by`], with `pages` pages of `page` bytes each.
+fn user_region(
+    name: &str,
+    pid: u32,
+    generation: u64,
+    page: usize,
+    pages: usize,
+) -> (Vec<u8>, Range<usize>) {
     let specs = [
         StreamSpec::cpu(0),
         StreamSpec {
@@ -35,8 +46,8 @@ fn pool_region_held_by(name: &str, pid: u32, generation: u64) -> (Vec<u8>, Range
         },
     ];
     let cfg = RegionConfig {
-        page_size: PAGE as u32,
-        pages_per_stream: Some(PAGES as u32),
+        page_size: page as u32,
+        pages_per_stream: Some(pages as u32),
         streams: &specs,
         generation,
         ..Default::default()
@@ -49,7 +60,7 @@ fn pool_region_held_by(name: &str, pid: u32, generation: u64) -> (Vec<u8>, Range
     desc.crc = U32::new(Endian::NATIVE, crc32(&[&desc.as_bytes()[..DESC_SIZE - 4]]));
     buf[at..at + DESC_SIZE].copy_from_slice(desc.as_bytes());
     let start = desc.pages_offset.get(Endian::NATIVE) as usize;
-    (buf, start..start + PAGES * PAGE)
+    (buf, start..start + pages * page)
 }
 
 /// The user stream of `buf` started over at `start_ts`, as the module
@@ -564,4 +575,26 @@ fn a_descriptor_whose_pages_lie_past_any_region_is_passed_over() {
     buf[at..at + DESC_SIZE].copy_from_slice(desc.as_bytes());
     let mut f = Follower::new(true, Pointers::Raw);
     assert_eq!(poll(&mut f, &buf, 1), [] as [u64; 0]);
+}
+
+#[test]
+fn a_poll_hands_over_its_events_a_chunk_at_a_time_in_order() {
+    let (mut buf, pages) = user_region("ui", 7, 1, 4096, 256);
+    let mut w = StreamWriter::start(&mut buf[pages], None, 1, Endian::NATIVE, 4096, 1_000).unwrap();
+    let n = 2 * CHUNK as u64 + 100;
+    for i in 0..n {
+        w.write(1_000 + i, EVENT_LOST, &i.to_le_bytes()).unwrap();
+    }
+    let mut f = Follower::new(true, Pointers::Raw);
+    let (mut sizes, mut indexes) = (Vec::new(), Vec::new());
+    f.poll(&buf, |_, items| {
+        sizes.push(items.len());
+        indexes.extend(items.iter().filter_map(|p| match p {
+            Pulled::Event(e) => Some(e.index),
+            Pulled::Loss(_) => None,
+        }));
+    })
+    .unwrap();
+    assert_eq!(sizes, [CHUNK, CHUNK, 100]);
+    assert_eq!(indexes, (0..n).collect::<Vec<_>>());
 }
