@@ -150,6 +150,8 @@ pub struct Follower {
     generation: Option<([u8; 16], u64, u64)>,
     /// Where the tables end in the buffer, as the last poll read them.
     tables_end: usize,
+    /// The streams read: those of others are left unread.
+    selection: Selection,
     /// The ends this poll found replaced before they were read: handed
     /// over first, under the labels of the tables they were read with.
     unread: Vec<pstore_ring::read::Loss>,
@@ -170,9 +172,18 @@ impl Follower {
             polled: false,
             generation: None,
             tables_end: 0,
+            selection: Selection::default(),
             unread: Vec::new(),
             pointers,
         }
+    }
+
+    /// The follower, reading only the streams `selection` keeps (its
+    /// streams; its types and times do not count): the pages of others
+    /// are neither read nor decoded.
+    pub fn selecting(mut self, selection: Selection) -> Follower {
+        self.selection = selection;
+        self
     }
 
     /// The counts so far of each stream `selection` keeps (its streams;
@@ -231,12 +242,15 @@ impl Follower {
         // What this poll read: the tables, then pages.
         let mut present: Vec<Range<u64>> = Vec::with_capacity(tables.spans.len() + 1);
         present.push(0..tables.end);
+        let wanted = self.wanted(&tables)?;
         for (i, span) in tables.spans.iter().enumerate() {
             if span.kind == STREAM_CALLSITES {
                 self.read(live, span.range(), &mut present)?;
                 continue;
             }
-            self.read_stream(live, i, span, info.endian, &mut present)?;
+            if wanted[i] {
+                self.read_stream(live, i, span, info.endian, &mut present)?;
+            }
         }
         if !self.unread.is_empty() {
             self.hand_over_unread(&before, &mut emit);
@@ -268,7 +282,7 @@ impl Follower {
         let streams = (0..trace.streams.len()).filter_map(|pos| Some((pos, view.stream(pos)?)));
         for (pos, st) in streams {
             let i = usize::from(st.info().index);
-            let Some(f) = self.streams.get_mut(i) else {
+            let Some(f) = self.streams.get_mut(i).filter(|_| wanted[i]) else {
                 continue;
             };
             // A stream seen for the first time starts at its first event,
@@ -381,6 +395,25 @@ impl Follower {
         };
         let items: Vec<Pulled> = unread.iter().map(Pulled::Loss).collect();
         emit(&view, &items);
+    }
+
+    /// Which streams of `tables` to read, by stream number: those the
+    /// selection keeps, as their descriptors (checked) describe them.
+    fn wanted(&self, tables: &Tables) -> Result<Vec<bool>, FollowError> {
+        if self.selection.keeps_every_stream() {
+            return Ok(vec![true; tables.spans.len()]);
+        }
+        let listed = Region::parse(&self.buf[..tables.end as usize], HeaderTrust::Checksummed)?;
+        Ok(tables
+            .spans
+            .iter()
+            .map(|span| {
+                listed
+                    .streams
+                    .iter()
+                    .any(|s| s.index == span.index && self.selection.keeps(s))
+            })
+            .collect())
     }
 
     /// Reads the header, descriptors and tail table, and lays out where

@@ -78,7 +78,8 @@ pub fn run(args: FollowArgs) -> Result<u8> {
     let mut key = [0u8; 16];
     rustix::rand::getrandom(&mut key, rustix::rand::GetRandomFlags::empty())
         .context("drawing the key that hashes kernel addresses")?;
-    let mut follower = Follower::new(args.from_start, Pointers::Hashed(key));
+    let mut follower =
+        Follower::new(args.from_start, Pointers::Hashed(key)).selecting(selection.clone());
     // Interrupted (Ctrl-C, kill), it reads once more and says what it
     // printed and missed, as at --stop-after.
     let interrupted = Arc::new(AtomicBool::new(false));

@@ -598,3 +598,44 @@ fn a_poll_hands_over_its_events_a_chunk_at_a_time_in_order() {
     assert_eq!(sizes, [CHUNK, CHUNK, 100]);
     assert_eq!(indexes, (0..n).collect::<Vec<_>>());
 }
+
+/// `bytes`, but a read of any of `bad` fails.
+struct Unreadable {
+    bytes: Vec<u8>,
+    bad: Range<u64>,
+}
+
+impl Source for Unreadable {
+    fn len(&self) -> Option<u64> {
+        Source::len(&self.bytes)
+    }
+
+    fn read_at(&self, at: FileOffset, buf: &mut [u8]) -> std::io::Result<usize> {
+        if at.0 < self.bad.end && self.bad.start < at.0 + buf.len() as u64 {
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
+        self.bytes.read_at(at, buf)
+    }
+}
+
+#[test]
+fn a_follow_of_some_streams_reads_no_other() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    let cpu0 = StreamDesc::read_from_bytes(&buf[DESC_OFFSET..DESC_OFFSET + DESC_SIZE]).unwrap();
+    let start = cpu0.pages_offset.get(Endian::NATIVE);
+    let live = Unreadable {
+        bytes: buf,
+        bad: start..start + (PAGES * PAGE) as u64,
+    };
+    let mut all = Follower::new(true, Pointers::Raw);
+    assert!(all.poll(&live, |_, _| {}).is_err());
+    let ui = Selection {
+        streams: vec!["user:ui".into()],
+        ..Selection::default()
+    };
+    let mut some = Follower::new(true, Pointers::Raw).selecting(ui.clone());
+    assert_eq!(poll(&mut some, &live, 1), [0, 1, 2, 3, 4]);
+    let counts = some.counts(&Selection::default());
+    assert_eq!(counts.iter().map(|c| c.stream).collect::<Vec<_>>(), [1]);
+}

@@ -36,8 +36,13 @@ impl Selection {
             .collect()
     }
 
+    /// Whether it keeps every stream (it names none, nor a CPU).
+    pub(crate) fn keeps_every_stream(&self) -> bool {
+        self.cpu.is_none() && self.streams.is_empty()
+    }
+
     pub(crate) fn keeps(&self, info: &StreamInfo) -> bool {
-        if self.cpu.is_none() && self.streams.is_empty() {
+        if self.keeps_every_stream() {
             return true;
         }
         let kernel = info.is_kernel();
