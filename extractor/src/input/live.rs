@@ -49,6 +49,8 @@ pub enum LiveError {
     Read(#[from] SourceError),
     #[error("the region's header: {0}")]
     Header(#[from] HeaderError),
+    #[error("the region claims {claims} bytes, but the file holds {holds}")]
+    Short { claims: u64, holds: u64 },
     #[error(
         "stream descriptor {index}: its pages ({start:#x}, {bytes} bytes) overlap an earlier \
          stream's or lie past the region's {size} bytes, so they cannot be copied page by page"
@@ -104,6 +106,14 @@ impl<S: Source> LiveCopy<S> {
         let mut header = RegionHeader::new_zeroed();
         inner.read_exact_at(FileOffset(0), header.as_mut_bytes())?;
         let info = parse_header(header.as_bytes(), HeaderTrust::Checksummed)?;
+        // A page past the file's end is no page its writer left: the
+        // module's copier refuses such a region too.
+        if let Some(holds) = inner.len().filter(|&n| n < info.region_size) {
+            return Err(LiveError::Short {
+                claims: info.region_size,
+                holds,
+            });
+        }
         if info.flags & HEADER_FLAG_LIVE_COPY != 0 {
             return Ok(LiveCopy {
                 inner,
@@ -185,7 +195,9 @@ impl<S: Source> Source for LiveCopy<S> {
                         span.pages.start + (off - span.pages.start) / c.page_size * c.page_size;
                     let mut held = c.held.lock().unwrap_or_else(|p| p.into_inner());
                     if held.at != Some(page) {
-                        c.copy_page(&self.inner, span, page, &mut held.page);
+                        held.at = None;
+                        c.copy_page(&self.inner, span, page, &mut held.page)
+                            .map_err(io::Error::other)?;
                         held.at = Some(page);
                     }
                     let n = ((page + c.page_size - off) as usize).min(len - done);
@@ -225,18 +237,27 @@ impl<S: Source> Source for LiveCopy<S> {
 impl Copier {
     /// Copies the page at `at` of `span` into `page` as its writer left it
     /// at some moment.
-    fn copy_page(&self, live: &dyn Source, span: &Span, at: u64, page: &mut [u8]) {
+    /// A file that ends before the page (cut since the start) is an
+    /// error, not damage in the region.
+    fn copy_page(
+        &self,
+        live: &dyn Source,
+        span: &Span,
+        at: u64,
+        page: &mut [u8],
+    ) -> Result<(), SourceError> {
         let mut steady = false;
         for _ in 0..TRIES {
             match self.try_page(live, at, page) {
                 Ok(s) => steady = s,
-                Err(_) => {
+                Err(SourceError::Io { .. }) => {
                     // Unreadable: a header no reader takes for a page, and
                     // nothing of a try's partial copy.
                     page.fill(0);
                     page[..4].copy_from_slice(&U32::new(self.endian, !PAGE_MAGIC).0);
-                    return;
+                    return Ok(());
                 }
+                Err(cut) => return Err(cut),
             }
             if steady {
                 break;
@@ -251,6 +272,7 @@ impl Copier {
         if !self.same_holder(live, span) {
             page.fill(0);
         }
+        Ok(())
     }
 
     /// One try at copying the page at `at`; whether it held still. Reads
@@ -316,18 +338,32 @@ fn read_all(live: &dyn Source, at: u64, out: &mut [u8]) -> io::Result<()> {
         .map_err(io::Error::other)
 }
 
+/// Bytes of the tables compared at a time: a second copy of them all
+/// would double what a hostile layout (tables gigabytes long) costs.
+const STEADY_CHUNK: usize = 64 << 10;
+
 /// Reads `out.len()` bytes at `at` until two reads agree (at most
 /// [`TRIES`]); still changing, the last read stands, each of its parts
 /// checked by its own CRC, as a crash now would leave them.
 fn read_steady(live: &dyn Source, at: u64, out: &mut [u8]) -> Result<(), SourceError> {
     live.read_exact_at(FileOffset(at), out)?;
-    let mut again = vec![0u8; out.len()];
+    let mut again = vec![0u8; out.len().min(STEADY_CHUNK)];
     for _ in 1..TRIES {
-        live.read_exact_at(FileOffset(at), &mut again)?;
-        if again == out {
+        let mut agreed = true;
+        for (from, part) in (at..)
+            .step_by(STEADY_CHUNK)
+            .zip(out.chunks_mut(STEADY_CHUNK))
+        {
+            let again = &mut again[..part.len()];
+            live.read_exact_at(FileOffset(from), again)?;
+            if again != part {
+                part.copy_from_slice(again);
+                agreed = false;
+            }
+        }
+        if agreed {
             return Ok(());
         }
-        out.copy_from_slice(&again);
     }
     Ok(())
 }

@@ -250,3 +250,39 @@ fn streams_whose_pages_overlap_are_refused() {
     let err = LiveCopy::new(buf).err().unwrap();
     assert!(matches!(err, LiveError::Layout { index: 1, .. }), "{err}");
 }
+
+#[test]
+fn a_region_longer_than_its_file_is_refused() {
+    let (mut buf, pages) = written_to(2);
+    buf.truncate(pages.start + PAGE);
+    let err = LiveCopy::new(buf).err().unwrap();
+    assert!(matches!(err, LiveError::Short { .. }), "{err}");
+}
+
+#[test]
+fn a_file_cut_after_the_start_is_an_error_not_a_corrupt_page() {
+    let (buf, pages) = written_to(3);
+    let mut cut = buf.clone();
+    cut.truncate(pages.start + PAGE);
+    let live = Script::new(vec![buf, cut], |n| usize::from(n >= START_READS));
+    let copy = LiveCopy::new(live).unwrap();
+    let mut page = vec![0u8; PAGE];
+    let read = copy.read_exact_at(FileOffset((pages.start + PAGE) as u64), &mut page);
+    assert!(read.is_err(), "{:?}", &page[..8]);
+}
+
+#[test]
+fn tables_are_read_until_two_reads_agree() {
+    let len = 2 * STEADY_CHUNK + 100;
+    let before: Vec<u8> = (0..len).map(|i| i as u8).collect();
+    let mut after = before.clone();
+    // Rewritten after the first read, in the last chunk compared.
+    after[len - 1] ^= 1;
+    let live = Script::new(vec![before, after.clone()], |n| usize::from(n > 0));
+    let mut tables = vec![0u8; len];
+    read_steady(&live, 0, &mut tables).unwrap();
+    assert_eq!(tables, after);
+    // The first read, then two of three chunks each: one that changed,
+    // one that agreed.
+    assert_eq!(live.reads.load(Ordering::Relaxed), 1 + 2 * 3);
+}
