@@ -36,14 +36,15 @@ use crate::output::select::Selection;
 use crate::output::RegionView;
 use pstore_ring::kprintf::Pointers;
 use pstore_ring::layout::{
-    PageHeader, StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, PAGE_MAGIC,
-    PAGE_OPEN, PAGE_RESETTING, STREAM_CALLSITES, STREAM_USER,
+    StreamDesc, DESC_SIZE, HEADER_SIZE, PAGE_CLOSED, PAGE_HEADER_SIZE, STREAM_CALLSITES,
+    STREAM_USER,
 };
 use pstore_ring::merge::{merge_events, Pulled};
 use pstore_ring::read::{
     parse_header, EndCause, Event, HeaderError, HeaderTrust, LossKind, PagedTrace, Region,
     StreamInfo,
 };
+use slots::{header, page_header, settle, slot_state, Slot};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use zerocopy::FromBytes;
@@ -86,30 +87,11 @@ struct Followed {
     last_ts: Option<u64>,
     handed: u64,
     missed: u64,
-    /// Whether `missed` is only a lower bound: the end of a stream whose
-    /// pages were handed to another holder, or of a generation replaced
-    /// by another, between two looks was never read.
-    missed_unknown: bool,
     /// Events its writer could not record, counted on its pages.
     dropped: u64,
     /// The drops counted so far on its newest pages with any, by the
     /// page's seq: a page's count grows while it is current.
     drops: BTreeMap<u64, u64>,
-}
-
-impl Followed {
-    /// Starts the stream over, from its first page and event, as
-    /// described by `desc`; what it handed over and missed stays counted.
-    fn restart(&mut self, desc: Vec<u8>) {
-        *self = Followed {
-            desc,
-            handed: self.handed,
-            missed: self.missed,
-            missed_unknown: self.missed_unknown,
-            dropped: self.dropped,
-            ..Followed::default()
-        };
-    }
 }
 
 /// Pages whose drop counts a follower keeps: only the current one's can
@@ -131,6 +113,23 @@ pub struct StreamCount {
     /// unread, taking its count of drops with it.
     pub dropped_exact: bool,
 }
+
+/// The counts of a stream's earlier holder, or of an earlier generation's
+/// stream, kept under its name: its end was replaced unread, so its
+/// missed and dropped counts are lower bounds.
+struct Retired {
+    info: StreamInfo,
+    label: String,
+    handed: u64,
+    missed: u64,
+    dropped: u64,
+}
+
+/// Names of earlier holders whose counts are kept apart: a program in
+/// the `crashring` group can take pool streams under new names without
+/// end. The counts of any more go under [`MORE_RETIRED`].
+const MAX_RETIRED: usize = 1024;
+const MORE_RETIRED: &str = "(more streams handed on)";
 
 /// Follows one live region from poll to poll.
 pub struct Follower {
@@ -155,6 +154,10 @@ pub struct Follower {
     /// The ends this poll found replaced before they were read: handed
     /// over first, under the labels of the tables they were read with.
     unread: Vec<pstore_ring::read::Loss>,
+    /// The counts of streams replaced since, by name, and of those past
+    /// [`MAX_RETIRED`] names.
+    retired: Vec<Retired>,
+    more_retired: Option<StreamCount>,
     pointers: Pointers,
 }
 
@@ -174,6 +177,8 @@ impl Follower {
             tables_end: 0,
             selection: Selection::default(),
             unread: Vec::new(),
+            retired: Vec::new(),
+            more_retired: None,
             pointers,
         }
     }
@@ -187,9 +192,11 @@ impl Follower {
     }
 
     /// The counts so far of each stream `selection` keeps (its streams;
-    /// its types and times do not count).
+    /// its types and times do not count), those of its earlier holders or
+    /// generations under the same name added in.
     pub fn counts(&self, selection: &Selection) -> Vec<StreamCount> {
-        self.streams
+        let mut counts: Vec<StreamCount> = self
+            .streams
             .iter()
             .zip(&self.infos)
             .enumerate()
@@ -201,10 +208,31 @@ impl Follower {
                 handed: f.handed,
                 missed: f.missed,
                 dropped: f.dropped,
-                missed_exact: !f.missed_unknown,
-                dropped_exact: f.missed == 0 && !f.missed_unknown,
+                missed_exact: true,
+                // Pages written over unread took their drop counts along.
+                dropped_exact: f.missed == 0,
             })
-            .collect()
+            .collect();
+        for r in self.retired.iter().filter(|r| selection.keeps(&r.info)) {
+            let at = match counts.iter().position(|c| c.label == r.label) {
+                Some(at) => at,
+                None => {
+                    counts.push(StreamCount {
+                        stream: r.info.index,
+                        label: r.label.clone(),
+                        handed: 0,
+                        missed: 0,
+                        dropped: 0,
+                        missed_exact: false,
+                        dropped_exact: false,
+                    });
+                    counts.len() - 1
+                }
+            };
+            add_retired(&mut counts[at], r.handed, r.missed, r.dropped);
+        }
+        counts.extend(self.more_retired.clone());
+        counts
     }
 
     /// Reads `live` as far as this poll must and hands `emit` the events
@@ -229,32 +257,21 @@ impl Follower {
         if self.generation != generation || self.buf.len() != size {
             // Another generation (the module loaded again; in the other
             // slot, a region of the same size looks the same but for
-            // this): its streams start over, at their first event, and
-            // their counts go on.
+            // this): its streams start over, at their first event, the
+            // old ones' counts kept under their names.
             self.generation = generation;
             self.buf = vec![0; size];
+            self.tables_end = 0;
             for i in 0..self.streams.len() {
                 self.start_over(i, Vec::new());
             }
         }
-        let tables = self.read_tables(live, &info)?;
-        self.tables_end = tables.end as usize;
-        // What this poll read: the tables, then pages.
-        let mut present: Vec<Range<u64>> = Vec::with_capacity(tables.spans.len() + 1);
-        present.push(0..tables.end);
-        let wanted = self.wanted(&tables)?;
-        for (i, span) in tables.spans.iter().enumerate() {
-            if span.kind == STREAM_CALLSITES {
-                self.read(live, span.range(), &mut present)?;
-                continue;
-            }
-            if wanted[i] {
-                self.read_stream(live, i, span, info.endian, &mut present)?;
-            }
-        }
+        let read = self.read_pages(live, &info);
+        // Ends found replaced go out even when the read then failed.
         if !self.unread.is_empty() {
             self.hand_over_unread(&before, &mut emit);
         }
+        let (wanted, present) = read?;
         let absent = complement(&present, size as u64);
         let region = Region::parse(&self.buf, HeaderTrust::Checksummed)?.with_absent(absent);
         let trace = region.decode_paged();
@@ -291,7 +308,11 @@ impl Follower {
             let baseline = f.next_index.is_none() && first && !self.from_start;
             let start = match f.next_index {
                 Some(n) => n,
-                None if baseline => st.events().last().map_or(0, |e| e.index + 1),
+                None if baseline => {
+                    let last = st.events().last();
+                    f.last_ts = last.as_ref().map(|e| e.ts);
+                    last.map_or(0, |e| e.index + 1)
+                }
                 None => 0,
             };
             let mut losses = Vec::new();
@@ -340,36 +361,96 @@ impl Follower {
         Ok(())
     }
 
+    /// Reads the tables, then the pages of each stream the selection keeps
+    /// that this poll needs; which streams those are, and what was read.
+    fn read_pages(
+        &mut self,
+        live: &dyn Source,
+        info: &pstore_ring::read::HeaderInfo,
+    ) -> Result<(Vec<bool>, Vec<Range<u64>>), FollowError> {
+        let tables = self.read_tables(live, info)?;
+        self.tables_end = tables.end as usize;
+        let mut present: Vec<Range<u64>> = Vec::with_capacity(tables.spans.len() + 1);
+        present.push(0..tables.end);
+        let wanted = self.wanted(&tables)?;
+        for (i, span) in tables.spans.iter().enumerate() {
+            if span.kind == STREAM_CALLSITES {
+                self.read(live, span.range(), &mut present)?;
+            } else if wanted[i] {
+                self.read_stream(live, i, span, info.endian, &mut present)?;
+            } else if self.streams[i].next_index.is_some() && self.streams[i].desc != span.desc {
+                // Followed under a holder the selection keeps, now another's
+                // it does not: that holder's end is gone unread.
+                self.start_over(i, span.desc.clone());
+            }
+        }
+        Ok((wanted, present))
+    }
+
     /// Starts stream `i` over as `desc` describes it, from its first page
     /// and event. If it was followed under a holder (a kernel stream, or a
     /// pool stream a process had taken), whatever that holder wrote after
     /// the last look is gone unread: a loss of at least none, which this
-    /// poll hands over first.
+    /// poll hands over first, and the holder's counts are kept under its
+    /// name.
     fn start_over(&mut self, i: usize, desc: Vec<u8>) {
-        let held = self
-            .infos
-            .get(i)
-            .and_then(Option::as_ref)
-            .is_some_and(|info| !info.is_free());
         let Some(f) = self.streams.get_mut(i) else {
             return;
         };
-        if let Some(at_index) = f.next_index.filter(|_| held) {
-            f.missed_unknown = true;
-            self.unread.push(pstore_ring::read::Loss {
-                stream: i as u16,
-                kind: LossKind::End,
-                events: 0,
-                pages: 0,
-                after_ts: f.last_ts,
-                before_ts: None,
-                at_index,
-                page_seq: None,
-                cause: Some(EndCause::Replaced),
-                exact: false,
+        let was = std::mem::replace(
+            f,
+            Followed {
+                desc,
+                ..Followed::default()
+            },
+        );
+        let holder = self.infos.get(i).and_then(Option::as_ref);
+        let holder = holder.filter(|info| !info.is_free()).cloned();
+        let (Some(at_index), Some(holder)) = (was.next_index, holder) else {
+            return;
+        };
+        self.unread.push(pstore_ring::read::Loss {
+            stream: i as u16,
+            kind: LossKind::End,
+            events: 0,
+            pages: 0,
+            after_ts: was.last_ts,
+            before_ts: None,
+            at_index,
+            page_seq: None,
+            cause: Some(EndCause::Replaced),
+            exact: false,
+        });
+        self.retire(holder, &was);
+    }
+
+    /// Keeps `f`'s counts under `info`'s name.
+    fn retire(&mut self, info: StreamInfo, f: &Followed) {
+        let label = info.label();
+        if let Some(r) = self.retired.iter_mut().find(|r| r.label == label) {
+            r.handed = r.handed.saturating_add(f.handed);
+            r.missed = r.missed.saturating_add(f.missed);
+            r.dropped = r.dropped.saturating_add(f.dropped);
+        } else if self.retired.len() < MAX_RETIRED {
+            self.retired.push(Retired {
+                info,
+                label,
+                handed: f.handed,
+                missed: f.missed,
+                dropped: f.dropped,
             });
+        } else {
+            let more = self.more_retired.get_or_insert_with(|| StreamCount {
+                stream: u16::MAX,
+                label: MORE_RETIRED.into(),
+                handed: 0,
+                missed: 0,
+                dropped: 0,
+                missed_exact: false,
+                dropped_exact: false,
+            });
+            add_retired(more, f.handed, f.missed, f.dropped);
         }
-        f.restart(desc);
     }
 
     /// Hands `emit` the ends found replaced this poll, named as `tables`
@@ -647,114 +728,13 @@ impl Span {
     }
 }
 
-/// The page header at region offset `at` of `buf`, if it is one of
-/// stream `stream`'s pages.
-fn header(buf: &[u8], at: u64, stream: u16, e: pstore_ring::Endian) -> Option<PageHeader> {
-    let at = usize::try_from(at).ok()?;
-    page_header(buf.get(at..at.checked_add(PAGE_HEADER_SIZE)?)?, stream, e)
-}
-
-/// `bytes` as a page header of stream `stream`, open or closed: its
-/// magic, stream number and state, which a slot not yet written, a user
-/// stream's page caught while its writer rewrote the header, or a page
-/// being opened (`PAGE_RESETTING`: its `first_ts` may be the new page's,
-/// its `seq` still the old one's) do not have. Anything else in it may
-/// still be wrong (a user stream is any bytes its writer stores).
-fn page_header(bytes: &[u8], stream: u16, e: pstore_ring::Endian) -> Option<PageHeader> {
-    let h = PageHeader::read_from_bytes(bytes).ok()?;
-    let state = h.flags.get(e);
-    (h.magic.get(e) == PAGE_MAGIC
-        && h.stream.get(e) == stream
-        && (state == PAGE_OPEN || state == PAGE_CLOSED))
-        .then_some(h)
-}
-
-/// What a slot of a stream holds, as far as a reader can tell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Slot {
-    /// One of the stream's pages: its seq, and whether it was open.
-    Page { seq: u64, open: bool },
-    /// Nothing yet (all zeros, as an unused page) or a page being
-    /// opened: the page wanted may still come.
-    Pending,
-    /// Bytes that are no page of the stream and will not become one by
-    /// waiting: memory the copy could not read (FORMAT.md: its `magic`
-    /// is not the page magic), or a header that is none.
-    Corrupt,
-}
-
-/// What the slot at region offset `at` of `buf` holds of stream `stream`.
-fn slot_state(buf: &[u8], at: u64, stream: u16, e: pstore_ring::Endian) -> Slot {
-    if let Some(h) = header(buf, at, stream, e) {
-        let open = h.flags.get(e) == PAGE_OPEN;
-        return Slot::Page {
-            seq: h.seq.get(e),
-            open,
-        };
-    }
-    let bytes = usize::try_from(at)
-        .ok()
-        .and_then(|at| buf.get(at..at.checked_add(PAGE_HEADER_SIZE)?));
-    let Some(h) = bytes.and_then(|b| PageHeader::read_from_bytes(b).ok()) else {
-        return Slot::Corrupt;
-    };
-    let magic = h.magic.get(e);
-    let opening =
-        magic == PAGE_MAGIC && h.stream.get(e) == stream && h.flags.get(e) == PAGE_RESETTING;
-    if magic == 0 || opening {
-        Slot::Pending
-    } else {
-        Slot::Corrupt
-    }
-}
-
-/// Of a stream's pages read in one go while its writer went on: the
-/// slots to hand over, and the seq of the page its next events are in.
-///
-/// The pages are read one after another, so a slot may be read before
-/// the writer comes back to it. A page missing between two that were
-/// read is then still in the ring, unread: it and everything after it
-/// wait for the next poll, which reads on from it, rather than being
-/// counted missed. So does the rest of a page read open before a newer
-/// one: its writer filled it after the copy. A page missing whose slot
-/// holds a newer one was written over before the reader came, and one
-/// whose slot cannot be read will never be: each a loss, as it is.
-/// Otherwise the next events are in the newest page (the one the writer
-/// is in).
-fn settle(buf: &[u8], span: &Span, page: u64, e: pstore_ring::Endian) -> (Vec<u64>, u64) {
-    let count = u64::from(span.pages);
-    let state = |slot: u64| slot_state(buf, span.start + slot * page, span.index, e);
-    // Whether the page of `seq` may still be read from its slot.
-    let to_come = |seq: u64| match state((seq - 1) % count) {
-        Slot::Page { seq: there, .. } => there < seq,
-        Slot::Pending => true,
-        Slot::Corrupt => false,
-    };
-    let mut read: Vec<(u64, u64, bool)> = (0..count)
-        .filter_map(|slot| match state(slot) {
-            Slot::Page { seq, open } if seq != 0 => Some((seq, slot, open)),
-            _ => None,
-        })
-        .collect();
-    read.sort_unstable();
-    let mut kept = Vec::with_capacity(read.len());
-    let mut last: Option<(u64, bool)> = None;
-    for (seq, slot, open) in read {
-        if let Some((last, last_open)) = last {
-            if last_open {
-                return (kept, last);
-            }
-            // Only the last `count` seqs up to this page can still be in
-            // the ring with it.
-            let missing = last.saturating_add(1).max(seq.saturating_sub(count - 1))..seq;
-            if let Some(unread) = missing.into_iter().find(|&m| to_come(m)) {
-                return (kept, unread);
-            }
-        }
-        kept.push(slot);
-        last = Some((seq, open));
-    }
-    (kept, last.map_or(1, |(seq, _)| seq))
+/// Adds a replaced stream's counts to `c`, which are then lower bounds.
+fn add_retired(c: &mut StreamCount, handed: u64, missed: u64, dropped: u64) {
+    c.handed = c.handed.saturating_add(handed);
+    c.missed = c.missed.saturating_add(missed);
+    c.dropped = c.dropped.saturating_add(dropped);
+    c.missed_exact = false;
+    c.dropped_exact = false;
 }
 
 /// Items handed to the caller at a time: what a poll holds besides the
@@ -845,5 +825,6 @@ fn complement(present: &[Range<u64>], size: u64) -> Vec<Range<u64>> {
     out
 }
 
+mod slots;
 #[cfg(test)]
 mod tests;

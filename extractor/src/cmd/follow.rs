@@ -127,7 +127,8 @@ pub fn run(args: FollowArgs) -> Result<u8> {
     };
     let followed = follow();
     let mut missed_any = false;
-    // Streams nothing was written to (nesting lanes, mostly) say nothing.
+    // Streams nothing was written to (nesting lanes, mostly) say nothing,
+    // unless their end was replaced unread: then nothing says none was lost.
     // Of the streams asked for: another's misses are not this run's.
     let counts = follower.counts(&selection);
     let active = counts

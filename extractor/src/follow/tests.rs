@@ -4,7 +4,7 @@
 
 use super::*;
 use pstore_ring::endian::{Endian, U16, U32, U64};
-use pstore_ring::layout::{crc32, DESC_NO_TAILS, DESC_OFFSET, STREAM_USER};
+use pstore_ring::layout::{crc32, PageHeader, DESC_NO_TAILS, DESC_OFFSET, PAGE_MAGIC, STREAM_USER};
 use pstore_ring::schema::{Value, EVENT_LOST};
 use pstore_ring::write::{self, RegionConfig, StreamSpec, StreamWriter};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -141,10 +141,67 @@ fn a_pool_streams_end_taken_by_a_new_holder_is_lost_unknown_under_the_old_name()
         "{text}"
     );
     assert!(lines[1..].iter().all(|l| l.contains("kiosk")), "{text}");
+    // Each holder's counts under its own name; the first's end unknown.
     let counts = f.counts(&Selection::default());
-    let ui = counts.iter().find(|c| c.stream == 1).unwrap();
-    assert_eq!((ui.handed, ui.missed), (8, 0));
-    assert!(!ui.missed_exact && !ui.dropped_exact);
+    let by = |name: &str| counts.iter().find(|c| c.label.contains(name)).unwrap();
+    let (ui, kiosk) = (by("ui"), by("kiosk"));
+    assert_eq!((ui.handed, ui.missed, ui.missed_exact), (5, 0, false));
+    assert_eq!(
+        (kiosk.handed, kiosk.missed, kiosk.missed_exact),
+        (3, 0, true)
+    );
+}
+
+#[test]
+fn a_followed_holder_replaced_by_one_not_asked_for_keeps_its_counts_and_unread_end() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    let ui = Selection {
+        streams: vec!["user:ui".into()],
+        ..Selection::default()
+    };
+    let mut f = Follower::new(true, Pointers::Raw).selecting(ui.clone());
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2, 3, 4]);
+    // Freed, then taken by another program, then by ui again: the first
+    // ui's end went unread, whatever came between.
+    let (free, _) = pool_region_held_by("", 0, 1);
+    let text = printed(&mut f, &free);
+    assert!(text.contains(REPLACED) && text.contains("ui"), "{text}");
+    let (mut kiosk, _) = pool_region_held_by("kiosk", 9, 1);
+    hand_out(&mut kiosk, &pages, 2_000, 0..3);
+    assert_eq!(printed(&mut f, &kiosk), "");
+    let counts = f.counts(&ui);
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!((counts[0].handed, counts[0].missed_exact), (5, false));
+    let (mut again, _) = pool_region();
+    hand_out(&mut again, &pages, 3_000, 0..2);
+    assert_eq!(poll(&mut f, &again, 1), [0, 1]);
+    let counts = f.counts(&ui);
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!((counts[0].handed, counts[0].missed_exact), (7, false));
+}
+
+#[test]
+fn a_new_generation_with_fewer_streams_keeps_the_old_ones_counts() {
+    let (mut old, pages) = pool_region();
+    hand_out(&mut old, &pages, 1_000, 0..5);
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &old, 1), [0, 1, 2, 3, 4]);
+    let specs = [StreamSpec::cpu(0)];
+    let cfg = RegionConfig {
+        page_size: PAGE as u32,
+        pages_per_stream: Some(PAGES as u32),
+        streams: &specs,
+        generation: 2,
+        ..Default::default()
+    };
+    let mut new = vec![0u8; write::region_size(&cfg).unwrap()];
+    write::format(&mut new, &cfg).unwrap();
+    let text = printed(&mut f, &new);
+    assert_eq!(text.matches(REPLACED).count(), 2, "{text}");
+    let counts = f.counts(&Selection::default());
+    let ui = counts.iter().find(|c| c.label.contains("ui")).unwrap();
+    assert_eq!((ui.handed, ui.missed_exact), (5, false));
 }
 
 #[test]
@@ -638,4 +695,55 @@ fn a_follow_of_some_streams_reads_no_other() {
     assert_eq!(poll(&mut some, &live, 1), [0, 1, 2, 3, 4]);
     let counts = some.counts(&Selection::default());
     assert_eq!(counts.iter().map(|c| c.stream).collect::<Vec<_>>(), [1]);
+}
+
+#[test]
+fn a_poll_that_fails_after_a_new_generation_still_hands_over_the_old_ends() {
+    // The old generation's tables are longer than the whole new region.
+    let specs: Vec<StreamSpec> = (0..64).map(StreamSpec::cpu).collect();
+    let old_cfg = RegionConfig {
+        page_size: PAGE as u32,
+        pages_per_stream: Some(PAGES as u32),
+        streams: &specs,
+        ..Default::default()
+    };
+    let mut old = vec![0u8; write::region_size(&old_cfg).unwrap()];
+    write::format(&mut old, &old_cfg).unwrap();
+    let new_cfg = RegionConfig {
+        page_size: PAGE as u32,
+        pages_per_stream: Some(2),
+        streams: &specs[..1],
+        generation: 2,
+        ..Default::default()
+    };
+    let mut new = vec![0u8; write::region_size(&new_cfg).unwrap()];
+    write::format(&mut new, &new_cfg).unwrap();
+    let mut f = Follower::new(true, Pointers::Raw);
+    f.poll(&old, |_, _| {}).unwrap();
+    assert!(f.tables_end > new.len());
+    // The new generation's descriptors cannot be read this time.
+    let failing = Unreadable {
+        bytes: new.clone(),
+        bad: DESC_OFFSET as u64..(DESC_OFFSET + DESC_SIZE) as u64,
+    };
+    let mut replaced = 0;
+    let polled = f.poll(&failing, |_, items| replaced += items.len());
+    assert!(polled.is_err());
+    assert_eq!(replaced, 64);
+    f.poll(&new, |_, _| {}).unwrap();
+}
+
+#[test]
+fn an_end_replaced_after_a_start_from_now_is_placed_after_what_was_there() {
+    let (mut old, pages) = pool_region();
+    hand_out(&mut old, &pages, 1_000, 0..5);
+    let mut f = Follower::new(false, Pointers::Raw);
+    assert_eq!(printed(&mut f, &old), "");
+    let (new, _) = pool_region_held_by("ui", 7, 2);
+    let text = printed(&mut f, &new);
+    let ui = text.lines().find(|l| l.contains("ui")).unwrap();
+    assert!(
+        ui.contains("0.000001004") && ui.contains(REPLACED),
+        "{text}"
+    );
 }
