@@ -275,14 +275,7 @@ impl Follower {
         let absent = complement(&present, size as u64);
         let region = Region::parse(&self.buf, HeaderTrust::Checksummed)?.with_absent(absent);
         let trace = region.decode_paged();
-        let view = RegionView {
-            index: 0,
-            addr: 0,
-            region: &region,
-            trace: &trace,
-            overlay: None,
-            pointers: self.pointers,
-        };
+        let view = RegionView::alone(&region, &trace, self.pointers);
         // By stream number, as `streams`: a descriptor that failed its
         // checks is missing from `region.streams`.
         self.infos = vec![None; self.streams.len()];
@@ -466,14 +459,7 @@ impl Follower {
             streams: Vec::new(),
             diagnostics: Vec::new(),
         };
-        let view = RegionView {
-            index: 0,
-            addr: 0,
-            region: &region,
-            trace: &trace,
-            overlay: None,
-            pointers: self.pointers,
-        };
+        let view = RegionView::alone(&region, &trace, self.pointers);
         let items: Vec<Pulled> = unread.iter().map(Pulled::Loss).collect();
         emit(&view, &items);
     }
@@ -827,4 +813,4 @@ fn complement(present: &[Range<u64>], size: u64) -> Vec<Range<u64>> {
 
 mod slots;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

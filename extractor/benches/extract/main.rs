@@ -262,14 +262,7 @@ pub(crate) fn view<'r, 'a>(
     region: &'r Region<'a>,
     trace: &'r PagedTrace<'a>,
 ) -> RegionView<'r, 'a> {
-    RegionView {
-        index: 0,
-        addr: 0,
-        region,
-        trace,
-        overlay: None,
-        pointers: pstore_ring::kprintf::Pointers::Hidden,
-    }
+    RegionView::alone(region, trace, pstore_ring::kprintf::Pointers::Hidden)
 }
 
 /// A sink that only counts bytes and lines, so output cost is formatting,

@@ -26,8 +26,9 @@ fn pool_region_held_by(name: &str, pid: u32, generation: u64) -> (Vec<u8>, Range
     user_region(name, pid, generation, PAGE, PAGES)
 }
 
-/// As [`pool_region_held_by`], with `pages` pages of `page` bytes each.
-fn user_region(
+/// As [`pool_region_held_by`], with `pages` pages of `page` bytes each
+/// (also the live copier's tests' region).
+pub(crate) fn user_region(
     name: &str,
     pid: u32,
     generation: u64,

@@ -257,14 +257,7 @@ mod tests {
         let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
         let trace = region.decode();
         let paged = region.decode_paged();
-        let view = RegionView {
-            index: 0,
-            addr: 0,
-            region: &region,
-            trace: &paged,
-            overlay: None,
-            pointers: pstore_ring::kprintf::Pointers::Hidden,
-        };
+        let view = RegionView::alone(&region, &paged, pstore_ring::kprintf::Pointers::Hidden);
         let mut want = Vec::new();
         for item in merge(&trace.streams) {
             Line::of(&item, &region).write_to(&mut want);

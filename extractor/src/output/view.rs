@@ -31,6 +31,23 @@ pub struct RegionView<'r, 'a> {
 }
 
 impl<'r, 'a> RegionView<'r, 'a> {
+    /// `region` read alone: the first of its input, at address 0, with
+    /// nothing laid over `trace`.
+    pub fn alone(
+        region: &'r Region<'a>,
+        trace: &'r PagedTrace<'a>,
+        pointers: Pointers,
+    ) -> RegionView<'r, 'a> {
+        RegionView {
+            index: 0,
+            addr: 0,
+            region,
+            trace,
+            overlay: None,
+            pointers,
+        }
+    }
+
     /// Stream `s` (its position in the trace).
     pub fn stream(&self, s: usize) -> Option<StreamView<'r, 'a>> {
         let pages = self.trace.streams.get(s)?;
@@ -372,14 +389,7 @@ mod tests {
         drop(ws);
         let region = Region::parse(&buf, HeaderTrust::Checksummed).unwrap();
         let trace = region.decode_paged();
-        let view = RegionView {
-            index: 0,
-            addr: 0,
-            region: &region,
-            trace: &trace,
-            overlay: None,
-            pointers: Pointers::Hidden,
-        };
+        let view = RegionView::alone(&region, &trace, Pointers::Hidden);
         let shown: Vec<String> = view.shown_streams().map(|s| s.info().label()).collect();
         assert_eq!(shown, ["cpu0"]);
         assert_eq!(

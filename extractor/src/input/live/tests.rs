@@ -4,7 +4,7 @@
 use super::*;
 use pstore_ring::read::Region;
 use pstore_ring::schema::EVENT_LOST;
-use pstore_ring::write::{self, RegionConfig, StreamSpec, StreamWriter};
+use pstore_ring::write::StreamWriter;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const PAGE: usize = 256;
@@ -13,29 +13,7 @@ const PAGES: usize = 4;
 /// A region with CPU 0's stream and one user stream named `name`, 4
 /// pages of 256 bytes each; and where the user stream's pages are.
 fn region(name: &str) -> (Vec<u8>, Range<usize>) {
-    let specs = [
-        StreamSpec::cpu(0),
-        StreamSpec {
-            kind: STREAM_USER,
-            cpu: u16::MAX,
-            lane: 0,
-            name,
-            pid: 7,
-            uid: 1000,
-        },
-    ];
-    let cfg = RegionConfig {
-        page_size: PAGE as u32,
-        pages_per_stream: Some(PAGES as u32),
-        streams: &specs,
-        ..Default::default()
-    };
-    let mut buf = vec![0u8; write::region_size(&cfg).unwrap()];
-    write::format(&mut buf, &cfg).unwrap();
-    let at = DESC_OFFSET_OF_USER;
-    let desc = StreamDesc::read_from_bytes(&buf[at..at + DESC_SIZE]).unwrap();
-    let start = desc.pages_offset.get(Endian::NATIVE) as usize;
-    (buf, start..start + PAGES * PAGE)
+    crate::follow::tests::user_region(name, 7, 1, PAGE, PAGES)
 }
 
 const DESC_OFFSET_OF_USER: usize = pstore_ring::layout::DESC_OFFSET + DESC_SIZE;
