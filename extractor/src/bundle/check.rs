@@ -2,15 +2,18 @@
 //! file or a directory inside the one top directory (no link, device or
 //! absolute or `..` path that unpacking would follow out of it), every
 //! file the manifest lists is there with its size and SHA-256, nothing
-//! else is, and the README names exactly the files there are. The
+//! else is, and the README names exactly the files there are. After the
+//! tar's end there is nothing but zeros up to the end of the one gzip
+//! member, and nothing after that: what gzip(1) or tar(1) would go on to
+//! read there (a second member, say) is never seen by the check. The
 //! archive is outside data:
 //! files are hashed as they stream past, and only the manifest and README
 //! are held, up to [`MAX_TEXT`] each.
 
 use super::readme::FILES_HEADING;
-use flate2::read::GzDecoder;
+use flate2::bufread::GzDecoder;
 use std::collections::BTreeMap;
-use std::io::{self, Read};
+use std::io::{self, BufRead, BufReader, Read};
 
 /// Largest MANIFEST.json or README.txt read.
 pub const MAX_TEXT: u64 = 16 << 20;
@@ -71,9 +74,41 @@ fn path_escapes(path: &[u8]) -> Option<&'static str> {
     })
 }
 
+/// Reads what is left of the archive once the tar crate has seen its end
+/// (a zero block): the rest of the gzip member must be zeros (the second
+/// end block, a record's padding), and the member the last thing there
+/// is. A bundle is one member (see `gzip.rs`); gzip(1) would decompress
+/// a second one and `tar xzf` unpack what it holds, so any byte after
+/// the first member is refused rather than decoded and checked too: the
+/// check then covers every byte any reader could act on, whatever its
+/// decoder does with trailing data. Reading the member to its end also
+/// checks its CRC-32 and length.
+fn nothing_after<R: BufRead>(mut gz: GzDecoder<R>) -> Result<(), CheckError> {
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = gz.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Err(CheckError::Layout(
+                "data after the tar archive's end (tar(1) told to read on would unpack it)".into(),
+            ));
+        }
+    }
+    if !gz.into_inner().fill_buf()?.is_empty() {
+        return Err(CheckError::Layout(
+            "bytes after the gzip member (a second member is unpacked by `tar xzf`)".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the `.tar.gz` bundle read from `archive`.
 pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
-    let mut tar = tar::Archive::new(GzDecoder::new(archive));
+    // The buffer is ours, not the decoder's, so what follows the gzip
+    // member can be looked at once the member has ended.
+    let mut tar = tar::Archive::new(GzDecoder::new(BufReader::new(archive)));
     let mut top: Option<String> = None;
     let mut files = BTreeMap::new();
     let mut digests = BTreeMap::new();
@@ -132,6 +167,7 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             _ => {}
         }
     }
+    nothing_after(tar.into_inner())?;
     let top = top.ok_or_else(|| CheckError::Layout("the archive is empty".into()))?;
     let manifest = manifest.ok_or_else(|| CheckError::Layout("no MANIFEST.json".into()))?;
     let manifest: serde_json::Value = serde_json::from_slice(&manifest)
@@ -213,3 +249,6 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
         readme,
     })
 }
+
+#[cfg(test)]
+mod tests;
