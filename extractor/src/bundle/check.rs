@@ -2,7 +2,9 @@
 //! file or a directory inside the one top directory (no link, device or
 //! absolute or `..` path that unpacking would follow out of it), every
 //! file the manifest lists is there with its size and SHA-256, nothing
-//! else is, and the README names exactly the files there are. After the
+//! else is, and the README names exactly the files there are. No entry
+//! carries a pax record an unpacker could act on beyond its path, size,
+//! times and owner ([`PAX_KEYS`]). After the
 //! tar's end there is nothing but zeros up to the end of the one gzip
 //! member, and nothing after that: what gzip(1) or tar(1) would go on to
 //! read there (a second member, say) is never seen by the check. The
@@ -57,6 +59,35 @@ fn entry_kind(kind: tar::EntryType) -> Option<String> {
         other => format!("an entry of type '{}'", other.as_byte().escape_ascii()),
     };
     Some(what)
+}
+
+/// The pax extended header keys a bundle may carry: the ones that only
+/// restate a ustar header field at more length or precision, which both
+/// the tar crate and tar(1) read the same way. Our writer emits none (a
+/// long name goes in a GNU long-name entry); GNU tar `--format=pax`
+/// writes the times, Python's tarfile the path, ids, names and size.
+/// Any other key could make an unpacker act on something the check
+/// never saw: `GNU.sparse.name` unpacks a file under another name,
+/// `GNU.sparse.map` rearranges its bytes, `SCHILY.xattr.*` sets
+/// attributes, `hdrcharset` changes how the path reads, `linkpath`
+/// belongs to links, which are refused.
+const PAX_KEYS: [&str; 9] = [
+    "path", "size", "mtime", "atime", "ctime", "uid", "gid", "uname", "gname",
+];
+
+/// The first pax extended header key of `entry` not in [`PAX_KEYS`]
+/// (escaped for printing), or why its records cannot be read.
+fn unknown_pax_key<R: Read>(entry: &mut tar::Entry<R>) -> io::Result<Option<String>> {
+    let Some(records) = entry.pax_extensions()? else {
+        return Ok(None);
+    };
+    for record in records {
+        let key = record?.key_bytes();
+        if !PAX_KEYS.iter().any(|k| k.as_bytes() == key) {
+            return Ok(Some(key.escape_ascii().to_string()));
+        }
+    }
+    Ok(None)
 }
 
 /// Why a path could lead out of the directory it is unpacked in, if it
@@ -127,6 +158,15 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
         }
         if let Some(what) = path_escapes(&entry.path_bytes()) {
             return refuse(what.into());
+        }
+        if let Some(key) = unknown_pax_key(&mut entry)? {
+            return Err(CheckError::Unsafe {
+                path,
+                what: format!(
+                    "a pax extended header record `{key}`: a bundle's pax records hold only {}",
+                    PAX_KEYS.join(", ")
+                ),
+            });
         }
         let first = path.split('/').next().unwrap_or_default().to_string();
         match &top {

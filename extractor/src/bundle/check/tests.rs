@@ -38,12 +38,39 @@ fn bundle_files(files: &[(&str, &[u8])]) -> Vec<(String, Vec<u8>)> {
 
 /// `files` as a ustar archive under `b1/`, without its end blocks.
 fn tar_of(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    tar_with(files, |_, _| {})
+}
+
+/// A pax extended header of `records`, for the entry after it.
+fn pax(tar: &mut tar::Builder<Vec<u8>>, records: &[(&str, &str)]) {
+    let mut data = Vec::new();
+    for (k, v) in records {
+        let record = format!(" {k}={v}\n");
+        // The length counts its own digits.
+        let mut len = record.len();
+        while record.len() + len.to_string().len() != len {
+            len = record.len() + len.to_string().len();
+        }
+        data.extend_from_slice(format!("{len}{record}").as_bytes());
+    }
+    let mut h = tar::Header::new_ustar();
+    h.set_entry_type(tar::EntryType::XHeader);
+    h.set_size(data.len() as u64);
+    tar.append_data(&mut h, "PaxHeaders/x", &data[..]).unwrap();
+}
+
+/// [`tar_of`], with `before` called before each file's entry.
+fn tar_with(
+    files: &[(String, Vec<u8>)],
+    before: impl Fn(&str, &mut tar::Builder<Vec<u8>>),
+) -> Vec<u8> {
     let mut tar = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_ustar();
     h.set_entry_type(tar::EntryType::Directory);
     h.set_size(0);
     tar.append_data(&mut h, "b1/", io::empty()).unwrap();
     for (p, d) in files {
+        before(p, &mut tar);
         let mut h = tar::Header::new_ustar();
         h.set_size(d.len() as u64);
         tar.append_data(&mut h, format!("b1/{p}"), &d[..]).unwrap();
@@ -103,4 +130,38 @@ fn data_after_the_tar_end_is_refused() {
     let mut archive = intact();
     archive.extend_from_slice(&tar_of(&[("dmesg.txt".into(), b"replaced\n".to_vec())]));
     assert!(layout_error(&gzip(&archive)).contains("after the tar archive's end"));
+}
+
+#[test]
+fn a_pax_record_an_unpacker_would_act_on_is_refused() {
+    let files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n"), ("notes.txt", b"x")]);
+    // What GNU tar and Python's tarfile write passes.
+    let plain = tar_with(&files, |p, tar| {
+        pax(
+            tar,
+            &[
+                ("mtime", "1.5"),
+                ("atime", "2"),
+                ("path", &format!("b1/{p}")),
+            ],
+        )
+    });
+    check(&gzip(&[plain, END.to_vec()].concat())[..]).unwrap();
+    // A sparse 1.0 file: GNU tar unpacks it as /tmp/evil.
+    let sparse = tar_with(&files, |p, tar| {
+        if p == "notes.txt" {
+            pax(
+                tar,
+                &[("GNU.sparse.major", "1"), ("GNU.sparse.name", "/tmp/evil")],
+            )
+        }
+    });
+    match check(&gzip(&[sparse, END.to_vec()].concat())[..]) {
+        Err(e @ CheckError::Unsafe { .. }) => {
+            let e = e.to_string();
+            assert!(e.starts_with("b1/notes.txt: "), "{e}");
+            assert!(e.contains("record `GNU.sparse.major`"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
