@@ -37,6 +37,8 @@ mod archive;
 mod check;
 mod digest;
 mod dmesg;
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod grant;
 mod gzip;
 pub mod logs;

@@ -91,6 +91,8 @@ pub struct Exported {
 /// A bundle that checked out, with its rows.
 struct Ready {
     path: PathBuf,
+    /// The file that was checked: reading it again must find the same.
+    identity: Identity,
     top: String,
     tool: String,
     crashes: Vec<Crash>,
@@ -99,7 +101,7 @@ struct Ready {
 /// Checks `path` and makes its crashes rows; the error says why it is
 /// left out.
 fn ready(path: &Path) -> Result<(Ready, String), String> {
-    let file = File::open(path).map_err(|e| format!("opening it: {e}"))?;
+    let (file, identity) = open_bundle(path).map_err(|e| format!("opening it: {e}"))?;
     let Checked { top, manifest, .. } =
         bundle::check(BufReader::new(file)).map_err(|e| format!("not intact: {e}"))?;
     let (crashes, created) =
@@ -112,12 +114,66 @@ fn ready(path: &Path) -> Result<(Ready, String), String> {
     Ok((
         Ready {
             path: path.to_path_buf(),
+            identity,
             top,
             tool,
             crashes,
         },
         day,
     ))
+}
+
+/// Which file a bundle was when it was checked, and its size and times:
+/// a bundle is checked first and read for its rows later (all of a batch
+/// is checked before any is exported), so the file read the second time
+/// must be the one checked. Keeping each checked file open would hold a
+/// descriptor per bundle of the batch; its device, inode, size and
+/// change time say as much: a file renamed over it, or put in its place
+/// after a delete, has another inode or a later change time, and a write
+/// to it a later change time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    /// Seconds and nanoseconds.
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// Opens the bundle at `path` for reading, with what identifies it;
+/// anything but a regular file is refused, and opening a FIFO does not
+/// wait for a writer.
+fn open_bundle(path: &Path) -> io::Result<(File, Identity)> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // O_NONBLOCK changes nothing for a regular file's reads.
+    let file = File::options()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    let m = file.metadata()?;
+    if !m.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let identity = Identity {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+        ctime: (m.ctime(), m.ctime_nsec()),
+    };
+    Ok((file, identity))
+}
+
+impl Ready {
+    /// The bundle's file again, if it is still the one checked.
+    fn reopen(&self) -> io::Result<File> {
+        let (file, identity) = open_bundle(&self.path)?;
+        if identity != self.identity {
+            return Err(io::Error::other("replaced or written to since its check"));
+        }
+        Ok(file)
+    }
 }
 
 /// Checks `bundles` on every core: the ones to export, each with the
@@ -204,7 +260,7 @@ fn read_bundle(
     mut event: impl FnMut(&Crash, &Event) -> Result<(), Stop>,
     mut file: impl FnMut(&str, &mut dyn Read) -> io::Result<()>,
 ) -> Result<(), Stop> {
-    let archive = File::open(&b.path).map_err(Stop::Archive)?;
+    let archive = b.reopen().map_err(Stop::Archive)?;
     let mut tar = tar::Archive::new(GzDecoder::new(BufReader::new(archive)));
     for entry in tar.entries().map_err(Stop::Archive)? {
         let mut entry = entry.map_err(Stop::Archive)?;
@@ -283,3 +339,6 @@ fn skip_line(r: &mut impl BufRead) -> io::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

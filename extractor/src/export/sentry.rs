@@ -27,7 +27,6 @@ use rayon::prelude::*;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -157,7 +156,7 @@ fn envelope(out: &Path, b: &Ready, attach_bundle: bool) -> Result<Exported, Expo
         item(&mut w, header, &mut dmesg.as_slice(), None).map_err(io_error)?;
     }
     if attach_bundle {
-        let file = File::open(&b.path).map_err(io_error)?;
+        let file = b.reopen().map_err(io_error)?;
         let size = file.metadata().map_err(io_error)?.len();
         let name = b.path.file_name().map_or_else(
             || format!("{}.tar.gz", b.top),

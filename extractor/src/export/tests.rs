@@ -1,0 +1,85 @@
+//! Reading bundles for export: the bytes read for rows are the bytes
+//! checked.
+
+use super::*;
+use crate::bundle::fixture::*;
+
+/// An event line of region 0 at `ts`.
+fn event(ts: u64) -> String {
+    format!(
+        "{{\"kind\":\"event\",\"region\":0,\"stream\":0,\"cpu\":0,\"ts\":{ts},\"type\":\"printk\",\
+         \"salvaged\":false,\"fields\":{{\"level\":3,\"text\":\"hi\"}}}}\n"
+    )
+}
+
+/// A manifest with one crashed region, its events in `events`.
+fn manifest(events: &str) -> serde_json::Value {
+    serde_json::json!({
+        "manifest_version": 1,
+        "tool": { "name": "crashring", "version": "x" },
+        "regions": [{
+            "index": 0, "hostname": "h", "boot_id": "b", "kernel_release": "6.1",
+            "generation": 1, "state": "crashed",
+            "clock": { "wall_offset_ns": 1_700_000_000_000_000_000u64,
+                       "created_utc": "2024-01-01T00:00:00.000000000Z" },
+            "crash": { "reason": "panic", "cpu": 0, "time_ns": 100,
+                       "time_utc": "2024-01-01T00:00:01.000000000Z", "message": "m" },
+            "damaged": false, "recovered": 1, "lost": 0, "lost_exact": true,
+            "files": { "events": events },
+        }],
+    })
+}
+
+/// A `.tar.gz` bundle `b1` whose one event is at `ts`.
+fn bundle_saying(ts: u64) -> Vec<u8> {
+    let events = event(ts);
+    let files = bundle_files_with(
+        &[("kernel/events.jsonl", events.as_bytes())],
+        manifest("kernel/events.jsonl"),
+    );
+    gzip(&[tar_of(&files), END.to_vec()].concat())
+}
+
+/// The times of the events read from `b`'s archive.
+fn times(b: &Ready) -> Result<Vec<u64>, String> {
+    let mut said = Vec::new();
+    let read = read_bundle(
+        b,
+        &mut Exported::default(),
+        |_, e| {
+            said.push(e.ts());
+            Ok(())
+        },
+        |_, _| Ok(()),
+    );
+    match read {
+        Ok(()) => Ok(said),
+        Err(Stop::Archive(e)) => Err(e.to_string()),
+        Err(Stop::Output(e)) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_bundle_replaced_after_its_check_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b.tar.gz");
+    std::fs::write(&path, bundle_saying(5)).unwrap();
+    let (b, _) = ready(&path).unwrap();
+    assert_eq!(times(&b).unwrap(), [5]);
+
+    // Renamed over it.
+    let other = dir.path().join("other");
+    std::fs::write(&other, bundle_saying(6)).unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    let e = times(&b).unwrap_err();
+    assert!(e.contains("replaced"), "{e}");
+
+    // A FIFO in its place: refused, not waited on.
+    std::fs::remove_file(&path).unwrap();
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = times(&b).unwrap_err();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = ready(&path).err().unwrap();
+    assert!(e.contains("not a regular file"), "{e}");
+}
