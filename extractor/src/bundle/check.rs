@@ -14,11 +14,17 @@
 
 use super::readme::FILES_HEADING;
 use flate2::bufread::GzDecoder;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, BufReader, Read};
 
 /// Largest MANIFEST.json or README.txt read.
 pub const MAX_TEXT: u64 = 16 << 20;
+
+/// Most entries (files and directories) a bundle may have. Ours hold a
+/// few per region and log, and a CTF stream file per stream (at most
+/// 4096 a region); the bound keeps what the check holds per file (its
+/// path, size and digest) within tens of megabytes.
+pub const MAX_ENTRIES: usize = 100_000;
 
 /// A bundle that checked out.
 #[derive(Clone, Debug)]
@@ -144,7 +150,12 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
     let mut files = BTreeMap::new();
     let mut digests = BTreeMap::new();
     let (mut manifest, mut readme) = (None, None);
-    for entry in tar.entries()? {
+    for (n, entry) in tar.entries()?.enumerate() {
+        if n == MAX_ENTRIES {
+            return Err(CheckError::Layout(format!(
+                "over {MAX_ENTRIES} entries, more than a bundle has"
+            )));
+        }
         let mut entry = entry?;
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let refuse = |what: String| {
@@ -219,7 +230,7 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
     let listed = manifest["files"]
         .as_array()
         .ok_or_else(|| CheckError::Layout("MANIFEST.json has no files list".into()))?;
-    let mut seen = vec!["MANIFEST.json".to_string()];
+    let mut seen = BTreeSet::from(["MANIFEST.json"]);
     for f in listed {
         let (Some(path), Some(size), Some(sha)) =
             (f["path"].as_str(), f["size"].as_u64(), f["sha256"].as_str())
@@ -248,9 +259,9 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
                 digests[path]
             )));
         }
-        seen.push(path.into());
+        seen.insert(path);
     }
-    if let Some(extra) = files.keys().find(|p| !seen.contains(p)) {
+    if let Some(extra) = files.keys().find(|p| !seen.contains(p.as_str())) {
         return Err(CheckError::Mismatch {
             path: extra.clone(),
             what: "in the archive, not in MANIFEST.json".into(),
@@ -263,7 +274,7 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
         .ok_or_else(|| {
             CheckError::Layout(format!("README.txt has no \"{FILES_HEADING}\" section"))
         })?;
-    let named: Vec<&str> = section
+    let named: BTreeSet<&str> = section
         .lines()
         .skip(1)
         .filter(|l| !l.is_empty() && !l.starts_with(' '))

@@ -89,7 +89,16 @@ pub(crate) fn tar_with(
 }
 
 pub(crate) fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gzip_at(data, flate2::Compression::fast())
+}
+
+/// `data` as one gzip member of stored blocks: quick for large tests.
+pub(crate) fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    gzip_at(data, flate2::Compression::none())
+}
+
+fn gzip_at(data: &[u8], level: flate2::Compression) -> Vec<u8> {
+    let mut gz = GzEncoder::new(Vec::new(), level);
     io::Write::write_all(&mut gz, data).unwrap();
     gz.finish().unwrap()
 }

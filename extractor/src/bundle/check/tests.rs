@@ -77,3 +77,30 @@ fn a_pax_record_an_unpacker_would_act_on_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn more_entries_than_a_bundle_has_are_refused() {
+    // Directories, so that only their number is wrong: the files are an
+    // intact bundle's.
+    let files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    let dirs = |n: usize| {
+        tar_with(&files, |p, tar| {
+            if p != "MANIFEST.json" {
+                return;
+            }
+            for i in 0..n {
+                let mut h = tar::Header::new_ustar();
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_size(0);
+                tar.append_data(&mut h, format!("b1/d{i}/"), io::empty())
+                    .unwrap();
+            }
+        })
+    };
+    // b1/, the dirs, and 3 files.
+    let at_most = dirs(MAX_ENTRIES - 4);
+    check(&gzip_stored(&[at_most, END.to_vec()].concat())[..]).unwrap();
+    let over = dirs(MAX_ENTRIES - 3);
+    let e = layout_error(&gzip_stored(&[over, END.to_vec()].concat()));
+    assert!(e.contains("over 100000 entries"), "{e}");
+}
