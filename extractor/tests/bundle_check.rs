@@ -231,3 +231,26 @@ fn check_bundle_refuses_links_and_paths_that_leave_the_bundle() {
         );
     }
 }
+
+#[test]
+fn check_bundle_prints_the_archive_s_names_escaped() {
+    let image = write_tmp("bundle-escape.bin", &rich_image());
+    let (_, archive) = bundle(&image, "escape.tar.gz", &[]);
+    // The whole bundle under a top directory that would set the
+    // terminal's title: intact, and said so without driving it.
+    let renamed = repack(&archive, |list| {
+        let top = list[0].0.trim_end_matches('/').to_string();
+        for (p, _) in list.iter_mut() {
+            *p = p.replacen(&top, "t\x1b]0;owned\x07", 1);
+        }
+    });
+    let path = write_tmp("escape-\u{202e}1.tar.gz", &renamed);
+    let out = crashring(&["check-bundle", path.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(r"escape-\xe2\x80\xae1.tar.gz: intact: t\x1b]0;owned\x07/"),
+        "{said}"
+    );
+    assert!(!said.contains(['\x1b', '\x07', '\u{202e}']), "{said}");
+}

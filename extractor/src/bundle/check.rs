@@ -14,6 +14,7 @@
 
 use super::readme::FILES_HEADING;
 use flate2::bufread::GzDecoder;
+use pstore_ring::text::push_escaped;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, BufReader, Read};
 
@@ -37,18 +38,31 @@ pub struct Checked {
     pub readme: String,
 }
 
+/// Every message quotes the archive (its paths, the manifest's and the
+/// README's text, what the tar crate said of a header), so each is
+/// shown [`escaped`]: the fields hold the text as it was, the message
+/// holds no control or bidirectional character to drive a terminal.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("reading the archive: {0}")]
+    #[error("reading the archive: {}", escaped(&.0.to_string()))]
     Read(#[from] io::Error),
-    #[error("{0}")]
+    #[error("{}", escaped(.0))]
     Layout(String),
-    #[error("{path}: {what}")]
+    #[error("{}: {}", escaped(path), escaped(what))]
     Mismatch { path: String, what: String },
     /// An entry that is no regular file or directory, or whose path could
     /// leave the top directory: named by its path in the archive.
-    #[error("{path}: {what}")]
+    #[error("{}: {}", escaped(path), escaped(what))]
     Unsafe { path: String, what: String },
+}
+
+/// `text` for a terminal or a log: each control and bidirectional
+/// character as `\xNN` ([`push_escaped`]), the rest as it is.
+pub fn escaped(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len());
+    push_escaped(&mut out, text.as_bytes());
+    // Valid UTF-8 runs and ASCII escapes: nothing for lossy to replace.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// What an entry that is not a regular file or directory is.

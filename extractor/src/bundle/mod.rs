@@ -47,7 +47,7 @@ mod readme;
 pub mod redact;
 
 pub use add_log::{AddLog, LogSource, KERNEL_PRINTK};
-pub use check::{check, CheckError, Checked};
+pub use check::{check, escaped, CheckError, Checked};
 
 use archive::Packing;
 use digest::{digest, Digested, Digesting};

@@ -104,3 +104,28 @@ fn more_entries_than_a_bundle_has_are_refused() {
     let e = layout_error(&gzip_stored(&[over, END.to_vec()].concat()));
     assert!(e.contains("over 100000 entries"), "{e}");
 }
+
+#[test]
+fn what_the_archive_says_is_shown_escaped() {
+    // A file that is in no list, named to clear the screen.
+    let mut files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    files.push(("\x1b[2J\u{202e}x".into(), b"x".to_vec()));
+    let e = check(&gzip(&[tar_of(&files), END.to_vec()].concat())[..])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(r"\x1b[2J\xe2\x80\xaex: in the archive"),
+        "{e}"
+    );
+    // A path only MANIFEST.json names, and a layout error quoting one.
+    let mut files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    let mut m: serde_json::Value = serde_json::from_slice(&files[0].1).unwrap();
+    m["files"][0]["path"] = "\u{9b}2J".into();
+    files[0].1 = m.to_string().into_bytes();
+    let e = check(&gzip(&[tar_of(&files), END.to_vec()].concat())[..])
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with(r"\xc2\x9b2J: listed in MANIFEST.json"), "{e}");
+    let e = CheckError::Layout("\x07 is outside".into()).to_string();
+    assert_eq!(e, r"\x07 is outside");
+}
