@@ -24,7 +24,7 @@ use crate::bundle::{self, Checked};
 use flate2::read::GzDecoder;
 use rayon::prelude::*;
 use rows::{Crash, Event};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -102,10 +102,15 @@ struct Ready {
 /// left out.
 fn ready(path: &Path) -> Result<(Ready, String), String> {
     let (file, identity) = open_bundle(path).map_err(|e| format!("opening it: {e}"))?;
-    let Checked { top, manifest, .. } =
-        bundle::check(BufReader::new(file)).map_err(|e| format!("not intact: {e}"))?;
+    let Checked {
+        top,
+        manifest,
+        files,
+        ..
+    } = bundle::check(BufReader::new(file)).map_err(|e| format!("not intact: {e}"))?;
     let (crashes, created) =
         rows::crashes(&manifest).map_err(|m| format!("MANIFEST.json lacks {m}"))?;
+    events_files_checked(&crashes, &files)?;
     let tool = manifest["tool"]["version"]
         .as_str()
         .unwrap_or("unknown")
@@ -121,6 +126,33 @@ fn ready(path: &Path) -> Result<(Ready, String), String> {
         },
         day,
     ))
+}
+
+/// Whether each region's events file is one of the bundle's checked
+/// `files`, and no two regions name the same one: rows are read from
+/// the files the manifest names, so one named but absent would read as
+/// a region without events, silently, and one named twice would give
+/// each region the other's events.
+fn events_files_checked(crashes: &[Crash], files: &BTreeMap<String, u64>) -> Result<(), String> {
+    let mut named = BTreeSet::new();
+    for c in crashes {
+        let Some(events) = &c.events_file else {
+            continue;
+        };
+        let why = if !files.contains_key(events) {
+            "is not in the bundle"
+        } else if !named.insert(events) {
+            "is another region's too"
+        } else {
+            continue;
+        };
+        return Err(format!(
+            "MANIFEST.json: region {}'s events file {} {why}",
+            c.region,
+            bundle::escaped(events)
+        ));
+    }
+    Ok(())
 }
 
 /// Which file a bundle was when it was checked, and its size and times:

@@ -83,3 +83,29 @@ fn a_bundle_replaced_after_its_check_is_not_read() {
     let e = ready(&path).err().unwrap();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+#[test]
+fn events_files_the_manifest_names_must_be_checked_files_each_of_one_region() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b.tar.gz");
+    let events = event(5);
+    let refused = |manifest: serde_json::Value| {
+        let files = bundle_files_with(&[("kernel/events.jsonl", events.as_bytes())], manifest);
+        std::fs::write(&path, gzip(&[tar_of(&files), END.to_vec()].concat())).unwrap();
+        ready(&path).err().unwrap()
+    };
+    let e = refused(manifest("kernel/missing.jsonl"));
+    assert_eq!(
+        e,
+        "MANIFEST.json: region 0's events file kernel/missing.jsonl is not in the bundle"
+    );
+    let mut twice = manifest("kernel/events.jsonl");
+    let mut second = twice["regions"][0].clone();
+    second["index"] = 1.into();
+    twice["regions"].as_array_mut().unwrap().push(second);
+    let e = refused(twice);
+    assert!(
+        e.contains("region 1's events file kernel/events.jsonl is another region's too"),
+        "{e}"
+    );
+}
