@@ -1,6 +1,7 @@
 //! A Parquet file written a row at a time: the rows are buffered column
-//! by column and go out as a row group every [`ROW_GROUP`] rows, so
-//! memory stays bounded however many rows a file gets. The file is
+//! by column and go out as a row group every [`ROW_GROUP`] rows, or
+//! sooner once their text reaches [`ROW_GROUP_BYTES`], so memory stays
+//! bounded however many rows a file gets, and however long their text. The file is
 //! staged under a hidden random name in its directory and renamed into
 //! place when complete ([`Part::finish`]): a reader globbing `*.parquet`
 //! never sees half a file, and a failed export leaves none.
@@ -23,6 +24,11 @@ use tempfile::NamedTempFile;
 /// Rows per row group: large enough for DuckDB's readers to work in
 /// parallel, small enough to hold in memory.
 pub const ROW_GROUP: usize = 65_536;
+
+/// Text buffered before a row group goes out whatever its rows: a
+/// bundle's lines may each be a mebibyte, which [`ROW_GROUP`] of them
+/// would make 64 GiB (and an event's text is copied into two columns).
+pub const ROW_GROUP_BYTES: usize = 64 << 20;
 
 /// The value of one column in one row.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -141,6 +147,8 @@ pub struct Part {
     path: PathBuf,
     columns: Vec<Column>,
     buffered: usize,
+    /// Bytes of text among the buffered rows.
+    buffered_bytes: usize,
     rows: u64,
 }
 
@@ -205,6 +213,7 @@ impl Part {
             path: path.to_path_buf(),
             columns,
             buffered: 0,
+            buffered_bytes: 0,
             rows: 0,
         })
     }
@@ -219,10 +228,13 @@ impl Part {
         );
         for (column, &cell) in self.columns.iter_mut().zip(row) {
             column.push(cell);
+            if let Cell::Str(text) = cell {
+                self.buffered_bytes += text.len();
+            }
         }
         self.buffered += 1;
         self.rows += 1;
-        if self.buffered == ROW_GROUP {
+        if self.buffered == ROW_GROUP || self.buffered_bytes >= ROW_GROUP_BYTES {
             self.flush()?;
         }
         Ok(())
@@ -273,6 +285,7 @@ impl Part {
         }
         group.close().map_err(error)?;
         self.buffered = 0;
+        self.buffered_bytes = 0;
         Ok(())
     }
 
@@ -299,7 +312,7 @@ impl Part {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cell, Part, Schema, ROW_GROUP};
+    use super::{Cell, Part, Schema, ROW_GROUP, ROW_GROUP_BYTES};
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
     const SCHEMA: Schema = Schema {
@@ -358,6 +371,30 @@ mod tests {
                 format!("{{n: {n}, s: {s}, odd: {}, small: {small}}}", n % 2 == 1)
             );
         }
+    }
+
+    #[test]
+    fn rows_of_long_text_go_out_before_their_text_passes_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let mut part = Part::create(&path, &SCHEMA).unwrap();
+        // A mebibyte a line, as a bundle's longest lines.
+        let text = "x".repeat(1 << 20);
+        let rows = 2 * (ROW_GROUP_BYTES >> 20) + 1;
+        for n in 0..rows {
+            part.push(&[
+                Cell::I64(n as i64),
+                Cell::Str(&text),
+                Cell::Bool(false),
+                Cell::Null,
+            ])
+            .unwrap();
+            assert!(part.buffered_bytes < ROW_GROUP_BYTES);
+        }
+        part.finish().unwrap();
+        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 3);
+        assert_eq!(reader.metadata().file_metadata().num_rows(), rows as i64);
     }
 
     #[test]
