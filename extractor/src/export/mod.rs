@@ -108,6 +108,12 @@ fn ready(path: &Path) -> Result<(Ready, String), String> {
         files,
         ..
     } = bundle::check(BufReader::new(file)).map_err(|e| format!("not intact: {e}"))?;
+    if !is_top_name(&top) {
+        return Err(format!(
+            "its top directory `{}` is no name crashring gives a bundle (a file name of at most {MAX_TOP} bytes of letters, digits, `.`, `-` and `_`)",
+            bundle::escaped(&top)
+        ));
+    }
     let (crashes, created) =
         rows::crashes(&manifest).map_err(|m| format!("MANIFEST.json lacks {m}"))?;
     events_files_checked(&crashes, &files)?;
@@ -126,6 +132,22 @@ fn ready(path: &Path) -> Result<(Ready, String), String> {
         },
         day,
     ))
+}
+
+/// The longest top directory a bundle of ours has: its kind, a host name
+/// cut at 64 characters, the time and the boot id come to about 100.
+const MAX_TOP: usize = 128;
+
+/// Whether `top` is a top directory crashring could have written: it
+/// names the bundle's rows and its Sentry envelope file, so it must make
+/// a file name in any directory (a longer one failed the whole export).
+fn is_top_name(top: &str) -> bool {
+    !top.is_empty()
+        && top.len() <= MAX_TOP
+        && !top.starts_with('.')
+        && top
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
 /// Whether each region's events file is one of the bundle's checked

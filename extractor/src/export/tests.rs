@@ -109,3 +109,34 @@ fn events_files_the_manifest_names_must_be_checked_files_each_of_one_region() {
         "{e}"
     );
 }
+
+/// `files` as a bundle whose top directory is `top`.
+fn bundle_under(top: &str, files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (p, d) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(d.len() as u64);
+        tar.append_data(&mut h, format!("{top}/{p}"), &d[..])
+            .unwrap();
+    }
+    gzip(&tar.into_inner().unwrap())
+}
+
+#[test]
+fn a_top_directory_that_makes_no_file_name_is_refused_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = event(5);
+    let files = bundle_files_with(
+        &[("kernel/events.jsonl", events.as_bytes())],
+        manifest("kernel/events.jsonl"),
+    );
+    let path = dir.path().join("b.tar.gz");
+    let good = "crash-h-20240101T000001Z-00000000";
+    std::fs::write(&path, bundle_under(good, &files)).unwrap();
+    assert_eq!(ready(&path).unwrap().0.top, good);
+    // Its Sentry envelope's name would be too long for any file system.
+    let long = "x".repeat(250);
+    std::fs::write(&path, bundle_under(&long, &files)).unwrap();
+    let e = ready(&path).err().unwrap();
+    assert!(e.contains("no name crashring gives a bundle"), "{e}");
+}
