@@ -508,6 +508,9 @@ fn damaged_hostile_and_older_bundles_are_named_and_the_rest_exported() {
     // A second copy of a crash's bundle, as a retried upload leaves.
     let copy = dir.join("zz-copy.tar.gz");
     std::fs::copy(&good[3], &copy).unwrap();
+    // Another, named to drive the terminal that shows what export says.
+    let loud = dir.join("zz-loud\u{1b}[2J.tar.gz");
+    std::fs::copy(&good[3], &loud).unwrap();
     std::fs::remove_file(&good[1]).unwrap();
     std::fs::remove_file(&good[2]).unwrap();
 
@@ -553,12 +556,17 @@ fn damaged_hostile_and_older_bundles_are_named_and_the_rest_exported() {
             name(&copy),
             &format!("the same crash as {}, exported once", name(&good[3])),
         ),
+        (
+            name(&dir.join("zz-loud\\x1b[2J.tar.gz")),
+            "the same crash as",
+        ),
     ] {
         assert!(
             stderr.lines().any(|l| l.contains(&what) && l.contains(why)),
             "{what}: {why} not in {stderr}"
         );
     }
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
     // The cut bundle's crash is the first's, which is exported; so are
     // the hostile one's good lines and the older one's crash.
     assert_eq!(rows_in(&dataset, "crashes"), 4, "{stderr}");

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use extractor::bundle::escaped;
 use extractor::export;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{self, IsTerminal};
@@ -92,29 +93,36 @@ pub fn run(args: ExportArgs) -> Result<u8> {
     };
     let exported = exported.with_context(|| format!("exporting into {}", into.display()))?;
     bar.finish_and_clear();
+    // Bundle file names come from elsewhere (a fleet's spool), as does
+    // what is said of their contents: shown escaped.
+    let shown = |p: &Path| escaped(&p.to_string_lossy());
     for r in &exported.refused {
-        eprintln!("crashring: {}: left out: {}", r.path.display(), r.why);
+        eprintln!(
+            "crashring: {}: left out: {}",
+            shown(&r.path),
+            escaped(&r.why)
+        );
     }
     for (p, first) in &exported.duplicates {
         eprintln!(
             "crashring: {}: the same crash as {}, exported once",
-            p.display(),
-            first.display()
+            shown(p),
+            shown(first)
         );
     }
     for p in &exported.without_events {
         eprintln!(
             "crashring: {}: made before bundles held events.jsonl: its crash exported, no events",
-            p.display()
+            shown(p)
         );
     }
     for l in &exported.first_bad_lines {
         eprintln!(
             "crashring: {}: {} line {}: left out: {}",
-            l.bundle.display(),
-            l.file,
+            shown(&l.bundle),
+            escaped(&l.file),
             l.line,
-            l.why
+            escaped(&l.why)
         );
     }
     if exported.bad_lines > exported.first_bad_lines.len() as u64 {
