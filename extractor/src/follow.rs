@@ -147,8 +147,10 @@ pub struct Follower {
     polled: bool,
     /// The generation followed: its boot id, number and creation time.
     generation: Option<([u8; 16], u64, u64)>,
-    /// Where the tables end in the buffer, as the last poll read them.
-    tables_end: usize,
+    /// The tables (the header up to the first page) as the last poll that
+    /// read them read them: a stream found replaced is named as they
+    /// named it, even after a poll that failed.
+    tables: Vec<u8>,
     /// The streams read: those of others are left unread.
     selection: Selection,
     /// The ends this poll found replaced before they were read: handed
@@ -174,7 +176,7 @@ impl Follower {
             from_start,
             polled: false,
             generation: None,
-            tables_end: 0,
+            tables: Vec::new(),
             selection: Selection::default(),
             unread: Vec::new(),
             retired: Vec::new(),
@@ -193,7 +195,9 @@ impl Follower {
 
     /// The counts so far of each stream `selection` keeps (its streams;
     /// its types and times do not count), those of its earlier holders or
-    /// generations under the same name added in.
+    /// generations under the same name added in (a label names one
+    /// stream at a time; two programs that name their streams alike are
+    /// counted as one, then as at least).
     pub fn counts(&self, selection: &Selection) -> Vec<StreamCount> {
         let mut counts: Vec<StreamCount> = self
             .streams
@@ -251,9 +255,7 @@ impl Follower {
         }
         let size = info.region_size as usize;
         let generation = Some((info.boot_id, info.generation, info.created_ns));
-        // The tables the streams were last read under: a stream found
-        // replaced is named as they named it.
-        let before = self.buf[..self.tables_end].to_vec();
+        let before = self.tables.clone();
         if self.generation != generation || self.buf.len() != size {
             // Another generation (the module loaded again; in the other
             // slot, a region of the same size looks the same but for
@@ -261,7 +263,6 @@ impl Follower {
             // old ones' counts kept under their names.
             self.generation = generation;
             self.buf = vec![0; size];
-            self.tables_end = 0;
             for i in 0..self.streams.len() {
                 self.start_over(i, Vec::new());
             }
@@ -362,7 +363,7 @@ impl Follower {
         info: &pstore_ring::read::HeaderInfo,
     ) -> Result<(Vec<bool>, Vec<Range<u64>>), FollowError> {
         let tables = self.read_tables(live, info)?;
-        self.tables_end = tables.end as usize;
+        self.tables = self.buf[..tables.end as usize].to_vec();
         let mut present: Vec<Range<u64>> = Vec::with_capacity(tables.spans.len() + 1);
         present.push(0..tables.end);
         let wanted = self.wanted(&tables)?;

@@ -721,7 +721,7 @@ fn a_poll_that_fails_after_a_new_generation_still_hands_over_the_old_ends() {
     write::format(&mut new, &new_cfg).unwrap();
     let mut f = Follower::new(true, Pointers::Raw);
     f.poll(&old, |_, _| {}).unwrap();
-    assert!(f.tables_end > new.len());
+    assert!(f.tables.len() > new.len());
     // The new generation's descriptors cannot be read this time.
     let failing = Unreadable {
         bytes: new.clone(),
@@ -747,4 +747,25 @@ fn an_end_replaced_after_a_start_from_now_is_placed_after_what_was_there() {
         ui.contains("0.000001004") && ui.contains(REPLACED),
         "{text}"
     );
+}
+
+#[test]
+fn an_end_found_after_a_failed_poll_keeps_the_old_holders_name() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    let mut f = Follower::new(true, Pointers::Raw);
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2, 3, 4]);
+    // Another program's now; the descriptors are read, what follows them
+    // is not.
+    let (mut kiosk, _) = pool_region_held_by("kiosk", 9, 1);
+    hand_out(&mut kiosk, &pages, 2_000, 0..3);
+    let after_descs = (DESC_OFFSET + 2 * DESC_SIZE) as u64;
+    let failing = Unreadable {
+        bytes: kiosk.clone(),
+        bad: after_descs..after_descs + 1,
+    };
+    assert!(f.poll(&failing, |_, _| {}).is_err());
+    let text = printed(&mut f, &kiosk);
+    let lost = text.lines().find(|l| l.contains(REPLACED)).unwrap();
+    assert!(lost.contains("ui") && !lost.contains("kiosk"), "{text}");
 }
