@@ -177,44 +177,53 @@ fn events_files_checked(crashes: &[Crash], files: &BTreeMap<String, u64>) -> Res
     Ok(())
 }
 
-/// Which file a bundle was when it was checked, and its size and times:
-/// a bundle is checked first and read for its rows later (all of a batch
-/// is checked before any is exported), so the file read the second time
-/// must be the one checked. Keeping each checked file open would hold a
-/// descriptor per bundle of the batch; its device, inode, size and
-/// change time say as much: a file renamed over it, or put in its place
-/// after a delete, has another inode or a later change time, and a write
-/// to it a later change time.
+/// Which file a bundle was when it was checked, and its size and
+/// modification time: a bundle is checked first and read for its rows
+/// later (all of a batch is checked before any is exported), so the file
+/// read the second time must be the one checked. Keeping each checked
+/// file open would hold a descriptor per bundle of the batch; its inode
+/// says as much of a file renamed over it or put in its place, its size
+/// and modification time of one written to. Not the change time, which a
+/// hard link, a chmod or an extended attribute moves too (a spool's own
+/// housekeeping), nor the device, which a remount renumbers. This tells
+/// a bundle replaced by accident (an upload finishing meanwhile), not one
+/// rewritten on purpose between its second open and its last read: who
+/// can write the spool can as well write a bundle that passes the check,
+/// which proves a bundle intact, not who made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Identity {
-    dev: u64,
     ino: u64,
     size: u64,
     /// Seconds and nanoseconds.
     mtime: (i64, i64),
-    ctime: (i64, i64),
 }
 
-/// Opens the bundle at `path` for reading, with what identifies it;
-/// anything but a regular file is refused, and opening a FIFO does not
-/// wait for a writer.
+/// Opens the bundle at `path` for reading, with what identifies it.
+/// Anything but a regular file is refused before it is opened (opening
+/// a device can act on it: a watchdog arms, a tape rewinds), and a FIFO
+/// put in its place meanwhile is not waited on.
 fn open_bundle(path: &Path) -> io::Result<(File, Identity)> {
+    use rustix::fs::OFlags;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    // O_NONBLOCK changes nothing for a regular file's reads.
+    let not_a_file = || io::Error::other("not a regular file");
+    let seen = std::fs::metadata(path)?;
+    if !seen.is_file() {
+        return Err(not_a_file());
+    }
     let file = File::options()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32)
         .open(path)?;
     let m = file.metadata()?;
-    if !m.is_file() {
-        return Err(io::Error::other("not a regular file"));
+    if !m.is_file() || (m.dev(), m.ino()) != (seen.dev(), seen.ino()) {
+        return Err(not_a_file());
     }
+    // Reads wait as a regular file's do (FUSE hands the flag to its daemon).
+    rustix::fs::fcntl_setfl(&file, OFlags::empty())?;
     let identity = Identity {
-        dev: m.dev(),
         ino: m.ino(),
         size: m.size(),
         mtime: (m.mtime(), m.mtime_nsec()),
-        ctime: (m.ctime(), m.ctime_nsec()),
     };
     Ok((file, identity))
 }

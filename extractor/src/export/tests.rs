@@ -67,6 +67,11 @@ fn a_bundle_replaced_after_its_check_is_not_read() {
     let (b, _) = ready(&path).unwrap();
     assert_eq!(times(&b).unwrap(), [5]);
 
+    // Its mode changed by the spool's housekeeping: the same bytes.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(times(&b).unwrap(), [5]);
+
     // Renamed over it.
     let other = dir.path().join("other");
     std::fs::write(&other, bundle_saying(6)).unwrap();
