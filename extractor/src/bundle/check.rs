@@ -2,7 +2,8 @@
 //! file or a directory inside the one top directory (no link, device or
 //! absolute or `..` path that unpacking would follow out of it), every
 //! file the manifest lists is there with its size and SHA-256, nothing
-//! else is, and the README names exactly the files there are. No entry
+//! else is, and the README names exactly the files there are. No name
+//! is both a file's and a directory's. No entry
 //! carries a pax record an unpacker could act on beyond its path, size,
 //! times and owner ([`PAX_KEYS`]). After the
 //! tar's end there is nothing but zeros up to the end of the one gzip
@@ -163,6 +164,10 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
     let mut top: Option<String> = None;
     let mut files = BTreeMap::new();
     let mut digests = BTreeMap::new();
+    // The directories by their path inside the top directory, without
+    // the trailing `/` (the top directory is ""), to be compared with
+    // the files' paths.
+    let mut dirs = BTreeSet::new();
     let (mut manifest, mut readme) = (None, None);
     for (n, entry) in tar.entries()?.enumerate() {
         if n == MAX_ENTRIES {
@@ -203,7 +208,23 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             }
             Some(_) => {}
         }
+        // A directory and a file of the same name: GNU tar unpacks the
+        // later over the earlier (a checked file becomes an empty
+        // directory), and other unpackers do otherwise. Neither is what
+        // was checked.
+        let same_name = || {
+            Err(CheckError::Layout(format!(
+                "{path} is both a file and a directory in the archive"
+            )))
+        };
         if entry.header().entry_type().is_dir() {
+            let name = path.strip_suffix('/').unwrap_or(&path);
+            let rel = name.strip_prefix(first.as_str()).unwrap_or(name);
+            let rel = rel.strip_prefix('/').unwrap_or(rel);
+            if files.contains_key(rel) {
+                return same_name();
+            }
+            dirs.insert(rel.to_string());
             continue;
         }
         let Some(rel) = path.strip_prefix(&format!("{first}/")).map(String::from) else {
@@ -211,6 +232,9 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
                 "{path} is not inside a directory"
             )));
         };
+        if dirs.contains(&rel) {
+            return same_name();
+        }
         let keep = rel == "MANIFEST.json" || rel == "README.txt";
         let mut kept = Vec::new();
         let super::Digested { size, sha256 } = super::digest(&mut entry, |piece| {

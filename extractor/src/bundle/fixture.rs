@@ -69,16 +69,21 @@ pub(crate) fn pax(tar: &mut tar::Builder<Vec<u8>>, records: &[(&str, &str)]) {
     tar.append_data(&mut h, "PaxHeaders/x", &data[..]).unwrap();
 }
 
+/// A directory entry named `path`.
+pub(crate) fn dir(tar: &mut tar::Builder<Vec<u8>>, path: &str) {
+    let mut h = tar::Header::new_ustar();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_size(0);
+    tar.append_data(&mut h, path, io::empty()).unwrap();
+}
+
 /// [`tar_of`], with `before` called before each file's entry.
 pub(crate) fn tar_with(
     files: &[(String, Vec<u8>)],
     before: impl Fn(&str, &mut tar::Builder<Vec<u8>>),
 ) -> Vec<u8> {
     let mut tar = tar::Builder::new(Vec::new());
-    let mut h = tar::Header::new_ustar();
-    h.set_entry_type(tar::EntryType::Directory);
-    h.set_size(0);
-    tar.append_data(&mut h, "b1/", io::empty()).unwrap();
+    dir(&mut tar, "b1/");
     for (p, d) in files {
         before(p, &mut tar);
         let mut h = tar::Header::new_ustar();

@@ -89,11 +89,7 @@ fn more_entries_than_a_bundle_has_are_refused() {
                 return;
             }
             for i in 0..n {
-                let mut h = tar::Header::new_ustar();
-                h.set_entry_type(tar::EntryType::Directory);
-                h.set_size(0);
-                tar.append_data(&mut h, format!("b1/d{i}/"), io::empty())
-                    .unwrap();
+                dir(tar, &format!("b1/d{i}/"));
             }
         })
     };
@@ -128,4 +124,28 @@ fn what_the_archive_says_is_shown_escaped() {
     assert!(e.starts_with(r"\xc2\x9b2J: listed in MANIFEST.json"), "{e}");
     let e = CheckError::Layout("\x07 is outside".into()).to_string();
     assert_eq!(e, r"\x07 is outside");
+}
+
+#[test]
+fn a_file_and_a_directory_of_the_same_name_are_refused() {
+    // GNU tar unpacks the directory over the checked file, or the file
+    // over the directory.
+    let files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    for before in ["dmesg.txt", "README.txt"] {
+        let archive = tar_with(&files, |p, tar| {
+            if p == before {
+                dir(tar, "b1/dmesg.txt/");
+            }
+        });
+        let e = layout_error(&gzip(&[archive, END.to_vec()].concat()));
+        assert!(e.starts_with("b1/dmesg.txt"), "{e}");
+        assert!(e.contains("both a file and a directory"), "{e}");
+    }
+    // A file under a directory of another name is no conflict.
+    let archive = tar_with(&files, |p, tar| {
+        if p == "dmesg.txt" {
+            dir(tar, "b1/dmesg/");
+        }
+    });
+    check(&gzip(&[archive, END.to_vec()].concat())[..]).unwrap();
 }
