@@ -227,6 +227,11 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             dirs.insert(rel.to_string());
             continue;
         }
+        // GNU tar unpacks it as a directory whatever its type says, and
+        // it would escape the comparison of names above.
+        if path.ends_with('/') {
+            return refuse("a file entry whose name ends in `/`".into());
+        }
         let Some(rel) = path.strip_prefix(&format!("{first}/")).map(String::from) else {
             return Err(CheckError::Layout(format!(
                 "{path} is not inside a directory"

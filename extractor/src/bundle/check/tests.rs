@@ -149,3 +149,14 @@ fn a_file_and_a_directory_of_the_same_name_are_refused() {
     });
     check(&gzip(&[archive, END.to_vec()].concat())[..]).unwrap();
 }
+
+#[test]
+fn a_file_entry_named_as_a_directory_is_refused() {
+    // GNU tar unpacks b1/dmesg.txt/ as a directory over the checked
+    // b1/dmesg.txt, though its type says regular file.
+    let files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n"), ("dmesg.txt/", b"")]);
+    let e = check(&gzip(&[tar_of(&files), END.to_vec()].concat())[..]).unwrap_err();
+    assert!(matches!(e, CheckError::Unsafe { .. }), "{e:?}");
+    let e = e.to_string();
+    assert!(e.starts_with("b1/dmesg.txt/: a file entry"), "{e}");
+}
