@@ -1,7 +1,7 @@
 //! Checking a bundle as its recipient would: every entry is a regular
 //! file or a directory inside the one top directory (no link, device or
 //! absolute or `..` path that unpacking would follow out of it), every
-//! file the manifest lists is there with its size and SHA-256, nothing
+//! file the manifest lists (once) is there with its size and SHA-256, nothing
 //! else is, and the README names exactly the files there are. No name
 //! is both a file's and a directory's. No entry
 //! carries a pax record an unpacker could act on beyond its path, size,
@@ -302,7 +302,11 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
                 digests[path]
             )));
         }
-        seen.insert(path);
+        // Each entry for the file matched it, but no bundle lists a file
+        // twice, and a reader going by the list would take it twice.
+        if !seen.insert(path) {
+            return Err(mismatch("listed in MANIFEST.json twice".into()));
+        }
     }
     if let Some(extra) = files.keys().find(|p| !seen.contains(p.as_str())) {
         return Err(CheckError::Mismatch {

@@ -160,3 +160,19 @@ fn a_file_entry_named_as_a_directory_is_refused() {
     let e = e.to_string();
     assert!(e.starts_with("b1/dmesg.txt/: a file entry"), "{e}");
 }
+
+#[test]
+fn a_file_the_manifest_lists_twice_is_refused() {
+    let mut files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    let mut m: serde_json::Value = serde_json::from_slice(&files[0].1).unwrap();
+    let dmesg = m["files"][0].clone();
+    assert_eq!(dmesg["path"], "dmesg.txt");
+    m["files"].as_array_mut().unwrap().push(dmesg);
+    files[0].1 = m.to_string().into_bytes();
+    match check(&gzip(&[tar_of(&files), END.to_vec()].concat())[..]) {
+        Err(e @ CheckError::Mismatch { .. }) => {
+            assert_eq!(e.to_string(), "dmesg.txt: listed in MANIFEST.json twice");
+        }
+        other => panic!("{other:?}"),
+    }
+}
