@@ -241,12 +241,18 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             return same_name();
         }
         let keep = rel == "MANIFEST.json" || rel == "README.txt";
+        // The entry yields no more than the size its header (or pax
+        // record) gives, so refusing that size bounds what is kept; and
+        // a text too long to be ours is the bundle's fault, not a read's.
+        if keep && entry.size() > MAX_TEXT {
+            return Err(CheckError::Layout(format!(
+                "{path} is {} bytes, over the {MAX_TEXT} a bundle's {rel} may have",
+                entry.size()
+            )));
+        }
         let mut kept = Vec::new();
         let super::Digested { size, sha256 } = super::digest(&mut entry, |piece| {
             if keep {
-                if kept.len() + piece.len() > MAX_TEXT as usize {
-                    return Err(io::Error::other(format!("{rel} is over {MAX_TEXT} bytes")));
-                }
                 kept.extend_from_slice(piece);
             }
             Ok(())

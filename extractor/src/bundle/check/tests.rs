@@ -176,3 +176,23 @@ fn a_file_the_manifest_lists_twice_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_manifest_or_readme_over_the_cap_is_a_layout_error() {
+    for (name, at) in [("MANIFEST.json", 0), ("README.txt", 2)] {
+        let mut files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+        assert_eq!(files[at].0, name);
+        // Its size is all that matters: it is refused before it is read.
+        files[at].1.resize(MAX_TEXT as usize + 1, b' ');
+        let e = layout_error(&gzip_stored(&[tar_of(&files), END.to_vec()].concat()));
+        assert_eq!(
+            e,
+            format!("b1/{name} is 16777217 bytes, over the 16777216 a bundle's {name} may have")
+        );
+    }
+    // At the cap, a README is read (and then found to name the files).
+    let mut files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    files[2].1.resize(MAX_TEXT as usize, b'x');
+    let e = check(&gzip_stored(&[tar_of(&files), END.to_vec()].concat())[..]).unwrap_err();
+    assert!(matches!(e, CheckError::Mismatch { .. }), "{e:?}");
+}
