@@ -11,13 +11,16 @@
 //! read there (a second member, say) is never seen by the check. The
 //! archive is outside data:
 //! files are hashed as they stream past, and only the manifest and README
-//! are held, up to [`MAX_TEXT`] each.
+//! are held, up to [`MAX_TEXT`] each, and of the headers before an
+//! entry (a long name, a pax header) at most [`MAX_HEADERS`] bytes.
 
 use super::readme::FILES_HEADING;
 use flate2::bufread::GzDecoder;
 use pstore_ring::text::push_escaped;
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, BufReader, Read};
+use std::rc::Rc;
 
 /// Largest MANIFEST.json or README.txt read.
 pub const MAX_TEXT: u64 = 16 << 20;
@@ -27,6 +30,43 @@ pub const MAX_TEXT: u64 = 16 << 20;
 /// 4096 a region); the bound keeps what the check holds per file (its
 /// path, size and digest) within tens of megabytes.
 pub const MAX_ENTRIES: usize = 100_000;
+
+/// Most bytes the tar crate may read while it looks for the next entry:
+/// the last one's padding, the next header, and any GNU long name, long
+/// link or pax header before it. The crate (0.4.46, `next_entry`) reads
+/// each of those whole into memory, whatever size its header claims,
+/// before the check sees the entry; a bundle's paths are short, and
+/// this is far more than one needs.
+pub const MAX_HEADERS: u64 = 1 << 20;
+
+/// Why [`Metered`] stopped a read: known by its type when it comes back
+/// from the tar crate, so that the check can name it as a layout error.
+#[derive(Debug, thiserror::Error)]
+#[error("over {MAX_HEADERS} bytes of tar headers")]
+struct OverHeaders;
+
+/// The archive under the tar crate, refusing to hand it more than
+/// `left` bytes while `left` is set: the only way from outside to bound
+/// what the crate holds of a header, without parsing the tar ourselves.
+struct Metered<R> {
+    inner: R,
+    left: Rc<Cell<Option<u64>>>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(left) = self.left.get() else {
+            return self.inner.read(buf);
+        };
+        if left == 0 && !buf.is_empty() {
+            return Err(io::Error::other(OverHeaders));
+        }
+        let most = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+        let n = self.inner.read(&mut buf[..most])?;
+        self.left.set(Some(left - n as u64));
+        Ok(n)
+    }
+}
 
 /// A bundle that checked out.
 #[derive(Clone, Debug)]
@@ -160,7 +200,11 @@ fn nothing_after<R: BufRead>(mut gz: GzDecoder<R>) -> Result<(), CheckError> {
 pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
     // The buffer is ours, not the decoder's, so what follows the gzip
     // member can be looked at once the member has ended.
-    let mut tar = tar::Archive::new(GzDecoder::new(BufReader::new(archive)));
+    let left = Rc::new(Cell::new(None));
+    let mut tar = tar::Archive::new(Metered {
+        inner: GzDecoder::new(BufReader::new(archive)),
+        left: left.clone(),
+    });
     let mut top: Option<String> = None;
     let mut files = BTreeMap::new();
     let mut digests = BTreeMap::new();
@@ -169,14 +213,31 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
     // the files' paths.
     let mut dirs = BTreeSet::new();
     let (mut manifest, mut readme) = (None, None);
-    for (n, entry) in tar.entries()?.enumerate() {
+    let mut entries = tar.entries()?;
+    // The path of the last entry, for where the headers after it were.
+    let mut last = String::new();
+    for n in 0.. {
+        // Metered while the crate reads headers, not an entry's data.
+        left.set(Some(MAX_HEADERS));
+        let next = entries.next();
+        left.set(None);
+        let Some(entry) = next else {
+            break;
+        };
         if n == MAX_ENTRIES {
             return Err(CheckError::Layout(format!(
                 "over {MAX_ENTRIES} entries, more than a bundle has"
             )));
         }
-        let mut entry = entry?;
+        let mut entry = entry.map_err(|e| match e.get_ref() {
+            Some(over) if over.is::<OverHeaders>() => CheckError::Layout(format!(
+                "{over} after {} (a long name or pax header that long is none of a bundle's)",
+                if last.is_empty() { "the start" } else { &last }
+            )),
+            _ => CheckError::Read(e),
+        })?;
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        last.clone_from(&path);
         let refuse = |what: String| {
             Err(CheckError::Unsafe {
                 path: path.clone(),
@@ -267,7 +328,7 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             _ => {}
         }
     }
-    nothing_after(tar.into_inner())?;
+    nothing_after(tar.into_inner().inner)?;
     let top = top.ok_or_else(|| CheckError::Layout("the archive is empty".into()))?;
     let manifest = manifest.ok_or_else(|| CheckError::Layout("no MANIFEST.json".into()))?;
     let manifest: serde_json::Value = serde_json::from_slice(&manifest)

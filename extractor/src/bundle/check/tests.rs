@@ -196,3 +196,44 @@ fn a_manifest_or_readme_over_the_cap_is_a_layout_error() {
     let e = check(&gzip_stored(&[tar_of(&files), END.to_vec()].concat())[..]).unwrap_err();
     assert!(matches!(e, CheckError::Mismatch { .. }), "{e:?}");
 }
+
+#[test]
+fn a_long_name_or_pax_header_past_the_cap_is_refused_unread() {
+    let files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    // A GNU long name as long as the cap: the header before it, and the
+    // padding before that, take the crate past it.
+    let long = |p: &str, tar: &mut tar::Builder<Vec<u8>>| {
+        if p == "README.txt" {
+            let name = format!("b1/{}", "n".repeat(MAX_HEADERS as usize - 3));
+            let mut h = tar::Header::new_gnu();
+            h.set_size(1);
+            tar.append_data(&mut h, name, &b"x"[..]).unwrap();
+        }
+    };
+    let archive = [tar_with(&files, long), END.to_vec()].concat();
+    let e = layout_error(&gzip_stored(&archive));
+    assert_eq!(
+        e,
+        "over 1048576 bytes of tar headers after b1/dmesg.txt \
+         (a long name or pax header that long is none of a bundle's)"
+    );
+    // So is a pax header, as the first thing in the archive.
+    let mut tar = tar::Builder::new(Vec::new());
+    let path = "p".repeat(MAX_HEADERS as usize);
+    pax(&mut tar, &[("path", &path)]);
+    let archive = [tar.into_inner().unwrap(), intact()].concat();
+    let e = layout_error(&gzip_stored(&archive));
+    assert!(e.contains("after the start"), "{e}");
+    // A long name well inside the cap is read (here, to be refused as
+    // a file no list names).
+    let archive = tar_with(&files, |p, tar| {
+        if p == "README.txt" {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(1);
+            let name = format!("b1/{}", "n".repeat(4000));
+            tar.append_data(&mut h, name, &b"x"[..]).unwrap();
+        }
+    });
+    let e = check(&gzip(&[archive, END.to_vec()].concat())[..]).unwrap_err();
+    assert!(matches!(e, CheckError::Mismatch { .. }), "{e:?}");
+}
