@@ -254,7 +254,9 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             return Err(CheckError::Unsafe {
                 path,
                 what: format!(
-                    "a pax extended header record `{key}`: a bundle's pax records hold only {}",
+                    "a pax extended header record `{key}`: a bundle's pax records hold only {} \
+                     (crashring writes none: send the bundle as it was written, or repack it \
+                     with `tar --format=gnu` or `bsdtar --no-xattrs --no-acls --no-mac-metadata`)",
                     PAX_KEYS.join(", ")
                 ),
             });

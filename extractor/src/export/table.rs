@@ -28,6 +28,8 @@ pub const ROW_GROUP: usize = 65_536;
 /// Text buffered before a row group goes out whatever its rows: a
 /// bundle's lines may each be a mebibyte, which [`ROW_GROUP`] of them
 /// would make 64 GiB (and an event's text is copied into two columns).
+/// The bound is per file being written: export writes a day's two on
+/// each worker, so its peak is about workers × 2 × this.
 pub const ROW_GROUP_BYTES: usize = 64 << 20;
 
 /// The value of one column in one row.
