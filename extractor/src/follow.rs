@@ -235,6 +235,8 @@ impl Follower {
             };
             add_retired(&mut counts[at], r.handed, r.missed, r.dropped);
         }
+        // Of streams the follower's own selection kept (no other is
+        // followed), whatever `selection` is: they have no names left.
         counts.extend(self.more_retired.clone());
         counts
     }
@@ -511,11 +513,16 @@ impl Follower {
                 desc: d.to_vec(),
             });
         }
+        // The tables end where the first pages start that lie past the
+        // descriptors: a descriptor may claim any offset (a user region
+        // file's bytes are its writer's), and one among the tables would
+        // leave them unread.
         let end = spans
             .iter()
             .map(|s| s.start)
+            .filter(|&start| start >= upto as u64)
             .min()
-            .unwrap_or(0)
+            .unwrap_or(self.buf.len() as u64)
             .min(self.buf.len() as u64);
         live.read_exact_at(FileOffset(0), &mut self.buf[..end as usize])?;
         self.streams.resize_with(spans.len(), Followed::default);

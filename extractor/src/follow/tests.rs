@@ -769,3 +769,20 @@ fn an_end_found_after_a_failed_poll_keeps_the_old_holders_name() {
     let lost = text.lines().find(|l| l.contains(REPLACED)).unwrap();
     assert!(lost.contains("ui") && !lost.contains("kiosk"), "{text}");
 }
+
+#[test]
+fn a_descriptor_whose_pages_claim_the_header_does_not_stop_a_selecting_follow() {
+    let (mut buf, pages) = pool_region();
+    hand_out(&mut buf, &pages, 1_000, 0..5);
+    // CPU 0's descriptor says its pages start at the region's start (its
+    // CRC then fails too: a user region file's bytes are its writer's).
+    let mut cpu0 = StreamDesc::read_from_bytes(&buf[DESC_OFFSET..DESC_OFFSET + DESC_SIZE]).unwrap();
+    cpu0.pages_offset = U64::new(Endian::NATIVE, 0);
+    buf[DESC_OFFSET..DESC_OFFSET + DESC_SIZE].copy_from_slice(cpu0.as_bytes());
+    let ui = Selection {
+        streams: vec!["user:ui".into()],
+        ..Selection::default()
+    };
+    let mut f = Follower::new(true, Pointers::Raw).selecting(ui);
+    assert_eq!(poll(&mut f, &buf, 1), [0, 1, 2, 3, 4]);
+}

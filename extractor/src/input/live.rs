@@ -52,8 +52,9 @@ pub enum LiveError {
     #[error("the region claims {claims} bytes, but the file holds {holds}")]
     Short { claims: u64, holds: u64 },
     #[error(
-        "stream descriptor {index}: its pages ({start:#x}, {bytes} bytes) overlap an earlier \
-         stream's or lie past the region's {size} bytes, so they cannot be copied page by page"
+        "stream descriptor {index}: its pages ({start:#x}, {bytes} bytes) start among the \
+         descriptors or before the end of an earlier stream's pages, or end past the region's \
+         {size} bytes, so they cannot be copied page by page"
     )]
     Layout {
         index: usize,
@@ -129,13 +130,16 @@ impl<S: Source> LiveCopy<S> {
         read_steady(&inner, desc_offset, &mut descs)?;
         let page_size = u64::from(info.page_size);
         let mut spans: Vec<Span> = Vec::with_capacity(usize::from(info.stream_count));
+        // Pages lie past the header and descriptors, which the copy
+        // shows as they were at the start, and in the descriptors' order.
+        let descs_end = desc_offset + descs.len() as u64;
         for (index, d) in descs.chunks_exact(DESC_SIZE).enumerate() {
             let Ok(desc) = StreamDesc::read_from_bytes(d) else {
                 continue;
             };
             let start = desc.pages_offset.get(e);
             let bytes = u64::from(desc.page_count.get(e)) * page_size;
-            let after = spans.last().map_or(0, |s| s.pages.end);
+            let after = spans.last().map_or(descs_end, |s| s.pages.end);
             let end = start
                 .checked_add(bytes)
                 .filter(|&end| end <= info.region_size);

@@ -447,7 +447,7 @@ pub fn end_cause_name(cause: EndCause) -> &'static str {
         EndCause::Corrupt => "corrupt",
         EndCause::Absent => "not in the dump",
         EndCause::Cut => "cut off",
-        EndCause::Replaced => "replaced before they were read",
+        EndCause::Replaced => "replaced before it was read",
     }
 }
 
@@ -484,9 +484,9 @@ impl fmt::Display for LossReason<'_> {
         if !l.exact {
             f.write_str(" unknown")?;
         }
-        if l.cause == Some(EndCause::Replaced) {
+        if let Some(c @ EndCause::Replaced) = l.cause {
             // A live reader never saw its pages: there are none to count.
-            return f.write_str(": replaced before it was read");
+            return write!(f, ": {}", end_cause_name(c));
         }
         let s = if l.pages == 1 { "" } else { "s" };
         write!(f, ": {} page{s}", l.pages)?;

@@ -155,6 +155,7 @@ fn a_page_rewritten_under_every_try_is_shown_being_reset() {
     let copy = LiveCopy::new(live).unwrap();
     let page = slot(&copy, &pages, 0);
     assert_eq!(page_flags(&page), PAGE_RESETTING);
+    // Six reads a try, then the holder's descriptor once.
     assert_eq!(
         copy.inner.reads.load(Ordering::Relaxed),
         START_READS + TRIES * 6 + 1
@@ -260,7 +261,18 @@ fn tables_are_read_until_two_reads_agree() {
     let mut tables = vec![0u8; len];
     read_steady(&live, 0, &mut tables).unwrap();
     assert_eq!(tables, after);
-    // The first read, then two of three chunks each: one that changed,
-    // one that agreed.
+    // The first read, then two rounds of three chunks: one in which the
+    // last chunk changed, one in which all agreed.
     assert_eq!(live.reads.load(Ordering::Relaxed), 1 + 2 * 3);
+}
+
+#[test]
+fn pages_that_claim_the_tables_are_refused() {
+    let (mut buf, _) = written_to(2);
+    let at = pstore_ring::layout::DESC_OFFSET;
+    let mut cpu0 = StreamDesc::read_from_bytes(&buf[at..at + DESC_SIZE]).unwrap();
+    cpu0.pages_offset = pstore_ring::endian::U64::new(Endian::NATIVE, 0);
+    buf[at..at + DESC_SIZE].copy_from_slice(cpu0.as_bytes());
+    let err = LiveCopy::new(buf).err().unwrap();
+    assert!(matches!(err, LiveError::Layout { index: 0, .. }), "{err}");
 }
