@@ -147,9 +147,9 @@ pub struct Follower {
     polled: bool,
     /// The generation followed: its boot id, number and creation time.
     generation: Option<([u8; 16], u64, u64)>,
-    /// The tables (the header up to the first page) as the last poll that
-    /// read them read them: a stream found replaced is named as they
-    /// named it, even after a poll that failed.
+    /// The header and descriptors as the last poll that read the tables
+    /// read them: a stream found replaced is named as they named it, even
+    /// after a poll that failed.
     tables: Vec<u8>,
     /// The streams read: those of others are left unread.
     selection: Selection,
@@ -365,7 +365,8 @@ impl Follower {
         info: &pstore_ring::read::HeaderInfo,
     ) -> Result<(Vec<bool>, Vec<Range<u64>>), FollowError> {
         let tables = self.read_tables(live, info)?;
-        self.tables = self.buf[..tables.end as usize].to_vec();
+        // The header and descriptors are what name the streams.
+        self.tables = self.buf[..tables.descs_end].to_vec();
         let mut present: Vec<Range<u64>> = Vec::with_capacity(tables.spans.len() + 1);
         present.push(0..tables.end);
         let wanted = self.wanted(&tables)?;
@@ -526,7 +527,11 @@ impl Follower {
             .min(self.buf.len() as u64);
         live.read_exact_at(FileOffset(0), &mut self.buf[..end as usize])?;
         self.streams.resize_with(spans.len(), Followed::default);
-        Ok(Tables { end, spans })
+        Ok(Tables {
+            end,
+            descs_end: upto,
+            spans,
+        })
     }
 
     /// Reads the pages of stream `i` the poll needs into the buffer.
@@ -698,9 +703,11 @@ impl Follower {
     }
 }
 
-/// Where the tables end and each descriptor's pages are.
+/// Where the tables and the descriptors end, and each descriptor's
+/// pages are.
 struct Tables {
     end: u64,
+    descs_end: usize,
     spans: Vec<Span>,
 }
 

@@ -281,6 +281,11 @@ pub fn check(archive: impl Read) -> Result<Checked, CheckError> {
             )))
         };
         if entry.header().entry_type().is_dir() {
+            // Its data would be skipped unseen (and then counted against
+            // the headers' bound, under the wrong name).
+            if entry.size() != 0 {
+                return refuse(format!("a directory entry holding {} bytes", entry.size()));
+            }
             let name = path.strip_suffix('/').unwrap_or(&path);
             let rel = name.strip_prefix(first.as_str()).unwrap_or(name);
             let rel = rel.strip_prefix('/').unwrap_or(rel);

@@ -162,6 +162,23 @@ fn a_file_entry_named_as_a_directory_is_refused() {
 }
 
 #[test]
+fn a_directory_entry_that_holds_data_is_refused_as_such() {
+    let files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
+    let data = vec![b'x'; 2 << 20];
+    let tar = tar_with(&files, |p, tar| {
+        if p == "dmesg.txt" {
+            let mut h = tar::Header::new_ustar();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_size(data.len() as u64);
+            tar.append_data(&mut h, "b1/logs/", &data[..]).unwrap();
+        }
+    });
+    let e = check(&gzip(&[tar, END.to_vec()].concat())[..]).unwrap_err();
+    assert!(matches!(e, CheckError::Unsafe { .. }), "{e:?}");
+    assert!(e.to_string().contains("a directory entry holding"), "{e}");
+}
+
+#[test]
 fn a_file_the_manifest_lists_twice_is_refused() {
     let mut files = bundle_files(&[("dmesg.txt", b"[0.0] hi\n")]);
     let mut m: serde_json::Value = serde_json::from_slice(&files[0].1).unwrap();
