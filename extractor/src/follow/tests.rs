@@ -3,6 +3,7 @@
 //! descriptor, and a stream read whole while its writer laps the reader.
 
 use super::*;
+use crate::input::live::tests::Script;
 use pstore_ring::endian::{Endian, U16, U32, U64};
 use pstore_ring::layout::{crc32, PageHeader, DESC_NO_TAILS, DESC_OFFSET, PAGE_MAGIC, STREAM_USER};
 use pstore_ring::schema::{Value, EVENT_LOST};
@@ -657,35 +658,13 @@ fn a_poll_hands_over_its_events_a_chunk_at_a_time_in_order() {
     assert_eq!(indexes, (0..n).collect::<Vec<_>>());
 }
 
-/// `bytes`, but a read of any of `bad` fails.
-struct Unreadable {
-    bytes: Vec<u8>,
-    bad: Range<u64>,
-}
-
-impl Source for Unreadable {
-    fn len(&self) -> Option<u64> {
-        Source::len(&self.bytes)
-    }
-
-    fn read_at(&self, at: FileOffset, buf: &mut [u8]) -> std::io::Result<usize> {
-        if at.0 < self.bad.end && self.bad.start < at.0 + buf.len() as u64 {
-            return Err(std::io::Error::from_raw_os_error(5));
-        }
-        self.bytes.read_at(at, buf)
-    }
-}
-
 #[test]
 fn a_follow_of_some_streams_reads_no_other() {
     let (mut buf, pages) = pool_region();
     hand_out(&mut buf, &pages, 1_000, 0..5);
     let cpu0 = StreamDesc::read_from_bytes(&buf[DESC_OFFSET..DESC_OFFSET + DESC_SIZE]).unwrap();
     let start = cpu0.pages_offset.get(Endian::NATIVE);
-    let live = Unreadable {
-        bytes: buf,
-        bad: start..start + (PAGES * PAGE) as u64,
-    };
+    let live = Script::failing(buf, start..start + (PAGES * PAGE) as u64);
     let mut all = Follower::new(true, Pointers::Raw);
     assert!(all.poll(&live, |_, _| {}).is_err());
     let ui = Selection {
@@ -723,10 +702,10 @@ fn a_poll_that_fails_after_a_new_generation_still_hands_over_the_old_ends() {
     f.poll(&old, |_, _| {}).unwrap();
     assert!(f.tables.len() > new.len());
     // The new generation's descriptors cannot be read this time.
-    let failing = Unreadable {
-        bytes: new.clone(),
-        bad: DESC_OFFSET as u64..(DESC_OFFSET + DESC_SIZE) as u64,
-    };
+    let failing = Script::failing(
+        new.clone(),
+        DESC_OFFSET as u64..(DESC_OFFSET + DESC_SIZE) as u64,
+    );
     let mut replaced = 0;
     let polled = f.poll(&failing, |_, items| replaced += items.len());
     assert!(polled.is_err());
@@ -760,10 +739,7 @@ fn an_end_found_after_a_failed_poll_keeps_the_old_holders_name() {
     let (mut kiosk, _) = pool_region_held_by("kiosk", 9, 1);
     hand_out(&mut kiosk, &pages, 2_000, 0..3);
     let after_descs = (DESC_OFFSET + 2 * DESC_SIZE) as u64;
-    let failing = Unreadable {
-        bytes: kiosk.clone(),
-        bad: after_descs..after_descs + 1,
-    };
+    let failing = Script::failing(kiosk.clone(), after_descs..after_descs + 1);
     assert!(f.poll(&failing, |_, _| {}).is_err());
     let text = printed(&mut f, &kiosk);
     let lost = text.lines().find(|l| l.contains(REPLACED)).unwrap();

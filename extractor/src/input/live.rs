@@ -29,6 +29,7 @@ use pstore_ring::layout::{
 use pstore_ring::read::{parse_header, HeaderError, HeaderTrust};
 use pstore_ring::Endian;
 use std::io;
+use std::mem::offset_of;
 use std::ops::Range;
 use std::sync::Mutex;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
@@ -38,9 +39,9 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 const TRIES: usize = 8;
 
 /// Byte offsets of the page header's fields the copier reads alone.
-const FLAGS_AT: u64 = 6;
-const SEQ_AT: u64 = 8;
-const COMMIT_AT: u64 = 32;
+const FLAGS_AT: u64 = offset_of!(PageHeader, flags) as u64;
+const SEQ_AT: u64 = offset_of!(PageHeader, seq) as u64;
+const COMMIT_AT: u64 = offset_of!(PageHeader, commit) as u64;
 
 /// Why a live copy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -384,4 +385,4 @@ fn put_fixed(fixed: &[u8], start: u64, off: u64, out: &mut [u8]) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

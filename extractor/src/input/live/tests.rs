@@ -41,7 +41,7 @@ fn written_to(to: u64) -> (Vec<u8>, Range<usize>) {
 
 /// A file whose bytes are `moments[which(n)]` at its `n`-th read (from
 /// 0), or an error where `fails` says.
-struct Script {
+pub(crate) struct Script {
     moments: Vec<Vec<u8>>,
     which: fn(usize) -> usize,
     fails: Option<Range<u64>>,
@@ -55,6 +55,14 @@ impl Script {
             which,
             fails: None,
             reads: AtomicUsize::new(0),
+        }
+    }
+
+    /// `bytes`, but a read of any of `bad` fails (EIO).
+    pub(crate) fn failing(bytes: Vec<u8>, bad: Range<u64>) -> Script {
+        Script {
+            fails: Some(bad),
+            ..Script::new(vec![bytes], |_| 0)
         }
     }
 }
