@@ -204,7 +204,8 @@ fn every_generation_the_module_keeps_is_archived_newest_first() {
         .all(|a| matches!(a.outcome, Outcome::Bundled { .. })));
     assert_eq!(module.acks(), [2, 1]);
     assert_eq!(files(&m.bundles).len(), 4, "{:?}", files(&m.bundles));
-    // Numbered in the order archived, for retention: generation 2 first.
+    // One run's bundles share their place in the archive order; the
+    // generation orders them for retention.
     let mut order: Vec<(u64, u64)> = files(&m.bundles)
         .iter()
         .filter(|f| f.ends_with(".json"))
@@ -218,11 +219,89 @@ fn every_generation_the_module_keeps_is_archived_newest_first() {
         })
         .collect();
     order.sort();
-    assert_eq!(order, [(1, 2), (2, 1)]);
+    assert_eq!(order, [(1, 1), (1, 2)]);
     assert!(done.not_recording.is_none());
     // Nothing is left: the next run finds nothing.
     let again = run(&module, &m.bundles, &Recover::default());
     assert!(again.archived.is_empty() && again.nothing.is_some());
+}
+
+/// The generations of the bundles in `dir`, by their summaries.
+fn bundled_generations(dir: &Path) -> Vec<u64> {
+    let mut out: Vec<u64> = files(dir)
+        .iter()
+        .filter(|f| f.ends_with(".json"))
+        .map(|f| {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(dir.join(f)).unwrap()).unwrap();
+            v["generation"].as_u64().unwrap()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn retention_never_deletes_the_newer_generation_a_run_archived_first() {
+    // By count, after the older generation is placed; by space, before.
+    let count = Recover {
+        max_bundles: Some(1),
+        ..Recover::default()
+    };
+    let space = Recover {
+        max_use: Some(kexec_hooks::config::Bytes::Absolute(1024)),
+        ..Recover::default()
+    };
+    for limits in [count, space] {
+        let m = machine();
+        let module = FakeModule::new(&m.module_dir, &[crashed(1), crashed(2)]);
+        let done = run(&module, &m.bundles, &limits);
+        assert!(done.failed.is_none(), "{:?}", done.failed);
+        assert_eq!(bundled_generations(&m.bundles), [1, 2]);
+        let warnings = &done.archived[1].warnings;
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("is kept over the limits")),
+            "{warnings:?}"
+        );
+        // The next run's crash: of the two, the older generation goes.
+        let two = Recover {
+            max_bundles: Some(2),
+            ..Recover::default()
+        };
+        let module = FakeModule::new(&m.module_dir, &[crashed(3)]);
+        let next = run(&module, &m.bundles, &two);
+        assert!(next.failed.is_none(), "{:?}", next.failed);
+        assert_eq!(bundled_generations(&m.bundles), [2, 3]);
+    }
+}
+
+#[test]
+fn a_bundle_whose_acknowledgement_failed_is_spooled_for_upload_all_the_same() {
+    let m = machine();
+    let uploading = Recover {
+        on_bundle: Some("true".into()),
+        ..Recover::default()
+    };
+    let refusing = FakeModule {
+        refuse_acks: true,
+        ..FakeModule::new(&m.module_dir, &[crashed(3)])
+    };
+    let done = run(&refusing, &m.bundles, &uploading);
+    assert!(done.failed.is_some());
+    let module = FakeModule::new(&m.module_dir, &[crashed(3)]);
+    let next = run(&module, &m.bundles, &uploading);
+    assert!(
+        matches!(next.archived[0].outcome, Outcome::AlreadyArchived(_)),
+        "{:?}",
+        next.archived[0].outcome
+    );
+    let bundle = files(&m.bundles)
+        .into_iter()
+        .find_map(|f| f.strip_suffix(".tar.gz").map(str::to_owned))
+        .unwrap();
+    assert_eq!(files(&m.bundles.join("upload")), [bundle]);
 }
 
 #[test]

@@ -54,7 +54,8 @@ pub struct Recover {
     pub max_age: Option<Duration>,
     pub clean: Clean,
     /// A command run with the new bundle's path as its argument (a site's
-    /// upload), after the bundle is in place and acknowledged.
+    /// upload), by `crashring upload` once the network is up; recovery
+    /// spools the bundle for it as it puts it in place.
     pub on_bundle: Option<String>,
 }
 

@@ -24,8 +24,12 @@ pub struct Kept {
     pub age: Duration,
     /// Its place in the order bundles were archived (the summary's
     /// `archived`), which no clock can reorder; `None` for a bundle from
-    /// before summaries had it.
+    /// before summaries had it. The generations one recovery run archives
+    /// share it: the module offers the newest first.
     pub archived: Option<u64>,
+    /// The generation it holds (the summary's `generation`): of one run's
+    /// bundles, the older generation goes first.
+    pub generation: Option<u64>,
     /// A report asked for without a crash (named [`REPORT_PREFIX`]…): a
     /// newer report may replace it, and it never makes a crash go.
     pub report: bool,
@@ -86,13 +90,14 @@ fn prune_where(
     // Reports first: a crash is what the directory is for, and a box that
     // crashes again after a report keeps its crashes. Then oldest first:
     // in the order they were archived, which a wrong clock (an RTC that
-    // reset, say) cannot change; bundles from before that order was kept
-    // go first, by age, the name (which starts with the crash time)
-    // breaking ties.
+    // reset, say) cannot change, one run's older generation before its
+    // newer; bundles from before that order was kept go first, by age,
+    // the name (which starts with the crash time) breaking ties.
     by_age.sort_by(|a, b| {
         b.report
             .cmp(&a.report)
             .then(a.archived.cmp(&b.archived))
+            .then(a.generation.cmp(&b.generation))
             .then(b.age.cmp(&a.age))
             .then(a.name.cmp(&b.name))
     });
@@ -157,18 +162,19 @@ pub fn kept_in(dir: &Path, except: &str) -> io::Result<Vec<Kept>> {
         }
         let meta = entry.metadata()?;
         let summary = std::fs::read(dir.join(format!("{name}.json"))).unwrap_or_default();
-        let archived = serde_json::from_slice::<serde_json::Value>(&summary)
-            .ok()
-            .and_then(|v| v["archived"].as_u64());
+        let summary_len = summary.len() as u64;
+        let summary = serde_json::from_slice::<serde_json::Value>(&summary).ok();
+        let field = |key: &str| summary.as_ref().and_then(|v| v[key].as_u64());
         out.push(Kept {
             name: name.to_string(),
-            size: meta.len() + summary.len() as u64,
+            size: meta.len() + summary_len,
             age: meta
                 .modified()
                 .ok()
                 .and_then(|m| now.duration_since(m).ok())
                 .unwrap_or_default(),
-            archived,
+            archived: field("archived"),
+            generation: field("generation"),
             report: name.starts_with(REPORT_PREFIX),
         });
     }
@@ -205,6 +211,7 @@ mod tests {
             size,
             age: Duration::from_secs(days * 86400),
             archived: None,
+            generation: None,
             report: false,
         }
     }
@@ -286,6 +293,23 @@ mod tests {
         assert_eq!(prune(&old, 10, BIG, &limits).delete, ["a"]);
         assert_eq!(next_archived(&old), 3);
         assert_eq!(next_archived(&[]), 1);
+    }
+
+    #[test]
+    fn of_one_runs_bundles_the_older_generation_goes_first() {
+        // One run archived generation 8, then the older 7 the module also
+        // kept: both numbered 4, and 8 named first in the directory.
+        let run = |name: &str, generation| Kept {
+            archived: Some(4),
+            generation: Some(generation),
+            ..kept(name, 10, 1)
+        };
+        let old = [run("crash-newer", 8), run("crash-older", 7)];
+        let limits = Recover {
+            max_bundles: Some(2),
+            ..Recover::default()
+        };
+        assert_eq!(prune(&old, 10, BIG, &limits).delete, ["crash-older"]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! and after.
 
 use super::module::Module;
-use super::place::{place, Placed};
+use super::place::{place, Filing, Placed};
 use super::{Outcome, RecoveryError};
 use crate::bundle::redact::{Rules, TextRedactor};
 use crate::bundle::{self, AddLog, Source};
@@ -70,6 +70,9 @@ pub struct Archive<'a> {
     /// the same release (a capture kernel is the crashed one, booted
     /// again) has its ftrace buffers' code addresses named by them.
     pub running: Option<(&'a str, &'a Path)>,
+    /// The bundles this run placed, and the archive number they share.
+    pub placed: Vec<String>,
+    pub archived: Option<u64>,
 }
 
 /// What became of a generation, and what went wrong after it was safe.
@@ -81,7 +84,7 @@ pub struct Archived {
 }
 
 impl Archive<'_> {
-    pub fn run(&self, input: &Input) -> Result<Archived, RecoveryError> {
+    pub fn run(&mut self, input: &Input) -> Result<Archived, RecoveryError> {
         let spec = InputSpec {
             path: input.path.clone(),
             // A damaged header is salvaged as `--trust-header --phys 0`.
@@ -160,7 +163,7 @@ impl Archive<'_> {
             return ack(Outcome::AlreadyArchived(name), Vec::new());
         }
         // Before: a disk too full for the new bundle gets room first.
-        let (mut deleted, mut warnings) = self.retain("", 0);
+        let (mut deleted, mut warnings) = self.retain(None);
         warnings.extend(unread);
         // Root's service: the input layer's debug messages, which only
         // root can have selected, stay.
@@ -200,6 +203,7 @@ impl Archive<'_> {
         );
         let Placed {
             name,
+            archived,
             path,
             size,
             summary,
@@ -218,10 +222,16 @@ impl Archive<'_> {
             |summary, _| summary.top.clone(),
             &g,
             None,
+            Filing {
+                archived: self.archived,
+                spool: self.config.on_bundle.is_some(),
+            },
         )?;
+        self.archived = Some(archived);
+        self.placed.push(name.clone());
         // After the ack nothing can undo the archive: retention's failures
         // are warnings.
-        let mut archived = ack(
+        let mut done = ack(
             Outcome::Bundled {
                 path,
                 events: summary.events,
@@ -231,48 +241,43 @@ impl Archive<'_> {
             },
             warnings,
         )?;
-        let (after, more) = self.retain(&name, size);
+        let (after, more) = self.retain(Some((&name, size)));
         deleted.extend(after);
-        archived.warnings.extend(more);
-        // The upload waits for the network, in crashring-upload.service.
-        if self.config.on_bundle.is_some() {
-            if let Err(e) = super::upload::spool(self.dir, &name) {
-                archived
-                    .warnings
-                    .push(format!("{name} could not be spooled for OnBundle=: {e}"));
-            }
-        }
-        if let Outcome::Bundled { deleted: d, .. } = &mut archived.outcome {
+        done.warnings.extend(more);
+        if let Outcome::Bundled { deleted: d, .. } = &mut done.outcome {
             *d = deleted;
         }
-        Ok(archived)
+        Ok(done)
     }
 
-    fn retain(&self, except: &str, size: u64) -> (Vec<String>, Vec<String>) {
-        retain(self.dir, self.config, except, size, retention::prune)
+    fn retain(&self, new: Option<(&str, u64)>) -> (Vec<String>, Vec<String>) {
+        retain(self.dir, self.config, new, &self.placed, retention::prune)
     }
 }
 
-/// Retention in `dir` by `prune` (a crash's, or a report's) with `except`
-/// (of `size` bytes) counted in, or, before a new bundle is written, with
-/// an empty name and no bytes: what it deleted, and what it could not do.
+/// Retention in `dir` by `prune` (a crash's, or a report's) once `new` (a
+/// bundle just placed, and its bytes) is in place, or, with `None`, before
+/// a new bundle is written: what it deleted, and what it could not do.
+/// `keep` are the bundles this run placed before: never deleted, since
+/// the module offers the newest generation first and the newest crash
+/// is never the one to go.
 pub(super) fn retain(
     dir: &Path,
     config: &Recover,
-    except: &str,
-    size: u64,
+    new: Option<(&str, u64)>,
+    keep: &[String],
     prune: fn(&[retention::Kept], u64, retention::Fs, &Recover) -> retention::Pruning,
 ) -> (Vec<String>, Vec<String>) {
     let (mut deleted, mut warnings) = (Vec::new(), Vec::new());
+    let (except, size) = new.unwrap_or(("", 0));
     // Before, only space and age: an old crash is not deleted for a
     // count the new bundle, not yet written, may never add to.
-    let limits = if except.is_empty() {
-        Recover {
+    let limits = match new {
+        None => Recover {
             max_bundles: None,
             ..config.clone()
-        }
-    } else {
-        config.clone()
+        },
+        Some(_) => config.clone(),
     };
     let pruning = match (retention::kept_in(dir, except), retention::fs_of(dir)) {
         (Ok(old), Ok(fs)) => prune(&old, size, fs, &limits),
@@ -281,13 +286,18 @@ pub(super) fn retain(
             return (deleted, warnings);
         }
     };
-    for old in pruning.delete {
+    let (kept, delete): (Vec<String>, Vec<String>) =
+        pruning.delete.into_iter().partition(|n| keep.contains(n));
+    for old in delete {
         match retention::delete(dir, &old) {
             Ok(()) => deleted.push(old),
             Err(e) => warnings.push(format!("retention: deleting old bundle {old}: {e}")),
         }
     }
-    if !except.is_empty() {
+    warnings.extend(kept.iter().map(|k| {
+        format!("retention: {k}, a newer generation this run archived, is kept over the limits")
+    }));
+    if new.is_some() {
         warnings.extend(
             pruning
                 .over

@@ -159,6 +159,8 @@ pub fn run(
         armed: places.armed,
         next_boot: (mode == Mode::Boot).then_some(places.next_boot),
         running: places.release.map(|r| (r, places.kallsyms)),
+        placed: Vec::new(),
+        archived: None,
     };
     let mut last = None;
     for _ in 0..SLOTS {

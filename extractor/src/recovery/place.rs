@@ -20,10 +20,26 @@ pub(super) const STAGED: &str = ".recovering-";
 /// Those of a summary's while it is written.
 pub(super) const SUMMARY_STAGED: &str = ".summary-";
 
+/// Where a bundle goes in the archive order, and whether it waits for
+/// `OnBundle=`.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Filing {
+    /// Its number in the archive order: `None`, the next; one recovery
+    /// run gives every generation it archives the number of its first.
+    pub(super) archived: Option<u64>,
+    /// Spooled for `OnBundle=` (crashring-upload.service) before its
+    /// summary is written: a bundle with a summary is never bundled again,
+    /// so one whose spooling a failed acknowledgement or a killed run cut
+    /// off would never be uploaded.
+    pub(super) spool: bool,
+}
+
 /// A bundle in place.
 pub(super) struct Placed {
     /// Its name, without `.tar.gz`.
     pub(super) name: String,
+    /// Its number in the archive order.
+    pub(super) archived: u64,
     pub(super) path: PathBuf,
     pub(super) size: u64,
     pub(super) summary: bundle::Summary,
@@ -31,13 +47,15 @@ pub(super) struct Placed {
 
 /// Writes a bundle with `write` (given the staging path) into `dir` under
 /// the name `name` makes of its summary and its place in the archive
-/// order, with the summary file `g` and `request` describe.
+/// order, filed as `filing` says, with the summary file `g` and `request`
+/// describe.
 pub(super) fn place(
     dir: &Path,
     write: impl FnOnce(&Path) -> Result<bundle::Summary, RecoveryError>,
     name: impl FnOnce(&bundle::Summary, u64) -> String,
     g: &Generation,
     request: Option<&bundle::Request>,
+    filing: Filing,
 ) -> Result<Placed, RecoveryError> {
     let staging = tempfile::Builder::new()
         .prefix(STAGED)
@@ -49,7 +67,10 @@ pub(super) fn place(
     let written = File::open(&staging).map_err(io_at(&staging))?;
     bundle::check(io::BufReader::new(written)).map_err(RecoveryError::Check)?;
     // Its place in the archive order retention goes by.
-    let archived = retention::next_archived(&retention::kept_in(dir, "").map_err(io_at(dir))?);
+    let archived = match filing.archived {
+        Some(n) => n,
+        None => retention::next_archived(&retention::kept_in(dir, "").map_err(io_at(dir))?),
+    };
     let name = name(&summary, archived);
     let path = dir.join(format!("{name}.tar.gz"));
     let size = std::fs::metadata(&staging).map_err(io_at(&staging))?.len();
@@ -74,6 +95,9 @@ pub(super) fn place(
             }
         }
     })?;
+    if filing.spool {
+        super::upload::spool(dir, &name)?;
+    }
     let counts = Counts {
         size,
         events: summary.events,
@@ -86,6 +110,7 @@ pub(super) fn place(
         .map_err(io_at(dir))?;
     Ok(Placed {
         name,
+        archived,
         path,
         size,
         summary,

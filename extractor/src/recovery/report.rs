@@ -9,7 +9,7 @@
 //! which would keep its disk space past retention).
 
 use super::archive::{generation_of, io_at, retain};
-use super::place::place;
+use super::place::{place, Filing};
 use super::{lock, remove_staging, RecoveryError};
 use crate::bundle::grant::{self, Grant};
 use crate::bundle::redact::Rules;
@@ -274,7 +274,7 @@ pub fn serve(
     let _lock = lock(dir)?;
     remove_staging(dir);
     // A report makes room among older reports only (prune_for_report).
-    let (_, mut warnings) = retain(dir, &config.recover, "", 0, retention::prune_for_report);
+    let (_, mut warnings) = retain(dir, &config.recover, None, &[], retention::prune_for_report);
     let mut g = generation_of(&recovered[0]);
     g.reason = "request".into();
     g.message = request.reason.clone();
@@ -295,12 +295,13 @@ pub fn serve(
         |summary, archived| format!("{}-uid{}-{archived}", summary.top, asker.uid),
         &g,
         Some(&asked),
+        Filing::default(),
     )?;
     let (_, more) = retain(
         dir,
         &config.recover,
-        &placed.name,
-        placed.size,
+        Some((&placed.name, placed.size)),
+        &[],
         retention::prune_for_report,
     );
     warnings.extend(more);
