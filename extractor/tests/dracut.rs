@@ -114,6 +114,7 @@ fn the_capture_initramfs_bundles_the_crash_from_vmcore() {
         loader: Loader::Grub,
         added: Vec::new(),
         created_from: None,
+        pending: None,
     };
     let record_file = tmp.path().join("armed");
     std::fs::write(&record_file, record.text()).unwrap();

@@ -262,6 +262,7 @@ fn an_armed_machine_without_the_module_is_said_not_recording() {
         loader: Loader::Grub,
         added: vec!["memmap=64M$0x6be00000".into()],
         created_from: None,
+        pending: None,
     };
     sys.write(RECORD, &armed.text()).unwrap();
     let out = recover(dir.path());

@@ -143,6 +143,33 @@ pub struct Plan {
     pub reservation: Option<Reservation>,
     /// What the user should know (kdump-tools found, nothing to do, ...).
     pub notes: Vec<String>,
+    /// The record while the commands have not all succeeded.
+    pub(crate) pending: Option<Pending>,
+}
+
+/// The record marked with the commands (`pending=`), which
+/// [`Plan::apply`] writes in place of its planned change until
+/// [`Plan::commands_done`]: a command that fails (or a run killed midway)
+/// leaves files that already say what arm wants, and only the mark makes
+/// the next arm or disarm plan the commands again instead of finding
+/// nothing to do.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    marked: String,
+    /// What the record holds once they succeeded (`None`: removed).
+    settled: Option<String>,
+}
+
+/// Writes `text` to `path` (`None`: removes it).
+fn write(sys: &System, path: &'static str, text: Option<&str>) -> Result<(), ArmError> {
+    match text {
+        Some(text) => sys.write(path, text),
+        None => sys.remove(path),
+    }
+    .map_err(|source| ArmError::Write {
+        path: path.into(),
+        source,
+    })
 }
 
 impl Plan {
@@ -178,19 +205,49 @@ impl Plan {
     }
 
     /// Writes the new files (atomically; new ones mode 0644) and removes
-    /// the vanished ones. The commands are the caller's to run.
+    /// the vanished ones; with commands to run, the record is written
+    /// first, marked pending. The commands are the caller's to run, and
+    /// [`Plan::commands_done`] its to call once they all succeeded.
     pub fn apply(&self, sys: &System) -> Result<(), ArmError> {
+        if let Some(p) = &self.pending {
+            write(sys, loader::RECORD, Some(&p.marked))?;
+        }
         for c in &self.changes {
-            match &c.new {
-                Some(text) => sys.write(c.path, text),
-                None => sys.remove(c.path),
+            if self.pending.is_none() || c.path != loader::RECORD {
+                write(sys, c.path, c.new.as_deref())?;
             }
-            .map_err(|source| ArmError::Write {
-                path: c.path.into(),
-                source,
-            })?;
         }
         Ok(())
+    }
+
+    /// Takes the pending mark away once every command succeeded: the
+    /// record as planned, or none (disarmed).
+    pub fn commands_done(&self, sys: &System) -> Result<(), ArmError> {
+        match &self.pending {
+            Some(p) => write(sys, loader::RECORD, p.settled.as_deref()),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the record stays marked pending when a command fails, so
+    /// that the same arm or disarm run again runs them again.
+    pub fn resumable(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Marks `record` (`settled`: its planned text, `None` when disarm
+    /// removes it) pending until the commands succeed; nothing to run,
+    /// nothing to mark.
+    fn mark_pending(&mut self, mut record: Armed, settled: Option<String>) {
+        if self.commands.is_empty() {
+            return;
+        }
+        let commands: Vec<String> = self.commands.iter().map(|c| c.join(" ")).collect();
+        record.pending = Some(commands.join("; "));
+        self.pending = Some(Pending {
+            marked: record.text(),
+            settled,
+        });
     }
 
     /// Checks, after its commands ran, that they did what the boot needs:
@@ -409,6 +466,7 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         loader,
         added: steps.added,
         created_from: steps.created_from,
+        pending: None,
     };
     plan.set(sys, loader::RECORD, Some(record.text()))?;
     plan.changes.extend(steps.changes);
@@ -422,13 +480,16 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
         ));
     }
     plan.notes.extend(steps.notes);
+    let again = unfinished(previous.as_ref(), &mut plan.notes);
     // The initramfs first: kernel-install add copies it into the boot
     // entries.
-    plan.commands = initramfs_rebuild(sys, &plan.changes)
+    plan.commands = initramfs_rebuild(sys, &plan.changes, again)
         .into_iter()
         .chain(steps.commands)
         .collect();
     plan.reservation = Some(reservation);
+    let settled = record.text();
+    plan.mark_pending(record, Some(settled));
     Ok(plan)
 }
 
@@ -464,8 +525,9 @@ fn waiting(sys: &System) -> Option<String> {
 pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     let mut plan = Plan::default();
     let mut remove = vec![MODPROBE, MODULES_LOAD];
-    if let Some(armed) = loader::armed(sys)? {
-        let steps = loader::disarm_steps(sys, &armed)?;
+    let armed = loader::armed(sys)?;
+    if let Some(armed) = &armed {
+        let steps = loader::disarm_steps(sys, armed)?;
         plan.changes.extend(steps.changes);
         plan.commands = steps.commands;
         plan.notes.extend(steps.notes);
@@ -493,8 +555,14 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
         });
     }
     plan.changes.extend(kdump_tools::change(sys, None)?);
-    if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes) {
+    let again = unfinished(armed.as_ref(), &mut plan.notes);
+    if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes, again) {
         plan.commands.insert(0, rebuild);
+    }
+    if let Some(armed) = armed {
+        // The record goes last, once the boot entries no longer reserve
+        // the range: until then it is the only memory of what to undo.
+        plan.mark_pending(armed, None);
     }
     if plan.is_empty() {
         plan.notes.push("not armed: nothing to undo".into());
@@ -509,13 +577,34 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     Ok(plan)
 }
 
-/// The initramfs rebuilt when `changes` touch what it holds of crashring
-/// and the machine's generator has crashring's hook.
-pub(crate) fn initramfs_rebuild(sys: &System, changes: &[Change]) -> Option<Vec<String>> {
-    initramfs::changed(changes)
+/// Whether the record says the commands of an earlier arm or disarm have
+/// not all succeeded (said in `notes`): the loader's and the initramfs'
+/// run again, since the files alone look done.
+fn unfinished(record: Option<&Armed>, notes: &mut Vec<String>) -> bool {
+    let Some(commands) = record.and_then(|a| a.pending.as_deref()) else {
+        return false;
+    };
+    notes.push(format!(
+        "{} says an earlier arm or disarm did not finish (`{commands}` did not all succeed): they run again",
+        loader::RECORD
+    ));
+    true
+}
+
+/// The initramfs rebuilt when `changes` touch what it holds of crashring,
+/// or `again` (an earlier rebuild may have failed), and the machine's
+/// generator has crashring's hook.
+pub(crate) fn initramfs_rebuild(
+    sys: &System,
+    changes: &[Change],
+    again: bool,
+) -> Option<Vec<String>> {
+    (again || initramfs::changed(changes))
         .then(|| initramfs::rebuild(sys))
         .flatten()
 }
 
+#[cfg(test)]
+mod rerun_tests;
 #[cfg(test)]
 pub(crate) mod tests;

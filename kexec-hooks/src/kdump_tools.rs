@@ -165,7 +165,7 @@ mod tests {
             .iter()
             .any(|n| n.starts_with("kdump-tools is installed")));
         assert!(plan.diff().contains(&format!("+{KDUMP_PART_BEGIN}\n")));
-        plan.apply(&sys).unwrap();
+        plan.apply_succeeded(&sys);
         let armed = sys.read(KDUMP_TOOLS).unwrap().unwrap();
         let reservation = plan.reservation.unwrap();
         assert!(
@@ -223,7 +223,9 @@ eval $KEXEC_CMD"#;
         let own = "KDUMP_CMDLINE=\"root=/dev/sda1 ro nr_cpus=1 irqpoll\"\n";
         sys.write(KDUMP_TOOLS, &format!("{KDUMP_DEFAULTS}{own}"))
             .unwrap();
-        plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+        plan_arm(&sys, None, "x86_64")
+            .unwrap()
+            .apply_succeeded(&sys);
         let admin = sys.read(KDUMP_TOOLS).unwrap().unwrap();
         assert_eq!(
             capture_command_line(&admin, cmdline),
@@ -241,8 +243,7 @@ eval $KEXEC_CMD"#;
         assert!(plan_kdump_repair(&sys).unwrap().is_empty(), "not armed");
         plan_arm(&sys, Some(64 << 20), "x86_64")
             .unwrap()
-            .apply(&sys)
-            .unwrap();
+            .apply_succeeded(&sys);
         assert!(!kdump_part_missing(&sys));
         // ucf's "install the maintainer's version", 0600 as the admin made it.
         sys.write(KDUMP_TOOLS, KDUMP_DEFAULTS).unwrap();
@@ -252,7 +253,7 @@ eval $KEXEC_CMD"#;
         let repair = plan_kdump_repair(&sys).unwrap();
         assert_eq!(repair.changes.len(), 1);
         assert!(repair.commands.is_empty());
-        repair.apply(&sys).unwrap();
+        repair.apply_succeeded(&sys);
         assert!(!kdump_part_missing(&sys));
         assert!(plan_kdump_repair(&sys).unwrap().is_empty());
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;

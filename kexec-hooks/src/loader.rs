@@ -189,6 +189,10 @@ pub struct Armed {
     /// it started from (the running kernel's). Disarm removes the file
     /// while it holds just that.
     pub created_from: Option<String>,
+    /// The commands of an arm or disarm that have not all succeeded yet
+    /// (see [`crate::arm::Plan::commands_done`]): the next arm or disarm
+    /// runs its own again.
+    pub pending: Option<String>,
 }
 
 impl Armed {
@@ -204,6 +208,9 @@ impl Armed {
         );
         if let Some(line) = &self.created_from {
             text += &format!("created-from={line}\n");
+        }
+        if let Some(commands) = &self.pending {
+            text += &format!("pending={commands}\n");
         }
         text
     }
@@ -228,6 +235,7 @@ impl Armed {
                 .map(String::from)
                 .collect(),
             created_from: value("created-from").map(String::from),
+            pending: value("pending").map(String::from),
         })
     }
 }
@@ -279,6 +287,9 @@ pub fn arm_steps(
 ) -> Result<Steps, ArmError> {
     let memmap = reservation.kernel_word();
     let earlier = |word: &str| previous.is_some_and(|a| a.added.iter().any(|w| w == word));
+    // A command an earlier arm or disarm left unfinished runs again,
+    // whatever the files say now.
+    let pending = previous.and_then(|a| a.pending.as_deref());
     match loader {
         Loader::Grub => {
             let mut steps = Steps {
@@ -301,7 +312,7 @@ pub fn arm_steps(
                 steps.notes.push(format!(
                     "{GRUB_CFG} boots without {memmap}: update-grub runs again"
                 ));
-            } else {
+            } else if pending.is_none() {
                 return Ok(steps);
             }
             steps.commands.push(vec!["update-grub".into()]);
@@ -346,14 +357,21 @@ pub fn arm_steps(
                     old: current,
                     new: Some(format!("{new}\n")),
                 });
-                steps.commands = kernel_install_commands(sys, &mut steps.notes);
+            } else if let Some(entry) = bls_entries_lacking(sys, &memmap) {
+                steps.notes.push(format!(
+                    "{entry} boots without {memmap}: kernel-install add runs again"
+                ));
+            } else if pending.is_none() {
+                return Ok(steps);
             }
+            steps.commands = kernel_install_commands(sys, &mut steps.notes);
             Ok(steps)
         }
         Loader::Grubby => {
-            if let Some(a) = previous.filter(|a| a.loader == Loader::Grubby) {
+            if let Some(a) = previous.filter(|a| a.loader == Loader::Grubby && pending.is_none()) {
                 // Told already: grubby keeps the words in every entry and
-                // gives new kernels the default entry's.
+                // gives new kernels the default entry's. Pending, it may
+                // not have been (or a disarm's grubby took them away).
                 return Ok(Steps {
                     added: a.added.clone(),
                     ..Steps::default()
@@ -374,8 +392,11 @@ pub fn arm_steps(
 }
 
 /// Disarming what `armed` records: its words taken back, nothing else.
+/// A command an earlier arm or disarm left unfinished (the record still
+/// marked pending) runs again, whatever the files say now.
 pub fn disarm_steps(sys: &System, armed: &Armed) -> Result<Steps, ArmError> {
     let mut steps = Steps::default();
+    let pending = armed.pending.is_some();
     match armed.loader {
         Loader::Grub => match read(sys, GRUB_DROP_IN)? {
             Some(text) if crate::arm::ours(&text) => {
@@ -389,25 +410,27 @@ pub fn disarm_steps(sys: &System, armed: &Armed) -> Result<Steps, ArmError> {
             Some(_) => steps.notes.push(format!(
                 "{GRUB_DROP_IN} was not written by crashring arm: left as it is"
             )),
+            None if pending => steps.commands.push(vec!["update-grub".into()]),
             None => {}
         },
         Loader::KernelInstall => {
-            let Some(current) = read(sys, KERNEL_CMDLINE)? else {
-                return Ok(steps);
-            };
-            let left: Vec<&str> = current
-                .split_whitespace()
-                .filter(|w| !armed.added.iter().any(|a| a == w))
-                .collect();
-            let left = left.join(" ");
-            let new =
-                (armed.created_from.as_deref() != Some(left.as_str())).then(|| format!("{left}\n"));
-            if new.as_deref() != Some(current.as_str()) {
-                steps.changes.push(Change {
-                    path: KERNEL_CMDLINE,
-                    old: Some(current),
-                    new,
-                });
+            if let Some(current) = read(sys, KERNEL_CMDLINE)? {
+                let left: Vec<&str> = current
+                    .split_whitespace()
+                    .filter(|w| !armed.added.iter().any(|a| a == w))
+                    .collect();
+                let left = left.join(" ");
+                let new = (armed.created_from.as_deref() != Some(left.as_str()))
+                    .then(|| format!("{left}\n"));
+                if new.as_deref() != Some(current.as_str()) {
+                    steps.changes.push(Change {
+                        path: KERNEL_CMDLINE,
+                        old: Some(current),
+                        new,
+                    });
+                }
+            }
+            if pending || !steps.changes.is_empty() {
                 steps.commands = kernel_install_commands(sys, &mut steps.notes);
             }
         }
@@ -509,6 +532,46 @@ pub(crate) fn grub_cfg_lacks(sys: &System, r: Reservation) -> Result<bool, ArmEr
     };
     let word = r.kernel_word();
     Ok(!cfg.contains(&grub_escaped(&word)) && !cfg.contains(&word))
+}
+
+/// Where kernel-install writes Boot Loader Specification entries: the
+/// ESP's usual mount points, or /boot (its XBOOTLDR partition).
+const BLS_ENTRIES: [&str; 3] = [
+    "/efi/loader/entries",
+    "/boot/efi/loader/entries",
+    "/boot/loader/entries",
+];
+
+/// An entry kernel-install wrote for an installed kernel (its `version`)
+/// whose `options` lack `word`, as kernel-install add leaves it when it
+/// failed or never ran: `kernel-install add` runs again. Entries of
+/// kernels no longer installed are no one's to rewrite; a UKI carries
+/// its line inside, and a machine's copy may have no entries at all.
+fn bls_entries_lacking(sys: &System, word: &str) -> Option<String> {
+    let installed: Vec<String> = installed_kernels(sys).into_iter().map(|(v, _)| v).collect();
+    let values = |text: &str, key: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(key)?.strip_prefix([' ', '\t']))
+            .map(|v| v.trim().to_string())
+            .collect()
+    };
+    BLS_ENTRIES
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(sys.path(dir)).ok().map(|d| (dir, d)))
+        .flat_map(|(dir, entries)| entries.flatten().map(move |e| (dir, e)))
+        .find_map(|(dir, e)| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // One that cannot be read (the ESP is root's) is not
+            // claimed to lack anything.
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            let ours = values(&text, "version")
+                .iter()
+                .any(|v| installed.contains(v));
+            let has = values(&text, "options")
+                .iter()
+                .any(|o| o.split_whitespace().any(|w| w == word));
+            (name.ends_with(".conf") && ours && !has).then(|| format!("{dir}/{name}"))
+        })
 }
 
 /// The files that hold the command line the next boot gets, besides

@@ -65,15 +65,22 @@ pub(crate) fn carry_out(plan: &Plan, how: &ChangeArgs, sys: &System) -> Result<(
             continue;
         }
         eprintln!("crashring: running {line}");
+        let again = match plan.resumable() {
+            true => " (the files are written: the same crashring command run again runs the commands again)",
+            false => "",
+        };
         let status = std::process::Command::new(&command[0])
             .args(&command[1..])
             .status()
-            .with_context(|| format!("running {line}"))?;
-        anyhow::ensure!(status.success(), "`{line}` failed: {status}");
+            .with_context(|| format!("running {line}{again}"))?;
+        anyhow::ensure!(status.success(), "`{line}` failed: {status}{again}");
     }
     if sys.is_live() && !plan.commands.is_empty() {
         plan.verify(sys)?;
     }
+    // Run, or handed to the system under --root to run: nothing is left
+    // for this tool to run again.
+    plan.commands_done(sys)?;
     Ok(())
 }
 

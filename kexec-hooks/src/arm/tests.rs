@@ -3,6 +3,15 @@
 use super::*;
 use crate::loader::{GRUB_CFG, GRUB_DROP_IN, KERNEL_CMDLINE, RECORD};
 
+impl Plan {
+    /// Applies the plan as `crashring arm` does when every command
+    /// succeeds.
+    pub(crate) fn apply_succeeded(&self, sys: &System) {
+        self.apply(sys).unwrap();
+        self.commands_done(sys).unwrap();
+    }
+}
+
 pub(crate) fn machine(iomem: &str) -> (tempfile::TempDir, System) {
     let dir = tempfile::tempdir().unwrap();
     let sys = System::new(dir.path());
@@ -30,7 +39,7 @@ pub(crate) fn disarm_restores(
     root: &std::path::Path,
     before: &[(std::path::PathBuf, Vec<u8>)],
 ) {
-    plan_disarm(sys, false).unwrap().apply(sys).unwrap();
+    plan_disarm(sys, false).unwrap().apply_succeeded(sys);
     assert_eq!(sys.snapshot().unwrap(), before, "in {}", root.display());
 }
 
@@ -44,7 +53,7 @@ fn arm_then_disarm_leaves_the_machine_as_it_was() {
         "memmap 64M@0x22c000000"
     );
     assert_eq!(plan.commands, [["update-grub"]]);
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     assert_eq!(
         sys.read(MODPROBE).unwrap().unwrap(),
         format!("{MARK}\noptions crashring region=64M@0x22c000000 user_streams=8\n")
@@ -66,7 +75,9 @@ fn arm_then_disarm_leaves_the_machine_as_it_was() {
 #[test]
 fn disarm_keeps_a_waiting_generation_unless_forced() {
     let (_dir, sys) = machine(QEMU);
-    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
     let summary = "/sys/kernel/crashring/previous_summary";
     sys.write(
         summary,
@@ -103,7 +114,7 @@ fn disarm_keeps_a_waiting_generation_unless_forced() {
     sys.write(summary, "none\n").unwrap();
     let plan = plan_disarm(&sys, false).unwrap();
     assert_eq!(plan.changes.len(), forced.changes.len());
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     // Not armed, nothing to free: nothing refused either.
     sys.write(summary, "generation 7 slot 1 size 67108864\n")
         .unwrap();
@@ -126,11 +137,11 @@ fn the_initramfs_is_built_again_where_the_hook_puts_the_module_in() {
     assert!(plan
         .diff()
         .ends_with("# then: update-initramfs -u -k all\n# then: update-grub\n"));
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
     let disarm = plan_disarm(&sys, false).unwrap();
     assert_eq!(disarm.commands[0], rebuild);
-    disarm.apply(&sys).unwrap();
+    disarm.apply_succeeded(&sys);
     assert!(plan_disarm(&sys, false).unwrap().is_empty());
 }
 
@@ -158,8 +169,7 @@ fn the_drop_in_gives_grub_the_escaped_dollar_through_a_real_shell() {
     let (dir, sys) = machine(QEMU);
     plan_arm(&sys, Some(16 << 20), "x86_64")
         .unwrap()
-        .apply(&sys)
-        .unwrap();
+        .apply_succeeded(&sys);
     let root = dir.path();
     let out = std::process::Command::new("/bin/sh")
         .arg("-c")
@@ -241,8 +251,7 @@ fn refuses_with_a_reason() {
     sys.remove(MODPROBE).unwrap();
     plan_arm(&sys, Some(16 << 20), "x86_64")
         .unwrap()
-        .apply(&sys)
-        .unwrap();
+        .apply_succeeded(&sys);
     assert!(matches!(
         plan_arm(&sys, Some(32 << 20), "x86_64"),
         Err(ArmError::Rearm { current }) if current.size() == 16 << 20
@@ -272,7 +281,7 @@ fn arm64_reserves_by_reserve_mem_and_disarms_to_what_it_was() {
         plan.reservation,
         Some(Reservation::ReserveMem { size: DEFAULT_SIZE })
     );
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     assert_eq!(
         sys.read(MODPROBE).unwrap().unwrap(),
         format!("{MARK}\noptions crashring reserve_mem=crashring user_streams={USER_STREAMS}\n")
@@ -302,7 +311,7 @@ fn arm64_reserves_by_reserve_mem_and_disarms_to_what_it_was() {
             current: Reservation::ReserveMem { .. }
         })
     ));
-    plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
+    plan_disarm(&sys, false).unwrap().apply_succeeded(&sys);
     assert_eq!(sys.snapshot().unwrap(), before);
     drop(dir);
 }
@@ -344,7 +353,7 @@ fn arm_writes_nothing_without_a_boot_loader_it_drives() {
 
 /// A systemd-boot machine: no GRUB, kernel-install writing each
 /// kernel's entry from /etc/kernel/cmdline.
-fn kernel_install_machine() -> (tempfile::TempDir, System) {
+pub(crate) fn kernel_install_machine() -> (tempfile::TempDir, System) {
     let (dir, sys) = machine(QEMU);
     for f in ["/usr/sbin/update-grub", "/etc/default/grub"] {
         sys.remove(f).unwrap();
@@ -366,7 +375,7 @@ fn kernel_install_machine() -> (tempfile::TempDir, System) {
 const BOOTED: &str =
     "initrd=\\6b1f\\6.1.0-41-amd64\\initrd.img-6.1.0-41-amd64 root=UUID=4c1f ro quiet\n";
 
-fn kernel_install_commands() -> Vec<Vec<String>> {
+pub(crate) fn kernel_install_commands() -> Vec<Vec<String>> {
     ["6.1.0-41-amd64", "6.12.57+deb12-amd64"]
         .map(|v| {
             ["kernel-install", "add", v, &format!("/boot/vmlinuz-{v}")]
@@ -382,7 +391,7 @@ fn kernel_install_gets_the_range_in_etc_kernel_cmdline_and_every_entry() {
     let before = sys.snapshot().unwrap();
     let plan = plan_arm(&sys, None, "x86_64").unwrap();
     assert_eq!(plan.commands, kernel_install_commands());
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     // kernel-install's own default (the running line without the boot
     // loader's initrd=), plus arm's words, `$` as the kernel reads it.
     assert_eq!(
@@ -419,7 +428,9 @@ fn an_admins_own_kernel_command_line_keeps_its_words() {
     )
     .unwrap();
     let before = sys.snapshot().unwrap();
-    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
     assert_eq!(
         sys.read(KERNEL_CMDLINE).unwrap().unwrap(),
         "root=UUID=4c1f ro crash_kexec_post_notifiers memmap=64M$0x22c000000\n"
@@ -434,13 +445,15 @@ fn an_admins_own_kernel_command_line_keeps_its_words() {
     // A file arm created and the admin changed since stays, less
     // arm's words.
     let (_dir, sys) = kernel_install_machine();
-    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
     sys.write(
         KERNEL_CMDLINE,
         "root=UUID=4c1f ro quiet memmap=64M$0x22c000000 crash_kexec_post_notifiers mitigations=auto\n",
     )
     .unwrap();
-    plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
+    plan_disarm(&sys, false).unwrap().apply_succeeded(&sys);
     assert_eq!(
         sys.read(KERNEL_CMDLINE).unwrap().unwrap(),
         "root=UUID=4c1f ro quiet mitigations=auto\n"
@@ -466,7 +479,7 @@ fn grubby_is_told_with_the_dollar_escaped_for_grub() {
             "--args=memmap=64M\\$0x22c000000 crash_kexec_post_notifiers"
         ]]
     );
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
     let disarm = plan_disarm(&sys, false).unwrap();
     assert_eq!(
@@ -486,7 +499,9 @@ fn grubby_is_told_with_the_dollar_escaped_for_grub() {
         "root=UUID=4c1f ro crash_kexec_post_notifiers\n",
     )
     .unwrap();
-    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
     assert_eq!(
         plan_disarm(&sys, false).unwrap().commands,
         [[
@@ -500,7 +515,9 @@ fn grubby_is_told_with_the_dollar_escaped_for_grub() {
 #[test]
 fn a_machine_armed_through_grub_that_now_boots_otherwise_is_refused() {
     let (_dir, sys) = machine(QEMU);
-    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
     // GRUB removed, systemd-boot installed.
     sys.remove("/usr/sbin/update-grub").unwrap();
     sys.write("/usr/bin/kernel-install", "").unwrap();
@@ -518,7 +535,9 @@ fn a_machine_armed_through_grub_that_now_boots_otherwise_is_refused() {
 #[test]
 fn the_record_reads_back_and_a_damaged_one_is_refused() {
     let (_dir, sys) = kernel_install_machine();
-    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
     let record = sys.read(RECORD).unwrap().unwrap();
     assert_eq!(
         loader::Armed::parse(&record).unwrap().text(),
@@ -543,7 +562,7 @@ fn the_record_reads_back_and_a_damaged_one_is_refused() {
 fn an_armed_machine_whose_grub_cfg_lacks_the_range_runs_update_grub_again() {
     let (_dir, sys) = machine(QEMU);
     let plan = plan_arm(&sys, None, "x86_64").unwrap();
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     // update-grub failed, or never ran: the menu boots without it.
     sys.write(
         GRUB_CFG,
@@ -575,7 +594,7 @@ fn an_armed_machine_whose_grub_cfg_lacks_the_range_runs_update_grub_again() {
 fn update_grub_that_leaves_the_range_out_is_an_error() {
     let (_dir, sys) = machine(QEMU);
     let plan = plan_arm(&sys, None, "x86_64").unwrap();
-    plan.apply(&sys).unwrap();
+    plan.apply_succeeded(&sys);
     // What the command wrote: the menu without the range.
     sys.write(
         GRUB_CFG,

@@ -1,0 +1,139 @@
+//! `crashring arm` and `disarm` run again after their commands did not
+//! all succeed: the files already say what they want, and the record's
+//! pending mark (or the boot entries themselves) says what is left.
+
+use super::tests::{kernel_install_commands, kernel_install_machine, machine, QEMU};
+use super::*;
+
+fn update_initramfs() -> Vec<String> {
+    ["update-initramfs", "-u", "-k", "all"]
+        .map(String::from)
+        .to_vec()
+}
+
+#[test]
+fn kernel_install_that_did_not_succeed_runs_again() {
+    let (dir, sys) = kernel_install_machine();
+    sys.write(crate::initramfs::INITRAMFS_TOOLS_HOOK, "")
+        .unwrap();
+    sys.write("/usr/sbin/update-initramfs", "").unwrap();
+    let before = sys.snapshot().unwrap();
+    let all: Vec<Vec<String>> = std::iter::once(update_initramfs())
+        .chain(kernel_install_commands())
+        .collect();
+    let plan = plan_arm(&sys, None, "x86_64").unwrap();
+    assert_eq!(plan.commands, all);
+    // update-initramfs failed: the files are written, no entry has the
+    // range, and arming again must not call that armed.
+    plan.apply(&sys).unwrap();
+    let again = plan_arm(&sys, None, "x86_64").unwrap();
+    assert_eq!(again.commands, all);
+    assert!(
+        again.notes.iter().any(|n| n.contains("did not finish")
+            && n.contains("`update-initramfs -u -k all; kernel-install add 6.1.0-41-amd64")),
+        "{:?}",
+        again.notes
+    );
+    // The dry run shows the mark going.
+    assert!(
+        again
+            .diff()
+            .contains("-pending=update-initramfs -u -k all; kernel-install add"),
+        "{}",
+        again.diff()
+    );
+    // Failed again: still pending.
+    again.apply(&sys).unwrap();
+    assert_eq!(plan_arm(&sys, None, "x86_64").unwrap().commands, all);
+    again.commands_done(&sys).unwrap();
+    assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
+
+    // Disarm likewise: the record stays, marked, until its commands
+    // succeed, since it is all that says what to undo.
+    let disarm = plan_disarm(&sys, false).unwrap();
+    assert_eq!(disarm.commands, all);
+    disarm.apply(&sys).unwrap();
+    assert!(loader::armed(&sys).unwrap().unwrap().pending.is_some());
+    let again = plan_disarm(&sys, false).unwrap();
+    assert_eq!(again.commands, all);
+    again.apply_succeeded(&sys);
+    assert!(plan_disarm(&sys, false).unwrap().is_empty());
+    assert_eq!(
+        sys.snapshot().unwrap(),
+        before,
+        "in {}",
+        dir.path().display()
+    );
+}
+
+#[test]
+fn grub_and_grubby_that_did_not_succeed_run_again() {
+    // No grub.cfg to check, as in a machine's copy: only the mark tells.
+    let (_dir, sys) = machine(QEMU);
+    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    assert_eq!(
+        plan_arm(&sys, None, "x86_64").unwrap().commands,
+        [["update-grub"]]
+    );
+    let disarm = plan_disarm(&sys, false).unwrap();
+    disarm.apply(&sys).unwrap();
+    assert_eq!(
+        plan_disarm(&sys, false).unwrap().commands,
+        [["update-grub"]]
+    );
+
+    let (_dir, sys) = machine(QEMU);
+    sys.remove("/usr/sbin/update-grub").unwrap();
+    sys.write("/usr/sbin/grubby", "").unwrap();
+    let plan = plan_arm(&sys, None, "x86_64").unwrap();
+    plan.apply(&sys).unwrap();
+    assert_eq!(
+        plan_arm(&sys, None, "x86_64").unwrap().commands,
+        plan.commands
+    );
+    plan.commands_done(&sys).unwrap();
+    assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
+}
+
+/// A machine armed before the record kept a mark, or whose kernel-install
+/// add failed some other way: the entry of an installed kernel that
+/// boots without the range has kernel-install add run again.
+#[test]
+fn a_boot_entry_without_the_range_has_kernel_install_run_again() {
+    let (_dir, sys) = kernel_install_machine();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
+    let entry = "/boot/efi/loader/entries/6b1f-6.1.0-41-amd64.conf";
+    let options = "options root=UUID=4c1f ro quiet";
+    sys.write(
+        entry,
+        &format!("title Debian\nversion 6.1.0-41-amd64\n{options}\n"),
+    )
+    .unwrap();
+    let again = plan_arm(&sys, None, "x86_64").unwrap();
+    assert_eq!(again.commands, kernel_install_commands());
+    assert!(
+        again
+            .notes
+            .iter()
+            .any(|n| n.starts_with(&format!("{entry} boots without memmap=64M$0x22c000000"))),
+        "{:?}",
+        again.notes
+    );
+    sys.write(
+        entry,
+        &format!(
+            "version 6.1.0-41-amd64\n{options} memmap=64M$0x22c000000 crash_kexec_post_notifiers\n"
+        ),
+    )
+    .unwrap();
+    assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
+    // A kernel no longer installed is no one's to rewrite.
+    sys.write(
+        "/boot/efi/loader/entries/6b1f-5.10.0-9-amd64.conf",
+        &format!("version 5.10.0-9-amd64\n{options}\n"),
+    )
+    .unwrap();
+    assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
+}
