@@ -107,6 +107,11 @@ pub enum ArmError {
         "a generation waits in the range, not yet archived and acknowledged ({waiting}); disarmed, the next boot reuses that memory and it is lost. Archive it first: `crashring recover` bundles it into /var/lib/crashring and acknowledges it, then disarm; one Clean=keep left (which recover does not acknowledge): `crashring bundle /sys/kernel/crashring/previous -o FILE.tar.gz`, then `crashring disarm --force`; or `crashring disarm --force` to give it up"
     )]
     Waiting { waiting: String },
+    #[error(
+        "the crashring module is not loaded ({}), so nothing can tell whether a generation waits in the range, not yet archived; disarmed, the next boot reuses that memory and one would be lost. This boot reserves the range: load the module (`modprobe crashring`) and run `crashring recover`, which archives what waits, then disarm; or `crashring disarm --force` to give up whatever it holds",
+        crate::status::SYSFS
+    )]
+    NotLoaded,
     #[error("--size {size}: more than this machine's System RAM, {ram} bytes")]
     TooLarge { size: u64, ram: u64 },
     #[error(
@@ -494,8 +499,8 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
 }
 
 /// What the module says waits in the range unarchived, `None` when
-/// nothing does or the module is not loaded (a machine's copy has no
-/// /sys); a summary that cannot be read (the kernel's EIO) may hide one.
+/// nothing does or the module is not loaded (see [`unknowable`]); a
+/// summary that cannot be read (the kernel's EIO) may hide one.
 fn waiting(sys: &System) -> Option<String> {
     let path = format!("{}/previous_summary", crate::status::SYSFS);
     let text = match sys.read_bytes(&path) {
@@ -517,11 +522,25 @@ fn waiting(sys: &System) -> Option<String> {
     }
 }
 
+/// Whether nothing can tell what waits in the range `armed` reserves:
+/// the running machine booted with it, without the module loaded. A
+/// boot without the range (arm run, no reboot yet) holds nothing in it;
+/// a machine's copy has no /sys, and its range is not this boot's.
+fn unknowable(sys: &System, armed: &Armed) -> bool {
+    let word = armed.reservation.kernel_word();
+    let booted = read(sys, "/proc/cmdline")
+        .ok()
+        .flatten()
+        .is_some_and(|c| c.split_whitespace().any(|w| w == word));
+    sys.is_live() && booted && !sys.path(crate::status::SYSFS).exists()
+}
+
 /// Plans `crashring disarm`: removes every file of ours and takes back
 /// the words arm added elsewhere, leaving everything else. Refuses while
 /// a generation waits unarchived in the range (after a failed recovery,
-/// or `Clean=keep`), unless `force`: the next boot, without the range
-/// reserved, hands that memory to the kernel.
+/// or `Clean=keep`), or while an armed machine runs without the module,
+/// which alone could tell, unless `force`: the next boot, without the
+/// range reserved, hands that memory to the kernel.
 pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     let mut plan = Plan::default();
     let mut remove = vec![MODPROBE, MODULES_LOAD];
@@ -559,6 +578,7 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes, again) {
         plan.commands.insert(0, rebuild);
     }
+    let unknown = armed.as_ref().is_some_and(|a| unknowable(sys, a));
     if let Some(armed) = armed {
         // The record goes last, once the boot entries no longer reserve
         // the range: until then it is the only memory of what to undo.
@@ -573,6 +593,13 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
         plan.notes.push(format!(
             "--force: given up, unarchived, to the next boot's kernel: {waiting}"
         ));
+    } else if unknown {
+        if !force {
+            return Err(ArmError::NotLoaded);
+        }
+        plan.notes.push(
+            "--force: the module is not loaded; whatever the range holds is given up to the next boot's kernel".into(),
+        );
     }
     Ok(plan)
 }

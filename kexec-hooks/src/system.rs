@@ -6,11 +6,24 @@ use std::path::{Path, PathBuf};
 
 pub struct System {
     root: PathBuf,
+    live: bool,
 }
 
 impl System {
     pub fn new(root: impl Into<PathBuf>) -> System {
-        System { root: root.into() }
+        let root = root.into();
+        let live = root == Path::new("/");
+        System { root, live }
+    }
+
+    /// A copy under `root` standing in for the machine itself, for tests
+    /// of what only a live system does.
+    #[cfg(test)]
+    pub(crate) fn live_at(root: impl Into<PathBuf>) -> System {
+        System {
+            root: root.into(),
+            live: true,
+        }
     }
 
     /// Where the machine's absolute `path` is under the root.
@@ -18,8 +31,10 @@ impl System {
         self.root.join(path.trim_start_matches('/'))
     }
 
+    /// Whether this is the running machine (`/`), whose /sys and /proc
+    /// are its own, rather than a copy or an image.
     pub fn is_live(&self) -> bool {
-        self.root == Path::new("/")
+        self.live
     }
 
     /// The file's text, or `None` if it does not exist.

@@ -121,6 +121,56 @@ fn disarm_keeps_a_waiting_generation_unless_forced() {
     assert!(plan_disarm(&sys, false).unwrap().is_empty());
 }
 
+/// The running machine, booted armed, without the module loaded (it
+/// failed to load, or was unloaded): no previous_summary can say that
+/// nothing waits, so disarm refuses unless forced; a machine's copy has
+/// no /sys and is disarmed as before.
+#[test]
+fn disarm_without_the_module_cannot_tell_and_refuses() {
+    let (dir, sys) = machine(QEMU);
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
+    assert!(!plan_disarm(&sys, false).unwrap().is_empty());
+    let live = System::live_at(dir.path());
+    // Armed, not rebooted yet: the range holds nothing.
+    sys.write("/proc/cmdline", "BOOT_IMAGE=/vmlinuz root=UUID=4c1f ro\n")
+        .unwrap();
+    assert!(!plan_disarm(&live, false).unwrap().is_empty());
+    sys.write(
+        "/proc/cmdline",
+        "BOOT_IMAGE=/vmlinuz root=UUID=4c1f ro memmap=64M$0x22c000000 crash_kexec_post_notifiers\n",
+    )
+    .unwrap();
+    let err = plan_disarm(&live, false).unwrap_err();
+    assert!(matches!(err, ArmError::NotLoaded), "{err}");
+    let said = err.to_string();
+    assert!(
+        said.contains("nothing can tell whether a generation waits")
+            && said.contains("`modprobe crashring`")
+            && said.contains("`crashring recover`")
+            && said.contains("--force"),
+        "{said}"
+    );
+    let forced = plan_disarm(&live, true).unwrap();
+    assert!(
+        forced
+            .notes
+            .iter()
+            .any(|n| n.starts_with("--force: the module is not loaded")),
+        "{:?}",
+        forced.notes
+    );
+    // Loaded, and nothing waits: disarmed.
+    sys.write("/sys/kernel/crashring/previous_summary", "none\n")
+        .unwrap();
+    assert!(!plan_disarm(&live, false).unwrap().is_empty());
+    forced.apply_succeeded(&live);
+    // Not armed: nothing to lose, nothing refused.
+    std::fs::remove_dir_all(sys.path("/sys/kernel/crashring")).unwrap();
+    assert!(plan_disarm(&live, false).unwrap().is_empty());
+}
+
 /// With crashring's initramfs-tools hook installed, arm and disarm
 /// build the initramfs images again after writing what they hold
 /// (the hook reads the list and the options); arming again with
