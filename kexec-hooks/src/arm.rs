@@ -31,12 +31,14 @@ pub const DEFAULT_SIZE: u64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArmError {
-    #[error("reading {path}: {source}")]
+    // The io::Error is the source, which the CLI's chain prints after
+    // the message: in the message too, it would be said twice.
+    #[error("reading {path}")]
     Read {
         path: String,
         source: std::io::Error,
     },
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Write {
         path: String,
         source: std::io::Error,

@@ -171,6 +171,24 @@ fn disarm_without_the_module_cannot_tell_and_refuses() {
     assert!(plan_disarm(&live, false).unwrap().is_empty());
 }
 
+/// The CLI prints an error with its sources (anyhow's `{:#}`): each
+/// cause once.
+#[test]
+fn a_file_that_cannot_be_read_is_said_once() {
+    let (_dir, sys) = machine(QEMU);
+    std::fs::create_dir_all(sys.path(RECORD)).unwrap();
+    let err = plan_arm(&sys, None, "x86_64").unwrap_err();
+    let mut chain = vec![err.to_string()];
+    let mut source = std::error::Error::source(&err);
+    while let Some(e) = source {
+        chain.push(e.to_string());
+        source = e.source();
+    }
+    let said = chain.join(": ");
+    assert!(said.starts_with("reading /etc/crashring/armed: "), "{said}");
+    assert_eq!(said.matches("(os error 21)").count(), 1, "{said}");
+}
+
 /// With crashring's initramfs-tools hook installed, arm and disarm
 /// build the initramfs images again after writing what they hold
 /// (the hook reads the list and the options); arming again with
