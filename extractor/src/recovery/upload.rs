@@ -52,38 +52,54 @@ pub enum Upload {
 }
 
 /// Runs `command` (`sh -c 'COMMAND "$1"'`, the bundle's path as `$1`) for
-/// every spooled bundle, oldest first, each within `timeout`.
+/// every spooled bundle, oldest first, each within `timeout`. Two runs at
+/// once (the service and one by hand) take turns on the spool's lock, so
+/// that the command never runs twice for a bundle: the second waits,
+/// then finds what the first left. The spool, not the bundle directory,
+/// is locked, since recovery must not wait on a slow upload.
 pub fn upload_all(dir: &Path, command: &str, timeout: Duration) -> io::Result<Vec<Upload>> {
     let spool = spool_dir(dir);
-    let mut names: Vec<(std::time::SystemTime, String)> = match std::fs::read_dir(&spool) {
-        Ok(entries) => entries
-            .flatten()
-            .filter_map(|e| {
-                let when = e.metadata().and_then(|m| m.modified()).ok()?;
-                Some((when, e.file_name().to_string_lossy().into_owned()))
-            })
-            .collect(),
+    let lock = match std::fs::File::open(&spool) {
+        Ok(lock) => lock,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
+    lock.lock()?;
+    let mut names: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(&spool)?
+        .flatten()
+        .filter_map(|e| {
+            let when = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some((when, e.file_name().to_string_lossy().into_owned()))
+        })
+        .collect();
     names.sort();
     let mut out = Vec::new();
     for (_, name) in names {
         let bundle = dir.join(format!("{name}.tar.gz"));
         if !bundle.exists() {
-            std::fs::remove_file(spool.join(&name))?;
+            forget(&spool, &name)?;
             out.push(Upload::Gone(name));
             continue;
         }
         match run_with_timeout(command, &bundle, timeout) {
             Ok(()) => {
-                std::fs::remove_file(spool.join(&name))?;
+                forget(&spool, &name)?;
                 out.push(Upload::Done(name));
             }
             Err(why) => out.push(Upload::Failed { name, why }),
         }
     }
     Ok(out)
+}
+
+/// Takes bundle `name` off the spool. Already gone is done: a run that
+/// does not take the lock (an older binary's during an upgrade) forgot
+/// it first, and failing here would lose what this run has to journal.
+fn forget(spool: &Path, name: &str) -> io::Result<()> {
+    match std::fs::remove_file(spool.join(name)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Runs the command for `bundle`; kills it (its process group) after
@@ -164,6 +180,41 @@ mod tests {
             [Upload::Gone("a".into())]
         );
         assert!(spooled(dir).is_empty());
+    }
+
+    /// The spool entry gone by the time the command succeeded (another
+    /// run forgot it): done, and the rest still uploaded and said.
+    #[test]
+    fn a_bundle_another_run_forgot_is_done() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        bundle(dir, "a");
+        bundle(dir, "b");
+        let cmd = format!("f() {{ rm -f {}/a; }}; f", dir.join(SPOOL).display());
+        let done = upload_all(dir, &cmd, TIMEOUT).unwrap();
+        assert_eq!(done, [Upload::Done("a".into()), Upload::Done("b".into())]);
+        assert!(spooled(dir).is_empty());
+    }
+
+    /// Two runs at once run the command once per bundle.
+    #[test]
+    fn overlapping_uploads_take_turns() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        bundle(&dir, "a");
+        bundle(&dir, "b");
+        let log = dir.join("log");
+        let cmd = format!("f() {{ echo \"$1\" >> {}; sleep 0.3; }}; f", log.display());
+        let runs: Vec<_> = (0..2)
+            .map(|_| {
+                let (dir, cmd) = (dir.clone(), cmd.clone());
+                std::thread::spawn(move || upload_all(&dir, &cmd, TIMEOUT).unwrap())
+            })
+            .collect();
+        let mut done: Vec<Upload> = runs.into_iter().flat_map(|r| r.join().unwrap()).collect();
+        done.sort_by_key(|u| format!("{u:?}"));
+        assert_eq!(done, [Upload::Done("a".into()), Upload::Done("b".into())]);
+        assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
     }
 
     #[test]
