@@ -196,6 +196,10 @@ impl AddLog {
         let mut logs = Vec::new();
         for z in &zones {
             match (&z.state, z.record()) {
+                // Compressed bytes are no log to redact or place.
+                (ramoops::ZoneState::Text(t), _) if t.inflate_refused.is_some() => {
+                    warnings.push(format!("{} is not bundled: {}", z.file_name(), z.state))
+                }
                 (state, Some((bytes, partial))) => {
                     if let ramoops::ZoneState::Text(t) = state {
                         for note in [t.missing_note(), t.unchecked_note()].into_iter().flatten() {

@@ -370,6 +370,7 @@ fn ramoops_json(read: &Result<(Order, Vec<Zone>), LayoutError>) -> Value {
                     "says": z.state.to_string(),
                     "bytes": text.map(|t| t.bytes.len()),
                     "compressed": text.map(|t| t.compressed),
+                    "inflate_refused": text.and_then(|t| t.inflate_refused),
                     "missing_bytes": text.map(|t| t.missing_bytes()),
                     "torn_records": text.map(|t| t.torn_records),
                     "uninflated": text.and_then(|t| t.uninflated.map(|u| json!({

@@ -56,10 +56,13 @@ const FTRACE_RECORD_SIZE: usize = 24;
 /// Data bytes per parity block (`ecc_info.block_size`, which module
 /// parameters leave at its default).
 const ECC_BLOCK: u64 = 128;
-/// The most a compressed dmesg record may inflate to. pstore compresses a
-/// record of at most its `bufsize`, and inflates into a buffer sized by a
-/// fixed ratio; this bound only keeps hostile input from taking memory.
-const MAX_INFLATED: u64 = 64 << 20;
+/// How many times its zone's buffer a compressed dmesg record may inflate
+/// to: pstore inflates into `3 * psinfo->bufsize` bytes and keeps a record
+/// that does not fit compressed (`decompress_record()` in
+/// `fs/pstore/platform.c`), where ramoops' `bufsize` is its dmesg zones'
+/// buffer (`ramoops_probe()`). Following it also bounds what hostile
+/// input can make the reader hold to a few times the dump.
+const INFLATE_RATIO: u64 = 3;
 /// The granule a zone is read in where the dump lacks some of it: a dump
 /// holds or lacks memory a page at a time.
 const PAGE: u64 = 4096;
@@ -135,8 +138,12 @@ pub struct ZoneText {
     /// The dmesg header's time (seconds, microseconds).
     pub time: Option<(i64, u32)>,
     /// Whether the dmesg record was stored compressed (and is inflated in
-    /// `bytes`).
+    /// `bytes`, unless `inflate_refused`).
     pub compressed: bool,
+    /// The kernel's limit on the record's inflated size, where the
+    /// compressed record inflates past it: pstore then refuses to inflate
+    /// it and shows it compressed (`.enc.z`), and so do `bytes`.
+    pub inflate_refused: Option<u64>,
     /// The version code an ftrace zone's signature carries.
     pub version: Option<u32>,
     /// Whether the writer went round the buffer (older text overwritten).
@@ -264,17 +271,25 @@ impl Zone {
     /// per-CPU ftrace zones merged as one record, id 0; each is named here
     /// by its CPU.
     pub fn file_name(&self) -> String {
-        format!("{}-ramoops-{}", self.plan.kind.name(), self.plan.index)
+        // pstore names a record it keeps compressed so (`pstore_mkfile()`).
+        let refused = matches!(&self.state, ZoneState::Text(t) if t.inflate_refused.is_some());
+        format!(
+            "{}-ramoops-{}{}",
+            self.plan.kind.name(),
+            self.plan.index,
+            if refused { ".enc.z" } else { "" }
+        )
     }
 }
 
 impl ZoneState {
     /// Whether something the kernel wrote could not be read: the dump
-    /// lacks it (or part of it), or a compressed record does not inflate.
+    /// lacks it (or part of it), or a compressed record does not inflate
+    /// (within the kernel's limit).
     pub fn lost(&self) -> bool {
         match self {
             ZoneState::Unreadable(_) | ZoneState::BadCompression(_) => true,
-            ZoneState::Text(t) => !t.missing.is_empty(),
+            ZoneState::Text(t) => !t.missing.is_empty() || t.inflate_refused.is_some(),
             _ => false,
         }
     }
@@ -304,6 +319,12 @@ impl fmt::Display for ZoneState {
                 }
                 if t.compressed {
                     f.write_str(", stored compressed")?;
+                }
+                if let Some(limit) = t.inflate_refused {
+                    write!(
+                        f,
+                        " and kept so: it inflates past {limit} bytes, {INFLATE_RATIO} times the zone's buffer, which the kernel refuses"
+                    )?;
                 }
                 if let Some(v) = t.version {
                     write!(f, ", kernel {}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)?;
@@ -501,6 +522,7 @@ fn read_zone(
         bytes,
         time: None,
         compressed: false,
+        inflate_refused: None,
         version,
         ecc: tally,
         unchecked_blocks,
@@ -509,7 +531,7 @@ fn read_zone(
         uninflated: None,
     };
     match plan.kind {
-        ZoneKind::Dmesg => dmesg_record(text, first_gap),
+        ZoneKind::Dmesg => dmesg_record(text, first_gap, INFLATE_RATIO * buffer),
         ZoneKind::Ftrace => {
             text.torn_records = ftrace_records(&text).torn;
             ZoneState::Text(text)
@@ -519,9 +541,9 @@ fn read_zone(
 }
 
 /// A dmesg zone's `text` as its record: the header read off it, the rest
-/// inflated if it was stored compressed. `first_gap` says why the dump
-/// lacks the text's first gap.
-fn dmesg_record(mut text: ZoneText, first_gap: Option<PhysError>) -> ZoneState {
+/// inflated, up to `limit` bytes, if it was stored compressed.
+/// `first_gap` says why the dump lacks the text's first gap.
+fn dmesg_record(mut text: ZoneText, first_gap: Option<PhysError>, limit: u64) -> ZoneState {
     // The header is the record's first line, and must lie before any gap:
     // one in it leaves the record's time and form unknown.
     let before_gap = text.missing.first().map_or(text.bytes.len(), |m| m.at);
@@ -548,7 +570,7 @@ fn dmesg_record(mut text: ZoneText, first_gap: Option<PhysError>) -> ZoneState {
     text.time = Some(time);
     text.compressed = compressed;
     if compressed {
-        if let Err(e) = inflate_record(&mut text) {
+        if let Err(e) = inflate_record(&mut text, limit) {
             return ZoneState::BadCompression(e);
         }
     }
@@ -629,10 +651,14 @@ fn dmesg_header(data: &[u8]) -> Option<((i64, u32), bool, usize)> {
 
 /// Inflates a compressed dmesg record's `text`, its header gone: up to
 /// its first gap, since raw deflate cannot resume after one, saying that
-/// the rest is lost. The gaps then all lie after the text kept.
-fn inflate_record(text: &mut ZoneText) -> Result<(), String> {
+/// the rest is lost. The gaps then all lie after the text kept. One that
+/// inflates past `limit` bytes is kept compressed, as pstore keeps it.
+fn inflate_record(text: &mut ZoneText, limit: u64) -> Result<(), String> {
     let before_gap = text.missing.first().map_or(text.bytes.len(), |m| m.at);
-    let (inflated, end) = inflate(&text.bytes[..before_gap]);
+    let Some((inflated, end)) = inflate(&text.bytes[..before_gap], limit) else {
+        text.inflate_refused = Some(limit);
+        return Ok(());
+    };
     match (end, text.missing.first()) {
         // The stream ended before any gap: the record is whole.
         (Ok(()), _) => {}
@@ -656,19 +682,17 @@ fn inflate_record(text: &mut ZoneText) -> Result<(), String> {
 /// pstore compresses with raw deflate (zlib without its header, both the
 /// crypto API's "deflate" before 6.6 and `zlib_deflateInit2(-MAX_WBITS)`
 /// since): what `bytes` inflate to, and why inflation stopped short of
-/// the stream's end if it did (`UnexpectedEof` where the bytes end first).
-fn inflate(bytes: &[u8]) -> (Vec<u8>, io::Result<()>) {
+/// the stream's end if it did (`UnexpectedEof` where the bytes end first);
+/// `None` when they inflate past `limit` bytes.
+fn inflate(bytes: &[u8], limit: u64) -> Option<(Vec<u8>, io::Result<()>)> {
     let mut out = Vec::new();
-    // On an error, what was inflated before it is kept in `out`.
+    // On an error, what was inflated before it is kept in `out`; one byte
+    // past the limit is all it takes to tell a record too large.
     let end = flate2::read::DeflateDecoder::new(bytes)
-        .take(MAX_INFLATED + 1)
+        .take(limit.saturating_add(1))
         .read_to_end(&mut out)
         .map(drop);
-    if out.len() as u64 > MAX_INFLATED {
-        let past = io::Error::other(format!("inflates past {MAX_INFLATED} bytes"));
-        return (out, Err(past));
-    }
-    (out, end)
+    (out.len() as u64 <= limit).then_some((out, end))
 }
 
 /// An ftrace zone's records, each where the kernel laid it.

@@ -542,6 +542,41 @@ fn a_compressed_dmesg_record_inflates_up_to_its_first_hole() {
 }
 
 #[test]
+fn a_record_inflating_past_the_kernels_limit_is_kept_compressed_and_said() {
+    // The second dmesg zone's buffer is 0x4000 - 12 bytes: pstore inflates
+    // up to 3 times that, and no further.
+    let limit = 3 * (0x4000 - 12);
+    let header = b"====1700000000.123456-C\n".len();
+    let read_zone = |inflated: usize| {
+        let mut area = ramoops_area::seed();
+        let record = ramoops_area::compressed_record(&vec![b'x'; inflated]);
+        put(&mut area, 0x4000, ramoops_area::SIG, 0x4000 - 12, &record);
+        let (_, mut zones) = read(&image(BASE, area), &layout()).unwrap();
+        (zones.remove(1), record[header..].to_vec())
+    };
+    let (at_limit, _) = read_zone(limit);
+    assert_eq!(text(&at_limit.state).bytes.len(), limit);
+    assert_eq!(text(&at_limit.state).inflate_refused, None);
+    assert_eq!(at_limit.file_name(), "dmesg-ramoops-1");
+    // One byte more: the kernel's own refusal, and only the compressed
+    // bytes are held.
+    let (past, deflated) = read_zone(limit + 1);
+    let dmesg = text(&past.state);
+    assert_eq!(dmesg.inflate_refused, Some(limit as u64));
+    assert!(dmesg.compressed);
+    assert_eq!(dmesg.bytes, deflated);
+    assert_eq!(past.file_name(), "dmesg-ramoops-1.enc.z");
+    assert!(past.state.lost());
+    assert!(
+        past.state.to_string().contains(&format!(
+            "stored compressed and kept so: it inflates past {limit} bytes"
+        )),
+        "{}",
+        past.state
+    );
+}
+
+#[test]
 fn a_dmesg_record_whose_header_the_dump_lacks_part_of_is_unreadable() {
     // "====17" then a hole over "00": read around, the rest would still
     // make a header, with another time.
