@@ -360,15 +360,9 @@ pub fn descriptor_hits(addr: PhysAddr, chunk: &[u8]) -> impl Iterator<Item = Phy
 /// did not check out is read from the first of them: a damaged CPU 0 does
 /// not make CPU 1 another buffer's CPU 0.
 pub fn read_hits(mem: &dyn PhysMemory, hits: &[PhysAddr]) -> Vec<Result<Instance, MetaError>> {
-    let mut found: Vec<(PhysAddr, Result<Instance, MetaError>)> = Vec::new();
+    let mut found = Found::default();
     for &hit in hits {
-        let inside = |found: &[(PhysAddr, Result<Instance, MetaError>)], at: PhysAddr| {
-            found.iter().any(|(_, f)| match f {
-                Ok(i) => i.base <= at && at < i.end,
-                Err(_) => false,
-            })
-        };
-        if inside(&found, hit) {
+        if found.inside(hit) {
             continue;
         }
         let signed = meta::magic_at(mem, hit)
@@ -376,27 +370,87 @@ pub fn read_hits(mem: &dyn PhysMemory, hits: &[PhysAddr]) -> Vec<Result<Instance
             .filter(|g| !g.has_global_meta())
             .and_then(|g| Some((g, meta::cpu_meta(mem, g, hit).ok()?)));
         let Some((generation, first)) = signed else {
-            found.push((hit, read_at(mem, hit, None)));
+            found.push(hit, read_at(mem, hit, None));
             continue;
         };
         let mut start = hit;
         while let Some(before) = damaged_chunk_before(mem, generation, &first, start) {
-            if inside(&found, before) {
+            if found.inside(before) {
                 break;
             }
             start = before;
         }
         // The failed reads of the damaged chunks' own hits are this one.
-        found.retain(|(at, f)| f.is_ok() || !(start..hit).contains(at));
+        found.drop_failed_from(start);
         let head = Head {
             base: start,
             generation,
             total_size: None,
             first_chunk: hit,
         };
-        found.push((hit, read_chunks(mem, &head, &first, start, None)));
+        found.push(hit, read_chunks(mem, &head, &first, start, None));
     }
-    found.into_iter().map(|(_, f)| f).collect()
+    found.reads.into_iter().map(|(_, f)| f).collect()
+}
+
+/// Where a read of a hit ends: the end of the buffer read, `None` for a
+/// read that failed.
+trait Reach {
+    fn end(&self) -> Option<PhysAddr>;
+}
+
+impl Reach for Result<Instance, MetaError> {
+    fn end(&self) -> Option<PhysAddr> {
+        self.as_ref().ok().map(|i| i.end)
+    }
+}
+
+/// The reads of [`read_hits`] so far, kept so that each hit costs the same
+/// however many came before it: a search of hostile memory may find a
+/// descriptor's magic on every page.
+struct Found<R> {
+    /// Each hit read, in address order, with what reading it gave.
+    reads: Vec<(PhysAddr, R)>,
+    /// The end of the furthest buffer read.
+    reach: PhysAddr,
+}
+
+impl<R> Default for Found<R> {
+    fn default() -> Self {
+        Found {
+            reads: Vec::new(),
+            reach: PhysAddr(0),
+        }
+    }
+}
+
+impl<R: Reach> Found<R> {
+    /// Whether `at` lies before the furthest end of a buffer read. For a
+    /// hit that is inside one, since every buffer starts at or before its
+    /// own hit and hits come in order; a damaged chunk there would
+    /// overlap one.
+    fn inside(&self, at: PhysAddr) -> bool {
+        at < self.reach
+    }
+
+    fn push(&mut self, hit: PhysAddr, read: R) {
+        if let Some(end) = read.end() {
+            self.reach = self.reach.max(end);
+        }
+        self.reads.push((hit, read));
+    }
+
+    /// Drops the failed reads of hits from `start` on. `start` lies past
+    /// every buffer read, so they are the last reads, taken from the back.
+    fn drop_failed_from(&mut self, start: PhysAddr) {
+        while self
+            .reads
+            .last()
+            .is_some_and(|(at, read)| *at >= start && read.end().is_none())
+        {
+            self.reads.pop();
+        }
+    }
 }
 
 /// The chunk of `first`'s geometry that ends at `at`, where its

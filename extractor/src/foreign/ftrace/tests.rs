@@ -6,6 +6,7 @@ use super::*;
 use crate::input::mapped::MappedMemory;
 use crate::input::source::FileOffset;
 use crate::phys::{Backing, MemoryMap, Run};
+use std::cell::Cell;
 use std::sync::Arc;
 
 const BASE: u64 = 0x3200_0000;
@@ -462,4 +463,51 @@ fn a_damaged_cpu0_is_found_whether_its_chunk_is_longer_or_shorter() {
             "area at {offset:#x} off the sub-buffers' alignment"
         );
     }
+}
+
+/// A read that counts how often its reach is asked for.
+struct Counted<'a> {
+    end: Option<PhysAddr>,
+    asked: &'a Cell<u64>,
+}
+
+impl Reach for Counted<'_> {
+    fn end(&self) -> Option<PhysAddr> {
+        self.asked.set(self.asked.get() + 1);
+        self.end
+    }
+}
+
+#[test]
+fn each_hit_costs_the_same_however_many_came_before() {
+    // Hostile memory: a magic on each of 10,000 pages, whose reads fail
+    // but every 100th, a signed chunk that takes the failed reads of the
+    // two pages before it as its damaged chunks.
+    const STEP: u64 = 4096;
+    let pages = 10_000;
+    let asked = Cell::new(0);
+    let mut found = Found::default();
+    for page in 0..pages {
+        let hit = PhysAddr(page * STEP);
+        assert!(!found.inside(hit), "page {page}");
+        let end = if page % 100 == 99 {
+            found.drop_failed_from(PhysAddr(hit.0 - 2 * STEP));
+            Some(PhysAddr(hit.0 + STEP))
+        } else {
+            None
+        };
+        found.push(hit, Counted { end, asked: &asked });
+    }
+    assert!(found.inside(PhysAddr(pages * STEP - 1)));
+    assert!(!found.inside(PhysAddr(pages * STEP)));
+    let kept = |ok: bool| {
+        found
+            .reads
+            .iter()
+            .filter(|(_, r)| r.end.is_some() == ok)
+            .count()
+    };
+    assert_eq!((kept(true), kept(false)), (100, 9_700));
+    // A few looks per hit, not one per earlier hit.
+    assert!(asked.get() <= 2 * pages, "{} looks", asked.get());
 }
