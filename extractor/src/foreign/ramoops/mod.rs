@@ -31,7 +31,9 @@
 //! (`persistent_ram_init_ecc()`); the header, then every block the record
 //! covers, is corrected as the kernel corrects them before it reads the
 //! zone (`persistent_ram_ecc_old()`), and each record ends with the
-//! kernel's notice of what was found (`persistent_ram_ecc_string()`).
+//! kernel's notice of what was found (`persistent_ram_ecc_string()`). A
+//! block, the header's too, whose parity or data the dump lacks in part
+//! is kept as it lies and counted unchecked.
 
 mod layout;
 
@@ -150,9 +152,9 @@ pub struct ZoneText {
     pub wrapped: bool,
     /// What the parity found, with ECC.
     pub ecc: Option<EccTally>,
-    /// ECC blocks the dump holds but not all of their parity or of their
-    /// data: what it holds of them is kept as it lies, neither checked
-    /// nor corrected.
+    /// ECC blocks (the header's among them) the dump holds but not all of
+    /// their parity or of their data: what it holds of them is kept as it
+    /// lies, neither checked nor corrected.
     pub unchecked_blocks: u64,
     /// The zone's bytes the dump does not hold, in text order: left out
     /// of `bytes`, never read as zeros. A dmesg zone with one in its
@@ -421,14 +423,17 @@ fn read_zone(
     if let Err(e) = mem.read(plan.addr, &mut header) {
         return ZoneState::Unreadable(e);
     }
-    // The header is corrected before anything reads it.
+    // The header is corrected before anything reads it; one whose parity
+    // the dump lacks is read as it lies and counted unchecked, as a data
+    // block is, rather than costing the zone.
     let mut tally = codec.map(|_| EccTally::default());
+    let mut unchecked_blocks = 0;
     if let (Some(rs), Some(tally)) = (codec, &mut tally) {
         let mut parity = vec![0u8; ecc as usize];
-        if let Err(e) = mem.read(parity_at + blocks * ecc, &mut parity) {
-            return ZoneState::Unreadable(e);
+        match mem.read(parity_at + blocks * ecc, &mut parity) {
+            Ok(()) => tally.count(rs.decode(&mut header, &mut parity)),
+            Err(_) => unchecked_blocks += 1,
         }
-        tally.count(rs.decode(&mut header, &mut parity));
     }
     let word =
         |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
@@ -452,7 +457,6 @@ fn read_zone(
     };
     let span = (covered * ECC_BLOCK).clamp(size as u64, buffer) as usize;
     let mut data = vec![0u8; span];
-    let mut unchecked_blocks = 0;
     let mut lacking = read_present(mem, data_at, &mut data);
     if let (Some(rs), Some(tally)) = (codec, &mut tally) {
         let mut parity = vec![0u8; (covered * ecc) as usize];

@@ -146,6 +146,35 @@ fn a_block_whose_parity_the_dump_lacks_is_kept_unchecked_and_said() {
 }
 
 #[test]
+fn a_header_whose_parity_the_dump_lacks_is_read_unchecked_and_said() {
+    let (area, ecc, _) = ecc_area();
+    let len = area.len() as u64;
+    let (_, zones) = read(&image(BASE, area.clone()), &ecc).unwrap();
+    let clean = text(zone(&zones, ZoneKind::Console, 0)).bytes.clone();
+    // The console header's parity lies after its data blocks' parity.
+    let (console_buffer, blocks) = ramoops_area::ecc_buffer(0x2000, 16);
+    let header_parity = (0xc000 + 12 + console_buffer + blocks * 16) as u64;
+    let map = MemoryMap::new(vec![
+        present(0..header_parity),
+        Run::lost(PhysAddr(BASE + header_parity)..PhysAddr(BASE + header_parity + 16)),
+        present(header_parity + 16..len),
+    ]);
+    let (_, zones) = read(&MappedMemory::new(Arc::new(area), map), &ecc).unwrap();
+    let state = zone(&zones, ZoneKind::Console, 0);
+    let console = text(state);
+    assert_eq!(console.bytes, clean);
+    assert_eq!(console.unchecked_blocks, 1);
+    assert_eq!(console.ecc, Some(EccTally::default()));
+    assert!(!state.lost());
+    assert!(
+        state
+            .to_string()
+            .contains(", 1 ECC block unchecked: the dump lacks part of its parity or data"),
+        "{state}"
+    );
+}
+
+#[test]
 fn a_block_the_dump_lacks_part_of_is_kept_unchecked_and_said() {
     let (mut area, ecc, _) = ecc_area();
     let (_, zones) = read(&image(BASE, area.clone()), &ecc).unwrap();
