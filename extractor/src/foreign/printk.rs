@@ -6,13 +6,17 @@
 //! The ring is two arrays: descriptors, each with a state word whose top
 //! two bits are the state and the rest the record's id, and the position
 //! of its text in the data ring; and infos (sequence number, time, text
-//! length, level, flags, caller). Records are read from the tail id to
+//! length, level, flags, caller). Records are those from the tail id to
 //! the head id; one whose descriptor holds another id (overwritten while
-//! the kernel ran) or is not committed is counted, not read.
+//! the kernel ran) or is not committed is counted, not read, and so is
+//! one whose data block shares bytes with a newer record's: the ids are
+//! walked from the head back, so damage to an old descriptor costs its
+//! own record only.
 
 use crate::input::Dump;
 use crate::kmem::vmcoreinfo::{InfoError, VmcoreInfo};
 use crate::kmem::{KernelMemory, TranslateError, VirtAddr};
+use std::collections::BTreeMap;
 
 /// Why the printk log could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -59,8 +63,8 @@ pub struct Log {
     pub records: Vec<Record>,
     /// Descriptors between tail and head not committed, overwritten,
     /// whose text the kernel had no room for, whose text did not read
-    /// back, or whose text would take the text kept past the data ring's
-    /// size: counted, never guessed.
+    /// back, or whose data block is none the kernel wrote (unaligned, or
+    /// sharing bytes with a newer record's): counted, never guessed.
     pub skipped: u64,
     /// The ring's `fail` counter: records the kernel could not store.
     pub failed: u64,
@@ -245,31 +249,56 @@ pub fn read(mem: &KernelMemory, info: &VmcoreInfo) -> Result<Log, PrintkError> {
         ids = count - 1;
         tail = head.wrapping_sub(ids) & id_mask;
     }
-    // The blocks of a ring's records lie apart in its data ring, so
-    // their text together is less than its size; descriptors that claim
-    // overlapping blocks (a damaged ring) would otherwise each keep up to
-    // 64 KiB of the same bytes.
-    let mut room = size;
-    for n in 0..=ids {
+    // Newest first: where descriptors claim the same bytes (a damaged
+    // ring), the older one is refused, so damage to an old descriptor
+    // costs its own record, never the newer ones (the panic among them).
+    // The records go back into the ring's order after.
+    let mut taken = Taken::default();
+    for n in (0..=ids).rev() {
         let id = tail.wrapping_add(n) & id_mask;
         let index = id & (count - 1);
-        match record(mem, &l, (descs, infos, data, size), id, index) {
-            Ok(Some(r)) if r.text.len() as u64 <= room => {
-                room -= r.text.len() as u64;
-                log.records.push(r);
-            }
-            Ok(_) | Err(_) => log.skipped += 1,
+        match record(mem, &l, (descs, infos, data, size), &mut taken, id, index) {
+            Ok(Some(r)) => log.records.push(r),
+            Ok(None) | Err(_) => log.skipped += 1,
         }
     }
+    log.records.reverse();
     Ok(log)
 }
 
+/// The bytes of the data ring the blocks read so far take, as ranges of
+/// ring offsets by their start. The kernel gives each record a block of
+/// its own, so intact blocks never share a byte: one that shares some
+/// with a block taken is damage (or a block being overwritten), and
+/// read, it would repeat its neighbours' bytes. Offsets, not logical
+/// positions: writers on two CPUs may take ids and blocks in opposite
+/// orders (`desc_reserve()` then `data_alloc()`, apart), and a damaged
+/// position may be laps away. Blocks that share no byte fit in the ring,
+/// which bounds the text kept to its size.
+#[derive(Default)]
+struct Taken(BTreeMap<u64, u64>);
+
+impl Taken {
+    /// Takes ring offsets `start..end` if no block taken shares a byte
+    /// with them; whether it did.
+    fn take(&mut self, start: u64, end: u64) -> bool {
+        let before = self.0.range(..end).next_back();
+        if before.is_some_and(|(_, &e)| e > start) {
+            return false;
+        }
+        self.0.insert(start, end);
+        true
+    }
+}
+
 /// The record of descriptor `id` at `index`, if it holds that id, is
-/// committed or finalized, and its text reads back.
+/// committed or finalized, its block shares no byte with those `taken`,
+/// and its text reads back.
 fn record(
     mem: &KernelMemory,
     l: &Layout,
     (descs, infos, data, size): (VirtAddr, VirtAddr, VirtAddr, u64),
+    taken: &mut Taken,
     id: u64,
     index: u64,
 ) -> Result<Option<Record>, TranslateError> {
@@ -303,7 +332,7 @@ fn record(
     } else if dataless != (0, 0) {
         return Ok(None);
     } else {
-        let Some(text) = block_text(mem, (data, size), id, (begin, next), text_len)? else {
+        let Some(text) = block_text(mem, (data, size), taken, id, (begin, next), text_len)? else {
             return Ok(None);
         };
         text
@@ -333,10 +362,12 @@ fn record(
 /// the block's id word, at `begin`'s index, or at the ring's start when
 /// the block wrapped (`get_data()` and `get_next_lpos()` in
 /// printk_ringbuffer.c), at most `text_len` bytes. `None` when the
-/// positions are not a block's or the block names another descriptor.
+/// positions are not a block's, the block names another descriptor, or
+/// it shares bytes with a block `taken`.
 fn block_text(
     mem: &KernelMemory,
     (data, size): (VirtAddr, u64),
+    taken: &mut Taken,
     id: u64,
     (begin, next): (u64, u64),
     text_len: u16,
@@ -354,13 +385,18 @@ fn block_text(
     } else {
         return Ok(None);
     };
+    // As get_data() checks a block: both positions aligned to its id
+    // word, and room for that word.
     let id_word = 8;
+    if begin % id_word != 0 || next % id_word != 0 {
+        return Ok(None);
+    }
     let Some(room) = end.checked_sub(start + id_word) else {
         return Ok(None);
     };
     // The block names its descriptor: one that names another was
     // reused for a newer record.
-    if mem.u64(data + start)? != id {
+    if mem.u64(data + start)? != id || !taken.take(start, end) {
         return Ok(None);
     }
     // A text longer than its block is cut to the block, as the kernel's
@@ -493,6 +529,66 @@ mod tests {
         assert_eq!(log.records.len(), 1);
         assert_eq!(log.records[0].text.len(), 400);
         assert_eq!(log.skipped, 7);
+    }
+
+    /// The records of a ring from `mem`'s bytes, with their texts.
+    fn texts(bytes: Vec<u8>) -> (Vec<(u64, Vec<u8>)>, u64) {
+        let ram = Ram::of(bytes);
+        let log = read(&KernelMemory::new(&ram, &note()).unwrap(), &note()).unwrap();
+        let texts = log.records.iter().map(|r| (r.seq, r.text.clone()));
+        (texts.collect(), log.skipped)
+    }
+
+    #[test]
+    fn a_damaged_old_block_costs_its_own_record_only() {
+        // Ids 0 to 7 with 40-byte texts in consecutive 48-byte blocks;
+        // the oldest's descriptor then claims a block to the ring's end
+        // and its info 400 bytes of text: its neighbours' bytes.
+        let mut bytes = printk_ring::mapped();
+        printk_ring::ring(&mut bytes, 0, 7, 0);
+        let lap = 2 * printk_ring::SIZE;
+        for id in 0..8u64 {
+            let lpos = (lap + 48 * id, lap + 48 * (id + 1));
+            printk_ring::record(&mut bytes, id, printk_ring::FINALIZED, lpos, 40, 1);
+            printk_ring::block(&mut bytes, 48 * id, id, &[b'a' + id as u8; 40]);
+        }
+        let claimed = (lap, lap + 504);
+        printk_ring::record(&mut bytes, 0, printk_ring::FINALIZED, claimed, 400, 1);
+        let intact: Vec<_> = (1..8u64)
+            .map(|id| (1000 + id, vec![b'a' + id as u8; 40]))
+            .collect();
+        assert_eq!(texts(bytes), (intact, 1));
+    }
+
+    #[test]
+    fn blocks_taken_in_the_other_order_than_their_ids_are_both_read() {
+        // Two CPUs: id 0 reserved its descriptor first, id 1 its block.
+        let mut bytes = printk_ring::mapped();
+        printk_ring::ring(&mut bytes, 0, 1, 0);
+        let lap = 2 * printk_ring::SIZE;
+        printk_ring::record(
+            &mut bytes,
+            0,
+            printk_ring::FINALIZED,
+            (lap + 48, lap + 96),
+            4,
+            1,
+        );
+        printk_ring::block(&mut bytes, 48, 0, b"zero");
+        printk_ring::record(&mut bytes, 1, printk_ring::FINALIZED, (lap, lap + 48), 3, 1);
+        printk_ring::block(&mut bytes, 0, 1, b"one");
+        let both = vec![(1000, b"zero".to_vec()), (1001, b"one".to_vec())];
+        assert_eq!(texts(bytes), (both, 0));
+    }
+
+    #[test]
+    fn a_block_whose_positions_are_not_aligned_to_its_id_word_is_refused() {
+        let mut bytes = printk_ring::mapped();
+        printk_ring::ring(&mut bytes, 0, 0, 0);
+        let lap = 2 * printk_ring::SIZE;
+        printk_ring::record(&mut bytes, 0, printk_ring::FINALIZED, (lap, lap + 20), 4, 1);
+        printk_ring::block(&mut bytes, 0, 0, b"text");
+        assert_eq!(texts(bytes), (Vec::new(), 1));
     }
 
     #[test]
