@@ -35,8 +35,8 @@ fn an_arm64_vmcores_printk_log_reads_as_an_x86_ones() {
     assert_eq!(text(&arm64.stdout), text(&x86.stdout));
     assert_eq!(text(&arm64.stdout).lines().count(), 3);
     // Descriptors at an address outside the image and the linear map (a
-    // vmalloc one) are not followed: every record is unreadable, none
-    // read from a wrong place.
+    // vmalloc one) are not followed: every record is said unread, with
+    // why, none read from a wrong place.
     printk_ring::put(
         &mut mem,
         printk_ring::RING + 8,
@@ -49,9 +49,10 @@ fn an_arm64_vmcores_printk_log_reads_as_an_x86_ones() {
     );
     let out = crashring(&["dmesg", vmalloc.to_str().unwrap()]);
     assert_eq!(text(&out.stdout), "");
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr)
-            .contains("0 printk records (seq 0..0); 6 unreadable between tail and head"),
+            .contains("0 printk records (seq 0..0); 0 unreadable between tail and head; 6 records not read from the dump (the oldest: 0xffff800012340030 is in neither the kernel image nor the linear map"),
         "{}",
         text(&out.stderr)
     );
@@ -117,6 +118,29 @@ fn an_unarmed_vmcores_printk_log_is_printed_and_described() {
         err.contains(&format!(
             "it holds the kernel's printk log (3 records): `crashring dmesg {path}` prints it"
         )),
+        "{err}"
+    );
+}
+
+#[test]
+fn records_the_dump_lacks_are_said_with_where_and_set_the_exit_status() {
+    // The dump holds the descriptors and infos, not the data ring.
+    let mem = printk_ring::six_records();
+    let data = printk_ring::DATA;
+    let elf = synth::elf(
+        &mem,
+        &[synth::load(0, data)],
+        Some(&printk_ring::note()),
+        1,
+        false,
+    );
+    let path = write_tmp("printk-no-data.elf", &elf);
+    let out = crashring(&["dmesg", path.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("1 printk records (seq 1013..1013); 2 unreadable between tail and head; 3 records not read from the dump (the oldest: ")
+            && err.contains("is not in the dump"),
         "{err}"
     );
 }

@@ -50,11 +50,14 @@ pub fn run(args: DmesgArgs) -> Result<u8> {
         _ => (0, 0),
     };
     eprintln!(
-        "crashring: {path}: {} printk records (seq {first}..{last}); {} unreadable between tail and head; {} the kernel could not store{}",
+        "crashring: {path}: {} printk records (seq {first}..{last}); {} unreadable between tail and head{}; {} the kernel could not store{}",
         log.records.len(),
         log.skipped,
+        log.absent_note(),
         log.failed,
         log.tail_note()
     );
-    Ok(0)
+    // Records the kernel kept and the dump lacks are lost to the reader,
+    // as a region's are to `extract`.
+    Ok(u8::from(log.absent > 0))
 }

@@ -115,8 +115,9 @@ impl View<'_> {
                 }
                 writeln!(
                     out,
-                    "; {} unreadable between tail and head, {} the kernel could not store{}; `crashring dmesg` prints it",
+                    "; {} unreadable between tail and head{}, {} the kernel could not store{}; `crashring dmesg` prints it",
                     log.skipped,
+                    log.absent_note(),
                     log.failed,
                     log.tail_note()
                 )?;
@@ -246,6 +247,8 @@ fn printk_json(log: &Result<Log, PrintkError>) -> Value {
                 "first_ns": first.map(|r| r.ts_nsec),
                 "last_ns": last.map(|r| r.ts_nsec),
                 "unreadable": log.skipped,
+                "absent": log.absent,
+                "absent_at": log.absent_at.as_ref().map(|e| e.to_string()),
                 "failed": log.failed,
                 "damaged_tail_id": log.bad_tail,
             })

@@ -66,6 +66,13 @@ pub struct Log {
     /// back, or whose data block is none the kernel wrote (unaligned, or
     /// sharing bytes with a newer record's): counted, never guessed.
     pub skipped: u64,
+    /// Descriptors between tail and head whose descriptor, info or text
+    /// could not be read from the dump (pages a filter left out, a dump
+    /// cut short, an address this reader does not translate): counted
+    /// apart from `skipped`, since the kernel did keep them.
+    pub absent: u64,
+    /// Where the oldest of those could not be read, and why.
+    pub absent_at: Option<TranslateError>,
     /// The ring's `fail` counter: records the kernel could not store.
     pub failed: u64,
     /// The tail id, when it was no id the ring could hold behind the
@@ -82,6 +89,18 @@ impl Log {
         self.bad_tail.map_or_else(String::new, |tail| {
             format!("; its tail id {tail:#x} was damaged, so the ring's count of ids back from the head were read")
         })
+    }
+
+    /// What of the log could not be read from the dump, for a line about
+    /// it; empty when all of it was.
+    pub fn absent_note(&self) -> String {
+        match &self.absent_at {
+            Some(at) => format!(
+                "; {} records not read from the dump (the oldest: {at})",
+                self.absent
+            ),
+            None => String::new(),
+        }
     }
 }
 
@@ -259,7 +278,12 @@ pub fn read(mem: &KernelMemory, info: &VmcoreInfo) -> Result<Log, PrintkError> {
         let index = id & (count - 1);
         match record(mem, &l, (descs, infos, data, size), &mut taken, id, index) {
             Ok(Some(r)) => log.records.push(r),
-            Ok(None) | Err(_) => log.skipped += 1,
+            Ok(None) => log.skipped += 1,
+            // Newest first: the last one kept is the oldest.
+            Err(e) => {
+                log.absent += 1;
+                log.absent_at = Some(e);
+            }
         }
     }
     log.records.reverse();
@@ -456,6 +480,23 @@ mod tests {
         assert_eq!(log.records[2].subsystem, b"pci");
         assert_eq!(log.records[2].device, b"+pci:0000:00:02.0");
         assert_eq!((log.skipped, log.failed), (3, 5));
+    }
+
+    #[test]
+    fn records_whose_text_the_dump_lacks_are_counted_apart_and_located() {
+        let mut bytes = six_records();
+        bytes.truncate(DATA as usize);
+        let ram = Ram::of(bytes);
+        let log = read(&KernelMemory::new(&ram, &note()).unwrap(), &note()).unwrap();
+        // The one without text is read all the same.
+        assert_eq!(log.records.len(), 1);
+        assert_eq!((log.absent, log.skipped), (3, 2));
+        let note = log.absent_note();
+        assert!(
+            note.starts_with("; 3 records not read from the dump (the oldest: ")
+                && note.contains("is not in the dump"),
+            "{note}"
+        );
     }
 
     #[test]
