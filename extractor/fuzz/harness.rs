@@ -446,20 +446,31 @@ fn ftrace_buffers(file: Vec<u8>) -> String {
         }
         // The first and last events said in full: the rest only repeat
         // the same code at the price of a string each.
-        let merged = instance.merged();
-        let ends = merged
-            .iter()
-            .take(16)
-            .chain(merged.iter().skip(16).rev().take(16));
-        for (cpu, e) in ends {
+        let mut count = 0usize;
+        let mut last = std::collections::VecDeque::with_capacity(16);
+        for (cpu, ts, data) in instance.merged() {
+            if count < 16 {
+                let _ = writeln!(
+                    out,
+                    "[{cpu}] {ts} {}",
+                    ftrace::event::describe(data, None, None)
+                );
+            } else {
+                if last.len() == 16 {
+                    last.pop_front();
+                }
+                last.push_back((cpu, ts, data));
+            }
+            count += 1;
+        }
+        for (cpu, ts, data) in last {
             let _ = writeln!(
                 out,
-                "[{cpu}] {} {}",
-                e.ts,
-                ftrace::event::describe(&e.data, None, None)
+                "[{cpu}] {ts} {}",
+                ftrace::event::describe(data, None, None)
             );
         }
-        let _ = writeln!(out, "{} events", merged.len());
+        let _ = writeln!(out, "{count} events");
     }
     out
 }

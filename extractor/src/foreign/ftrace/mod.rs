@@ -18,6 +18,8 @@ use crate::kmem::symbols::{KernelText, Symbolizer};
 use crate::phys::{present_chunks, PhysAddr, PhysMemory};
 use meta::{CpuMeta, Generation, Head, MetaError};
 use page::{Page, RawEvent};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt;
 
 /// The most CPU chunks read from one area (the kernel's `NR_CPUS` limit).
@@ -40,16 +42,26 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// Every event of every CPU, oldest first (by time stamp, then CPU).
-    pub fn merged(&self) -> Vec<(u32, &RawEvent)> {
-        let mut all: Vec<(u32, &RawEvent)> = self
+    /// Every event of every CPU, oldest first (by time stamp, then CPU),
+    /// with its CPU and data: merged as it goes, each CPU's events being
+    /// in time order already ([`Cpu::events`]).
+    pub fn merged(&self) -> impl Iterator<Item = (u32, u64, &[u8])> + '_ {
+        // The next event of each CPU, by (stamp, CPU, place in `cpus`,
+        // index): equal stamps of two CPUs go by CPU.
+        let mut next: BinaryHeap<Reverse<(u64, u32, usize, usize)>> = self
             .cpus
             .iter()
-            .flat_map(|c| c.events.iter().map(move |e| (c.cpu, e)))
+            .enumerate()
+            .filter_map(|(place, c)| Some(Reverse((c.events.first()?.ts, c.cpu, place, 0))))
             .collect();
-        // Stable: one CPU's events keep their order on equal stamps.
-        all.sort_by_key(|&(cpu, e)| (e.ts, cpu));
-        all
+        std::iter::from_fn(move || {
+            let Reverse((ts, cpu, place, i)) = next.pop()?;
+            let c = &self.cpus[place];
+            if let Some(after) = c.events.get(i + 1) {
+                next.push(Reverse((after.ts, cpu, place, i + 1)));
+            }
+            Some((cpu, ts, c.events[i].data(&c.data)))
+        })
     }
 
     /// Sub-buffers lost to damage, on every CPU.
@@ -70,14 +82,14 @@ pub fn write_text(
     formats: Option<&event::Formats>,
     symbols: Option<&Symbolizer>,
 ) -> std::io::Result<()> {
-    for (cpu, e) in i.merged() {
-        let pid = event::Common::of(&e.data).map_or(-1, |c| c.pid);
+    for (cpu, ts, data) in i.merged() {
+        let pid = event::Common::of(data).map_or(-1, |c| c.pid);
         writeln!(
             out,
             "[{:>5}.{:09}] cpu{cpu} pid {pid}: {}",
-            e.ts / 1_000_000_000,
-            e.ts % 1_000_000_000,
-            event::describe(&e.data, formats, symbols)
+            ts / 1_000_000_000,
+            ts % 1_000_000_000,
+            event::describe(data, formats, symbols)
         )?;
     }
     Ok(())
@@ -89,7 +101,11 @@ pub struct Cpu {
     pub cpu: u32,
     pub meta_addr: PhysAddr,
     pub state: CpuState,
+    /// Its events in time order (stable: equal stamps as written), their
+    /// data in `data`.
     pub events: Vec<RawEvent>,
+    /// The committed bytes of the sub-buffers kept, one after another.
+    pub data: Vec<u8>,
     pub tally: Tally,
     /// The sub-buffers lost, where and why.
     pub losses: Vec<Loss>,
@@ -498,6 +514,7 @@ fn read_cpu(
         meta_addr: at,
         state: CpuState::Ordered,
         events: Vec::new(),
+        data: Vec::new(),
         tally: Tally::default(),
         losses: Vec::new(),
     };
@@ -607,16 +624,71 @@ fn read_cpu(
                 unreadable: false,
             });
         } else {
-            kept.push(p);
+            kept.push((idx, p));
         }
     }
     if kept.is_empty() && out.losses.is_empty() && out.tally.dropped_earlier == 0 {
         out.state = CpuState::Empty;
     }
-    for p in kept {
-        out.tally.kept += 1;
-        out.tally.after_loss += u32::from(p.missed);
-        out.events.extend(p.events);
+    // The pages kept are read again, in order, their events and bytes
+    // put straight where they stay: a dense buffer's events held twice
+    // (and the memory freed by the first copy kept by the allocator)
+    // would cost several times the buffer. Sized once, for the same.
+    out.events
+        .reserve_exact(kept.iter().map(|(_, p)| p.events).sum());
+    out.data
+        .reserve_exact(kept.iter().map(|(_, p)| p.commit).sum());
+    for (idx, p) in kept {
+        let addr = subbufs + u64::from(idx) * ss;
+        let loss = |why: String| Loss {
+            first: idx,
+            last: idx,
+            addr,
+            why,
+            unreadable: false,
+        };
+        // Offsets into a CPU's bytes are 32-bit: past 4 GiB of them (16
+        // GiB of sub-buffers is the most a descriptor may claim), the
+        // rest is said lost rather than kept.
+        if out.data.len() + p.commit > u32::MAX as usize {
+            out.tally.invalid += 1;
+            out.losses.push(loss(
+                "past the 4 GiB of one CPU's events this reader keeps".into(),
+            ));
+            continue;
+        }
+        // Memory read live (/dev/mem) may have changed since: then
+        // nothing of it is kept.
+        let had = (out.events.len(), out.data.len());
+        let again = mem
+            .read(addr, &mut bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                page::append(&bytes, &mut out.events, &mut out.data).map_err(|e| e.to_string())
+            })
+            .and_then(|q| match q == p {
+                true => Ok(()),
+                false => Err("changed between two reads".into()),
+            });
+        match again {
+            Ok(()) => {
+                out.tally.kept += 1;
+                out.tally.after_loss += u32::from(p.missed);
+            }
+            Err(why) => {
+                out.events.truncate(had.0);
+                out.data.truncate(had.1);
+                out.tally.invalid += 1;
+                out.losses.push(loss(why));
+            }
+        }
+    }
+    // In time order, as the merge of the CPUs takes them (stable: equal
+    // stamps as written). An intact buffer's are already: a page's stamps
+    // never go back, and pages out of order with their neighbours are
+    // dropped above.
+    if !out.events.is_sorted_by_key(|e| e.ts) {
+        out.events.sort_by_key(|e| e.ts);
     }
     out
 }

@@ -24,6 +24,7 @@
 
 use super::meta::{u32_at, u64_at};
 use std::fmt;
+use std::ops::Range;
 
 /// `BUF_PAGE_HDR_SIZE` on a 64-bit kernel: `time_stamp` and `commit`.
 pub const PAGE_HEADER: usize = 16;
@@ -39,11 +40,22 @@ const TYPE_TIME_EXTEND: u32 = 30;
 /// (`rb_fix_abs_ts()`).
 const TS_MSB: u64 = 0xf8 << 56;
 
-/// An event's data and when it was written.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// When an event was written, and where its data lie among its CPU's
+/// bytes ([`append`]). Offsets, not a buffer of its own: a dense buffer
+/// holds millions of 8-byte events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawEvent {
     pub ts: u64,
-    pub data: Vec<u8>,
+    at: u32,
+    len: u32,
+}
+
+impl RawEvent {
+    /// Its data in `bytes`, those it was read with.
+    pub fn data<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+        let at = self.at as usize;
+        bytes.get(at..at + self.len as usize).unwrap_or_default()
+    }
 }
 
 /// A sub-buffer read.
@@ -54,7 +66,8 @@ pub struct Page {
     pub commit: usize,
     /// `RB_MISSED_EVENTS`: the writer lost events before this page.
     pub missed: bool,
-    pub events: Vec<RawEvent>,
+    /// How many events it holds.
+    pub events: usize,
     /// The stamp after the last event.
     pub end_ts: u64,
 }
@@ -106,6 +119,34 @@ impl fmt::Display for PageError {
 
 /// Checks and walks the sub-buffer `bytes` (the whole sub-buffer).
 pub fn read(bytes: &[u8]) -> Result<Page, PageError> {
+    walk(bytes, |_, _| {})
+}
+
+/// [`read`], with the sub-buffer's events put on `events` and its
+/// committed bytes on `data`, which their offsets point into (`data`
+/// stays under 4 GiB: the caller's to check). Nothing is put on either
+/// when it is refused.
+pub fn append(
+    bytes: &[u8],
+    events: &mut Vec<RawEvent>,
+    data: &mut Vec<u8>,
+) -> Result<Page, PageError> {
+    let (had, base) = (events.len(), data.len());
+    let page = walk(bytes, |ts, span| {
+        events.push(RawEvent {
+            ts,
+            at: (base + span.start) as u32,
+            len: span.len() as u32,
+        })
+    })
+    .inspect_err(|_| events.truncate(had))?;
+    data.extend_from_slice(&bytes[PAGE_HEADER..PAGE_HEADER + page.commit]);
+    Ok(page)
+}
+
+/// [`read`], handing `event` each event's stamp and where its data lie
+/// among the committed bytes.
+fn walk(bytes: &[u8], mut event: impl FnMut(u64, Range<usize>)) -> Result<Page, PageError> {
     let time_stamp = u64_at(bytes, 0);
     let raw_commit = u64_at(bytes, 8);
     let missed = raw_commit & MISSED_EVENTS != 0;
@@ -117,7 +158,7 @@ pub fn read(bytes: &[u8]) -> Result<Page, PageError> {
         .ok_or(PageError::Commit(raw_commit))?;
     let data = &data[..commit];
     let mut ts = time_stamp;
-    let mut events = Vec::new();
+    let mut events = 0;
     let mut at = 0;
     while at < commit {
         let word = |off: usize| -> Result<u32, PageError> {
@@ -135,22 +176,18 @@ pub fn read(bytes: &[u8]) -> Result<Page, PageError> {
                     return Err(PageError::NoLength(at));
                 }
                 let end = (at + 4).checked_add(len).ok_or(PageError::PastCommit(at))?;
-                let payload = data.get(at + 8..end).ok_or(PageError::PastCommit(at))?;
+                data.get(at + 8..end).ok_or(PageError::PastCommit(at))?;
                 ts = ts.wrapping_add(delta);
-                events.push(RawEvent {
-                    ts,
-                    data: payload.to_vec(),
-                });
+                event(ts, at + 8..end);
+                events += 1;
                 len + 4
             }
             1..=28 => {
                 let end = at + 4 + 4 * type_len as usize;
-                let payload = data.get(at + 4..end).ok_or(PageError::PastCommit(at))?;
+                data.get(at + 4..end).ok_or(PageError::PastCommit(at))?;
                 ts = ts.wrapping_add(delta);
-                events.push(RawEvent {
-                    ts,
-                    data: payload.to_vec(),
-                });
+                event(ts, at + 4..end);
+                events += 1;
                 end - at
             }
             TYPE_PADDING if delta == 0 => return Err(PageError::NullPadding(at)),
@@ -234,7 +271,7 @@ mod tests {
         // Where the writer stopped, past the commit: the kernel's null padding.
         bytes[PAGE_HEADER + events.len()] = 29;
         let p = read(&bytes).unwrap();
-        assert_eq!(p.events.len(), 2);
+        assert_eq!(p.events, 2);
         assert_eq!(p.end_ts, 1003);
         // The same word between two committed events.
         events.splice(8..8, [29, 0, 0, 0]);

@@ -62,11 +62,11 @@ fn each_layout_says_where_its_boot_put_the_kernel() {
 
 /// The markers of one CPU, as numbers after `prefix`.
 fn markers(i: &Instance, cpu: usize, prefix: &str) -> Vec<u64> {
-    i.cpus[cpu]
-        .events
+    let c = &i.cpus[cpu];
+    c.events
         .iter()
         .filter_map(|e| {
-            let text = event::describe(&e.data, None, None);
+            let text = event::describe(e.data(&c.data), None, None);
             text.strip_prefix(&format!("print: {prefix} marker "))?
                 .parse()
                 .ok()
@@ -104,7 +104,7 @@ fn every_layout_is_read_in_write_order_by_address_and_by_search() {
                 assert_eq!((c.tally.invalid, c.tally.unreadable), (0, 0));
             }
             assert!(!i.damaged());
-            let merged: Vec<u64> = i.merged().iter().map(|(_, e)| e.ts).collect();
+            let merged: Vec<u64> = i.merged().map(|(_, ts, _)| ts).collect();
             assert!(merged.windows(2).all(|w| w[0] <= w[1]));
         }
         // Time extends carried CPU 1's stamps 2^28 ns apart.
@@ -207,7 +207,7 @@ fn one_bad_stamp_costs_its_own_page_at_either_end() {
                     time_stamp,
                     commit: 0,
                     missed: false,
-                    events: Vec::new(),
+                    events: 0,
                     end_ts: time_stamp,
                 };
                 (i as u32, page)
