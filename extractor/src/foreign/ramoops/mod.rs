@@ -535,7 +535,7 @@ fn read_zone(
         uninflated: None,
     };
     match plan.kind {
-        ZoneKind::Dmesg => dmesg_record(text, first_gap, INFLATE_RATIO * buffer),
+        ZoneKind::Dmesg => dmesg_record(text, first_gap, INFLATE_RATIO.saturating_mul(buffer)),
         ZoneKind::Ftrace => {
             text.torn_records = ftrace_records(&text).torn;
             ZoneState::Text(text)
