@@ -278,6 +278,51 @@ fn retention_never_deletes_the_newer_generation_a_run_archived_first() {
 }
 
 #[test]
+fn a_spool_that_cannot_be_written_is_a_warning_and_the_crash_archived() {
+    let m = machine();
+    recovery::create_private_dir(&m.bundles).unwrap();
+    // Not a directory: nothing can be spooled in it.
+    std::fs::write(m.bundles.join("upload"), "").unwrap();
+    let uploading = Recover {
+        on_bundle: Some("true".into()),
+        ..Recover::default()
+    };
+    let module = FakeModule::new(&m.module_dir, &[crashed(4)]);
+    let done = run(&module, &m.bundles, &uploading);
+    assert!(done.failed.is_none(), "{:?}", done.failed);
+    assert_eq!(module.acks(), [4]);
+    assert_eq!(bundled_generations(&m.bundles), [4]);
+    let warnings = &done.archived[0].warnings;
+    assert!(
+        warnings.iter().any(|w| w.contains("could not be spooled")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_newer_generation_archived_by_an_earlier_run_is_this_runs_to_keep() {
+    let m = machine();
+    // The first run bundles generation 2; its ack fails, and generation 1
+    // waits behind it.
+    let refusing = FakeModule {
+        refuse_acks: true,
+        ..FakeModule::new(&m.module_dir, &[crashed(1), crashed(2)])
+    };
+    assert!(run(&refusing, &m.bundles, &Recover::default())
+        .failed
+        .is_some());
+    let one = Recover {
+        max_bundles: Some(1),
+        ..Recover::default()
+    };
+    let module = FakeModule::new(&m.module_dir, &[crashed(1), crashed(2)]);
+    let next = run(&module, &m.bundles, &one);
+    assert!(next.failed.is_none(), "{:?}", next.failed);
+    assert_eq!(module.acks(), [2, 1]);
+    assert_eq!(bundled_generations(&m.bundles), [1, 2]);
+}
+
+#[test]
 fn a_bundle_whose_acknowledgement_failed_is_spooled_for_upload_all_the_same() {
     let m = machine();
     let uploading = Recover {

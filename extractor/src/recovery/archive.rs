@@ -158,8 +158,12 @@ impl Archive<'_> {
                 Clean::Bundle => {}
             }
         }
-        if let Some(name) = archived_as(self.dir, &g).map_err(io_at(self.dir))? {
-            // The capture kernel's hook bundled it already.
+        if let Some((name, archived)) = archived_as(self.dir, &g).map_err(io_at(self.dir))? {
+            // The capture kernel's hook bundled it already, or a run whose
+            // ack failed. Retention keeps it as this run's own, and an
+            // older generation bundled next shares its place in the order.
+            self.archived = self.archived.or(archived);
+            self.placed.push(name.clone());
             return ack(Outcome::AlreadyArchived(name), Vec::new());
         }
         // Before: a disk too full for the new bundle gets room first.
@@ -207,6 +211,7 @@ impl Archive<'_> {
             path,
             size,
             summary,
+            warnings: unspooled,
         } = place(
             self.dir,
             |staging| {
@@ -229,6 +234,7 @@ impl Archive<'_> {
         )?;
         self.archived = Some(archived);
         self.placed.push(name.clone());
+        warnings.extend(unspooled);
         // After the ack nothing can undo the archive: retention's failures
         // are warnings.
         let mut done = ack(
@@ -362,8 +368,9 @@ pub(super) fn io_at(path: &Path) -> impl Fn(io::Error) -> RecoveryError + '_ {
     }
 }
 
-/// The bundle whose summary names this generation, if one does.
-fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<String>> {
+/// The bundle whose summary names this generation, if one does, and its
+/// place in the archive order.
+fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<(String, Option<u64>)>> {
     for entry in std::fs::read_dir(dir)? {
         let file = entry?.file_name().to_string_lossy().into_owned();
         let Some(name) = file.strip_suffix(".json") else {
@@ -382,7 +389,7 @@ fn archived_as(dir: &Path, g: &Generation) -> io::Result<Option<String>> {
             && v["generation"] == g.generation
             && dir.join(format!("{name}.tar.gz")).exists()
         {
-            return Ok(Some(name.to_string()));
+            return Ok(Some((name.to_string(), v["archived"].as_u64())));
         }
     }
     Ok(None)
@@ -433,7 +440,10 @@ mod tests {
         assert_eq!(archived_as(dir.path(), &g).unwrap(), None);
         std::fs::write(dir.path().join("crash.tar.gz"), b"x").unwrap();
         write_summary(dir.path(), "crash", &g, &counts, None).unwrap();
-        assert_eq!(archived_as(dir.path(), &g).unwrap(), Some("crash".into()));
+        assert_eq!(
+            archived_as(dir.path(), &g).unwrap(),
+            Some(("crash".into(), Some(1)))
+        );
     }
 
     /// The summary names a machine check that brought the kernel down,

@@ -30,7 +30,9 @@ pub(super) struct Filing {
     /// Spooled for `OnBundle=` (crashring-upload.service) before its
     /// summary is written: a bundle with a summary is never bundled again,
     /// so one whose spooling a failed acknowledgement or a killed run cut
-    /// off would never be uploaded.
+    /// off would never be uploaded. A spool that cannot be written is a
+    /// warning: the crash is safe in place all the same, and failing
+    /// would leave it unacknowledged, the module soon not recording.
     pub(super) spool: bool,
 }
 
@@ -40,6 +42,8 @@ pub(super) struct Placed {
     pub(super) name: String,
     /// Its number in the archive order.
     pub(super) archived: u64,
+    /// What went wrong once it was in place (its spooling).
+    pub(super) warnings: Vec<String>,
     pub(super) path: PathBuf,
     pub(super) size: u64,
     pub(super) summary: bundle::Summary,
@@ -95,8 +99,11 @@ pub(super) fn place(
             }
         }
     })?;
+    let mut warnings = Vec::new();
     if filing.spool {
-        super::upload::spool(dir, &name)?;
+        if let Err(e) = super::upload::spool(dir, &name) {
+            warnings.push(format!("{name} could not be spooled for OnBundle=: {e}"));
+        }
     }
     let counts = Counts {
         size,
@@ -111,6 +118,7 @@ pub(super) fn place(
     Ok(Placed {
         name,
         archived,
+        warnings,
         path,
         size,
         summary,
