@@ -17,10 +17,12 @@
  * Process context only (write()), never the record path or the panic path.
  */
 
+#include <linux/cred.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/spinlock.h>
 #include <linux/uidgid.h>
+#include <linux/user_namespace.h>
 #include "crashring_internal.h"
 
 static unsigned int user_marker_bytes_per_sec = 4096;
@@ -55,6 +57,32 @@ static u64 cr_refill(struct cr_bucket *b, u64 now, u64 rate)
 	b->credit = elapsed >= NSEC_PER_SEC ? full : min(full, b->credit + elapsed * rate);
 	b->at_ns = now;
 	return b->credit;
+}
+
+/**
+ * crashring_charged_uid - whose quota and budget an opener's requests use
+ * @cred: the opener's credentials
+ * @uid: the id of theirs that counts (the effective uid for streams, the
+ *	real uid for markers)
+ *
+ * Outside the initial user namespace, the user who made the outermost
+ * namespace under it: a member maps as many ids as /etc/subuid grants
+ * into a namespace of their own (newuidmap), and each id would
+ * otherwise hold streams and write markers on a quota of its own, enough
+ * to take every pool stream and to evict the kernel's history at many
+ * times the rate one user is allowed.
+ *
+ * Return: @uid in the initial namespace, else that namespace's owner.
+ */
+kuid_t crashring_charged_uid(const struct cred *cred, kuid_t uid)
+{
+	const struct user_namespace *ns = cred->user_ns;
+
+	if (ns == &init_user_ns)
+		return uid;
+	while (ns->parent != &init_user_ns)
+		ns = ns->parent;
+	return ns->owner;
 }
 
 /**

@@ -133,6 +133,7 @@ static bool cr_is_input(const struct _ddebug *d)
 
 static bool cr_device_selected(const struct cr_selection *sel, const struct device *dev)
 {
+	const char *name;
 	unsigned int i;
 	bool any = false;
 
@@ -142,8 +143,11 @@ static bool cr_device_selected(const struct cr_selection *sel, const struct devi
 		if (r->kind != CR_RULE_DEVICE)
 			continue;
 		any = true;
-		if (dev && (!strcmp(dev_name(dev), r->text) ||
-			    !strcmp(dev_driver_string(dev), r->text)))
+		if (!dev)
+			continue;
+		/* A device not yet named (dev_set_name()) has no name to match. */
+		name = dev_name(dev);
+		if ((name && !strcmp(name, r->text)) || !strcmp(dev_driver_string(dev), r->text))
 			return true;
 	}
 	return !any;

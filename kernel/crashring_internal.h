@@ -218,6 +218,7 @@ void crashring_clock_arm(void);
 void crashring_clock_stop(void);
 
 /* crashring_budget.c */
+kuid_t crashring_charged_uid(const struct cred *cred, kuid_t uid);
 bool crashring_budget_take(kuid_t uid, size_t bytes);
 
 int crashring_writeback_init(void);

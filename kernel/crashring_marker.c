@@ -55,10 +55,12 @@ static ssize_t cr_marker_write(struct file *file, const char __user *ubuf, size_
 	/*
 	 * Whoever opened the file, not whoever writes: a setuid-root program
 	 * printing into a member's descriptor stays within the member's
-	 * budget (crashring_budget.c). Root (CAP_SYS_ADMIN) is not limited.
+	 * budget (crashring_budget.c), and every id of a user namespace is
+	 * its owner's. Root (CAP_SYS_ADMIN) is not limited.
 	 */
 	if (!file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN) &&
-	    !crashring_budget_take(file->f_cred->uid, sizeof(rec) + n))
+	    !crashring_budget_take(crashring_charged_uid(file->f_cred, file->f_cred->uid),
+				   sizeof(rec) + n))
 		return -EAGAIN;
 	text = memdup_user(ubuf, n);
 	if (IS_ERR(text))

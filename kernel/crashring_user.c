@@ -60,6 +60,7 @@ MODULE_PARM_DESC(user_streams_per_uid, "User streams one user may hold at once (
 struct cr_user_slot {
 	struct file *holder;
 	kuid_t uid;
+	kuid_t charged;				/* whose quota it counts against */
 	char name[32];				/* the holder's name for it */
 	struct crashring_user_control *ctl;	/* its control page */
 };
@@ -125,12 +126,13 @@ int crashring_user_init(void)
 	return 0;
 }
 
-static u32 cr_held_by(kuid_t uid)
+/* The pool streams charged to @charged (crashring_charged_uid()). */
+static u32 cr_held_by(kuid_t charged)
 {
 	u32 j, n = 0;
 
 	for (j = 0; j < crashring.nuser; j++)
-		n += cr_user_slots[j].holder && uid_eq(cr_user_slots[j].uid, uid);
+		n += cr_user_slots[j].holder && uid_eq(cr_user_slots[j].charged, charged);
 	return n;
 }
 
@@ -151,12 +153,14 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	 * The opener's effective uid, which owns what it creates and which
 	 * crashring-request.socket's peer credentials give: a set-user-ID
 	 * program asks for its own stream, and whoever ran it cannot; its
-	 * streams count against its owner's user_streams_per_uid. The
+	 * streams count against its owner's user_streams_per_uid (every id
+	 * of a user namespace against the namespace's owner's). The
 	 * file's credentials, not the caller's, since whoever holds the file
 	 * may map the stream whoever asked for it. (The marker budget, a
 	 * rate, is the opener's real uid's: crashring_marker.c.)
 	 */
 	kuid_t uid = file->f_cred->euid;
+	kuid_t charged = crashring_charged_uid(file->f_cred, uid);
 	struct crashring_stream *s;
 	u32 j;
 
@@ -172,7 +176,7 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	s = &crashring.streams[crashring.nstreams];
 	if (req->pages > s->page_count)
 		return -EFBIG;
-	if (cr_held_by(uid) >= user_streams_per_uid)
+	if (cr_held_by(charged) >= user_streams_per_uid)
 		return -EDQUOT;
 	for (j = 0; j < crashring.nuser && cr_user_slots[j].holder; j++)
 		;
@@ -192,6 +196,7 @@ static long cr_grant(struct file *file, struct crashring_user_stream *req)
 	pmem_wmb();
 	cr_user_slots[j].holder = file;
 	cr_user_slots[j].uid = uid;
+	cr_user_slots[j].charged = charged;
 	strscpy(cr_user_slots[j].name, req->name, sizeof(cr_user_slots[j].name));
 	/* No categories: nothing of an earlier holder's is left to read. */
 	memset(cr_user_slots[j].ctl, 0, PAGE_SIZE);

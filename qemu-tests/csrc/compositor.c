@@ -606,6 +606,66 @@ static void others_streams(uid_t uid, gid_t gid)
 	close(fd);
 }
 
+/*
+ * The member holds its two streams, then makes a user namespace into
+ * which root maps 65536 ids of its own (as newuidmap maps a member's
+ * /etc/subuid range), and asks for a third stream as one of them: every
+ * id of the namespace counts against the member's quota, so it is
+ * refused. Each id on a quota of its own would take the whole pool.
+ */
+static void namespaced_ids(uid_t uid, gid_t gid)
+{
+	int ready[2], mapped[2], fd, fd2, err, status;
+	char path[64], byte = 0;
+	size_t bytes;
+	pid_t child;
+
+	/* Debian's 6.1 asks for it; newer kernels have no such switch. */
+	fd = open("/proc/sys/kernel/unprivileged_userns_clone", O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "1", 1) != 1)
+			perror("unprivileged_userns_clone");
+		close(fd);
+	}
+	if (pipe(ready) || pipe(mapped)) {
+		say("quota-userns", "no-pipe");
+		return;
+	}
+	child = fork();
+	if (child == 0) {
+		become(uid, uid, &gid, 1);
+		fd = raw_stream("first", &bytes, &err);
+		fd2 = raw_stream("second", &bytes, &err);
+		if (fd < 0 || fd2 < 0) {
+			say("quota-userns", "no-streams");
+			exit(1);
+		}
+		if (unshare(CLONE_NEWUSER)) {
+			say("quota-userns", err_name(errno));
+			exit(1);
+		}
+		if (write(ready[1], &byte, 1) != 1 || read(mapped[0], &byte, 1) != 1 ||
+		    setresuid(5, 5, 5)) {
+			say("quota-userns", "not-mapped");
+			exit(1);
+		}
+		fd = raw_stream("namespaced", &bytes, &err);
+		say("quota-userns", err_name(err));
+		exit(0);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)child);
+	if (read(ready[0], &byte, 1) == 1) {
+		fd = open(path, O_WRONLY);
+		if (fd < 0 || write(fd, "0 100000 65536\n", 15) != 15)
+			perror(path);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (write(mapped[1], &byte, 1) != 1)
+		perror("quota-userns");
+	waitpid(child, &status, 0);
+}
+
 static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 {
 	int status;
@@ -622,6 +682,7 @@ static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 		exit(0);
 	}
 	wait(&status);
+	namespaced_ids(uid, gid);
 	others_streams(uid, gid);
 	flood_through_members_file(uid, gid);
 	budget(uid, gid);

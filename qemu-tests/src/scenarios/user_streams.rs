@@ -48,6 +48,7 @@ const SECURITY: &[(&str, &str)] = &[
     ("second-on-file", "EBUSY"),
     ("quota-second", "ok"),
     ("quota-third", "EDQUOT"),
+    ("quota-userns", "EDQUOT"),
     ("map-unheld", "EINVAL"),
     ("stream-write-only", "EBADF"),
     ("fresh-header", "ok"),
