@@ -542,7 +542,8 @@ fn unknowable(sys: &System, armed: &Armed) -> bool {
 /// a generation waits unarchived in the range (after a failed recovery,
 /// or `Clean=keep`), or while an armed machine runs without the module,
 /// which alone could tell, unless `force`: the next boot, without the
-/// range reserved, hands that memory to the kernel.
+/// range reserved, hands that memory to the kernel. `force` also removes
+/// the record at once instead of marking it pending.
 pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     let mut plan = Plan::default();
     let mut remove = vec![MODPROBE, MODULES_LOAD];
@@ -581,10 +582,23 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
         plan.commands.insert(0, rebuild);
     }
     let unknown = armed.as_ref().is_some_and(|a| unknowable(sys, a));
-    if let Some(armed) = armed {
+    match armed {
+        // Forced, the record goes with the files: a command that fails
+        // every time (its tool broken, the machine moved on) would keep
+        // it pending, and every later arm refusing, with no way out.
+        Some(_) if force && !plan.commands.is_empty() => plan.notes.push(format!(
+            "--force: {} goes now, not once `{}` succeeded: a disarm run again does not run what fails",
+            loader::RECORD,
+            plan.commands
+                .iter()
+                .map(|c| c.join(" "))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
         // The record goes last, once the boot entries no longer reserve
         // the range: until then it is the only memory of what to undo.
-        plan.mark_pending(armed, None);
+        Some(armed) => plan.mark_pending(armed, None),
+        None => {}
     }
     if plan.is_empty() {
         plan.notes.push("not armed: nothing to undo".into());

@@ -93,6 +93,21 @@ impl Loader {
             Loader::KernelInstall => "kernel-install",
         }
     }
+
+    /// Where [`Loader::command`] is installed.
+    fn tool(self) -> &'static [&'static str] {
+        match self {
+            Loader::Grub => &UPDATE_GRUB,
+            Loader::Grubby => &GRUBBY,
+            Loader::KernelInstall => &KERNEL_INSTALL,
+        }
+    }
+}
+
+/// Whether any of `paths` exists on the machine: how a tool is found
+/// installed.
+fn any_exists(sys: &System, paths: &[&str]) -> bool {
+    paths.iter().any(|p| sys.path(p).exists())
 }
 
 /// The Boot Loader Interface's variable naming the boot loader that
@@ -156,7 +171,7 @@ fn booted(sys: &System) -> Booted {
 /// and conflicting evidence is refused rather than guessed at, since arm
 /// told the wrong loader leaves every boot unrecorded.
 pub fn detect(sys: &System) -> Result<Loader, &'static str> {
-    let any = |paths: &[&str]| paths.iter().any(|p| sys.path(p).exists());
+    let any = |paths: &[&str]| any_exists(sys, paths);
     let booted = booted(sys);
     if booted == Booted::Conflict {
         return Err("conflicting evidence of the boot loader that booted it: GRUB's BOOT_IMAGE= on /proc/cmdline, and systemd-boot named by the LoaderInfo EFI variable (systemd-boot chainloading GRUB?)");
@@ -435,6 +450,17 @@ pub fn disarm_steps(sys: &System, armed: &Armed) -> Result<Steps, ArmError> {
             }
         }
         Loader::Grubby => steps.commands.push(grubby("--remove-args", &armed.added)),
+    }
+    if pending && !steps.commands.is_empty() && !any_exists(sys, armed.loader.tool()) {
+        // The machine moved to another boot loader and this one's package
+        // is gone: run again, the command would fail at every disarm,
+        // and the record it keeps pending makes every arm refuse.
+        steps.notes.push(format!(
+            "{} is not installed ({}): what an earlier arm or disarm left unfinished of it is not run again; the boot entries it wrote last keep the range if anything still boots them",
+            armed.loader.command(),
+            armed.loader.tool().join(", ")
+        ));
+        steps.commands.clear();
     }
     Ok(steps)
 }

@@ -125,7 +125,8 @@ fn keep_event_formats(sys: &System) {
 pub struct DisarmArgs {
     /// Disarm although a generation waits unarchived in the range (a
     /// failed recovery's, or one Clean=keep left): the next boot's kernel
-    /// then reuses that memory and it is lost.
+    /// then reuses that memory and it is lost. Also removes the record at
+    /// once, so that a command that fails leaves nothing pending.
     #[arg(long)]
     force: bool,
     #[command(flatten)]

@@ -137,3 +137,66 @@ fn a_boot_entry_without_the_range_has_kernel_install_run_again() {
     .unwrap();
     assert!(plan_arm(&sys, None, "x86_64").unwrap().is_empty());
 }
+
+/// A GRUB machine moved to systemd-boot, grub2-common purged: the
+/// disarm whose update-grub was not found leaves the record pending, and
+/// update-grub, not there to run, must not be planned again, or every
+/// disarm fails and every arm refuses (the record names another loader).
+#[test]
+fn a_pending_command_whose_tool_is_gone_is_not_run_again() {
+    let (_dir, sys) = machine(QEMU);
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
+    sys.remove("/usr/sbin/update-grub").unwrap();
+    sys.write("/usr/bin/kernel-install", "").unwrap();
+    sys.write("/usr/bin/bootctl", "").unwrap();
+    plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
+    assert!(loader::armed(&sys).unwrap().unwrap().pending.is_some());
+    let again = plan_disarm(&sys, false).unwrap();
+    assert!(again.commands.is_empty(), "{:?}", again.commands);
+    assert!(
+        again.notes.iter().any(|n| n.starts_with(
+            "update-grub is not installed (/usr/sbin/update-grub, /sbin/update-grub)"
+        )),
+        "{:?}",
+        again.notes
+    );
+    again.apply_succeeded(&sys);
+    assert_eq!(loader::armed(&sys).unwrap(), None);
+    // Arming through the new loader no longer refuses.
+    sys.write("/proc/cmdline", "root=UUID=4c1f ro quiet\n")
+        .unwrap();
+    let arm = plan_arm(&sys, None, "x86_64").unwrap();
+    assert!(
+        arm.changes.iter().any(|c| c.path == loader::KERNEL_CMDLINE),
+        "{:?}",
+        arm.changes
+    );
+}
+
+/// A command that is there but fails every time: `disarm --force` takes
+/// the record away with the files, whatever the command does.
+#[test]
+fn a_forced_disarm_drops_the_pending_mark() {
+    let (_dir, sys) = kernel_install_machine();
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
+    plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
+    let forced = plan_disarm(&sys, true).unwrap();
+    assert_eq!(forced.commands, kernel_install_commands());
+    assert!(!forced.resumable());
+    assert!(
+        forced
+            .notes
+            .iter()
+            .any(|n| n.starts_with("--force: /etc/crashring/armed goes now")),
+        "{:?}",
+        forced.notes
+    );
+    // kernel-install add failed again: nothing is left to run it.
+    forced.apply(&sys).unwrap();
+    assert_eq!(loader::armed(&sys).unwrap(), None);
+    assert!(plan_disarm(&sys, false).unwrap().is_empty());
+}
