@@ -394,7 +394,9 @@ pub fn arm_steps(
             }
             let running = read(sys, "/proc/cmdline")?.unwrap_or_default();
             let mut added = vec![memmap];
-            if !running.split_whitespace().any(|w| w == POST_NOTIFIERS) {
+            // Booted armed, the running line has the notifiers arm added:
+            // still arm's, for disarm to take back.
+            if !running.split_whitespace().any(|w| w == POST_NOTIFIERS) || earlier(POST_NOTIFIERS) {
                 added.push(POST_NOTIFIERS.into());
             }
             Ok(Steps {

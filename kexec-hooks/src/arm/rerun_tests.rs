@@ -200,3 +200,38 @@ fn a_forced_disarm_drops_the_pending_mark() {
     assert_eq!(loader::armed(&sys).unwrap(), None);
     assert!(plan_disarm(&sys, false).unwrap().is_empty());
 }
+
+/// grubby armed both words and the machine booted with them, then a
+/// command did not succeed: arming again must keep the notifiers arm's,
+/// as the record had them, or no disarm takes them back.
+#[test]
+fn grubby_run_again_keeps_the_words_it_added() {
+    let (_dir, sys) = machine(QEMU);
+    sys.remove("/usr/sbin/update-grub").unwrap();
+    sys.write("/usr/sbin/grubby", "").unwrap();
+    let both = ["memmap=64M$0x22c000000", loader::POST_NOTIFIERS].map(String::from);
+    let record = Armed {
+        reservation: plan_arm(&sys, None, "x86_64").unwrap().reservation.unwrap(),
+        loader: Loader::Grubby,
+        added: both.to_vec(),
+        created_from: None,
+        pending: Some("grubby --update-kernel=ALL --remove-args=memmap=64M\\$0x22c000000 crash_kexec_post_notifiers".into()),
+    };
+    sys.write(loader::RECORD, &record.text()).unwrap();
+    sys.write(
+        "/proc/cmdline",
+        "BOOT_IMAGE=(hd0,gpt2)/vmlinuz root=UUID=4c1f ro memmap=64M$0x22c000000 crash_kexec_post_notifiers\n",
+    )
+    .unwrap();
+    let again = plan_arm(&sys, None, "x86_64").unwrap();
+    assert_eq!(
+        again.commands,
+        [[
+            "grubby",
+            "--update-kernel=ALL",
+            "--args=memmap=64M\\$0x22c000000 crash_kexec_post_notifiers"
+        ]]
+    );
+    again.apply_succeeded(&sys);
+    assert_eq!(loader::armed(&sys).unwrap().unwrap().added, both);
+}
