@@ -19,7 +19,7 @@ pub struct Status {
     pub items: Vec<(&'static str, String)>,
     /// Why a crash now would not be kept, or an older one waits unarchived
     /// or was lost: what a monitor polling `crashring status` alerts on.
-    pub attention: Vec<&'static str>,
+    pub attention: Vec<String>,
 }
 
 impl fmt::Display for Status {
@@ -73,6 +73,18 @@ pub fn status(sys: &System) -> Status {
             (None, _) => "no (crashring arm reserves a range at every boot)".into(),
         },
     ));
+    if let Some(commands) = record.as_ref().and_then(|a| a.pending.as_deref()) {
+        // The files alone look done either way: a disarm removed the
+        // module's list before its commands ran, an arm wrote it.
+        let which = match sys.path(crate::arm::MODULES_LOAD).exists() {
+            true => "arm",
+            false => "disarm",
+        };
+        s.attention.push(format!(
+            "an earlier crashring {which} left `{commands}` unfinished ({} says so): run crashring {which} again",
+            loader::RECORD
+        ));
+    }
     // Where the range is this boot: the record's, or where the kernel put
     // a reserve_mem= range, as the module says.
     let range = match record.as_ref().map(|a| a.reservation) {
@@ -91,9 +103,9 @@ pub fn status(sys: &System) -> Status {
             .as_deref()
             == Some("1");
     if !loaded {
-        s.attention.push("the module is not loaded");
+        s.attention.push("the module is not loaded".into());
     } else if !recording {
-        s.attention.push("the module is not recording");
+        s.attention.push("the module is not recording".into());
     }
     s.items.push((
         "module",
@@ -142,7 +154,8 @@ pub fn status(sys: &System) -> Status {
         ));
         let previous = first_line(sys, &format!("{SYSFS}/previous_summary"));
         if !matches!(&previous, Ok(Some(l)) if l.starts_with("none")) {
-            s.attention.push("a previous generation waits unarchived");
+            s.attention
+                .push("a previous generation waits unarchived".into());
         }
         s.items.push((
             "previous",
@@ -156,7 +169,7 @@ pub fn status(sys: &System) -> Status {
         if let Some(verdict) = crate::continuity::describe(sys, BUNDLE_DIR) {
             if verdict.starts_with("LOST") {
                 s.attention
-                    .push("the range lost the last boot's generation");
+                    .push("the range lost the last boot's generation".into());
             }
             s.items.push(("last boot", verdict));
         }
@@ -178,7 +191,8 @@ pub fn status(sys: &System) -> Status {
     let kdump_broken = record.is_some() && kdump_tools::kdump_part_missing(sys);
     if kdump_broken {
         s.attention.push(
-            "kdump-tools' configuration lacks crashring's part: run crashring arm --kdump-tools",
+            "kdump-tools' configuration lacks crashring's part: run crashring arm --kdump-tools"
+                .into(),
         );
     }
     s.items.push((
@@ -275,12 +289,14 @@ fn reserve_mem_range(sys: &System) -> Option<Placement> {
 
 /// The firmware, and where this boot's loader put the initrd and the
 /// kernel: what can overwrite the range between a crash and the next boot.
-fn boot_path(sys: &System, armed: Option<Placement>, attention: &mut Vec<&'static str>) -> String {
+fn boot_path(sys: &System, armed: Option<Placement>, attention: &mut Vec<String>) -> String {
     let mut text = match boot::firmware(sys) {
         Firmware::Bios => "BIOS".to_string(),
         Firmware::Uefi => "UEFI, no memory wipe requested".to_string(),
         Firmware::UefiWipesMemory => {
-            attention.push("the firmware wipes memory at the next reset: only kdump keeps a crash");
+            attention.push(
+                "the firmware wipes memory at the next reset: only kdump keeps a crash".into(),
+            );
             format!("UEFI, and the firmware wipes memory at the next reset ({}, which the kernel's reset attack mitigation sets at every boot): a crash is kept only by a kdump capture, never by the next boot", boot::MOR_VARIABLE)
         }
     };
@@ -301,7 +317,7 @@ fn boot_path(sys: &System, armed: Option<Placement>, attention: &mut Vec<&'stati
             if clear { "" } else { ", INSIDE the range" }
         ));
         if !clear {
-            attention.push("the boot loader put this boot's initrd or kernel inside the range: run crashring disarm, then arm to place it elsewhere");
+            attention.push("the boot loader put this boot's initrd or kernel inside the range: run crashring disarm, then arm to place it elsewhere".into());
         }
     }
     text
@@ -418,6 +434,32 @@ mod tests {
         assert_eq!(
             item(&s, "on crash"),
             "both: the kdump kernel reads the region, and the next boot archives it"
+        );
+    }
+
+    /// An arm or disarm whose commands did not all succeed leaves files
+    /// that look done: only the record's mark says what is left to run.
+    #[test]
+    fn an_unfinished_arm_or_disarm_needs_attention() {
+        let (_dir, sys) = machine();
+        let arm = plan_arm(&sys, Some(16 << 20), "x86_64").unwrap();
+        arm.apply(&sys).unwrap();
+        let unfinished = |which: &str| {
+            format!("an earlier crashring {which} left `update-grub` unfinished (/etc/crashring/armed says so): run crashring {which} again")
+        };
+        assert_eq!(
+            status(&sys).attention,
+            [unfinished("arm"), "the module is not loaded".into()]
+        );
+        arm.commands_done(&sys).unwrap();
+        assert_eq!(status(&sys).attention, ["the module is not loaded"]);
+        crate::arm::plan_disarm(&sys, false)
+            .unwrap()
+            .apply(&sys)
+            .unwrap();
+        assert_eq!(
+            status(&sys).attention,
+            [unfinished("disarm"), "the module is not loaded".into()]
         );
     }
 
