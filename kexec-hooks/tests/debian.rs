@@ -96,6 +96,47 @@ fn purge_takes_arms_words_out_of_kernel_installs_command_line() {
     }
 }
 
+/// A disarm whose update-grub or kernel-install add failed has already
+/// taken arm's words out of the files, leaving the record marked
+/// `pending=`: the purge runs the loader's tool all the same, or the boot
+/// entries keep the range (named here, under DPKG_ROOT, for that system
+/// to run).
+#[test]
+fn purge_after_an_unfinished_disarm_runs_the_loaders_tool() {
+    for kernel_install in [false, true] {
+        let (dir, sys) = machine();
+        let tool = if kernel_install {
+            sys.remove("/usr/sbin/update-grub").unwrap();
+            sys.write("/usr/bin/kernel-install", "").unwrap();
+            sys.write("/usr/bin/bootctl", "").unwrap();
+            // A kernel for kernel-install add to run for.
+            sys.write("/boot/vmlinuz-6.1.0-test", "").unwrap();
+            sys.write("/proc/cmdline", "root=UUID=4c1f ro quiet\n")
+                .unwrap();
+            "kernel-install"
+        } else {
+            "update-grub"
+        };
+        let before = sys.snapshot().unwrap();
+        let plan = arm::plan_arm(&sys, None, "x86_64").unwrap();
+        plan.apply(&sys).unwrap();
+        plan.commands_done(&sys).unwrap();
+        arm::plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
+        let record = sys.read(kexec_hooks::loader::RECORD).unwrap().unwrap();
+        assert!(record.contains("\npending="), "{record}");
+        let out = run_script("crashring/postrm", "purge", dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "crashring: not running {tool} for {}: run it in that system\n",
+                dir.path().display()
+            )),
+            "{tool}: {stderr}"
+        );
+        assert_eq!(sys.snapshot().unwrap(), before, "{tool}");
+    }
+}
+
 /// A purge frees the range at the next boot: while a generation waits
 /// in it unarchived, it says so loudly (it cannot wait; the binary,
 /// whose disarm refuses, is gone) and how to save it first.
