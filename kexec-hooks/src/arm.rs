@@ -110,10 +110,10 @@ pub enum ArmError {
     )]
     Waiting { waiting: String },
     #[error(
-        "the crashring module is not loaded ({}), so nothing can tell whether a generation waits in the range, not yet archived; disarmed, the next boot reuses that memory and one would be lost. This boot reserves the range: load the module (`modprobe crashring`) and run `crashring recover`, which archives what waits, then disarm; or `crashring disarm --force` to give up whatever it holds",
+        "the crashring module is not loaded ({}), so nothing can tell whether a generation waits in the range, not yet archived; disarmed, the next boot reuses that memory and one would be lost. This boot reserves the range: load the module (`{load}`) and run `crashring recover`, which archives what waits, then disarm; or `crashring disarm --force` to give up whatever it holds",
         crate::status::SYSFS
     )]
-    NotLoaded,
+    NotLoaded { load: String },
     #[error("--size {size}: more than this machine's System RAM, {ram} bytes")]
     TooLarge { size: u64, ram: u64 },
     #[error(
@@ -300,10 +300,23 @@ pub(crate) fn ours(text: &str) -> bool {
 
 /// The module's options ([`MODPROBE`]): the range, and the crashring group's user streams.
 pub fn modprobe(r: Reservation) -> String {
-    format!(
-        "{MARK}\noptions crashring {} user_streams={USER_STREAMS}\n",
-        r.module_parameter()
-    )
+    format!("{MARK}\noptions crashring {}\n", module_options(r))
+}
+
+/// The module's options for the range `r`.
+fn module_options(r: Reservation) -> String {
+    format!("{} user_streams={USER_STREAMS}", r.module_parameter())
+}
+
+/// The command that loads the module over the range `armed` reserves:
+/// with the options spelt out once [`MODPROBE`] is gone (a disarm whose
+/// commands did not all succeed removed it), where a bare modprobe
+/// refuses for want of memory to record in.
+fn load_command(sys: &System, armed: &Armed) -> Result<String, ArmError> {
+    Ok(match read(sys, MODPROBE)? {
+        Some(_) => "modprobe crashring".into(),
+        None => format!("modprobe crashring {}", module_options(armed.reservation)),
+    })
 }
 
 /// Pool streams `arm` gives the module: 64 KiB each, 512 KiB of a slot.
@@ -581,7 +594,10 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes, again) {
         plan.commands.insert(0, rebuild);
     }
-    let unknown = armed.as_ref().is_some_and(|a| unknowable(sys, a));
+    let unknown = match armed.as_ref().filter(|a| unknowable(sys, a)) {
+        Some(a) => Some(load_command(sys, a)?),
+        None => None,
+    };
     match armed {
         // Forced, the record goes with the files: a command that fails
         // every time (its tool broken, the machine moved on) would keep
@@ -609,9 +625,9 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
         plan.notes.push(format!(
             "--force: given up, unarchived, to the next boot's kernel: {waiting}"
         ));
-    } else if unknown {
+    } else if let Some(load) = unknown {
         if !force {
-            return Err(ArmError::NotLoaded);
+            return Err(ArmError::NotLoaded { load });
         }
         plan.notes.push(
             "--force: the module is not loaded; whatever the range holds is given up to the next boot's kernel".into(),

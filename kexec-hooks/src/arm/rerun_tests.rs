@@ -235,3 +235,38 @@ fn grubby_run_again_keeps_the_words_it_added() {
     again.apply_succeeded(&sys);
     assert_eq!(loader::armed(&sys).unwrap().unwrap().added, both);
 }
+
+/// Booted armed, a disarm whose commands failed removed the module's
+/// options: a bare `modprobe crashring` then refuses (no memory given),
+/// so the advice to load it and recover spells out the range.
+#[test]
+fn not_loaded_after_an_unfinished_disarm_names_the_range() {
+    let (dir, sys) = machine(QEMU);
+    plan_arm(&sys, None, "x86_64")
+        .unwrap()
+        .apply_succeeded(&sys);
+    let live = System::live_at(dir.path());
+    let not_loaded = |cmdline: &str| {
+        sys.write("/proc/cmdline", cmdline).unwrap();
+        let err = plan_disarm(&live, false).unwrap_err();
+        assert!(matches!(err, ArmError::NotLoaded { .. }), "{err}");
+        err.to_string()
+    };
+    let booted = "BOOT_IMAGE=/vmlinuz ro memmap=64M$0x22c000000 crash_kexec_post_notifiers\n";
+    assert!(not_loaded(booted).contains("(`modprobe crashring`)"));
+    plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
+    let said = not_loaded(booted);
+    assert!(
+        said.contains("(`modprobe crashring region=64M@0x22c000000 user_streams=8`)"),
+        "{said}"
+    );
+    // reserve_mem=: the module takes the kernel's range by its name.
+    let mut record = loader::armed(&sys).unwrap().unwrap();
+    record.reservation = Reservation::ReserveMem { size: 64 << 20 };
+    sys.write(loader::RECORD, &record.text()).unwrap();
+    let said = not_loaded("ro reserve_mem=64M:2M:crashring crash_kexec_post_notifiers\n");
+    assert!(
+        said.contains("(`modprobe crashring reserve_mem=crashring user_streams=8`)"),
+        "{said}"
+    );
+}

@@ -143,7 +143,7 @@ fn disarm_without_the_module_cannot_tell_and_refuses() {
     )
     .unwrap();
     let err = plan_disarm(&live, false).unwrap_err();
-    assert!(matches!(err, ArmError::NotLoaded), "{err}");
+    assert!(matches!(err, ArmError::NotLoaded { .. }), "{err}");
     let said = err.to_string();
     assert!(
         said.contains("nothing can tell whether a generation waits")
