@@ -2,7 +2,9 @@
 //! all succeed: the files already say what they want, and the record's
 //! pending mark (or the boot entries themselves) says what is left.
 
-use super::tests::{kernel_install_commands, kernel_install_machine, machine, QEMU};
+use super::tests::{
+    grub_replaced_by_systemd_boot, kernel_install_commands, kernel_install_machine, machine, QEMU,
+};
 use super::*;
 
 fn update_initramfs() -> Vec<String> {
@@ -148,9 +150,7 @@ fn a_pending_command_whose_tool_is_gone_is_not_run_again() {
     plan_arm(&sys, None, "x86_64")
         .unwrap()
         .apply_succeeded(&sys);
-    sys.remove("/usr/sbin/update-grub").unwrap();
-    sys.write("/usr/bin/kernel-install", "").unwrap();
-    sys.write("/usr/bin/bootctl", "").unwrap();
+    grub_replaced_by_systemd_boot(&sys);
     plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
     assert!(loader::armed(&sys).unwrap().unwrap().pending.is_some());
     let again = plan_disarm(&sys, false).unwrap();

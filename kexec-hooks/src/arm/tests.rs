@@ -421,6 +421,13 @@ fn arm_writes_nothing_without_a_boot_loader_it_drives() {
 
 /// A systemd-boot machine: no GRUB, kernel-install writing each
 /// kernel's entry from /etc/kernel/cmdline.
+/// GRUB's package purged from `sys`, systemd-boot's installed.
+pub(crate) fn grub_replaced_by_systemd_boot(sys: &System) {
+    sys.remove("/usr/sbin/update-grub").unwrap();
+    sys.write("/usr/bin/kernel-install", "").unwrap();
+    sys.write("/usr/bin/bootctl", "").unwrap();
+}
+
 pub(crate) fn kernel_install_machine() -> (tempfile::TempDir, System) {
     let (dir, sys) = machine(QEMU);
     for f in ["/usr/sbin/update-grub", "/etc/default/grub"] {
@@ -586,10 +593,7 @@ fn a_machine_armed_through_grub_that_now_boots_otherwise_is_refused() {
     plan_arm(&sys, None, "x86_64")
         .unwrap()
         .apply_succeeded(&sys);
-    // GRUB removed, systemd-boot installed.
-    sys.remove("/usr/sbin/update-grub").unwrap();
-    sys.write("/usr/bin/kernel-install", "").unwrap();
-    sys.write("/usr/bin/bootctl", "").unwrap();
+    grub_replaced_by_systemd_boot(&sys);
     let before = sys.snapshot().unwrap();
     let err = plan_arm(&sys, None, "x86_64").unwrap_err().to_string();
     assert!(
