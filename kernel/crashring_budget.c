@@ -65,24 +65,27 @@ static u64 cr_refill(struct cr_bucket *b, u64 now, u64 rate)
  * @uid: the id of theirs that counts (the effective uid for streams, the
  *	real uid for markers)
  *
- * Outside the initial user namespace, the user who made the outermost
- * namespace under it: a member maps as many ids as /etc/subuid grants
- * into a namespace of their own (newuidmap), and each id would
- * otherwise hold streams and write markers on a quota of its own, enough
- * to take every pool stream and to evict the kernel's history at many
- * times the rate one user is allowed.
+ * Inside a user namespace a user made, that user: a member maps as many
+ * ids as /etc/subuid grants into a namespace of their own (newuidmap),
+ * and each id would otherwise hold streams and write markers on a quota
+ * of its own, enough to take every pool stream and to evict the kernel's
+ * history at many times the rate one user is allowed. Of nested ones,
+ * the outermost such user. Namespaces root made (a service's
+ * PrivateUsers=, a container) are no user's: their ids count as
+ * themselves, as they did outside, rather than all as root.
  *
- * Return: @uid in the initial namespace, else that namespace's owner.
+ * Return: the outermost owner other than root of the namespaces @cred is
+ * in, else @uid.
  */
 kuid_t crashring_charged_uid(const struct cred *cred, kuid_t uid)
 {
-	const struct user_namespace *ns = cred->user_ns;
+	const struct user_namespace *ns;
+	kuid_t charged = uid;
 
-	if (ns == &init_user_ns)
-		return uid;
-	while (ns->parent != &init_user_ns)
-		ns = ns->parent;
-	return ns->owner;
+	for (ns = cred->user_ns; ns != &init_user_ns; ns = ns->parent)
+		if (!uid_eq(ns->owner, GLOBAL_ROOT_UID))
+			charged = ns->owner;
+	return charged;
 }
 
 /**

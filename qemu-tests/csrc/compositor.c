@@ -55,6 +55,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <stdlib.h>
@@ -606,6 +607,35 @@ static void others_streams(uid_t uid, gid_t gid)
 	close(fd);
 }
 
+/* Root maps 65536 ids from 100000 into the user namespace @child made. */
+static int map_ids(pid_t child)
+{
+	char path[64];
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)child);
+	fd = open(path, O_WRONLY);
+	ok = fd >= 0 && write(fd, "0 100000 65536\n", 15) == 15;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+/* A byte through a pipe's end, and one waited for: -1 once the other side is gone. */
+static int tell(int fd)
+{
+	char byte = 0;
+
+	return write(fd, &byte, 1) == 1 ? 0 : -1;
+}
+
+static int hear(int fd)
+{
+	char byte;
+
+	return read(fd, &byte, 1) == 1 ? 0 : -1;
+}
+
 /*
  * The member holds its two streams, then makes a user namespace into
  * which root maps 65536 ids of its own (as newuidmap maps a member's
@@ -616,23 +646,17 @@ static void others_streams(uid_t uid, gid_t gid)
 static void namespaced_ids(uid_t uid, gid_t gid)
 {
 	int ready[2], mapped[2], fd, fd2, err, status;
-	char path[64], byte = 0;
 	size_t bytes;
 	pid_t child;
 
-	/* Debian's 6.1 asks for it; newer kernels have no such switch. */
-	fd = open("/proc/sys/kernel/unprivileged_userns_clone", O_WRONLY);
-	if (fd >= 0) {
-		if (write(fd, "1", 1) != 1)
-			perror("unprivileged_userns_clone");
-		close(fd);
-	}
 	if (pipe(ready) || pipe(mapped)) {
 		say("quota-userns", "no-pipe");
 		return;
 	}
 	child = fork();
 	if (child == 0) {
+		close(ready[0]);
+		close(mapped[1]);
 		become(uid, uid, &gid, 1);
 		fd = raw_stream("first", &bytes, &err);
 		fd2 = raw_stream("second", &bytes, &err);
@@ -644,8 +668,7 @@ static void namespaced_ids(uid_t uid, gid_t gid)
 			say("quota-userns", err_name(errno));
 			exit(1);
 		}
-		if (write(ready[1], &byte, 1) != 1 || read(mapped[0], &byte, 1) != 1 ||
-		    setresuid(5, 5, 5)) {
+		if (tell(ready[1]) || hear(mapped[0]) || setresuid(5, 5, 5)) {
 			say("quota-userns", "not-mapped");
 			exit(1);
 		}
@@ -653,25 +676,89 @@ static void namespaced_ids(uid_t uid, gid_t gid)
 		say("quota-userns", err_name(err));
 		exit(0);
 	}
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)child);
-	if (read(ready[0], &byte, 1) == 1) {
-		fd = open(path, O_WRONLY);
-		if (fd < 0 || write(fd, "0 100000 65536\n", 15) != 15)
-			perror(path);
+	close(ready[1]);
+	close(mapped[0]);
+	if (!hear(ready[0]) && map_ids(child))
+		perror("quota-userns: uid_map");
+	tell(mapped[1]);
+	close(ready[0]);
+	close(mapped[1]);
+	waitpid(child, &status, 0);
+}
+
+/*
+ * Root makes a user namespace (as a service's PrivateUsers= or a
+ * container manager does), maps 65536 ids into it, and one of them holds
+ * two streams: a namespace root made is no user's, so its ids are not
+ * charged to root, and root may still take a stream of its own.
+ */
+static void root_made_namespace(gid_t gid)
+{
+	int ready[2], mapped[2], done[2], fd, fd2, err, status;
+	size_t bytes;
+	pid_t child;
+
+	if (pipe(ready) || pipe(mapped) || pipe(done)) {
+		say("quota-root-ns", "no-pipe");
+		return;
+	}
+	child = fork();
+	if (child == 0) {
+		close(ready[0]);
+		close(mapped[1]);
+		close(done[1]);
+		if (setgroups(1, &gid) || unshare(CLONE_NEWUSER)) {
+			say("quota-root-ns", err_name(errno));
+			exit(1);
+		}
+		if (tell(ready[1]) || hear(mapped[0]) || setresuid(5, 5, 5)) {
+			say("quota-root-ns", "not-mapped");
+			exit(1);
+		}
+		fd = raw_stream("container", &bytes, &err);
+		fd2 = raw_stream("container-2", &bytes, &err);
+		if (fd < 0 || fd2 < 0) {
+			say("quota-root-ns", err_name(err));
+			exit(1);
+		}
+		tell(ready[1]);
+		hear(done[0]);
+		exit(0);
+	}
+	close(ready[1]);
+	close(mapped[0]);
+	close(done[0]);
+	if (!hear(ready[0]) && map_ids(child))
+		perror("quota-root-ns: uid_map");
+	tell(mapped[1]);
+	if (!hear(ready[0])) {
+		fd = raw_stream("root-beside", &bytes, &err);
+		say("quota-root-ns", err_name(err));
 		if (fd >= 0)
 			close(fd);
 	}
-	if (write(mapped[1], &byte, 1) != 1)
-		perror("quota-userns");
+	tell(done[1]);
+	close(ready[0]);
+	close(mapped[1]);
+	close(done[1]);
 	waitpid(child, &status, 0);
 }
 
 static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 {
-	int status;
+	int status, fd;
 
 	say_mode("previous-mode", "/sys/kernel/crashring/previous");
 	say_mode("current-mode", "/dev/crashring-current");
+	/* A side of a namespace check gone early ends it, not this program. */
+	signal(SIGPIPE, SIG_IGN);
+	/* Debian's 6.1 asks for it; newer kernels have no such switch. */
+	fd = open("/proc/sys/kernel/unprivileged_userns_clone", O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "1", 1) != 1)
+			perror("unprivileged_userns_clone");
+		close(fd);
+	}
 	if (fork() == 0) {
 		outsider(outsider_uid);
 		exit(0);
@@ -683,6 +770,7 @@ static int security(uid_t uid, gid_t gid, uid_t outsider_uid)
 	}
 	wait(&status);
 	namespaced_ids(uid, gid);
+	root_made_namespace(gid);
 	others_streams(uid, gid);
 	flood_through_members_file(uid, gid);
 	budget(uid, gid);

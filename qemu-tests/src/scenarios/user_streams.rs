@@ -49,6 +49,7 @@ const SECURITY: &[(&str, &str)] = &[
     ("quota-second", "ok"),
     ("quota-third", "EDQUOT"),
     ("quota-userns", "EDQUOT"),
+    ("quota-root-ns", "ok"),
     ("map-unheld", "EINVAL"),
     ("stream-write-only", "EBADF"),
     ("fresh-header", "ok"),
