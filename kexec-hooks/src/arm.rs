@@ -250,7 +250,9 @@ impl Plan {
             return;
         }
         let commands: Vec<String> = self.commands.iter().map(|c| c.join(" ")).collect();
-        record.pending = Some(commands.join("; "));
+        // Which of the two left it, for `status` to say which to run again.
+        let verb = if settled.is_some() { "arm" } else { "disarm" };
+        record.pending = Some(format!("{verb}: {}", commands.join("; ")));
         self.pending = Some(Pending {
             marked: record.text(),
             settled,
@@ -640,7 +642,7 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
 /// not all succeeded (said in `notes`): the loader's and the initramfs'
 /// run again, since the files alone look done.
 fn unfinished(record: Option<&Armed>, notes: &mut Vec<String>) -> bool {
-    let Some(commands) = record.and_then(|a| a.pending.as_deref()) else {
+    let Some((_, commands)) = record.and_then(Armed::unfinished) else {
         return false;
     };
     notes.push(format!(

@@ -211,6 +211,16 @@ pub struct Armed {
 }
 
 impl Armed {
+    /// What the `pending=` mark says: which of arm and disarm left it
+    /// (`None` for a mark that does not say), and its commands.
+    pub fn unfinished(&self) -> Option<(Option<&str>, &str)> {
+        let pending = self.pending.as_deref()?;
+        Some(match pending.split_once(": ") {
+            Some((verb @ ("arm" | "disarm"), commands)) => (Some(verb), commands),
+            _ => (None, pending),
+        })
+    }
+
     pub fn text(&self) -> String {
         let mut text = format!(
             "{MARK}\n\

@@ -73,13 +73,10 @@ pub fn status(sys: &System) -> Status {
             (None, _) => "no (crashring arm reserves a range at every boot)".into(),
         },
     ));
-    if let Some(commands) = record.as_ref().and_then(|a| a.pending.as_deref()) {
-        // The files alone look done either way: a disarm removed the
-        // module's list before its commands ran, an arm wrote it.
-        let which = match sys.path(crate::arm::MODULES_LOAD).exists() {
-            true => "arm",
-            false => "disarm",
-        };
+    if let Some((which, commands)) = record.as_ref().and_then(loader::Armed::unfinished) {
+        // The mark names which left it; the files alone cannot say (a
+        // disarm cut short may have left the module's list).
+        let which = which.unwrap_or("arm or disarm");
         s.attention.push(format!(
             "an earlier crashring {which} left `{commands}` unfinished ({} says so): run crashring {which} again",
             loader::RECORD
@@ -461,6 +458,10 @@ mod tests {
             status(&sys).attention,
             [unfinished("disarm"), "the module is not loaded".into()]
         );
+        // A disarm cut short before it removed the module's list is still
+        // the disarm's to finish: running arm would arm the machine again.
+        sys.write(crate::arm::MODULES_LOAD, "crashring\n").unwrap();
+        assert_eq!(status(&sys).attention[0], unfinished("disarm"));
     }
 
     #[test]

@@ -124,14 +124,43 @@ fn purge_after_an_unfinished_disarm_runs_the_loaders_tool() {
         arm::plan_disarm(&sys, false).unwrap().apply(&sys).unwrap();
         let record = sys.read(kexec_hooks::loader::RECORD).unwrap().unwrap();
         assert!(record.contains("\npending="), "{record}");
-        let out = run_script("crashring/postrm", "purge", dir.path());
+        // dpkg-trigger, stubbed: the initramfs, whose rebuild the disarm
+        // did not get to either, is built again.
+        let bin = tempfile::tempdir().unwrap();
+        let triggered = bin.path().join("triggered");
+        let stub = bin.path().join("dpkg-trigger");
+        std::fs::write(
+            &stub,
+            format!("#!/bin/sh\necho \"$@\" >> {}\n", triggered.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.path().display(),
+            std::env::var("PATH").unwrap()
+        );
+        let out = Command::new("/bin/sh")
+            .arg(script("crashring/postrm"))
+            .arg("purge")
+            .env("DPKG_ROOT", dir.path())
+            .env("PATH", path)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{tool}: {stderr}");
         assert!(
             stderr.contains(&format!(
                 "crashring: not running {tool} for {}: run it in that system\n",
                 dir.path().display()
             )),
             "{tool}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&triggered).unwrap_or_default(),
+            "--no-await update-initramfs\n",
+            "{tool}"
         );
         assert_eq!(sys.snapshot().unwrap(), before, "{tool}");
     }

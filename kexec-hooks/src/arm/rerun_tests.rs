@@ -40,7 +40,7 @@ fn kernel_install_that_did_not_succeed_runs_again() {
     assert!(
         again
             .diff()
-            .contains("-pending=update-initramfs -u -k all; kernel-install add"),
+            .contains("-pending=arm: update-initramfs -u -k all; kernel-install add"),
         "{}",
         again.diff()
     );
