@@ -73,16 +73,17 @@
 #include "crashring_format.h"
 #include "crashring_uapi.h"
 #include "crashring_user.h"
+#include "compositor.h"
 
-#define DEVICE "/dev/crashring"
 
-static void say(const char *name, const char *result)
+
+void say(const char *name, const char *result)
 {
 	printf("crashring-test: security %s %s\n", name, result);
 	fflush(stdout);
 }
 
-static const char *err_name(int e)
+const char *err_name(int e)
 {
 	switch (e) {
 	case 0: return "ok";
@@ -98,7 +99,7 @@ static const char *err_name(int e)
 	}
 }
 
-static void become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
+void become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
 {
 	if (setgroups(ngroups, groups) || setgid(gid) || setuid(uid)) {
 		perror("dropping privileges");
@@ -107,7 +108,7 @@ static void become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
 }
 
 /* A stream by the raw ioctl: the open file, and its size in *bytes. */
-static int raw_stream(const char *name, size_t *bytes, int *err)
+int raw_stream(const char *name, size_t *bytes, int *err)
 {
 	struct crashring_user_stream req = { 0 };
 	int fd = open(DEVICE, O_RDWR);
@@ -605,143 +606,6 @@ static void others_streams(uid_t uid, gid_t gid)
 		close(opened);
 	say("debug-page", err_name(write_debug_page()));
 	close(fd);
-}
-
-/* Root maps 65536 ids from 100000 into the user namespace @child made. */
-static int map_ids(pid_t child)
-{
-	char path[64];
-	int fd, ok;
-
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)child);
-	fd = open(path, O_WRONLY);
-	ok = fd >= 0 && write(fd, "0 100000 65536\n", 15) == 15;
-	if (fd >= 0)
-		close(fd);
-	return ok ? 0 : -1;
-}
-
-/* A byte through a pipe's end, and one waited for: -1 once the other side is gone. */
-static int tell(int fd)
-{
-	char byte = 0;
-
-	return write(fd, &byte, 1) == 1 ? 0 : -1;
-}
-
-static int hear(int fd)
-{
-	char byte;
-
-	return read(fd, &byte, 1) == 1 ? 0 : -1;
-}
-
-/*
- * The member holds its two streams, then makes a user namespace into
- * which root maps 65536 ids of its own (as newuidmap maps a member's
- * /etc/subuid range), and asks for a third stream as one of them: every
- * id of the namespace counts against the member's quota, so it is
- * refused. Each id on a quota of its own would take the whole pool.
- */
-static void namespaced_ids(uid_t uid, gid_t gid)
-{
-	int ready[2], mapped[2], fd, fd2, err, status;
-	size_t bytes;
-	pid_t child;
-
-	if (pipe(ready) || pipe(mapped)) {
-		say("quota-userns", "no-pipe");
-		return;
-	}
-	child = fork();
-	if (child == 0) {
-		close(ready[0]);
-		close(mapped[1]);
-		become(uid, uid, &gid, 1);
-		fd = raw_stream("first", &bytes, &err);
-		fd2 = raw_stream("second", &bytes, &err);
-		if (fd < 0 || fd2 < 0) {
-			say("quota-userns", "no-streams");
-			exit(1);
-		}
-		if (unshare(CLONE_NEWUSER)) {
-			say("quota-userns", err_name(errno));
-			exit(1);
-		}
-		if (tell(ready[1]) || hear(mapped[0]) || setresuid(5, 5, 5)) {
-			say("quota-userns", "not-mapped");
-			exit(1);
-		}
-		fd = raw_stream("namespaced", &bytes, &err);
-		say("quota-userns", err_name(err));
-		exit(0);
-	}
-	close(ready[1]);
-	close(mapped[0]);
-	if (!hear(ready[0]) && map_ids(child))
-		perror("quota-userns: uid_map");
-	tell(mapped[1]);
-	close(ready[0]);
-	close(mapped[1]);
-	waitpid(child, &status, 0);
-}
-
-/*
- * Root makes a user namespace (as a service's PrivateUsers= or a
- * container manager does), maps 65536 ids into it, and one of them holds
- * two streams: a namespace root made is no user's, so its ids are not
- * charged to root, and root may still take a stream of its own.
- */
-static void root_made_namespace(gid_t gid)
-{
-	int ready[2], mapped[2], done[2], fd, fd2, err, status;
-	size_t bytes;
-	pid_t child;
-
-	if (pipe(ready) || pipe(mapped) || pipe(done)) {
-		say("quota-root-ns", "no-pipe");
-		return;
-	}
-	child = fork();
-	if (child == 0) {
-		close(ready[0]);
-		close(mapped[1]);
-		close(done[1]);
-		if (setgroups(1, &gid) || unshare(CLONE_NEWUSER)) {
-			say("quota-root-ns", err_name(errno));
-			exit(1);
-		}
-		if (tell(ready[1]) || hear(mapped[0]) || setresuid(5, 5, 5)) {
-			say("quota-root-ns", "not-mapped");
-			exit(1);
-		}
-		fd = raw_stream("container", &bytes, &err);
-		fd2 = raw_stream("container-2", &bytes, &err);
-		if (fd < 0 || fd2 < 0) {
-			say("quota-root-ns", err_name(err));
-			exit(1);
-		}
-		tell(ready[1]);
-		hear(done[0]);
-		exit(0);
-	}
-	close(ready[1]);
-	close(mapped[0]);
-	close(done[0]);
-	if (!hear(ready[0]) && map_ids(child))
-		perror("quota-root-ns: uid_map");
-	tell(mapped[1]);
-	if (!hear(ready[0])) {
-		fd = raw_stream("root-beside", &bytes, &err);
-		say("quota-root-ns", err_name(err));
-		if (fd >= 0)
-			close(fd);
-	}
-	tell(done[1]);
-	close(ready[0]);
-	close(mapped[1]);
-	close(done[1]);
-	waitpid(child, &status, 0);
 }
 
 static int security(uid_t uid, gid_t gid, uid_t outsider_uid)

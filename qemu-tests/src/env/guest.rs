@@ -290,7 +290,7 @@ pub fn host_crashring(sh: &Shell) -> Result<PathBuf> {
     Ok(sh.current_dir().join("target/release/crashring"))
 }
 
-/// qemu-tests/csrc/compositor.c against the release crashring-user
+/// qemu-tests/csrc/compositor.c (and userns.c) against the release crashring-user
 /// library, which the guest gets at the same path.
 pub fn build_compositor(sh: &Shell) -> Result<PathBuf> {
     let lib = sh.current_dir().join("target/release");
@@ -311,18 +311,15 @@ fn compositor_finding_library(sh: &Shell, name: &str, rpath: &Path) -> Result<Pa
     let lib = top.join("target/release");
     sh.create_dir(work_dir(sh))?;
     let out = work_dir(sh).join(name);
-    let (include, kernel, src) = (
-        top.join("pstore-ring/user/include"),
-        top.join("kernel"),
-        top.join("qemu-tests/csrc/compositor.c"),
-    );
+    let (include, kernel) = (top.join("pstore-ring/user/include"), top.join("kernel"));
+    let src = ["compositor.c", "userns.c"].map(|f| top.join("qemu-tests/csrc").join(f));
     let (libdir, rpath) = (
         format!("-L{}", lib.display()),
         format!("-Wl,-rpath,{}", rpath.display()),
     );
     cmd!(
         sh,
-        "cc -std=gnu11 -O2 -Wall -Wextra -Werror -I {include} -I {kernel} {src} -o {out} {libdir} {rpath} -lcrashring_user"
+        "cc -std=gnu11 -O2 -Wall -Wextra -Werror -I {include} -I {kernel} {src...} -o {out} {libdir} {rpath} -lcrashring_user"
     )
     .run()?;
     Ok(out)
