@@ -11,7 +11,10 @@
  *                     and the categories of the user streams the opener
  *                     may see
  *   region            ro  (0400) where the memory is and how it is used
- *   stats             ro  per CPU: records, bytes, pages overwritten, drops
+ *   stats             ro  (0400) per CPU: records, bytes, pages overwritten,
+ *                     drops; root's, since its counters advance with every
+ *                     printk line and would let anyone time the kernel's
+ *                     logging past dmesg_restrict
  *   status            ro  the last thing user space should know
  *   previous          ro  (0400, binary) the previous generation's region
  *   previous_summary  ro  the previous generation in one screen of text;
@@ -445,7 +448,7 @@ static struct attribute *cr_attrs[] = {
 };
 
 static struct bin_attribute cr_attr_stats = {
-	.attr = { .name = "stats", .mode = 0444 },
+	.attr = { .name = "stats", .mode = 0400 },
 	.read = stats_read,
 };
 

@@ -33,7 +33,7 @@ const DEBIAN_612: &str = "the Debian guest runs the 6.12 kernel from bookworm-ba
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "warm-reboot",
-        about: "memmap= region; hibernation refused while recording; workload, during which the periodic write-back writes back its pages and no idle stream's; markers into a persistent ftrace instance beside it (6.12+); sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; a user who is not root reads previous_summary without the crash message; ack; crashring ftrace reads the instance through /dev/mem as the kernel's own reader does",
+        about: "memmap= region; hibernation refused while recording; workload, during which the periodic write-back writes back its pages and no idle stream's; markers into a persistent ftrace instance beside it (6.12+); sysrq panic; warm reboot; the module keeps the previous generation; the guest's crashring reads it; a user who is not root reads previous_summary without the crash message and is refused stats; ack; crashring ftrace reads the instance through /dev/mem as the kernel's own reader does",
         only_612: None,
         newest: true,
         arches: Arches::Pc,

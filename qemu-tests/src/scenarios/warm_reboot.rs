@@ -111,13 +111,16 @@ fn check_write_back(region: &Region) -> Result<String> {
 }
 
 /// The next boot's release: what previous_summary says to a user who is
-/// not root (no crash message), then the ack.
+/// not root (no crash message), whether such a user can read `stats`
+/// (whose counters would time the kernel's logging past `dmesg_restrict`),
+/// then the ack.
 fn member_summary_then_ack() -> String {
     format!(
         "  mkdir -p /etc\n\
          \x20 echo 'root:x:0:0::/:/bin/sh' > /etc/passwd\n\
          \x20 echo 'member:x:1000:1000::/:/bin/sh' >> /etc/passwd\n\
          \x20 echo \"crashring-test: a member reads $(su member -c 'grep ^state /sys/kernel/crashring/previous_summary')\"\n\
+         \x20 if su member -c 'cat /sys/kernel/crashring/stats' > /dev/null 2>&1; then echo 'crashring-test: a member read stats'; else echo 'crashring-test: stats refused to a member'; fi\n\
          {ACK}"
     )
 }
@@ -228,6 +231,10 @@ pub fn warm_reboot(sh: &Shell, k: &Kernel, art: &Artifacts) -> Result<String> {
             .strip_prefix("crashring-test: a member reads state crashed reason 1 at ")
             .is_some_and(|rest| !rest.contains(':'))),
         "previous_summary does not give a user who is not root the crash without its message"
+    );
+    ensure!(
+        said("crashring-test: stats refused to a member"),
+        "a user who is not root read stats, whose counters time the kernel's logging"
     );
     run.check(|image| {
         let region = parse_saved(image)?;
