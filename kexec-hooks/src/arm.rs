@@ -505,7 +505,7 @@ pub fn plan_arm(sys: &System, size: Option<u64>, arch: &str) -> Result<Plan, Arm
     let again = unfinished(previous.as_ref(), &mut plan.notes);
     // The initramfs first: kernel-install add copies it into the boot
     // entries.
-    plan.commands = initramfs_rebuild(sys, &plan.changes, again)
+    plan.commands = initramfs_rebuild(sys, &plan.changes, again, &mut plan.notes)
         .into_iter()
         .chain(steps.commands)
         .collect();
@@ -593,7 +593,7 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     }
     plan.changes.extend(kdump_tools::change(sys, None)?);
     let again = unfinished(armed.as_ref(), &mut plan.notes);
-    if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes, again) {
+    if let Some(rebuild) = initramfs_rebuild(sys, &plan.changes, again, &mut plan.notes) {
         plan.commands.insert(0, rebuild);
     }
     let unknown = match armed.as_ref().filter(|a| unknowable(sys, a)) {
@@ -638,31 +638,47 @@ pub fn plan_disarm(sys: &System, force: bool) -> Result<Plan, ArmError> {
     Ok(plan)
 }
 
-/// Whether the record says the commands of an earlier arm or disarm have
+/// The commands of an earlier arm or disarm that the record says have
 /// not all succeeded (said in `notes`): the loader's and the initramfs'
 /// run again, since the files alone look done.
-fn unfinished(record: Option<&Armed>, notes: &mut Vec<String>) -> bool {
-    let Some((_, commands)) = record.and_then(Armed::unfinished) else {
-        return false;
-    };
+fn unfinished<'a>(record: Option<&'a Armed>, notes: &mut Vec<String>) -> Option<&'a str> {
+    let (_, commands) = record.and_then(Armed::unfinished)?;
     notes.push(format!(
         "{} says an earlier arm or disarm did not finish (`{commands}` did not all succeed): they run again",
         loader::RECORD
     ));
-    true
+    Some(commands)
 }
 
 /// The initramfs rebuilt when `changes` touch what it holds of crashring,
-/// or `again` (an earlier rebuild may have failed), and the machine's
-/// generator has crashring's hook.
+/// or `again` (the commands an earlier run left unfinished) held a rebuild,
+/// and the machine's generator has crashring's hook. A rebuild left
+/// unfinished that can no longer run (the generator or the hook gone) is
+/// said in `notes`: the images built before still hold crashring's module
+/// and the options of then.
 pub(crate) fn initramfs_rebuild(
     sys: &System,
     changes: &[Change],
-    again: bool,
+    again: Option<&str>,
+    notes: &mut Vec<String>,
 ) -> Option<Vec<String>> {
-    (again || initramfs::changed(changes))
-        .then(|| initramfs::rebuild(sys))
-        .flatten()
+    let unfinished = again.filter(|commands| {
+        commands
+            .split("; ")
+            .any(|c| initramfs::GENERATORS.iter().any(|g| c.starts_with(g)))
+    });
+    if unfinished.is_none() && !initramfs::changed(changes) {
+        return None;
+    }
+    let rebuild = initramfs::rebuild(sys);
+    if let (Some(commands), None) = (unfinished, &rebuild) {
+        notes.push(format!(
+            "the initramfs rebuild an earlier arm or disarm left unfinished (`{commands}`) cannot run again: neither initramfs-tools nor dracut is here with crashring's hook ({}, {}); the images built before still hold crashring's module and the options of then until they are built again",
+            initramfs::INITRAMFS_TOOLS_HOOK,
+            initramfs::DRACUT_MODULE
+        ));
+    }
+    rebuild
 }
 
 #[cfg(test)]

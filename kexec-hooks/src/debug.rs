@@ -92,8 +92,12 @@ pub fn plan_persist(sys: &System, selection: &str, enables: &[Enable]) -> Result
     }
     // An armed machine's initramfs loads the module with these options.
     if read(sys, crate::arm::MODULES_LOAD)?.is_some_and(|t| crate::arm::ours(&t)) {
-        plan.commands
-            .extend(crate::arm::initramfs_rebuild(sys, &plan.changes, false));
+        plan.commands.extend(crate::arm::initramfs_rebuild(
+            sys,
+            &plan.changes,
+            None,
+            &mut plan.notes,
+        ));
     }
     Ok(plan)
 }

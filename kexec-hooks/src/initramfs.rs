@@ -23,14 +23,21 @@ pub const DRACUT_MODULE: &str = "/usr/lib/dracut/modules.d/90crashring-early/mod
 pub fn rebuild(sys: &System) -> Option<Vec<String>> {
     let has = |path: &str| sys.path(path).exists();
     let command: &[&str] = if has(INITRAMFS_TOOLS_HOOK) && has("/usr/sbin/update-initramfs") {
-        &["update-initramfs", "-u", "-k", "all"]
+        &UPDATE_INITRAMFS
     } else if has(DRACUT_MODULE) && (has("/usr/bin/dracut") || has("/usr/sbin/dracut")) {
-        &["dracut", "--force", "--regenerate-all"]
+        &DRACUT
     } else {
         return None;
     };
     Some(command.iter().map(|w| w.to_string()).collect())
 }
+
+const UPDATE_INITRAMFS: [&str; 4] = ["update-initramfs", "-u", "-k", "all"];
+const DRACUT: [&str; 3] = ["dracut", "--force", "--regenerate-all"];
+
+/// The generators' names, as a command [`rebuild`] planned starts (in the
+/// record's pending mark, say).
+pub const GENERATORS: [&str; 2] = [UPDATE_INITRAMFS[0], DRACUT[0]];
 
 /// Whether `changes` touch what an initramfs holds of crashring: the
 /// list that arms the hooks, or the module's options.

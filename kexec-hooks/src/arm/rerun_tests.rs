@@ -175,6 +175,33 @@ fn a_pending_command_whose_tool_is_gone_is_not_run_again() {
     );
 }
 
+/// An initramfs rebuild left unfinished whose generator is gone since:
+/// not planned again, and said, since the images built before still hold
+/// the module and the options of then.
+#[test]
+fn an_unfinished_initramfs_rebuild_that_cannot_run_again_is_said() {
+    let (_dir, sys) = kernel_install_machine();
+    sys.write(crate::initramfs::INITRAMFS_TOOLS_HOOK, "")
+        .unwrap();
+    sys.write("/usr/sbin/update-initramfs", "").unwrap();
+    plan_arm(&sys, None, "x86_64").unwrap().apply(&sys).unwrap();
+    sys.remove("/usr/sbin/update-initramfs").unwrap();
+    let said = |notes: &[String]| {
+        notes.iter().any(|n| {
+            n.starts_with("the initramfs rebuild an earlier arm or disarm left unfinished (`update-initramfs -u -k all; kernel-install add")
+                && n.contains("cannot run again")
+        })
+    };
+    let again = plan_arm(&sys, None, "x86_64").unwrap();
+    assert_eq!(again.commands, kernel_install_commands());
+    assert!(said(&again.notes), "{:?}", again.notes);
+    let disarm = plan_disarm(&sys, false).unwrap();
+    assert!(said(&disarm.notes), "{:?}", disarm.notes);
+    // Once the commands that can run succeeded, nothing is pending.
+    again.apply_succeeded(&sys);
+    assert!(!said(&plan_arm(&sys, None, "x86_64").unwrap().notes));
+}
+
 /// A command that is there but fails every time: `disarm --force` takes
 /// the record away with the files, whatever the command does.
 #[test]
